@@ -1,0 +1,270 @@
+"""Icepack's configuration: ``ICEPACK_*`` environment variables, validated once at start-up.
+
+``load_settings()`` is the only entry point services use. Every problem is reported in one
+``ConfigError`` whose lines each name the variable to fix. Secrets are ``SecretStr`` and the
+database URL's password is masked, so printing settings never prints a secret.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import SplitResult, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+from icepack_core.errors import ConfigError
+
+ENV_PREFIX = "ICEPACK_"
+_CATALOG_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+def _check_postgres_url(value: str, variable: str) -> SplitResult:
+    parts = urlsplit(value)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError(
+            f"{variable} must be a postgresql:// URL "
+            f"(postgresql://USER:PASSWORD@HOST:PORT/DB), got scheme {parts.scheme or '(none)'!r}"
+        )
+    try:
+        parts.port  # noqa: B018 - raises on a non-numeric port
+    except ValueError as exc:
+        raise ValueError(f"{variable} has an invalid port: {exc}") from None
+    if not parts.path.strip("/") and "dbname=" not in parts.query:
+        raise ValueError(f"{variable} names no database (…/DBNAME at the end of the URL)")
+    if not parts.hostname and "host=" not in parts.query:
+        raise ValueError(f"{variable} names no host (postgresql://USER@HOST/DB)")
+    return parts
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` (for logs and ``repr``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+class CatalogConfig(BaseModel):
+    """One Iceberg catalog Icepack watches. Secrets may come from
+    ``ICEPACK_CATALOG_<NAME>_CREDENTIAL`` / ``_TOKEN`` / ``_S3_SECRET_ACCESS_KEY``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    type: Literal["sql", "rest", "glue"]
+    uri: str | None = None
+    warehouse: str | None = None
+    # REST / Polaris: OAuth2 client credentials `client_id:client_secret`, or a bearer token.
+    credential: SecretStr | None = None
+    client_id: str | None = None
+    client_secret: SecretStr | None = None
+    token: SecretStr | None = None
+    scope: str = "PRINCIPAL_ROLE:ALL"
+    oauth2_server_uri: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    # Glue and S3 FileIO.
+    region: str | None = None
+    endpoint: str | None = None
+    s3_endpoint: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    # Which namespaces/tables discovery keeps (shell-style patterns on `namespace` / `ns.table`).
+    include: list[str] = Field(default_factory=lambda: ["*"])
+    exclude: list[str] = Field(default_factory=list)
+    # Extra catalog properties passed through to PyIceberg as-is (non-secret).
+    properties: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_simple(cls, value: str) -> str:
+        if not _CATALOG_NAME.match(value):
+            raise ValueError(
+                f"catalog name {value!r} must be lower-case letters, digits and _, "
+                "starting with a letter"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> CatalogConfig:
+        label = f"catalog {self.name!r}"
+        if self.type in ("sql", "rest") and not self.uri:
+            raise ValueError(f"{label}: type {self.type} needs a uri")
+        if self.type == "rest":
+            assert self.uri is not None
+            if urlsplit(self.uri).scheme not in ("http", "https"):
+                raise ValueError(f"{label}: uri {self.uri!r} must be http:// or https://")
+            if (self.client_id is None) != (self.client_secret is None):
+                missing = "client_secret" if self.client_secret is None else "client_id"
+                raise ValueError(
+                    f"{label}: OAuth2 needs both client_id and client_secret; {missing} is "
+                    f"missing (or set ICEPACK_CATALOG_{self.name.upper()}_CREDENTIAL=id:secret)"
+                )
+            if self.client_id is not None and self.client_secret is not None:
+                joined = f"{self.client_id}:{self.client_secret.get_secret_value()}"
+                self.credential = SecretStr(joined)
+            if self.credential is not None:
+                cid, sep, secret = self.credential.get_secret_value().partition(":")
+                if not sep or not cid or not secret:
+                    raise ValueError(
+                        f"{label}: credential must be CLIENT_ID:CLIENT_SECRET with both parts "
+                        f"(ICEPACK_CATALOG_{self.name.upper()}_CREDENTIAL)"
+                    )
+        if (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
+            raise ValueError(
+                f"{label}: S3 needs both s3_access_key_id and s3_secret_access_key "
+                f"(the secret may come from ICEPACK_CATALOG_{self.name.upper()}"
+                "_S3_SECRET_ACCESS_KEY)"
+            )
+        return self
+
+
+class Settings(BaseSettings):
+    """Every setting of every service. Defaults are for a laptop; the deploy overlays set the rest."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", case_sensitive=False
+    )
+
+    database_url: SecretStr = SecretStr("postgresql://postgres@127.0.0.1:5432/icepack")
+    data_dir: Path = Path(".icepack")
+    http_host: str = "127.0.0.1"
+    http_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+
+    catalogs: list[CatalogConfig] = Field(default_factory=list)
+    # Spark (flat variables, e.g. ICEPACK_SPARK_ENGINE=thrift ICEPACK_SPARK_THRIFT_HOST=kyuubi).
+    spark_engine: Literal["local", "connect", "thrift"] = "local"
+    spark_connect_url: str | None = None
+    spark_thrift_host: str | None = None
+    spark_thrift_port: int = Field(10009, ge=1, le=65535)  # Kyuubi's default frontend port
+    spark_thrift_username: str | None = None
+    spark_thrift_password: SecretStr | None = None
+    spark_thrift_auth: Literal["NONE", "NOSASL", "LDAP", "CUSTOM"] = "NONE"
+    spark_jars_dir: Path | None = None
+    spark_master: str = "local[2]"
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    metadata_inspector: Literal["pyiceberg", "iceberg-go"] = "pyiceberg"
+    go_inspector_path: Path | None = None
+
+    # Database sessions: short, so no service can hold the xmin horizon (and event delivery) back.
+    db_pool_min: int = Field(1, ge=0)
+    db_pool_max: int = Field(8, ge=1)
+    db_statement_timeout_ms: int = Field(60_000, ge=0)
+    db_idle_in_transaction_timeout_ms: int = Field(60_000, ge=0)
+
+    # Loops. Discovery every minute is what a catalog of thousands of tables tolerates.
+    discovery_interval_seconds: float = Field(60.0, gt=0)
+    poll_interval_seconds: float = Field(5.0, gt=0)  # event/queue poll if a NOTIFY is missed
+    inspector_refresh_seconds: float = Field(3600.0, gt=0)  # age metrics without new events
+    maintenance_cadence_hours: float = Field(24.0, ge=0)
+
+    # Jobs: a lease long enough to survive a GC pause, heartbeats at a third of it.
+    job_lease_seconds: float = Field(120.0, gt=0)
+    job_max_attempts: int = Field(3, ge=1)
+    job_backoff_base_seconds: float = Field(30.0, ge=0)
+    job_backoff_cap_seconds: float = Field(3600.0, ge=0)
+    work_lease_seconds: float = Field(300.0, gt=0)
+
+    # Retention of hot tables.
+    event_retention_hours: float = Field(168.0, gt=0)
+    job_retention_days: float = Field(30.0, gt=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_postgres(cls, value: SecretStr) -> SecretStr:
+        _check_postgres_url(value.get_secret_value(), "ICEPACK_DATABASE_URL")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _catalog_secrets_from_env(cls, data: Any) -> Any:
+        """Fill each catalog's secrets from ``ICEPACK_CATALOG_<NAME>_*`` so they can come from a
+        Kubernetes Secret while the rest of the catalog list sits in a ConfigMap."""
+        if not isinstance(data, dict):
+            return data
+        catalogs = data.get("catalogs")
+        if not isinstance(catalogs, list):
+            return data
+        for catalog in catalogs:
+            if not isinstance(catalog, dict) or not isinstance(catalog.get("name"), str):
+                continue
+            prefix = f"{ENV_PREFIX}CATALOG_{catalog['name'].upper()}_"
+            for field in ("credential", "token", "s3_secret_access_key", "client_secret"):
+                value = os.environ.get(prefix + field.upper())
+                if value:
+                    catalog[field] = value
+        return data
+
+    @model_validator(mode="after")
+    def _unique_catalogs(self) -> Settings:
+        names = [c.name for c in self.catalogs]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"ICEPACK_CATALOGS names {duplicates} more than once")
+        if self.spark_engine == "connect" and not self.spark_connect_url:
+            raise ValueError("ICEPACK_SPARK_ENGINE=connect needs ICEPACK_SPARK_CONNECT_URL")
+        if self.spark_engine == "thrift" and not self.spark_thrift_host:
+            raise ValueError("ICEPACK_SPARK_ENGINE=thrift needs ICEPACK_SPARK_THRIFT_HOST")
+        if self.db_pool_min > self.db_pool_max:
+            raise ValueError("ICEPACK_DB_POOL_MIN must not exceed ICEPACK_DB_POOL_MAX")
+        return self
+
+    @property
+    def dsn(self) -> str:
+        """The database URL with its secret, for drivers only; never log it."""
+        return self.database_url.get_secret_value()
+
+    @property
+    def masked_dsn(self) -> str:
+        return mask_url(self.dsn)
+
+    def effective_catalogs(self) -> list[CatalogConfig]:
+        """The configured catalogs, or the embedded SQL catalog in Icepack's own database."""
+        if self.catalogs:
+            return list(self.catalogs)
+        return [
+            CatalogConfig(
+                name="icepack",
+                type="sql",
+                uri=self.dsn,
+                warehouse=(self.data_dir.resolve() / "warehouse").as_uri(),
+            )
+        ]
+
+
+def _variable_for(loc: tuple[int | str, ...]) -> str:
+    head = [str(p) for p in loc if not isinstance(p, int)]
+    if not head:
+        return f"{ENV_PREFIX}(settings)"
+    return f"{ENV_PREFIX}{head[0].upper()}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read and validate settings from the environment (plus explicit overrides).
+
+    Raises:
+        ConfigError: with one line per bad variable, naming it and what is wrong.
+    """
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            message = str(err["msg"]).removeprefix("Value error, ")
+            variable = _variable_for(tuple(err["loc"]))
+            if message.startswith(ENV_PREFIX):
+                lines.append(message)
+            else:
+                lines.append(f"{variable}: {message}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
+    except SettingsError as exc:
+        field = re.search(r'field "([a-z_]+)"', str(exc))
+        variable = f"{ENV_PREFIX}{field.group(1).upper()}" if field else "an ICEPACK_* variable"
+        raise ConfigError(f"invalid configuration:\n  {variable}: not valid JSON") from None

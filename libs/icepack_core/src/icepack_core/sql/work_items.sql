@@ -1,0 +1,71 @@
+-- name: work_request
+-- Ask a service to work on a table. Repeated requests coalesce into one row; each bumps the
+-- generation so a claim in progress is re-done once it finishes.
+INSERT INTO icepack.work_items (service, table_id, reason, not_before, traceparent)
+VALUES ($1, $2, $3, coalesce($4::timestamptz, now()), $5)
+ON CONFLICT (service, table_id) DO UPDATE
+   SET generation   = icepack.work_items.generation + 1,
+       requested_at = now(),
+       reason       = EXCLUDED.reason,
+       not_before   = least(icepack.work_items.not_before, EXCLUDED.not_before),
+       traceparent  = coalesce(EXCLUDED.traceparent, icepack.work_items.traceparent)
+RETURNING generation;
+
+-- name: work_claim
+-- Claim up to $4 due, unclaimed (or lease-expired) items of one service for $3 seconds.
+WITH due AS (
+    SELECT service, table_id
+      FROM icepack.work_items
+     WHERE service = $1
+       AND not_before <= coalesce($5::timestamptz, now())
+       AND (lease_until IS NULL OR lease_until < coalesce($5::timestamptz, now()))
+     ORDER BY not_before, requested_at
+       FOR UPDATE SKIP LOCKED
+     LIMIT $4)
+UPDATE icepack.work_items w
+   SET claimed_by  = $2,
+       claimed_at  = coalesce($5::timestamptz, now()),
+       lease_until = coalesce($5::timestamptz, now()) + make_interval(secs => $3),
+       attempts    = w.attempts + 1
+  FROM due
+ WHERE w.service = due.service AND w.table_id = due.table_id
+RETURNING w.table_id, w.generation, w.reason, w.traceparent, w.attempts;
+
+-- name: work_complete
+-- Finish a claimed item: delete it if nobody asked again meanwhile, otherwise hand it back.
+WITH done AS (
+    DELETE FROM icepack.work_items
+     WHERE service = $1 AND table_id = $2 AND claimed_by = $3 AND generation = $4
+    RETURNING 1),
+again AS (
+    UPDATE icepack.work_items
+       SET claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0
+     WHERE service = $1 AND table_id = $2 AND claimed_by = $3 AND generation <> $4
+    RETURNING 1)
+SELECT (SELECT count(*) FROM done) AS deleted, (SELECT count(*) FROM again) AS requeued;
+
+-- name: work_fail
+-- Hand a claimed item back after a failure, due again after $4 seconds.
+UPDATE icepack.work_items
+   SET claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
+       not_before = now() + make_interval(secs => $4), last_error = $5
+ WHERE service = $1 AND table_id = $2 AND claimed_by = $3
+RETURNING attempts;
+
+-- name: work_release
+-- Hand back everything one worker holds (graceful shutdown), due at once.
+UPDATE icepack.work_items
+   SET claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
+       attempts = greatest(attempts - 1, 0)
+ WHERE service = $1 AND claimed_by = $2;
+
+-- name: work_heartbeat
+-- Extend the lease of an item this worker still holds.
+UPDATE icepack.work_items
+   SET lease_until = now() + make_interval(secs => $4)
+ WHERE service = $1 AND table_id = $2 AND claimed_by = $3
+RETURNING lease_until;
+
+-- name: work_pending_count
+-- Items of one service waiting or in progress.
+SELECT count(*) FROM icepack.work_items WHERE service = $1;

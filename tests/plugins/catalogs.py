@@ -1,0 +1,1 @@
+"""pytest fixtures: catalogs (session-scoped real components)."""

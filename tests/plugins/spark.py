@@ -1,0 +1,1 @@
+"""pytest fixtures: spark (session-scoped real components)."""
