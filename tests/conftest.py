@@ -145,3 +145,25 @@ async def db(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
         yield pool
     finally:
         await pool.close()
+
+
+@pytest.fixture(scope="session")
+def _tracer_provider():
+    """One global tracer provider for in-process tests, recording to memory."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+@pytest.fixture
+def spans(_tracer_provider):
+    """The in-memory span exporter, emptied for this test."""
+    _tracer_provider.clear()
+    return _tracer_provider

@@ -35,7 +35,8 @@ def load_service(name: str, **kwargs: object) -> Service:
     found = {ep.name: ep for ep in entry_points(group="icepack.services")}
     if name not in found:
         raise typer.BadParameter(
-            f"unknown service {name!r}; choose one of {', '.join(sorted(found)) or '(none installed)'}"
+            f"unknown service {name!r}; choose one of "
+            f"{', '.join(sorted(found)) or '(none installed)'}"
         )
     factory = found[name].load()
     service: Service = factory(**kwargs)
@@ -72,7 +73,9 @@ def migrate() -> None:
 @app.command()
 def service(
     name: Annotated[str, typer.Argument(help=f"one of: {', '.join(SERVICE_NAMES)}")],
-    once: Annotated[bool, typer.Option(help="executor only: run one job (or none) and exit")] = False,
+    once: Annotated[
+        bool, typer.Option(help="executor only: run one job (or none) and exit")
+    ] = False,
 ) -> None:
     """Run one service in the foreground."""
     if once and name != "executor":

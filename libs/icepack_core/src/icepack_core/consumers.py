@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 
-import asyncpg
 from opentelemetry.trace import SpanKind
 
+from icepack_core.db import Conn
 from icepack_core.events import Event, EventConsumer, run_consumer, wait_for_wake
 from icepack_core.runner import ServiceContext
 from icepack_core.telemetry import parent_context, tracer
@@ -27,7 +27,7 @@ def event_to_work_consumer(
 ) -> EventConsumer:
     """A consumer named after the service that requests work for each event's table."""
 
-    async def handle(conn: asyncpg.Connection, event: Event) -> None:
+    async def handle(conn: Conn, event: Event) -> None:
         if event.table_id is not None:
             await queue.request(conn, event.table_id, event.topic, traceparent=event.traceparent)
 

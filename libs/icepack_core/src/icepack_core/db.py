@@ -11,11 +11,14 @@ import json
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from icepack_core.settings import Settings
 
 Pool = asyncpg.Pool
 Connection = asyncpg.Connection
+# What callers hand to functions that run inside "the caller's transaction".
+Conn = asyncpg.Connection | PoolConnectionProxy
 
 
 def server_settings(settings: Settings, service: str) -> dict[str, str]:

@@ -25,6 +25,7 @@ import asyncpg
 import structlog
 from opentelemetry.trace import SpanKind
 
+from icepack_core.db import Conn
 from icepack_core.queries import load_query
 from icepack_core.telemetry import current_traceparent, parent_context, tracer
 
@@ -42,7 +43,7 @@ class Event:
     payload: dict[str, Any]
     traceparent: str | None
     created_at: datetime
-    xid: str
+    xid: int
 
     @classmethod
     def from_record(cls, row: asyncpg.Record) -> Event:
@@ -58,7 +59,7 @@ class Event:
 
 
 async def publish(
-    conn: asyncpg.Connection,
+    conn: Conn,
     topic: str,
     *,
     table_id: int | None = None,
@@ -79,7 +80,7 @@ async def publish(
     return event_id
 
 
-Handler = Callable[[asyncpg.Connection, Event], Awaitable[None]]
+Handler = Callable[[Conn, Event], Awaitable[None]]
 
 
 class EventConsumer:
@@ -135,7 +136,7 @@ class EventConsumer:
                 )
                 return len(rows)
 
-    async def _handle(self, conn: asyncpg.Connection, event: Event) -> None:
+    async def _handle(self, conn: Conn, event: Event) -> None:
         with tracer().start_as_current_span(
             f"consume {event.topic}",
             context=parent_context(event.traceparent),
@@ -186,8 +187,8 @@ class Listener:
             if topic is None or topics is None or topic in topics:
                 wake.set()
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        self._wake(payload)
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        self._wake(str(payload))
 
     def _on_terminate(self, _conn: Any) -> None:
         self._lost.set()
@@ -196,7 +197,7 @@ class Listener:
         """Keep listening until ``stop`` is set."""
         backoff = 0.1
         while not stop.is_set():
-            conn: asyncpg.Connection | None = None
+            conn: Conn | None = None
             try:
                 conn = await self._connect()
                 self._lost.clear()
@@ -219,7 +220,7 @@ class Listener:
                     await asyncio.wait_for(stop.wait(), timeout=backoff)
                 backoff = min(backoff * 2, 5.0)
 
-    async def _watch(self, conn: asyncpg.Connection, stop: asyncio.Event) -> None:
+    async def _watch(self, conn: Conn, stop: asyncio.Event) -> None:
         stop_wait = asyncio.ensure_future(stop.wait())
         lost_wait = asyncio.ensure_future(self._lost.wait())
         try:
@@ -238,11 +239,11 @@ class Listener:
             lost_wait.cancel()
 
 
-async def wait_for_wake(wake: asyncio.Event, stop: asyncio.Event, timeout: float) -> None:
-    """Return on a wake-up, on ``stop`` or after ``timeout`` seconds, whichever comes first."""
+async def wait_for_wake(wake: asyncio.Event, stop: asyncio.Event, max_wait: float) -> None:
+    """Return on a wake-up, on ``stop`` or after ``max_wait`` seconds, whichever comes first."""
     waiters = {asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())}
     try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiters, timeout=max_wait, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for waiter in waiters:
             waiter.cancel()

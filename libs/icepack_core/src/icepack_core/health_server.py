@@ -20,7 +20,9 @@ from starlette.routing import BaseRoute, Route
 ReadyCheck = Callable[[], Awaitable[str | None]]  # None when ready, else the reason
 
 
-def health_routes(service: str, pool: asyncpg.Pool, ready: ReadyCheck | None = None) -> list[BaseRoute]:
+def health_routes(
+    service: str, pool: asyncpg.Pool, ready: ReadyCheck | None = None
+) -> list[BaseRoute]:
     async def healthz(_request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "service": service})
 

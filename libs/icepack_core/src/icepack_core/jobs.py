@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 
 from icepack_core import events
+from icepack_core.db import Conn
 from icepack_core.errors import JobNotFound, StaleFence
 from icepack_core.queries import load_query
 from icepack_core.telemetry import current_traceparent
@@ -95,7 +96,7 @@ class JobQueue:
         max_attempts: int = 3,
         trigger: JobTrigger = JobTrigger.PLANNER,
         not_before: datetime | None = None,
-        conn: asyncpg.Connection | None = None,
+        conn: Conn | None = None,
     ) -> Enqueued:
         """Queue a job, or return the queued/running job that already holds ``dedupe_key``.
 
@@ -261,7 +262,7 @@ class JobQueue:
         return action_id
 
 
-async def _announce_transition(conn: asyncpg.Connection, job: Job) -> None:
+async def _announce_transition(conn: Conn, job: Job) -> None:
     """Publish ``job.finished`` when a transition made the job terminal."""
     if job.state.terminal:
         await events.publish(

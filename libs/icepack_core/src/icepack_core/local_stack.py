@@ -105,7 +105,7 @@ def run_demo(duration: float | None = None, data_dir: Path | None = None) -> int
     os.environ.update(env)
     try:
         settings = load_settings()
-        subprocess.run(  # noqa: S603
+        subprocess.run(
             [sys.executable, "-m", "icepack_core.cli", "migrate"], check=True, env=os.environ
         )
         console.print(f"database: {dsn}  (psql {dsn})")

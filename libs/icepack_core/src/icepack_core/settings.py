@@ -13,8 +13,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import SplitResult, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic import model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from icepack_core.errors import ConfigError
@@ -125,7 +132,7 @@ class CatalogConfig(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Every setting of every service. Defaults are for a laptop; the deploy overlays set the rest."""
+    """Every setting of every service. Defaults suit a laptop; deploy overlays set the rest."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, extra="ignore", case_sensitive=False

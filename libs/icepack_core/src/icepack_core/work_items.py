@@ -13,6 +13,7 @@ from datetime import datetime
 
 import asyncpg
 
+from icepack_core.db import Conn
 from icepack_core.queries import load_query
 from icepack_core.telemetry import current_traceparent
 
@@ -42,7 +43,7 @@ class WorkQueue:
 
     async def request(
         self,
-        conn: asyncpg.Connection,
+        conn: Conn,
         table_id: int,
         reason: str,
         not_before: datetime | None = None,
@@ -76,7 +77,7 @@ class WorkQueue:
             for r in rows
         ]
 
-    async def complete(self, item: WorkItem, conn: asyncpg.Connection | None = None) -> bool:
+    async def complete(self, item: WorkItem, conn: Conn | None = None) -> bool:
         """Finish an item. Returns False when it was re-requested meanwhile and stays queued.
 
         Pass ``conn`` to finish it in the same transaction as the work's own writes.

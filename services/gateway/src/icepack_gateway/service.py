@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from icepack_core.runner import Service, ServiceContext
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-
-from icepack_core.runner import Service, ServiceContext
 
 
 async def metrics(_request: Request) -> Response:

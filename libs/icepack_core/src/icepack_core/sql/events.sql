@@ -7,7 +7,7 @@ RETURNING id;
 -- name: event_read_after
 -- Events after a consumer's (xid, id) cursor whose transactions are all finished: below the
 -- oldest running xid nothing can still appear, so a late commit is read late, never skipped.
-SELECT id, topic, table_id, payload, traceparent, created_at, xid::text AS xid
+SELECT id, topic, table_id, payload, traceparent, created_at, xid
   FROM icepack.events
  WHERE (xid, id) > ($1::xid8, $2::bigint)
    AND xid < pg_snapshot_xmin(pg_current_snapshot())
@@ -38,7 +38,7 @@ ON CONFLICT (consumer) DO NOTHING;
 
 -- name: consumer_offset_lock
 -- Lock a consumer's offset for this transaction; no row when a replica of it holds the lock.
-SELECT last_xid::text AS last_xid, last_event_id
+SELECT last_xid, last_event_id
   FROM icepack.consumer_offsets
  WHERE consumer = $1
    FOR UPDATE SKIP LOCKED;

@@ -1,0 +1,108 @@
+"""The real processes: `icepack up` runs five services with health endpoints, stops cleanly on
+SIGTERM; `icepack service executor --once` behaves as KEDA expects."""
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+
+import httpx
+import pytest
+
+from icepack_core.jobs import JobQueue
+from icepack_core.types import SERVICE_NAMES
+from tests.support.waiting import eventually
+
+
+def free_port_block(size: int) -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + size >= 65535:
+            continue
+        try:
+            for port in range(base, base + size):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free block of ports")
+
+
+def service_env(database_url, tmp_path, **extra):
+    return {**os.environ, "ICEPACK_DATABASE_URL": database_url,
+            "ICEPACK_DATA_DIR": str(tmp_path), "ICEPACK_POLL_INTERVAL_SECONDS": "0.5", **extra}
+
+
+@pytest.mark.slow
+async def test_up_serves_health_for_all_services_and_stops_on_sigterm(database_url, tmp_path):
+    base = free_port_block(5)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "icepack_core.cli", "up",
+        env=service_env(database_url, tmp_path, ICEPACK_UP_BASE_PORT=str(base)),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        async with httpx.AsyncClient(timeout=2) as client:
+            async def all_ready():
+                try:
+                    answers = [await client.get(f"http://127.0.0.1:{base + i}/readyz")
+                               for i in range(5)]
+                except httpx.TransportError:
+                    return None
+                return answers if all(a.status_code == 200 for a in answers) else None
+
+            answers = await eventually(all_ready, timeout=60, interval=0.5, what="5 x /readyz")
+            assert sorted(a.json()["service"] for a in answers) == sorted(SERVICE_NAMES)
+            health = await client.get(f"http://127.0.0.1:{base}/healthz")
+            assert health.json() == {"status": "ok", "service": "gateway"}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=45)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    stopped = err.decode().count('"event": "service.stopped"')
+    assert stopped == 5
+
+
+async def run_once(database_url, tmp_path):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "icepack_core.cli", "service", "executor", "--once",
+        env=service_env(database_url, tmp_path, ICEPACK_HTTP_PORT="0"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    return proc.returncode, err.decode()
+
+
+@pytest.mark.slow
+async def test_executor_once_exits_zero_when_nothing_is_queued(database_url, tmp_path):
+    code, err = await run_once(database_url, tmp_path)
+    assert code == 0, err
+    assert "executor.no_job" in err
+
+
+@pytest.mark.slow
+async def test_executor_once_runs_one_job_under_its_fence_and_exits(db, database_url, tmp_path):
+    queue = JobQueue(db)
+    table_id = await db.fetchval(
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c','n','t') RETURNING id")
+    ok = (await queue.enqueue(table_id, [{"action": "noop", "params": {"x": 1}}],
+                              priority=1)).job
+    bad = (await queue.enqueue(None, [{"action": "drop_everything"}], priority=2)).job
+
+    code, err = await run_once(database_url, tmp_path)
+    assert code == 0, err
+    done = await queue.get(ok.id)
+    assert done.state.value == "succeeded" and done.fence == 1
+    action = await db.fetchrow("SELECT * FROM icepack.job_actions WHERE job_id = $1", ok.id)
+    assert action["state"] == "succeeded" and action["fence"] == 1
+    assert action["output"]["params"] == {"x": 1}
+    assert await db.fetchval("SELECT count(*) FROM icepack.table_locks") == 0  # released
+    assert (await queue.get(bad.id)).state.value == "queued"  # one job per run
+
+    code, err = await run_once(database_url, tmp_path)
+    assert code == 0, err
+    failed = await queue.get(bad.id)
+    assert failed.state.value == "failed"  # unknown action: permanent, not retried
+    assert "unknown action 'drop_everything'" in failed.error
