@@ -1,0 +1,45 @@
+# Icepack developer entry points. `make demo` and `make test` install what they need first.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+UV_VERSION := 0.13.9
+export PATH := $(HOME)/.local/bin:$(PATH)
+JARS_DIR ?= .cache/jars
+export ICEPACK_SPARK_JARS_DIR ?= $(abspath $(JARS_DIR))
+PYTEST_ARGS ?=
+
+.PHONY: help setup uv demo test test-python test-go lint bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+uv:
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user "uv==$(UV_VERSION)"
+
+setup: uv ## install Python deps, Spark jars and go-inspector (idempotent)
+	uv sync --frozen --all-packages
+	scripts/fetch-jars.sh $(JARS_DIR)
+	cd go-inspector && go build -trimpath -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector
+
+demo: setup ## run Icepack on the embedded default (local Postgres, all services)
+	uv run icepack demo
+
+test: setup ## run every test (real Postgres, Spark, catalogs; Go tests too)
+	$(MAKE) --no-print-directory test-go
+	$(MAKE) --no-print-directory test-python
+
+test-python:
+	uv run pytest $(PYTEST_ARGS)
+
+test-go:
+	cd go-inspector && go vet ./... && go test ./...
+
+lint: setup ## ruff on everything, mypy strict on icepack_core
+	uv run ruff check libs services tests bench
+	uv run mypy libs/icepack_core/src/icepack_core
+
+bench: setup ## benchmarks, each beside its baseline (not tests)
+	uv run python -m bench.queue
+
+clean: ## remove local state (demo database, caches)
+	rm -rf .icepack .pytest_cache .mypy_cache .ruff_cache
