@@ -1,0 +1,166 @@
+package inspect
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestHistogramBoundaries(t *testing.T) {
+	t.Parallel()
+	var h Histogram
+	for _, size := range []int64{0, mib - 1, mib, 8*mib - 1, 8 * mib, 32 * mib, 128*mib - 1, 128 * mib, 512*mib - 1, 512 * mib, 5 << 40} {
+		h.add(size)
+	}
+	want := Histogram{Under1MiB: 2, From1To8: 2, From8To32: 1, From32To128: 2, From128To512: 2, Over512: 2}
+	if h != want {
+		t.Errorf("histogram = %+v, want %+v", h, want)
+	}
+}
+
+func TestStatusJSONHasAllHistogramKeysUnescaped(t *testing.T) {
+	t.Parallel()
+	raw, err := json.Marshal(TableStatus{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded map[string]any
+	if err := json.Unmarshal(raw, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	hist, ok := decoded["file_size_histogram"].(map[string]any)
+	if !ok || len(hist) != 6 {
+		t.Fatalf("histogram = %v", decoded["file_size_histogram"])
+	}
+	for key := range (Histogram{}).Buckets() {
+		if _, ok := hist[key]; !ok {
+			t.Errorf("missing bucket %q", key)
+		}
+	}
+	for _, nullable := range []string{"current_snapshot_id", "oldest_snapshot_at", "current_snapshot_at"} {
+		if v, ok := decoded[nullable]; !ok || v != nil {
+			t.Errorf("%s = %v, want null", nullable, v)
+		}
+	}
+	contract := contractFields(t)
+	for _, f := range contract {
+		if _, ok := decoded[f]; !ok {
+			t.Errorf("contract field %q missing from the JSON", f)
+		}
+	}
+	if len(decoded) != len(contract) {
+		t.Errorf("status has %d fields, the contract has %d: %v", len(decoded), len(contract), contract)
+	}
+}
+
+// contractFields reads the field names from the contract table in
+// docs/table-status.md (rows shaped like "| `name` ...").
+func contractFields(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "table-status.md"))
+	if err != nil {
+		t.Skipf("contract document not found: %v", err)
+	}
+	var fields []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "| `"); ok {
+			name, _, _ := strings.Cut(rest, "`")
+			fields = append(fields, name)
+		}
+	}
+	if len(fields) < 30 {
+		t.Fatalf("parsed only %d fields from the contract", len(fields))
+	}
+	return fields
+}
+
+func TestAverageAndPartitions(t *testing.T) {
+	t.Parallel()
+	a := newFileAgg()
+	a.dataFiles, a.dataBytes = 3, 10
+	a.partitions = map[string]int64{"0|1000=s:\"a\"": 2, "0|1000=null": 1}
+	var st TableStatus
+	a.fill(&st)
+	if st.AvgDataFileBytes != 3 || st.PartitionCount != 2 || st.MaxFilesInPartition != 2 {
+		t.Errorf("avg=%d partitions=%d max=%d", st.AvgDataFileBytes, st.PartitionCount, st.MaxFilesInPartition)
+	}
+	var empty TableStatus
+	newFileAgg().fill(&empty)
+	if empty.AvgDataFileBytes != 0 {
+		t.Errorf("avg of no files = %d", empty.AvgDataFileBytes)
+	}
+}
+
+func TestPartitionKeyIsCanonical(t *testing.T) {
+	t.Parallel()
+	a := PartitionKey(1, map[int]any{1001: int32(3), 1000: "x"})
+	b := PartitionKey(1, map[int]any{1000: "x", 1001: int32(3)})
+	if a != b {
+		t.Errorf("order changed the key: %q vs %q", a, b)
+	}
+	distinct := []string{
+		PartitionKey(0, map[int]any{1000: "1"}),
+		PartitionKey(0, map[int]any{1000: int32(1)}),
+		PartitionKey(0, map[int]any{1000: nil}),
+		PartitionKey(0, map[int]any{1000: ""}),
+		PartitionKey(1, map[int]any{1000: "1"}),
+		PartitionKey(0, nil),
+	}
+	seen := map[string]bool{}
+	for _, k := range distinct {
+		if seen[k] {
+			t.Errorf("key collision: %q", k)
+		}
+		seen[k] = true
+	}
+	if !strings.HasPrefix(distinct[4], "1|") {
+		t.Errorf("spec id missing from %q", distinct[4])
+	}
+}
+
+func TestIdentityFromLocation(t *testing.T) {
+	t.Parallel()
+	cases := map[string][2]string{
+		"s3://bucket/wh/db/events/metadata/00001-abc.metadata.json": {"db", "events"},
+		"file:///tmp/wh/ns/t/metadata/v1.metadata.json":             {"ns", "t"},
+		"t/metadata/v1.metadata.json":                               {"", "t"},
+		"/tmp/v1.metadata.json":                                     {"", ""},
+	}
+	for loc, want := range cases {
+		ns, tbl := IdentityFromLocation(loc)
+		if ns != want[0] || tbl != want[1] {
+			t.Errorf("%s -> (%q, %q), want %v", loc, ns, tbl, want)
+		}
+	}
+}
+
+func TestIOPropsFromEnvironment(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:8333"}
+	got := IOProps(map[string]string{"s3.access-key-id": "k"}, "s3://warehouse/x/metadata/v1.metadata.json",
+		func(k string) string { return env[k] })
+	if got["s3.endpoint"] != "http://127.0.0.1:8333" || got["s3.region"] != "us-east-1" || got["s3.access-key-id"] != "k" {
+		t.Errorf("props = %v", got)
+	}
+	explicit := IOProps(map[string]string{"s3.endpoint": "http://e", "s3.region": "eu-west-1"}, "s3://b/k",
+		func(k string) string { return env[k] })
+	if explicit["s3.endpoint"] != "http://e" || explicit["s3.region"] != "eu-west-1" {
+		t.Errorf("explicit props overridden: %v", explicit)
+	}
+	local := IOProps(nil, "/tmp/x", func(k string) string { return env[k] })
+	if len(local) != 0 {
+		t.Errorf("local location got S3 props: %v", local)
+	}
+}
+
+func TestFormatTimestamp(t *testing.T) {
+	t.Parallel()
+	if got := formatMillis(1758879681766); got != "2025-09-26T09:41:21.766Z" {
+		t.Errorf("got %s", got)
+	}
+	if got := formatMillis(1758879681000); got != "2025-09-26T09:41:21.000Z" {
+		t.Errorf("got %s", got)
+	}
+}
