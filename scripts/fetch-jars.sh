@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Resolve the jars Icepack passes to Spark (tools/jars/pom.xml) from Maven Central into DEST.
+#
+# Usage: scripts/fetch-jars.sh [DEST]     (default DEST: .cache/jars under the repository)
+#
+# Idempotent and cheap when nothing changed: DEST/.icepack-jars.stamp records the sha256 of the
+# pom and the jar names it produced; if the pom is unchanged and every jar is present, nothing
+# is downloaded. `make test` calls this on every run. Needs only `mvn` and network access to
+# Maven Central (or a mirror configured in ~/.m2/settings.xml).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pom="$repo_root/tools/jars/pom.xml"
+dest="${1:-$repo_root/.cache/jars}"
+stamp_name=".icepack-jars.stamp"
+
+if [[ ! -f "$pom" ]]; then
+    echo "fetch-jars: $pom is missing" >&2
+    exit 1
+fi
+
+pom_sha="$(sha256sum "$pom" | cut -d' ' -f1)"
+mkdir -p "$dest"
+dest="$(cd "$dest" && pwd)"
+stamp="$dest/$stamp_name"
+
+stamp_is_current() {
+    [[ -f "$stamp" ]] || return 1
+    [[ "$(sed -n 's/^pom-sha256=//p' "$stamp")" == "$pom_sha" ]] || return 1
+    local jar found=0
+    while IFS= read -r jar; do
+        [[ -s "$dest/$jar" ]] || return 1
+        found=1
+    done < <(sed -n 's/^jar=//p' "$stamp")
+    [[ $found -eq 1 ]]
+}
+
+if stamp_is_current; then
+    echo "fetch-jars: $dest is up to date ($(sed -n 's/^jar=//p' "$stamp" | tr '\n' ' '))"
+    exit 0
+fi
+
+if ! command -v mvn >/dev/null 2>&1; then
+    echo "fetch-jars: mvn (Apache Maven) is not installed; install it (apt-get install maven)" >&2
+    exit 1
+fi
+
+# Resolve into a scratch directory first so an interrupted run never leaves a half-filled DEST
+# that looks complete.
+scratch="$(mktemp -d "$dest/.fetch.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+echo "fetch-jars: resolving $(grep -c '<dependency>' "$pom") artifacts from Maven Central into $dest"
+mvn -q -B -f "$pom" dependency:copy-dependencies \
+    -DoutputDirectory="$scratch" -DincludeScope=runtime -DoverWriteReleases=true
+
+mapfile -t jars < <(cd "$scratch" && ls -1 -- *.jar | sort)
+if [[ ${#jars[@]} -eq 0 ]]; then
+    echo "fetch-jars: maven resolved no jars from $pom" >&2
+    exit 1
+fi
+
+# Drop jars of older versions the pom no longer names, then move the new set in.
+shopt -s nullglob
+for old in "$dest"/*.jar; do
+    keep=0
+    for jar in "${jars[@]}"; do [[ "$(basename "$old")" == "$jar" ]] && keep=1; done
+    if [[ $keep -eq 0 ]]; then
+        echo "fetch-jars: removing stale $(basename "$old")"
+        rm -f -- "$old"
+    fi
+done
+for jar in "${jars[@]}"; do
+    mv -f -- "$scratch/$jar" "$dest/$jar"
+    echo "fetch-jars: $jar"
+done
+
+{
+    echo "pom-sha256=$pom_sha"
+    for jar in "${jars[@]}"; do echo "jar=$jar"; done
+} >"$stamp.tmp"
+mv -f "$stamp.tmp" "$stamp"
+echo "fetch-jars: wrote ${#jars[@]} jars and $stamp_name to $dest"
