@@ -19,7 +19,7 @@ uv:
 setup: uv ## install Python deps, Spark jars and go-inspector (idempotent)
 	uv sync --frozen --all-packages
 	scripts/fetch-jars.sh $(JARS_DIR)
-	cd go-inspector && go build -trimpath -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector
+	cd go-inspector && go build -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector
 
 demo: setup ## run Icepack on the embedded default (local Postgres, all services)
 	uv run icepack demo

@@ -22,7 +22,7 @@ CHECKOV_CONFIG = DEPLOY / ".checkov.yaml"
 SETUP_STEPS = {
     "uv sync --frozen": [DOCKERFILES[0], DOCKERFILES[1]],
     "scripts/fetch-jars.sh": [DOCKERFILES[1]],
-    "go build -trimpath -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector": [DOCKERFILES[1]],
+    "go build -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector": [DOCKERFILES[1]],
 }
 
 
