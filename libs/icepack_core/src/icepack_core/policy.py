@@ -1,0 +1,263 @@
+"""Maintenance policies: Polaris-compatible types, inheritance, and table-property overrides.
+
+A policy has a type (``system.data-compaction``, ``system.metadata-compaction``,
+``system.snapshot-expiry``, ``system.orphan-file-removal``), ``enable`` and a typed ``config``;
+it is attached to a catalog, a namespace or a table. For each type the most specific attachment
+wins (table > deepest namespace > catalog > defaults), as in Polaris; then table properties
+``icepack.*`` override last. Invalid values are rejected with a message naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from icepack_core.errors import IcepackError
+
+DATA_COMPACTION = "system.data-compaction"
+METADATA_COMPACTION = "system.metadata-compaction"
+SNAPSHOT_EXPIRY = "system.snapshot-expiry"
+ORPHAN_FILE_REMOVAL = "system.orphan-file-removal"
+POLICY_TYPES = (DATA_COMPACTION, METADATA_COMPACTION, SNAPSHOT_EXPIRY, ORPHAN_FILE_REMOVAL)
+
+# Orphan removal deletes files: anything younger than this may belong to a writer still in flight.
+ORPHAN_SAFE_HOURS = 72.0
+
+
+class PolicyError(IcepackError, ValueError):
+    """A policy or an ``icepack.*`` table property has an invalid value; the message names it."""
+
+    code = "POLICY_INVALID"
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DataCompactionConfig(_Config):
+    """Bin-pack small files and rewrite delete files (Iceberg ``rewrite_data_files``)."""
+
+    # None: the table's write.target-file-size-bytes (Iceberg default 512 MiB).
+    target_file_size_bytes: int | None = Field(None, gt=0)
+    # Iceberg's binpack needs >= 5 input files per group before a rewrite pays off.
+    min_input_files: int = Field(5, ge=2)
+    strategy: Literal["binpack", "sort"] = "binpack"
+    rewrite_delete_files: bool = True
+    # Rewrite positions deletes once a table carries this many delete files.
+    min_delete_files: int = Field(1, ge=1)
+    max_partitions_per_run: int = Field(100, ge=1)
+
+
+class MetadataCompactionConfig(_Config):
+    """Rewrite manifests once a table has too many of them (``rewrite_manifests``)."""
+
+    max_manifests: int = Field(100, ge=2)
+    target_manifest_size_bytes: int = Field(8 * 1024 * 1024, gt=0)  # Iceberg's default 8 MiB
+
+
+class SnapshotExpiryConfig(_Config):
+    """Expire snapshots older than a max age, keeping the newest ``retain_last``."""
+
+    max_snapshot_age_hours: float = Field(120.0, gt=0)  # Iceberg's default: 5 days
+    retain_last: int = Field(1, ge=1)
+
+
+class OrphanFileRemovalConfig(_Config):
+    """Delete files no snapshot references (``remove_orphan_files``); off unless enabled."""
+
+    older_than_hours: float = Field(ORPHAN_SAFE_HOURS, gt=0)
+    # Going below 72 h risks deleting files of in-flight writers; only an explicit opt-in.
+    allow_unsafe_older_than: bool = False
+    dry_run_first: bool = True
+
+    @model_validator(mode="after")
+    def _safe_age(self) -> OrphanFileRemovalConfig:
+        if self.older_than_hours < ORPHAN_SAFE_HOURS and not self.allow_unsafe_older_than:
+            raise ValueError(
+                f"older_than_hours={self.older_than_hours} is below the {ORPHAN_SAFE_HOURS:g} h "
+                "safety floor; set allow_unsafe_older_than=true to mean it"
+            )
+        return self
+
+
+CONFIG_TYPES: dict[str, type[_Config]] = {
+    DATA_COMPACTION: DataCompactionConfig,
+    METADATA_COMPACTION: MetadataCompactionConfig,
+    SNAPSHOT_EXPIRY: SnapshotExpiryConfig,
+    ORPHAN_FILE_REMOVAL: OrphanFileRemovalConfig,
+}
+DEFAULT_ENABLED = {
+    DATA_COMPACTION: True,
+    METADATA_COMPACTION: True,
+    SNAPSHOT_EXPIRY: True,
+    ORPHAN_FILE_REMOVAL: False,  # the one action that can destroy data
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyAttachment:
+    """One row of ``icepack.policies``."""
+
+    policy_type: str
+    scope: Literal["catalog", "namespace", "table"]
+    catalog: str
+    namespace: str | None
+    table_name: str | None
+    enabled: bool
+    config: Mapping[str, Any]
+
+
+def parse_config(policy_type: str, config: Mapping[str, Any]) -> _Config:
+    """Validate a policy's config.
+
+    Raises:
+        PolicyError: unknown type, unknown key, or a bad value (the message names it).
+    """
+    model = CONFIG_TYPES.get(policy_type)
+    if model is None:
+        raise PolicyError(f"unknown policy type {policy_type!r}; one of {', '.join(POLICY_TYPES)}")
+    try:
+        return model.model_validate(dict(config))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'config'}: "
+            f"{str(e['msg']).removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise PolicyError(f"{policy_type}: {problems}") from None
+
+
+@dataclass(frozen=True)
+class EffectivePolicy:
+    """What applies to one table, with where each part came from (for "why" in the UI)."""
+
+    maintenance_enabled: bool
+    cadence_hours: float
+    data_compaction: DataCompactionConfig | None  # None: disabled
+    metadata_compaction: MetadataCompactionConfig | None
+    snapshot_expiry: SnapshotExpiryConfig | None
+    orphan_file_removal: OrphanFileRemovalConfig | None
+    # policy type -> where it came from: "default", "catalog", "namespace a.b", "table", + props
+    sources: Mapping[str, str]
+
+
+def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | None:
+    """How specifically ``att`` targets the table (higher wins), or None if it does not."""
+    if att.scope == "catalog":
+        return 0
+    ns = att.namespace or ""
+    if att.scope == "namespace":
+        if namespace == ns or namespace.startswith(ns + "."):
+            return 1 + ns.count(".")  # a deeper namespace is more specific
+        return None
+    if att.namespace == namespace and att.table_name == table:
+        return 10_000
+    return None
+
+
+# icepack.* table properties and the policy field each overrides.
+PROPERTY_OVERRIDES: dict[str, tuple[str, str]] = {
+    "icepack.compaction.enabled": (DATA_COMPACTION, "enable"),
+    "icepack.compaction.target-file-size-bytes": (DATA_COMPACTION, "target_file_size_bytes"),
+    "icepack.compaction.min-input-files": (DATA_COMPACTION, "min_input_files"),
+    "icepack.manifests.enabled": (METADATA_COMPACTION, "enable"),
+    "icepack.manifests.max-count": (METADATA_COMPACTION, "max_manifests"),
+    "icepack.snapshot-expiry.enabled": (SNAPSHOT_EXPIRY, "enable"),
+    "icepack.snapshot-expiry.max-age-hours": (SNAPSHOT_EXPIRY, "max_snapshot_age_hours"),
+    "icepack.snapshot-expiry.retain-last": (SNAPSHOT_EXPIRY, "retain_last"),
+    "icepack.orphan-removal.enabled": (ORPHAN_FILE_REMOVAL, "enable"),
+    "icepack.orphan-removal.older-than-hours": (ORPHAN_FILE_REMOVAL, "older_than_hours"),
+}
+MAINTENANCE_ENABLED = "icepack.maintenance.enabled"
+CADENCE_HOURS = "icepack.maintenance.cadence-hours"
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise PolicyError(f"table property {key}={raw!r} must be true or false")
+
+
+def _parse_number(key: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise PolicyError(f"table property {key}={raw!r} must be a number") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        raise PolicyError(f"table property {key}={raw!r} must be a finite number >= 0")
+    return value
+
+
+def resolve(
+    attachments: Iterable[PolicyAttachment],
+    namespace: str,
+    table: str,
+    properties: Mapping[str, str] | None = None,
+    default_cadence_hours: float = 24.0,
+) -> EffectivePolicy:
+    """The effective policy of ``namespace.table`` in its catalog.
+
+    ``attachments`` are the catalog's policies (any scope); the most specific per type wins,
+    then ``icepack.*`` properties override.
+
+    Raises:
+        PolicyError: a stored policy or a table property is invalid (the message names it).
+    """
+    properties = properties or {}
+    chosen: dict[str, tuple[int, PolicyAttachment]] = {}
+    for att in attachments:
+        rank = _specificity(att, namespace, table)
+        if rank is None:
+            continue
+        if att.policy_type not in chosen or rank > chosen[att.policy_type][0]:
+            chosen[att.policy_type] = (rank, att)
+
+    sources: dict[str, str] = {}
+    raw: dict[str, dict[str, Any]] = {}
+    enabled: dict[str, bool] = {}
+    for policy_type in POLICY_TYPES:
+        if policy_type in chosen:
+            att = chosen[policy_type][1]
+            raw[policy_type] = dict(att.config)
+            enabled[policy_type] = att.enabled
+            sources[policy_type] = att.scope if att.scope != "namespace" else (
+                f"namespace {att.namespace}")
+        else:
+            raw[policy_type] = {}
+            enabled[policy_type] = DEFAULT_ENABLED[policy_type]
+            sources[policy_type] = "default"
+
+    for key, value in properties.items():
+        if key in PROPERTY_OVERRIDES:
+            policy_type, field = PROPERTY_OVERRIDES[key]
+            if field == "enable":
+                enabled[policy_type] = _parse_bool(key, value)
+            else:
+                number = _parse_number(key, value)
+                raw[policy_type][field] = int(number) if number.is_integer() else number
+            sources[policy_type] = f"{sources[policy_type]} + property {key}"
+        elif key.startswith("icepack.") and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS) \
+                and not key.startswith("icepack.spark.sql."):
+            raise PolicyError(f"unknown table property {key!r}")
+
+    maintenance = _parse_bool(MAINTENANCE_ENABLED, properties.get(MAINTENANCE_ENABLED, "true"))
+    cadence = default_cadence_hours
+    if CADENCE_HOURS in properties:
+        cadence = _parse_number(CADENCE_HOURS, properties[CADENCE_HOURS])
+
+    configs = {t: parse_config(t, raw[t]) if enabled[t] else None for t in POLICY_TYPES}
+    return EffectivePolicy(
+        maintenance_enabled=maintenance,
+        cadence_hours=cadence,
+        data_compaction=configs[DATA_COMPACTION],  # type: ignore[arg-type]
+        metadata_compaction=configs[METADATA_COMPACTION],  # type: ignore[arg-type]
+        snapshot_expiry=configs[SNAPSHOT_EXPIRY],  # type: ignore[arg-type]
+        orphan_file_removal=configs[ORPHAN_FILE_REMOVAL],  # type: ignore[arg-type]
+        sources=sources,
+    )

@@ -1,0 +1,235 @@
+"""From a table's status, its effective policy and its maintenance history to ordered actions.
+
+Each ``ActionIntent`` names the Iceberg procedure, its exact parameters, why it is proposed and
+what it should gain. What is *not* proposed is reported too (``Skip``), so a user can always see
+why a table was or was not maintained. Pure functions: the planner, ``icepack recommend`` and
+policy simulation share them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from icepack_core.policy import EffectivePolicy
+
+DEFAULT_TARGET_FILE_SIZE = 536_870_912
+# The order actions run in: rewrites first so that expiry can drop what they replaced, and
+# orphan removal last, after everything else has committed.
+ACTION_ORDER = (
+    "rewrite_data_files",
+    "rewrite_position_delete_files",
+    "rewrite_manifests",
+    "expire_snapshots",
+    "remove_orphan_files",
+)
+
+
+@dataclass(frozen=True)
+class PartitionStat:
+    """Small-file facts for one partition, with a filter that selects exactly it.
+
+    ``predicate`` is built by the caller from identity-transform partition values only, through
+    the SQL quoting functions; partitions it cannot express are left out (and the rewrite then
+    relies on ``min-input-files`` to skip healthy groups).
+    """
+
+    predicate: str
+    small_file_count: int
+    small_file_bytes: int
+
+
+@dataclass(frozen=True)
+class ActionIntent:
+    action: str
+    reason: str
+    params: dict[str, Any]
+    estimated_benefit: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Skip:
+    action: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    actions: list[ActionIntent] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"actions": [a.to_json() for a in self.actions],
+                "skipped": [asdict(s) for s in self.skipped]}
+
+
+def _iso(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _parse(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def recommend(
+    status: Mapping[str, Any],
+    policy: EffectivePolicy,
+    last_runs: Mapping[str, datetime],
+    now: datetime,
+    *,
+    target_file_size_bytes: int | None = None,
+    partitions: Sequence[PartitionStat] | None = None,
+) -> Recommendation:
+    """Ordered action intents for one table.
+
+    Args:
+        status: the ``TableStatus`` contract (docs/table-status.md) as a mapping.
+        policy: the table's effective policy.
+        last_runs: when each action last succeeded on this table (for the cadence).
+        now: the clock (pinned by tests).
+        target_file_size_bytes: the table's ``write.target-file-size-bytes``, if set.
+        partitions: per-partition small-file facts, to scope the rewrite.
+    """
+    result = Recommendation()
+    if not policy.maintenance_enabled:
+        result.skipped.append(Skip("*", "icepack.maintenance.enabled=false"))
+        return result
+    cadence = timedelta(hours=policy.cadence_hours)
+    candidates = [
+        _rewrite_data_files(status, policy, target_file_size_bytes, partitions),
+        _rewrite_position_deletes(status, policy),
+        _rewrite_manifests(status, policy),
+        _expire_snapshots(status, policy, now),
+        _remove_orphans(policy, now),
+    ]
+    for candidate in candidates:
+        if isinstance(candidate, Skip):
+            result.skipped.append(candidate)
+            continue
+        last = last_runs.get(candidate.action)
+        if last is not None and now - last < cadence:
+            result.skipped.append(Skip(
+                candidate.action,
+                f"ran {_iso(last)}; cadence is {policy.cadence_hours:g} h "
+                f"(would be: {candidate.reason})"))
+            continue
+        result.actions.append(candidate)
+    result.actions.sort(key=lambda a: ACTION_ORDER.index(a.action))
+    return result
+
+
+def _rewrite_data_files(
+    status: Mapping[str, Any],
+    policy: EffectivePolicy,
+    table_target: int | None,
+    partitions: Sequence[PartitionStat] | None,
+) -> ActionIntent | Skip:
+    action = "rewrite_data_files"
+    cfg = policy.data_compaction
+    if cfg is None:
+        return Skip(action, "system.data-compaction is disabled")
+    target = cfg.target_file_size_bytes or table_target or DEFAULT_TARGET_FILE_SIZE
+    small, small_bytes = int(status["small_file_count"]), int(status["small_file_bytes"])
+    eq_deletes = int(status["equality_delete_file_count"])
+    options = {
+        "min-input-files": str(cfg.min_input_files),
+        "target-file-size-bytes": str(target),
+        "partial-progress.enabled": "true",
+    }
+    reasons = []
+    if small >= cfg.min_input_files:
+        reasons.append(f"{small} small files ({small_bytes} bytes) >= min_input_files "
+                       f"{cfg.min_input_files}")
+    if cfg.rewrite_delete_files and eq_deletes >= cfg.min_delete_files:
+        # Equality deletes are only ever removed by rewriting the data files they apply to.
+        options["delete-file-threshold"] = str(cfg.min_delete_files)
+        reasons.append(f"{eq_deletes} equality delete files")
+    if not reasons:
+        return Skip(action, f"{small} small files < min_input_files {cfg.min_input_files}"
+                    " and no equality deletes")
+    params: dict[str, Any] = {"strategy": cfg.strategy, "options": options}
+    rewrite_bytes = small_bytes
+    if partitions and not eq_deletes:
+        needing = sorted((p for p in partitions if p.small_file_count >= cfg.min_input_files),
+                         key=lambda p: -p.small_file_count)[: cfg.max_partitions_per_run]
+        if needing:
+            params["where"] = " OR ".join(f"({p.predicate})" for p in needing)
+            small = sum(p.small_file_count for p in needing)
+            rewrite_bytes = sum(p.small_file_bytes for p in needing)
+            reasons.append(f"scoped to {len(needing)} of {len(partitions)} partitions")
+    files_after = max(1, math.ceil(rewrite_bytes / target)) if small else 0
+    return ActionIntent(action, "; ".join(reasons), params, {
+        "files_removed": max(0, small - files_after),
+        "bytes_to_rewrite": rewrite_bytes,
+    })
+
+
+def _rewrite_position_deletes(
+    status: Mapping[str, Any], policy: EffectivePolicy
+) -> ActionIntent | Skip:
+    action = "rewrite_position_delete_files"
+    cfg = policy.data_compaction
+    if cfg is None or not cfg.rewrite_delete_files:
+        return Skip(action, "delete-file rewrites are disabled")
+    count = int(status["position_delete_file_count"])
+    if count < max(cfg.min_delete_files, 2):
+        # One position delete file cannot be compacted into fewer.
+        return Skip(action, f"{count} position delete files")
+    return ActionIntent(action, f"{count} position delete files",
+                        {"options": {"rewrite-all": "true"}},
+                        {"files_removed": count - 1})
+
+
+def _rewrite_manifests(status: Mapping[str, Any], policy: EffectivePolicy) -> ActionIntent | Skip:
+    action = "rewrite_manifests"
+    cfg = policy.metadata_compaction
+    if cfg is None:
+        return Skip(action, "system.metadata-compaction is disabled")
+    count, size = int(status["manifest_count"]), int(status["manifest_bytes"])
+    if count <= cfg.max_manifests:
+        return Skip(action, f"{count} manifests <= max_manifests {cfg.max_manifests}")
+    after = max(1, math.ceil(size / cfg.target_manifest_size_bytes))
+    return ActionIntent(action, f"{count} manifests > max_manifests {cfg.max_manifests}",
+                        {"use_caching": True}, {"manifests_removed": max(0, count - after)})
+
+
+def _expire_snapshots(
+    status: Mapping[str, Any], policy: EffectivePolicy, now: datetime
+) -> ActionIntent | Skip:
+    action = "expire_snapshots"
+    cfg = policy.snapshot_expiry
+    if cfg is None:
+        return Skip(action, "system.snapshot-expiry is disabled")
+    count = int(status["snapshot_count"])
+    oldest = _parse(status.get("oldest_snapshot_at"))
+    horizon = now - timedelta(hours=cfg.max_snapshot_age_hours)
+    if count <= cfg.retain_last or oldest is None or oldest >= horizon:
+        return Skip(action, f"{count} snapshots, none older than "
+                    f"{cfg.max_snapshot_age_hours:g} h beyond the last {cfg.retain_last}")
+    return ActionIntent(
+        action,
+        f"oldest of {count} snapshots is from {_iso(oldest)}, older than "
+        f"{cfg.max_snapshot_age_hours:g} h",
+        {"older_than": _iso(horizon), "retain_last": cfg.retain_last},
+        {"snapshots_expired_at_most": count - cfg.retain_last},
+    )
+
+
+def _remove_orphans(policy: EffectivePolicy, now: datetime) -> ActionIntent | Skip:
+    action = "remove_orphan_files"
+    cfg = policy.orphan_file_removal
+    if cfg is None:
+        return Skip(action, "system.orphan-file-removal is not enabled")
+    older_than = now - timedelta(hours=cfg.older_than_hours)
+    return ActionIntent(
+        action,
+        f"orphan removal enabled; files older than {cfg.older_than_hours:g} h",
+        {"older_than": _iso(older_than), "dry_run_first": cfg.dry_run_first},
+        {},
+    )

@@ -1,0 +1,105 @@
+"""Policy inheritance, table-property overrides and validation."""
+
+import pytest
+
+from icepack_core.policy import (
+    DATA_COMPACTION,
+    ORPHAN_FILE_REMOVAL,
+    SNAPSHOT_EXPIRY,
+    PolicyAttachment,
+    PolicyError,
+    parse_config,
+    resolve,
+)
+
+
+def att(policy_type, scope, namespace=None, table=None, enabled=True, **config):
+    return PolicyAttachment(policy_type, scope, "cat", namespace, table, enabled, config)
+
+
+def test_defaults_enable_everything_but_orphan_removal():
+    policy = resolve([], "db", "t")
+    assert policy.maintenance_enabled and policy.cadence_hours == 24
+    assert policy.data_compaction.min_input_files == 5
+    assert policy.snapshot_expiry.max_snapshot_age_hours == 120
+    assert policy.orphan_file_removal is None
+    assert set(policy.sources.values()) == {"default"}
+
+
+def test_table_beats_namespace_beats_catalog():
+    attachments = [
+        att(SNAPSHOT_EXPIRY, "catalog", max_snapshot_age_hours=240),
+        att(SNAPSHOT_EXPIRY, "namespace", "db", max_snapshot_age_hours=48),
+        att(SNAPSHOT_EXPIRY, "table", "db", "t", max_snapshot_age_hours=6),
+    ]
+    assert resolve(attachments, "db", "t").snapshot_expiry.max_snapshot_age_hours == 6
+    assert resolve(attachments, "db", "other").snapshot_expiry.max_snapshot_age_hours == 48
+    assert resolve(attachments, "sales", "t").snapshot_expiry.max_snapshot_age_hours == 240
+    assert resolve(attachments, "db", "other").sources[SNAPSHOT_EXPIRY] == "namespace db"
+
+
+def test_deeper_namespace_wins_and_siblings_do_not_match():
+    attachments = [
+        att(DATA_COMPACTION, "namespace", "a", min_input_files=10),
+        att(DATA_COMPACTION, "namespace", "a.b", min_input_files=20),
+        att(DATA_COMPACTION, "namespace", "ab", min_input_files=30),
+    ]
+    assert resolve(attachments, "a.b.c", "t").data_compaction.min_input_files == 20
+    assert resolve(attachments, "a.x", "t").data_compaction.min_input_files == 10
+    assert resolve(attachments, "abc", "t").data_compaction.min_input_files == 5  # no match
+
+
+def test_disabled_policy_turns_the_action_off():
+    policy = resolve([att(DATA_COMPACTION, "catalog", enabled=False)], "db", "t")
+    assert policy.data_compaction is None
+
+
+def test_table_properties_override_last():
+    attachments = [att(SNAPSHOT_EXPIRY, "table", "db", "t", retain_last=3)]
+    policy = resolve(attachments, "db", "t", {
+        "icepack.snapshot-expiry.retain-last": "7",
+        "icepack.compaction.enabled": "false",
+        "icepack.maintenance.cadence-hours": "6",
+    })
+    assert policy.snapshot_expiry.retain_last == 7
+    assert policy.data_compaction is None
+    assert policy.cadence_hours == 6
+    assert "property icepack.snapshot-expiry.retain-last" in policy.sources[SNAPSHOT_EXPIRY]
+
+
+def test_opt_out_property():
+    assert not resolve([], "db", "t", {"icepack.maintenance.enabled": "false"}).maintenance_enabled
+
+
+@pytest.mark.parametrize(("props", "named"), [
+    ({"icepack.maintenance.enabled": "maybe"}, "icepack.maintenance.enabled='maybe'"),
+    ({"icepack.snapshot-expiry.retain-last": "lots"}, "icepack.snapshot-expiry.retain-last"),
+    ({"icepack.snapshot-expiry.max-age-hours": "-1"}, "icepack.snapshot-expiry.max-age-hours"),
+    ({"icepack.no-such-knob": "1"}, "icepack.no-such-knob"),
+    ({"icepack.compaction.min-input-files": "1"}, "min_input_files"),
+])
+def test_invalid_property_is_rejected_naming_the_key(props, named):
+    with pytest.raises(PolicyError) as exc:
+        resolve([], "db", "t", props)
+    assert named in str(exc.value)
+
+
+def test_spark_sql_properties_are_not_policy_properties():
+    resolve([], "db", "t", {"icepack.spark.sql.shuffle.partitions": "8"})
+
+
+def test_orphan_removal_below_72h_needs_explicit_consent():
+    with pytest.raises(PolicyError, match="below the 72 h safety floor"):
+        parse_config(ORPHAN_FILE_REMOVAL, {"older_than_hours": 1})
+    ok = parse_config(ORPHAN_FILE_REMOVAL, {"older_than_hours": 1, "allow_unsafe_older_than": True})
+    assert ok.older_than_hours == 1
+    with pytest.raises(PolicyError, match="72 h"):
+        resolve([att(ORPHAN_FILE_REMOVAL, "catalog")], "db", "t",
+                {"icepack.orphan-removal.older-than-hours": "24"})
+
+
+def test_unknown_config_key_and_type_are_named():
+    with pytest.raises(PolicyError, match="retain_lats"):
+        parse_config(SNAPSHOT_EXPIRY, {"retain_lats": 1})
+    with pytest.raises(PolicyError, match="unknown policy type 'system.vacuum'"):
+        parse_config("system.vacuum", {})
