@@ -6,7 +6,8 @@
 # Idempotent and cheap when nothing changed: DEST/.icepack-jars.stamp records the sha256 of the
 # pom and the jar names it produced; if the pom is unchanged and every jar is present, nothing
 # is downloaded. `make test` calls this on every run. Needs only `mvn` and network access to
-# Maven Central (or a mirror configured in ~/.m2/settings.xml).
+# Maven Central (or a mirror configured in ~/.m2/settings.xml). Extra Maven flags, such as
+# -Dmaven.repo.local=DIR, can be passed in ICEPACK_MAVEN_OPTS.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,8 +51,10 @@ fi
 scratch="$(mktemp -d "$dest/.fetch.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
 echo "fetch-jars: resolving $(grep -c '<dependency>' "$pom") artifacts from Maven Central into $dest"
-mvn -q -B -f "$pom" dependency:copy-dependencies \
-    -DoutputDirectory="$scratch" -DincludeScope=runtime -DoverWriteReleases=true
+# Maven 3.8 prints bare colour resets even in batch mode; strip them from its output.
+mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies \
+    -DoutputDirectory="$scratch" -DincludeScope=runtime -DoverWriteReleases=true \
+    ${ICEPACK_MAVEN_OPTS:-} 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g'
 
 mapfile -t jars < <(cd "$scratch" && ls -1 -- *.jar | sort)
 if [[ ${#jars[@]} -eq 0 ]]; then
