@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from icepack_core.runner import Service, ServiceContext
+from icepack_core.discovery import Discovery, DiscoveryResult
+from icepack_core.runner import Service, ServiceContext, loop_every
 
 
 class DiscoveryService(Service):
     name = "discovery"
 
     async def run(self, ctx: ServiceContext) -> int:
-        await ctx.stop.wait()
+        discovery = Discovery(ctx.settings, ctx.pool)
+
+        async def once() -> DiscoveryResult:
+            result = await discovery.run_once()
+            ctx.log.info("discovery.pass", discovered=result.discovered, changed=result.changed,
+                         dropped=result.dropped, failed=sorted(result.errors))
+            return result
+
+        await loop_every(ctx.settings.discovery_interval_seconds, ctx.stop, once, ctx.log,
+                         "discovery")
         return 0

@@ -1,13 +1,41 @@
-"""The inspector service: turn ``table.*`` and ``job.finished`` events into table inspections."""
+"""The inspector service: turn ``table.*`` and ``job.finished`` events into table inspections,
+and re-assess tables whose health has aged (``ICEPACK_INSPECTOR_REFRESH_SECONDS``)."""
 
 from __future__ import annotations
 
-from icepack_core.runner import Service, ServiceContext
+import asyncio
+
+from icepack_core.consumers import run_event_service
+from icepack_core.health import Thresholds
+from icepack_core.inspect.process import TableInspections
+from icepack_core.runner import Service, ServiceContext, loop_every
+from icepack_core.types import Topic
+from icepack_core.work_items import WorkQueue
+
+# table.dropped is not here: a dropped table needs no inspection (its work item is skipped).
+TOPICS = (Topic.TABLE_DISCOVERED, Topic.TABLE_CHANGED, Topic.JOB_FINISHED)
 
 
 class InspectorService(Service):
     name = "inspector"
 
+    def __init__(self, thresholds: Thresholds | None = None) -> None:
+        self.thresholds = thresholds
+
     async def run(self, ctx: ServiceContext) -> int:
-        await ctx.stop.wait()
+        inspections = TableInspections(ctx.settings, ctx.pool, self.thresholds)
+        queue = WorkQueue(ctx.pool, ctx.service, ctx.worker_id, ctx.settings.work_lease_seconds)
+        max_age = ctx.settings.inspector_refresh_seconds
+        # Check for aged tables a few times per refresh window, at least every 5 minutes.
+        check_every = min(max(max_age / 4, 1.0), 300.0)
+
+        async def refresh() -> None:
+            queued = await inspections.request_refresh(queue, max_age)
+            if queued:
+                ctx.log.info("inspector.refresh_queued", tables=queued)
+
+        await asyncio.gather(
+            run_event_service(ctx, [str(t) for t in TOPICS], inspections.process),
+            loop_every(check_every, ctx.stop, refresh, ctx.log, "inspector.refresh"),
+        )
         return 0

@@ -1,0 +1,231 @@
+"""Iceberg catalogs: build a PyIceberg catalog from a ``CatalogConfig`` and walk its tables.
+
+Every blocking PyIceberg call crosses into a thread here (``asyncio.to_thread``); the rest of
+Icepack only awaits. Catalog properties may hold secrets: they are never logged, and errors
+raised from here carry only the catalog name and what failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from icepack_core.settings import CatalogConfig
+from icepack_core.types import TableRef
+
+LOAD_CONCURRENCY = 8  # load_table calls in flight per catalog (REST servers rate-limit)
+MAX_NAMESPACE_DEPTH = 16  # guards against a catalog that lists a namespace as its own child
+
+
+def catalog_properties(cfg: CatalogConfig) -> dict[str, str]:
+    """PyIceberg properties for ``cfg`` (includes secrets: never log the result)."""
+    props: dict[str, str] = {}
+    if cfg.type == "sql":
+        assert cfg.uri is not None
+        uri = cfg.uri
+        for prefix in ("postgresql://", "postgres://"):
+            if uri.startswith(prefix):
+                uri = "postgresql+psycopg2://" + uri.removeprefix(prefix)
+        props["uri"] = uri
+    elif cfg.type == "rest":
+        assert cfg.uri is not None
+        props["uri"] = cfg.uri
+        if cfg.credential is not None:
+            props["credential"] = cfg.credential.get_secret_value()
+            props["scope"] = cfg.scope
+        if cfg.token is not None:
+            props["token"] = cfg.token.get_secret_value()
+        if cfg.oauth2_server_uri:
+            props["oauth2-server-uri"] = cfg.oauth2_server_uri
+        elif cfg.credential is not None:
+            # The REST spec's token endpoint, spelled out: PyIceberg's implicit fallback is
+            # deprecated (and drops the slash when the URI has none).
+            props["oauth2-server-uri"] = cfg.uri.rstrip("/") + "/v1/oauth/tokens"
+        for name, value in cfg.headers.items():
+            props[f"header.{name}"] = value
+    else:  # glue
+        if cfg.region:
+            props["glue.region"] = cfg.region
+        if cfg.endpoint:
+            props["glue.endpoint"] = cfg.endpoint
+        if cfg.s3_access_key_id and cfg.s3_secret_access_key:
+            props["glue.access-key-id"] = cfg.s3_access_key_id
+            props["glue.secret-access-key"] = cfg.s3_secret_access_key.get_secret_value()
+    if cfg.warehouse:
+        props["warehouse"] = cfg.warehouse
+    if cfg.s3_endpoint:
+        props["s3.endpoint"] = cfg.s3_endpoint
+    if cfg.region:
+        props["s3.region"] = cfg.region
+    if cfg.s3_access_key_id and cfg.s3_secret_access_key:
+        props["s3.access-key-id"] = cfg.s3_access_key_id
+        props["s3.secret-access-key"] = cfg.s3_secret_access_key.get_secret_value()
+    props.update(cfg.properties)
+    return props
+
+
+def load_catalog(cfg: CatalogConfig) -> Catalog:
+    """A PyIceberg catalog for ``cfg`` (blocking: REST fetches its config, SQL connects).
+
+    Raises:
+        Exception: whatever PyIceberg raises for an unreachable or misconfigured catalog.
+    """
+    props = catalog_properties(cfg)
+    if cfg.type == "sql":
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        return SqlCatalog(cfg.name, **props)
+    if cfg.type == "rest":
+        from pyiceberg.catalog.rest import RestCatalog
+
+        return RestCatalog(cfg.name, **props)
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    return GlueCatalog(cfg.name, **props)
+
+
+def table_selected(cfg: CatalogConfig, namespace: str, name: str) -> bool:
+    """Whether ``cfg``'s include/exclude patterns keep ``namespace.name``.
+
+    A pattern matches the namespace alone or the dotted ``namespace.table``.
+    """
+    candidates = (namespace, f"{namespace}.{name}")
+
+    def hit(patterns: Iterable[str]) -> bool:
+        return any(fnmatch.fnmatchcase(c, p) for p in patterns for c in candidates)
+
+    return hit(cfg.include) and not hit(cfg.exclude)
+
+
+def _walk(catalog: Catalog, cfg: CatalogConfig) -> list[tuple[str, ...]]:
+    """Every table identifier under every namespace, nested ones included (blocking)."""
+    found: list[tuple[str, ...]] = []
+    seen: set[tuple[str, ...]] = set()
+    pending: list[tuple[str, ...]] = [tuple(ns) for ns in catalog.list_namespaces()]
+    while pending:
+        ns = pending.pop()
+        if ns in seen or len(ns) > MAX_NAMESPACE_DEPTH:
+            continue
+        seen.add(ns)
+        for ident in catalog.list_tables(ns):
+            ident = tuple(ident)
+            if table_selected(cfg, ".".join(ident[:-1]), ident[-1]):
+                found.append(ident)
+        for child in catalog.list_namespaces(ns):
+            child = tuple(child)
+            if len(child) > len(ns) and child not in seen:
+                pending.append(child)
+    return sorted(set(found))
+
+
+async def list_tables(catalog: Catalog, cfg: CatalogConfig) -> list[TableRef]:
+    """Every selected table of the catalog, nested namespaces included.
+
+    Raises:
+        Exception: the catalog could not be listed (the caller records the error).
+    """
+    idents = await asyncio.to_thread(_walk, catalog, cfg)
+    return [TableRef(cfg.name, ".".join(i[:-1]), i[-1]) for i in idents]
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTable:
+    """A table as discovery saw it. ``metadata_location`` is None when it could not be loaded."""
+
+    ref: TableRef
+    metadata_location: str | None
+    properties: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def _sql_locations(catalog: Catalog) -> dict[tuple[str, str], str | None]:
+    """Metadata locations straight from the SQL catalog's own table, without reading files."""
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    assert isinstance(catalog, SqlCatalog)
+    stmt = select(
+        IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location
+    ).where(IcebergTables.catalog_name == catalog.name)
+    with Session(catalog.engine) as session:
+        return {(ns, name): loc for ns, name, loc in session.execute(stmt)}
+
+
+async def load_table(catalog: Catalog, ref: TableRef) -> Table:
+    """Load one table (its metadata JSON) in a thread."""
+    ident = (*ref.namespace.split("."), ref.name)
+    return await asyncio.to_thread(catalog.load_table, ident)
+
+
+async def list_table_locations(catalog: Catalog, cfg: CatalogConfig) -> list[ListedTable]:
+    """Every selected table with its current metadata location.
+
+    SQL catalogs answer from their ``iceberg_tables`` rows (a broken metadata file still yields
+    its table); REST and Glue load each table, at most ``LOAD_CONCURRENCY`` at a time. A table
+    that fails to load is listed with ``metadata_location=None`` and the error, never dropped.
+
+    Raises:
+        Exception: the listing itself failed.
+    """
+    refs = await list_tables(catalog, cfg)
+    if cfg.type == "sql":
+        locations = await asyncio.to_thread(_sql_locations, catalog)
+        return [ListedTable(r, locations.get((r.namespace, r.name))) for r in refs]
+    gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+    async def one(ref: TableRef) -> ListedTable:
+        async with gate:
+            try:
+                table = await load_table(catalog, ref)
+            except Exception as exc:
+                return ListedTable(ref, None, error=f"{type(exc).__name__}: {exc}")
+            return ListedTable(ref, table.metadata_location, dict(table.metadata.properties))
+
+    return list(await asyncio.gather(*(one(r) for r in refs)))
+
+
+class CatalogSet:
+    """Loaded catalogs by name, created on first use and kept for the process's life."""
+
+    def __init__(self, configs: Iterable[CatalogConfig]) -> None:
+        self.configs = {c.name: c for c in configs}
+        self._loaded: dict[str, Catalog] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, name: str) -> Catalog:
+        """The catalog named ``name``.
+
+        Raises:
+            KeyError: no such catalog is configured.
+            Exception: it could not be created (unreachable, bad credentials).
+        """
+        cfg = self.configs[name]
+        async with self._locks.setdefault(name, asyncio.Lock()):
+            if name not in self._loaded:
+                self._loaded[name] = await asyncio.to_thread(load_catalog, cfg)
+            return self._loaded[name]
+
+    def forget(self, name: str) -> None:
+        """Drop a cached catalog (after an error, so the next use reconnects)."""
+        self._loaded.pop(name, None)
+
+
+async def metadata_location_hint(catalog: Catalog, ref: TableRef) -> str | None:
+    """The metadata file a SQL catalog points at, read from its row alone (to name a file
+    that fails to load); None for other catalogs or on any error."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    if not isinstance(catalog, SqlCatalog):
+        return None
+    try:
+        locations = await asyncio.to_thread(_sql_locations, catalog)
+    except Exception:
+        return None
+    return locations.get((ref.namespace, ref.name))

@@ -1,0 +1,169 @@
+"""Discovery: list every configured catalog and refresh ``tables`` atomically, with events.
+
+Per catalog, one transaction (under a per-catalog advisory lock, so replicas do not interleave)
+diffs the listing against the known rows and writes, in that same transaction:
+
+* a new table -> insert, ``table.discovered``;
+* a dropped table that is back -> clear ``dropped_at``, ``table.discovered``;
+* a moved metadata location -> update, ``table.changed``;
+* a known table missing from the listing -> set ``dropped_at``, ``table.dropped``.
+
+A listing that fails (or exceeds its timeout) never touches ``tables``: the catalog's error is
+recorded in ``catalog_status`` and the other catalogs carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import asyncpg
+import structlog
+
+from icepack_core.catalog import CatalogSet, ListedTable, list_table_locations
+from icepack_core.events import publish
+from icepack_core.logs import redact_text
+from icepack_core.queries import load_query
+from icepack_core.settings import CatalogConfig, Settings
+from icepack_core.types import Topic
+
+CATALOG_TIMEOUT_SECONDS = 120.0  # one slow catalog must not hold up the others' refresh
+log = structlog.get_logger("icepack.discovery")
+
+
+@dataclass
+class CatalogResult:
+    """What one catalog's refresh did."""
+
+    catalog: str
+    tables: int = 0
+    discovered: int = 0
+    changed: int = 0
+    dropped: int = 0
+    error: str | None = None
+
+
+@dataclass
+class DiscoveryResult:
+    """What one discovery pass did, per catalog."""
+
+    catalogs: list[CatalogResult] = field(default_factory=list)
+
+    @property
+    def discovered(self) -> int:
+        return sum(c.discovered for c in self.catalogs)
+
+    @property
+    def changed(self) -> int:
+        return sum(c.changed for c in self.catalogs)
+
+    @property
+    def dropped(self) -> int:
+        return sum(c.dropped for c in self.catalogs)
+
+    @property
+    def errors(self) -> dict[str, str]:
+        return {c.catalog: c.error for c in self.catalogs if c.error is not None}
+
+
+async def _apply(
+    conn: asyncpg.Connection, cfg: CatalogConfig, listed: list[ListedTable]
+) -> CatalogResult:
+    result = CatalogResult(cfg.name, tables=len(listed))
+    await conn.execute(load_query("table_lock_catalog"), cfg.name)
+    known = {(r["namespace"], r["name"]): r
+             for r in await conn.fetch(load_query("table_list_catalog"), cfg.name)}
+    seen_unchanged: list[int] = []
+    seen_keys: set[tuple[str, str]] = set()
+    for item in listed:
+        key = (item.ref.namespace, item.ref.name)
+        seen_keys.add(key)
+        row = known.get(key)
+        payload: dict[str, Any] = {"metadata_location": item.metadata_location}
+        if row is None:
+            table_id = await conn.fetchval(
+                load_query("table_insert"), cfg.name, key[0], key[1],
+                item.metadata_location, item.properties,
+            )
+            await publish(conn, Topic.TABLE_DISCOVERED, table_id=table_id, payload=payload)
+            result.discovered += 1
+        elif row["dropped_at"] is not None:
+            await conn.execute(load_query("table_update_seen"), row["id"],
+                               item.metadata_location, item.properties)
+            await publish(conn, Topic.TABLE_DISCOVERED, table_id=row["id"],
+                          payload={**payload, "reappeared": True})
+            result.discovered += 1
+        elif item.metadata_location is not None and item.metadata_location != row[
+            "metadata_location"
+        ]:
+            await conn.execute(load_query("table_update_seen"), row["id"],
+                               item.metadata_location, item.properties)
+            await publish(conn, Topic.TABLE_CHANGED, table_id=row["id"], payload={
+                **payload, "previous_metadata_location": row["metadata_location"]})
+            result.changed += 1
+        else:
+            seen_unchanged.append(row["id"])
+    if seen_unchanged:
+        await conn.execute(load_query("table_touch_seen"), seen_unchanged)
+    missing = [r["id"] for k, r in known.items() if k not in seen_keys and r["dropped_at"] is None]
+    if missing:
+        for table_id in await conn.fetch(load_query("table_mark_dropped"), missing):
+            await publish(conn, Topic.TABLE_DROPPED, table_id=table_id["id"])
+            result.dropped += 1
+    await conn.execute(load_query("catalog_status_ok"), cfg.name, len(listed))
+    return result
+
+
+async def refresh_catalog(
+    pool: asyncpg.Pool,
+    catalogs: CatalogSet,
+    cfg: CatalogConfig,
+    time_limit: float = CATALOG_TIMEOUT_SECONDS,
+) -> CatalogResult:
+    """List one catalog and apply the listing; on failure record the error and keep ``tables``."""
+
+    async def listing() -> list[ListedTable]:
+        catalog = await catalogs.get(cfg.name)
+        return await list_table_locations(catalog, cfg)
+
+    try:
+        listed = await asyncio.wait_for(listing(), time_limit)
+    except Exception as exc:
+        catalogs.forget(cfg.name)  # reconnect (and re-authenticate) next time
+        detail = str(exc).strip() or repr(exc)
+        if isinstance(exc, TimeoutError):
+            detail = f"listing took longer than {time_limit:g}s"
+        error = redact_text(f"{type(exc).__name__}: {detail}")[:2000]
+        log.warning("discovery.catalog_failed", catalog=cfg.name, error=error)
+        await pool.execute(load_query("catalog_status_error"), cfg.name, error)
+        return CatalogResult(cfg.name, error=error)
+    async with pool.acquire() as raw, raw.transaction():
+        result = await _apply(cast(asyncpg.Connection, raw), cfg, listed)
+    log.info("discovery.catalog_refreshed", catalog=cfg.name, tables=result.tables,
+             discovered=result.discovered, changed=result.changed, dropped=result.dropped)
+    return result
+
+
+class Discovery:
+    """Discovery of every configured catalog; ``run_once`` is one pass."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        catalogs: CatalogSet | None = None,
+        timeout: float = CATALOG_TIMEOUT_SECONDS,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.configs = settings.effective_catalogs()
+        self.catalogs = catalogs or CatalogSet(self.configs)
+        self.timeout = timeout
+
+    async def run_once(self) -> DiscoveryResult:
+        """Refresh every catalog concurrently; one failing catalog does not stop the others."""
+        results = await asyncio.gather(
+            *(refresh_catalog(self.pool, self.catalogs, cfg, self.timeout) for cfg in self.configs)
+        )
+        return DiscoveryResult(list(results))

@@ -1,0 +1,103 @@
+"""The inspector service's unit of work: inspect one table, assess it, record both.
+
+Kept here (not in the service package) so the CLI and tests share it; the service only wires it
+to ``run_event_service`` and the age-based refresh timer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+import asyncpg
+import structlog
+
+from icepack_core.health import Assessment, Thresholds, assess, inspection_failed
+from icepack_core.inspect import Inspector
+from icepack_core.inspect.status import InspectionFailed, TableStatus
+from icepack_core.inspect.store import (
+    ManifestStatsStore,
+    Recorded,
+    latest_status,
+    record_inspection,
+)
+from icepack_core.queries import load_query
+from icepack_core.settings import Settings
+from icepack_core.types import TableRef
+from icepack_core.work_items import WorkItem, WorkQueue
+
+REFRESH_REASON = "refresh"  # work item reason of the age-based refresh
+REFRESH_BATCH = 500
+log = structlog.get_logger("icepack.inspector")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one ``inspect_and_record`` did; ``recorded`` is None for a skipped table."""
+
+    table_id: int
+    status: TableStatus | None
+    assessment: Assessment | None
+    recorded: Recorded | None
+
+
+class TableInspections:
+    """Inspect tables by id and persist status + health + ``status.updated``."""
+
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, thresholds: Thresholds | None = None
+    ) -> None:
+        self.pool = pool
+        self.thresholds = thresholds or Thresholds()
+        self.inspector = Inspector(settings, cache=ManifestStatsStore(pool))
+
+    async def inspect_and_record(
+        self, table_id: int, reason: str = "", now: datetime | None = None
+    ) -> Outcome:
+        """Inspect one table; a dropped or unknown table is skipped, a failure is recorded as
+        an ``INSPECTION_FAILED`` assessment (the caller carries on with other tables)."""
+        row = await self.pool.fetchrow(load_query("table_get"), table_id)
+        if row is None or row["dropped_at"] is not None:
+            return Outcome(table_id, None, None, None)
+        ref = TableRef(row["catalog"], row["namespace"], row["name"])
+        status: TableStatus | None = None
+        try:
+            if reason == REFRESH_REASON:
+                previous = await latest_status(self.pool, table_id)
+                status = await self.inspector.refresh(ref, previous, row["metadata_location"])
+            else:
+                status = await self.inspector.inspect(ref, row["metadata_location"])
+        except InspectionFailed as exc:
+            log.warning("inspector.failed", table=str(ref), table_id=table_id, error=exc.message)
+            assessment = inspection_failed(exc.message)
+        else:
+            assessment = assess(status, self.thresholds, now)
+        async with self.pool.acquire() as raw, raw.transaction():
+            conn = cast(asyncpg.Connection, raw)
+            recorded = await record_inspection(conn, table_id, status, assessment)
+        log.info("inspector.recorded", table=str(ref), table_id=table_id,
+                 health=assessment.health.value, score=assessment.score,
+                 manifests_read=status.manifests_read if status else None,
+                 manifests_cached=status.manifests_cached if status else None)
+        return Outcome(table_id, status, assessment, recorded)
+
+    async def process(self, item: WorkItem) -> None:
+        """``run_event_service``'s callback."""
+        await self.inspect_and_record(item.table_id, item.reason)
+
+    async def request_refresh(
+        self, queue: WorkQueue, max_age_seconds: float, now: datetime | None = None
+    ) -> int:
+        """Queue an age-based refresh for every table assessed longer ago than
+        ``max_age_seconds`` (or never); returns how many were queued."""
+        rows = await self.pool.fetch(
+            load_query("health_stale_tables"), max_age_seconds, now, REFRESH_BATCH
+        )
+        if not rows:
+            return 0
+        async with self.pool.acquire() as raw, raw.transaction():
+            conn = cast(asyncpg.Connection, raw)
+            for r in rows:
+                await queue.request(conn, r["id"], REFRESH_REASON)
+        return len(rows)

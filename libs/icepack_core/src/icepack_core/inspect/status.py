@@ -1,0 +1,147 @@
+"""The ``TableStatus`` metrics contract (docs/table-status.md), shared by both inspectors.
+
+This module only holds the model and its small formatting helpers; computing a status lives in
+``pyiceberg_inspector`` (or go-inspector, parsed by ``go_inspector``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from icepack_core.errors import IcepackError
+
+MIB = 1024 * 1024
+# Contract bucket names, in order, with their exclusive upper bounds (the last is open).
+HISTOGRAM_BUCKETS: tuple[tuple[str, int | None], ...] = (
+    ("<1MiB", 1 * MIB),
+    ("1MiB-8MiB", 8 * MIB),
+    ("8MiB-32MiB", 32 * MIB),
+    ("32MiB-128MiB", 128 * MIB),
+    ("128MiB-512MiB", 512 * MIB),
+    (">=512MiB", None),
+)
+TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
+DEFAULT_TARGET_FILE_SIZE = 536_870_912  # Iceberg's default write.target-file-size-bytes
+# Fields that describe the run rather than the table; the parity test ignores them.
+RUN_FIELDS = frozenset(
+    {"inspected_at", "inspector", "inspect_ms", "manifests_read", "manifests_cached"}
+)
+
+
+def bucket_of(size: int) -> str:
+    """The histogram bucket of a file of ``size`` bytes (lower bound inclusive)."""
+    for name, upper in HISTOGRAM_BUCKETS:
+        if upper is None or size < upper:
+            return name
+    raise AssertionError("unreachable: the last bucket is open")
+
+
+def empty_histogram() -> dict[str, int]:
+    return {name: 0 for name, _ in HISTOGRAM_BUCKETS}
+
+
+def small_file_threshold(properties: dict[str, str], override: int | None = None) -> int:
+    """Files strictly smaller than this are small: target file size / 8 (Amoro's *fragment*)."""
+    if override is not None:
+        return override
+    raw = properties.get(TARGET_FILE_SIZE_PROPERTY)
+    try:
+        target = int(raw) if raw is not None else DEFAULT_TARGET_FILE_SIZE
+    except ValueError:
+        target = DEFAULT_TARGET_FILE_SIZE
+    if target <= 0:
+        target = DEFAULT_TARGET_FILE_SIZE
+    return target // 8
+
+
+def format_ts(value: datetime | int | None) -> str | None:
+    """RFC 3339 UTC with milliseconds and a ``Z`` suffix; ints are epoch milliseconds."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        value = datetime.fromtimestamp(value / 1000, tz=UTC)
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def parse_ts(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+class TableStatus(BaseModel):
+    """One table's metrics for its current snapshot plus history; see docs/table-status.md."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    catalog: str
+    namespace: str
+    table: str
+    format_version: int
+    metadata_location: str
+    current_snapshot_id: int | None
+    inspected_at: str
+    inspector: Literal["pyiceberg", "iceberg-go"]
+    inspect_ms: int
+    manifests_read: int
+    manifests_cached: int
+    small_file_threshold_bytes: int
+    data_file_count: int = 0
+    data_file_bytes: int = 0
+    record_count: int = 0
+    small_file_count: int = 0
+    small_file_bytes: int = 0
+    file_size_histogram: dict[str, int]
+    position_delete_file_count: int = 0
+    equality_delete_file_count: int = 0
+    deletion_vector_count: int = 0
+    delete_record_count: int = 0
+    manifest_count: int = 0
+    manifest_bytes: int = 0
+    partition_count: int = 0
+    max_files_in_partition: int = 0
+    avg_data_file_bytes: int = 0
+    snapshot_count: int = 0
+    oldest_snapshot_at: str | None = None
+    current_snapshot_at: str | None = None
+    metadata_log_count: int = 0
+    ref_count: int = 0
+
+    @property
+    def delete_file_count(self) -> int:
+        """Every live delete file: position, equality and deletion vectors."""
+        return (
+            self.position_delete_file_count
+            + self.equality_delete_file_count
+            + self.deletion_vector_count
+        )
+
+    def table_metrics(self) -> dict[str, Any]:
+        """The contract without the run fields (what the parity test compares)."""
+        return self.model_dump(exclude=set(RUN_FIELDS))
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line cause for an INSPECTION_FAILED message (pydantic's essay shortened)."""
+    if isinstance(exc, ValidationError):
+        reasons = "; ".join(str(e["msg"]) for e in exc.errors()[:3])
+        return f"not valid table metadata: {reasons}"
+    text = str(exc).strip() or repr(exc)
+    return f"{type(exc).__name__}: {text}"
+
+
+class InspectionFailed(IcepackError):
+    """An inspection could not complete; ``str()`` names the file and what was wrong."""
+
+    code = "INSPECTION_FAILED"
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message}}

@@ -1,0 +1,69 @@
+-- name: table_lock_catalog
+-- Serialise discovery refreshes of one catalog across replicas (held until commit).
+SELECT pg_advisory_xact_lock(hashtextextended('icepack.discovery:' || $1::text, 0));
+
+-- name: table_list_catalog
+-- Every known table of one catalog, dropped ones included (discovery diffs against it).
+SELECT id, namespace, name, metadata_location, dropped_at
+  FROM icepack.tables
+ WHERE catalog = $1;
+
+-- name: table_insert
+-- A table seen for the first time.
+INSERT INTO icepack.tables (catalog, namespace, name, metadata_location, properties)
+VALUES ($1, $2, $3, $4, $5::jsonb)
+RETURNING id;
+
+-- name: table_update_seen
+-- A known table seen again with a new metadata location or after being dropped: record the
+-- location (keep the old one when this listing could not load it) and clear dropped_at.
+UPDATE icepack.tables
+   SET metadata_location = coalesce($2, metadata_location),
+       properties        = CASE WHEN $2::text IS NULL THEN properties ELSE $3::jsonb END,
+       last_seen_at      = now(),
+       dropped_at        = NULL
+ WHERE id = $1;
+
+-- name: table_touch_seen
+-- Known tables seen again unchanged.
+UPDATE icepack.tables SET last_seen_at = now() WHERE id = ANY($1::bigint[]);
+
+-- name: table_mark_dropped
+-- Tables no longer in their catalog's listing (dropped_at set once, at the first miss).
+UPDATE icepack.tables SET dropped_at = now()
+ WHERE id = ANY($1::bigint[]) AND dropped_at IS NULL
+RETURNING id;
+
+-- name: table_get
+-- One table by id.
+SELECT id, catalog, namespace, name, metadata_location, properties, dropped_at
+  FROM icepack.tables
+ WHERE id = $1;
+
+-- name: table_list_active
+-- Every table still in its catalog, in catalog/namespace/name order.
+SELECT id, catalog, namespace, name, metadata_location, last_seen_at
+  FROM icepack.tables
+ WHERE dropped_at IS NULL
+ ORDER BY catalog, namespace, name;
+
+-- name: catalog_status_ok
+-- A catalog was listed successfully; the error (if any) is cleared.
+INSERT INTO icepack.catalog_status (catalog, last_ok_at, table_count)
+VALUES ($1, now(), $2)
+ON CONFLICT (catalog) DO UPDATE
+   SET last_ok_at = now(), table_count = EXCLUDED.table_count,
+       last_error = NULL, last_error_at = NULL, updated_at = now();
+
+-- name: catalog_status_error
+-- A catalog could not be listed; its tables are left as they were.
+INSERT INTO icepack.catalog_status (catalog, last_error, last_error_at)
+VALUES ($1, $2, now())
+ON CONFLICT (catalog) DO UPDATE
+   SET last_error = EXCLUDED.last_error, last_error_at = now(), updated_at = now();
+
+-- name: catalog_status_get
+-- The discovery state of one catalog.
+SELECT catalog, last_ok_at, last_error, last_error_at, table_count
+  FROM icepack.catalog_status
+ WHERE catalog = $1;
