@@ -87,22 +87,17 @@ async def test_executor_once_runs_one_job_under_its_fence_and_exits(db, database
     queue = JobQueue(db)
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c','n','t') RETURNING id")
-    ok = (await queue.enqueue(table_id, [{"action": "noop", "params": {"x": 1}}],
-                              priority=1)).job
-    bad = (await queue.enqueue(None, [{"action": "drop_everything"}], priority=2)).job
-
-    code, err = await run_once(database_url, tmp_path)
-    assert code == 0, err
-    done = await queue.get(ok.id)
-    assert done.state.value == "succeeded" and done.fence == 1
-    action = await db.fetchrow("SELECT * FROM icepack.job_actions WHERE job_id = $1", ok.id)
-    assert action["state"] == "succeeded" and action["fence"] == 1
-    assert action["output"]["params"] == {"x": 1}
-    assert await db.fetchval("SELECT count(*) FROM icepack.table_locks") == 0  # released
-    assert (await queue.get(bad.id)).state.value == "queued"  # one job per run
+    bad = (await queue.enqueue(table_id, [{"action": "drop_everything"}], priority=1)).job
+    later = (await queue.enqueue(None, [{"action": "rewrite_manifests"}], priority=2)).job
 
     code, err = await run_once(database_url, tmp_path)
     assert code == 0, err
     failed = await queue.get(bad.id)
-    assert failed.state.value == "failed"  # unknown action: permanent, not retried
+    assert failed.state.value == "failed" and failed.fence == 1  # permanent: not retried
     assert "unknown action 'drop_everything'" in failed.error
+    assert await db.fetchval("SELECT count(*) FROM icepack.table_locks") == 0  # released
+    assert (await queue.get(later.id)).state.value == "queued"  # one job per run
+
+    code, err = await run_once(database_url, tmp_path)
+    assert code == 0, err
+    assert "job names no table" in (await queue.get(later.id)).error

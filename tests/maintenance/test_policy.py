@@ -101,5 +101,5 @@ def test_orphan_removal_below_72h_needs_explicit_consent():
 def test_unknown_config_key_and_type_are_named():
     with pytest.raises(PolicyError, match="retain_lats"):
         parse_config(SNAPSHOT_EXPIRY, {"retain_lats": 1})
-    with pytest.raises(PolicyError, match="unknown policy type 'system.vacuum'"):
+    with pytest.raises(PolicyError, match=r"unknown policy type 'system\.vacuum'"):
         parse_config("system.vacuum", {})

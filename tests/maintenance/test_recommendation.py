@@ -2,7 +2,8 @@
 
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from icepack_core.policy import ORPHAN_FILE_REMOVAL, PolicyAttachment, resolve
 from icepack_core.recommendation import ACTION_ORDER, PartitionStat, recommend

@@ -147,18 +147,24 @@ def _request_stop(stop: asyncio.Event, log: Any, sig: signal.Signals) -> None:
 async def _supervise(
     main: asyncio.Task[int], side: list[asyncio.Task[Any]], stop: asyncio.Event, log: Any
 ) -> int:
-    """Wait for the main loop; if a side task dies first, stop and report failure."""
+    """Wait for the main loop; if a side task dies first, stop and report failure.
+
+    Side tasks ending after ``stop`` was set are shutting down, not dying.
+    """
     done, _ = await asyncio.wait([main, *side], return_when=asyncio.FIRST_COMPLETED)
     if main in done:
         return main.result()
-    for task in done:
+    died = [t for t in done if t.cancelled() or t.exception() is not None or not stop.is_set()]
+    for task in died:
         exc = task.exception() if not task.cancelled() else None
         log.error("service.side_task_died", task=task.get_name(),
                   error=repr(exc) if exc else "exited")
     stop.set()
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(main, timeout=30)
-    return 1
+    try:
+        code = await asyncio.wait_for(main, timeout=30)
+    except Exception:
+        return 1
+    return 1 if died else code
 
 
 async def loop_every(

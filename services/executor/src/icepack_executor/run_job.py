@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
-from typing import Any
 
-from icepack_core.actions import ActionError, run_action
+from icepack_core.actions import ActionError
 from icepack_core.errors import LockHeld, StaleFence
+from icepack_core.inspect import Inspector
+from icepack_core.inspect.store import ManifestStatsStore
+from icepack_core.job_execution import ActionRecord, JobExecution
 from icepack_core.jobs import Job, JobQueue
 from icepack_core.lease import CancelRequested, JobLease, LeaseLost
 from icepack_core.locks import TableLocks
 from icepack_core.runner import ServiceContext
-
-LOCK_RETRY_SECONDS = 60.0
+from icepack_core.spark.engine import SparkEngine
 
 
 class JobRunner:
-    def __init__(self, ctx: ServiceContext, queue: JobQueue) -> None:
+    """Runs claimed jobs with one Spark engine (opened on first use, reused across jobs)."""
+
+    def __init__(self, ctx: ServiceContext, queue: JobQueue, engine: SparkEngine) -> None:
         self.ctx = ctx
         self.queue = queue
         self.locks = TableLocks(ctx.pool)
+        self.execution = JobExecution(
+            ctx.pool, engine, Inspector(ctx.settings, cache=ManifestStatsStore(ctx.pool)))
 
     async def run(self, job: Job) -> None:
         """Run ``job`` to a terminal or re-queued state; never raises for job failures."""
@@ -28,12 +32,21 @@ class JobRunner:
         lease_seconds = self.ctx.settings.job_lease_seconds
         lock = None
         try:
-            if job.table_id is not None:
-                lock = await self.locks.acquire(
-                    job.table_id, self.ctx.worker_id, job.fence, lease_seconds, job_id=job.id
-                )
+            if job.table_id is None:
+                raise ActionError("job names no table", retryable=False)
+            lock = await self.locks.acquire(
+                job.table_id, self.ctx.worker_id, job.fence, lease_seconds, job_id=job.id
+            )
             lease = JobLease(self.queue, job, lease_seconds, self.locks, lock)
-            results = await lease.run(self._actions(job))
+
+            async def record(action: ActionRecord) -> None:
+                await self.queue.record_action(
+                    job, action=action.action, state=action.state,
+                    started_at=action.started_at, finished_at=action.finished_at,
+                    procedure=action.procedure, sql_text=action.sql_text,
+                    output=action.output, impact=action.impact, error=action.error)
+
+            results = await lease.run(self.execution.run(job.table_id, job.actions, record))
             await self.queue.complete(job, {"actions": results})
             log.info("job.succeeded", actions=len(results))
         except LockHeld as exc:
@@ -58,25 +71,3 @@ class JobRunner:
                     await self.locks.release(lock)
                 except StaleFence:
                     log.info("job.lock_already_taken_over")
-
-    async def _actions(self, job: Job) -> list[dict[str, Any]]:
-        results = []
-        for action in job.actions:
-            started = datetime.now(UTC)
-            name = str(action.get("action", ""))
-            try:
-                output = await run_action(self.ctx.settings, job, action)
-            except ActionError as exc:
-                await self.queue.record_action(
-                    job, action=name, state="failed", started_at=started,
-                    finished_at=datetime.now(UTC), error=str(exc),
-                )
-                raise
-            await self.queue.record_action(
-                job, action=name, state="succeeded", started_at=started,
-                finished_at=datetime.now(UTC), procedure=output.get("procedure"),
-                sql_text=output.get("sql"), output=output.get("output", {}),
-                impact=output.get("impact", {}),
-            )
-            results.append({"action": name, **output.get("output", {})})
-        return results

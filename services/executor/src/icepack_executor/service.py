@@ -1,8 +1,9 @@
 """The executor service: claim a job, lock its table, run its actions under a lease, finish it.
 
 ``--once`` (KEDA ScaledJob): claim one job, run it, exit 0; exit 0 at once when none is
-claimable. Loop mode (``icepack up``): claim jobs until stopped. On SIGTERM the current job is
-handed back (retryable failure) unless it finishes first.
+claimable. Loop mode (``icepack up``): claim jobs until stopped. On SIGTERM the current job
+finishes first; if the process is killed instead, the lease expires and the planner's reaper
+returns the job to the queue.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from icepack_core.events import wait_for_wake
 from icepack_core.jobs import Backoff, JobQueue
 from icepack_core.runner import Service, ServiceContext
-
+from icepack_core.spark.engine import engine_for
+from icepack_core.types import Topic
 from icepack_executor.run_job import JobRunner
 
 
@@ -23,17 +25,21 @@ class ExecutorService(Service):
     async def run(self, ctx: ServiceContext) -> int:
         s = ctx.settings
         queue = JobQueue(ctx.pool, Backoff(s.job_backoff_base_seconds, s.job_backoff_cap_seconds))
-        runner = JobRunner(ctx, queue)
-        wake = ctx.listener.subscribe(["job.enqueued", "job.finished"])
-        while not ctx.stop.is_set():
-            job = await queue.claim(ctx.worker_id, s.job_lease_seconds)
-            if job is None:
+        engine = engine_for(s)  # opens nothing until the first statement
+        runner = JobRunner(ctx, queue, engine)
+        wake = ctx.listener.subscribe([Topic.JOB_ENQUEUED, Topic.JOB_FINISHED])
+        try:
+            while not ctx.stop.is_set():
+                job = await queue.claim(ctx.worker_id, s.job_lease_seconds)
+                if job is None:
+                    if self.once:
+                        ctx.log.info("executor.no_job")
+                        return 0
+                    await wait_for_wake(wake, ctx.stop, s.poll_interval_seconds)
+                    continue
+                await runner.run(job)  # on SIGTERM the current job finishes first
                 if self.once:
-                    ctx.log.info("executor.no_job")
                     return 0
-                await wait_for_wake(wake, ctx.stop, s.poll_interval_seconds)
-                continue
-            await runner.run(job)  # on SIGTERM the current job finishes first
-            if self.once:
-                return 0
-        return 0
+            return 0
+        finally:
+            await engine.close()

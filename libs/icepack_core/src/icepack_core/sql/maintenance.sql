@@ -1,0 +1,38 @@
+-- name: table_hold_set
+-- Stop automatic maintenance of a table, with the evidence why.
+UPDATE icepack.tables SET maintenance_hold = $2::jsonb WHERE id = $1;
+
+-- name: table_hold_release
+-- An operator re-enables automatic maintenance of a table.
+UPDATE icepack.tables SET maintenance_hold = NULL
+ WHERE catalog = $1 AND namespace = $2 AND name = $3
+RETURNING id;
+
+-- name: job_last_action_runs
+-- When each action last succeeded on a table (for the cadence).
+SELECT a.action, max(a.finished_at) AS finished_at
+  FROM icepack.job_actions a JOIN icepack.jobs j ON j.id = a.job_id
+ WHERE j.table_id = $1 AND a.state = 'succeeded'
+ GROUP BY a.action;
+
+-- name: policy_list_catalog
+-- Every policy attached in one catalog (any scope).
+SELECT policy_type, scope, catalog, namespace, table_name, enabled, config
+  FROM icepack.policies WHERE catalog = $1;
+
+-- name: recommendation_insert
+-- Record what the planner recommended for a table (and the job it enqueued, if any).
+INSERT INTO icepack.recommendations (table_id, status_snapshot_id, actions, job_id)
+VALUES ($1, $2, $3::jsonb, $4)
+RETURNING id;
+
+-- name: recommendation_stale_tables
+-- Live, inspected tables whose newest recommendation is older than $1 seconds (or missing).
+SELECT t.id FROM icepack.tables t
+ WHERE t.dropped_at IS NULL
+   AND EXISTS (SELECT 1 FROM icepack.status_snapshots s WHERE s.table_id = t.id)
+   AND NOT EXISTS (SELECT 1 FROM icepack.recommendations r
+                    WHERE r.table_id = t.id
+                      AND r.created_at > coalesce($2::timestamptz, now()) - make_interval(secs => $1))
+ ORDER BY t.id
+ LIMIT $3;
