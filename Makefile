@@ -20,6 +20,9 @@ setup: uv ## install Python deps, Spark jars and go-inspector (idempotent)
 	uv sync --frozen --all-packages
 	scripts/fetch-jars.sh $(JARS_DIR)
 	cd go-inspector && go build -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
+	  echo "note: install Debian's chromium for the browser tests (they skip without it)"
 
 demo: setup ## run Icepack on the embedded default (local Postgres, all services)
 	uv run icepack demo
@@ -40,6 +43,7 @@ lint: setup ## ruff on everything, mypy strict on icepack_core
 
 bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.queue
+	uv run python -m bench.gateway
 
 clean: ## remove local state (demo database, caches)
 	rm -rf .icepack .pytest_cache .mypy_cache .ruff_cache

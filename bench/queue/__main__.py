@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import asyncpg
+
 from icepack_core import db as icedb
 from icepack_core.events import EventConsumer, Listener, publish, run_consumer
 from icepack_core.jobs import JobQueue

@@ -106,6 +106,12 @@ def demo(
     raise typer.Exit(run_demo(duration))
 
 
+from icepack_core.cli_read import register as _register_read  # noqa: E402 - needs `app` above
+
+_register_read(app)
+from icepack_core.cli_ops import register as _ops; _ops(app)  # noqa: E402, E702, I001
+
+
 def main() -> None:
     app()
 

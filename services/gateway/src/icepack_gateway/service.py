@@ -1,23 +1,22 @@
-"""The gateway service: read APIs, operator writes, the web UI and Prometheus metrics."""
+"""The gateway service: read APIs, operator writes, the web UI and Prometheus metrics.
+
+It has no loop of its own: it serves HTTP (through the runner's server) until asked to stop.
+"""
 
 from __future__ import annotations
 
+from starlette.routing import BaseRoute, Mount
+
 from icepack_core.runner import Service, ServiceContext
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
-
-
-async def metrics(_request: Request) -> Response:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+from icepack_gateway.app import create_app
 
 
 class GatewayService(Service):
     name = "gateway"
 
     def routes(self, ctx: ServiceContext) -> list[BaseRoute]:
-        return [Route("/metrics", metrics)]
+        # Mounted at the root beside the runner's /healthz and /readyz, which match first.
+        return [Mount("", app=create_app(ctx.pool, health=False))]
 
     async def run(self, ctx: ServiceContext) -> int:
         await ctx.stop.wait()

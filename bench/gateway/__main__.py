@@ -1,0 +1,175 @@
+"""Gateway load benchmark: read latency at a fixed request rate over a 10,000-table fleet.
+
+Seeds 10,000 tables (one status snapshot and one health assessment each) in a throw-away local
+Postgres, starts the real gateway process (``python -m icepack_core.cli service gateway``), and
+from this process drives each scenario open-loop at a fixed rate over loopback with httpx.
+Latency is measured from each request's *scheduled* start, so a gateway that falls behind shows
+up as latency instead of silently lowering the rate (no coordinated omission).
+
+Run: ``make bench`` (or ``uv run python -m bench.gateway [--rate 200] [--seconds 15]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from icepack_core.localpg import LocalPostgres, free_port
+from icepack_core.migrate import migrate
+
+TABLES = 10_000
+GOAL_P99_MS = 100.0
+MAX_IN_FLIGHT = 256  # beyond this the client counts a request as dropped instead of queueing
+
+SEED = [
+    """INSERT INTO icepack.tables (catalog, namespace, name, metadata_location)
+       SELECT 'bench', 'ns' || (k % 20), 't' || lpad(k::text, 5, '0'), 'file:///bench/' || k
+         FROM generate_series(1, $1) k""",
+    """INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status)
+       SELECT id, now() - make_interval(mins => (id % 600)::int), 'pyiceberg', jsonb_build_object(
+              'catalog', catalog, 'namespace', namespace, 'table', name,
+              'data_file_count', 50 + id % 5000, 'data_file_bytes', (50 + id % 5000) * 90000000,
+              'record_count', id * 1000, 'small_file_count', id % 700,
+              'small_file_bytes', (id % 700) * 1000000, 'snapshot_count', 1 + id % 400,
+              'manifest_count', 1 + id % 150, 'position_delete_file_count', id % 11,
+              'equality_delete_file_count', id % 3, 'deletion_vector_count', 0,
+              'delete_record_count', id % 900, 'partition_count', 1 + id % 30,
+              'max_files_in_partition', 10 + id % 300, 'avg_data_file_bytes', 90000000,
+              'format_version', 2, 'metadata_log_count', id % 120, 'ref_count', 1)
+         FROM icepack.tables""",
+    """INSERT INTO icepack.health_assessments (table_id, status_snapshot_id, health, score, issues)
+       SELECT s.table_id, s.id,
+              CASE WHEN s.table_id % 9 = 0 THEN 'critical'
+                   WHEN s.table_id % 4 = 0 THEN 'warning' ELSE 'healthy' END,
+              (s.table_id * 7919) % 101,
+              CASE WHEN s.table_id % 4 = 0 OR s.table_id % 9 = 0 THEN jsonb_build_array(
+                   jsonb_build_object('code', 'SMALL_FILES', 'severity', 'warning',
+                                      'value', s.table_id % 700, 'threshold', 5,
+                                      'message', 'small files piling up')) ELSE '[]' END
+         FROM icepack.status_snapshots s""",
+    "ANALYZE",
+]
+
+
+async def seed(dsn: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await migrate(conn)
+        await conn.execute(SEED[0], TABLES)
+        for statement in SEED[1:]:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+async def wait_ready(client: httpx.AsyncClient, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            if (await client.get("/readyz")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.2)
+    raise RuntimeError("the gateway did not become ready")
+
+
+async def drive(client: httpx.AsyncClient, paths: list[str], rate: float, seconds: float
+                ) -> dict[str, float]:
+    """Send ``rate`` requests/s for ``seconds``; latency from each request's scheduled time."""
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    errors = dropped = 0
+    in_flight = 0
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one(path: str, scheduled: float) -> None:
+        nonlocal errors, in_flight
+        try:
+            response = await client.get(path)
+            if response.status_code != 200:
+                errors += 1
+        except httpx.HTTPError:
+            errors += 1
+        finally:
+            in_flight -= 1
+        latencies.append((time.perf_counter() - scheduled) * 1000)
+
+    start = time.perf_counter()
+    for i in range(total):
+        scheduled = start + i / rate
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if in_flight >= MAX_IN_FLIGHT:
+            dropped += 1
+            continue
+        in_flight += 1
+        task = asyncio.create_task(one(paths[i % len(paths)], scheduled))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - start
+    q = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {"p50": q[49], "p99": q[98], "max": max(latencies), "sent": len(latencies),
+            "rate": len(latencies) / elapsed, "errors": errors, "dropped": dropped}
+
+
+def report(name: str, r: dict[str, float], rate: float) -> None:
+    verdict = "ok" if r["p99"] <= GOAL_P99_MS and not r["errors"] and not r["dropped"] else "MISS"
+    print(f"  {name:<34} p50 {r['p50']:6.1f} ms  p99 {r['p99']:6.1f} ms  max {r['max']:6.1f} ms"
+          f"  rate {r['rate']:5.1f}/{rate:g} req/s  errors {r['errors']:.0f}  dropped "
+          f"{r['dropped']:.0f}   (goal p99 <= {GOAL_P99_MS:g} ms) {verdict}")
+
+
+async def main(rate: float, seconds: float) -> None:
+    with tempfile.TemporaryDirectory(prefix="icepack-bench-gw-") as root:
+        server = LocalPostgres(Path(root), durable=False)
+        dsn = server.start()
+        gateway = None
+        try:
+            t0 = time.perf_counter()
+            await seed(dsn)
+            print(f"seeded {TABLES} tables in {time.perf_counter() - t0:.1f} s")
+            port = free_port()
+            env = {**os.environ, "ICEPACK_DATABASE_URL": dsn, "ICEPACK_HTTP_PORT": str(port),
+                   "ICEPACK_LOG_LEVEL": "warning"}
+            gateway = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started once
+                [sys.executable, "-m", "icepack_core.cli", "service", "gateway"], env=env)
+            limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=64)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10,
+                                         limits=limits) as client:
+                await wait_ready(client, time.monotonic() + 60)
+                rng = random.Random(7)
+                details = [f"/tables/bench/ns{k % 20}/t{k:05d}"
+                           for k in (rng.randint(1, TABLES) for _ in range(2000))]
+                await drive(client, ["/tables?limit=50", *details[:50]], 50, 2)  # warm-up
+                print(f"gateway, {TABLES} tables, open loop at {rate:g} req/s for {seconds:g} s "
+                      "each, loopback, 1 gateway process:")
+                report("GET /tables?limit=50 (worst first)",
+                       await drive(client, ["/tables?limit=50"], rate, seconds), rate)
+                report("GET /tables/{c}/{ns}/{t} (random)",
+                       await drive(client, details, rate, seconds), rate)
+        finally:
+            if gateway is not None:
+                gateway.terminate()
+                gateway.wait(timeout=20)
+            server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    args = parser.parse_args()
+    asyncio.run(main(args.rate, args.seconds))

@@ -1,0 +1,196 @@
+"""The job queue over HTTP: list, detail (with actions and impact), operator submit and cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from icepack_core.errors import JobNotFound
+from icepack_core.queries import load_query
+from icepack_core.types import JobState, JobTrigger
+from icepack_gateway.errors import Conflict, InvalidParameter
+from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.params import (
+    MAX_IDENT,
+    decode_cursor,
+    encode_cursor,
+    ident,
+    json_body,
+    limit,
+    only,
+    opt_choice,
+    opt_int,
+    positive_int,
+    split_table,
+)
+from icepack_gateway.state import find_table, gateway
+
+# The Iceberg procedures an operator may ask for by name (ARCHITECTURE §8); the executor refuses
+# any other name (icepack_core.maintenance.MAINTENANCE_ACTIONS, not imported: it pulls in Spark).
+MAINTENANCE_ACTIONS = frozenset({"rewrite_data_files", "rewrite_position_delete_files",
+                                 "rewrite_manifests", "expire_snapshots", "remove_orphan_files"})
+# A manual job without an action list and without a recommendation to copy gets these: every
+# routine action, never orphan-file removal (the one that can destroy data; policy-gated).
+DEFAULT_ACTIONS = ("rewrite_data_files", "rewrite_position_delete_files", "rewrite_manifests",
+                   "expire_snapshots")
+# Manual jobs jump ahead of the planner's (default 100; lower runs first).
+MANUAL_PRIORITY = 50
+
+JOB_KEYS = ("id", "state", "actions", "priority", "attempts", "max_attempts", "not_before",
+            "lease_owner", "lease_until", "fence", "dedupe_key", "trigger", "error", "result",
+            "traceparent", "cancel_requested_at", "created_at", "started_at", "finished_at")
+ACTION_KEYS = ("id", "fence", "action", "procedure", "sql_text", "state", "output", "impact",
+               "error", "started_at", "finished_at", "duration_ms")
+
+
+def job_json(row: asyncpg.Record) -> dict[str, Any]:
+    """A job row joined with its table (``job_page`` / ``job_detail``)."""
+    job = {k: row[k] for k in JOB_KEYS}
+    job["table"] = None if row["table_id"] is None else {
+        "id": row["table_id"], "catalog": row["catalog"], "namespace": row["namespace"],
+        "name": row["table_name"]}
+    return job
+
+
+async def jobs_with_actions(pool: asyncpg.Pool, rows: Sequence[asyncpg.Record]
+                            ) -> list[dict[str, Any]]:
+    jobs = [job_json(r) for r in rows]
+    by_id: dict[int, list[dict[str, Any]]] = {j["id"]: [] for j in jobs}
+    for action in await pool.fetch(load_query("job_actions_of"), list(by_id)):
+        by_id[action["job_id"]].append({k: action[k] for k in ACTION_KEYS})
+    for job in jobs:
+        job["job_actions"] = by_id[job["id"]]
+    return jobs
+
+
+async def table_id_filter(pool: asyncpg.Pool, query: Any) -> int | None:
+    if "table" in query and "table_id" in query:
+        raise InvalidParameter("table", "give either table or table_id, not both")
+    if "table" in query:
+        table = await find_table(pool, *split_table("table", query["table"]))
+        table_id: int = table["id"]
+        return table_id
+    return opt_int(query, "table_id")
+
+
+async def list_jobs(request: Request) -> Response:
+    q = request.query_params
+    only(q, {"limit", "cursor", "state", "table", "table_id"})
+    state = opt_choice(q, "state", JobState)
+    size = limit(q)
+    before = decode_cursor(q, "jobs", (int,))
+    pool = gateway(request).pool
+    table_id = await table_id_filter(pool, q)
+    rows = await pool.fetch(load_query("job_page"), state.value if state else None, table_id,
+                            before[0] if before else None, size)
+    next_cursor = encode_cursor("jobs", [rows[-1]["id"]]) if len(rows) == size else None
+    return ApiResponse({"items": [job_json(r) for r in rows], "next_cursor": next_cursor})
+
+
+def _job_id(request: Request) -> int:
+    return positive_int("id", request.path_params["id"])
+
+
+async def job_detail(request: Request) -> Response:
+    only(request.query_params, set())
+    job_id = _job_id(request)
+    pool = gateway(request).pool
+    row = await pool.fetchrow(load_query("job_detail"), job_id)
+    if row is None:
+        raise JobNotFound(job_id)
+    return ApiResponse((await jobs_with_actions(pool, [row]))[0])
+
+
+def _no_nul(value: Any, where: str) -> None:
+    """Postgres jsonb cannot store U+0000: refuse it here instead of failing in the driver."""
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidParameter(where, "must not contain NUL characters")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _no_nul(k, where)
+            _no_nul(v, where)
+    elif isinstance(value, list):
+        for v in value:
+            _no_nul(v, where)
+
+
+class ActionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    action: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("action")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        known = MAINTENANCE_ACTIONS
+        if value not in known:
+            raise ValueError(f"unknown action {value!r}; known: {', '.join(sorted(known))}")
+        return value
+
+
+class JobIn(BaseModel):
+    """``POST /jobs``: maintain one table now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    catalog: str = Field(min_length=1, max_length=MAX_IDENT)
+    namespace: str = Field(min_length=1, max_length=MAX_IDENT)
+    table: str = Field(min_length=1, max_length=MAX_IDENT)
+    actions: list[ActionIn] | None = Field(default=None, min_length=1, max_length=10)
+    priority: int = Field(default=MANUAL_PRIORITY, ge=0, le=1000)
+
+
+async def submit_job(request: Request) -> Response:
+    only(request.query_params, set())
+    body = await json_body(request)
+    _no_nul(body, "body")
+    spec = JobIn.model_validate(body)
+    pool = gateway(request).pool
+    ref = (ident("catalog", spec.catalog), ident("namespace", spec.namespace),
+           ident("table", spec.table))
+    table = await find_table(pool, *ref, allow_dropped=False)
+    if spec.actions is not None:
+        actions = [a.model_dump() for a in spec.actions]
+    else:
+        recommended = await pool.fetchrow(load_query("recommendation_latest"), table["id"])
+        actions = (list(recommended["actions"]) if recommended and recommended["actions"]
+                   else [{"action": a, "params": {}} for a in DEFAULT_ACTIONS])
+    enqueued = await gateway(request).jobs.enqueue(
+        table["id"], actions, dedupe_key=f"table:{table['id']}", priority=spec.priority,
+        trigger=JobTrigger.MANUAL)
+    row = await pool.fetchrow(load_query("job_detail"), enqueued.job.id)
+    return ApiResponse({"job": job_json(row), "created": enqueued.created},
+                       status_code=201 if enqueued.created else 200)
+
+
+async def cancel_job(request: Request) -> Response:
+    only(request.query_params, set())
+    job_id = _job_id(request)
+    state = gateway(request)
+    before = await state.pool.fetchrow(load_query("job_detail"), job_id)
+    if before is None:
+        raise JobNotFound(job_id)
+    if before["state"] in (JobState.SUCCEEDED, JobState.FAILED):
+        raise Conflict("JOB_ALREADY_FINISHED",
+                       f"job {job_id} already finished ({before['state']}); nothing to cancel")
+    if before["state"] != JobState.CANCELLED:
+        await state.jobs.cancel(job_id)
+    row = await state.pool.fetchrow(load_query("job_detail"), job_id)
+    # A queued job is cancelled at once; a running one stops when its executor next heartbeats
+    # (``cancel_requested_at`` is set and the state is still ``running``).
+    return ApiResponse({"job": job_json(row), "cancelled": row["state"] == JobState.CANCELLED})
+
+
+routes = [
+    Route("/jobs", list_jobs, methods=["GET"]),
+    Route("/jobs", submit_job, methods=["POST"]),
+    Route("/jobs/{id}", job_detail, methods=["GET"]),
+    Route("/jobs/{id}/cancel", cancel_job, methods=["POST"]),
+]

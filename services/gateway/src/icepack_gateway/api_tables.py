@@ -1,0 +1,210 @@
+"""Read APIs of the fleet: ``/tables``, ``/summary`` and one table's status, health,
+recommendation and maintenance history."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import asyncpg
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from icepack_core.queries import load_query
+from icepack_core.types import Health
+from icepack_gateway.api_jobs import job_json, jobs_with_actions
+from icepack_gateway.errors import InvalidParameter, NotFound, TableNotFound
+from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.params import (
+    ISSUE_CODE,
+    decode_cursor,
+    encode_cursor,
+    limit,
+    only,
+    opt_choice,
+    opt_ident,
+    opt_pattern,
+)
+from icepack_gateway.state import find_table, gateway, table_json, table_ref
+
+# The current metrics a fleet listing carries per table (the full status is one call away).
+LIST_METRICS = ("data_file_count", "data_file_bytes", "record_count", "small_file_count",
+                "snapshot_count", "manifest_count", "position_delete_file_count",
+                "equality_delete_file_count", "deletion_vector_count")
+
+
+class Sort(StrEnum):
+    SCORE = "score"  # worst first (lowest score); never-assessed tables last
+    SCORE_DESC = "-score"  # best first; never-assessed tables last
+    NAME = "name"  # catalog, namespace, name
+
+
+def _issue_summary(issues: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [{"code": i.get("code"), "severity": i.get("severity")} for i in issues or []]
+
+
+def _list_item(row: asyncpg.Record) -> dict[str, Any]:
+    status = row["status"] or {}
+    return {
+        "id": row["id"], "catalog": row["catalog"], "namespace": row["namespace"],
+        "name": row["name"], "health": row["health"], "score": row["score"],
+        "issues": _issue_summary(row["issues"]), "assessed_at": row["assessed_at"],
+        "inspected_at": row["inspected_at"],
+        "metrics": {k: status.get(k) for k in LIST_METRICS} if row["status"] else None,
+    }
+
+
+async def list_tables(request: Request) -> Response:
+    q = request.query_params
+    only(q, {"limit", "cursor", "catalog", "namespace", "health", "issue", "q", "sort"})
+    sort = opt_choice(q, "sort", Sort) or Sort.SCORE
+    filters = (opt_ident(q, "catalog"), opt_ident(q, "namespace"),
+               (h.value if (h := opt_choice(q, "health", Health)) else None),
+               opt_pattern(q, "issue", ISSUE_CODE, "an issue code such as SMALL_FILES"),
+               opt_ident(q, "q"))
+    size = limit(q)
+    pool = gateway(request).pool
+    if sort is Sort.NAME:
+        key = decode_cursor(q, "tables:name", (str, str, str)) or ["", "", ""]
+        rows = await pool.fetch(load_query("table_page_by_name"), *filters, *key, size)
+    else:
+        key = decode_cursor(q, f"tables:{sort.value}", (int, str, str, str)) or [-1000, "", "", ""]
+        if not -1000 <= key[0] <= 1000:
+            raise InvalidParameter("cursor", "is not a cursor this API returned")
+        rows = await pool.fetch(load_query("table_page_by_score"), *filters, *key[1:], size,
+                                sort is Sort.SCORE_DESC, key[0])
+    next_cursor = None
+    if len(rows) == size:
+        last = rows[-1]
+        tail = [last["catalog"], last["namespace"], last["name"]]
+        next_cursor = (encode_cursor("tables:name", tail) if sort is Sort.NAME
+                       else encode_cursor(f"tables:{sort.value}", [last["sort_key"], *tail]))
+    return ApiResponse({"items": [_list_item(r) for r in rows], "next_cursor": next_cursor})
+
+
+async def summary(request: Request) -> Response:
+    only(request.query_params, set())
+    pool = gateway(request).pool
+    health = {h.value: 0 for h in Health}
+    for row in await pool.fetch(load_query("health_fleet_counts")):
+        health[row["health"]] = row["tables"]
+    issues = {r["code"]: r["tables"] for r in await pool.fetch(load_query("health_issue_counts"))}
+    queue = {r["state"]: r["jobs"] for r in await pool.fetch(load_query("job_queue_depth"))}
+    return ApiResponse({"tables": sum(health.values()), "health": health, "issues": issues,
+                        "jobs": queue})
+
+
+def _health_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {k: row[k] for k in ("id", "status_snapshot_id", "health", "score", "issues",
+                                "assessed_at")}
+
+
+def _status_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {k: row[k] for k in ("id", "inspected_at", "inspector", "metadata_location",
+                                "current_snapshot_id", "status")}
+
+
+def _recommendation_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {k: row[k] for k in ("id", "status_snapshot_id", "actions", "job_id", "created_at")}
+
+
+async def table_detail(request: Request) -> Response:
+    only(request.query_params, set())
+    pool = gateway(request).pool
+    catalog, namespace, name = table_ref(request)
+    row = await pool.fetchrow(load_query("table_detail"), catalog, namespace, name)
+    if row is None:
+        raise TableNotFound(catalog, namespace, name)
+    latest_job = None
+    if row["job_id"] is not None:
+        latest_job = job_json(await pool.fetchrow(load_query("job_detail"), row["job_id"]))
+    return ApiResponse({
+        "table": table_json(row), "health": row["health"], "status": row["status"],
+        "recommendation": row["recommendation"], "latest_job": latest_job,
+    })
+
+
+async def table_status(request: Request) -> Response:
+    only(request.query_params, set())
+    pool = gateway(request).pool
+    table = await find_table(pool, *table_ref(request))
+    row = await pool.fetchrow(load_query("status_latest"), table["id"])
+    if row is None:
+        raise NotFound("NO_STATUS", "the table has not been inspected yet")
+    return ApiResponse(_status_json(row))
+
+
+async def status_history(request: Request) -> Response:
+    q = request.query_params
+    only(q, {"limit", "cursor"})
+    size = limit(q, default=200)
+    before = decode_cursor(q, "status", (int,))
+    pool = gateway(request).pool
+    table = await find_table(pool, *table_ref(request))
+    rows = await pool.fetch(load_query("status_history"), table["id"],
+                            before[0] if before else None, size)
+    next_cursor = encode_cursor("status", [rows[-1]["id"]]) if len(rows) == size else None
+    # Oldest first, the order a chart draws; the cursor pages further into the past.
+    return ApiResponse({"items": [dict(r) for r in reversed(rows)], "next_cursor": next_cursor})
+
+
+async def table_health(request: Request) -> Response:
+    only(request.query_params, set())
+    pool = gateway(request).pool
+    table = await find_table(pool, *table_ref(request))
+    row = await pool.fetchrow(load_query("health_latest"), table["id"])
+    if row is None:
+        raise NotFound("NO_HEALTH", "the table has not been assessed yet")
+    return ApiResponse(_health_json(row))
+
+
+async def table_recommendation(request: Request) -> Response:
+    only(request.query_params, set())
+    pool = gateway(request).pool
+    table = await find_table(pool, *table_ref(request))
+    row = await pool.fetchrow(load_query("recommendation_latest"), table["id"])
+    if row is None:
+        raise NotFound("NO_RECOMMENDATION", "the planner has not recommended anything for the "
+                                            "table yet")
+    return ApiResponse(_recommendation_json(row))
+
+
+async def table_jobs(request: Request, *, with_actions: bool = False) -> Response:
+    q = request.query_params
+    only(q, {"limit", "cursor"})
+    size = limit(q, default=20 if with_actions else 50)
+    before = decode_cursor(q, "jobs", (int,))
+    pool = gateway(request).pool
+    table = await find_table(pool, *table_ref(request))
+    rows = await pool.fetch(load_query("job_page"), None, table["id"],
+                            before[0] if before else None, size)
+    items = (await jobs_with_actions(pool, rows) if with_actions
+             else [job_json(r) for r in rows])
+    next_cursor = encode_cursor("jobs", [rows[-1]["id"]]) if len(rows) == size else None
+    return ApiResponse({"items": items, "next_cursor": next_cursor})
+
+
+async def table_history(request: Request) -> Response:
+    """Maintenance history: the table's jobs with the actions they ran and their impact."""
+    return await table_jobs(request, with_actions=True)
+
+
+T = "/tables/{catalog}/{namespace}/{table}"
+routes = [
+    Route("/tables", list_tables, methods=["GET"]),
+    Route("/summary", summary, methods=["GET"]),
+    Route(T, table_detail, methods=["GET"]),
+    Route(f"{T}/status", table_status, methods=["GET"]),
+    Route(f"{T}/status/history", status_history, methods=["GET"]),
+    Route(f"{T}/health", table_health, methods=["GET"]),
+    Route(f"{T}/maintenance/recommendation", table_recommendation, methods=["GET"]),
+    Route(f"{T}/jobs", table_jobs, methods=["GET"]),
+    Route(f"{T}/history", table_history, methods=["GET"]),
+]

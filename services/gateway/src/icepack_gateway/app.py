@@ -1,0 +1,66 @@
+"""The gateway's ASGI app: routes, middleware and error handlers, wired and nothing else.
+
+``create_app(pool)`` is given the pool and never closes it: the service runner (or a test)
+opened it and closes it. Under the runner, ``/healthz`` and ``/readyz`` come from the runner's
+own app and this one is mounted beside them (``health=False``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import asyncpg
+import structlog
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from icepack_core.health_server import ReadyCheck, health_routes
+from icepack_core.jobs import JobQueue
+from icepack_core.tokens import TokenStore
+from icepack_gateway import api_events, api_jobs, api_policies, api_tables, metrics, openapi
+from icepack_gateway.auth import BearerAuth
+from icepack_gateway.errors import error_body, exception_handlers
+from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.state import GatewayState
+
+UI_DIR = Path(__file__).parent / "ui"
+log = structlog.get_logger("icepack.gateway")
+
+
+async def to_ui(_request: Request) -> Response:
+    return RedirectResponse("/ui/", status_code=307)
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    log.error("gateway.unhandled", path=request.url.path, error=repr(exc))
+    return ApiResponse(error_body("INTERNAL", "unexpected error; see the gateway log"),
+                       status_code=500)
+
+
+def api_routes() -> list[BaseRoute]:
+    """Every route of the gateway except the health probes."""
+    return [
+        Route("/", to_ui, methods=["GET"]),
+        *openapi.routes, *metrics.routes, *api_tables.routes, *api_jobs.routes,
+        *api_events.routes, *api_policies.routes,
+        Mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui"),
+    ]
+
+
+def create_app(
+    pool: asyncpg.Pool, *, health: bool = True, ready: ReadyCheck | None = None
+) -> Starlette:
+    """The gateway app on ``pool``; with ``health`` it serves ``/healthz`` + ``/readyz`` too."""
+    tokens = TokenStore(pool)
+    routes = [*(health_routes("gateway", pool, ready) if health else []), *api_routes()]
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(metrics.RequestMetrics), Middleware(BearerAuth, tokens=tokens)],
+        exception_handlers={**exception_handlers(), Exception: internal_error},
+    )
+    app.state.gateway = GatewayState(pool=pool, jobs=JobQueue(pool), tokens=tokens)
+    return app

@@ -1,0 +1,171 @@
+"""Errors at the HTTP boundary: typed gateway errors, and handlers looked up by exception class.
+
+Every error answer is JSON ``{"code", "message", "detail"}``: ``code`` is stable (scripts match
+on it), ``message`` is for people, ``detail`` is optional structure (e.g. validation errors).
+The status of an ``IcepackError`` comes from ``STATUS``, walked along the exception's MRO, so a
+new error class only needs a line there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+import structlog
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from icepack_core.errors import IcepackError, InvalidIdentifier, JobNotFound
+from icepack_core.tokens import (
+    TokenError,
+    TokenInvalid,
+    TokenMissing,
+    TokenNameTaken,
+    TokenNotFound,
+    TokenRevoked,
+)
+from icepack_gateway.jsonutil import ApiResponse
+
+log = structlog.get_logger("icepack.gateway")
+
+
+class TableNotFound(IcepackError):
+    """No table has that catalog/namespace/name (or it left its catalog)."""
+
+    code = "TABLE_NOT_FOUND"
+
+    def __init__(self, catalog: str, namespace: str, name: str, *, dropped: bool = False) -> None:
+        self.table = f"{catalog}.{namespace}.{name}"
+        why = "was dropped from its catalog" if dropped else "is not known to Icepack"
+        super().__init__(f"table {self.table!r} {why}")
+
+
+class NotFound(IcepackError):
+    """A table exists but has no row of the requested kind yet (status, health, ...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class InvalidParameter(IcepackError):
+    """A request parameter is malformed; the message names it."""
+
+    code = "INVALID_PARAMETER"
+
+    def __init__(self, parameter: str, problem: str) -> None:
+        self.parameter = parameter
+        super().__init__(f"parameter {parameter!r}: {problem}")
+
+
+class Conflict(IcepackError):
+    """The request is well-formed but the state does not allow it."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class NotAvailable(IcepackError):
+    """A feature needs a module this installation does not have yet."""
+
+    code = "NOT_AVAILABLE"
+
+
+class DatabaseUnavailable(IcepackError):
+    """Postgres did not answer; the request can be retried."""
+
+    code = "DATABASE_UNAVAILABLE"
+
+
+STATUS: dict[type[Exception], int] = {
+    TableNotFound: 404,
+    NotFound: 404,
+    JobNotFound: 404,
+    TokenNotFound: 404,
+    InvalidParameter: 422,
+    InvalidIdentifier: 422,
+    Conflict: 409,
+    TokenNameTaken: 409,
+    TokenMissing: 401,
+    TokenInvalid: 401,
+    TokenRevoked: 403,
+    TokenError: 401,
+    NotAvailable: 501,
+    DatabaseUnavailable: 503,
+    IcepackError: 500,
+}
+
+# Driver errors that mean "the database is not there right now", not "the request is wrong".
+DATABASE_DOWN: tuple[type[Exception], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.QueryCanceledError,
+    asyncpg.AdminShutdownError,
+)
+
+
+def status_for(exc: Exception) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
+
+
+def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
+    return {"code": code, "message": message, "detail": detail}
+
+
+def error_response(exc: IcepackError) -> Response:
+    status = status_for(exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return ApiResponse(error_body(exc.code, str(exc)), status_code=status, headers=headers)
+
+
+async def icepack_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, IcepackError)
+    return error_response(exc)
+
+
+async def validation_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ValidationError)
+    detail = [{"loc": list(e["loc"]), "message": e["msg"], "type": e["type"]}
+              for e in exc.errors(include_url=False, include_input=False)]
+    fields = ", ".join(sorted({".".join(str(p) for p in d["loc"]) or "body" for d in detail}))
+    return ApiResponse(error_body("INVALID_PARAMETER", f"invalid request body: {fields}", detail),
+                       status_code=422)
+
+
+async def json_error(_request: Request, exc: Exception) -> Response:
+    return ApiResponse(error_body("INVALID_PARAMETER", f"request body is not JSON: {exc}"),
+                       status_code=422)
+
+
+async def http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+    code = codes.get(exc.status_code, f"HTTP_{exc.status_code}")
+    return ApiResponse(error_body(code, str(exc.detail)), status_code=exc.status_code,
+                       headers=exc.headers)
+
+
+async def database_down(request: Request, exc: Exception) -> Response:
+    log.warning("gateway.database_unavailable", path=request.url.path, error=repr(exc))
+    return error_response(DatabaseUnavailable(
+        f"the Icepack database did not answer ({type(exc).__name__}); retry shortly"))
+
+
+def exception_handlers() -> dict[Any, Any]:
+    """Handlers by exception class, for ``Starlette(exception_handlers=...)``."""
+    handlers: dict[Any, Any] = {cls: icepack_error for cls in STATUS}
+    handlers.update({cls: database_down for cls in DATABASE_DOWN})
+    handlers[ValidationError] = validation_error
+    handlers[json.JSONDecodeError] = json_error
+    handlers[HTTPException] = http_error
+    return handlers

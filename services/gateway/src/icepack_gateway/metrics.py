@@ -1,0 +1,135 @@
+"""``/metrics``: fleet gauges computed from Postgres at scrape time, plus the process's own
+OpenTelemetry metrics (exported through prometheus_client's default registry by the
+``PrometheusMetricReader`` that ``icepack_core.telemetry`` installs).
+
+prometheus_client collectors are synchronous, so the scrape handler first reads the database
+(async), then hands the readings to a ``FleetCollector`` in a per-scrape registry. Nothing is
+cached: every replica answers from the database, which is the whole state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import asyncpg
+from opentelemetry import metrics
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from icepack_core.queries import load_query
+from icepack_core.types import Health
+from icepack_gateway.state import gateway
+
+
+@dataclass
+class FleetReading:
+    """What one scrape read from Postgres."""
+
+    queue: list[tuple[str, int, int, float | None]] = field(default_factory=list)
+    health: dict[str, int] = field(default_factory=dict)
+    lag: dict[str, int] = field(default_factory=dict)
+    read_seconds: float = 0.0
+
+
+async def read_fleet(pool: asyncpg.Pool) -> FleetReading:
+    start = time.perf_counter()
+    reading = FleetReading()
+    async with pool.acquire() as conn:
+        for row in await conn.fetch(load_query("job_queue_depth")):
+            reading.queue.append((row["state"], row["jobs"], row["claimable"],
+                                  row["oldest_age_seconds"]))
+        reading.health = {h.value: 0 for h in Health}
+        for row in await conn.fetch(load_query("health_fleet_counts")):
+            reading.health[row["health"]] = row["tables"]
+        lag = await conn.fetch(load_query("consumer_lag"))
+        reading.lag = {r["consumer"]: r["lag"] for r in lag}
+    reading.read_seconds = time.perf_counter() - start
+    return reading
+
+
+class FleetCollector(Collector):
+    """Turns one ``FleetReading`` into Prometheus metric families."""
+
+    def __init__(self, reading: FleetReading) -> None:
+        self.reading = reading
+
+    def collect(self) -> Iterator[Metric]:
+        r = self.reading
+        jobs = GaugeMetricFamily("icepack_queue_jobs", "Jobs by state (v_queue).",
+                                 labels=["state"])
+        oldest = GaugeMetricFamily("icepack_queue_oldest_job_age_seconds",
+                                   "Age of the oldest job in each state.", labels=["state"])
+        claimable = 0
+        for state, count, due, age in r.queue:
+            jobs.add_metric([state], count)
+            claimable += due
+            if age is not None:
+                oldest.add_metric([state], age)
+        yield jobs
+        yield oldest
+        yield GaugeMetricFamily("icepack_queue_claimable_jobs",
+                                "Queued jobs that are due (what KEDA scales executors on).",
+                                value=claimable)
+        tables = GaugeMetricFamily("icepack_tables", "Tables still in their catalog, by the "
+                                   "health of their latest assessment.", labels=["health"])
+        for health, count in sorted(r.health.items()):
+            tables.add_metric([health], count)
+        yield tables
+        lag = GaugeMetricFamily("icepack_consumer_lag_events",
+                                "Outbox events each consumer has not read yet.",
+                                labels=["consumer"])
+        for consumer, count in sorted(r.lag.items()):
+            lag.add_metric([consumer], count)
+        yield lag
+        yield GaugeMetricFamily("icepack_gateway_scrape_read_seconds",
+                                "Time this scrape spent reading Postgres.", value=r.read_seconds)
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    reading = await read_fleet(gateway(request).pool)
+    fleet = CollectorRegistry(auto_describe=False)
+    fleet.register(FleetCollector(reading))
+    body = generate_latest(fleet) + generate_latest(REGISTRY)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+class RequestMetrics:
+    """Pure ASGI middleware recording ``http.server.request.duration`` per route template
+    (templates, never raw paths, so label cardinality stays bounded)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.duration = metrics.get_meter("icepack.gateway").create_histogram(
+            "http.server.request.duration", unit="s", description="Gateway request duration.")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.duration.record(time.perf_counter() - start, {
+                "http.request.method": scope["method"], "http.route": template,
+                "http.response.status_code": status})
+
+
+routes = [Route("/metrics", metrics_endpoint, methods=["GET"])]

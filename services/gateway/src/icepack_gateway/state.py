@@ -1,0 +1,51 @@
+"""What every handler reaches through ``request.app.state.gateway``, and shared look-ups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from starlette.requests import Request
+
+from icepack_core.jobs import JobQueue
+from icepack_core.queries import load_query
+from icepack_core.tokens import TokenStore
+from icepack_gateway.errors import TableNotFound
+from icepack_gateway.params import ident
+
+
+@dataclass(frozen=True)
+class GatewayState:
+    """The resources the gateway was handed; it owns none of them (the runner closes the pool)."""
+
+    pool: asyncpg.Pool
+    jobs: JobQueue
+    tokens: TokenStore
+
+
+def gateway(request: Request) -> GatewayState:
+    state: GatewayState = request.app.state.gateway
+    return state
+
+
+def table_ref(request: Request) -> tuple[str, str, str]:
+    """The (catalog, namespace, table) of a ``/tables/{catalog}/{namespace}/{table}`` path."""
+    p = request.path_params
+    return (ident("catalog", p["catalog"]), ident("namespace", p["namespace"]),
+            ident("table", p["table"]))
+
+
+async def find_table(
+    pool: asyncpg.Pool, catalog: str, namespace: str, name: str, *, allow_dropped: bool = True
+) -> asyncpg.Record:
+    """The ``tables`` row, or ``TableNotFound``."""
+    row = await pool.fetchrow(load_query("table_find"), catalog, namespace, name)
+    if row is None or (row["dropped_at"] is not None and not allow_dropped):
+        raise TableNotFound(catalog, namespace, name, dropped=row is not None)
+    return row
+
+
+def table_json(row: asyncpg.Record) -> dict[str, Any]:
+    return {k: row[k] for k in ("id", "catalog", "namespace", "name", "metadata_location",
+                                "properties", "first_seen_at", "last_seen_at", "dropped_at")}

@@ -1,0 +1,229 @@
+// Icepack web UI: one Alpine.js component, hash routes, data from the gateway's read APIs.
+// Chart instances live outside Alpine's reactive state (Chart.js objects must not be proxied).
+"use strict";
+
+const charts = {};
+let followTimer = null;
+
+const CHART_DEFS = [
+  { key: "data_file_count", label: "Data files", color: "#2563eb" },
+  { key: "small_file_count", label: "Small files", color: "#d97706" },
+  { key: "snapshot_count", label: "Snapshots", color: "#7c3aed" },
+  { key: "delete_file_count", label: "Delete files", color: "#dc2626" },
+];
+
+async function api(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  let body = null;
+  try { body = await response.json(); } catch (_) { body = null; }
+  if (!response.ok) {
+    const err = new Error(body && body.message ? `${body.code}: ${body.message}`
+                                               : `HTTP ${response.status}`);
+    err.status = response.status;
+    throw err;
+  }
+  return body;
+}
+
+function escapeHtml(value) {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => ({
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+function destroyCharts() {
+  for (const key of Object.keys(charts)) { charts[key].destroy(); delete charts[key]; }
+}
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== "" && v != null) q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+document.addEventListener("alpine:init", () => {
+  window.Alpine.data("icepack", () => ({
+    view: "fleet",
+    loading: false,
+    error: "",
+    summary: null,
+    fleet: { items: [], next: null, q: "", health: "" },
+    detail: null,
+    history: [],
+    jobsOfTable: [],
+    jobs: { items: [], next: null, state: "" },
+    job: null,
+    events: { items: [], topic: "", follow: false },
+    chartDefs: CHART_DEFS,
+
+    init() {
+      window.addEventListener("hashchange", () => this.route());
+      this.$watch("events.follow", (on) => this.follow(on));
+      this.route();
+    },
+
+    async route() {
+      const parts = (location.hash.replace(/^#\/?/, "") || "").split("/")
+        .filter((p) => p !== "").map(decodeURIComponent);
+      this.error = "";
+      destroyCharts();
+      this.follow(false);
+      this.events.follow = false;
+      const [page, ...rest] = parts;
+      try {
+        if (!page) { this.view = "fleet"; await this.loadFleet(); }
+        else if (page === "table" && rest.length === 3) { this.view = "table"; await this.loadTable(...rest); }
+        else if (page === "jobs") { this.view = "jobs"; await this.loadJobs(); }
+        else if (page === "job" && rest.length === 1) { this.view = "job"; await this.loadJob(rest[0]); }
+        else if (page === "events") { this.view = "events"; await this.loadEvents(); }
+        else { this.view = "fleet"; this.error = `no page ${location.hash}`; }
+      } catch (e) {
+        this.error = e.message;
+      }
+    },
+
+    async guarded(work) {
+      this.loading = true;
+      this.error = "";
+      try { await work(); } catch (e) { this.error = e.message; } finally { this.loading = false; }
+    },
+
+    async loadFleet() {
+      await this.guarded(async () => { this.summary = await api("/summary"); });
+      await this.loadTables();
+    },
+
+    async loadTables(more = false) {
+      await this.guarded(async () => {
+        const page = await api("/tables" + query({
+          limit: 50, sort: "score", q: this.fleet.q.trim(), health: this.fleet.health,
+          cursor: more ? this.fleet.next : "" }));
+        this.fleet.items = more ? this.fleet.items.concat(page.items) : page.items;
+        this.fleet.next = page.next_cursor;
+      });
+    },
+
+    async loadTable(catalog, namespace, name) {
+      this.detail = null;
+      this.history = [];
+      this.jobsOfTable = [];
+      await this.guarded(async () => {
+        const base = "/tables/" + [catalog, namespace, name].map(encodeURIComponent).join("/");
+        const [detail, history, jobs] = await Promise.all([
+          api(base), api(`${base}/status/history?limit=200`), api(`${base}/history?limit=20`)]);
+        this.detail = detail;
+        this.history = history.items;
+        this.jobsOfTable = jobs.items;
+      });
+      await this.$nextTick();
+      this.drawCharts();
+    },
+
+    drawCharts() {
+      destroyCharts();
+      if (!this.history.length || !window.Chart) return;
+      const labels = this.history.map((p) => new Date(p.inspected_at).toLocaleString(
+        undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" }));
+      for (const def of CHART_DEFS) {
+        const canvas = document.getElementById(`chart-${def.key}`);
+        if (!canvas) continue;
+        charts[def.key] = new window.Chart(canvas, {
+          type: "line",
+          data: { labels, datasets: [{ label: def.label, data: this.history.map((p) => p[def.key]),
+                  borderColor: def.color, backgroundColor: def.color + "33", fill: true,
+                  tension: 0.2, pointRadius: 2 }] },
+          options: { animation: false, responsive: true, maintainAspectRatio: false,
+                     plugins: { legend: { display: false } },
+                     scales: { y: { beginAtZero: true, ticks: { precision: 0 } },
+                               x: { ticks: { maxTicksLimit: 4, maxRotation: 0 } } } },
+        });
+      }
+    },
+
+    async loadJobs(more = false) {
+      await this.guarded(async () => {
+        if (!this.summary) this.summary = await api("/summary");
+        const page = await api("/jobs" + query({ limit: 50, state: this.jobs.state,
+                                                 cursor: more ? this.jobs.next : "" }));
+        this.jobs.items = more ? this.jobs.items.concat(page.items) : page.items;
+        this.jobs.next = page.next_cursor;
+      });
+    },
+
+    async loadJob(id) {
+      this.job = null;
+      await this.guarded(async () => { this.job = await api(`/jobs/${encodeURIComponent(id)}`); });
+    },
+
+    async loadEvents() {
+      const topic = this.events.topic.trim();
+      if (topic && !/^[a-z]+\.[a-z_]+$/.test(topic)) { this.events.items = []; return; }
+      await this.guarded(async () => {
+        this.events.items = (await api("/events" + query({ limit: 100, topic }))).items;
+      });
+    },
+
+    follow(on) {
+      if (followTimer) { clearInterval(followTimer); followTimer = null; }
+      if (on) followTimer = setInterval(() => this.loadEvents(), 3000);
+    },
+
+    tableHref(t) {
+      return "#/table/" + [t.catalog, t.namespace, t.name].map(encodeURIComponent).join("/");
+    },
+
+    metricList() {
+      const s = this.detail?.status?.status;
+      if (!s) return [];
+      const deletes = (s.position_delete_file_count || 0) + (s.equality_delete_file_count || 0)
+        + (s.deletion_vector_count || 0);
+      return [
+        ["data files", this.num(s.data_file_count)], ["data size", this.bytes(s.data_file_bytes)],
+        ["records", this.num(s.record_count)], ["small files", this.num(s.small_file_count)],
+        ["avg file", this.bytes(s.avg_data_file_bytes)], ["snapshots", this.num(s.snapshot_count)],
+        ["manifests", this.num(s.manifest_count)], ["delete files", this.num(deletes)],
+        ["partitions", this.num(s.partition_count)], ["format", s.format_version ?? "–"],
+      ];
+    },
+
+    impactHtml(action) {
+      const impact = action.impact || {};
+      const before = impact.before || {};
+      const after = impact.after || {};
+      const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])];
+      const title = `<p class="impact-title">${escapeHtml(action.action)}: impact</p>`;
+      if (!keys.length) {
+        return Object.keys(impact).length
+          ? `${title}<pre>${escapeHtml(JSON.stringify(impact, null, 2))}</pre>` : "";
+      }
+      const rows = keys.map((k) => {
+        const b = before[k]; const a = after[k];
+        const delta = typeof a === "number" && typeof b === "number" ? a - b : null;
+        const cls = delta === null ? "" : delta < 0 ? "down" : delta > 0 ? "up" : "";
+        return `<tr><th>${escapeHtml(k.replaceAll("_", " "))}</th><td>${escapeHtml(this.num(b))}</td>`
+          + `<td>${escapeHtml(this.num(a))}</td><td class="${cls}">`
+          + `${delta === null ? "" : (delta > 0 ? "+" : "") + escapeHtml(this.num(delta))}</td></tr>`;
+      }).join("");
+      return `${title}<table class="impact" data-test="impact"><thead><tr><th></th><th>before</th>`
+        + `<th>after</th><th>change</th></tr></thead><tbody>${rows}</tbody></table>`;
+    },
+
+    num(v) {
+      if (v === null || v === undefined) return "–";
+      return typeof v === "number" ? v.toLocaleString("en-US") : String(v);
+    },
+
+    bytes(v) {
+      if (v === null || v === undefined) return "–";
+      const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+      let n = v; let i = 0;
+      while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+      return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+    },
+
+    when(ts) {
+      return ts ? new Date(ts).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })
+                : "–";
+    },
+  }));
+});

@@ -1,0 +1,227 @@
+"""Operator writes: tokens (missing, wrong, revoked), policies, events, OpenAPI coverage."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.routing import Mount, Route
+
+from icepack_core.tokens import TokenStore
+from icepack_gateway.app import create_app
+
+JOB = {"catalog": "demo", "namespace": "crm", "table": "users",
+       "actions": [{"action": "rewrite_manifests"}]}
+POLICY = "/policies/catalog/demo/system.data-compaction"
+WRITES = [("post", "/jobs", JOB), ("post", "/jobs/1/cancel", None),
+          ("put", POLICY, {"config": {"min_input_files": 5}}), ("delete", POLICY, None),
+          ("post", "/policies/simulate", {"catalog": "demo", "namespace": "crm",
+                                          "table": "users"})]
+
+
+async def counts(db) -> tuple:
+    return tuple(await db.fetchrow(
+        "SELECT (SELECT count(*) FROM icepack.jobs), (SELECT count(*) FROM icepack.policies), "
+        "(SELECT count(*) FROM icepack.events), "
+        "(SELECT count(*) FROM icepack.jobs WHERE state = 'cancelled')"))
+
+
+async def _send(client, method, path, body, headers):
+    return await client.request(method, path, json=body, headers=headers)
+
+
+@pytest.mark.parametrize("method,path,body", WRITES)
+async def test_writes_refuse_missing_wrong_and_revoked_tokens(client, db, fleet, method, path,
+                                                              body):
+    store = TokenStore(db)
+    revoked, _ = await store.create("old-op")
+    await store.revoke("old-op")
+    live, _ = await store.create("op")
+    before = await counts(db)
+    cases = [
+        ({}, 401, "AUTH_REQUIRED"),
+        ({"Authorization": "Basic dXNlcjpwYXNz"}, 401, "AUTH_REQUIRED"),
+        ({"Authorization": "Bearer nonsense"}, 401, "INVALID_TOKEN"),
+        ({"Authorization": f"Bearer {live[:-3]}xyz"}, 401, "INVALID_TOKEN"),
+        ({"Authorization": f"Bearer {revoked}"}, 403, "TOKEN_REVOKED"),
+    ]
+    for headers, status, code in cases:
+        r = await _send(client, method, path, body, headers)
+        assert r.status_code == status, (headers, r.text)
+        assert r.json()["code"] == code
+        if status == 401:
+            assert r.headers["www-authenticate"] == "Bearer"
+    assert await counts(db) == before
+
+
+async def test_token_store_create_verify_revoke(db):
+    store = TokenStore(db)
+    token, info = await store.create("ci-bot")
+    assert token.startswith(f"icepack_{info.key_id}_")
+    stored = await db.fetchval("SELECT token_hash FROM icepack.api_tokens WHERE id = $1", info.id)
+    assert token.encode() not in bytes(stored) and len(stored) == 32
+    assert (await store.verify(token)).name == "ci-bot"
+    from icepack_core.tokens import TokenNameTaken, TokenNotFound, TokenRevoked
+
+    with pytest.raises(TokenNameTaken):
+        await store.create("ci-bot")
+    await store.revoke("ci-bot")
+    with pytest.raises(TokenRevoked):
+        await store.verify(token)
+    with pytest.raises(TokenNotFound):
+        await store.revoke("ci-bot")
+    with pytest.raises(ValueError):
+        await store.create("bad name!")
+    again, _ = await store.create("ci-bot")  # the name is free again once revoked
+    assert again != token
+
+
+async def test_policies_put_replace_list_delete(client, db, fleet, auth):
+    r = await client.put(POLICY, json={"config": {"target_file_size_bytes": 268435456}},
+                         headers=auth)
+    assert r.status_code == 201, r.text
+    assert r.json()["policy"]["config"] == {"target_file_size_bytes": 268435456}
+    r = await client.put(POLICY, json={"enabled": False, "config": {"min_input_files": 8}},
+                         headers=auth)
+    assert r.status_code == 200 and r.json()["created"] is False
+    assert r.json()["policy"]["enabled"] is False
+    r = await client.put("/policies/table/demo/sales/orders/system.snapshot-expiry",
+                         json={"config": {"retain_last": 2}}, headers=auth)
+    assert r.status_code == 201
+    r = await client.put("/policies/namespace/demo/sales/system.orphan-file-removal",
+                         json={"config": {"older_than_hours": 96}}, headers=auth)
+    assert r.status_code == 201
+    items = (await client.get("/policies")).json()["items"]
+    assert len(items) == 4
+    only = (await client.get("/policies?scope=table")).json()["items"]
+    assert [(p["table_name"], p["config"]) for p in only] == [("orders", {"retain_last": 2})]
+    assert (await client.delete(POLICY, headers=auth)).status_code == 204
+    r = await client.delete(POLICY, headers=auth)
+    assert r.status_code == 404 and r.json()["code"] == "POLICY_NOT_FOUND"
+
+
+@pytest.mark.parametrize("path,body,where", [
+    ("/policies/catalog/demo/system.nope", {"config": {}}, "policy_type"),
+    (POLICY, {"config": {"bogus": 1}}, "bogus"),
+    (POLICY, {"config": {"min_input_files": 0}}, "min_input_files"),
+    (POLICY, {"config": {"min_input_files": 5}, "extra": 1}, "extra"),
+    (POLICY, {"enabled": "maybe"}, "enabled"),
+    ("/policies/catalog/demo/system.orphan-file-removal", {"config": {"older_than_hours": 1}},
+     "allow_unsafe_older_than"),
+])
+async def test_policy_validation(client, db, fleet, auth, path, body, where):
+    before = await counts(db)
+    r = await client.put(path, json=body, headers=auth)
+    assert r.status_code == 422, r.text
+    assert where in r.json()["message"]
+    assert await counts(db) == before
+
+
+async def test_table_policy_for_unknown_table_is_404(client, fleet, auth):
+    r = await client.put("/policies/table/demo/no/such/system.snapshot-expiry",
+                         json={"config": {}}, headers=auth)
+    assert r.status_code == 404 and r.json()["code"] == "TABLE_NOT_FOUND"
+
+
+async def test_simulate_resolves_policies_and_recommends_without_writing(client, db, fleet,
+                                                                         auth):
+    pytest.importorskip("icepack_core.recommendation")
+    before = await counts(db)
+    body = {"catalog": "demo", "namespace": "web", "table": "clicks"}
+    r = await client.post("/policies/simulate", json=body, headers=auth)
+    assert r.status_code == 200, r.text
+    result = r.json()
+    assert result["effective_policy"]["sources"]["system.snapshot-expiry"] == "catalog"
+    assert result["effective_policy"]["policies"]["system.snapshot-expiry"]["retain_last"] == 5
+    assert result["effective_policy"]["policies"]["system.orphan-file-removal"] is None
+    assert "rewrite_data_files" in [a["action"] for a in result["recommendation"]["actions"]]
+    # A proposed table-level policy wins over the stored catalog one, and is not stored.
+    body["policies"] = [{"policy_type": "system.data-compaction", "scope": "table",
+                         "namespace": "web", "table": "clicks", "enabled": False}]
+    r = await client.post("/policies/simulate", json=body, headers=auth)
+    result = r.json()
+    assert result["effective_policy"]["sources"]["system.data-compaction"] == "table"
+    assert "rewrite_data_files" not in [a["action"] for a in result["recommendation"]["actions"]]
+    body["policies"][0]["config"] = {"nope": 1}
+    r = await client.post("/policies/simulate", json=body, headers=auth)
+    assert r.status_code == 422 and "nope" in r.json()["message"]
+    r = await client.post("/policies/simulate", json=body | {"table": "missing"}, headers=auth)
+    assert r.status_code == 404
+    assert await counts(db) == before
+
+
+async def test_simulate_is_501_without_the_policy_engine(client, fleet, auth, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "icepack_core.policy", None)  # import now fails
+    r = await client.post("/policies/simulate", json={"catalog": "demo", "namespace": "crm",
+                                                      "table": "users"}, headers=auth)
+    assert r.status_code == 501 and r.json()["code"] == "NOT_AVAILABLE"
+
+
+async def test_events_tail_filters_and_pages(client, fleet):
+    items = (await client.get("/events")).json()["items"]
+    assert [e["topic"] for e in items] == ["job.enqueued", "job.finished", "status.updated",
+                                           "table.discovered"]
+    only = (await client.get("/events?topic=job.finished")).json()["items"]
+    assert len(only) == 1 and only[0]["table"]["name"] == "orders"
+    orders = (await client.get("/events?table=demo.sales.orders")).json()["items"]
+    assert {e["topic"] for e in orders} == {"job.finished", "table.discovered"}
+    first = (await client.get("/events?limit=3")).json()
+    rest = (await client.get(f"/events?limit=3&cursor={first['next_cursor']}")).json()
+    assert [e["topic"] for e in rest["items"]] == ["table.discovered"]
+    assert (await client.get("/events?topic=JOB")).status_code == 422
+
+
+def test_every_route_is_documented_and_every_documented_route_exists(db):
+    from icepack_gateway.openapi import document
+
+    paths = document()["paths"]
+    served: set[tuple[str, str]] = set()
+    for route in create_app(db).routes:
+        if isinstance(route, Mount):
+            continue  # /ui static files
+        assert isinstance(route, Route)
+        for method in route.methods or ():
+            if method != "HEAD":
+                served.add((route.path, method.lower()))
+    documented = {(p, m) for p, ops in paths.items() for m in ops}
+    assert served == documented
+
+
+async def test_openapi_is_served(client):
+    body = (await client.get("/openapi.json")).json()
+    assert body["openapi"].startswith("3.1") and "/tables" in body["paths"]
+    refs = {v for v in _refs(body)}
+    assert all(r.removeprefix("#/components/schemas/") in body["components"]["schemas"]
+               for r in refs)
+
+
+def _refs(node):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "$ref":
+                yield v
+            else:
+                yield from _refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _refs(v)
+
+
+async def test_readyz_is_503_when_the_database_is_unreachable():
+    import asyncpg
+    import httpx
+
+    from icepack_core.localpg import free_port
+
+    pool = await asyncpg.create_pool(f"postgresql://postgres@127.0.0.1:{free_port()}/x",
+                                     min_size=0, max_size=1)
+    try:
+        transport = httpx.ASGITransport(app=create_app(pool))
+        async with httpx.AsyncClient(transport=transport, base_url="http://g") as c:
+            r = await c.get("/readyz")
+            assert r.status_code == 503 and "database unreachable" in r.json()["reason"]
+            assert (await c.get("/healthz")).status_code == 200
+            r = await c.get("/tables")
+            assert r.status_code == 503 and r.json()["code"] == "DATABASE_UNAVAILABLE"
+    finally:
+        await pool.close()

@@ -1,0 +1,149 @@
+"""Jobs over HTTP: list/filter/page, detail with actions, submit with dedupe, cancel."""
+
+from __future__ import annotations
+
+import pytest
+
+from icepack_core.jobs import JobQueue
+
+
+async def test_jobs_list_newest_first_with_tables(client, fleet):
+    items = (await client.get("/jobs")).json()["items"]
+    assert [j["id"] for j in items] == sorted(fleet.jobs.values(), reverse=True)
+    done = next(j for j in items if j["id"] == fleet.jobs["done"])
+    assert done["table"]["name"] == "orders" and done["state"] == "succeeded"
+
+
+@pytest.mark.parametrize("query,key", [("state=queued", "queued"), ("state=failed", "failed"),
+                                       ("table=demo.sales.orders", "done"),
+                                       ("state=succeeded&table=demo.sales.orders", "done")])
+async def test_jobs_filters(client, fleet, query, key):
+    items = (await client.get(f"/jobs?{query}")).json()["items"]
+    assert [j["id"] for j in items] == [fleet.jobs[key]]
+
+
+async def test_jobs_filter_by_table_id_and_unknown_table(client, fleet):
+    items = (await client.get(f"/jobs?table_id={fleet.tables['crm.users']}")).json()["items"]
+    assert [j["id"] for j in items] == [fleet.jobs["failed"]]
+    r = await client.get("/jobs?table=demo.no.such")
+    assert r.status_code == 404 and r.json()["code"] == "TABLE_NOT_FOUND"
+    r = await client.get("/jobs?table=justone")
+    assert r.status_code == 422 and "'table'" in r.json()["message"]
+    r = await client.get("/jobs?state=done")
+    assert r.status_code == 422 and "'state'" in r.json()["message"]
+
+
+async def test_jobs_cursor_walks_all(client, db, fleet):
+    queue = JobQueue(db)
+    for i in range(23):
+        await queue.enqueue(None, [{"action": "noop"}], dedupe_key=f"x{i}")
+    seen, cursor = [], None
+    while True:
+        r = await client.get("/jobs?limit=4" + (f"&cursor={cursor}" if cursor else ""))
+        page = r.json()
+        seen += [j["id"] for j in page["items"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert len(seen) == len(set(seen)) == 26 and seen == sorted(seen, reverse=True)
+
+
+async def test_job_detail_has_actions_sql_and_impact(client, fleet):
+    job = (await client.get(f"/jobs/{fleet.jobs['done']}")).json()
+    assert [a["action"] for a in job["job_actions"]] == ["rewrite_data_files", "expire_snapshots"]
+    first = job["job_actions"][0]
+    assert first["sql_text"].startswith("CALL demo.system.rewrite_data_files")
+    assert first["impact"]["after"]["data_file_count"] == 90
+    assert first["duration_ms"] == 120_000
+    assert first["output"]["rewritten_data_files_count"] == 150
+
+
+@pytest.mark.parametrize("path,status,code", [
+    ("/jobs/999999", 404, "JOB_NOT_FOUND"), ("/jobs/abc", 422, "INVALID_PARAMETER"),
+    ("/jobs/0", 422, "INVALID_PARAMETER"), ("/jobs/99999999999999999999", 422, "INVALID_PARAMETER"),
+])
+async def test_job_detail_errors(client, path, status, code):
+    r = await client.get(path)
+    assert r.status_code == status and r.json()["code"] == code
+
+
+async def test_submit_creates_then_dedupes(client, db, fleet, auth):
+    body = {"catalog": "demo", "namespace": "crm", "table": "users",
+            "actions": [{"action": "rewrite_manifests"}], "priority": 10}
+    first = await client.post("/jobs", json=body, headers=auth)
+    assert first.status_code == 201, first.text
+    job = first.json()["job"]
+    assert first.json()["created"] is True
+    assert job["trigger"] == "manual" and job["dedupe_key"] == f"table:{fleet.tables['crm.users']}"
+    assert job["actions"] == [{"action": "rewrite_manifests", "params": {}}]
+    assert job["priority"] == 10 and job["state"] == "queued"
+    again = await client.post("/jobs", json=body, headers=auth)
+    assert again.status_code == 200 and again.json() == {"job": job, "created": False}
+    topics = await db.fetch("SELECT topic FROM icepack.events WHERE payload->>'job_id' = $1",
+                            str(job["id"]))
+    assert [t["topic"] for t in topics] == ["job.enqueued"]
+
+
+async def test_submit_for_a_table_with_an_active_planner_job_returns_it(client, fleet, auth):
+    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "web",
+                                         "table": "clicks"}, headers=auth)
+    assert r.status_code == 200 and r.json()["job"]["id"] == fleet.jobs["queued"]
+
+
+async def test_submit_without_actions_copies_the_recommendation(client, db, fleet, auth):
+    await client.post(f"/jobs/{fleet.jobs['queued']}/cancel", headers=auth)
+    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "web",
+                                         "table": "clicks"}, headers=auth)
+    assert r.status_code == 201
+    assert [a["action"] for a in r.json()["job"]["actions"]] == ["rewrite_data_files"]
+    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "sales",
+                                         "table": "orders"}, headers=auth)
+    actions = [a["action"] for a in r.json()["job"]["actions"]]
+    assert "remove_orphan_files" not in actions and "rewrite_data_files" in actions
+
+
+@pytest.mark.parametrize("body,where", [
+    ({"catalog": "demo", "namespace": "crm"}, "table"),
+    ({"catalog": "demo", "namespace": "crm", "table": "users", "actions": []}, "actions"),
+    ({"catalog": "demo", "namespace": "crm", "table": "users",
+      "actions": [{"action": "drop_table"}]}, "actions"),
+    ({"catalog": "demo", "namespace": "crm", "table": "users", "priority": -1}, "priority"),
+    ({"catalog": "demo", "namespace": "crm", "table": "users", "extra": 1}, "extra"),
+    ({"catalog": "demo", "namespace": "crm", "table": "users",
+      "actions": [{"action": "rewrite_manifests", "params": {"x": "a\u0000b"}}]}, "body"),
+])
+async def test_submit_validation(client, db, fleet, auth, body, where):
+    r = await client.post("/jobs", json=body, headers=auth)
+    assert r.status_code == 422, r.text
+    assert where in r.json()["message"]
+    assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == 3
+
+
+async def test_submit_not_json_and_unknown_table(client, fleet, auth):
+    r = await client.post("/jobs", content=b"{nope", headers=auth)
+    assert r.status_code == 422 and "'body'" in r.json()["message"]
+    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "x", "table": "y"},
+                          headers=auth)
+    assert r.status_code == 404 and r.json()["code"] == "TABLE_NOT_FOUND"
+    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "old", "table": "gone"},
+                          headers=auth)
+    assert r.status_code == 404 and "dropped" in r.json()["message"]
+
+
+async def test_cancel_queued_running_and_finished(client, db, fleet, auth):
+    r = await client.post(f"/jobs/{fleet.jobs['queued']}/cancel", headers=auth)
+    assert r.status_code == 200 and r.json()["cancelled"] is True
+    assert r.json()["job"]["state"] == "cancelled"
+    again = await client.post(f"/jobs/{fleet.jobs['queued']}/cancel", headers=auth)
+    assert again.status_code == 200 and again.json()["cancelled"] is True
+    r = await client.post(f"/jobs/{fleet.jobs['done']}/cancel", headers=auth)
+    assert r.status_code == 409 and r.json()["code"] == "JOB_ALREADY_FINISHED"
+    r = await client.post("/jobs/424242/cancel", headers=auth)
+    assert r.status_code == 404 and r.json()["code"] == "JOB_NOT_FOUND"
+    queue = JobQueue(db)
+    await queue.enqueue(fleet.tables["crm.users"], [{"action": "noop"}], dedupe_key="run")
+    running = await queue.claim("executor@test", 60)
+    r = await client.post(f"/jobs/{running.id}/cancel", headers=auth)
+    assert r.status_code == 200 and r.json()["cancelled"] is False
+    job = r.json()["job"]
+    assert job["state"] == "running" and job["cancel_requested_at"] is not None

@@ -1,0 +1,53 @@
+"""``icepack token|jobs|job|events``: output and the exit codes scripts rely on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from icepack_core.cli import app
+
+
+@pytest.fixture
+def cli(database_url, monkeypatch):
+    monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
+    monkeypatch.setenv("COLUMNS", "200")  # rich wraps to the terminal width
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, list(args))
+
+
+def test_token_create_revoke_exit_codes(cli, fleet):
+    created = cli("token", "create", "ci")
+    assert created.exit_code == 0, created.output
+    assert created.stdout.strip().startswith("icepack_")
+    assert cli("token", "create", "ci").exit_code == 1  # a live token has that name
+    assert cli("token", "create", "bad name").exit_code == 2
+    listed = json.loads(cli("token", "list", "--json").stdout)
+    assert [t["name"] for t in listed] == ["ci"] and listed[0]["revoked_at"] is None
+    assert cli("token", "revoke", "ci").exit_code == 0
+    assert cli("token", "revoke", "ci").exit_code == 1
+
+
+def test_jobs_job_and_events(cli, fleet):
+    jobs = json.loads(cli("jobs", "--json").stdout)
+    assert {j["id"] for j in jobs} == set(fleet.jobs.values())
+    failed = json.loads(cli("jobs", "--state", "failed", "--json").stdout)
+    assert [j["error"] for j in failed] == ["Spark session lost"]
+    assert cli("jobs", "--state", "bogus").exit_code == 2
+    table = cli("jobs")
+    assert table.exit_code == 0 and "demo.sales.orders" in table.stdout
+    detail = json.loads(cli("job", str(fleet.jobs["done"]), "--json").stdout)
+    assert detail["job_actions"][0]["impact"]["after"]["data_file_count"] == 90
+    assert cli("job", str(fleet.jobs["done"])).exit_code == 0
+    assert cli("job", "424242").exit_code == 1
+    assert cli("job", "abc").exit_code == 2
+    lines = cli("events", "--json", "--topic", "job.finished").stdout.splitlines()
+    assert [json.loads(x)["table"] for x in lines] == ["demo.sales.orders"]
+    assert "table.discovered" in cli("events").stdout
+
+
+def test_unreachable_database_exits_1(monkeypatch):
+    monkeypatch.setenv("ICEPACK_DATABASE_URL", "postgresql://postgres@127.0.0.1:1/x")
+    assert CliRunner().invoke(app, ["jobs"]).exit_code == 1
