@@ -173,3 +173,22 @@ async def test_hostile_table_name_is_quoted_not_executed(spark, engine):
     assert fingerprint(spark, table) == before and data_file_count(spark, table) == 1
     assert "we''ird``; DROP TABLE x --ünï" in outcome.sql[-1] or \
         "we\\'ird``; DROP TABLE x --ünï" in outcome.sql[-1]
+
+
+async def test_partition_scope_is_decided_from_fresh_file_stats(spark, engine):
+    name = unique_name("scope")
+    table = make_small_files_table(spark, NS, name, batches=3, partitioned=True)
+    for i in range(5):  # partition a: 8 small files; partition b: 3 (below min-input-files)
+        spark.sql(f"INSERT INTO {table} VALUES ({1000 + i}, 'a', 'extra')")
+    before = fingerprint(spark, table)
+    outcome = await maintenance(engine, name).run({
+        "action": "rewrite_data_files",
+        "params": {"scope": "partitions", "options": {"min-input-files": "5"}}})
+    assert "where => '(`part` = ''a'')'" in outcome.sql[-1] or \
+        "where => '(`part` = \\'a\\')'" in outcome.sql[-1]
+    assert outcome.output["partitions_selected"] == 1
+    assert outcome.output["partitions_total"] == 2
+    counts = {r["p"]: r["n"] for r in spark.sql(
+        f"SELECT partition.part AS p, count(*) AS n FROM {table}.files GROUP BY 1").collect()}
+    assert counts == {"a": 1, "b": 3}
+    assert fingerprint(spark, table) == before

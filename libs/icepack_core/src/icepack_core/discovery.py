@@ -20,12 +20,14 @@ from typing import Any, cast
 
 import asyncpg
 import structlog
+from opentelemetry.trace import SpanKind
 
 from icepack_core.catalog import CatalogSet, ListedTable, list_table_locations
 from icepack_core.events import publish
 from icepack_core.logs import redact_text
 from icepack_core.queries import load_query
 from icepack_core.settings import CatalogConfig, Settings
+from icepack_core.telemetry import tracer
 from icepack_core.types import Topic
 
 CATALOG_TIMEOUT_SECONDS = 120.0  # one slow catalog must not hold up the others' refresh
@@ -67,6 +69,19 @@ class DiscoveryResult:
         return {c.catalog: c.error for c in self.catalogs if c.error is not None}
 
 
+async def _announce(
+    conn: asyncpg.Connection, topic: Topic, catalog: str, key: tuple[str, str], table_id: int,
+    payload: dict[str, Any] | None = None,
+) -> None:
+    """Publish one table event as the root span of that table's trace (discovery starts it)."""
+    with tracer().start_as_current_span(
+        f"discovery {topic}", kind=SpanKind.PRODUCER,
+        attributes={"icepack.catalog": catalog, "icepack.namespace": key[0],
+                    "icepack.table": key[1], "icepack.table_id": table_id},
+    ):
+        await publish(conn, topic, table_id=table_id, payload=payload)
+
+
 async def _apply(
     conn: asyncpg.Connection, cfg: CatalogConfig, listed: list[ListedTable]
 ) -> CatalogResult:
@@ -86,30 +101,32 @@ async def _apply(
                 load_query("table_insert"), cfg.name, key[0], key[1],
                 item.metadata_location, item.properties,
             )
-            await publish(conn, Topic.TABLE_DISCOVERED, table_id=table_id, payload=payload)
+            await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, table_id, payload)
             result.discovered += 1
         elif row["dropped_at"] is not None:
             await conn.execute(load_query("table_update_seen"), row["id"],
                                item.metadata_location, item.properties)
-            await publish(conn, Topic.TABLE_DISCOVERED, table_id=row["id"],
-                          payload={**payload, "reappeared": True})
+            await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, row["id"],
+                            {**payload, "reappeared": True})
             result.discovered += 1
         elif item.metadata_location is not None and item.metadata_location != row[
             "metadata_location"
         ]:
             await conn.execute(load_query("table_update_seen"), row["id"],
                                item.metadata_location, item.properties)
-            await publish(conn, Topic.TABLE_CHANGED, table_id=row["id"], payload={
+            await _announce(conn, Topic.TABLE_CHANGED, cfg.name, key, row["id"], {
                 **payload, "previous_metadata_location": row["metadata_location"]})
             result.changed += 1
         else:
             seen_unchanged.append(row["id"])
     if seen_unchanged:
         await conn.execute(load_query("table_touch_seen"), seen_unchanged)
-    missing = [r["id"] for k, r in known.items() if k not in seen_keys and r["dropped_at"] is None]
+    missing = {r["id"]: k for k, r in known.items()
+               if k not in seen_keys and r["dropped_at"] is None}
     if missing:
-        for table_id in await conn.fetch(load_query("table_mark_dropped"), missing):
-            await publish(conn, Topic.TABLE_DROPPED, table_id=table_id["id"])
+        for dropped in await conn.fetch(load_query("table_mark_dropped"), list(missing)):
+            await _announce(conn, Topic.TABLE_DROPPED, cfg.name, missing[dropped["id"]],
+                            dropped["id"])
             result.dropped += 1
     await conn.execute(load_query("catalog_status_ok"), cfg.name, len(listed))
     return result

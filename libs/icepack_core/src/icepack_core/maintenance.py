@@ -10,6 +10,8 @@ on top of it) and raises ``VerificationFailed`` with the evidence.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +25,9 @@ from icepack_core.sql_ident import (
     TableRef,
     procedure_call,
     qualified_name,
+    quote_identifier,
     spark_conf_statements,
+    sql_literal,
 )
 from icepack_core.types import TableRef as CatalogTableRef
 
@@ -36,6 +40,9 @@ MAINTENANCE_ACTIONS = (
 )
 # Actions that replace data files and therefore get verified against their parent snapshot.
 REWRITES = frozenset({"rewrite_data_files", "rewrite_position_delete_files"})
+DEFAULT_TARGET_FILE_SIZE = 536_870_912
+MAX_SCOPED_PARTITIONS = 100
+_PLAIN_COLUMN = re.compile(r"^`?([A-Za-z_][A-Za-z0-9_]*)`?$")
 
 
 class VerificationFailed(IcepackError):
@@ -174,12 +181,18 @@ class TableMaintenance:
             VerificationFailed: a rewrite changed the live contents (rolled back if possible).
         """
         name, args = procedure_args(action, self.table)
+        params = action.get("params", {}) or {}
+        scope_note: dict[str, Any] = {}
+        if name == "rewrite_data_files" and params.get("scope") == "partitions" \
+                and "where" not in args:
+            where, scope_note = await self.partition_scope(_options(params.get("options")))
+            if where is not None:
+                args["where"] = where
         statements = spark_conf_statements(self.properties)
         for statement in statements:
             await self.engine.sql(statement)
         start = await self.current_snapshot_id() if name in REWRITES else None
-        outcome = ActionOutcome(name, name, list(statements), {})
-        params = action.get("params", {}) or {}
+        outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
         if name == "remove_orphan_files" and params.get("dry_run_first", True) \
                 and not params.get("dry_run", False):
             dry = procedure_call(self.ref.catalog, name, {**args, "dry_run": True})
@@ -198,6 +211,77 @@ class TableMaintenance:
         if name in REWRITES:
             outcome.verification = await self.verify_rewrites(start)
         return outcome
+
+    async def identity_partition_columns(self) -> list[str] | None:
+        """The table's partition columns when every partition field is an identity transform
+        (so a partition can be selected by ``col = value``); None otherwise.
+
+        Spark's ``DESCRIBE TABLE EXTENDED`` lists identity-only partitioning under
+        ``# Partition Information`` and any other under ``# Partitioning`` (``days(ts)``...).
+        """
+        rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
+        columns: list[str] = []
+        section = None
+        for row in rows:
+            label = str(row.get("col_name") or "").strip()
+            if label == "# Partitioning":
+                return None  # a transform other than identity
+            if label == "# Partition Information":
+                section = "partitions"
+                continue
+            if section == "partitions":
+                if label == "# col_name":
+                    continue
+                if not label or label.startswith("#"):
+                    break
+                match = _PLAIN_COLUMN.match(label)
+                if match is None:
+                    return None
+                columns.append(match.group(1))
+        return columns
+
+    async def partition_scope(
+        self, options: Mapping[str, str]
+    ) -> tuple[str | None, dict[str, Any]]:
+        """A ``where`` filter selecting only the partitions whose small files can be compacted
+        (at least ``min-input-files`` files under Iceberg's binpack threshold, 75 % of target).
+
+        Returns ``(None, note)`` when the table is unpartitioned, a partition field is not an
+        identity transform, or too many partitions qualify: the rewrite then runs table-wide
+        and binpack's own ``min-input-files`` skips healthy groups.
+        """
+        columns = await self.identity_partition_columns()
+        if not columns:
+            return None, {"scope": "table", "scope_reason": "not identity-partitioned"}
+        target = int(options.get("target-file-size-bytes") or self.properties.get(
+            "write.target-file-size-bytes") or DEFAULT_TARGET_FILE_SIZE)
+        min_files = int(options.get("min-input-files", "5"))
+        undersized = int(target * 0.75)
+        rows = await self.engine.sql(
+            f"SELECT partition, count(*) AS files FROM {self.metadata_table('files')} "
+            f"WHERE content = 0 AND file_size_in_bytes < {undersized} "
+            f"GROUP BY partition HAVING count(*) >= {min_files}")
+        total = await self.engine.sql(
+            f"SELECT count(DISTINCT partition) AS n FROM {self.metadata_table('files')}")
+        if len(rows) > MAX_SCOPED_PARTITIONS:
+            return None, {"scope": "table", "scope_reason": f"{len(rows)} partitions qualify"}
+        predicates = []
+        for row in rows:
+            values = row["partition"]
+            if isinstance(values, str):  # the Thrift engine returns structs as JSON text
+                values = json.loads(values)
+            terms = []
+            for column in columns:
+                value = values.get(column) if isinstance(values, Mapping) else None
+                ident = quote_identifier(column)
+                terms.append(f"{ident} IS NULL" if value is None else
+                             f"{ident} = {sql_literal(value)}")
+            predicates.append("(" + " AND ".join(terms) + ")")
+        note = {"scope": "partitions", "partitions_selected": len(rows),
+                "partitions_total": int(total[0]["n"]) if total else 0}
+        if not predicates:
+            return "false", note  # nothing qualifies: rewrite nothing
+        return " OR ".join(predicates), note
 
     async def verify_rewrites(self, start: int | None) -> dict[str, Any]:
         """Check every ``replace`` snapshot after ``start`` kept its parent's live contents."""

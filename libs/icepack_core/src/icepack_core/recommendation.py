@@ -154,6 +154,9 @@ def _rewrite_data_files(
         return Skip(action, f"{small} small files < min_input_files {cfg.min_input_files}"
                     " and no equality deletes")
     params: dict[str, Any] = {"strategy": cfg.strategy, "options": options}
+    if int(status.get("partition_count", 0)) > 1 and not eq_deletes:
+        # The executor narrows the rewrite to partitions that have enough small files.
+        params["scope"] = "partitions"
     rewrite_bytes = small_bytes
     if partitions and not eq_deletes:
         needing = sorted((p for p in partitions if p.small_file_count >= cfg.min_input_files),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from opentelemetry.trace import SpanKind
+
 from icepack_core.actions import ActionError
 from icepack_core.errors import LockHeld, StaleFence
 from icepack_core.inspect import Inspector
@@ -14,6 +16,7 @@ from icepack_core.lease import CancelRequested, JobLease, LeaseLost
 from icepack_core.locks import TableLocks
 from icepack_core.runner import ServiceContext
 from icepack_core.spark.engine import SparkEngine
+from icepack_core.telemetry import parent_context, tracer
 
 
 class JobRunner:
@@ -27,7 +30,18 @@ class JobRunner:
             ctx.pool, engine, Inspector(ctx.settings, cache=ManifestStatsStore(ctx.pool)))
 
     async def run(self, job: Job) -> None:
-        """Run ``job`` to a terminal or re-queued state; never raises for job failures."""
+        """Run ``job`` to a terminal or re-queued state; never raises for job failures.
+
+        Its span continues the trace of whoever enqueued it (the planner's, for planned jobs).
+        """
+        with tracer().start_as_current_span(
+            "executor job", context=parent_context(job.traceparent), kind=SpanKind.CONSUMER,
+            attributes={"icepack.job_id": job.id, "icepack.table_id": job.table_id or 0,
+                        "icepack.fence": job.fence},
+        ):
+            await self._run(job)
+
+    async def _run(self, job: Job) -> None:
         log = self.ctx.log.bind(job_id=job.id, table_id=job.table_id, fence=job.fence)
         lease_seconds = self.ctx.settings.job_lease_seconds
         lock = None

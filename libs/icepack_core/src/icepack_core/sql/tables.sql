@@ -36,7 +36,7 @@ RETURNING id;
 
 -- name: table_get
 -- One table by id.
-SELECT id, catalog, namespace, name, metadata_location, properties, dropped_at
+SELECT id, catalog, namespace, name, metadata_location, properties, dropped_at, maintenance_hold
   FROM icepack.tables
  WHERE id = $1;
 
