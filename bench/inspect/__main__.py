@@ -1,0 +1,275 @@
+"""Inspection benchmark: full and incremental inspection of a metadata-heavy table.
+
+The table (``bench.inspect.table``: 100,000 data files in 1,000 manifests, 50 partitions) is
+generated once and cached under ``.cache/bench-inspect/``; each run registers it in a PyIceberg
+SqlCatalog on the bench's own Postgres and measures, side by side:
+
+* full inspection by Icepack's Python ``Inspector`` with an empty ``manifest_stats`` cache,
+* full inspection by ``go-inspector`` (subprocess, ``--metadata-location``),
+* the baseline: the same headline metrics from PyIceberg's ``table.inspect.files()`` (a child
+  process, stopped at ``--baseline-deadline``), checked against the inspector's numbers,
+* after one more commit (one new manifest of 100 files): re-inspection with the warm cache vs.
+  a full inspection of the new state with an empty cache.
+
+Wall seconds decide the goals; CPU seconds are printed beside them because a busy 2-core machine
+stretches wall time unevenly between runs.
+
+Run: ``make bench`` (or ``uv run python -m bench.inspect [--repeat N]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from bench.inspect import table as bench_table
+from icepack_core import db as icedb
+from icepack_core.inspect import Inspector, TableStatus
+from icepack_core.inspect.store import ManifestStatsStore
+from icepack_core.localpg import LocalPostgres
+from icepack_core.migrate import migrate
+from icepack_core.settings import load_settings
+from icepack_core.types import TableRef
+
+CATALOG = "bench"
+GO_BINARY = Path("go-inspector/bin/icepack-iceberg-inspector")
+HEADLINE = ("data_file_count", "data_file_bytes", "record_count", "small_file_count",
+            "partition_count", "max_files_in_partition")
+# Fields that may differ between two inspections of the same state (docs/table-status.md),
+# plus the identity fields (go-inspector on a bare metadata file reports catalog "").
+RUN_FIELDS = {"inspected_at", "inspector", "inspect_ms", "manifests_read", "manifests_cached",
+              "catalog", "namespace", "table"}
+FULL_SPEEDUP_GOAL = 5.0
+REINSPECT_SPEEDUP_GOAL = 100.0
+REINSPECT_REPEAT = 3
+
+
+@dataclass
+class Timing:
+    wall: float
+    cpu: float
+    result: Any
+
+
+def contract(status: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in status.items() if k not in RUN_FIELDS}
+
+
+def verdict(value: float, goal: float, lower_bound: bool = False) -> str:
+    if value >= goal:
+        return "ok"
+    return "undecided (baseline stopped early)" if lower_bound else "MISS"
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def best_of(n: int, prepare: Callable[[], Awaitable[None]],
+                  run: Callable[[], Awaitable[TableStatus]]) -> Timing:
+    """Fastest of ``n`` runs (CPU: this process, all threads; Postgres not included)."""
+    best: Timing | None = None
+    for _ in range(n):
+        await prepare()
+        start, cpu = time.perf_counter(), time.process_time()
+        status = await run()
+        timing = Timing(time.perf_counter() - start, time.process_time() - cpu, status)
+        if best is None or timing.wall < best.wall:
+            best = timing
+    assert best is not None
+    return best
+
+
+def go_inspect(location: str, repeat: int) -> Timing:
+    if not GO_BINARY.exists():
+        print("building go-inspector ...", flush=True)
+        subprocess.run(
+            ["go", "build", "-o", "bin/icepack-iceberg-inspector",
+             "./cmd/icepack-iceberg-inspector"], cwd="go-inspector", check=True)
+    best: Timing | None = None
+    for _ in range(repeat):
+        start, cpu = time.perf_counter(), children_cpu()
+        proc = subprocess.run(
+            [str(GO_BINARY), "--metadata-location", location],
+            capture_output=True, text=True, check=False, timeout=600,
+        )
+        timing = Timing(time.perf_counter() - start, children_cpu() - cpu, None)
+        if proc.returncode != 0:
+            raise RuntimeError(f"go-inspector failed: {proc.stdout.strip()} {proc.stderr.strip()}")
+        timing.result = json.loads(proc.stdout)
+        if best is None or timing.wall < best.wall:
+            best = timing
+    assert best is not None
+    return best
+
+
+def baseline(uri: str, deadline: float) -> Timing | None:
+    """The child's own timing, or None when it was killed at the deadline."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.inspect.baseline", CATALOG, uri,
+             bench_table.NAMESPACE, bench_table.TABLE],
+            capture_output=True, text=True, check=False, timeout=deadline,
+        )
+    except subprocess.TimeoutExpired:  # subprocess.run has killed the child
+        return None
+    if proc.returncode != 0:
+        raise RuntimeError(f"baseline failed: {proc.stderr.strip()[-2000:]}")
+    result = json.loads(proc.stdout)
+    return Timing(result["seconds"], result["cpu_seconds"], result)
+
+
+def files_under(directory: Path) -> set[Path]:
+    return {p for p in directory.rglob("*") if p.is_file()}
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+async def main(repeat: int, baseline_deadline: float) -> None:
+    with tempfile.TemporaryDirectory(prefix="icepack-bench-") as root:
+        server = LocalPostgres(Path(root), durable=True)
+        dsn = server.start()
+        try:
+            await run(dsn, repeat, baseline_deadline)
+        finally:
+            server.stop()
+
+
+async def run(dsn: str, repeat: int, baseline_deadline: float) -> None:
+    sa_uri = "postgresql+psycopg2://" + dsn.removeprefix("postgresql://")
+    location, generated = bench_table.cached_table()
+    if generated is None:
+        print(f"table: cached in {bench_table.cache_dir()} (generation skipped)")
+    else:
+        print(f"table: generated in {generated:.1f} s into {bench_table.cache_dir()}")
+    table_dir = Path(location.removeprefix("file://")).parent.parent
+
+    catalog = bench_table.sql_catalog(CATALOG, sa_uri, bench_table.cache_dir())
+    catalog.create_namespace_if_not_exists(bench_table.NAMESPACE)
+    table = catalog.register_table((bench_table.NAMESPACE, bench_table.TABLE), location)
+    ref = TableRef(CATALOG, bench_table.NAMESPACE, bench_table.TABLE)
+
+    conn = await asyncpg.connect(dsn)
+    await migrate(conn)
+    await conn.close()
+    settings = load_settings(
+        database_url=dsn, catalogs=[{"name": CATALOG, "type": "sql", "uri": sa_uri}])
+    pool = await icedb.create_pool(settings, "bench")
+    inspector = Inspector(settings, cache=ManifestStatsStore(pool))
+    load_before = load()
+
+    async def empty_cache() -> None:
+        await pool.execute("TRUNCATE icepack.manifest_stats")
+
+    async def inspect() -> TableStatus:
+        return await inspector.inspect(ref)
+
+    try:
+        print(f"measuring ({load_before}) ...", flush=True)
+        py = await best_of(repeat, empty_cache, inspect)
+        go = go_inspect(location, repeat)
+        base = baseline(sa_uri, baseline_deadline)
+
+        # one more commit, then incremental vs. full re-inspection
+        before = files_under(table_dir)
+        commit_start = time.perf_counter()
+        bench_table.append_one_manifest(table, random.Random(7), bench_table.MANIFESTS)
+        commit_s = time.perf_counter() - commit_start
+        added = sorted(files_under(table_dir) - before)
+        try:
+            new_manifests = [p.as_uri() for p in added if p.name.endswith(".avro")]
+
+            async def forget_new_manifest() -> None:
+                await pool.execute(
+                    "DELETE FROM icepack.manifest_stats WHERE manifest_path = ANY($1::text[])",
+                    new_manifests)
+
+            inc = await best_of(REINSPECT_REPEAT, forget_new_manifest, inspect)
+            full2 = await best_of(repeat, empty_cache, inspect)
+        finally:
+            for path in added:  # keep the cached table as generated
+                path.unlink()
+    finally:
+        await pool.close()
+    report(py, go, base, inc, full2, commit_s, repeat, baseline_deadline, load_before)
+
+
+def report(py: Timing, go: Timing, base: Timing | None, inc: Timing, full2: Timing,
+           commit_s: float, repeat: int, deadline: float, load_before: str) -> None:
+    status = py.result.model_dump(mode="json")
+    inc_status, full2_status = inc.result, full2.result
+    base_wall = base.wall if base else deadline
+    lower = "" if base else ">="
+    how = f"best of {repeat}" if repeat > 1 else "once"
+    print()
+    print(f"inspection of {status['data_file_count']} data files in {status['manifest_count']} "
+          f"manifests, {status['partition_count']} partitions; seconds = wall (CPU); full "
+          f"inspections {how}, baseline once, re-inspection best of {REINSPECT_REPEAT}")
+    if base:
+        print(f"  baseline inspect.files() + arithmetic : {base.wall:7.2f} s ({base.cpu:5.2f})"
+              f"   inspect.files() alone {base.result['files_seconds']:.2f} s")
+    else:
+        print(f"  baseline inspect.files() + arithmetic : >= {deadline:.0f} s "
+              "(stopped at the deadline, its start-up included)")
+    speedup = base_wall / py.wall
+    print(f"  python inspector, empty cache         : {py.wall:7.2f} s ({py.cpu:5.2f})"
+          f"   {lower}{speedup:.1f}x vs baseline (goal >= {FULL_SPEEDUP_GOAL:.0f}x) "
+          f"{verdict(speedup, FULL_SPEEDUP_GOAL, lower_bound=base is None)}")
+    print(f"  go-inspector (subprocess)             : {go.wall:7.2f} s ({go.cpu:5.2f})"
+          f"   {lower}{base_wall / go.wall:.1f}x vs baseline; its inspect_ms "
+          f"{go.result['inspect_ms']}")
+    print(f"after one more commit ({commit_s:.2f} s: +{bench_table.FILES_PER_MANIFEST} files "
+          "in 1 new manifest):")
+    print(f"  python full inspection, empty cache   : {full2.wall:7.2f} s ({full2.cpu:5.2f})"
+          f"   manifests_read {full2_status.manifests_read}")
+    re_speedup = full2.wall / inc.wall
+    print(f"  python re-inspection, warm cache      : {inc.wall:7.3f} s ({inc.cpu:5.3f})"
+          f"   manifests_read {inc_status.manifests_read}, cached "
+          f"{inc_status.manifests_cached}; {re_speedup:.0f}x vs full "
+          f"(goal >= {REINSPECT_SPEEDUP_GOAL:.0f}x) {verdict(re_speedup, REINSPECT_SPEEDUP_GOAL)}")
+    print("headline metrics: " + ", ".join(f"{k}={status[k]}" for k in HEADLINE))
+    checks = {
+        "inspect.files() baseline == python inspector (headline metrics)":
+            None if base is None else all(base.result["metrics"][k] == status[k]
+                                          for k in HEADLINE),
+        "go-inspector == python inspector (whole contract)":
+            contract(go.result) == contract(status),
+        "re-inspection == full inspection of the new state (whole contract)":
+            contract(inc_status.model_dump(mode="json"))
+            == contract(full2_status.model_dump(mode="json")),
+    }
+    for name, ok in checks.items():
+        print(f"  {'n/a (baseline stopped)' if ok is None else 'MATCH' if ok else 'MISMATCH'}"
+              f"  {name}")
+    if base is not None and not checks[next(iter(checks))]:
+        print(f"    inspect.files() gave {base.result['metrics']}")
+    if inc_status.manifests_read != 1:
+        print(f"  note: re-inspection read {inc_status.manifests_read} manifests (expected 1)")
+    print(f"({load_before} before measuring, {load()} after; {os.cpu_count()} CPUs)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="best of N for the full inspections (default 2)")
+    parser.add_argument("--baseline-deadline", type=float, default=300.0,
+                        help="stop the inspect.files() baseline after this many seconds")
+    args = parser.parse_args()
+    asyncio.run(main(args.repeat, args.baseline_deadline))
