@@ -44,6 +44,7 @@ lint: setup ## ruff on everything, mypy strict on icepack_core
 bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.queue
 	uv run python -m bench.gateway
+	uv run python -m bench.inspect
 
 clean: ## remove local state (demo database, caches)
 	rm -rf .icepack .pytest_cache .mypy_cache .ruff_cache
