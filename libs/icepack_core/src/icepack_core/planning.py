@@ -54,15 +54,24 @@ class Planner:
                                  r["table_name"], r["enabled"], r["config"]) for r in rows]
 
     async def recommend_for(
-        self, table: asyncpg.Record, status: dict[str, Any], now: datetime
+        self,
+        table: asyncpg.Record,
+        status: dict[str, Any],
+        now: datetime,
+        attachments: list[PolicyAttachment] | None = None,
     ) -> Recommendation:
-        """The recommendation for one table row and its status (no writes)."""
+        """The recommendation for one table row and its status (no writes).
+
+        ``attachments`` replaces the stored policies of the table's catalog (simulation).
+        """
         properties: dict[str, str] = table["properties"] or {}
         hold = table["maintenance_hold"]
         if hold:
             return Recommendation(skipped=[Skip("*", f"table on hold: {hold.get('reason')}")])
         try:
-            policy = resolve(await self.attachments(table["catalog"]), table["namespace"],
+            if attachments is None:
+                attachments = await self.attachments(table["catalog"])
+            policy = resolve(attachments, table["namespace"],
                              table["name"], properties, self.settings.maintenance_cadence_hours)
         except PolicyError as exc:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])

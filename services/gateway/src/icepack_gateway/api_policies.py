@@ -175,6 +175,43 @@ async def simulate(request: Request) -> Response:
                         "recommendation": recommendation})
 
 
+class FleetSimulateIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    catalog: str = Field(min_length=1, max_length=MAX_IDENT)
+    policies: list[ProposedPolicy] = Field(min_length=1, max_length=20)
+
+
+async def simulate_fleet(request: Request) -> Response:
+    """Which tables of a catalog the proposed policies would change, which actions they would
+    get, and the estimated files/bytes affected (``icepack_core.simulation``); writes nothing."""
+    from icepack_core.jobs import JobQueue
+    from icepack_core.planning import Planner
+    from icepack_core.policy import PolicyAttachment, PolicyError
+    from icepack_core.settings import load_settings
+    from icepack_core.simulation import simulate as simulate_catalog
+
+    only(request.query_params, set())
+    spec = FleetSimulateIn.model_validate(await json_body(request))
+    catalog = ident("catalog", spec.catalog)
+    proposed = []
+    for p in spec.policies:
+        namespace = p.namespace if p.scope != "catalog" else None
+        name = p.table if p.scope == "table" else None
+        if (p.scope != "catalog" and not namespace) or (p.scope == "table" and not name):
+            raise InvalidParameter("policies", f"a {p.scope} policy needs namespace"
+                                               f"{' and table' if p.scope == 'table' else ''}")
+        proposed.append(PolicyAttachment(p.policy_type.value, p.scope, catalog, namespace, name,
+                                         p.enabled, p.config))
+    pool = gateway(request).pool
+    planner = Planner(load_settings(), pool, JobQueue(pool))
+    try:
+        report = await simulate_catalog(planner, catalog, proposed)
+    except PolicyError as exc:
+        raise InvalidParameter("policies", str(exc)) from None
+    return ApiResponse(report.to_json())
+
+
 C, NS, T, PT = "{catalog}", "{namespace}", "{table}", "{policy_type}"
 PATHS = {
     "catalog": f"/policies/catalog/{C}/{PT}",
@@ -184,6 +221,7 @@ PATHS = {
 routes = [
     Route("/policies", list_policies, methods=["GET"]),
     Route("/policies/simulate", simulate, methods=["POST"]),
+    Route("/policies/simulate/fleet", simulate_fleet, methods=["POST"]),
     *(Route(path, _put(scope), methods=["PUT"], name=f"put_{scope}_policy")
       for scope, path in PATHS.items()),
     *(Route(path, _delete(scope), methods=["DELETE"], name=f"delete_{scope}_policy")

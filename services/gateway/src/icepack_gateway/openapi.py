@@ -227,6 +227,16 @@ def _paths() -> dict[str, Any]:
             "`policies` in the body are tried as if stored)", ok(OBJ),
             body=ref("SimulateRequest"), write=True,
             extra={**TABLE_404, "501": error("NOT_AVAILABLE: no policy engine installed")})},
+        "/policies/simulate/fleet": {"post": op(
+            "Which tables of a catalog proposed policies would change, with their new actions "
+            "and the estimated files/bytes affected (writes nothing, enqueues nothing)",
+            ok({"type": "object", "properties": {
+                "tables_evaluated": {"type": "integer"}, "tables_changed": {"type": "integer"},
+                "totals": OBJ, "changes": {"type": "array", "items": OBJ}}}),
+            body={"type": "object", "required": ["catalog", "policies"], "properties": {
+                "catalog": {"type": "string"},
+                "policies": {"type": "array", "items": OBJ, "minItems": 1}}},
+            write=True)},
     }
     for scope, path in POLICY_PATHS.items():
         names = ["catalog", "namespace", "table"][: {"catalog": 1, "namespace": 2,

@@ -36,3 +36,14 @@ SELECT t.id FROM icepack.tables t
                       AND r.created_at > coalesce($2::timestamptz, now()) - make_interval(secs => $1))
  ORDER BY t.id
  LIMIT $3;
+
+-- name: status_latest_per_table
+-- Every live table of one catalog with its newest status snapshot (tables never inspected are
+-- left out).
+SELECT t.id, t.catalog, t.namespace, t.name, t.properties, t.dropped_at, t.maintenance_hold,
+       s.status
+  FROM icepack.tables t
+  JOIN LATERAL (SELECT status FROM icepack.status_snapshots ss
+                 WHERE ss.table_id = t.id ORDER BY ss.id DESC LIMIT 1) s ON true
+ WHERE t.dropped_at IS NULL AND t.catalog = $1
+ ORDER BY t.namespace, t.name;
