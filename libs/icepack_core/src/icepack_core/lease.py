@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
@@ -43,6 +43,7 @@ class JobLease:
         lease_seconds: float,
         locks: TableLocks | None = None,
         lock: TableLock | None = None,
+        on_stop: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.queue = queue
         self.job = job
@@ -52,6 +53,9 @@ class JobLease:
         self.lost = asyncio.Event()
         self.cancel_requested = asyncio.Event()
         self.renewals = 0
+        # Called when the work must stop (lease lost, cancel requested): cancelling the asyncio
+        # task cannot stop a statement already running in Spark, this can (e.g. cancelAllJobs).
+        self.on_stop = on_stop
 
     async def run(self, work: Awaitable[T]) -> T:
         """Await ``work`` under the lease.
@@ -88,12 +92,12 @@ class JobLease:
                 self.renewals += 1
                 if beat.cancel_requested:
                     self.cancel_requested.set()
-                    work.cancel()
+                    await self._stop(work)
                     return
             except StaleFence as exc:
                 log.warning("job.lease_lost", job_id=self.job.id, error=str(exc))
                 self.lost.set()
-                work.cancel()
+                await self._stop(work)
                 return
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 # The database is unreachable: keep trying until the lease would expire, then
@@ -101,6 +105,14 @@ class JobLease:
                 if time.monotonic() + interval >= deadline:
                     log.error("job.lease_expiring", job_id=self.job.id, error=str(exc))
                     self.lost.set()
-                    work.cancel()
+                    await self._stop(work)
                     return
                 log.warning("job.heartbeat_failed", job_id=self.job.id, error=str(exc))
+
+    async def _stop(self, work: asyncio.Task[Any]) -> None:
+        work.cancel()
+        if self.on_stop is not None:
+            try:
+                await self.on_stop()
+            except Exception as exc:  # stopping is best effort; Iceberg's commit check remains
+                log.warning("job.stop_failed", job_id=self.job.id, error=str(exc))

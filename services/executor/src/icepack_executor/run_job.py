@@ -26,6 +26,7 @@ class JobRunner:
         self.ctx = ctx
         self.queue = queue
         self.locks = TableLocks(ctx.pool)
+        self.engine = engine
         self.execution = JobExecution(
             ctx.pool, engine, Inspector(ctx.settings, cache=ManifestStatsStore(ctx.pool)))
 
@@ -51,7 +52,8 @@ class JobRunner:
             lock = await self.locks.acquire(
                 job.table_id, self.ctx.worker_id, job.fence, lease_seconds, job_id=job.id
             )
-            lease = JobLease(self.queue, job, lease_seconds, self.locks, lock)
+            lease = JobLease(self.queue, job, lease_seconds, self.locks, lock,
+                             on_stop=self.engine.interrupt)
 
             async def record(action: ActionRecord) -> None:
                 await self.queue.record_action(

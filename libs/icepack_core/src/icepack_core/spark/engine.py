@@ -65,6 +65,14 @@ class SparkEngine(ABC):
         async with self._lock:
             await self._run(self._close)
 
+    async def interrupt(self) -> None:
+        """Ask Spark to stop what this engine is running (the lease was lost or the job was
+        cancelled). Does not wait for the running ``sql`` call, and never takes its lock."""
+        await asyncio.to_thread(self._interrupt)
+
+    def _interrupt(self) -> None:  # noqa: B027 - engines without a cancel hook do nothing
+        """Blocking: cancel running work, if the client can."""
+
     async def __aenter__(self) -> SparkEngine:
         return self
 
@@ -113,6 +121,10 @@ class LocalEngine(SparkEngine):
     def _execute(self, statement: str) -> Rows:
         return _rows_from_spark(self._spark().sql(statement).collect())
 
+    def _interrupt(self) -> None:
+        if self._session is not None:
+            self._session.sparkContext.cancelAllJobs()
+
     def _close(self) -> None:
         if self._session is not None and self._owns_session:
             self._session.stop()
@@ -149,6 +161,10 @@ class ConnectEngine(SparkEngine):
     def _execute(self, statement: str) -> Rows:
         rows: list[Row] = self._spark().sql(statement).collect()
         return _rows_from_spark(rows)
+
+    def _interrupt(self) -> None:
+        if self._session is not None:
+            self._session.interruptAll()
 
     def _close(self) -> None:
         if self._session is not None:
