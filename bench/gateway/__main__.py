@@ -27,6 +27,7 @@ import httpx
 
 from icepack_core.localpg import LocalPostgres, free_port
 from icepack_core.migrate import migrate
+from icepack_core.queries import load_query
 
 TABLES = 10_000
 GOAL_P99_MS = 100.0
@@ -67,8 +68,12 @@ async def seed(dsn: str) -> None:
     try:
         await migrate(conn)
         await conn.execute(SEED[0], TABLES)
-        for statement in SEED[1:]:
+        for statement in SEED[1:-1]:
             await conn.execute(statement)
+        # The read model record_inspection keeps current, filled by the same production query.
+        ids = await conn.fetchval("SELECT array_agg(id) FROM icepack.health_assessments")
+        await conn.execute(load_query("health_latest_upsert"), ids)
+        await conn.execute(SEED[-1])
     finally:
         await conn.close()
 
@@ -132,6 +137,69 @@ def report(name: str, r: dict[str, float], rate: float) -> None:
           f"{r['dropped']:.0f}   (goal p99 <= {GOAL_P99_MS:g} ms) {verdict}")
 
 
+def _cpu_seconds(pid: int, children: bool = False) -> float:
+    """CPU time a process used (Linux /proc), optionally with its reaped children's."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children
+                                                 else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_sample(gateway: int, postmaster: int | None) -> dict[str, float] | None:
+    """CPU seconds so far of the gateway, Postgres (postmaster + backends), this client and the
+    whole machine; None where /proc is not there. The machine figure shows whether something
+    else was competing for the same CPUs."""
+    try:
+        pg = 0.0
+        if postmaster is not None:
+            pg = _cpu_seconds(postmaster, children=True)
+            for entry in Path("/proc").iterdir():
+                if entry.name.isdigit():
+                    try:
+                        stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                        if int(stat[1]) == postmaster:
+                            pg += _cpu_seconds(int(entry.name))
+                    except (OSError, ValueError):
+                        continue
+        jiffies = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        busy = (sum(jiffies) - jiffies[3] - (jiffies[4] if len(jiffies) > 4 else 0))
+        return {"gateway": _cpu_seconds(gateway), "postgres": pg,
+                "client": _cpu_seconds(os.getpid()),
+                "machine": busy / os.sysconf("SC_CLK_TCK"), "t": time.perf_counter()}
+    except OSError:
+        return None
+
+
+def report_cpu(before: dict[str, float] | None, after: dict[str, float] | None,
+               requests: float) -> None:
+    if before is None or after is None:
+        return
+    elapsed = after["t"] - before["t"]
+    used = {k: (after[k] - before[k]) / elapsed for k in before if k != "t"}
+    other = max(0.0, used["machine"] - used["gateway"] - used["postgres"] - used["client"])
+    per = {k: used[k] * elapsed * 1000 / max(requests, 1) for k in ("gateway", "postgres")}
+    print(f"  {'':<34} CPU (cores of {os.cpu_count()}): gateway {used['gateway']:.2f}  postgres "
+          f"{used['postgres']:.2f}  load client {used['client']:.2f}  other processes "
+          f"{other:.2f};  per request: gateway {per['gateway']:.2f} ms  postgres "
+          f"{per['postgres']:.2f} ms")
+
+
+async def scenario(client: httpx.AsyncClient, name: str, paths: list[str], rate: float,
+                   seconds: float, gateway: int, postmaster: int | None) -> None:
+    before = cpu_sample(gateway, postmaster)
+    result = await drive(client, paths, rate, seconds)
+    after = cpu_sample(gateway, postmaster)
+    report(name, result, rate)
+    report_cpu(before, after, result["sent"])
+
+
+def postmaster_pid(data: Path) -> int | None:
+    try:
+        return int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
 async def main(rate: float, seconds: float) -> None:
     with tempfile.TemporaryDirectory(prefix="icepack-bench-gw-") as root:
         server = LocalPostgres(Path(root), durable=False)
@@ -156,10 +224,17 @@ async def main(rate: float, seconds: float) -> None:
                 await drive(client, ["/tables?limit=50", *details[:50]], 50, 2)  # warm-up
                 print(f"gateway, {TABLES} tables, open loop at {rate:g} req/s for {seconds:g} s "
                       "each, loopback, 1 gateway process:")
-                report("GET /tables?limit=50 (worst first)",
-                       await drive(client, ["/tables?limit=50"], rate, seconds), rate)
-                report("GET /tables/{c}/{ns}/{t} (random)",
-                       await drive(client, details, rate, seconds), rate)
+                cpus = os.cpu_count() or 1
+                load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+                print(f"  note: the load client, Postgres and the gateway share this machine's "
+                      f"{cpus} CPUs (1-min load average {load:.1f} before the run); 'other "
+                      "processes' below is CPU taken by anything else meanwhile, and when the "
+                      "CPUs are saturated the latencies measure the machine, not the gateway.")
+                pm = postmaster_pid(server.data)
+                await scenario(client, "GET /tables?limit=50 (worst first)",
+                               ["/tables?limit=50"], rate, seconds, gateway.pid, pm)
+                await scenario(client, "GET /tables/{c}/{ns}/{t} (random)", details, rate,
+                               seconds, gateway.pid, pm)
         finally:
             if gateway is not None:
                 gateway.terminate()

@@ -1,4 +1,6 @@
-"""Seed data for the gateway tests, written with plain SQL inserts.
+"""Seed data for the gateway tests, written with plain SQL inserts (plus the production
+``health_latest_upsert`` query that keeps ``table_health_latest`` current, as
+``record_inspection`` runs it after each assessment).
 
 ``seed_fleet`` builds a small, readable fleet: three tables of different health with metric
 history, a recommendation, a finished job with actions and impact, a queued and a failed job,
@@ -13,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+
+from icepack_core.queries import load_query
 
 CATALOG = "demo"
 T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
@@ -68,11 +72,19 @@ async def add_status(conn: asyncpg.Connection, table_id: int, at: datetime,
     snap: int = await conn.fetchval(
         "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
         "VALUES ($1, $2, 'pyiceberg', $3::jsonb) RETURNING id", table_id, at, doc)
-    await conn.execute(
+    assessment: int = await conn.fetchval(
         "INSERT INTO icepack.health_assessments "
         "(table_id, status_snapshot_id, health, score, issues, assessed_at) "
-        "VALUES ($1, $2, $3, $4, $5::jsonb, $6)", table_id, snap, health, score, issues, at)
+        "VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING id",
+        table_id, snap, health, score, issues, at)
+    await update_latest(conn, [assessment])
     return snap
+
+
+async def update_latest(conn: asyncpg.Connection, assessment_ids: list[int]) -> None:
+    """What ``record_inspection`` does after inserting assessments: make them the tables'
+    ``table_health_latest`` rows (the read model the gateway lists from)."""
+    await conn.execute(load_query("health_latest_upsert"), assessment_ids)
 
 
 async def seed_fleet(pool: asyncpg.Pool) -> Fleet:
@@ -167,7 +179,7 @@ async def seed_many(pool: asyncpg.Pool, n: int, catalog: str = "bulk") -> None:
             "'data_file_bytes', id * 1000, 'manifest_count', 3, "
             "'position_delete_file_count', 0, 'equality_delete_file_count', 0, "
             "'deletion_vector_count', 0) FROM icepack.tables WHERE catalog = $1", catalog)
-        await conn.execute(
+        assessments = await conn.fetch(
             "INSERT INTO icepack.health_assessments (table_id, status_snapshot_id, health, "
             "score, issues) SELECT t.id, s.id, "
             "CASE WHEN t.id % 7 = 0 THEN 'critical' WHEN t.id % 3 = 0 THEN 'warning' "
@@ -176,4 +188,5 @@ async def seed_many(pool: asyncpg.Pool, n: int, catalog: str = "bulk") -> None:
             "'SMALL_FILES', 'severity', 'warning', 'value', t.id % 97, 'threshold', 5, "
             "'message', 'small files')) ELSE '[]'::jsonb END "
             "FROM icepack.tables t JOIN icepack.status_snapshots s ON s.table_id = t.id "
-            "WHERE t.catalog = $1", catalog)
+            "WHERE t.catalog = $1 RETURNING id", catalog)
+        await update_latest(conn, [r["id"] for r in assessments])

@@ -55,6 +55,21 @@ def _list_item(row: asyncpg.Record) -> dict[str, Any]:
     }
 
 
+async def _fetch_planned(pool: asyncpg.Pool, query: str, *args: Any) -> list[asyncpg.Record]:
+    """``fetch`` with a plan made for these very parameter values.
+
+    asyncpg prepares every statement, and after five executions Postgres may switch a prepared
+    statement to a generic plan. For the optional-filter keyset pages that plan cannot use the
+    score or name index order (it sorts the fleet: ~20 ms instead of ~1 ms), and whether it is
+    chosen depends on which pages the connection served first. The setting lasts until the
+    pool resets the connection (``RESET ALL``) on release.
+    """
+    async with pool.acquire() as conn:
+        await conn.execute("SET plan_cache_mode = force_custom_plan")
+        rows: list[asyncpg.Record] = await conn.fetch(query, *args)
+        return rows
+
+
 async def list_tables(request: Request) -> Response:
     q = request.query_params
     only(q, {"limit", "cursor", "catalog", "namespace", "health", "issue", "q", "sort"})
@@ -67,13 +82,14 @@ async def list_tables(request: Request) -> Response:
     pool = gateway(request).pool
     if sort is Sort.NAME:
         key = decode_cursor(q, "tables:name", (str, str, str)) or ["", "", ""]
-        rows = await pool.fetch(load_query("table_page_by_name"), *filters, *key, size)
+        rows = await _fetch_planned(pool, load_query("table_page_by_name"), *filters, *key,
+                                    size)
     else:
         key = decode_cursor(q, f"tables:{sort.value}", (int, str, str, str)) or [-1000, "", "", ""]
         if not -1000 <= key[0] <= 1000:
             raise InvalidParameter("cursor", "is not a cursor this API returned")
-        rows = await pool.fetch(load_query("table_page_by_score"), *filters, *key[1:], size,
-                                sort is Sort.SCORE_DESC, key[0])
+        rows = await _fetch_planned(pool, load_query("table_page_by_score"), *filters,
+                                    *key[1:], size, sort is Sort.SCORE_DESC, key[0])
     next_cursor = None
     if len(rows) == size:
         last = rows[-1]
@@ -85,12 +101,13 @@ async def list_tables(request: Request) -> Response:
 
 async def summary(request: Request) -> Response:
     only(request.query_params, set())
-    pool = gateway(request).pool
     health = {h.value: 0 for h in Health}
-    for row in await pool.fetch(load_query("health_fleet_counts")):
-        health[row["health"]] = row["tables"]
-    issues = {r["code"]: r["tables"] for r in await pool.fetch(load_query("health_issue_counts"))}
-    queue = {r["state"]: r["jobs"] for r in await pool.fetch(load_query("job_queue_depth"))}
+    async with gateway(request).pool.acquire() as conn:  # one connection, one reset
+        for row in await conn.fetch(load_query("health_fleet_counts")):
+            health[row["health"]] = row["tables"]
+        issues = {r["code"]: r["tables"]
+                  for r in await conn.fetch(load_query("health_issue_counts"))}
+        queue = {r["state"]: r["jobs"] for r in await conn.fetch(load_query("job_queue_depth"))}
     return ApiResponse({"tables": sum(health.values()), "health": health, "issues": issues,
                         "jobs": queue})
 
@@ -119,12 +136,14 @@ async def table_detail(request: Request) -> Response:
     only(request.query_params, set())
     pool = gateway(request).pool
     catalog, namespace, name = table_ref(request)
-    row = await pool.fetchrow(load_query("table_detail"), catalog, namespace, name)
-    if row is None:
-        raise TableNotFound(catalog, namespace, name)
-    latest_job = None
-    if row["job_id"] is not None:
-        latest_job = job_json(await pool.fetchrow(load_query("job_detail"), row["job_id"]))
+    # One connection for both reads: each release costs the pool a reset round trip.
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(load_query("table_detail"), catalog, namespace, name)
+        if row is None:
+            raise TableNotFound(catalog, namespace, name)
+        job = (await conn.fetchrow(load_query("job_detail"), row["job_id"])
+               if row["job_id"] is not None else None)
+    latest_job = job_json(job) if job is not None else None
     return ApiResponse({
         "table": table_json(row), "health": row["health"], "status": row["status"],
         "recommendation": row["recommendation"], "latest_job": latest_job,

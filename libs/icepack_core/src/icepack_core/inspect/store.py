@@ -1,7 +1,8 @@
 """Persistence of inspections: the ``manifest_stats`` cache, status snapshots, assessments.
 
-``record_inspection`` writes a status snapshot, its assessment and the ``status.updated`` event
-in the caller's transaction, so the planner never sees one without the others.
+``record_inspection`` writes a status snapshot, its assessment (and the table's
+``table_health_latest`` row) and the ``status.updated`` event in the caller's transaction, so
+the planner never sees one without the others.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ async def record_inspection(
     status: TableStatus | None,
     assessment: Assessment,
 ) -> Recorded:
-    """Insert the status (if any), its assessment and ``status.updated``, in the caller's
-    transaction. ``status`` is None when the inspection failed."""
+    """Insert the status (if any), its assessment and ``status.updated`` and bring the table's
+    ``table_health_latest`` row up to date, in the caller's transaction. ``status`` is None
+    when the inspection failed."""
     snapshot_id: int | None = None
     if status is not None:
         inspected_at = parse_ts(status.inspected_at)
@@ -83,6 +85,8 @@ async def record_inspection(
         assessment.score,
         [i.model_dump(mode="json") for i in assessment.issues],
     )
+    # The read model the gateway ranks the fleet by, current in this same transaction.
+    await conn.execute(load_query("health_latest_upsert"), [assessment_id])
     event_id = await publish(
         conn,
         Topic.STATUS_UPDATED,

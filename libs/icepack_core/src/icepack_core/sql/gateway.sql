@@ -10,70 +10,111 @@ SELECT id, catalog, namespace, name, metadata_location, properties, first_seen_a
 
 -- name: table_page_by_name
 -- A page of tables still in their catalog, in (catalog, namespace, name) order after the keyset
--- cursor ($6, $7, $8), with their latest health and a few current metrics.
--- $1 catalog, $2 namespace, $3 health, $4 issue code, $5 search text, $9 limit.
+-- cursor ($6, $7, $8), with their latest health and current status (the handler picks a few
+-- metrics from it). $1 catalog, $2 namespace, $3 health, $4 issue code, $5 search text, $9 limit.
+-- Latest health and status come from table_health_latest; a table with status snapshots but
+-- no assessment (not written by record_inspection) falls back to its newest snapshot.
 WITH page AS (
     SELECT t.id, t.catalog, t.namespace, t.name, t.last_seen_at,
-           coalesce(h.health, 'unknown') AS health, h.score, h.issues, h.assessed_at
+           coalesce(l.health, 'unknown') AS health, l.score, l.issues, l.assessed_at,
+           l.table_id AS assessed_id
       FROM icepack.tables t
-      LEFT JOIN LATERAL (SELECT health, score, issues, assessed_at
-                           FROM icepack.health_assessments ha
-                          WHERE ha.table_id = t.id ORDER BY ha.id DESC LIMIT 1) h ON true
+      LEFT JOIN icepack.table_health_latest l ON l.table_id = t.id
      WHERE t.dropped_at IS NULL
        AND (t.catalog, t.namespace, t.name) > ($6::text, $7::text, $8::text)
        AND ($1::text IS NULL OR t.catalog = $1)
        AND ($2::text IS NULL OR t.namespace = $2)
-       AND ($3::text IS NULL OR coalesce(h.health, 'unknown') = $3)
+       AND ($3::text IS NULL OR coalesce(l.health, 'unknown') = $3)
        AND ($4::text IS NULL
-            OR h.issues @> jsonb_build_array(jsonb_build_object('code', $4::text)))
+            OR l.issues @> jsonb_build_array(jsonb_build_object('code', $4::text)))
        AND ($5::text IS NULL
             OR strpos(lower(t.catalog || '.' || t.namespace || '.' || t.name), lower($5)) > 0)
      ORDER BY t.catalog, t.namespace, t.name
      LIMIT $9)
-SELECT p.*, 0 AS sort_key, s.inspected_at, s.status
+SELECT p.id, p.catalog, p.namespace, p.name, p.last_seen_at, p.health, p.score, p.issues,
+       p.assessed_at, 0 AS sort_key,
+       coalesce(l.inspected_at, s.inspected_at) AS inspected_at,
+       CASE WHEN p.assessed_id IS NULL THEN s.status ELSE l.status END AS status
   FROM page p
+  LEFT JOIN icepack.table_health_latest l ON l.table_id = p.assessed_id
   LEFT JOIN LATERAL (SELECT inspected_at, status FROM icepack.status_snapshots ss
-                      WHERE ss.table_id = p.id ORDER BY ss.id DESC LIMIT 1) s ON true
+                      WHERE p.assessed_id IS NULL AND ss.table_id = p.id
+                      ORDER BY ss.id DESC LIMIT 1) s ON true
  ORDER BY p.catalog, p.namespace, p.name;
 
 -- name: table_page_by_score
 -- Like table_page_by_name, ordered by health score (worst first unless $10 asks for best
--- first), then identity; tables never assessed come last either way. Keyset cursor
--- ($11 sort key, $6, $7, $8).
-WITH ranked AS (
+-- first), then identity; tables never assessed come last either way (sort key 101, or 1 best
+-- first). Keyset cursor ($11 sort key, $6, $7, $8).
+-- The assessed tables are read in score order from table_health_latest's (score, table_id)
+-- index (one branch per direction; $10 switches the other off), so a page costs about `limit`
+-- index entries, not the fleet; the never-assessed tail is only looked for when the assessed
+-- ones do not fill the page. The wide status documents are read for the page's rows only.
+WITH candidates AS NOT MATERIALIZED (
     SELECT t.id, t.catalog, t.namespace, t.name, t.last_seen_at,
-           coalesce(h.health, 'unknown') AS health, h.score, h.issues, h.assessed_at,
-           CASE WHEN $10::boolean THEN -coalesce(h.score, -1)
-                ELSE coalesce(h.score, 101) END AS sort_key
+           coalesce(l.health, 'unknown') AS health, l.score, l.issues, l.assessed_at,
+           l.table_id AS assessed_id
       FROM icepack.tables t
-      LEFT JOIN LATERAL (SELECT health, score, issues, assessed_at
-                           FROM icepack.health_assessments ha
-                          WHERE ha.table_id = t.id ORDER BY ha.id DESC LIMIT 1) h ON true
+      LEFT JOIN icepack.table_health_latest l ON l.table_id = t.id
      WHERE t.dropped_at IS NULL
        AND ($1::text IS NULL OR t.catalog = $1)
        AND ($2::text IS NULL OR t.namespace = $2)
-       AND ($3::text IS NULL OR coalesce(h.health, 'unknown') = $3)
+       AND ($3::text IS NULL OR coalesce(l.health, 'unknown') = $3)
        AND ($4::text IS NULL
-            OR h.issues @> jsonb_build_array(jsonb_build_object('code', $4::text)))
+            OR l.issues @> jsonb_build_array(jsonb_build_object('code', $4::text)))
        AND ($5::text IS NULL
             OR strpos(lower(t.catalog || '.' || t.namespace || '.' || t.name), lower($5)) > 0)),
+worst AS (
+    SELECT c.*, c.score AS sort_key
+      FROM candidates c
+     WHERE NOT $10::boolean
+       AND c.score >= $11::integer
+       AND (c.score, c.catalog, c.namespace, c.name) > ($11::integer, $6::text, $7::text, $8::text)
+     ORDER BY c.score, c.catalog, c.namespace, c.name
+     LIMIT $9),
+best AS (
+    SELECT c.*, -c.score AS sort_key
+      FROM candidates c
+     WHERE $10::boolean
+       AND c.score <= -$11::integer
+       AND (-c.score, c.catalog, c.namespace, c.name) > ($11::integer, $6::text, $7::text, $8::text)
+     ORDER BY c.score DESC, c.catalog, c.namespace, c.name
+     LIMIT $9),
+assessed AS (
+    SELECT * FROM worst
+    UNION ALL
+    SELECT * FROM best),
+never AS (
+    SELECT c.*, CASE WHEN $10::boolean THEN 1 ELSE 101 END AS sort_key
+      FROM candidates c
+     WHERE c.assessed_id IS NULL
+       AND (SELECT count(*) FROM assessed) < $9
+       AND (CASE WHEN $10::boolean THEN 1 ELSE 101 END, c.catalog, c.namespace, c.name)
+           > ($11::integer, $6::text, $7::text, $8::text)
+     ORDER BY c.catalog, c.namespace, c.name
+     LIMIT $9),
 page AS (
-    SELECT * FROM ranked
-     WHERE (sort_key, catalog, namespace, name) > ($11::integer, $6::text, $7::text, $8::text)
+    SELECT * FROM assessed
+    UNION ALL
+    SELECT * FROM never
      ORDER BY sort_key, catalog, namespace, name
      LIMIT $9)
-SELECT p.*, s.inspected_at, s.status
+SELECT p.id, p.catalog, p.namespace, p.name, p.last_seen_at, p.health, p.score, p.issues,
+       p.assessed_at, p.sort_key,
+       coalesce(l.inspected_at, s.inspected_at) AS inspected_at,
+       CASE WHEN p.assessed_id IS NULL THEN s.status ELSE l.status END AS status
   FROM page p
+  LEFT JOIN icepack.table_health_latest l ON l.table_id = p.assessed_id
   LEFT JOIN LATERAL (SELECT inspected_at, status FROM icepack.status_snapshots ss
-                      WHERE ss.table_id = p.id ORDER BY ss.id DESC LIMIT 1) s ON true
+                      WHERE p.assessed_id IS NULL AND ss.table_id = p.id
+                      ORDER BY ss.id DESC LIMIT 1) s ON true
  ORDER BY p.sort_key, p.catalog, p.namespace, p.name;
 
 -- name: health_fleet_counts
 -- How many tables still in their catalog are at each health level (latest assessment).
-SELECT coalesce(h.health, 'unknown') AS health, count(*) AS tables
+SELECT coalesce(l.health, 'unknown') AS health, count(*) AS tables
   FROM icepack.tables t
-  LEFT JOIN LATERAL (SELECT health FROM icepack.health_assessments ha
-                      WHERE ha.table_id = t.id ORDER BY ha.id DESC LIMIT 1) h ON true
+  LEFT JOIN icepack.table_health_latest l ON l.table_id = t.id
  WHERE t.dropped_at IS NULL
  GROUP BY 1;
 
@@ -81,9 +122,8 @@ SELECT coalesce(h.health, 'unknown') AS health, count(*) AS tables
 -- How many tables still in their catalog have each issue code in their latest assessment.
 SELECT i ->> 'code' AS code, count(*) AS tables
   FROM icepack.tables t
-  JOIN LATERAL (SELECT issues FROM icepack.health_assessments ha
-                 WHERE ha.table_id = t.id ORDER BY ha.id DESC LIMIT 1) h ON true
- CROSS JOIN LATERAL jsonb_array_elements(h.issues) AS i
+  JOIN icepack.table_health_latest l ON l.table_id = t.id
+ CROSS JOIN LATERAL jsonb_array_elements(l.issues) AS i
  WHERE t.dropped_at IS NULL
  GROUP BY 1
  ORDER BY 2 DESC, 1;
@@ -212,9 +252,9 @@ SELECT t.id, t.catalog, t.namespace, t.name, t.metadata_location, t.properties,
        to_jsonb(h) AS health, to_jsonb(s) AS status, to_jsonb(r) AS recommendation,
        j.id AS job_id
   FROM icepack.tables t
-  LEFT JOIN LATERAL (SELECT id, status_snapshot_id, health, score, issues, assessed_at
-                       FROM icepack.health_assessments WHERE table_id = t.id
-                      ORDER BY id DESC LIMIT 1) h ON true
+  LEFT JOIN LATERAL (SELECT assessment_id AS id, status_snapshot_id, health, score, issues,
+                            assessed_at
+                       FROM icepack.table_health_latest WHERE table_id = t.id) h ON true
   LEFT JOIN LATERAL (SELECT id, inspected_at, inspector, metadata_location,
                             current_snapshot_id, status
                        FROM icepack.status_snapshots WHERE table_id = t.id

@@ -35,6 +35,41 @@ INSERT INTO icepack.health_assessments (table_id, status_snapshot_id, health, sc
 VALUES ($1, $2, $3, $4, $5::jsonb)
 RETURNING id;
 
+-- name: health_latest_upsert
+-- Make the given assessments (ids $1, one or many, e.g. one inspection's) the latest of their
+-- tables in table_health_latest, with each table's newest status snapshot. Run in the
+-- transaction that inserted them; a row is only ever replaced by a newer assessment or
+-- snapshot (by id), so concurrent or out-of-order calls keep the newest of each.
+INSERT INTO icepack.table_health_latest AS l
+       (table_id, assessment_id, status_snapshot_id, health, score, issues, assessed_at,
+        status_id, inspected_at, status)
+SELECT DISTINCT ON (ha.table_id)
+       ha.table_id, ha.id, ha.status_snapshot_id, ha.health, ha.score, ha.issues,
+       ha.assessed_at, s.id, s.inspected_at, s.status
+  FROM icepack.health_assessments ha
+  LEFT JOIN LATERAL (SELECT id, inspected_at, status FROM icepack.status_snapshots ss
+                      WHERE ss.table_id = ha.table_id ORDER BY ss.id DESC LIMIT 1) s ON true
+ WHERE ha.id = ANY($1::bigint[])
+ ORDER BY ha.table_id, ha.id DESC
+ON CONFLICT (table_id) DO UPDATE SET
+    assessment_id = greatest(l.assessment_id, EXCLUDED.assessment_id),
+    status_snapshot_id = CASE WHEN EXCLUDED.assessment_id > l.assessment_id
+                              THEN EXCLUDED.status_snapshot_id ELSE l.status_snapshot_id END,
+    health = CASE WHEN EXCLUDED.assessment_id > l.assessment_id
+                  THEN EXCLUDED.health ELSE l.health END,
+    score = CASE WHEN EXCLUDED.assessment_id > l.assessment_id
+                 THEN EXCLUDED.score ELSE l.score END,
+    issues = CASE WHEN EXCLUDED.assessment_id > l.assessment_id
+                  THEN EXCLUDED.issues ELSE l.issues END,
+    assessed_at = CASE WHEN EXCLUDED.assessment_id > l.assessment_id
+                       THEN EXCLUDED.assessed_at ELSE l.assessed_at END,
+    status_id = CASE WHEN coalesce(EXCLUDED.status_id, -1) > coalesce(l.status_id, -1)
+                     THEN EXCLUDED.status_id ELSE l.status_id END,
+    inspected_at = CASE WHEN coalesce(EXCLUDED.status_id, -1) > coalesce(l.status_id, -1)
+                        THEN EXCLUDED.inspected_at ELSE l.inspected_at END,
+    status = CASE WHEN coalesce(EXCLUDED.status_id, -1) > coalesce(l.status_id, -1)
+                  THEN EXCLUDED.status ELSE l.status END;
+
 -- name: health_latest
 -- The newest health assessment of a table.
 SELECT id, status_snapshot_id, health, score, issues, assessed_at
