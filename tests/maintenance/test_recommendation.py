@@ -121,3 +121,19 @@ def test_recommendation_properties(small, manifests, snapshots, pos, eq, age_hou
         assert names == []
     for a in rec.actions:
         assert all(v >= 0 for v in a.estimated_benefit.values())
+
+
+def test_position_delete_buildup_gets_a_rewrite_that_applies_deletes():
+    rec = recommend(status(record_count=1000, delete_record_count=300,
+                           position_delete_file_count=3), resolve([], "db", "t"), {}, NOW)
+    assert actions(rec) == ["rewrite_data_files", "rewrite_position_delete_files"]
+    rewrite = rec.actions[0]
+    assert rewrite.params["options"]["delete-file-threshold"] == "1"
+    assert "scope" not in rewrite.params
+    assert "30% of records" in rewrite.reason
+
+
+def test_a_few_deletes_below_the_threshold_do_not_force_a_rewrite():
+    rec = recommend(status(record_count=1000, delete_record_count=5,
+                           position_delete_file_count=1), resolve([], "db", "t"), {}, NOW)
+    assert actions(rec) == []

@@ -63,10 +63,11 @@ class Thresholds(BaseModel):
     # handful of files is noise; compaction is scoped per partition).
     skew_ratio: float = Field(default=4.0, gt=1)
     skew_min_files: int = Field(default=100, ge=1)
-    # METADATA_LOG_GROWTH. Iceberg keeps 100 previous metadata files by default
-    # (write.metadata.previous-versions-max) and deletes none unless
-    # write.metadata.delete-after-commit.enabled: a full log means files are piling up.
-    metadata_log_warning: int = Field(default=100, ge=1)
+    # METADATA_LOG_GROWTH. Iceberg caps the log at write.metadata.previous-versions-max (100 by
+    # default), so every table older than 100 commits sits at exactly 100: only a log beyond that
+    # cap (the cap was raised, and old metadata.json files pile up) is worth a warning. At 100 it
+    # would fire forever on healthy tables, since no maintenance action shortens the log.
+    metadata_log_warning: int = Field(default=101, ge=1)
     # Tables with fewer data files than this get proportionally smaller score penalties
     # (Amoro scales its health score down for tiny tables the same way).
     score_full_weight_files: int = Field(default=100, ge=1)

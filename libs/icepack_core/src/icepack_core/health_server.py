@@ -14,7 +14,7 @@ import asyncpg
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 ReadyCheck = Callable[[], Awaitable[str | None]]  # None when ready, else the reason
@@ -41,6 +41,13 @@ def health_routes(
         return JSONResponse({"status": "ready", "service": service})
 
     return [Route("/healthz", healthz), Route("/readyz", readyz)]
+
+
+async def prometheus_metrics(_request: Request) -> Response:
+    """This process's OpenTelemetry metrics in Prometheus text format."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 class EmbeddedServer(uvicorn.Server):

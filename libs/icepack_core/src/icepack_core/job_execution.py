@@ -29,6 +29,7 @@ from icepack_core.maintenance import (
     VerificationFailed,
 )
 from icepack_core.queries import load_query
+from icepack_core.service_metrics import JOB_ACTION_DURATION
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.types import TableRef
 
@@ -128,21 +129,26 @@ class JobExecution:
             try:
                 outcome = await maintenance.run(action)
             except VerificationFailed as exc:
+                self._failed(name, started)
                 await self._hold(table_id, name, exc)
                 await record(ActionRecord(name, "failed", started, datetime.now(UTC),
                                           procedure=name, output=exc.evidence, error=str(exc)))
                 raise ActionError(str(exc), retryable=False) from exc
             except (PermanentError, InvalidIdentifier, ValueError) as exc:
+                self._failed(name, started)
                 await record(ActionRecord(name, "failed", started, datetime.now(UTC),
                                           procedure=name, error=str(exc)))
                 raise ActionError(f"{name}: {exc}", retryable=False) from exc
             except Exception as exc:  # Spark/py4j/thrift errors: classify by type
+                self._failed(name, started)
                 message = redact_text(f"{name} failed: {type(exc).__name__}: {exc}")[:4000]
                 await record(ActionRecord(name, "failed", started, datetime.now(UTC),
                                           procedure=name, error=message))
                 raise ActionError(message, retryable=classify(exc)) from exc
             after = await self._status(ref)
             finished = datetime.now(UTC)
+            JOB_ACTION_DURATION.record((finished - started).total_seconds(),
+                                       {"action": name, "state": "succeeded"})
             output = {**outcome.output, **outcome.verification}
             await record(ActionRecord(
                 name, "succeeded", started, finished, procedure=outcome.procedure,
@@ -151,6 +157,11 @@ class JobExecution:
             results.append({"action": name, **outcome.output})
             status = after
         return results
+
+    @staticmethod
+    def _failed(name: str, started: datetime) -> None:
+        JOB_ACTION_DURATION.record((datetime.now(UTC) - started).total_seconds(),
+                                   {"action": name, "state": "failed"})
 
     async def _hold(self, table_id: int, action: str, exc: VerificationFailed) -> None:
         hold = {"reason": str(exc), "action": action, "evidence": exc.evidence,

@@ -46,8 +46,13 @@ class DataCompactionConfig(_Config):
     min_input_files: int = Field(5, ge=2)
     strategy: Literal["binpack", "sort"] = "binpack"
     rewrite_delete_files: bool = True
-    # Rewrite positions deletes once a table carries this many delete files.
+    # A data file with at least this many delete files is rewritten with its deletes applied
+    # (Iceberg's ``delete-file-threshold``).
     min_delete_files: int = Field(1, ge=1)
+    # Apply merge-on-read deletes by rewriting data once they reach the health rule's levels
+    # (DELETE_FILE_BUILDUP): a share of deleted records, or a number of delete files.
+    delete_ratio_threshold: float = Field(0.10, gt=0, le=1)
+    max_delete_files: int = Field(100, ge=1)
     max_partitions_per_run: int = Field(100, ge=1)
 
 

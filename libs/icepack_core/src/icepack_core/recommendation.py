@@ -137,6 +137,10 @@ def _rewrite_data_files(
     target = cfg.target_file_size_bytes or table_target or DEFAULT_TARGET_FILE_SIZE
     small, small_bytes = int(status["small_file_count"]), int(status["small_file_bytes"])
     eq_deletes = int(status["equality_delete_file_count"])
+    pos_deletes = int(status["position_delete_file_count"]) + int(
+        status.get("deletion_vector_count", 0))
+    records = int(status.get("record_count", 0))
+    deleted_share = int(status.get("delete_record_count", 0)) / records if records else 0.0
     options = {
         "min-input-files": str(cfg.min_input_files),
         "target-file-size-bytes": str(target),
@@ -146,19 +150,29 @@ def _rewrite_data_files(
     if small >= cfg.min_input_files:
         reasons.append(f"{small} small files ({small_bytes} bytes) >= min_input_files "
                        f"{cfg.min_input_files}")
+    applies_deletes = False
     if cfg.rewrite_delete_files and eq_deletes >= cfg.min_delete_files:
         # Equality deletes are only ever removed by rewriting the data files they apply to.
-        options["delete-file-threshold"] = str(cfg.min_delete_files)
+        applies_deletes = True
         reasons.append(f"{eq_deletes} equality delete files")
+    elif cfg.rewrite_delete_files and pos_deletes and (
+            deleted_share >= cfg.delete_ratio_threshold or pos_deletes >= cfg.max_delete_files):
+        # Compacting position deletes keeps their records; only a data rewrite drops them.
+        applies_deletes = True
+        reasons.append(f"{pos_deletes} position delete files cover {deleted_share:.0%} of "
+                       f"records (threshold {cfg.delete_ratio_threshold:.0%} or "
+                       f"{cfg.max_delete_files} files)")
+    if applies_deletes:
+        options["delete-file-threshold"] = str(cfg.min_delete_files)
     if not reasons:
         return Skip(action, f"{small} small files < min_input_files {cfg.min_input_files}"
-                    " and no equality deletes")
+                    " and no delete build-up")
     params: dict[str, Any] = {"strategy": cfg.strategy, "options": options}
-    if int(status.get("partition_count", 0)) > 1 and not eq_deletes:
+    if int(status.get("partition_count", 0)) > 1 and not applies_deletes:
         # The executor narrows the rewrite to partitions that have enough small files.
         params["scope"] = "partitions"
     rewrite_bytes = small_bytes
-    if partitions and not eq_deletes:
+    if partitions and not applies_deletes:
         needing = sorted((p for p in partitions if p.small_file_count >= cfg.min_input_files),
                          key=lambda p: -p.small_file_count)[: cfg.max_partitions_per_run]
         if needing:

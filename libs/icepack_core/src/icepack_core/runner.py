@@ -22,11 +22,16 @@ from typing import Any
 import asyncpg
 import structlog
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 
 from icepack_core import db
 from icepack_core.events import Listener
-from icepack_core.health_server import ReadyCheck, health_routes, make_server
+from icepack_core.health_server import (
+    ReadyCheck,
+    health_routes,
+    make_server,
+    prometheus_metrics,
+)
 from icepack_core.logs import setup_logging
 from icepack_core.migrate import migrate
 from icepack_core.settings import Settings
@@ -105,8 +110,9 @@ async def run_service(
     ]
     server = None
     if serve_http:
+        # /metrics last: a service that serves its own (the gateway's fleet view) wins.
         app = Starlette(routes=[*health_routes(service.name, pool, _ready(service, ctx)),
-                                *service.routes(ctx)])
+                                *service.routes(ctx), Route("/metrics", prometheus_metrics)])
         port = settings.http_port
         if port is None:
             port = BASE_PORT + PORT_OFFSETS.get(service.name, 0)

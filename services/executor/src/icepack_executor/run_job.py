@@ -15,6 +15,7 @@ from icepack_core.jobs import Job, JobQueue
 from icepack_core.lease import CancelRequested, JobLease, LeaseLost
 from icepack_core.locks import TableLocks
 from icepack_core.runner import ServiceContext
+from icepack_core.service_metrics import JOBS_FINISHED
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry import parent_context, tracer
 
@@ -64,6 +65,7 @@ class JobRunner:
 
             results = await lease.run(self.execution.run(job.table_id, job.actions, record))
             await self.queue.complete(job, {"actions": results})
+            JOBS_FINISHED.add(1, {"outcome": "succeeded"})
             log.info("job.succeeded", actions=len(results))
         except LockHeld as exc:
             await self.queue.fail(job, str(exc), retryable=True)
@@ -76,6 +78,7 @@ class JobRunner:
             return
         except ActionError as exc:
             done = await self.queue.fail(job, str(exc), retryable=exc.retryable)
+            JOBS_FINISHED.add(1, {"outcome": done.state.value})
             log.warning("job.failed", error=str(exc), state=done.state.value)
         except asyncio.CancelledError:
             # Shutdown: hand the job back so another executor can run it.

@@ -6,6 +6,7 @@ to ``run_event_service`` and the age-based refresh timer.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
@@ -23,6 +24,7 @@ from icepack_core.inspect.store import (
     record_inspection,
 )
 from icepack_core.queries import load_query
+from icepack_core.service_metrics import INSPECTION_DURATION, MANIFESTS_CACHED, MANIFESTS_READ
 from icepack_core.settings import Settings
 from icepack_core.types import TableRef
 from icepack_core.work_items import WorkItem, WorkQueue
@@ -67,12 +69,25 @@ class TableInspections:
                 previous = await latest_status(self.pool, table_id)
                 status = await self.inspector.refresh(ref, previous, row["metadata_location"])
             else:
-                status = await self.inspector.inspect(ref, row["metadata_location"])
+                started = time.monotonic()
+                table = await self.inspector.load(ref, row["metadata_location"])
+                status = await self.inspector.inspect_loaded(ref, table, started)
+                properties = dict(table.properties)
+                if properties != (row["properties"] or {}):
+                    # Catalog listings (SQL, Glue) carry no properties; the metadata does, and
+                    # the planner and executor read icepack.* overrides from this row.
+                    await self.pool.execute(load_query("table_set_properties"), table_id,
+                                            properties)
         except InspectionFailed as exc:
             log.warning("inspector.failed", table=str(ref), table_id=table_id, error=exc.message)
             assessment = inspection_failed(exc.message)
+            INSPECTION_DURATION.record(0, {"outcome": "failed"})
         else:
             assessment = assess(status, self.thresholds, now)
+            labels = {"inspector": status.inspector, "outcome": "ok"}
+            INSPECTION_DURATION.record(status.inspect_ms, labels)
+            MANIFESTS_READ.add(status.manifests_read, labels)
+            MANIFESTS_CACHED.add(status.manifests_cached, labels)
         async with self.pool.acquire() as raw, raw.transaction():
             conn = cast(asyncpg.Connection, raw)
             recorded = await record_inspection(conn, table_id, status, assessment)

@@ -47,3 +47,7 @@ SELECT t.id, t.catalog, t.namespace, t.name, t.properties, t.dropped_at, t.maint
                  WHERE ss.table_id = t.id ORDER BY ss.id DESC LIMIT 1) s ON true
  WHERE t.dropped_at IS NULL AND t.catalog = $1
  ORDER BY t.namespace, t.name;
+
+-- name: table_set_properties
+-- Keep a table's properties as its current metadata has them (icepack.* overrides live there).
+UPDATE icepack.tables SET properties = $2::jsonb WHERE id = $1;
