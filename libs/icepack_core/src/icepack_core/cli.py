@@ -99,17 +99,22 @@ def up(
 @app.command()
 def demo(
     duration: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
+    until_healthy: Annotated[bool, typer.Option(
+        "--until-healthy", help="exit 0 once every demo table is healthy (tests, CI)")] = False,
+    deadline: Annotated[float, typer.Option(
+        help="with --until-healthy: exit 1 if not healthy after this many seconds")] = 900.0,
 ) -> None:
-    """Start a local Postgres, migrate, and run every service on the embedded default."""
+    """Run every service on a small demo lake (written with Spark) and watch it heal."""
     from icepack_core.local_stack import run_demo
 
-    raise typer.Exit(run_demo(duration))
+    raise typer.Exit(run_demo(duration, until_healthy=until_healthy, deadline=deadline))
 
 
 from icepack_core.cli_read import register as _register_read  # noqa: E402 - needs `app` above
 
 _register_read(app)
 from icepack_core.cli_ops import register as _ops; _ops(app)  # noqa: E402, E702, I001
+from icepack_core.cli_maintain import register as _maint; _maint(app)  # noqa: E402, E702, I001
 
 
 def main() -> None:
