@@ -10,7 +10,6 @@ Exit codes: 0 done (or nothing to do), 1 failed / table unreadable / table busy,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import socket
@@ -24,16 +23,15 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from icepack_core import db, events
-from icepack_core.actions import ActionError
 from icepack_core.cli_read import parse_table
-from icepack_core.errors import ConfigError, IcepackError, LockHeld, StaleFence
+from icepack_core.errors import ConfigError, IcepackError
 from icepack_core.health import Assessment, assess
 from icepack_core.inspect import Inspector, MemoryManifestCache
 from icepack_core.inspect.status import InspectionFailed, TableStatus
 from icepack_core.inspect.store import ManifestStatsStore
-from icepack_core.job_execution import ActionRecord, JobExecution
+from icepack_core.job_execution import ActionRecord
+from icepack_core.job_runner import JobRunner
 from icepack_core.jobs import Job, JobQueue
-from icepack_core.lease import CancelRequested, JobLease, LeaseLost
 from icepack_core.locks import TableLocks
 from icepack_core.logs import setup_logging
 from icepack_core.maintenance import MAINTENANCE_ACTIONS, procedure_args
@@ -51,15 +49,7 @@ out = Console()
 err = Console(stderr=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 # Claim one specific job (the one this process just enqueued, in the same transaction).
-CLAIM_OWN_JOB = """
-UPDATE icepack.jobs
-   SET state = 'running', lease_owner = $2, lease_until = now() + make_interval(secs => $3),
-       fence = fence + 1, attempts = attempts + 1, started_at = now(), error = NULL
- WHERE id = $1 AND state = 'queued'
-RETURNING *"""
 OWNER = f"cli:{socket.gethostname()}:{os.getpid()}"
-TABLE_BY_IDENTITY = ("SELECT * FROM icepack.tables "
-                     "WHERE catalog = $1 AND namespace = $2 AND name = $3")
 
 
 class Refused(Exception):
@@ -92,7 +82,7 @@ async def _record_table(pool: asyncpg.Pool, ref: TableRef, location: str,
     """Make Icepack know the table as discovery would (same queries, same events)."""
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(load_query("table_lock_catalog"), ref.catalog)
-        row = await conn.fetchrow(TABLE_BY_IDENTITY, ref.catalog, ref.namespace, ref.name)
+        row = await conn.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
         payload: dict[str, Any] = {"metadata_location": location, "source": "cli"}
         if row is None:
             table_id = await conn.fetchval(load_query("table_insert"), ref.catalog,
@@ -106,7 +96,7 @@ async def _record_table(pool: asyncpg.Pool, ref: TableRef, location: str,
             if moved:
                 topic = Topic.TABLE_DISCOVERED if row["dropped_at"] else Topic.TABLE_CHANGED
                 await events.publish(conn, topic, table_id=table_id, payload=payload)
-        fresh = await conn.fetchrow(TABLE_BY_IDENTITY, ref.catalog, ref.namespace, ref.name)
+        fresh = await conn.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
     assert fresh is not None  # inserted or found under the catalog lock
     return dict(fresh)
 
@@ -125,7 +115,7 @@ async def observe(settings: Settings, pool: asyncpg.Pool, ref: TableRef, *,
     if write:
         row = await _record_table(pool, ref, table.metadata_location, properties)
     else:
-        found = await pool.fetchrow(TABLE_BY_IDENTITY, ref.catalog, ref.namespace, ref.name)
+        found = await pool.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
         row = dict(found) if found else {"id": None, "catalog": ref.catalog,
                                          "namespace": ref.namespace, "name": ref.name,
                                          "maintenance_hold": None}
@@ -202,11 +192,8 @@ async def _enqueue_and_claim(queue: JobQueue, pool: asyncpg.Pool, table_id: int,
             raise Refused(f"job {other.id} ({other.trigger.value}, {other.state.value}) is "
                           "already queued or running for this table; let it finish or cancel "
                           f"it (icepack job {other.id})")
-        row = await conn.fetchrow(CLAIM_OWN_JOB, enqueued.job.id, OWNER, lease_seconds)
-        assert row is not None  # inserted by this transaction: nobody else can see it yet
-        job = Job.from_record(row)
-        await events.publish(conn, Topic.JOB_STARTED, table_id=table_id,
-                             payload={"job_id": job.id, "fence": job.fence, "owner": OWNER})
+        job = await queue.claim_id(enqueued.job.id, OWNER, lease_seconds, conn)
+        assert job is not None  # inserted by this transaction: nobody else can see it yet
     return job
 
 
@@ -228,8 +215,7 @@ async def run_maintenance(settings: Settings, pool: asyncpg.Pool, obs: Observed,
     records: list[ActionRecord] = []
 
     async def record(action: ActionRecord) -> None:
-        await queue.record_action(job, **vars(action))  # the executor stores the same fields
-        records.append(action)
+        records.append(action)  # the runner has stored it under the job's fence
         mark = "[green]✓[/]" if action.state == "succeeded" else "[red]✗[/]"
         seconds = (action.finished_at - action.started_at).total_seconds()
         changes = ", ".join(f"{label} {_change(action.impact, key)}" for label, key in (
@@ -242,31 +228,16 @@ async def run_maintenance(settings: Settings, pool: asyncpg.Pool, obs: Observed,
                         description=f"{following} ({len(records) + 1}/{len(actions)})")
 
     engine = engine_for(settings)
-    lock = None
+    runner = JobRunner(pool, settings, queue, engine, OWNER, retry_failures=False)
     try:
-        lock = await locks.acquire(table_id, OWNER, job.fence, lease, job_id=job.id)
-        execution = JobExecution(pool, engine, Inspector(settings,
-                                                         cache=ManifestStatsStore(pool)))
-        keeper = JobLease(queue, job, lease, locks, lock)
-        results = await keeper.run(execution.run(table_id, actions, record))
-        job = await queue.complete(job, {"actions": results})
-    except LockHeld:
-        job = await queue.fail(job, f"{obs.ref} was locked by another job", retryable=False)
-        raise Refused(f"{obs.ref} is locked by another job; nothing ran (job {job.id})") from None
-    except CancelRequested:
-        job = await queue.finish_cancelled(job)
-    except (LeaseLost, StaleFence) as exc:
-        raise Refused(f"job {job.id}: {exc}") from None
-    except ActionError as exc:
-        job = await queue.fail(job, str(exc), retryable=False)
-    except asyncio.CancelledError:  # Ctrl-C: record why the job stopped, then go
-        await asyncio.shield(queue.fail(job, "interrupted on the command line", retryable=False))
-        raise
+        run = await runner.run(job, on_record=record)
     finally:
-        if lock is not None:
-            with contextlib.suppress(StaleFence):  # the lease was lost: not ours any more
-                await locks.release(lock)
         await engine.close()
+    if run.lock_held:
+        raise Refused(f"{obs.ref} is locked by another job; nothing ran (job {job.id})")
+    if run.job is None:
+        raise Refused(f"job {job.id}: the lease was lost; another holder owns it now")
+    job = run.job
     return job, records
 
 

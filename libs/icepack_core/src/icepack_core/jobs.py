@@ -147,6 +147,25 @@ class JobQueue:
             )
             return job
 
+    async def claim_id(
+        self, job_id: int, owner: str, lease_seconds: float, conn: Conn | None = None
+    ) -> Job | None:
+        """queued -> running for one named job; None when it is not queued. Pass ``conn`` to
+        claim in the transaction that enqueued it (so no executor can take it first)."""
+        if conn is None:
+            async with self.pool.acquire() as own, own.transaction():
+                return await self.claim_id(job_id, owner, lease_seconds, own)
+        row = await conn.fetchrow(load_query("job_claim_id"), job_id, owner, lease_seconds)
+        if row is None:
+            return None
+        job = Job.from_record(row)
+        await events.publish(
+            conn, Topic.JOB_STARTED, table_id=job.table_id,
+            payload={"job_id": job.id, "fence": job.fence, "owner": owner},
+            traceparent=current_traceparent() or job.traceparent,
+        )
+        return job
+
     async def heartbeat(
         self, job: Job, lease_seconds: float, now: datetime | None = None
     ) -> Heartbeat:

@@ -9,11 +9,11 @@ returns the job to the queue.
 from __future__ import annotations
 
 from icepack_core.events import wait_for_wake
+from icepack_core.job_runner import JobRunner
 from icepack_core.jobs import Backoff, JobQueue
 from icepack_core.runner import Service, ServiceContext
 from icepack_core.spark.engine import engine_for
 from icepack_core.types import Topic
-from icepack_executor.run_job import JobRunner
 
 
 class ExecutorService(Service):
@@ -26,7 +26,7 @@ class ExecutorService(Service):
         s = ctx.settings
         queue = JobQueue(ctx.pool, Backoff(s.job_backoff_base_seconds, s.job_backoff_cap_seconds))
         engine = engine_for(s)  # opens nothing until the first statement
-        runner = JobRunner(ctx, queue, engine)
+        runner = JobRunner(ctx.pool, s, queue, engine, ctx.worker_id)
         wake = ctx.listener.subscribe([Topic.JOB_ENQUEUED, Topic.JOB_FINISHED])
         try:
             while not ctx.stop.is_set():

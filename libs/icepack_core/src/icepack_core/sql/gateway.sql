@@ -4,7 +4,7 @@
 -- name: table_find
 -- One table by its identity, dropped ones included (their history stays readable).
 SELECT id, catalog, namespace, name, metadata_location, properties, first_seen_at,
-       last_seen_at, dropped_at
+       last_seen_at, dropped_at, maintenance_hold
   FROM icepack.tables
  WHERE catalog = $1 AND namespace = $2 AND name = $3;
 

@@ -139,3 +139,11 @@ RETURNING id;
 -- name: job_running_fence
 -- The fence of a running job (NULL when it is not running).
 SELECT fence FROM icepack.jobs WHERE id = $1 AND state = 'running';
+
+-- name: job_claim_id
+-- queued -> running for one named job (the CLI claims the job it just enqueued).
+UPDATE icepack.jobs
+   SET state = 'running', lease_owner = $2, lease_until = now() + make_interval(secs => $3),
+       fence = fence + 1, attempts = attempts + 1, started_at = now(), error = NULL
+ WHERE id = $1 AND state = 'queued'
+RETURNING *;
