@@ -48,3 +48,4 @@ async def test_fleet_simulation_needs_a_token(client):
     response = await client.post("/policies/simulate/fleet", json={"catalog": "sim",
                                                                    "policies": []})
     assert response.status_code == 401
+

@@ -25,6 +25,7 @@ from icepack_gateway import api_events, api_jobs, api_policies, api_tables, metr
 from icepack_gateway.auth import BearerAuth
 from icepack_gateway.errors import error_body, exception_handlers
 from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.request_ids import RequestIds
 from icepack_gateway.state import GatewayState
 
 UI_DIR = Path(__file__).parent / "ui"
@@ -59,7 +60,8 @@ def create_app(
     routes = [*(health_routes("gateway", pool, ready) if health else []), *api_routes()]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(metrics.RequestMetrics), Middleware(BearerAuth, tokens=tokens)],
+        middleware=[Middleware(RequestIds), Middleware(metrics.RequestMetrics),
+                    Middleware(BearerAuth, tokens=tokens)],
         exception_handlers={**exception_handlers(), Exception: internal_error},
     )
     app.state.gateway = GatewayState(pool=pool, jobs=JobQueue(pool), tokens=tokens)
