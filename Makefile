@@ -19,6 +19,7 @@ uv:
 setup: uv ## install Python deps, Spark jars and go-inspector (idempotent)
 	uv sync --frozen --all-packages
 	scripts/fetch-jars.sh $(JARS_DIR)
+	scripts/fetch-rest-fixture.sh
 	cd go-inspector && go build -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
@@ -45,6 +46,7 @@ bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.queue
 	uv run python -m bench.gateway
 	uv run python -m bench.inspect
+	uv run python -m bench.maintain
 
 clean: ## remove local state (demo database, caches)
 	rm -rf .icepack .pytest_cache .mypy_cache .ruff_cache

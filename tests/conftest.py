@@ -29,7 +29,7 @@ from icepack_core.localpg import LocalPostgres
 from icepack_core.migrate import migrate
 from icepack_core.settings import Settings, load_settings
 
-pytest_plugins = ["tests.plugins.spark", "tests.plugins.catalogs"]
+pytest_plugins = ["tests.plugins.spark", "tests.plugins.catalogs", "tests.plugins.rest_fixture"]
 
 TEMPLATE = "icepack_template"
 _counter = itertools.count()

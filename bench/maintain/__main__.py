@@ -1,0 +1,436 @@
+"""Maintenance benchmark: Icepack's partition-scoped compaction vs. a whole-table rewrite.
+
+On a partitioned small-files table (``bench.maintain.table``: ~2,000 data files in 10 partitions,
+3 of which need compaction), measured side by side in one run on the same Spark session:
+
+* Icepack's job: the planner's ``rewrite_data_files`` intent (``recommend`` on a fresh
+  inspection, ``scope: partitions``) run by ``JobExecution`` (inspection before/after, the
+  scoping queries on the ``files`` table, the procedure, the checksum verification);
+* the same ``CALL rewrite_data_files`` (same ``where`` and options) sent directly to Spark;
+* the baseline: ``rewrite_data_files`` on the whole table with ``rewrite-all = true``.
+
+Every run starts from the same snapshot: ``rewrite_data_files`` only adds snapshots, so
+``rollback_to_snapshot`` restores the table (checked: the same data files come back).
+
+Run: ``make bench`` (or ``uv run python -m bench.maintain [--pairs N] [--regenerate]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from bench.maintain import table as bench_table
+from icepack_core import db as icedb
+from icepack_core.inspect import Inspector
+from icepack_core.inspect.status import TableStatus
+from icepack_core.inspect.store import ManifestStatsStore
+from icepack_core.job_execution import ActionRecord, JobExecution
+from icepack_core.localpg import LocalPostgres
+from icepack_core.logs import setup_logging
+from icepack_core.maintenance import Fingerprint, TableMaintenance
+from icepack_core.migrate import migrate
+from icepack_core.policy import resolve
+from icepack_core.queries import load_query
+from icepack_core.recommendation import recommend
+from icepack_core.settings import Settings, load_settings
+from icepack_core.spark.engine import LocalEngine, Rows
+from icepack_core.spark.session import build_local_session
+from icepack_core.sql_ident import TableRef as SqlTableRef
+from icepack_core.sql_ident import procedure_call
+from icepack_core.types import TableRef
+
+MIN_INPUT_FILES = 5  # the default data-compaction policy's min_input_files
+WA_GOAL = 1.1
+OVERHEAD_GOAL = 1.2
+SCAN_GOAL = 3.0
+SCAN_REPEAT = 3
+MiB = 1 << 20
+
+
+class TimedEngine(LocalEngine):
+    """The local engine, recording how long each statement took (for the job's breakdown)."""
+
+    def __init__(self, settings: Settings, session: Any) -> None:
+        super().__init__(settings, session=session)
+        self.log: list[tuple[str, float]] = []
+
+    async def sql(self, statement: str) -> Rows:
+        start = time.perf_counter()
+        try:
+            return await super().sql(statement)
+        finally:
+            self.log.append((statement, time.perf_counter() - start))
+
+
+class TimedInspector(Inspector):
+    """The inspector, adding up the seconds its inspections took."""
+
+    seconds = 0.0
+
+    async def inspect(self, ref: TableRef, known_location: str | None = None) -> TableStatus:
+        start = time.perf_counter()
+        try:
+            return await super().inspect(ref, known_location)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+@dataclass
+class FileSet:
+    paths: dict[str, int]  # data file path -> bytes
+    parts: dict[str, int]  # partition -> files
+
+    @property
+    def count(self) -> int:
+        return len(self.paths)
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.paths.values())
+
+
+@dataclass
+class Rewrite:
+    name: str
+    seconds: float
+    files_after: FileSet
+    output: dict[str, Any]
+    fingerprint: Fingerprint
+    breakdown: dict[str, float] = field(default_factory=dict)
+    sql: str = ""
+    verification_scans: list[float] = field(default_factory=list)
+    snapshot: int | None = None  # the table's snapshot after this rewrite (rolled back later)
+
+    def rewritten_bytes(self, before: FileSet) -> tuple[int, int]:
+        """(``rewritten_bytes_count`` output, bytes of the files gone from ``files``)."""
+        diff = sum(b for p, b in before.paths.items() if p not in self.files_after.paths)
+        return int(self.output.get("rewritten_bytes_count") or 0), diff
+
+
+@dataclass
+class Scan:
+    seconds: list[float]
+    tasks: int  # Spark input partitions of the scan
+    result: list[tuple[Any, ...]]
+
+    @property
+    def best(self) -> float:
+        return min(self.seconds)
+
+
+class Bench:
+    def __init__(self, spark: Any, engine: TimedEngine) -> None:
+        self.spark = spark
+        self.engine = engine
+        self.table = bench_table.qualified()
+        self.ref = TableRef(bench_table.CATALOG, bench_table.NAMESPACE, bench_table.TABLE)
+        self.maintenance = TableMaintenance(engine, self.ref)
+
+    def files(self) -> FileSet:
+        rows = self.spark.sql(f"SELECT file_path, file_size_in_bytes AS size, partition.part AS "
+                              f"part FROM {self.table}.files WHERE content = 0").collect()
+        parts: dict[str, int] = {}
+        for row in rows:
+            parts[row["part"]] = parts.get(row["part"], 0) + 1
+        return FileSet({r["file_path"]: int(r["size"]) for r in rows}, parts)
+
+    def needing_rewrite(self) -> tuple[int, int, int]:
+        """Files (count, bytes, partitions) under 75 % of target in partitions that have at
+        least ``min-input-files`` of them: what a compaction has to rewrite."""
+        threshold = int(bench_table.TARGET_FILE_SIZE * 0.75)
+        rows = self.spark.sql(
+            "SELECT partition, count(*) AS n, sum(file_size_in_bytes) AS b "
+            f"FROM {self.table}.files WHERE content = 0 AND file_size_in_bytes < {threshold} "
+            f"GROUP BY partition HAVING count(*) >= {MIN_INPUT_FILES}").collect()
+        return sum(r["n"] for r in rows), sum(r["b"] for r in rows), len(rows)
+
+    def scans(self, snapshots: dict[str, int]) -> dict[str, Scan]:
+        """The full-table aggregate at each snapshot (time travel), round-robin
+        ``SCAN_REPEAT`` times so that every state is measured on an equally warm JVM."""
+        found = {name: Scan([], 0, []) for name in snapshots}
+        for _ in range(SCAN_REPEAT):
+            for name, snapshot_id in snapshots.items():
+                query = (f"SELECT part, count(*) AS n, sum(length(payload)) AS b FROM "
+                         f"{self.table} VERSION AS OF {snapshot_id} GROUP BY part ORDER BY part")
+                start = time.perf_counter()
+                found[name].result = [tuple(r) for r in self.spark.sql(query).collect()]
+                found[name].seconds.append(time.perf_counter() - start)
+        for name, snapshot_id in snapshots.items():
+            found[name].tasks = self.spark.sql(
+                f"SELECT part, payload FROM {self.table} VERSION AS OF {snapshot_id}"
+            ).rdd.getNumPartitions()
+        return found
+
+    def rollback(self, snapshot_id: int, expected: FileSet) -> None:
+        self.spark.sql(procedure_call(bench_table.CATALOG, "rollback_to_snapshot", {
+            "table": SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
+            "snapshot_id": snapshot_id})).collect()
+        restored = self.files()
+        if restored.paths != expected.paths:
+            raise RuntimeError(f"rollback to {snapshot_id} did not restore the data files: "
+                               f"{restored.count} files, expected {expected.count}")
+
+    async def direct(self, name: str, call: str) -> Rewrite:
+        start = time.perf_counter()
+        rows = self.spark.sql(call).collect()
+        seconds = time.perf_counter() - start
+        output = rows[0].asDict() if rows else {}
+        return Rewrite(name, seconds, self.files(), output,
+                       await self.maintenance.fingerprint(), sql=call,
+                       snapshot=await self.maintenance.current_snapshot_id())
+
+    async def job(self, execution: JobExecution, inspector: TimedInspector, table_id: int,
+                  intent: dict[str, Any]) -> Rewrite:
+        records: list[ActionRecord] = []
+
+        async def record(rec: ActionRecord) -> None:
+            records.append(rec)
+
+        self.engine.log.clear()
+        inspector.seconds = 0.0
+        start = time.perf_counter()
+        await execution.run(table_id, [intent], record)
+        seconds = time.perf_counter() - start
+        (rec,) = records
+        breakdown = {"inspections": inspector.seconds, "procedure": 0.0, "scoping": 0.0,
+                     "verification": 0.0, "other statements": 0.0}
+        for statement, took in self.engine.log:
+            if statement.startswith("CALL"):
+                breakdown["procedure"] += took
+            elif statement.startswith("DESCRIBE") or ".`files`" in statement:
+                breakdown["scoping"] += took
+            elif "VERSION AS OF" in statement:
+                breakdown["verification"] += took
+            else:
+                breakdown["other statements"] += took
+        breakdown["rest"] = seconds - sum(breakdown.values())
+        call = (rec.sql_text or "").split(";\n")[-1]
+        scans = [took for statement, took in self.engine.log if "VERSION AS OF" in statement]
+        return Rewrite("icepack", seconds, self.files(), rec.output,
+                       await self.maintenance.fingerprint(), breakdown, call, scans,
+                       await self.maintenance.current_snapshot_id())
+
+
+def mib(n: float) -> str:
+    return f"{n / MiB:6.1f} MiB"
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISS"
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+async def main(pairs: int, regenerate: bool) -> None:
+    with tempfile.TemporaryDirectory(prefix="icepack-bench-") as root, \
+            tempfile.TemporaryDirectory(prefix="icepack-bench-spark-") as spark_tmp:
+        server = LocalPostgres(Path(root), durable=True)
+        dsn = server.start()
+        try:
+            await run(dsn, Path(spark_tmp), pairs, regenerate)
+        finally:
+            server.stop()
+
+
+async def run(dsn: str, spark_tmp: Path, pairs: int, regenerate: bool) -> None:
+    conn = await asyncpg.connect(dsn)
+    await migrate(conn)
+    await conn.close()
+    settings = load_settings(
+        database_url=dsn, data_dir=bench_table.cache_dir(),
+        spark_jars_dir=bench_table.REPO_ROOT / ".cache" / "jars", spark_master="local[2]",
+        spark_conf={"spark.driver.memory": "2g",
+                    "spark.sql.warehouse.dir": str(spark_tmp / "spark-warehouse")})
+    started = time.perf_counter()
+    spark, created = build_local_session(settings)
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"spark session: {time.perf_counter() - started:.1f} s", flush=True)
+    try:
+        location = None if regenerate else bench_table.cached_location()
+        if location is None:
+            print(f"generating the table into {bench_table.cache_dir()} ...", flush=True)
+            location, seconds = bench_table.generate(spark)
+            print(f"table: generated in {seconds:.1f} s", flush=True)
+        else:
+            print(f"table: cached in {bench_table.cache_dir()} (generation skipped)")
+        bench_table.register(spark, location)
+        table_dir = bench_table.table_dir(location)
+        original = {p for p in table_dir.rglob("*") if p.is_file()}
+        pool = await icedb.create_pool(settings, "bench")
+        try:
+            measured = await measure(spark, settings, pool, location, pairs)
+        finally:
+            await pool.close()
+            for path in {p for p in table_dir.rglob("*") if p.is_file()} - original:
+                path.unlink()  # keep the cached table as generated
+    finally:
+        if created:
+            spark.stop()
+    report(measured)
+
+
+@dataclass
+class Measured:
+    intent: dict[str, Any]
+    snapshot: int
+    before: FileSet
+    need: tuple[int, int, int]  # files, bytes, partitions
+    fingerprint: Fingerprint
+    base: Rewrite
+    jobs: list[Rewrite]
+    directs: list[Rewrite]
+    scans: dict[str, Scan]  # before / icepack / whole table
+    load_before: str
+
+
+async def measure(spark: Any, settings: Settings, pool: asyncpg.Pool, location: str,
+                  pairs: int) -> Measured:
+    engine = TimedEngine(settings, spark)
+    bench = Bench(spark, engine)
+    properties = {k: v for k, v in bench_table.PROPERTIES.items() if k != "format-version"}
+    table_id = await pool.fetchval(load_query("table_insert"), bench_table.CATALOG,
+                                   bench_table.NAMESPACE, bench_table.TABLE, location, properties)
+    inspector = TimedInspector(settings, cache=ManifestStatsStore(pool))
+    execution = JobExecution(pool, engine, inspector)
+
+    # The planner's intent, from a fresh inspection (which also warms the manifest cache).
+    status = await inspector.inspect(bench.ref)
+    policy = resolve([], bench_table.NAMESPACE, bench_table.TABLE, properties)
+    rec = recommend(status.model_dump(mode="json"), policy, {}, datetime.now(UTC),
+                    target_file_size_bytes=bench_table.TARGET_FILE_SIZE)
+    (intent,) = [{"action": a.action, "params": a.params, "reason": a.reason}
+                 for a in rec.actions if a.action == "rewrite_data_files"]
+
+    snapshot = await bench.maintenance.current_snapshot_id()
+    assert snapshot is not None
+    before = bench.files()
+    need = bench.needing_rewrite()
+    fingerprint = await bench.maintenance.fingerprint()
+    load_before = load()
+    print(f"measuring ({load_before}) ...", flush=True)
+
+    async def then_rollback(make: Callable[[], Awaitable[Rewrite]]) -> Rewrite:
+        result = await make()
+        bench.rollback(snapshot, before)
+        print(f"  {result.name}: {result.seconds:.1f} s", flush=True)
+        return result
+
+    whole_table = procedure_call(bench_table.CATALOG, "rewrite_data_files", {
+        "table": SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
+        "strategy": "binpack",
+        "options": {"rewrite-all": "true",
+                    "target-file-size-bytes": str(bench_table.TARGET_FILE_SIZE)}})
+    # The baseline first: it reads every file once, so the later runs start equally warm.
+    base = await then_rollback(lambda: bench.direct("whole table", whole_table))
+    jobs: list[Rewrite] = []
+    directs: list[Rewrite] = []
+    for i in range(max(pairs, 1)):  # ABBA order: neither side always runs on the warmer JVM
+        for kind in ("job", "direct") if i % 2 == 0 else ("direct", "job"):
+            if kind == "job":
+                jobs.append(await then_rollback(
+                    lambda: bench.job(execution, inspector, table_id, intent)))
+            else:  # the exact CALL the job sent, where filter included
+                call = jobs[-1].sql
+                directs.append(await then_rollback(
+                    lambda c=call: bench.direct("direct", c)))
+    # Rolled-back snapshots stay readable: scan all three states side by side.
+    assert jobs[0].snapshot is not None and base.snapshot is not None
+    scans = bench.scans({"before": snapshot, "icepack": jobs[0].snapshot,
+                         "whole table": base.snapshot})
+    return Measured(intent, snapshot, before, need, fingerprint, base, jobs, directs, scans,
+                    load_before)
+
+
+def report(m: Measured) -> None:
+    before, base = m.before, m.base
+    job = min(m.jobs, key=lambda r: r.seconds)
+    direct = min(m.directs, key=lambda r: r.seconds)
+    need_files, need_bytes, need_parts = m.need
+    hot = sorted(p for p in before.parts if before.parts[p] >= MIN_INPUT_FILES)
+    print()
+    print(f"table: {before.count} data files ({mib(before.bytes).strip()}) in "
+          f"{len(before.parts)} partitions, target file size "
+          f"{mib(bench_table.TARGET_FILE_SIZE).strip()}; {need_files} files "
+          f"({mib(need_bytes).strip()}) in {need_parts} partitions ({', '.join(hot)}) need "
+          f"rewriting (< 75 % of target, >= {MIN_INPUT_FILES} in the partition)")
+    print(f"planner intent: {m.intent['params']}")
+    print(f"icepack CALL: {job.sql}")
+    print()
+    print("                                    files before -> after  bytes rewritten  "
+          "write amplification")
+    for label, r in (("icepack job (scope: partitions)", job), ("direct CALL, same where", direct),
+                     ("baseline: whole table, rewrite-all", base)):
+        out, diff = r.rewritten_bytes(before)
+        wa = out / need_bytes
+        goal = f"  (goal <= {WA_GOAL}) {verdict(wa <= WA_GOAL)}" if r is job else ""
+        note = "" if out == diff else f"  [files diff {mib(diff).strip()}]"
+        print(f"  {label:34s} {before.count:6d} -> {r.files_after.count:5d}   {mib(out)}"
+              f"        {wa:5.2f}{goal}{note}")
+    ratio = job.seconds / direct.seconds
+    how = f"best of {len(m.jobs)}" if len(m.jobs) > 1 else "once"
+    print()
+    print(f"wall time ({how} each, ABBA order; baseline once, first):")
+    print(f"  icepack job                  : {job.seconds:6.1f} s   {ratio:.2f}x direct "
+          f"(goal <= {OVERHEAD_GOAL}x) {verdict(ratio <= OVERHEAD_GOAL)}")
+    print("    " + ", ".join(f"{k} {v:.2f} s" for k, v in job.breakdown.items()))
+    snaps = job.output.get("verified_snapshots") or []
+    print(f"    verification: {len(snaps)} replace snapshot(s) checked, "
+          f"{len(job.verification_scans)} fingerprint scans (count + checksum of the whole "
+          f"table): {', '.join(f'{t:.1f}' for t in job.verification_scans)} s")
+    rest = job.seconds - job.breakdown["verification"]
+    print(f"    job without the verification scans: {rest:.1f} s = {rest / direct.seconds:.2f}x "
+          "direct")
+    print(f"  direct CALL, same where      : {direct.seconds:6.1f} s   (all runs: job "
+          f"{', '.join(f'{r.seconds:.1f}' for r in m.jobs)}; direct "
+          f"{', '.join(f'{r.seconds:.1f}' for r in m.directs)})")
+    print(f"  baseline whole-table rewrite : {base.seconds:6.1f} s")
+    scans = m.scans
+    first = scans["before"]
+    print(f"full-table scan (SELECT part, count(*), sum(length(payload)) ... GROUP BY part; "
+          f"time travel to each state, round-robin, best of {SCAN_REPEAT}):")
+    for label, name in (("before", "before"), ("after icepack job", "icepack"),
+                        ("after whole-table rewrite", "whole table")):
+        scan = scans[name]
+        speedup = first.best / scan.best
+        note = ""
+        if name != "before":
+            note = f"{speedup:4.1f}x faster"
+            if name == "icepack":
+                note += f" (goal >= {SCAN_GOAL:.0f}x) {verdict(speedup >= SCAN_GOAL)}"
+        print(f"  {label:28s} : {scan.best:6.2f} s  ({', '.join(f'{t:.2f}' for t in scan.seconds)}"
+              f"; {scan.tasks:3d} Spark tasks)  {note}")
+    fp = m.fingerprint
+    print(f"contents before: {fp.rows} rows, checksum {fp.checksum}")
+    for r in [*m.jobs, *m.directs, base]:
+        print(f"  {'MATCH' if r.fingerprint == fp else 'MISMATCH'}  after {r.name}: "
+              f"{r.fingerprint.rows} rows, checksum {r.fingerprint.checksum}")
+    for name in ("icepack", "whole table"):
+        same = scans[name].result == first.result
+        print(f"  {'MATCH' if same else 'MISMATCH'}  scan result per partition after {name}")
+    print(f"  rollback to snapshot {m.snapshot} restored all {before.count} data files "
+          f"after each of the {len(m.jobs) + len(m.directs) + 1} rewrites")
+    print(f"({m.load_before} before measuring, {load()} after; {os.cpu_count()} CPUs)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pairs", type=int, default=2,
+                        help="icepack job / direct CALL pairs, in ABBA order (default 2)")
+    parser.add_argument("--regenerate", action="store_true",
+                        help="regenerate the cached table")
+    args = parser.parse_args()
+    setup_logging("bench", level="warning", fmt="console")  # Spark's own warnings go to stderr
+    asyncio.run(main(args.pairs, args.regenerate))
