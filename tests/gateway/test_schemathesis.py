@@ -36,11 +36,17 @@ EXISTING_TABLE = """
 "path.table" = "clicks"
 """
 
-# A SystemError from CPython's own compile() (a recursion-depth bookkeeping bug of some 3.11
-# patch releases) that schemathesis sometimes trips: a crash of the tool, not a finding; rerun.
-INTERPRETER_FLAKE = "AST constructor recursion depth mismatch"
+# What schemathesis prints when one of the requested checks fails on a response. A failed run
+# without it is the tool crashing by itself (e.g. a SystemError from CPython 3.11's compile()
+# in its code generation): rerun, and skip if it keeps crashing.
+FINDINGS = ("Server error", "violates schema")
 
 pytestmark = pytest.mark.slow
+
+
+def _is_finding(report: str) -> bool:
+    """Whether a failed run failed one of our checks (rather than crashing by itself)."""
+    return any(marker in report for marker in FINDINGS)
 
 
 def _unavailable(reason: str) -> None:
@@ -112,8 +118,13 @@ async def test_openapi_fuzzing_finds_no_server_errors(database_url, db: asyncpg.
                     cwd=tmp_path, env={**os.environ, "UV_NO_PROGRESS": "1"})
                 output, _ = await asyncio.wait_for(run.communicate(), timeout=390)
                 report = output.decode(errors="replace")
-                if run.returncode == 0 or INTERPRETER_FLAKE not in report:
+                if run.returncode == 0 or _is_finding(report):
                     break
+            else:
+                if not _is_finding(report):
+                    # Three crashes of the tool itself (its own tracebacks, no check failed):
+                    # not a verdict on the gateway either way.
+                    pytest.skip(f"schemathesis crashed internally 3 times:\n{report[-2000:]}")
             print(f"--- schemathesis, {name} ---\n{report[-4000:]}")  # with -s / on failure
             gateway_log = (tmp_path / "gateway.log").read_text(errors="replace")
             assert run.returncode == 0, (

@@ -58,10 +58,22 @@ def add_trace_ids(
     return event_dict
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of the write, not at set-up: test
+    runners and CLI runners swap and close their captured streams."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def setup_logging(service: str, level: str = "info", fmt: str = "json") -> None:
     """Configure structlog (and the stdlib root logger) for one process."""
     log_level = getattr(logging, level.upper())
-    logging.basicConfig(stream=sys.stderr, level=log_level, format="%(message)s", force=True)
+    handler = logging.StreamHandler(_CurrentStderr())
+    logging.basicConfig(handlers=[handler], level=log_level, format="%(message)s", force=True)
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
@@ -78,7 +90,7 @@ def setup_logging(service: str, level: str = "info", fmt: str = "json") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(log_level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.bind_contextvars(service=service)
