@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
@@ -52,11 +52,33 @@ class ManifestCache(Protocol):
     async def put_many(self, rows: list[CachedManifest]) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class CachedTotals:
+    """A table's merged aggregates as of its last inspection (``inspection_totals``)."""
+
+    small_threshold: int
+    manifest_paths: list[str]
+    totals: dict[str, Any]
+    touch_due: bool = False  # the manifests' last_used_at wants refreshing
+
+
+@runtime_checkable
+class TotalsCache(Protocol):
+    """A ``ManifestCache`` that also keeps each table's merged totals (optional)."""
+
+    async def get_totals(self, key: str) -> CachedTotals | None: ...
+
+    async def put_totals(self, key: str, row: CachedTotals, touched: bool) -> None: ...
+
+    async def touch(self, paths: list[str]) -> None: ...
+
+
 class MemoryManifestCache:
     """A process-local cache (the standalone CLI, tests); the services use ``store``."""
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, Any]] = {}
+        self.totals: dict[str, CachedTotals] = {}
 
     async def get_many(self, paths: list[str]) -> dict[str, dict[str, Any]]:
         return {p: self.rows[p] for p in paths if p in self.rows}
@@ -64,6 +86,15 @@ class MemoryManifestCache:
     async def put_many(self, rows: list[CachedManifest]) -> None:
         for row in rows:
             self.rows[row.path] = row.stats
+
+    async def get_totals(self, key: str) -> CachedTotals | None:
+        return self.totals.get(key)
+
+    async def put_totals(self, key: str, row: CachedTotals, touched: bool) -> None:
+        self.totals[key] = row
+
+    async def touch(self, paths: list[str]) -> None:
+        pass
 
 
 def identity_from_location(location: str) -> tuple[str, str]:
@@ -127,6 +158,84 @@ async def _read_all(
     return dict(await asyncio.gather(*(one(m) for m in manifests)))
 
 
+async def _aggregates(
+    manifests: list[ManifestFile], io: FileIO, threshold: int, cache: ManifestCache | None
+) -> tuple[dict[str, ManifestAggregate], dict[str, ManifestAggregate]]:
+    """``(cached, fresh)`` aggregates of ``manifests``: from the cache, else read (and stored)."""
+    paths = [m.manifest_path for m in manifests]
+    cached_rows = await cache.get_many(paths) if cache is not None and paths else {}
+    cached: dict[str, ManifestAggregate] = {}
+    for path, stats in cached_rows.items():
+        agg = ManifestAggregate.from_json(stats, threshold)
+        if agg is not None:
+            cached[path] = agg
+    to_read = [m for m in manifests if m.manifest_path not in cached]
+    fresh = await _read_all(to_read, io, threshold)
+    if cache is not None and fresh:
+        await cache.put_many([
+            CachedManifest(m.manifest_path, m.manifest_length, manifest_content(m),
+                           fresh[m.manifest_path].to_json())
+            for m in to_read
+        ])
+    return cached, fresh
+
+
+async def _aggregate(
+    manifests: list[ManifestFile], table: Table, threshold: int, cache: ManifestCache | None
+) -> tuple[Totals, int, int]:
+    """The snapshot's merged totals, how many manifests were read and how many were cached.
+
+    With a ``TotalsCache``, the totals of the table's previous inspection are the starting
+    point: the manifests it did not have are added and those it had that are gone are
+    subtracted. Anything unexpected (another threshold or format, a removed manifest without
+    a cached aggregate, a negative count) falls back to merging every manifest's aggregate.
+    """
+    paths = [m.manifest_path for m in manifests]
+    unique = len(set(paths)) == len(paths)
+    key = table.metadata.location
+    previous = None
+    if isinstance(cache, TotalsCache) and unique and paths:
+        previous = await cache.get_totals(key)
+    if previous is not None and previous.small_threshold == threshold:
+        totals = Totals.from_json(previous.totals)
+        before = set(previous.manifest_paths)
+        now = set(paths)
+        added = [m for m in manifests if m.manifest_path not in before]
+        removed = [p for p in previous.manifest_paths if p not in now]
+        if totals is not None and len(before) == len(previous.manifest_paths):
+            removed_rows = await cache.get_many(removed) if removed and cache else {}
+            gone = [ManifestAggregate.from_json(removed_rows[p], threshold)
+                    if p in removed_rows else None for p in removed]
+            if all(agg is not None for agg in gone):
+                cached_aggs, fresh = await _aggregates(added, table.io, threshold, cache)
+                for agg in gone:
+                    totals.add(agg, -1)
+                for m in added:
+                    totals.add(cached_aggs.get(m.manifest_path) or fresh[m.manifest_path])
+                if totals.consistent():
+                    if added or removed or previous.touch_due:
+                            await _store_totals(cache, key, threshold, paths, totals,
+                                            previous.touch_due)
+                    return totals, len(fresh), len(manifests) - len(fresh)
+    cached_aggs, fresh = await _aggregates(manifests, table.io, threshold, cache)
+    totals = Totals()
+    for path in paths:
+        totals.add(cached_aggs.get(path) or fresh[path])
+    if isinstance(cache, TotalsCache) and unique and paths:
+        await _store_totals(cache, key, threshold, paths, totals, touched=True)
+    return totals, len(fresh), len(cached_aggs)
+
+
+async def _store_totals(cache: ManifestCache | None, key: str, threshold: int,
+                        paths: list[str], totals: Totals, touch_due: bool = False,
+                        touched: bool = False) -> None:
+    assert isinstance(cache, TotalsCache)
+    if touch_due:
+        await cache.touch(paths)
+    await cache.put_totals(key, CachedTotals(threshold, paths, totals.to_json()),
+                           touched=touched or touch_due)
+
+
 async def inspect_table(
     table: Table,
     *,
@@ -157,26 +266,7 @@ async def inspect_table(
     metadata = table.metadata
     threshold = small_file_threshold(metadata.properties, small_file_bytes)
     manifests = await _list_manifests(table)
-    paths = [m.manifest_path for m in manifests]
-    cached_rows = await cache.get_many(paths) if cache is not None and paths else {}
-    aggregates: dict[str, ManifestAggregate] = {}
-    for path, stats in cached_rows.items():
-        agg = ManifestAggregate.from_json(stats, threshold)
-        if agg is not None:
-            aggregates[path] = agg
-    cached = len(aggregates)
-    to_read = [m for m in manifests if m.manifest_path not in aggregates]
-    fresh = await _read_all(to_read, table.io, threshold)
-    aggregates.update(fresh)
-    if cache is not None and fresh:
-        await cache.put_many([
-            CachedManifest(m.manifest_path, m.manifest_length, manifest_content(m),
-                           fresh[m.manifest_path].to_json())
-            for m in to_read
-        ])
-    totals = Totals()
-    for path in paths:
-        totals.add(aggregates[path])
+    totals, fresh, cached = await _aggregate(manifests, table, threshold, cache)
     current = metadata.current_snapshot()
     return TableStatus(
         catalog=catalog,
@@ -188,7 +278,7 @@ async def inspect_table(
         inspected_at=format_ts(inspected_at) or "",
         inspector="pyiceberg",
         inspect_ms=int((time.monotonic() - t0) * 1000),
-        manifests_read=len(fresh),
+        manifests_read=fresh,
         manifests_cached=cached,
         small_file_threshold_bytes=threshold,
         data_file_count=totals.data_files,

@@ -14,7 +14,7 @@ import asyncpg
 
 from icepack_core.events import publish
 from icepack_core.health import Assessment
-from icepack_core.inspect.pyiceberg_inspector import CachedManifest
+from icepack_core.inspect.pyiceberg_inspector import CachedManifest, CachedTotals
 from icepack_core.inspect.status import TableStatus, parse_ts
 from icepack_core.queries import load_query
 from icepack_core.telemetry import current_traceparent
@@ -30,7 +30,8 @@ def _bigint_or_none(value: int | None) -> int | None:
 
 
 class ManifestStatsStore:
-    """The ``manifest_stats`` table as a ``ManifestCache``."""
+    """The ``manifest_stats`` table as a ``ManifestCache``, ``inspection_totals`` as its
+    ``TotalsCache``."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
@@ -44,6 +45,20 @@ class ManifestStatsStore:
             load_query("manifest_stats_put"),
             [(r.path, r.length, r.content, r.stats) for r in rows],
         )
+
+    async def get_totals(self, key: str) -> CachedTotals | None:
+        row = await self.pool.fetchrow(load_query("inspection_totals_get"), key)
+        if row is None:
+            return None
+        return CachedTotals(row["small_threshold"], list(row["manifest_paths"]), row["totals"],
+                            bool(row["touch_due"]))
+
+    async def put_totals(self, key: str, row: CachedTotals, touched: bool) -> None:
+        await self.pool.execute(load_query("inspection_totals_put"), key, row.small_threshold,
+                                row.manifest_paths, row.totals, touched)
+
+    async def touch(self, paths: list[str]) -> None:
+        await self.pool.execute(load_query("manifest_stats_touch"), paths)
 
 
 @dataclass(frozen=True, slots=True)
