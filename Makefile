@@ -8,7 +8,7 @@ JARS_DIR ?= .cache/jars
 export ICEPACK_SPARK_JARS_DIR ?= $(abspath $(JARS_DIR))
 PYTEST_ARGS ?=
 
-.PHONY: help setup uv demo test test-python test-go lint bench clean
+.PHONY: help setup uv demo test test-python test-go lint bench schema clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -47,6 +47,9 @@ bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.gateway
 	uv run python -m bench.inspect
 	uv run python -m bench.maintain
+
+schema: uv ## regenerate the schema snapshot after adding a migration
+	uv run python scripts/dump_schema.py
 
 clean: ## remove local state (demo database, caches)
 	rm -rf .icepack .pytest_cache .mypy_cache .ruff_cache
