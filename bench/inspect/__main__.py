@@ -196,10 +196,21 @@ async def run(dsn: str, repeat: int, baseline_deadline: float) -> None:
         try:
             new_manifests = [p.as_uri() for p in added if p.name.endswith(".avro")]
 
+            # The totals of the inspection before the commit: each repeat starts from them, as
+            # a real re-inspection does (forgetting the new manifest's row also drops totals).
+            saved_totals = await pool.fetch("SELECT * FROM icepack.inspection_totals")
+
             async def forget_new_manifest() -> None:
                 await pool.execute(
                     "DELETE FROM icepack.manifest_stats WHERE manifest_path = ANY($1::text[])",
                     new_manifests)
+                await pool.execute("DELETE FROM icepack.inspection_totals")
+                for row in saved_totals:
+                    columns = list(row.keys())
+                    await pool.execute(
+                        f"INSERT INTO icepack.inspection_totals ({', '.join(columns)}) "
+                        f"VALUES ({', '.join(f'${i + 1}' for i in range(len(columns)))})",
+                        *row.values())
 
             inc = await best_of(REINSPECT_REPEAT, forget_new_manifest, inspect)
             full2 = await best_of(repeat, empty_cache, inspect)
