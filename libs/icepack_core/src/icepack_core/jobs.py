@@ -137,15 +137,7 @@ class JobQueue:
         """queued -> running for the next due job, or None when none is claimable."""
         async with self.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(load_query("job_claim"), owner, lease_seconds, now)
-            if row is None:
-                return None
-            job = Job.from_record(row)
-            await events.publish(
-                conn, Topic.JOB_STARTED, table_id=job.table_id,
-                payload={"job_id": job.id, "fence": job.fence, "owner": owner},
-                traceparent=current_traceparent() or job.traceparent,
-            )
-            return job
+            return await _announce_start(conn, row, owner)
 
     async def claim_id(
         self, job_id: int, owner: str, lease_seconds: float, conn: Conn | None = None
@@ -156,15 +148,7 @@ class JobQueue:
             async with self.pool.acquire() as own, own.transaction():
                 return await self.claim_id(job_id, owner, lease_seconds, own)
         row = await conn.fetchrow(load_query("job_claim_id"), job_id, owner, lease_seconds)
-        if row is None:
-            return None
-        job = Job.from_record(row)
-        await events.publish(
-            conn, Topic.JOB_STARTED, table_id=job.table_id,
-            payload={"job_id": job.id, "fence": job.fence, "owner": owner},
-            traceparent=current_traceparent() or job.traceparent,
-        )
-        return job
+        return await _announce_start(conn, row, owner)
 
     async def heartbeat(
         self, job: Job, lease_seconds: float, now: datetime | None = None
@@ -279,6 +263,19 @@ class JobQueue:
         if action_id is None:
             raise StaleFence(job.id, job.fence, f"record action {action}")
         return action_id
+
+
+async def _announce_start(conn: Conn, row: asyncpg.Record | None, owner: str) -> Job | None:
+    """Publish ``job.started`` for a claimed row (None when nothing was claimed)."""
+    if row is None:
+        return None
+    job = Job.from_record(row)
+    await events.publish(
+        conn, Topic.JOB_STARTED, table_id=job.table_id,
+        payload={"job_id": job.id, "fence": job.fence, "owner": owner},
+        traceparent=current_traceparent() or job.traceparent,
+    )
+    return job
 
 
 async def _announce_transition(conn: Conn, job: Job) -> None:

@@ -162,16 +162,28 @@ class TableMaintenance:
         return Fingerprint(int(rows[0]["n"]), int(rows[0]["h"]))
 
     async def snapshots_since(self, start: int | None) -> Rows:
-        """Snapshots on the current branch committed after ``start``, oldest first."""
+        """Snapshots on the current branch after ``start``, oldest first.
+
+        Ordered by following parent links, not by commit time: commits of one rewrite
+        (partial progress) can share a millisecond.
+        """
         rows = await self.engine.sql(
             "SELECT s.snapshot_id, s.parent_id, s.operation, s.committed_at "
             f"FROM {self.metadata_table('snapshots')} s "
             f"JOIN {self.metadata_table('history')} h ON h.snapshot_id = s.snapshot_id "
-            "WHERE h.is_current_ancestor ORDER BY s.committed_at, s.snapshot_id")
-        ids = [int(r["snapshot_id"]) for r in rows]
-        if start is not None and start in ids:
-            rows = rows[ids.index(start) + 1:]
-        return rows
+            "WHERE h.is_current_ancestor")
+        by_parent = {(int(r["parent_id"]) if r["parent_id"] is not None else None): r
+                     for r in rows}
+        known = {int(r["snapshot_id"]) for r in rows}
+        # The oldest ancestor still in the metadata (its parent may have been expired).
+        roots = [r for r in rows if r["parent_id"] is None or int(r["parent_id"]) not in known]
+        # start None (no snapshot before) or no longer an ancestor: check from the root.
+        cursor = by_parent.get(start) if start in known else (roots[0] if roots else None)
+        chain: Rows = []
+        while cursor is not None:
+            chain.append(cursor)
+            cursor = by_parent.get(int(cursor["snapshot_id"]))
+        return chain
 
     async def run(self, action: Mapping[str, Any]) -> ActionOutcome:
         """Run one action; rewrites are verified (and rolled back on a violation).

@@ -113,6 +113,16 @@ class SimulateIn(BaseModel):
     policies: list[ProposedPolicy] = Field(default_factory=list, max_length=20)
 
 
+def _proposed_target(p: ProposedPolicy) -> tuple[str | None, str | None]:
+    """The (namespace, table) a proposed policy attaches to; 422 when the scope needs more."""
+    namespace = p.namespace if p.scope != "catalog" else None
+    name = p.table if p.scope == "table" else None
+    if (p.scope != "catalog" and not namespace) or (p.scope == "table" and not name):
+        raise InvalidParameter("policies", f"a {p.scope} policy needs namespace"
+                                           f"{' and table' if p.scope == 'table' else ''}")
+    return namespace, name
+
+
 def _policy_json(policy: Any) -> dict[str, Any]:
     configs = {"system.data-compaction": policy.data_compaction,
                "system.metadata-compaction": policy.metadata_compaction,
@@ -147,11 +157,7 @@ async def simulate(request: Request) -> Response:
                                            r["namespace"], r["table_name"], r["enabled"],
                                            r["config"]) for r in stored}
     for p in spec.policies:
-        namespace = p.namespace if p.scope != "catalog" else None
-        name = p.table if p.scope == "table" else None
-        if (p.scope != "catalog" and not namespace) or (p.scope == "table" and not name):
-            raise InvalidParameter("policies", f"a {p.scope} policy needs namespace"
-                                               f"{' and table' if p.scope == 'table' else ''}")
+        namespace, name = _proposed_target(p)
         validated_body(p.policy_type, {"enabled": p.enabled, "config": p.config})
         attachments[(p.policy_type.value, p.scope, namespace, name)] = engine.PolicyAttachment(
             p.policy_type.value, p.scope, table["catalog"], namespace, name, p.enabled, p.config)
@@ -196,11 +202,7 @@ async def simulate_fleet(request: Request) -> Response:
     catalog = ident("catalog", spec.catalog)
     proposed = []
     for p in spec.policies:
-        namespace = p.namespace if p.scope != "catalog" else None
-        name = p.table if p.scope == "table" else None
-        if (p.scope != "catalog" and not namespace) or (p.scope == "table" and not name):
-            raise InvalidParameter("policies", f"a {p.scope} policy needs namespace"
-                                               f"{' and table' if p.scope == 'table' else ''}")
+        namespace, name = _proposed_target(p)
         proposed.append(PolicyAttachment(p.policy_type.value, p.scope, catalog, namespace, name,
                                          p.enabled, p.config))
     pool = gateway(request).pool
