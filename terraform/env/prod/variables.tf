@@ -1,3 +1,7 @@
+# What the operator supplies for this environment (terraform.tfvars). The environment's own
+# settings (database size, sslmode, secret names, ...) are in main.tf; the full descriptions
+# and validation are in terraform/modules/icepack_env/variables.tf.
+
 variable "aws_region" {
   description = "AWS region of the cluster, the Glue catalog and the warehouse bucket."
   type        = string
@@ -11,6 +15,10 @@ variable "kubeconfig_path" {
   description = "kubeconfig used by the kubernetes and kustomization providers."
   type        = string
   default     = "~/.kube/config"
+  validation {
+    condition     = length(var.kubeconfig_path) > 0
+    error_message = "kubeconfig_path must not be empty."
+  }
 }
 
 variable "kube_context" {
@@ -80,68 +88,58 @@ variable "warehouse_kms_key_arns" {
   description = "KMS keys of SSE-KMS encrypted warehouse objects; empty for SSE-S3."
   type        = list(string)
   default     = []
-}
-
-variable "polaris_credential_secret_name" {
-  description = "Existing Secrets Manager secret with the Polaris principal credential (client_id:client_secret)."
-  type        = string
-  default     = "icepack/prod/polaris-credential"
   validation {
-    condition     = length(var.polaris_credential_secret_name) > 0
-    error_message = "polaris_credential_secret_name must not be empty."
+    condition     = alltrue([for k in var.warehouse_kms_key_arns : startswith(k, "arn:")])
+    error_message = "warehouse_kms_key_arns must be KMS key ARNs."
   }
 }
 
-variable "kyuubi_password_secret_name" {
-  description = "Existing Secrets Manager secret with the Kyuubi password; null when the overlay uses Spark Connect."
-  type        = string
-  default     = "icepack/prod/kyuubi-password"
-}
-
-variable "create_database" {
-  description = "Create an RDS Postgres instance; false uses external_database_host instead."
-  type        = bool
-  default     = true
-}
-
-variable "external_database_host" {
-  description = "Postgres host when create_database = false (dev: the in-cluster icepack-postgres Service)."
-  type        = string
-  default     = null
-}
-
 variable "vpc_id" {
-  description = "VPC of the cluster; needed when create_database = true."
+  description = "VPC of the cluster; needed when the environment creates RDS (main.tf create_database)."
   type        = string
   default     = null
+  validation {
+    condition     = var.vpc_id == null || try(startswith(var.vpc_id, "vpc-"), false)
+    error_message = "vpc_id must be a VPC ID (vpc-...)."
+  }
 }
 
 variable "database_subnet_ids" {
-  description = "Private subnets for RDS; needed when create_database = true."
+  description = "Private subnets (two AZs or more) for RDS; needed when the environment creates RDS."
   type        = list(string)
   default     = []
+  validation {
+    condition     = alltrue([for s in var.database_subnet_ids : startswith(s, "subnet-")])
+    error_message = "database_subnet_ids must be subnet IDs (subnet-...)."
+  }
 }
 
 variable "database_allowed_cidr_blocks" {
-  description = "Pod/node CIDRs allowed to reach RDS on 5432; needed when create_database = true."
+  description = "Pod/node CIDRs allowed to reach RDS on 5432; needed when the environment creates RDS."
   type        = list(string)
   default     = []
-}
-
-variable "database_instance_class" {
-  description = "RDS instance class."
-  type        = string
-  default     = "db.r6g.large"
+  validation {
+    condition     = alltrue([for c in var.database_allowed_cidr_blocks : can(cidrhost(c, 0)) && c != "0.0.0.0/0"])
+    error_message = "database_allowed_cidr_blocks must be valid CIDRs other than 0.0.0.0/0."
+  }
 }
 
 variable "kms_key_id" {
   description = "KMS key ARN for RDS storage and the generated secret; null uses AWS-managed keys."
   type        = string
   default     = null
+  validation {
+    condition     = var.kms_key_id == null || try(length(var.kms_key_id) > 0, false)
+    error_message = "kms_key_id must be a KMS key ARN or null."
+  }
 }
 
 variable "tags" {
-  description = "Extra tags for every AWS resource."
+  description = "Extra tags for every AWS resource (application and environment are added)."
   type        = map(string)
   default     = {}
+  validation {
+    condition     = alltrue([for k in keys(var.tags) : length(k) > 0 && !startswith(k, "aws:")])
+    error_message = "tags keys must be non-empty and must not start with aws: (reserved)."
+  }
 }
