@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 KUSTOMIZE = DEPLOY / "kustomize"
 TERRAFORM = REPO / "terraform"
-# shared/ sits beside the work tree (ARCHITECTURE.md section 11).
-SHARED = REPO.parent / "shared"
+# Vendored CRD schemas (README.md beside them says where they come from).
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
 ENVS = ("dev", "stage", "preprod", "prod")
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

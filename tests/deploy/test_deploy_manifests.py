@@ -9,15 +9,14 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from tests.deploy.deploy_helpers import ENVS, KUSTOMIZE, SHARED, need, render
+from tests.deploy.deploy_helpers import ENVS, KUSTOMIZE, SCHEMAS, render
 
 # The oldest Kubernetes minor we support on EKS; strict mode rejects unknown fields.
 K8S_VERSION = "1.32.0"
-KEDA_SCHEMAS = SHARED / "schemas" / "keda.sh"
+KEDA_SCHEMAS = SCHEMAS / "keda.sh"
 
 
 def keda_schema(kind: str, api_version: str) -> dict[str, Any]:
-    need(KEDA_SCHEMAS.is_dir(), f"KEDA schemas not found at {KEDA_SCHEMAS}")
     version = api_version.split("/")[1]
     path = KEDA_SCHEMAS / f"{kind.lower()}_{version}.json"
     assert path.exists(), f"no KEDA schema for {kind} {api_version} at {path}"

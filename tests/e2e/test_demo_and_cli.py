@@ -178,8 +178,13 @@ def test_demo_until_healthy_heals_every_demo_table(spark_jars):
         final = output[output.rindex("demo lake (demo.*) at"):]
         for table in ("clicks", "customers", "events", "orders"):
             assert re.search(rf"^ *{table} +healthy ", final, re.MULTILINE), final
-        # Three planned jobs healed three tables: files compacted, deletes applied and gone.
-        assert "failed 0" in final and "succeeded 3" in final, final
+        # Invariants only: how many jobs the planner runs depends on timing (expiry on clicks
+        # may come due again after compaction), so no job count is asserted.
+        assert "failed 0" in final, final
+        jobs = re.findall(r"^ *(\d+) (clicks|customers|events|orders) +(\w+)", final,
+                          re.MULTILINE)
+        assert {name for _, name, _ in jobs} >= {"events", "orders"}, final
+        assert all(state == "succeeded" for _, _, state in jobs), final
         assert re.search(r"^ *\d+ events +succeeded .* \d\d+->1 ", final, re.MULTILINE), final
         assert re.search(r"^ *\d+ orders +succeeded .* [1-9]\d*->0 *$", final, re.MULTILINE), final
         assert not (data_dir / "pg" / "data" / "postmaster.pid").exists()  # Postgres stopped

@@ -1,5 +1,5 @@
-// Package testtables locates the shared Iceberg tables written by Apache
-// Iceberg Java (shared/tables-external) for tests, and reads the writer's own
+// Package testtables locates the Iceberg tables written by Apache Iceberg Java
+// that the repository vendors (tests/data/tables-external) for tests, and reads the writer's own
 // metadata independently of iceberg-go so it can serve as ground truth.
 package testtables
 
@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// EnvDir overrides where the shared tables are looked for.
+// EnvDir overrides where the tables are looked for.
 const EnvDir = "ICEPACK_TABLES_EXTERNAL"
 
 // Metadata paths of the shared tables, relative to Dir (the tables' own paths
@@ -24,9 +24,9 @@ const (
 	CrossPartition     = "data/persistent/equality_delete_cross_partition/warehouse/ns/t/metadata/vfinal.metadata.json"
 )
 
-// Dir returns the absolute path of shared/tables-external, found beside the
-// repository clone (<clone>/../shared). When it is absent the test fails if
-// CI=true and is skipped otherwise.
+// Dir returns the absolute path of tests/data/tables-external inside the
+// repository, or $ICEPACK_TABLES_EXTERNAL when set. The tables are part of the
+// repository, so a missing folder fails the test.
 func Dir(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv(EnvDir); d != "" {
@@ -38,15 +38,11 @@ func Dir(t testing.TB) string {
 	if !ok {
 		t.Fatal("cannot locate testtables source file")
 	}
-	candidate := filepath.Join(filepath.Dir(self), "..", "..", "..", "..", "shared", "tables-external")
-	if _, err := os.Stat(filepath.Join(candidate, "README.md")); err == nil {
-		return filepath.Clean(candidate)
+	candidate := filepath.Join(filepath.Dir(self), "..", "..", "..", "tests", "data", "tables-external")
+	if _, err := os.Stat(filepath.Join(candidate, "README.md")); err != nil {
+		t.Fatalf("vendored test tables not found at %s (set %s to use another copy): %v", candidate, EnvDir, err)
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("shared/tables-external not found beside the clone (looked in %s; set %s)", candidate, EnvDir)
-	}
-	t.Skipf("shared/tables-external not found beside the clone; set %s to run", EnvDir)
-	return ""
+	return filepath.Clean(candidate)
 }
 
 // Snapshot is the part of a snapshot the tests compare against.

@@ -24,7 +24,7 @@ resource "aws_vpc_security_group_ingress_rule" "postgres" {
 }
 
 # Slow-query logging for operators, TLS only, and server-side guards so no session holds the
-# xmin horizon back (ARCHITECTURE.md section 5); the services also set them per role.
+# xmin horizon back (docs/architecture.md, "Jobs, leases, fences, locks"); the services also set them per role.
 resource "aws_db_parameter_group" "this" {
   name   = var.identifier
   family = "postgres${split(".", var.engine_version)[0]}"

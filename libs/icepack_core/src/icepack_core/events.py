@@ -1,6 +1,6 @@
 """The event bus: an outbox table in Postgres plus ``LISTEN/NOTIFY`` wake-ups.
 
-Delivery rules (ARCHITECTURE §4):
+Delivery rules (docs/architecture.md, "Events"):
 
 * ``publish`` writes in the caller's transaction, so an event exists iff its state change does.
 * A consumer reads events after its ``(xid, id)`` cursor and only those whose writing

@@ -27,7 +27,8 @@ Severity = Literal["warning", "critical"]
 
 class Thresholds(BaseModel):
     """When a metric becomes an issue. Defaults follow the field reference points of
-    ARCHITECTURE §7; every one can be overridden (tests scale them down to tiny tables)."""
+    docs/architecture.md, "Health"; every one can be overridden (tests scale them down to
+    tiny tables)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

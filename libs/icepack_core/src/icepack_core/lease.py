@@ -3,7 +3,7 @@
 ``JobLease`` runs a heartbeat task beside the work. When the fence is lost (``StaleFence``), a
 cancel is requested, or the lease cannot be renewed before it would expire, it sets ``lost`` /
 ``cancel_requested`` and cancels the work task, so a stale executor stops its Spark work itself
-(ARCHITECTURE §5): Postgres cannot fence Spark's own commits.
+(docs/architecture.md, "Jobs, leases, fences, locks"): Postgres cannot fence Spark's own commits.
 """
 
 from __future__ import annotations

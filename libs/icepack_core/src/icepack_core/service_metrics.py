@@ -1,4 +1,4 @@
-"""The OpenTelemetry instruments services record into (ARCHITECTURE §9 metrics).
+"""The OpenTelemetry instruments services record into (docs/architecture.md, "Telemetry").
 
 Instruments are created on the global meter at import; OpenTelemetry's proxy meter binds them
 to the provider ``telemetry.setup_telemetry`` installs later. Every service exposes its own

@@ -31,8 +31,9 @@ from icepack_gateway.params import (
 )
 from icepack_gateway.state import find_table, gateway
 
-# The Iceberg procedures an operator may ask for by name (ARCHITECTURE §8); the executor refuses
-# any other name (icepack_core.maintenance.MAINTENANCE_ACTIONS, not imported: it pulls in Spark).
+# The Iceberg procedures an operator may ask for by name (docs/architecture.md, "Spark
+# execution"); the executor refuses any other name (icepack_core.maintenance.MAINTENANCE_ACTIONS,
+# not imported: it pulls in Spark).
 MAINTENANCE_ACTIONS = frozenset({"rewrite_data_files", "rewrite_position_delete_files",
                                  "rewrite_manifests", "expire_snapshots", "remove_orphan_files"})
 # A manual job without an action list and without a recommendation to copy gets these: every

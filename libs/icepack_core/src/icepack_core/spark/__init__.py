@@ -1,8 +1,8 @@
 """Spark for Icepack: confs derived from catalog settings, sessions, and the engine interface.
 
 Maintenance runs as Iceberg procedures (``CALL <catalog>.system.*``) on one of three engines
-(ARCHITECTURE §8). Importing this package does not import PySpark or PyHive; they load when an
-engine or session is first used.
+(docs/architecture.md, "Spark execution"). Importing this package does not import PySpark or
+PyHive; they load when an engine or session is first used.
 """
 
 from icepack_core.spark.catalog_conf import redact_conf, spark_catalog_conf

@@ -7,7 +7,8 @@ PyHive all block, so each engine crosses into a worker thread at exactly one pla
 PyHive cursor are per session and not thread-safe.
 
 A cancelled ``sql()`` stops waiting but cannot interrupt the statement already sent to Spark;
-Iceberg's optimistic commit is the guard against a stale one (ARCHITECTURE §5).
+Iceberg's optimistic commit is the guard against a stale one (docs/architecture.md, "Jobs,
+leases, fences, locks").
 """
 
 from __future__ import annotations
