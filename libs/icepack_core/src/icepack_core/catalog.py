@@ -17,7 +17,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icepack_core.settings import CatalogConfig
-from icepack_core.types import TableRef
+from icepack_core.types import TableRef, join_namespace
 
 LOAD_CONCURRENCY = 8  # load_table calls in flight per catalog (REST servers rate-limit)
 MAX_NAMESPACE_DEPTH = 16  # guards against a catalog that lists a namespace as its own child
@@ -115,7 +115,7 @@ def _walk(catalog: Catalog, cfg: CatalogConfig) -> list[tuple[str, ...]]:
         seen.add(ns)
         for ident in catalog.list_tables(ns):
             ident = tuple(ident)
-            if table_selected(cfg, ".".join(ident[:-1]), ident[-1]):
+            if table_selected(cfg, join_namespace(ident[:-1]), ident[-1]):
                 found.append(ident)
         for child in catalog.list_namespaces(ns):
             child = tuple(child)
@@ -131,7 +131,7 @@ async def list_tables(catalog: Catalog, cfg: CatalogConfig) -> list[TableRef]:
         Exception: the catalog could not be listed (the caller records the error).
     """
     idents = await asyncio.to_thread(_walk, catalog, cfg)
-    return [TableRef(cfg.name, ".".join(i[:-1]), i[-1]) for i in idents]
+    return [TableRef(cfg.name, join_namespace(i[:-1]), i[-1]) for i in idents]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +160,7 @@ def _sql_locations(catalog: Catalog) -> dict[tuple[str, str], str | None]:
 
 async def load_table(catalog: Catalog, ref: TableRef) -> Table:
     """Load one table (its metadata JSON) in a thread."""
-    ident = (*ref.namespace.split("."), ref.name)
+    ident = (*ref.levels, ref.name)
     return await asyncio.to_thread(catalog.load_table, ident)
 
 
@@ -177,7 +177,8 @@ async def list_table_locations(catalog: Catalog, cfg: CatalogConfig) -> list[Lis
     refs = await list_tables(catalog, cfg)
     if cfg.type == "sql":
         locations = await asyncio.to_thread(_sql_locations, catalog)
-        return [ListedTable(r, locations.get((r.namespace, r.name))) for r in refs]
+        # The SQL catalog's own key: levels joined by "." without escaping.
+        return [ListedTable(r, locations.get((".".join(r.levels), r.name))) for r in refs]
     gate = asyncio.Semaphore(LOAD_CONCURRENCY)
 
     async def one(ref: TableRef) -> ListedTable:
@@ -228,4 +229,4 @@ async def metadata_location_hint(catalog: Catalog, ref: TableRef) -> str | None:
         locations = await asyncio.to_thread(_sql_locations, catalog)
     except Exception:
         return None
-    return locations.get((ref.namespace, ref.name))
+    return locations.get((".".join(ref.levels), ref.name))

@@ -22,7 +22,7 @@ from icepack_core.health import Assessment, assess, inspection_failed
 from icepack_core.inspect import Inspector, MemoryManifestCache, inspect_metadata_location
 from icepack_core.inspect.status import InspectionFailed, TableStatus
 from icepack_core.settings import Settings, load_settings
-from icepack_core.types import TableRef
+from icepack_core.types import TableRef, join_namespace, split_namespace
 
 out = Console()
 err = Console(stderr=True)
@@ -44,11 +44,11 @@ def parse_table(name: str, settings: Settings) -> TableRef:
         typer.BadParameter: the name does not resolve to a configured catalog.
     """
     catalogs = [c.name for c in settings.effective_catalogs()]
-    parts = name.split(".")
+    parts = split_namespace(name)  # a dot inside a level is written \.
     if len(parts) >= 3 and parts[0] in catalogs:
-        return TableRef(parts[0], ".".join(parts[1:-1]), parts[-1])
+        return TableRef(parts[0], join_namespace(parts[1:-1]), parts[-1])
     if len(parts) >= 2 and len(catalogs) == 1:
-        return TableRef(catalogs[0], ".".join(parts[:-1]), parts[-1])
+        return TableRef(catalogs[0], join_namespace(parts[:-1]), parts[-1])
     raise typer.BadParameter(
         f"{name!r}: use CATALOG.NAMESPACE.TABLE (catalogs: {', '.join(catalogs)})"
         if len(catalogs) > 1 else f"{name!r}: use NAMESPACE.TABLE or CATALOG.NAMESPACE.TABLE",

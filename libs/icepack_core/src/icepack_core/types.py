@@ -5,6 +5,7 @@ This is a leaf module: it imports nothing else of Icepack's, so every other modu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -56,13 +57,42 @@ class Health(StrEnum):
 SERVICE_NAMES: tuple[str, ...] = ("discovery", "inspector", "planner", "executor", "gateway")
 
 
+def join_namespace(levels: Sequence[str]) -> str:
+    """Namespace levels as one string: joined by ``.``, with ``\\`` and ``.`` inside a level
+    escaped by a backslash, so ``("a.b",)`` (``a\\.b``) and ``("a", "b")`` (``a.b``) differ.
+    Levels without dots or backslashes read as before: ``db.events``."""
+    return ".".join(level.replace("\\", "\\\\").replace(".", "\\.") for level in levels)
+
+
+def split_namespace(namespace: str) -> tuple[str, ...]:
+    """The levels of a ``join_namespace`` string (its exact inverse)."""
+    levels: list[str] = []
+    current: list[str] = []
+    chars = iter(namespace)
+    for char in chars:
+        if char == "\\":
+            current.append(next(chars, "\\"))
+        elif char == ".":
+            levels.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    levels.append("".join(current))
+    return tuple(levels)
+
+
 @dataclass(frozen=True, slots=True)
 class TableRef:
-    """A table's identity in one configured catalog; ``namespace`` levels are joined by ``.``."""
+    """A table's identity in one configured catalog; ``namespace`` is ``join_namespace`` of its
+    levels (escaped, so that no two namespaces share a string)."""
 
     catalog: str
     namespace: str
     name: str
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return split_namespace(self.namespace)
 
     def __str__(self) -> str:
         return f"{self.catalog}.{self.namespace}.{self.name}"

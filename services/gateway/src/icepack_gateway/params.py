@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from starlette.requests import Request
 
+from icepack_core.types import join_namespace, split_namespace
 from icepack_gateway.errors import InvalidParameter
 
 MAX_IDENT = 512
@@ -133,10 +134,10 @@ async def json_body(request: Request) -> Any:
 
 
 def split_table(name: str, value: str) -> tuple[str, str, str]:
-    """``catalog.namespace.table`` (the namespace may itself hold dots)."""
+    """``catalog.namespace.table``: the namespace may have several levels; a dot inside a level
+    is written ``\\.`` (as ``tables.namespace`` stores it)."""
     ident(name, value)
-    catalog, _, rest = value.partition(".")
-    namespace, _, table = rest.rpartition(".")
-    if not catalog or not namespace or not table:
+    parts = split_namespace(value)
+    if len(parts) < 3 or not all(parts):
         raise InvalidParameter(name, "must be CATALOG.NAMESPACE.TABLE")
-    return catalog, namespace, table
+    return parts[0], join_namespace(parts[1:-1]), parts[-1]
