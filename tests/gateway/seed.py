@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from icepack_core.queries import load_query
+from icepack_core.recommendation import ActionIntent, Recommendation, Skip
 
 CATALOG = "demo"
 T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
@@ -111,8 +112,12 @@ async def seed_fleet(pool: asyncpg.Pool) -> Fleet:
         await conn.execute(
             "INSERT INTO icepack.recommendations (table_id, status_snapshot_id, actions) "
             "VALUES ($1, $2, $3::jsonb)", clicks, last,
-            [{"action": "rewrite_data_files", "reason": "340 small files (threshold 101)",
-              "params": {"strategy": "binpack"}, "estimated_benefit": {"files_removed": 330}}])
+            # Serialised by the planner's own type, as Planner.plan stores it.
+            Recommendation(
+                actions=[ActionIntent("rewrite_data_files", "340 small files (threshold 101)",
+                                      {"strategy": "binpack"}, {"files_removed": 330})],
+                skipped=[Skip("expire_snapshots", "50 snapshots, none older than 120 h")],
+            ).to_json())
         # orders: a warning, then compacted by a finished job.
         for i, (files, small, health, score) in enumerate(
                 [(200, 120, "warning", 55), (90, 10, "healthy", 97)]):

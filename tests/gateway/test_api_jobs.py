@@ -75,7 +75,9 @@ async def test_submit_creates_then_dedupes(client, db, fleet, auth):
     job = first.json()["job"]
     assert first.json()["created"] is True
     assert job["trigger"] == "manual" and job["dedupe_key"] == f"table:{fleet.tables['crm.users']}"
-    assert job["actions"] == [{"action": "rewrite_manifests", "params": {}}]
+    # Stored as the validated intent: defaults filled in, nothing else added.
+    assert job["actions"] == [{"action": "rewrite_manifests", "params": {"use_caching": True},
+                               "reason": ""}]
     assert job["priority"] == 10 and job["state"] == "queued"
     again = await client.post("/jobs", json=body, headers=auth)
     assert again.status_code == 200 and again.json() == {"job": job, "created": False}
@@ -95,11 +97,14 @@ async def test_submit_without_actions_copies_the_recommendation(client, db, flee
     r = await client.post("/jobs", json={"catalog": "demo", "namespace": "web",
                                          "table": "clicks"}, headers=auth)
     assert r.status_code == 201
-    assert [a["action"] for a in r.json()["job"]["actions"]] == ["rewrite_data_files"]
+    assert r.json()["job"]["actions"] == [
+        {"action": "rewrite_data_files", "reason": "340 small files (threshold 101)",
+         "params": {"strategy": "binpack", "options": {}, "scope": None, "where": None}}]
+    # No recommendation to copy: the operator must say what to run.
     r = await client.post("/jobs", json={"catalog": "demo", "namespace": "sales",
                                          "table": "orders"}, headers=auth)
-    actions = [a["action"] for a in r.json()["job"]["actions"]]
-    assert "remove_orphan_files" not in actions and "rewrite_data_files" in actions
+    assert r.status_code == 409 and r.json()["code"] == "NOTHING_RECOMMENDED", r.text
+    assert "sales.orders" in r.json()["message"]
 
 
 @pytest.mark.parametrize("body,where", [

@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from icepack_core.maintenance import TableMaintenance, VerificationFailed
+from icepack_core.errors import PermanentError
+from icepack_core.maintenance import (
+    OrphanLimitExceeded,
+    OrphanLimits,
+    TableMaintenance,
+    VerificationFailed,
+)
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.sql_ident import qualified_name
 from icepack_core.types import TableRef
@@ -150,15 +156,36 @@ async def test_orphan_removal_spares_young_and_referenced_files(spark, engine):
             os.utime(referenced, (week_ago, week_ago))
 
     older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
-    outcome = await maintenance(engine, name).run({
-        "action": "remove_orphan_files",
-        "params": {"older_than": older_than, "dry_run_first": True}})
+    intent = {"action": "remove_orphan_files", "params": {"older_than": older_than}}
+    # Not admitted by the choke point (no location), or admitted for another location:
+    # refused before any listing or deletion.
+    with pytest.raises(PermanentError, match="not admitted with a location"):
+        await maintenance(engine, name).run(intent)
+    with pytest.raises(PermanentError, match="not the admitted"):
+        await maintenance(engine, name, orphan_location=str(data_dir.parent.parent)).run(intent)
+    # A dry run over the limits stops the job before anything is deleted.
+    with pytest.raises(OrphanLimitExceeded) as over:
+        await maintenance(engine, name, orphan_location=table_location(spark, table),
+                          orphan_limits=OrphanLimits(max_files=0)).run(intent)
+    assert over.value.evidence["dry_run_orphans"] == 1
+    assert "orphan-from-a-crashed-job" in over.value.evidence["orphans"][0]
+    assert old_orphan.exists()
+
+    outcome = await maintenance(engine, name,
+                                orphan_location=table_location(spark, table)).run(intent)
     assert outcome.output["dry_run_orphans"] == 1  # reported before anything was deleted
     assert outcome.output["orphan_files_removed"] == 1
     assert "orphan-from-a-crashed-job" in outcome.output["sample"][0]
+    assert "prefix_mismatch_mode => 'ERROR'" in outcome.sql[-1]
+    assert f"location => '{table_location(spark, table)}'" in outcome.sql[-1]
     assert not old_orphan.exists() and in_flight.exists()
     assert missing_referenced_files(spark, table) == []
     assert fingerprint(spark, table) == before
+
+
+def table_location(spark, table: str) -> str:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+    return next(r["data_type"] for r in rows if r["col_name"] == "Location")
 
 
 async def test_hostile_table_name_is_quoted_not_executed(spark, engine):

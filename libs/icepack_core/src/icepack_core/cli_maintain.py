@@ -29,6 +29,7 @@ from icepack_core.health import Assessment, assess
 from icepack_core.inspect import Inspector, MemoryManifestCache
 from icepack_core.inspect.status import InspectionFailed, TableStatus
 from icepack_core.inspect.store import ManifestStatsStore
+from icepack_core.intents import Intent, RemoveOrphanFiles, intents_json, parse_intents
 from icepack_core.job_execution import ActionRecord
 from icepack_core.job_runner import JobRunner
 from icepack_core.jobs import Job, JobQueue
@@ -39,6 +40,7 @@ from icepack_core.planning import TARGET_FILE_SIZE_PROPERTY, Planner
 from icepack_core.policy import EffectivePolicy, PolicyError, resolve
 from icepack_core.queries import load_query
 from icepack_core.recommendation import Recommendation, Skip, recommend
+from icepack_core.safety import ActionRefused, admit
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.engine import engine_for
 from icepack_core.sql_ident import TableRef as SqlTableRef
@@ -131,7 +133,7 @@ async def observe(settings: Settings, pool: asyncpg.Pool, ref: TableRef, *,
     return Observed(ref, status, assess(status), row, policy, rec)
 
 
-def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[dict[str, Any]],
+def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Intent],
                                                                          list[Skip]]:
     """The intents to run and the named ones left out (why). Without ``requested``: what
     ``recommend`` shows. With it: those of the named actions the recommendation proposes when
@@ -149,19 +151,36 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[dic
                         target_file_size_bytes=int(target) if target and target.isdigit()
                         else None)
     wanted = set(requested or MAINTENANCE_ACTIONS)
-    return ([{"action": a.action, "params": a.params, "reason": a.reason}
-             for a in rec.actions if a.action in wanted],
+    chosen = [{"action": a.action, "params": a.params, "reason": a.reason}
+              for a in rec.actions if a.action in wanted]
+    return (parse_intents(chosen) if chosen else [],
             [s for s in rec.skipped if s.action in wanted or s.action == "*"])
 
 
-def planned_sql(ref: TableRef, properties: dict[str, str], action: dict[str, Any]) -> list[str]:
+async def check_admitted(settings: Settings, pool: asyncpg.Pool, obs: Observed,
+                         intents: list[Intent]) -> str | None:
+    """The safety choke point, before anything is enqueued; the orphan location if any.
+    Raises Refused naming the rule."""
+    if obs.row.get("id") is None and any(isinstance(i, RemoveOrphanFiles) for i in intents):
+        raise Refused(f"{obs.ref} is not known to Icepack yet; orphan removal needs every "
+                      "table's location (run discovery or `icepack maintain` without --dry-run)")
+    try:
+        admission = await admit(pool, cast(asyncpg.Record, obs.row), intents,
+                                now=datetime.now(UTC),
+                                expiry_min_age_hours=settings.expiry_min_age_hours,
+                                default_cadence_hours=settings.maintenance_cadence_hours)
+    except ActionRefused as exc:
+        raise Refused(f"refused ({exc.rule}): {exc}") from None
+    return admission.location
+
+
+def planned_sql(ref: TableRef, properties: dict[str, str], intent: Intent,
+                location: str | None = None) -> list[str]:
     """The statements ``TableMaintenance`` sends for one action, in order."""
-    levels = tuple(ref.namespace.split("."))
-    name, args = procedure_args(action, SqlTableRef(levels, ref.name))
+    levels = ref.levels
+    name, args = procedure_args(intent, SqlTableRef(levels, ref.name), location=location)
     statements = list(spark_conf_statements(properties))
-    params = action.get("params") or {}
-    if name == "remove_orphan_files" and params.get("dry_run_first", True) \
-            and not params.get("dry_run", False):
+    if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
         statements.append(procedure_call(ref.catalog, name, {**args, "dry_run": True}))
     statements.append(procedure_call(ref.catalog, name, args))
     return statements
@@ -198,7 +217,7 @@ async def _enqueue_and_claim(queue: JobQueue, pool: asyncpg.Pool, table_id: int,
 
 
 async def run_maintenance(settings: Settings, pool: asyncpg.Pool, obs: Observed,
-                          actions: list[dict[str, Any]], progress: Progress
+                          intents: list[Intent], progress: Progress
                           ) -> tuple[Job, list[ActionRecord]]:
     """Run ``actions`` as a ``cli`` job: lock, lease, ``JobExecution``, fenced finish.
     Refused (nothing ran) when the table is locked or busy."""
@@ -210,6 +229,7 @@ async def run_maintenance(settings: Settings, pool: asyncpg.Pool, obs: Observed,
                       f"{f' (job {holder.job_id})' if holder.job_id else ''} until "
                       f"{holder.expires_at:%Y-%m-%d %H:%M:%S}; try again later")
     lease = settings.job_lease_seconds
+    actions = intents_json(intents)
     job = await _enqueue_and_claim(queue, pool, table_id, actions, lease)
     task = progress.add_task(f"{actions[0]['action']} (1/{len(actions)})", total=len(actions))
     records: list[ActionRecord] = []
@@ -323,22 +343,24 @@ def maintain_cmd(
     settings = _settings(**({"spark_engine": engine} if engine else {}))
     ref = parse_table(table, settings)
 
-    async def work(pool: asyncpg.Pool) -> tuple[Observed, list[dict[str, Any]], list[Skip],
-                                                  Any]:
+    async def work(pool: asyncpg.Pool) -> tuple[Observed, list[Intent], list[Skip], Any,
+                                                  str | None]:
         obs = await observe(settings, pool, ref, write=not dry_run)
         chosen, skipped = choose_actions(obs, requested)
+        location = await check_admitted(settings, pool, obs, chosen) if chosen else None
         if dry_run or not chosen:
-            return obs, chosen, skipped, None
+            return obs, chosen, skipped, None, location
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                       console=err, disable=as_json) as progress:
             ran = await run_maintenance(settings, pool, obs, chosen, progress)
-        return obs, chosen, skipped, ran
+        return obs, chosen, skipped, ran, location
 
-    obs, chosen, skipped, ran = _with_db(settings, work)
-    result: dict[str, Any] = {"table": str(ref), "actions": chosen,
+    obs, chosen, skipped, ran, location = _with_db(settings, work)
+    result: dict[str, Any] = {"table": str(ref), "actions": intents_json(chosen),
                               "skipped": [vars(s) for s in skipped]}
     if dry_run or ran is None:
-        result["sql"] = [s for a in chosen for s in planned_sql(ref, obs.row["properties"], a)]
+        result["sql"] = [s for a in chosen
+                         for s in planned_sql(ref, obs.row["properties"], a, location)]
         if as_json:
             print(json.dumps(result | {"dry_run": dry_run, "job": None}, indent=2))
             return

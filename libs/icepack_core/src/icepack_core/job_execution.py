@@ -1,15 +1,19 @@
 """Running one job's actions against its table: shared by the executor and ``icepack maintain``.
 
-For each action: inspect the table (incrementally, through the manifest cache), run the action
-through ``TableMaintenance``, inspect again, and hand an ``ActionRecord`` (procedure, SQL sent,
-output, before/after impact, duration) to the caller, who stores it under the job's fence. A
-rewrite that fails verification puts the table on hold (no automatic maintenance until an
-operator releases it) and fails the job permanently.
+Before any Spark call the job's raw actions are validated into typed intents
+(``icepack_core.intents``) and admitted by the safety choke point (``icepack_core.safety``): a
+held or opted-out table, a floor broken or an unsafe orphan removal fail the job permanently
+with the reason. Then, for each action: inspect the table (incrementally, through the manifest
+cache), run the action through ``TableMaintenance``, inspect again, and hand an
+``ActionRecord`` (procedure, SQL sent, output, before/after impact, duration) to the caller,
+who stores it under the job's fence. A rewrite that fails verification, or an orphan dry run
+over its limits, puts the table on hold (no automatic maintenance until an operator releases
+it) and fails the job permanently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,14 +25,17 @@ from icepack_core.actions import ActionError
 from icepack_core.errors import InvalidIdentifier, PermanentError
 from icepack_core.inspect import Inspector
 from icepack_core.inspect.status import InspectionFailed, TableStatus
+from icepack_core.intents import Intent, RemoveOrphanFiles, parse_intents
 from icepack_core.logs import redact_text
 from icepack_core.maintenance import (
-    MAINTENANCE_ACTIONS,
     AfterCall,
+    OrphanLimitExceeded,
+    OrphanLimits,
     TableMaintenance,
     VerificationFailed,
 )
 from icepack_core.queries import load_query
+from icepack_core.safety import ActionRefused, Admission, admit
 from icepack_core.service_metrics import JOB_ACTION_DURATION
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.types import TableRef
@@ -87,12 +94,51 @@ class JobExecution:
         engine: SparkEngine,
         inspector: Inspector,
         *,
+        expiry_min_age_hours: float = 1.0,
+        default_cadence_hours: float = 24.0,
         after_call: AfterCall | None = None,
     ) -> None:
         self.pool = pool
         self.engine = engine
         self.inspector = inspector
+        self.expiry_min_age_hours = expiry_min_age_hours
+        self.default_cadence_hours = default_cadence_hours
         self.after_call = after_call
+
+    async def admitted(
+        self, table_id: int, actions: Any
+    ) -> tuple[asyncpg.Record, list[Intent], Admission]:
+        """The table row, the validated intents and what the choke point established.
+
+        Raises:
+            ActionError: (permanent) unknown or dropped table, malformed actions, or refused
+                by a safety rule; the message says which.
+        """
+        row = await self.pool.fetchrow(load_query("table_get"), table_id)
+        if row is None or row["dropped_at"] is not None:
+            raise ActionError(f"table {table_id} is unknown or dropped", retryable=False)
+        try:
+            intents = parse_intents(actions)
+            admission = await admit(self.pool, row, intents, now=datetime.now(UTC),
+                                    expiry_min_age_hours=self.expiry_min_age_hours,
+                                    default_cadence_hours=self.default_cadence_hours)
+        except (ActionRefused, PermanentError) as exc:
+            raise ActionError(f"refused: {exc}", retryable=False) from exc
+        return row, intents, admission
+
+    async def _orphan_limits(self, table_id: int, admission: Admission) -> OrphanLimits:
+        config = admission.policy.orphan_file_removal
+        latest = await self.pool.fetchrow(load_query("status_latest"), table_id)
+        live = None
+        if latest is not None:
+            status = latest["status"]
+            live = sum(int(status.get(k, 0)) for k in (
+                "data_file_count", "position_delete_file_count", "equality_delete_file_count",
+                "deletion_vector_count", "manifest_count"))
+        if config is None:
+            return OrphanLimits(live_files=live)
+        return OrphanLimits(max_files=config.max_orphan_files,
+                            max_fraction=config.max_orphan_fraction, live_files=live)
 
     async def _status(self, ref: TableRef) -> TableStatus | None:
         try:
@@ -104,31 +150,31 @@ class JobExecution:
     async def run(
         self,
         table_id: int,
-        actions: Sequence[Mapping[str, Any]],
+        actions: Any,
         record: Record,
     ) -> list[dict[str, Any]]:
-        """Run ``actions`` in order on table ``table_id``; ``record`` stores each one.
+        """Validate, admit and run ``actions`` (raw JSON, as stored in ``jobs.actions``) in
+        order on table ``table_id``; ``record`` stores each one.
 
         Raises:
             ActionError: an action failed (``retryable`` says whether to try again).
         """
-        row = await self.pool.fetchrow(load_query("table_get"), table_id)
-        if row is None or row["dropped_at"] is not None:
-            raise ActionError(f"table {table_id} is unknown or dropped", retryable=False)
+        row, intents, admission = await self.admitted(table_id, actions)
         ref = TableRef(row["catalog"], row["namespace"], row["name"])
+        limits = (await self._orphan_limits(table_id, admission)
+                  if any(isinstance(i, RemoveOrphanFiles) for i in intents) else None)
         maintenance = TableMaintenance(self.engine, ref, row["properties"] or {},
-                                       after_call=self.after_call)
+                                       after_call=self.after_call,
+                                       orphan_location=admission.location,
+                                       orphan_limits=limits)
         results: list[dict[str, Any]] = []
         status = await self._status(ref)
-        for action in actions:
-            name = str(action.get("action"))
+        for intent in intents:
+            name = intent.kind.value
             started = datetime.now(UTC)
-            if name not in MAINTENANCE_ACTIONS:
-                raise ActionError(f"unknown action {name!r} (known: "
-                                  f"{', '.join(MAINTENANCE_ACTIONS)})", retryable=False)
             try:
-                outcome = await maintenance.run(action)
-            except VerificationFailed as exc:
+                outcome = await maintenance.run(intent)
+            except (VerificationFailed, OrphanLimitExceeded) as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, exc)
                 await record(ActionRecord(name, "failed", started, datetime.now(UTC),
@@ -163,7 +209,8 @@ class JobExecution:
         JOB_ACTION_DURATION.record((datetime.now(UTC) - started).total_seconds(),
                                    {"action": name, "state": "failed"})
 
-    async def _hold(self, table_id: int, action: str, exc: VerificationFailed) -> None:
+    async def _hold(self, table_id: int, action: str,
+                    exc: VerificationFailed | OrphanLimitExceeded) -> None:
         hold = {"reason": str(exc), "action": action, "evidence": exc.evidence,
                 "at": datetime.now(UTC).isoformat()}
         await self.pool.execute(load_query("table_hold_set"), table_id, hold)

@@ -60,8 +60,10 @@ class JobRunner:
         # The CLI has nobody to retry for it: its failures are final.
         self.retry_failures = retry_failures
         self.locks = TableLocks(pool)
-        self.execution = JobExecution(pool, engine, Inspector(settings,
-                                                              cache=ManifestStatsStore(pool)))
+        self.execution = JobExecution(
+            pool, engine, Inspector(settings, cache=ManifestStatsStore(pool)),
+            expiry_min_age_hours=settings.expiry_min_age_hours,
+            default_cadence_hours=settings.maintenance_cadence_hours)
 
     async def run(self, job: Job, on_record: Record | None = None) -> JobRun:
         """Run ``job`` to a terminal or re-queued state; never raises for job failures.

@@ -1,7 +1,7 @@
 """Running maintenance actions on one table through a Spark engine, and proving they lost nothing.
 
-``TableMaintenance.run(action)`` turns an action intent (``{"action": NAME, ...params}``, as made
-by ``recommendation``) into one Iceberg procedure call built by ``sql_ident``, runs it, and
+``TableMaintenance.run(intent)`` turns a typed action intent (``icepack_core.intents``) into one
+Iceberg procedure call built by ``sql_ident``, runs it, and
 returns what it did. For rewrites it then verifies every ``replace`` snapshot committed since
 the action started: the live row count and a content checksum must equal its parent's. On a
 violation it rolls the table back to the snapshot before the bad commit (if nothing was committed
@@ -15,10 +15,21 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from icepack_core.errors import IcepackError, PermanentError
+from icepack_core.intents import (
+    REWRITES,
+    Action,
+    ExpireSnapshots,
+    Intent,
+    RemoveOrphanFiles,
+    RewriteDataFiles,
+    RewriteManifests,
+    RewritePositionDeleteFiles,
+    parse_intent,
+)
+from icepack_core.safety import normalize_location
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.sql_ident import (
     ProcedureValue,
@@ -31,18 +42,41 @@ from icepack_core.sql_ident import (
 )
 from icepack_core.types import TableRef as CatalogTableRef
 
-MAINTENANCE_ACTIONS = (
-    "rewrite_data_files",
-    "rewrite_position_delete_files",
-    "rewrite_manifests",
-    "expire_snapshots",
-    "remove_orphan_files",
-)
-# Actions that replace data files and therefore get verified against their parent snapshot.
-REWRITES = frozenset({"rewrite_data_files", "rewrite_position_delete_files"})
+MAINTENANCE_ACTIONS = tuple(a.value for a in Action)
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
 MAX_SCOPED_PARTITIONS = 100
 _PLAIN_COLUMN = re.compile(r"^`?([A-Za-z_][A-Za-z0-9_]*)`?$")
+
+
+@dataclass(frozen=True)
+class OrphanLimits:
+    """When an orphan dry run finds too much to delete, something is wrong (a wrong location,
+    a writer's missing commit): stop and hold instead. The ratio applies from ``min_files`` on,
+    so a small table's few stray files are still cleaned."""
+
+    max_files: int = 10_000
+    max_fraction: float = 0.10
+    min_files: int = 100
+    live_files: int | None = None
+
+    def exceeded_by(self, found: int) -> str | None:
+        if found > self.max_files:
+            return f"{found} orphan candidates > max {self.max_files}"
+        if self.live_files is not None and found >= self.min_files \
+                and found > self.max_fraction * self.live_files:
+            return (f"{found} orphan candidates > {self.max_fraction:.0%} of "
+                    f"{self.live_files} live files")
+        return None
+
+
+class OrphanLimitExceeded(IcepackError):
+    """An orphan dry run found more than the policy allows; nothing was deleted."""
+
+    code = "ORPHAN_LIMIT_EXCEEDED"
+
+    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.evidence = evidence
 
 
 class VerificationFailed(IcepackError):
@@ -75,52 +109,36 @@ class ActionOutcome:
 AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the procedure commits
 
 
-def _parse_time(value: Any, name: str) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, str):
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    raise PermanentError(f"parameter {name}={value!r} must be a timestamp")
-
-
-def _options(value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise PermanentError(f"options must be a mapping of strings, got {value!r}")
-    return {str(k): str(v) for k, v in value.items()}
-
-
 def procedure_args(
-    action: Mapping[str, Any], table: TableRef
+    intent: Intent, table: TableRef, *, location: str | None = None
 ) -> tuple[str, dict[str, ProcedureValue]]:
-    """The procedure and its typed arguments for one action intent.
+    """The procedure and its typed arguments for one intent. ``location`` confines orphan
+    removal to the table's own root (with ``prefix_mismatch_mode => 'ERROR'``).
 
     Raises:
-        PermanentError: unknown action or a parameter of the wrong type (named).
+        PermanentError: orphan removal without a location.
     """
-    name = str(action.get("action"))
-    params = action.get("params", {}) or {}
     args: dict[str, ProcedureValue] = {"table": table}
-    if name == "rewrite_data_files":
-        args["strategy"] = str(params.get("strategy", "binpack"))
-        args["options"] = _options(params.get("options"))
-        if params.get("where"):
-            args["where"] = str(params["where"])
-    elif name == "rewrite_position_delete_files":
-        args["options"] = _options(params.get("options"))
-    elif name == "rewrite_manifests":
-        args["use_caching"] = bool(params.get("use_caching", True))
-    elif name == "expire_snapshots":
-        args["older_than"] = _parse_time(params.get("older_than"), "older_than")
-        args["retain_last"] = int(params.get("retain_last", 1))
-    elif name == "remove_orphan_files":
-        args["older_than"] = _parse_time(params.get("older_than"), "older_than")
-        args["dry_run"] = bool(params.get("dry_run", False))
-    else:
-        raise PermanentError(f"unknown maintenance action {name!r}")
-    return name, args
+    if isinstance(intent, RewriteDataFiles):
+        args["strategy"] = intent.params.strategy
+        args["options"] = dict(intent.params.options)
+        if intent.params.where:
+            args["where"] = intent.params.where
+    elif isinstance(intent, RewritePositionDeleteFiles):
+        args["options"] = dict(intent.params.options)
+    elif isinstance(intent, RewriteManifests):
+        args["use_caching"] = intent.params.use_caching
+    elif isinstance(intent, ExpireSnapshots):
+        args["older_than"] = intent.params.older_than
+        args["retain_last"] = intent.params.retain_last
+    elif isinstance(intent, RemoveOrphanFiles):
+        if location is None:
+            raise PermanentError("remove_orphan_files needs the table's location")
+        args["older_than"] = intent.params.older_than
+        args["location"] = location
+        args["prefix_mismatch_mode"] = "ERROR"
+        args["dry_run"] = intent.params.dry_run
+    return intent.kind.value, args
 
 
 class TableMaintenance:
@@ -134,15 +152,20 @@ class TableMaintenance:
         *,
         verify_checksum: bool = True,
         after_call: AfterCall | None = None,
+        orphan_location: str | None = None,
+        orphan_limits: OrphanLimits | None = None,
     ) -> None:
         self.engine = engine
         self.ref = ref
-        self.levels = tuple(ref.namespace.split("."))
+        self.levels = ref.levels
         self.table = TableRef(self.levels, ref.name)
         self.qualified = qualified_name(ref.catalog, self.levels, ref.name)
         self.properties = dict(properties or {})
         self.verify_checksum = verify_checksum
         self.after_call = after_call
+        # Set by the safety choke point (icepack_core.safety.admit) for orphan removal only.
+        self.orphan_location = orphan_location
+        self.orphan_limits = orphan_limits or OrphanLimits()
 
     def metadata_table(self, name: str) -> str:
         return qualified_name(self.ref.catalog, (*self.levels, self.ref.name), name)
@@ -185,33 +208,47 @@ class TableMaintenance:
             cursor = by_parent.get(int(cursor["snapshot_id"]))
         return chain
 
-    async def run(self, action: Mapping[str, Any]) -> ActionOutcome:
+    async def run(self, action: Intent | Mapping[str, Any]) -> ActionOutcome:
         """Run one action; rewrites are verified (and rolled back on a violation).
 
+        A mapping is validated into an intent first (``icepack_core.intents``).
+
         Raises:
-            PermanentError: bad parameters.
+            PermanentError: bad parameters (``IntentError``), or orphan removal whose table
+                location is not the one admitted.
+            OrphanLimitExceeded: the orphan dry run found more than the limits allow.
             VerificationFailed: a rewrite changed the live contents (rolled back if possible).
         """
-        name, args = procedure_args(action, self.table)
-        params = action.get("params", {}) or {}
+        intent = action if not isinstance(action, Mapping) else parse_intent(action)
+        location = None
+        if isinstance(intent, RemoveOrphanFiles):
+            location = await self._confirmed_location()
+        name, args = procedure_args(intent, self.table, location=location)
         scope_note: dict[str, Any] = {}
-        if name == "rewrite_data_files" and params.get("scope") == "partitions" \
+        if isinstance(intent, RewriteDataFiles) and intent.params.scope == "partitions" \
                 and "where" not in args:
-            where, scope_note = await self.partition_scope(_options(params.get("options")))
+            where, scope_note = await self.partition_scope(dict(intent.params.options))
             if where is not None:
                 args["where"] = where
         statements = spark_conf_statements(self.properties)
         for statement in statements:
             await self.engine.sql(statement)
-        start = await self.current_snapshot_id() if name in REWRITES else None
+        start = await self.current_snapshot_id() if intent.kind in REWRITES else None
         outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
-        if name == "remove_orphan_files" and params.get("dry_run_first", True) \
-                and not params.get("dry_run", False):
+        if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
+            # Always list first: the list is recorded, and too long a list stops the job.
             dry = procedure_call(self.ref.catalog, name, {**args, "dry_run": True})
             outcome.sql.append(dry)
             found = await self.engine.sql(dry)
-            outcome.output["dry_run_orphans"] = len(found)
-            outcome.output["dry_run_sample"] = [str(next(iter(r.values()))) for r in found[:20]]
+            paths = [str(next(iter(r.values()))) for r in found]
+            outcome.output["dry_run_orphans"] = len(paths)
+            outcome.output["dry_run_sample"] = paths[:20]
+            too_many = self.orphan_limits.exceeded_by(len(paths))
+            if too_many is not None:
+                raise OrphanLimitExceeded(
+                    f"remove_orphan_files on {self.ref} stopped before deleting: {too_many}",
+                    {"dry_run_orphans": len(paths), "orphans": paths[:1000],
+                     "location": location, "limits": vars(self.orphan_limits)})
         call = procedure_call(self.ref.catalog, name, args)
         outcome.sql.append(call)
         started = time.monotonic()
@@ -220,9 +257,25 @@ class TableMaintenance:
         outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
         if self.after_call is not None:
             await self.after_call(name)
-        if name in REWRITES:
+        if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start)
         return outcome
+
+    async def _confirmed_location(self) -> str:
+        """The location orphan removal is confined to: the one the choke point admitted, and
+        still the table's location as Spark sees it now."""
+        if self.orphan_location is None:
+            raise PermanentError(f"remove_orphan_files on {self.ref} was not admitted with a "
+                                 "location (icepack_core.safety.admit)")
+        rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
+        current = next((str(r.get("data_type") or "").strip() for r in rows
+                        if str(r.get("col_name") or "").strip() == "Location"), None)
+        if current is None or normalize_location(current) != normalize_location(
+                self.orphan_location):
+            raise PermanentError(
+                f"remove_orphan_files on {self.ref}: Spark reports location {current!r}, not "
+                f"the admitted {self.orphan_location!r}; refusing")
+        return self.orphan_location
 
     async def identity_partition_columns(self) -> list[str] | None:
         """The table's partition columns when every partition field is an identity transform

@@ -17,10 +17,12 @@ import asyncpg
 import structlog
 
 from icepack_core import events
+from icepack_core.intents import intents_json, parse_intents
 from icepack_core.jobs import JobQueue
 from icepack_core.policy import PolicyAttachment, PolicyError, resolve
 from icepack_core.queries import load_query
 from icepack_core.recommendation import Recommendation, Skip, recommend
+from icepack_core.safety import attachments_of
 from icepack_core.settings import Settings
 from icepack_core.types import JobTrigger, Topic
 
@@ -49,9 +51,7 @@ class Planner:
         self.queue = queue
 
     async def attachments(self, catalog: str) -> list[PolicyAttachment]:
-        rows = await self.pool.fetch(load_query("policy_list_catalog"), catalog)
-        return [PolicyAttachment(r["policy_type"], r["scope"], r["catalog"], r["namespace"],
-                                 r["table_name"], r["enabled"], r["config"]) for r in rows]
+        return await attachments_of(self.pool, catalog)
 
     async def recommend_for(
         self,
@@ -96,10 +96,12 @@ class Planner:
         job_id, created = None, False
         async with self.pool.acquire() as conn, conn.transaction():
             if rec.actions:
+                # Validated like any other source: the planner's output is an intent too.
+                intents = parse_intents([{"action": a.action, "params": a.params,
+                                          "reason": a.reason} for a in rec.actions])
                 enqueued = await self.queue.enqueue(
                     table_id,
-                    [{"action": a.action, "params": a.params, "reason": a.reason}
-                     for a in rec.actions],
+                    intents_json(intents),
                     dedupe_key=f"table:{table_id}",
                     priority=job_priority(health["score"] if health else None),
                     max_attempts=self.settings.job_max_attempts,

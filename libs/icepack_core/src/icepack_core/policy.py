@@ -77,6 +77,10 @@ class OrphanFileRemovalConfig(_Config):
     # Going below 72 h risks deleting files of in-flight writers; only an explicit opt-in.
     allow_unsafe_older_than: bool = False
     dry_run_first: bool = True
+    # A dry run that lists more than this stops the job and holds the table with the list: a
+    # wrong location or a writer's lost commit looks like a flood of orphans.
+    max_orphan_files: int = Field(10_000, ge=1)
+    max_orphan_fraction: float = Field(0.10, gt=0, le=1)  # of live files, from 100 files on
 
     @model_validator(mode="after")
     def _safe_age(self) -> OrphanFileRemovalConfig:
@@ -241,10 +245,27 @@ def resolve(
     for key, value in properties.items():
         if key in PROPERTY_OVERRIDES:
             policy_type, field = PROPERTY_OVERRIDES[key]
+            if field == "enable" and policy_type == ORPHAN_FILE_REMOVAL:
+                # Whoever can write the table can set its properties: they may turn orphan
+                # removal off, never on (only an operator-attached policy enables it).
+                if not _parse_bool(key, value):
+                    enabled[policy_type] = False
+                    sources[policy_type] = f"{sources[policy_type]} + property {key}"
+                elif sources[policy_type] == "default":
+                    sources[policy_type] = (f"default (property {key}=true ignored: only an "
+                                            "operator policy enables orphan removal)")
+                continue
             if field == "enable":
                 enabled[policy_type] = _parse_bool(key, value)
             else:
                 number = _parse_number(key, value)
+                if (policy_type, field) == (ORPHAN_FILE_REMOVAL, "older_than_hours"):
+                    # A property may make orphan removal more careful, never less.
+                    floor = float(raw[policy_type].get(field, ORPHAN_SAFE_HOURS))
+                    if number < floor:
+                        raise PolicyError(
+                            f"table property {key}={value!r} is below the {floor:g} h of the "
+                            "policy; a table property may only raise it")
                 raw[policy_type][field] = int(number) if number.is_integer() else number
             sources[policy_type] = f"{sources[policy_type]} + property {key}"
         elif key.startswith("icepack.") and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS) \

@@ -171,6 +171,8 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = Field(5.0, gt=0)  # event/queue poll if a NOTIFY is missed
     inspector_refresh_seconds: float = Field(3600.0, gt=0)  # age metrics without new events
     maintenance_cadence_hours: float = Field(24.0, ge=0)
+    # Safety floor for expire_snapshots, whoever asks: never expire what is younger than this.
+    expiry_min_age_hours: float = Field(1.0, ge=0)
 
     # Jobs: a lease long enough to survive a GC pause, heartbeats at a third of it.
     job_lease_seconds: float = Field(120.0, gt=0)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from icepack_core.errors import JobNotFound
+from icepack_core.intents import MAX_ACTIONS, IntentError, intents_json, parse_intents
 from icepack_core.queries import load_query
+from icepack_core.safety import ActionRefused, admit
 from icepack_core.types import JobState, JobTrigger
 from icepack_gateway.errors import Conflict, InvalidParameter
 from icepack_gateway.jsonutil import ApiResponse
@@ -31,15 +34,6 @@ from icepack_gateway.params import (
 )
 from icepack_gateway.state import find_table, gateway
 
-# The Iceberg procedures an operator may ask for by name (docs/architecture.md, "Spark
-# execution"); the executor refuses any other name (icepack_core.maintenance.MAINTENANCE_ACTIONS,
-# not imported: it pulls in Spark).
-MAINTENANCE_ACTIONS = frozenset({"rewrite_data_files", "rewrite_position_delete_files",
-                                 "rewrite_manifests", "expire_snapshots", "remove_orphan_files"})
-# A manual job without an action list and without a recommendation to copy gets these: every
-# routine action, never orphan-file removal (the one that can destroy data; policy-gated).
-DEFAULT_ACTIONS = ("rewrite_data_files", "rewrite_position_delete_files", "rewrite_manifests",
-                   "expire_snapshots")
 # Manual jobs jump ahead of the planner's (default 100; lower runs first).
 MANUAL_PRIORITY = 50
 
@@ -121,31 +115,38 @@ def _no_nul(value: Any, where: str) -> None:
             _no_nul(v, where)
 
 
-class ActionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    action: str = Field(min_length=1, max_length=64)
-    params: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("action")
-    @classmethod
-    def _known(cls, value: str) -> str:
-        known = MAINTENANCE_ACTIONS
-        if value not in known:
-            raise ValueError(f"unknown action {value!r}; known: {', '.join(sorted(known))}")
-        return value
-
-
 class JobIn(BaseModel):
-    """``POST /jobs``: maintain one table now."""
+    """``POST /jobs``: maintain one table now. ``actions`` are action intents
+    (``icepack_core.intents``); without them, the planner's latest recommendation is used."""
 
     model_config = ConfigDict(extra="forbid")
 
     catalog: str = Field(min_length=1, max_length=MAX_IDENT)
     namespace: str = Field(min_length=1, max_length=MAX_IDENT)
     table: str = Field(min_length=1, max_length=MAX_IDENT)
-    actions: list[ActionIn] | None = Field(default=None, min_length=1, max_length=10)
+    actions: list[dict[str, Any]] | None = Field(default=None, min_length=1,
+                                                 max_length=MAX_ACTIONS)
     priority: int = Field(default=MANUAL_PRIORITY, ge=0, le=1000)
+
+
+async def _recommended(pool: asyncpg.Pool, table: asyncpg.Record) -> list[dict[str, Any]]:
+    """The actions of the planner's latest recommendation (``Recommendation.to_json``); 409
+    when it proposes none, with what it skipped and why."""
+    label = f"{table['catalog']}.{table['namespace']}.{table['name']}"
+    row = await pool.fetchrow(load_query("recommendation_latest"), table["id"])
+    recommendation = row["actions"] if row is not None else None
+    if not isinstance(recommendation, dict):
+        raise Conflict("NOTHING_RECOMMENDED",
+                       f"{label} has no recommendation yet; name the actions to run")
+    actions = recommendation.get("actions") or []
+    if not actions:
+        skipped = "; ".join(f"{s.get('action')}: {s.get('reason')}"
+                            for s in recommendation.get("skipped") or [])
+        raise Conflict("NOTHING_RECOMMENDED",
+                       f"the planner recommends nothing for {label}"
+                       f"{f' ({skipped})' if skipped else ''}; name the actions to run")
+    # Only what an intent holds: the recommendation adds an estimated benefit per action.
+    return [{k: a[k] for k in ("action", "params", "reason") if k in a} for a in actions]
 
 
 async def submit_job(request: Request) -> Response:
@@ -153,19 +154,27 @@ async def submit_job(request: Request) -> Response:
     body = await json_body(request)
     _no_nul(body, "body")
     spec = JobIn.model_validate(body)
-    pool = gateway(request).pool
+    state = gateway(request)
+    pool = state.pool
     ref = (ident("catalog", spec.catalog), ident("namespace", spec.namespace),
            ident("table", spec.table))
     table = await find_table(pool, *ref, allow_dropped=False)
-    if spec.actions is not None:
-        actions = [a.model_dump() for a in spec.actions]
-    else:
-        recommended = await pool.fetchrow(load_query("recommendation_latest"), table["id"])
-        actions = (list(recommended["actions"]) if recommended and recommended["actions"]
-                   else [{"action": a, "params": {}} for a in DEFAULT_ACTIONS])
-    enqueued = await gateway(request).jobs.enqueue(
-        table["id"], actions, dedupe_key=f"table:{table['id']}", priority=spec.priority,
-        trigger=JobTrigger.MANUAL)
+    raw = spec.actions if spec.actions is not None else await _recommended(pool, table)
+    try:
+        intents = parse_intents(raw)
+    except IntentError as exc:
+        raise InvalidParameter(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+    try:
+        await admit(pool, table, intents, now=datetime.now(UTC),
+                    expiry_min_age_hours=state.expiry_min_age_hours,
+                    default_cadence_hours=state.cadence_hours)
+    except ActionRefused as exc:
+        if exc.conflict:
+            raise Conflict(exc.rule, str(exc)) from None
+        raise InvalidParameter(exc.field or "actions", str(exc)) from None
+    enqueued = await state.jobs.enqueue(
+        table["id"], intents_json(intents), dedupe_key=f"table:{table['id']}",
+        priority=spec.priority, trigger=JobTrigger.MANUAL)
     row = await pool.fetchrow(load_query("job_detail"), enqueued.job.id)
     return ApiResponse({"job": job_json(row), "created": enqueued.created},
                        status_code=201 if enqueued.created else 200)

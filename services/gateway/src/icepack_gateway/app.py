@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from icepack_core.health_server import ReadyCheck, health_routes
 from icepack_core.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.tokens import TokenStore
 from icepack_gateway import api_events, api_jobs, api_policies, api_tables, metrics, openapi
 from icepack_gateway.auth import BearerAuth
@@ -53,7 +54,8 @@ def api_routes() -> list[BaseRoute]:
 
 
 def create_app(
-    pool: asyncpg.Pool, *, health: bool = True, ready: ReadyCheck | None = None
+    pool: asyncpg.Pool, *, health: bool = True, ready: ReadyCheck | None = None,
+    settings: Settings | None = None,
 ) -> Starlette:
     """The gateway app on ``pool``; with ``health`` it serves ``/healthz`` + ``/readyz`` too."""
     tokens = TokenStore(pool)
@@ -64,5 +66,8 @@ def create_app(
                     Middleware(BearerAuth, tokens=tokens)],
         exception_handlers={**exception_handlers(), Exception: internal_error},
     )
-    app.state.gateway = GatewayState(pool=pool, jobs=JobQueue(pool), tokens=tokens)
+    floors = {} if settings is None else {
+        "expiry_min_age_hours": settings.expiry_min_age_hours,
+        "cadence_hours": settings.maintenance_cadence_hours}
+    app.state.gateway = GatewayState(pool=pool, jobs=JobQueue(pool), tokens=tokens, **floors)
     return app

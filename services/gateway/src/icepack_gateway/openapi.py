@@ -20,6 +20,7 @@ from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.policy_models import PolicyType, config_schemas
 
 OBJ: dict[str, Any] = {"type": "object"}
+REFUSED = "refused: table held or opted out, overlapping location, or nothing recommended"
 
 
 def ref(name: str) -> dict[str, Any]:
@@ -206,7 +207,7 @@ def _paths() -> dict[str, Any]:
                        ok(ref("JobSubmitted"), "created"), body=ref("JobSubmit"), write=True,
                        status="201", extra={"200": ok(ref("JobSubmitted"),
                                                       "a job for the table is already active"),
-                                            **TABLE_404})},
+                                            "409": error(REFUSED), **TABLE_404})},
         "/jobs/{id}": {"get": op("One job with its actions and their impact", ok(ref("Job")),
                                  params=[param("id", "path", {"type": "integer"})],
                                  extra={"404": error("JOB_NOT_FOUND")})},

@@ -22,6 +22,9 @@ class GatewayState:
     pool: asyncpg.Pool
     jobs: JobQueue
     tokens: TokenStore
+    # Safety-floor settings the choke point needs at enqueue (icepack_core.safety.admit).
+    expiry_min_age_hours: float = 1.0
+    cadence_hours: float = 24.0
 
 
 def gateway(request: Request) -> GatewayState:

@@ -78,6 +78,9 @@ class TableInspections:
                     # the planner and executor read icepack.* overrides from this row.
                     await self.pool.execute(load_query("table_set_properties"), table_id,
                                             properties)
+                # Orphan removal refuses overlapping table locations (icepack_core.safety).
+                await self.pool.execute(load_query("table_set_location"), table_id,
+                                        table.location())
         except InspectionFailed as exc:
             log.warning("inspector.failed", table=str(ref), table_id=table_id, error=exc.message)
             assessment = inspection_failed(exc.message)

@@ -51,3 +51,14 @@ SELECT t.id, t.catalog, t.namespace, t.name, t.properties, t.dropped_at, t.maint
 -- name: table_set_properties
 -- Keep a table's properties as its current metadata has them (icepack.* overrides live there).
 UPDATE icepack.tables SET properties = $2::jsonb WHERE id = $1;
+
+-- name: table_set_location
+-- Keep a table's root location as its current metadata has it (orphan-removal overlap check).
+UPDATE icepack.tables SET location = $2 WHERE id = $1 AND location IS DISTINCT FROM $2;
+
+-- name: table_locations_live
+-- Every live table of every catalog with its known root location (or, until inspected, its
+-- metadata location), for the orphan-removal overlap check.
+SELECT id, catalog, namespace, name, location, metadata_location
+  FROM icepack.tables
+ WHERE dropped_at IS NULL;

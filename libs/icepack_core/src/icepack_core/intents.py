@@ -1,0 +1,263 @@
+"""Action intents: the one typed description of a maintenance action.
+
+An intent is what the planner recommends, what a job stores in ``jobs.actions``, what an
+operator submits with ``POST /jobs`` and what ``icepack maintain`` runs: ``{"action": NAME,
+"params": {...}, "reason": "..."}``. Each action has its own pydantic model (a discriminated
+union on ``action``) with ``extra="forbid"`` at every level, so a misspelt parameter is an error
+naming it, never silently ignored.
+
+``parse_intents`` is the only way raw JSON becomes intents. It runs at enqueue (the gateway
+answers 422 naming the field) and again in the executor before any Spark call, whatever the
+job's source, so a row written by an older version or by hand is checked too. Safety floors that
+depend on the table (hold, opt-out, orphan policy, age floors, overlapping locations) are checked
+by ``icepack_core.safety``, not here: this module knows only the shape of an action.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
+
+from icepack_core.errors import PermanentError
+
+MAX_ACTIONS = 10
+MAX_REASON_LENGTH = 2_000
+MAX_WHERE_LENGTH = 65_536
+# Iceberg's rewrite options (RewriteDataFiles / SizeBasedFileRewritePlanner / BinPackRewrite...,
+# 1.10). Values are plain tokens: numbers, booleans, enum names.
+REWRITE_DATA_OPTIONS = frozenset({
+    "min-input-files", "target-file-size-bytes", "min-file-size-bytes", "max-file-size-bytes",
+    "max-file-group-size-bytes", "max-files-to-rewrite", "delete-file-threshold",
+    "delete-ratio-threshold", "rewrite-all", "partial-progress.enabled",
+    "partial-progress.max-commits", "partial-progress.max-failed-commits",
+    "max-concurrent-file-group-rewrites", "use-starting-sequence-number", "rewrite-job-order",
+    "remove-dangling-deletes", "output-spec-id", "shuffle-partitions-per-file",
+    "compression-factor",
+})
+REWRITE_DELETE_OPTIONS = frozenset({
+    "min-input-files", "target-file-size-bytes", "min-file-size-bytes", "max-file-size-bytes",
+    "max-file-group-size-bytes", "rewrite-all", "partial-progress.enabled",
+    "partial-progress.max-commits", "max-concurrent-file-group-rewrites", "rewrite-job-order",
+})
+_OPTION_VALUE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class Action(StrEnum):
+    """The maintenance actions Icepack runs, in the order a job runs them: rewrites first so
+    that expiry can drop what they replaced, orphan removal last."""
+
+    REWRITE_DATA_FILES = "rewrite_data_files"
+    REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"
+    REWRITE_MANIFESTS = "rewrite_manifests"
+    EXPIRE_SNAPSHOTS = "expire_snapshots"
+    REMOVE_ORPHAN_FILES = "remove_orphan_files"
+
+    @property
+    def rank(self) -> int:
+        return list(Action).index(self)
+
+
+# Actions that replace data files: verified against their parent snapshot after the commit.
+REWRITES = frozenset({Action.REWRITE_DATA_FILES, Action.REWRITE_POSITION_DELETE_FILES})
+
+
+class IntentError(PermanentError, ValueError):
+    """Raw actions do not describe valid intents; the message names the field."""
+
+    code = "INVALID_ACTIONS"
+
+    def __init__(self, message: str, field: str = "actions") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_options(value: dict[str, str], allowed: frozenset[str]) -> dict[str, str]:
+    for key, option in value.items():
+        if key not in allowed:
+            raise ValueError(f"unknown option {key!r}; known: {', '.join(sorted(allowed))}")
+        if not _OPTION_VALUE.match(option):
+            raise ValueError(f"option {key}={option!r} must be a number, boolean or name")
+    return value
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class RewriteDataFilesParams(_Model):
+    strategy: Literal["binpack", "sort"] = "binpack"
+    options: dict[str, str] = Field(default_factory=dict)
+    # "partitions": the executor narrows the rewrite to partitions with enough small files.
+    scope: Literal["table", "partitions"] | None = Field(default=None)
+    # A filter built by icepack_core.sql_ident (planner) or given by an operator; Spark parses
+    # it as an expression on this table only, passed as a quoted string argument.
+    where: str | None = Field(default=None, min_length=1, max_length=MAX_WHERE_LENGTH)
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_options(value, REWRITE_DATA_OPTIONS)
+
+
+class RewritePositionDeleteFilesParams(_Model):
+    options: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_options(value, REWRITE_DELETE_OPTIONS)
+
+
+class RewriteManifestsParams(_Model):
+    use_caching: bool = True
+
+
+class ExpireSnapshotsParams(_Model):
+    older_than: datetime
+    retain_last: int = Field(1, ge=1, le=1_000_000)
+
+    @field_validator("older_than")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return _utc(value)
+
+
+class RemoveOrphanFilesParams(_Model):
+    older_than: datetime
+    dry_run: bool = False  # list only, delete nothing
+    dry_run_first: bool = True  # record the list before deleting (always true in effect)
+
+    @field_validator("older_than")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return _utc(value)
+
+
+class _Intent(_Model):
+    reason: str = Field("", max_length=MAX_REASON_LENGTH)
+
+    @property
+    def kind(self) -> Action:
+        return Action(getattr(self, "action"))  # noqa: B009 - set by every subclass
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (``jobs.actions`` items): JSON-safe, timestamps in ISO 8601."""
+        return self.model_dump(mode="json")
+
+
+class RewriteDataFiles(_Intent):
+    action: Literal["rewrite_data_files"] = "rewrite_data_files"
+    params: RewriteDataFilesParams = Field(default_factory=RewriteDataFilesParams)
+
+
+class RewritePositionDeleteFiles(_Intent):
+    action: Literal["rewrite_position_delete_files"] = "rewrite_position_delete_files"
+    params: RewritePositionDeleteFilesParams = Field(
+        default_factory=RewritePositionDeleteFilesParams)
+
+
+class RewriteManifests(_Intent):
+    action: Literal["rewrite_manifests"] = "rewrite_manifests"
+    params: RewriteManifestsParams = Field(default_factory=RewriteManifestsParams)
+
+
+class ExpireSnapshots(_Intent):
+    action: Literal["expire_snapshots"] = "expire_snapshots"
+    params: ExpireSnapshotsParams
+
+
+class RemoveOrphanFiles(_Intent):
+    action: Literal["remove_orphan_files"] = "remove_orphan_files"
+    params: RemoveOrphanFilesParams
+
+
+Intent = Annotated[
+    RewriteDataFiles | RewritePositionDeleteFiles | RewriteManifests | ExpireSnapshots
+    | RemoveOrphanFiles,
+    Field(discriminator="action"),
+]
+_INTENTS: TypeAdapter[list[Intent]] = TypeAdapter(list[Intent])
+_INTENT: TypeAdapter[Intent] = TypeAdapter(Intent)
+
+
+def _where(loc: tuple[int | str, ...], prefix: str) -> str:
+    # pydantic puts the discriminator's tag in the path ("actions.0.expire_snapshots.params"):
+    # drop it, the action is named in the message anyway.
+    parts = [str(p) for p in loc if str(p) not in set(Action)]
+    out = prefix
+    for part in parts:
+        out += f"[{part}]" if part.isdigit() else f".{part}"
+    return out
+
+
+def _message(exc: ValidationError, prefix: str) -> tuple[str, str]:
+    first = exc.errors()[0]
+    field = _where(tuple(first["loc"]), prefix)
+    text = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "union_tag_invalid":
+        text = f"unknown action {first.get('input', {}).get('action')!r}; known: " + ", ".join(
+            a.value for a in Action)
+    elif first["type"] == "union_tag_not_found":
+        text = "each action needs an \"action\" name"
+    elif first["type"] == "model_attributes_type" or first["type"] == "dict_type":
+        text = f"must be an object, got {type(first.get('input')).__name__}"
+    problems = "; ".join(
+        f"{_where(tuple(e['loc']), prefix)}: {str(e['msg']).removeprefix('Value error, ')}"
+        for e in exc.errors()[1:3])
+    message = f"{field}: {text}" + (f" (also {problems})" if problems else "")
+    return message, field
+
+
+def parse_intents(raw: Any, *, field: str = "actions") -> list[Intent]:
+    """Validate raw actions (a JSON list) into ordered, unique intents.
+
+    Raises:
+        IntentError: not a non-empty list of at most ``MAX_ACTIONS`` known actions with valid
+            parameters, or an action given twice; the message names the first bad field.
+    """
+    if not isinstance(raw, list):
+        raise IntentError(f"{field}: must be a list of actions, got {type(raw).__name__}", field)
+    if not raw:
+        raise IntentError(f"{field}: must name at least one action", field)
+    if len(raw) > MAX_ACTIONS:
+        raise IntentError(f"{field}: at most {MAX_ACTIONS} actions, got {len(raw)}", field)
+    try:
+        intents = _INTENTS.validate_python(raw)
+    except ValidationError as exc:
+        message, where = _message(exc, field)
+        raise IntentError(message, where) from None
+    seen: set[Action] = set()
+    for intent in intents:
+        if intent.kind in seen:
+            raise IntentError(f"{field}: {intent.kind.value} is given twice", field)
+        seen.add(intent.kind)
+    return sorted(intents, key=lambda i: i.kind.rank)
+
+
+def parse_intent(raw: Any, *, field: str = "action") -> Intent:
+    """One intent (see ``parse_intents``)."""
+    try:
+        return _INTENT.validate_python(raw)
+    except ValidationError as exc:
+        message, where = _message(exc, field)
+        raise IntentError(message, where) from None
+
+
+def intents_json(intents: list[Intent]) -> list[dict[str, Any]]:
+    """What ``jobs.actions`` stores."""
+    return [i.to_json() for i in intents]
