@@ -19,6 +19,7 @@ from icepack_core.health_server import make_server
 from icepack_core.localpg import free_port
 from icepack_gateway.app import create_app
 from tests.gateway.seed import Fleet
+from tests.support.waiting import eventually
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -51,11 +52,14 @@ async def base_url(db: asyncpg.Pool) -> AsyncIterator[str]:
     port = free_port()
     server = make_server(create_app(db), "127.0.0.1", port)
     task = asyncio.create_task(server.serve())
-    for _ in range(200):
-        if server.started:
-            break
-        await asyncio.sleep(0.02)
+
+    async def listening() -> bool:
+        if task.done():  # failed to start (port taken...): say why instead of waiting
+            task.result()
+        return server.started
+
     try:
+        await eventually(listening, timeout=30, interval=0.02, what="the gateway to listen")
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True

@@ -17,6 +17,23 @@ async def make_table(db, name="t"):
         "RETURNING id", name)
 
 
+async def readable(db) -> None:
+    """Wait until every event in the outbox is below the xmin horizon, i.e. readable.
+
+    Consumers only read events older than the oldest transaction still running anywhere on the
+    server (``pg_snapshot_xmin``); any transaction of another session (autovacuum's ANALYZE,
+    another test database on a shared server) holds that horizon back for a moment. Once an
+    event is below it, it stays below, so a drain after this reads every event published so far.
+    """
+
+    async def below_horizon() -> bool:
+        return await db.fetchval(
+            "SELECT coalesce(bool_and(xid < pg_snapshot_xmin(pg_current_snapshot())), true) "
+            "FROM icepack.events")
+
+    await eventually(below_horizon, timeout=30, what="every event below the xmin horizon")
+
+
 class Recorder:
     def __init__(self):
         self.seen = []
@@ -43,6 +60,7 @@ async def test_late_commit_is_delivered_in_order_exactly_once(db, settings):
         assert [r.seen for r in consumers] == [[], []]
 
         await tx.commit()
+        await readable(db)
         for reader in readers:
             await reader.drain()
             await reader.drain()  # a second pass reads nothing new
@@ -64,6 +82,7 @@ async def test_rolled_back_event_is_never_seen(db, settings):
     finally:
         await conn.close()
     kept = await publish(db, "table.changed")
+    await readable(db)
     recorder = Recorder()
     await EventConsumer(db, "c", recorder).drain()
     assert recorder.seen == [kept]
@@ -73,6 +92,7 @@ async def test_handler_writes_and_offset_commit_together(db):
     table_id = await make_table(db)
     first = await publish(db, "table.changed", table_id=table_id)
     second = await publish(db, "table.changed", table_id=table_id)
+    await readable(db)  # the crashing batch must hold both events
     calls = []
 
     async def handler(conn, event):
@@ -99,6 +119,7 @@ async def test_handler_writes_and_offset_commit_together(db):
 
 async def test_replicas_of_one_consumer_never_handle_an_event_twice(db):
     ids = [await publish(db, "table.changed", payload={"i": i}) for i in range(300)]
+    await readable(db)
     seen = []
 
     async def handler(conn, event):
@@ -114,6 +135,7 @@ async def test_replicas_of_one_consumer_never_handle_an_event_twice(db):
 async def test_topic_filter_skips_but_advances(db):
     wanted = await publish(db, "status.updated")
     await publish(db, "table.changed")
+    await readable(db)
     recorder = Recorder()
     consumer = EventConsumer(db, "planner", recorder, topics=["status.updated"])
     assert await consumer.drain() == 2
@@ -161,6 +183,7 @@ async def _reconnected(listener):
 async def test_consumer_span_is_a_child_of_the_producer_span(db, spans):
     with tracer().start_as_current_span("discovery.produce") as producer:
         await publish(db, "table.discovered")
+    await readable(db)
     parent = producer.get_span_context()
 
     async def handler(conn, event):
@@ -178,6 +201,7 @@ async def test_consumer_span_is_a_child_of_the_producer_span(db, spans):
 async def test_prune_keeps_events_a_consumer_has_not_read(db):
     old = [await publish(db, "table.changed") for _ in range(3)]
     await db.execute("UPDATE icepack.events SET created_at = now() - interval '30 days'")
+    await readable(db)
     slow, fast = Recorder(), Recorder()
     await EventConsumer(db, "fast", fast).drain()
     slow_consumer = EventConsumer(db, "slow", slow, batch_size=1)

@@ -16,6 +16,11 @@ def queue(db):
     return JobQueue(db, Backoff(base_seconds=10, cap_seconds=100))
 
 
+async def db_now(db) -> datetime:
+    """The database's clock (``now()`` of a transaction of its own)."""
+    return await db.fetchval("SELECT now()")
+
+
 async def topics(db):
     return [r["topic"] for r in await db.fetch("SELECT topic FROM icepack.events ORDER BY id")]
 
@@ -51,7 +56,7 @@ async def test_claim_moves_queued_to_running_with_a_new_fence(db, queue):
     job = await queue.claim("w1", 60)
     assert job.state is JobState.RUNNING
     assert job.fence == 1 and job.attempts == 1 and job.lease_owner == "w1"
-    assert job.lease_until > datetime.now(UTC)
+    assert job.lease_until - job.started_at == timedelta(seconds=60)  # one clock reading
     assert await topics(db) == ["job.enqueued", "job.started"]
 
 
@@ -78,13 +83,17 @@ async def test_complete_moves_running_to_succeeded(db, queue):
     assert (await topics(db))[-1] == "job.finished"
 
 
-async def test_retryable_failure_requeues_with_backoff(queue):
+async def test_retryable_failure_requeues_with_backoff(db, queue):
     await queue.enqueue(None, ACTIONS, max_attempts=3)
     job = await queue.claim("w1", 60)
+    # Bracket the failing transaction's now() with the database's own clock, so the check does
+    # not depend on how long this test takes between the statements.
+    before = await db_now(db)
     back = await queue.fail(job, "commit conflict", retryable=True)
+    after = await db_now(db)
     assert back.state is JobState.QUEUED and back.error == "commit conflict"
-    delay = (back.not_before - datetime.now(UTC)).total_seconds()
-    assert 4 <= delay <= 10.5  # base 10 s for attempt 1, jittered into [5, 10]
+    # base 10 s for attempt 1, jittered into [5, 10]
+    assert before + timedelta(seconds=5) <= back.not_before <= after + timedelta(seconds=10)
     assert back.finished_at is None
 
 
@@ -197,13 +206,15 @@ async def test_reaper_finishes_a_cancelled_job_whose_executor_died(queue):
     assert reaped.state is JobState.CANCELLED
 
 
-async def test_backoff_is_capped(queue):
+async def test_backoff_is_capped(db, queue):
     job = (await queue.enqueue(None, ACTIONS, max_attempts=20)).job
     await queue.pool.execute("UPDATE icepack.jobs SET attempts = 15 WHERE id = $1", job.id)
     claimed = await queue.claim("w", 60)
+    before = await db_now(db)
     back = await queue.fail(claimed, "x", retryable=True)
-    delay = (back.not_before - datetime.now(UTC)).total_seconds()
-    assert delay <= 100.5  # cap, whatever 2^15 says
+    after = await db_now(db)
+    # cap 100 s whatever 2^15 says, jittered into [50, 100]
+    assert before + timedelta(seconds=50) <= back.not_before <= after + timedelta(seconds=100)
 
 
 async def test_prune_deletes_only_old_finished_jobs(queue):
