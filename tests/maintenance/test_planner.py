@@ -124,3 +124,29 @@ async def test_simulation_reports_what_a_proposed_policy_would_change(db, planne
     with pytest.raises(PolicyError, match="retain_last"):
         await simulate(planner, "cat", [PolicyAttachment(
             SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True, {"retain_last": 0})], now=NOW)
+
+
+async def test_actions_the_choke_point_would_refuse_are_skipped_not_enqueued(db, planner):
+    """An operator enabled orphan removal for the namespace, but one table's location holds
+    another table: the planner skips orphan removal there (naming the neighbour) and still
+    enqueues the rewrite, so the job never carries an action the executor refuses."""
+    outer = await add_table(db, "outer", status(small_file_count=30, small_file_bytes=30))
+    inner = await add_table(db, "inner", status())
+    lone = await add_table(db, "lone", status())
+    for table_id, location in [(outer, "s3://b/wh/db/outer"),
+                               (inner, "s3://b/wh/db/outer/inner"), (lone, "s3://b/wh/lone")]:
+        await db.execute("UPDATE icepack.tables SET location = $2 WHERE id = $1", table_id,
+                         location)
+    await db.execute(
+        "INSERT INTO icepack.policies (policy_type, scope, catalog, namespace, config) "
+        "VALUES ('system.orphan-file-removal', 'namespace', 'cat', 'db', '{}'::jsonb)")
+
+    planned = await planner.plan(outer, now=NOW)
+    assert [a.action for a in planned.recommendation.actions] == ["rewrite_data_files"]
+    (skip,) = [s for s in planned.recommendation.skipped if s.action == "remove_orphan_files"]
+    assert "LOCATION_OVERLAP" in skip.reason and "cat.db.inner" in skip.reason
+    job = await db.fetchrow("SELECT actions FROM icepack.jobs WHERE id = $1", planned.job_id)
+    assert [a["action"] for a in job["actions"]] == ["rewrite_data_files"]
+
+    alone = await planner.plan(lone, now=NOW)
+    assert [a.action for a in alone.recommendation.actions] == ["remove_orphan_files"]

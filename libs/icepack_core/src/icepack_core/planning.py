@@ -17,12 +17,12 @@ import asyncpg
 import structlog
 
 from icepack_core import events
-from icepack_core.intents import intents_json, parse_intents
+from icepack_core.intents import IntentError, intents_json, parse_intent, parse_intents
 from icepack_core.jobs import JobQueue
 from icepack_core.policy import PolicyAttachment, PolicyError, resolve
 from icepack_core.queries import load_query
 from icepack_core.recommendation import Recommendation, Skip, recommend
-from icepack_core.safety import attachments_of
+from icepack_core.safety import ActionRefused, admit, attachments_of
 from icepack_core.settings import Settings
 from icepack_core.types import JobTrigger, Topic
 
@@ -77,10 +77,32 @@ class Planner:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
         runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
         target = properties.get(TARGET_FILE_SIZE_PROPERTY)
-        return recommend(
+        rec = recommend(
             status, policy, {r["action"]: r["finished_at"] for r in runs}, now,
             target_file_size_bytes=int(target) if target and target.isdigit() else None,
         )
+        return await self._admissible(table, rec, now, attachments)
+
+    async def _admissible(self, table: asyncpg.Record, rec: Recommendation, now: datetime,
+                          attachments: list[PolicyAttachment]) -> Recommendation:
+        """``rec`` with every action the safety choke point would refuse moved to ``skipped``
+        (with the rule and reason), so a job never carries an action the executor refuses."""
+        kept, skipped = [], list(rec.skipped)
+        for action in rec.actions:
+            try:
+                intent = parse_intent({"action": action.action, "params": action.params,
+                                       "reason": action.reason})
+                await admit(self.pool, table, [intent], now=now,
+                            expiry_min_age_hours=self.settings.expiry_min_age_hours,
+                            default_cadence_hours=self.settings.maintenance_cadence_hours,
+                            attachments=attachments)
+            except ActionRefused as exc:
+                skipped.append(Skip(action.action, f"refused ({exc.rule}): {exc}"))
+            except IntentError as exc:
+                skipped.append(Skip(action.action, f"invalid: {exc}"))
+            else:
+                kept.append(action)
+        return Recommendation(actions=kept, skipped=skipped)
 
     async def plan(self, table_id: int, now: datetime | None = None) -> PlanOutcome:
         """Plan one table (see module doc). Safe to repeat: at-least-once delivery."""
