@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 
 	// Registers the s3:// scheme with iceberg-go's IO registry (its only
@@ -73,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		warehouse = fs.String("warehouse", "", "REST catalog warehouse")
 		ident     = fs.String("identifier", "", "REST mode table identifier namespace.table")
 		verbose   = fs.Bool("verbose", false, "log diagnostics to stderr")
+		cpuProf   = fs.String("cpuprofile", "", "write a pprof CPU profile of the inspection to this file")
 		ioProps   = props{}
 	)
 	fs.Var(ioProps, "prop", "IO property key=value, repeatable (e.g. s3.endpoint=http://127.0.0.1:8333)")
@@ -99,6 +101,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		Logger:         slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}
 
+	if *cpuProf != "" {
+		stopProfile, err := startCPUProfile(*cpuProf)
+		if err != nil {
+			return fail(2, fmt.Errorf("%w: --cpuprofile: %w", inspect.ErrInvalidOptions, err))
+		}
+		defer stopProfile()
+	}
+
 	var (
 		st  *inspect.TableStatus
 		err error
@@ -123,4 +133,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return 1
 	}
 	return 0
+}
+
+// startCPUProfile profiles the process into path until the returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
