@@ -132,7 +132,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintln(stderr, "cannot write result:", err)
 		return 1
 	}
+	if hwm, ok := peakRSS(); ok {
+		opts.Logger.Debug("process", "peak_rss_bytes", hwm)
+	}
 	return 0
+}
+
+// peakRSS reads the process's peak resident set size (VmHWM) on Linux. A
+// parent's rusage cannot give it: ru_maxrss keeps the pre-exec size of the
+// forked parent, so a child started from a large process reports that.
+func peakRSS() (int64, bool) {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
+				return kb << 10, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // startCPUProfile profiles the process into path until the returned function is called.

@@ -21,25 +21,24 @@ type File struct {
 	Schema *Node
 	// Meta holds the header's metadata (avro.schema, avro.codec, and for Iceberg
 	// e.g. partition-spec-id, format-version, content).
-	Meta     map[string]string
-	codec    string
-	marker   []byte
-	rest     []byte // the data blocks
+	Meta   map[string]string
+	codec  string
+	marker []byte
+	rest   []byte // the data blocks
+	state  *Reuse
+}
+
+// Reuse is what one goroutine keeps between the files it reads: compiled
+// writer schemas by their text, so files written with one schema (all
+// manifests of a table, usually) compile it once, and the decompressor and
+// its output buffer. The zero value is ready; it is not safe for concurrent use.
+type Reuse struct {
+	byText   map[string]*Node
 	inflater io.ReadCloser
 	scratch  []byte
 }
 
-// Schemas caches compiled writer schemas by their text, so files written with
-// one schema (all manifests of a table, usually) compile it once. The zero
-// value is ready; it is not safe for concurrent use.
-type Schemas struct {
-	byText map[string]*Node
-}
-
-func (c *Schemas) parse(text string) (*Node, error) {
-	if c == nil {
-		return ParseSchema([]byte(text))
-	}
+func (c *Reuse) parse(text string) (*Node, error) {
 	if n, ok := c.byText[text]; ok {
 		return n, nil
 	}
@@ -55,8 +54,12 @@ func (c *Schemas) parse(text string) (*Node, error) {
 }
 
 // Open parses the header of the container file in data (which it aliases),
-// compiling its schema through schemas (nil: no caching).
-func Open(data []byte, schemas *Schemas) (*File, error) {
+// keeping state in reuse (nil: nothing is kept). The File must not be used
+// after reuse serves another File.
+func Open(data []byte, reuse *Reuse) (*File, error) {
+	if reuse == nil {
+		reuse = &Reuse{}
+	}
 	if !bytes.HasPrefix(data, magic) {
 		return nil, fmt.Errorf("%w: not an Avro object container file", ErrCorrupt)
 	}
@@ -92,11 +95,11 @@ func Open(data []byte, schemas *Schemas) (*File, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: avro header has no schema", ErrCorrupt)
 	}
-	schema, err := schemas.parse(text)
+	schema, err := reuse.parse(text)
 	if err != nil {
 		return nil, err
 	}
-	return &File{Schema: schema, Meta: meta, codec: codec, marker: marker,
+	return &File{Schema: schema, Meta: meta, codec: codec, marker: marker, state: reuse,
 		rest: data[len(magic)+d.Pos():]}, nil
 }
 
@@ -145,29 +148,30 @@ var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 })
 
 func (f *File) decompress(raw []byte) ([]byte, error) {
+	st := f.state
 	switch f.codec {
 	case "deflate":
-		if f.inflater == nil {
-			f.inflater = flate.NewReader(bytes.NewReader(raw))
-		} else if err := f.inflater.(flate.Resetter).Reset(bytes.NewReader(raw), nil); err != nil {
+		if st.inflater == nil {
+			st.inflater = flate.NewReader(bytes.NewReader(raw))
+		} else if err := st.inflater.(flate.Resetter).Reset(bytes.NewReader(raw), nil); err != nil {
 			return nil, err
 		}
-		buf := bytes.NewBuffer(f.scratch[:0])
-		if _, err := buf.ReadFrom(f.inflater); err != nil {
+		buf := bytes.NewBuffer(st.scratch[:0])
+		if _, err := buf.ReadFrom(st.inflater); err != nil {
 			return nil, err
 		}
-		f.scratch = buf.Bytes()
-		return f.scratch, nil
+		st.scratch = buf.Bytes()
+		return st.scratch, nil
 	case "snappy":
 		// Avro's snappy blocks end with the CRC-32 of the uncompressed bytes.
 		if len(raw) < 4 {
 			return nil, fmt.Errorf("snappy block of %d bytes", len(raw))
 		}
-		out, err := snappy.Decode(f.scratch[:cap(f.scratch)], raw[:len(raw)-4])
+		out, err := snappy.Decode(st.scratch[:cap(st.scratch)], raw[:len(raw)-4])
 		if err != nil {
 			return nil, err
 		}
-		f.scratch = out
+		st.scratch = out
 		if crc32.ChecksumIEEE(out) != binary.BigEndian.Uint32(raw[len(raw)-4:]) {
 			return nil, fmt.Errorf("snappy block checksum mismatch")
 		}
@@ -177,11 +181,11 @@ func (f *File) decompress(raw []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out, err := dec.DecodeAll(raw, f.scratch[:0])
+		out, err := dec.DecodeAll(raw, st.scratch[:0])
 		if err != nil {
 			return nil, err
 		}
-		f.scratch = out
+		st.scratch = out
 		return out, nil
 	}
 	return raw, nil

@@ -100,7 +100,7 @@ func readIDs(f *File) ([]int64, error) {
 func TestCodecs(t *testing.T) {
 	for _, codec := range []string{"null", "deflate", "snappy", "zstandard"} {
 		t.Run(codec, func(t *testing.T) {
-			f, err := Open(container(t, codec, 5, objects(5)), &Schemas{})
+			f, err := Open(container(t, codec, 5, objects(5)), &Reuse{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -65,6 +65,24 @@ func (d *Decoder) Long() int64 {
 	return 0
 }
 
+// skipVarints steps over n varints without decoding them.
+func (d *Decoder) skipVarints(n int) {
+	buf, pos := d.buf, d.pos
+	for ; n > 0; n-- {
+		start := pos
+		for pos < len(buf) && buf[pos] >= 0x80 {
+			pos++
+		}
+		if pos >= len(buf) || pos-start >= 10 {
+			d.pos = pos
+			d.fail("truncated or overlong varint")
+			return
+		}
+		pos++
+	}
+	d.pos = pos
+}
+
 // Int reads a zig-zag varint int (accepted in the long range, then checked).
 func (d *Decoder) Int() int32 {
 	v := d.Long()
@@ -150,6 +168,10 @@ func (d *Decoder) Skip(n *Node) {
 	case Fixed:
 		d.fixed(int64(n.Size))
 	case Record:
+		if n.varints > 0 {
+			d.skipVarints(n.varints)
+			return
+		}
 		for i := range n.Fields {
 			if d.err != nil {
 				return

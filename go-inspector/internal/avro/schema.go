@@ -58,6 +58,10 @@ type Node struct {
 	// Logical is the logicalType attribute ("decimal", "uuid", "date", ...), Scale its scale.
 	Logical string
 	Scale   int
+	// varints is, for a record of int/long/enum fields only (e.g. the
+	// key/value pairs of Iceberg's column-count maps), how many varints one
+	// value is; Skip then steps over them without decoding. 0 otherwise.
+	varints int
 }
 
 // Field returns the named field's index in a record, or -1.
@@ -208,6 +212,13 @@ func (p *parser) complex(m map[string]any, namespace string) (*Node, error) {
 					id = int(fid)
 				}
 				n.Fields = append(n.Fields, Field{Name: fname, ID: id, Type: ft})
+			}
+			for _, f := range n.Fields {
+				if k := f.Type.Kind; k != Int && k != Long && k != Enum {
+					n.varints = 0
+					break
+				}
+				n.varints++
 			}
 		}
 		return n, nil

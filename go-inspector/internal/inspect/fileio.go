@@ -49,8 +49,14 @@ func localPath(location string) (string, bool) {
 
 // readFile returns the whole content of the file at location.
 func (r *reader) readFile(ctx context.Context, location string) ([]byte, error) {
+	return r.readFileInto(ctx, location, nil)
+}
+
+// readFileInto is readFile reusing buf's storage for a local file when it is
+// large enough (a worker reads many manifests of similar size).
+func (r *reader) readFileInto(ctx context.Context, location string, buf []byte) ([]byte, error) {
 	if p, ok := localPath(location); ok {
-		return os.ReadFile(p)
+		return readLocal(p, buf)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -72,4 +78,35 @@ func (r *reader) readFile(ctx context.Context, location string) ([]byte, error) 
 		return nil, fmt.Errorf("reading %s: %w", location, err)
 	}
 	return data, nil
+}
+
+func readLocal(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := info.Size()
+	if int64(cap(buf)) < size+1 {
+		buf = make([]byte, 0, size+512)
+	}
+	buf = buf[:0]
+	// Read to EOF rather than trusting the size: the file may change underneath.
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+	}
 }

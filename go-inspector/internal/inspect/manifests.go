@@ -136,8 +136,9 @@ type scanner struct {
 	threshold int64
 	byRaw     map[string]int64 // live data files per partition encoding, per manifest
 	e         entry
-	schemas   avro.Schemas
+	reuse     avro.Reuse
 	plans     map[*avro.Node]*entryPlan
+	buf       []byte // the last file read, its storage reused for the next
 }
 
 // read aggregates the live (ADDED or EXISTING) entries of one manifest.
@@ -147,10 +148,11 @@ func (s *scanner) read(ctx context.Context, rd *reader, ref manifestRef) (err er
 			err = fmt.Errorf("%w %s: %w: %v", ErrManifest, ref.path, ErrUnexpected, r)
 		}
 	}()
-	data, err := rd.readFile(ctx, ref.path)
+	data, err := rd.readFileInto(ctx, ref.path, s.buf)
 	if err != nil {
 		return fmt.Errorf("%w %s: %w", ErrManifest, ref.path, err)
 	}
+	s.buf = data
 	if err := s.scan(data, ref); err != nil {
 		return fmt.Errorf("%w %s: %w", ErrManifest, ref.path, err)
 	}
@@ -159,7 +161,7 @@ func (s *scanner) read(ctx context.Context, rd *reader, ref manifestRef) (err er
 
 // scan decodes one manifest file's bytes.
 func (s *scanner) scan(data []byte, ref manifestRef) error {
-	f, err := avro.Open(data, &s.schemas)
+	f, err := avro.Open(data, &s.reuse)
 	if err != nil {
 		return err
 	}
