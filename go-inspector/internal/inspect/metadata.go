@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
+	"math/big"
 )
 
 // tableMeta is the part of a table metadata JSON file the contract needs.
@@ -69,13 +69,15 @@ func parseMetadata(raw []byte) (*tableMeta, error) {
 	return &m, nil
 }
 
-// snapshotID parses a snapshot id, which the spec makes a long.
-func snapshotID(n json.Number) (int64, error) {
-	id, err := strconv.ParseInt(string(n), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("snapshot id %s is not a 64-bit integer", n)
+// snapshotID returns a snapshot id in canonical decimal form. The spec makes
+// it a long, but like PyIceberg any integer is accepted (a hand-made table has
+// 9876543210123456789), so ids are compared and reported as exact decimals.
+func snapshotID(n json.Number) (json.Number, error) {
+	v, ok := new(big.Int).SetString(string(n), 10)
+	if !ok {
+		return "", fmt.Errorf("snapshot id %s is not an integer", n)
 	}
-	return id, nil
+	return json.Number(v.String()), nil
 }
 
 // current returns the current snapshot: none when current-snapshot-id is
@@ -85,7 +87,7 @@ func (m *tableMeta) current() *snapshotMeta {
 		return nil
 	}
 	id, _ := snapshotID(*m.CurrentSnapshotID)
-	if id == -1 {
+	if id == "-1" {
 		return nil
 	}
 	for i := range m.Snapshots {
@@ -111,7 +113,7 @@ func (m *tableMeta) hasCurrentID() bool {
 		return false
 	}
 	id, _ := snapshotID(*m.CurrentSnapshotID)
-	return id != -1
+	return id != "-1"
 }
 
 // fillHistory sets the snapshot, metadata-log and ref counts.
