@@ -128,6 +128,10 @@ func (f *File) Blocks(fn func(count int64, d *Decoder) error) error {
 		if err != nil {
 			return fmt.Errorf("%w: %s block: %w", ErrCorrupt, f.codec, err)
 		}
+		if count > int64(len(data)) && !zeroSize(f.Schema) {
+			// Every object of such a schema takes at least one byte.
+			return fmt.Errorf("%w: block claims %d objects in %d bytes", ErrCorrupt, count, len(data))
+		}
 		block.Reset(data)
 		if err := fn(count, &block); err != nil {
 			return err

@@ -34,7 +34,7 @@ const testSchema = `{"type":"record","name":"r","fields":[
 var marker = []byte("0123456789abcdef")
 
 // container writes one block of objects (already encoded) with codec.
-func container(t *testing.T, codec string, count int64, objects []byte) []byte {
+func container(t testing.TB, codec string, count int64, objects []byte) []byte {
 	t.Helper()
 	var block []byte
 	switch codec {
