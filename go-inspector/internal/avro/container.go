@@ -148,7 +148,7 @@ func (f *File) Blocks(fn func(count int64, d *Decoder) error) error {
 
 // zstdDecoder is shared: DecodeAll is safe for concurrent use.
 var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
-	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<30))
 })
 
 func (f *File) decompress(raw []byte) ([]byte, error) {
