@@ -222,3 +222,37 @@ func TestFormatTimestamp(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 }
+
+// TestLocalPath pins how locations map to the local file system: file://host/p
+// is the relative path host/p (PyIceberg's netloc+path), other schemes are remote.
+func TestLocalPath(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"data/t/metadata/snap.avro":        "data/t/metadata/snap.avro",
+		"/abs/snap.avro":                   "/abs/snap.avro",
+		"file:///abs/snap.avro":            "/abs/snap.avro",
+		"file:/abs/snap.avro":              "/abs/snap.avro",
+		"file://data/t/metadata/snap.avro": "data/t/metadata/snap.avro",
+		"FILE:///abs/x":                    "/abs/x",
+		`C:\tables\x.avro`:                 `C:\tables\x.avro`,
+		"dir:with/colon/x.avro":            "", // a scheme "dir": remote
+		"rel/dir:colon/x.avro":             "rel/dir:colon/x.avro",
+	}
+	for in, want := range cases {
+		got, ok := localPath(in)
+		if want == "" {
+			if ok {
+				t.Errorf("%q: want remote, got local %q", in, got)
+			}
+			continue
+		}
+		if !ok || got != want {
+			t.Errorf("%q: got %q %v, want %q", in, got, ok, want)
+		}
+	}
+	for _, remote := range []string{"s3://bucket/k", "s3a://bucket/k", "gs://b/k", "abfs://c@a/k"} {
+		if _, ok := localPath(remote); ok {
+			t.Errorf("%q must be remote", remote)
+		}
+	}
+}
