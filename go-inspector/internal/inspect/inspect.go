@@ -131,7 +131,7 @@ func inspectMetadata(ctx context.Context, meta *tableMeta, location string, rd *
 		at := formatMillis(snap.TimestampMs)
 		st.CurrentSnapshotID, st.CurrentSnapshotAt = &id, &at
 
-		refs, err := snapshotManifests(ctx, rd, snap)
+		refs, err := snapshotManifests(ctx, rd, snap, meta.FormatVersion)
 		if err != nil {
 			return nil, err
 		}
@@ -151,7 +151,11 @@ func inspectMetadata(ctx context.Context, meta *tableMeta, location string, rd *
 
 // snapshotManifests lists a snapshot's manifests: from its manifest list, or
 // for a v1 snapshot without one, from its inline "manifests" paths.
-func snapshotManifests(ctx context.Context, rd *reader, snap *snapshotMeta) ([]manifestRef, error) {
+func snapshotManifests(ctx context.Context, rd *reader, snap *snapshotMeta, formatVersion int) ([]manifestRef, error) {
+	if snap.ManifestList == "" && formatVersion >= 2 {
+		return nil, fmt.Errorf("%w: snapshot %s of a v%d table has no manifest-list",
+			ErrManifestList, snap.SnapshotID, formatVersion)
+	}
 	if snap.ManifestList == "" {
 		refs := make([]manifestRef, len(snap.Manifests))
 		for i, p := range snap.Manifests {

@@ -261,6 +261,9 @@ func TestUnreadableFilesNameTheCause(t *testing.T) {
 		{"truncated manifest", testtables.MyTable, func() {
 			os.WriteFile(manifest, original[:len(original)-40], 0o644)
 		}, ErrManifest, filepath.Base(manifest)},
+		{"v2 snapshot without a manifest list", rel, func() {
+			rewrite(t, rel, filepath.Base(rel), func(m map[string]any) { delete(currentSnapshot(t, m), "manifest-list") })
+		}, ErrManifestList, "has no manifest-list"},
 		{"garbage manifest list", testtables.MyTable, func() {
 			os.WriteFile(list, []byte("Obj\x01garbage"), 0o644)
 		}, ErrManifestList, filepath.Base(list)},
