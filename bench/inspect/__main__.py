@@ -5,7 +5,8 @@ generated once and cached under ``.cache/bench-inspect/``; each run registers it
 SqlCatalog on the bench's own Postgres and measures, side by side:
 
 * full inspection by Icepack's Python ``Inspector`` with an empty ``manifest_stats`` cache,
-* full inspection by ``go-inspector`` (subprocess, ``--metadata-location``),
+* full inspection by ``go-inspector`` (subprocess, ``--metadata-location``; rebuilt first), with
+  its peak RSS; goal: >= 20x the baseline and faster than the Python inspector,
 * the baseline: the same headline metrics from PyIceberg's ``table.inspect.files()`` (a child
   process, stopped at ``--baseline-deadline``), checked against the inspector's numbers,
 * after one more commit (one new manifest of 100 files): re-inspection with the warm cache vs.
@@ -24,7 +25,9 @@ import asyncio
 import json
 import os
 import random
+import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,6 +57,7 @@ HEADLINE = ("data_file_count", "data_file_bytes", "record_count", "small_file_co
 RUN_FIELDS = {"inspected_at", "inspector", "inspect_ms", "manifests_read", "manifests_cached",
               "catalog", "namespace", "table"}
 FULL_SPEEDUP_GOAL = 5.0
+GO_SPEEDUP_GOAL = 20.0  # and faster than the Python inspector
 REINSPECT_SPEEDUP_GOAL = 100.0
 REINSPECT_REPEAT = 3
 
@@ -95,27 +99,46 @@ async def best_of(n: int, prepare: Callable[[], Awaitable[None]],
     return best
 
 
-def go_inspect(location: str, repeat: int) -> Timing:
-    if not GO_BINARY.exists():
-        print("building go-inspector ...", flush=True)
+def run_go(location: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """One go-inspector run: (wall s, CPU s, the finished process)."""
+    start, cpu = time.perf_counter(), children_cpu()
+    proc = subprocess.run(
+        [str(GO_BINARY), "--metadata-location", location, "--verbose"],
+        capture_output=True, text=True, check=False, timeout=600,
+    )
+    return time.perf_counter() - start, children_cpu() - cpu, proc
+
+
+def peak_rss(stderr: str) -> int:
+    """The ``peak_rss_bytes`` go-inspector logs with ``--verbose`` (its own VmHWM).
+
+    Not ``ru_maxrss`` of the child: on Linux that keeps the RSS the forked child had before
+    ``exec``, i.e. this Python process's (about 200 MiB here), not go-inspector's.
+    """
+    match = re.search(r"peak_rss_bytes=(\d+)", stderr)
+    return int(match.group(1)) if match else 0
+
+
+def go_inspect(location: str, repeat: int) -> tuple[Timing, int]:
+    """Best of ``repeat`` go-inspector runs, and the largest peak RSS (bytes) among them."""
+    if shutil.which("go"):  # rebuild so a stale binary is never measured (a no-op when current)
         subprocess.run(
             ["go", "build", "-o", "bin/icepack-iceberg-inspector",
              "./cmd/icepack-iceberg-inspector"], cwd="go-inspector", check=True)
+    elif not GO_BINARY.exists():
+        raise RuntimeError(f"{GO_BINARY} is missing and there is no go toolchain to build it")
     best: Timing | None = None
+    rss = 0
     for _ in range(repeat):
-        start, cpu = time.perf_counter(), children_cpu()
-        proc = subprocess.run(
-            [str(GO_BINARY), "--metadata-location", location],
-            capture_output=True, text=True, check=False, timeout=600,
-        )
-        timing = Timing(time.perf_counter() - start, children_cpu() - cpu, None)
+        wall, cpu, proc = run_go(location)
         if proc.returncode != 0:
             raise RuntimeError(f"go-inspector failed: {proc.stdout.strip()} {proc.stderr.strip()}")
-        timing.result = json.loads(proc.stdout)
+        rss = max(rss, peak_rss(proc.stderr))
+        timing = Timing(wall, cpu, json.loads(proc.stdout))
         if best is None or timing.wall < best.wall:
             best = timing
     assert best is not None
-    return best
+    return best, rss
 
 
 def baseline(uri: str, deadline: float) -> Timing | None:
@@ -184,7 +207,7 @@ async def run(dsn: str, repeat: int, baseline_deadline: float) -> None:
     try:
         print(f"measuring ({load_before}) ...", flush=True)
         py = await best_of(repeat, empty_cache, inspect)
-        go = go_inspect(location, repeat)
+        go, go_rss = go_inspect(location, repeat)
         base = baseline(sa_uri, baseline_deadline)
 
         # one more commit, then incremental vs. full re-inspection
@@ -219,10 +242,11 @@ async def run(dsn: str, repeat: int, baseline_deadline: float) -> None:
                 path.unlink()
     finally:
         await pool.close()
-    report(py, go, base, inc, full2, commit_s, repeat, baseline_deadline, load_before)
+    report(py, go, go_rss, base, inc, full2, commit_s, repeat, baseline_deadline,
+           load_before)
 
 
-def report(py: Timing, go: Timing, base: Timing | None, inc: Timing, full2: Timing,
+def report(py: Timing, go: Timing, go_rss: int, base: Timing | None, inc: Timing, full2: Timing,
            commit_s: float, repeat: int, deadline: float, load_before: str) -> None:
     status = py.result.model_dump(mode="json")
     inc_status, full2_status = inc.result, full2.result
@@ -243,9 +267,16 @@ def report(py: Timing, go: Timing, base: Timing | None, inc: Timing, full2: Timi
     print(f"  python inspector, empty cache         : {py.wall:7.2f} s ({py.cpu:5.2f})"
           f"   {lower}{speedup:.1f}x vs baseline (goal >= {FULL_SPEEDUP_GOAL:.0f}x) "
           f"{verdict(speedup, FULL_SPEEDUP_GOAL, lower_bound=base is None)}")
+    go_speedup = base_wall / go.wall
+    go_ok = go_speedup >= GO_SPEEDUP_GOAL and go.wall < py.wall
+    go_verdict = ("ok" if go_ok else "undecided (baseline stopped early)"
+                  if base is None and go.wall < py.wall else "MISS")
     print(f"  go-inspector (subprocess)             : {go.wall:7.2f} s ({go.cpu:5.2f})"
-          f"   {lower}{base_wall / go.wall:.1f}x vs baseline; its inspect_ms "
-          f"{go.result['inspect_ms']}")
+          f"   {lower}{go_speedup:.1f}x vs baseline, {py.wall / go.wall:.1f}x vs python "
+          f"(goal >= {GO_SPEEDUP_GOAL:.0f}x and faster than python) {go_verdict}")
+    rss = f"{go_rss / (1 << 20):.0f} MiB" if go_rss else "unknown (no /proc)"
+    print(f"    its inspect_ms {go.result['inspect_ms']} (the wall time adds process start-up), "
+          f"peak RSS {rss}")
     print(f"after one more commit ({commit_s:.2f} s: +{bench_table.FILES_PER_MANIFEST} files "
           "in 1 new manifest):")
     print(f"  python full inspection, empty cache   : {full2.wall:7.2f} s ({full2.cpu:5.2f})"

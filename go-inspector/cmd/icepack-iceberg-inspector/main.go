@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 
 	// Registers the s3:// scheme with iceberg-go's IO registry (its only
@@ -73,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		warehouse = fs.String("warehouse", "", "REST catalog warehouse")
 		ident     = fs.String("identifier", "", "REST mode table identifier namespace.table")
 		verbose   = fs.Bool("verbose", false, "log diagnostics to stderr")
+		cpuProf   = fs.String("cpuprofile", "", "write a pprof CPU profile of the inspection to this file")
 		ioProps   = props{}
 	)
 	fs.Var(ioProps, "prop", "IO property key=value, repeatable (e.g. s3.endpoint=http://127.0.0.1:8333)")
@@ -99,6 +101,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		Logger:         slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}
 
+	if *cpuProf != "" {
+		stopProfile, err := startCPUProfile(*cpuProf)
+		if err != nil {
+			return fail(2, fmt.Errorf("%w: --cpuprofile: %w", inspect.ErrInvalidOptions, err))
+		}
+		defer stopProfile()
+	}
+
 	var (
 		st  *inspect.TableStatus
 		err error
@@ -122,5 +132,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintln(stderr, "cannot write result:", err)
 		return 1
 	}
+	if hwm, ok := peakRSS(); ok {
+		opts.Logger.Debug("process", "peak_rss_bytes", hwm)
+	}
 	return 0
+}
+
+// peakRSS reads the process's peak resident set size (VmHWM) on Linux. A
+// parent's rusage cannot give it: ru_maxrss keeps the pre-exec size of the
+// forked parent, so a child started from a large process reports that.
+func peakRSS() (int64, bool) {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
+				return kb << 10, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// startCPUProfile profiles the process into path until the returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

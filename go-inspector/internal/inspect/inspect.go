@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"runtime"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	iceio "github.com/apache/iceberg-go/io"
-	"github.com/apache/iceberg-go/table"
 )
 
 // Sentinel errors; every failure returned by this package wraps one of them,
@@ -63,8 +61,8 @@ func (o Options) workers() int {
 }
 
 // InspectLocation reads the table whose metadata JSON file is at location (a
-// local path, file:// or s3:// URI) and computes its TableStatus. props are
-// iceberg-go IO properties such as s3.endpoint or s3.region.
+// local path, file:// or s3:// URI; plain or gzip-compressed) and computes its
+// TableStatus. props are iceberg-go IO properties such as s3.endpoint or s3.region.
 func InspectLocation(ctx context.Context, location string, props map[string]string, opts Options) (status *TableStatus, err error) {
 	start := time.Now()
 	defer recoverInto(&err)
@@ -72,7 +70,12 @@ func InspectLocation(ctx context.Context, location string, props map[string]stri
 	if location == "" {
 		return nil, fmt.Errorf("%w: metadata location is empty", ErrInvalidOptions)
 	}
-	tbl, err := table.NewFromLocation(ctx, nil, location, iceio.LoadFSFunc(props, location), nil)
+	rd := newReader(iceio.LoadFSFunc(props, location))
+	raw, err := rd.readFile(ctx, location)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrMetadata, location, err)
+	}
+	meta, err := parseMetadata(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrMetadata, location, err)
 	}
@@ -85,7 +88,7 @@ func InspectLocation(ctx context.Context, location string, props map[string]stri
 			opts.Table = name
 		}
 	}
-	return inspectTable(ctx, tbl, opts, start)
+	return inspectMetadata(ctx, meta, location, rd, opts, start)
 }
 
 // IdentityFromLocation derives namespace and table name from a metadata
@@ -108,46 +111,66 @@ func IdentityFromLocation(location string) (namespace, tableName string) {
 	return namespace, tableName
 }
 
-// inspectTable computes the status of an already loaded table; start is when
-// the inspection began, so inspect_ms includes loading the metadata.
-func inspectTable(ctx context.Context, tbl *table.Table, opts Options, start time.Time) (*TableStatus, error) {
-	meta := tbl.Metadata()
+// inspectMetadata computes the status of parsed metadata; start is when the
+// inspection began, so inspect_ms includes loading the metadata.
+func inspectMetadata(ctx context.Context, meta *tableMeta, location string, rd *reader, opts Options, start time.Time) (*TableStatus, error) {
 	st := &TableStatus{
 		Catalog:          opts.Catalog,
 		Namespace:        opts.Namespace,
 		Table:            opts.Table,
-		FormatVersion:    meta.Version(),
-		MetadataLocation: tbl.MetadataLocation(),
+		FormatVersion:    meta.FormatVersion,
+		MetadataLocation: location,
 		InspectedAt:      FormatTimestamp(start),
 		Inspector:        InspectorName,
 	}
-	st.SmallFileThresholdBytes = smallFileThreshold(meta.Properties(), opts)
-	fillHistory(st, meta)
+	st.SmallFileThresholdBytes = smallFileThreshold(meta.Properties, opts)
+	meta.fillHistory(st)
 
-	if snap := meta.CurrentSnapshot(); snap != nil {
-		id := snap.SnapshotID
+	if snap := meta.current(); snap != nil {
+		id, _ := snapshotID(snap.SnapshotID)
 		at := formatMillis(snap.TimestampMs)
 		st.CurrentSnapshotID, st.CurrentSnapshotAt = &id, &at
 
-		fs, err := tbl.FS(ctx)
+		refs, err := snapshotManifests(ctx, rd, snap, meta.FormatVersion)
 		if err != nil {
-			return nil, fmt.Errorf("%w %s: %w", ErrManifestList, snap.ManifestList, err)
+			return nil, err
 		}
-		manifests, err := snap.Manifests(fs)
-		if err != nil {
-			return nil, fmt.Errorf("%w %s: %w", ErrManifestList, snap.ManifestList, err)
-		}
-		agg, err := aggregateManifests(ctx, fs, manifests, st.SmallFileThresholdBytes, opts.workers())
+		agg, err := aggregateManifests(ctx, rd, refs, st.SmallFileThresholdBytes, opts.workers())
 		if err != nil {
 			return nil, err
 		}
 		agg.fill(st)
-		st.ManifestsRead = int64(len(manifests))
+		st.ManifestCount = int64(len(refs))
+		st.ManifestsRead = int64(len(refs))
 	}
 	st.InspectMs = time.Since(start).Milliseconds()
 	opts.logger().Debug("inspected table", "metadata", st.MetadataLocation,
 		"manifests", st.ManifestCount, "data_files", st.DataFileCount, "ms", st.InspectMs)
 	return st, nil
+}
+
+// snapshotManifests lists a snapshot's manifests: from its manifest list, or
+// for a v1 snapshot without one, from its inline "manifests" paths.
+func snapshotManifests(ctx context.Context, rd *reader, snap *snapshotMeta, formatVersion int) ([]manifestRef, error) {
+	if snap.ManifestList == "" && formatVersion >= 2 {
+		return nil, fmt.Errorf("%w: snapshot %s of a v%d table has no manifest-list",
+			ErrManifestList, snap.SnapshotID, formatVersion)
+	}
+	if snap.ManifestList == "" {
+		refs := make([]manifestRef, len(snap.Manifests))
+		for i, p := range snap.Manifests {
+			refs[i] = manifestRef{path: p}
+		}
+		return refs, nil
+	}
+	data, err := rd.readFile(ctx, snap.ManifestList)
+	if err == nil {
+		var refs []manifestRef
+		if refs, err = readManifestList(data); err == nil {
+			return refs, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %s: %w", ErrManifestList, snap.ManifestList, err)
 }
 
 // smallFileThreshold applies the caller override, else the table property / 8.
@@ -165,33 +188,6 @@ func smallFileThreshold(props map[string]string, opts Options) int64 {
 		}
 	}
 	return target / 8
-}
-
-// fillHistory sets the snapshot, metadata-log and ref counts.
-func fillHistory(st *TableStatus, meta table.Metadata) {
-	snaps := meta.Snapshots()
-	st.SnapshotCount = int64(len(snaps))
-	if len(snaps) > 0 {
-		oldest := snaps[0].TimestampMs
-		for _, s := range snaps[1:] {
-			oldest = min(oldest, s.TimestampMs)
-		}
-		at := formatMillis(oldest)
-		st.OldestSnapshotAt = &at
-	}
-	st.MetadataLogCount = count(meta.PreviousFiles())
-	for range meta.Refs() {
-		st.RefCount++
-	}
-}
-
-// count returns the number of values an iterator yields.
-func count[T any](seq iter.Seq[T]) int64 {
-	var n int64
-	for range seq {
-		n++
-	}
-	return n
 }
 
 // recoverInto turns a panic in a dependency into an ErrUnexpected error.

@@ -3,12 +3,11 @@ package inspect
 import (
 	"context"
 	"fmt"
-	"strings"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
-	"github.com/apache/iceberg-go"
-	iceio "github.com/apache/iceberg-go/io"
-	"golang.org/x/sync/errgroup"
+	"github.com/icepack-dev/icepack/go-inspector/internal/avro"
 )
 
 // fileAgg holds the per-file aggregates of one or more manifests.
@@ -25,31 +24,29 @@ type fileAgg struct {
 
 func newFileAgg() *fileAgg { return &fileAgg{partitions: map[string]int64{}} }
 
-// addEntry accounts one live manifest entry.
-func (a *fileAgg) addEntry(df iceberg.DataFile, threshold int64) {
-	switch df.ContentType() {
-	case iceberg.EntryContentData:
-		size := df.FileSizeBytes()
-		a.dataFiles++
-		a.dataBytes += size
-		a.records += df.Count()
-		if size < threshold {
-			a.smallFiles++
-			a.smallBytes += size
-		}
-		a.histogram.add(size)
-		a.partitions[PartitionKey(df.SpecID(), df.Partition())]++
-	case iceberg.EntryContentPosDeletes:
-		if strings.EqualFold(string(df.FileFormat()), string(iceberg.PuffinFile)) {
-			a.dvs++
-		} else {
-			a.posDeletes++
-		}
-		a.deleteRecords += df.Count()
-	case iceberg.EntryContentEqDeletes:
-		a.eqDeletes++
-		a.deleteRecords += df.Count()
+// addData accounts one live data file.
+func (a *fileAgg) addData(size, records, threshold int64) {
+	a.dataFiles++
+	a.dataBytes += size
+	a.records += records
+	if size < threshold {
+		a.smallFiles++
+		a.smallBytes += size
 	}
+	a.histogram.add(size)
+}
+
+// addDelete accounts one live delete file (content 1 or 2).
+func (a *fileAgg) addDelete(content, records int64, format []byte) {
+	switch {
+	case content == 2:
+		a.eqDeletes++
+	case isPuffin(format):
+		a.dvs++
+	default:
+		a.posDeletes++
+	}
+	a.deleteRecords += records
 }
 
 // merge folds o into a.
@@ -94,54 +91,139 @@ func (a *fileAgg) fill(st *TableStatus) {
 	}
 }
 
-// aggregateManifests decodes every manifest with at most workers goroutines
-// and returns the merged aggregates. The first failure cancels the rest.
-func aggregateManifests(ctx context.Context, fs iceio.IO, manifests []iceberg.ManifestFile, threshold int64, workers int) (*fileAgg, error) {
-	total := newFileAgg()
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workers)
-	for _, m := range manifests {
-		g.Go(func() error {
-			agg, err := readManifest(gctx, fs, m, threshold)
-			if err != nil {
-				return err
+// aggregateManifests decodes every manifest with at most workers goroutines,
+// each folding into its own aggregate, and returns them merged. The first
+// failure stops the others.
+func aggregateManifests(ctx context.Context, rd *reader, refs []manifestRef, threshold int64, workers int) (*fileAgg, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	workers = max(1, min(workers, len(refs)))
+	aggs := make([]*fileAgg, workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		agg := newFileAgg()
+		aggs[w] = agg
+		wg.Go(func() {
+			sc := &scanner{agg: agg, threshold: threshold, byRaw: map[string]int64{},
+				plans: map[*avro.Node]*entryPlan{}}
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(refs)) || ctx.Err() != nil {
+					return
+				}
+				if err := sc.read(ctx, rd, refs[i]); err != nil {
+					cancel(err)
+					return
+				}
 			}
-			// Fold as each manifest finishes so per-manifest partition maps
-			// are not all held at once on tables with thousands of manifests.
-			mu.Lock()
-			total.merge(agg)
-			mu.Unlock()
-			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
 		return nil, err
+	}
+	total := aggs[0]
+	for _, a := range aggs[1:] {
+		total.merge(a)
 	}
 	return total, nil
 }
 
-// readManifest aggregates the live (ADDED or EXISTING) entries of one manifest.
-func readManifest(ctx context.Context, fs iceio.IO, m iceberg.ManifestFile, threshold int64) (agg *fileAgg, err error) {
-	path := m.FilePath()
+// scanner reads manifests into one aggregate; it is used by one goroutine.
+type scanner struct {
+	agg       *fileAgg
+	threshold int64
+	byRaw     map[string]int64 // live data files per partition encoding, per manifest
+	e         entry
+	reuse     avro.Reuse
+	plans     map[*avro.Node]*entryPlan
+	buf       []byte // the last file read, its storage reused for the next
+}
+
+// read aggregates the live (ADDED or EXISTING) entries of one manifest.
+func (s *scanner) read(ctx context.Context, rd *reader, ref manifestRef) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w %s: %w: %v", ErrManifest, path, ErrUnexpected, r)
+			err = fmt.Errorf("%w %s: %w: %v", ErrManifest, ref.path, ErrUnexpected, r)
 		}
 	}()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	data, err := rd.readFileInto(ctx, ref.path, s.buf)
+	if err != nil {
+		return fmt.Errorf("%w %s: %w", ErrManifest, ref.path, err)
 	}
-	agg = newFileAgg()
-	agg.manifests, agg.manifestBytes = 1, m.Length()
-	for entry, err := range m.Entries(fs, true) {
+	s.buf = data
+	if err := s.scan(data, ref); err != nil {
+		return fmt.Errorf("%w %s: %w", ErrManifest, ref.path, err)
+	}
+	return nil
+}
+
+// scan decodes one manifest file's bytes.
+func (s *scanner) scan(data []byte, ref manifestRef) error {
+	f, err := avro.Open(data, &s.reuse)
+	if err != nil {
+		return err
+	}
+	plan, ok := s.plans[f.Schema]
+	if !ok {
+		if plan, err = compileEntryPlan(f.Schema); err != nil {
+			return err
+		}
+		s.plans[f.Schema] = plan
+	}
+	specID, length := ref.specID, ref.length
+	if !ref.hasSpec { // a v1 inline manifest: its header and size say what a list would
+		length = int64(len(data))
+		if raw, ok := f.Meta["partition-spec-id"]; ok {
+			v, err := strconv.ParseInt(raw, 10, 32)
+			if err != nil {
+				return fmt.Errorf("header partition-spec-id %q is not an int", raw)
+			}
+			specID = int32(v)
+		}
+	}
+	clear(s.byRaw)
+	agg, e := s.agg, &s.e
+	err = f.Blocks(func(count int64, d *avro.Decoder) error {
+		for range count {
+			plan.decode(d, e)
+			if err := d.Err(); err != nil {
+				return err
+			}
+			if !validFormat(e.format) {
+				return fmt.Errorf("unknown file format %q", e.format)
+			}
+			switch e.status {
+			case 2: // DELETED
+				continue
+			case 0, 1:
+			default:
+				return fmt.Errorf("unknown entry status %d", e.status)
+			}
+			switch e.content {
+			case 0:
+				agg.addData(e.size, e.records, s.threshold)
+				s.byRaw[string(e.partition)]++
+			case 1, 2:
+				agg.addDelete(e.content, e.records, e.format)
+			default:
+				return fmt.Errorf("unknown data file content %d", e.content)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for raw, n := range s.byRaw {
+		key, err := partitionKey(specID, plan.partition, []byte(raw))
 		if err != nil {
-			return nil, fmt.Errorf("%w %s: %w", ErrManifest, path, err)
+			return fmt.Errorf("partition value: %w", err)
 		}
-		if entry.Status() == iceberg.EntryStatusDELETED {
-			continue
-		}
-		agg.addEntry(entry.DataFile(), threshold)
+		agg.partitions[key] += n
 	}
-	return agg, ctx.Err()
+	agg.manifests++
+	agg.manifestBytes += length
+	return nil
 }

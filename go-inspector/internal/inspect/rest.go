@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -67,5 +68,14 @@ func InspectREST(ctx context.Context, cfg RESTConfig, opts Options) (status *Tab
 	if opts.Table == "" {
 		opts.Table = ident[len(ident)-1]
 	}
-	return inspectTable(ctx, tbl, opts, start)
+	// The catalog's metadata is re-encoded and read like a metadata file, so
+	// both modes share one reading of the contract's fields.
+	raw, err := json.Marshal(tbl.Metadata())
+	if err == nil {
+		var meta *tableMeta
+		if meta, err = parseMetadata(raw); err == nil {
+			return inspectMetadata(ctx, meta, tbl.MetadataLocation(), newReader(tbl.FS), opts, start)
+		}
+	}
+	return nil, fmt.Errorf("%w %s: %w", ErrMetadata, tbl.MetadataLocation(), err)
 }

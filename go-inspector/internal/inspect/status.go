@@ -2,7 +2,10 @@
 // its metadata, following the contract in docs/table-status.md.
 package inspect
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // InspectorName identifies this implementation in TableStatus.Inspector.
 const InspectorName = "iceberg-go"
@@ -79,17 +82,18 @@ func (h Histogram) Buckets() map[string]int64 {
 // TableStatus is the metrics contract of one table (docs/table-status.md).
 // Field order follows the contract table.
 type TableStatus struct {
-	Catalog           string `json:"catalog"`
-	Namespace         string `json:"namespace"`
-	Table             string `json:"table"`
-	FormatVersion     int    `json:"format_version"`
-	MetadataLocation  string `json:"metadata_location"`
-	CurrentSnapshotID *int64 `json:"current_snapshot_id"`
-	InspectedAt       string `json:"inspected_at"`
-	Inspector         string `json:"inspector"`
-	InspectMs         int64  `json:"inspect_ms"`
-	ManifestsRead     int64  `json:"manifests_read"`
-	ManifestsCached   int64  `json:"manifests_cached"`
+	Catalog          string `json:"catalog"`
+	Namespace        string `json:"namespace"`
+	Table            string `json:"table"`
+	FormatVersion    int    `json:"format_version"`
+	MetadataLocation string `json:"metadata_location"`
+	// CurrentSnapshotID is an exact decimal: ids beyond the int64 range are kept.
+	CurrentSnapshotID *json.Number `json:"current_snapshot_id"`
+	InspectedAt       string       `json:"inspected_at"`
+	Inspector         string       `json:"inspector"`
+	InspectMs         int64        `json:"inspect_ms"`
+	ManifestsRead     int64        `json:"manifests_read"`
+	ManifestsCached   int64        `json:"manifests_cached"`
 
 	SmallFileThresholdBytes int64     `json:"small_file_threshold_bytes"`
 	DataFileCount           int64     `json:"data_file_count"`

@@ -2,10 +2,13 @@ package inspect
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/icepack-dev/icepack/go-inspector/internal/avro"
 )
 
 func TestHistogramBoundaries(t *testing.T) {
@@ -93,30 +96,85 @@ func TestAverageAndPartitions(t *testing.T) {
 	}
 }
 
+// zz appends v in Avro's zig-zag varint encoding.
+func zz(b []byte, v int64) []byte {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	for u >= 0x80 {
+		b = append(b, byte(u)|0x80)
+		u >>= 7
+	}
+	return append(b, byte(u))
+}
+
+func schema(t *testing.T, text string) *avro.Node {
+	t.Helper()
+	n, err := avro.ParseSchema([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func key(t *testing.T, spec int32, n *avro.Node, raw []byte) string {
+	t.Helper()
+	k, err := partitionKey(spec, n, raw)
+	if err != nil {
+		t.Fatalf("partitionKey: %v", err)
+	}
+	return k
+}
+
+// TestPartitionKeyIsCanonical checks that keys are equal exactly when
+// PyIceberg's decoded values are: an int partition field promoted to long
+// keeps its partitions, a decimal is its value whether stored as bytes or
+// fixed, and a string "1", the int 1, null and "" never collide.
 func TestPartitionKeyIsCanonical(t *testing.T) {
 	t.Parallel()
-	a := PartitionKey(1, map[int]any{1001: int32(3), 1000: "x"})
-	b := PartitionKey(1, map[int]any{1000: "x", 1001: int32(3)})
-	if a != b {
-		t.Errorf("order changed the key: %q vs %q", a, b)
+	rec := `{"type":"record","name":"p","fields":[{"name":"a","type":["null","%s"]},{"name":"b","type":["null","%s"]}]}`
+	strInt := schema(t, fmt.Sprintf(rec, "string", "int"))
+	strLong := schema(t, fmt.Sprintf(rec, "string", "long"))
+	intStr := schema(t, fmt.Sprintf(rec, "int", "string"))
+	x3 := zz(zz(append(zz(zz(nil, 1), 1), 'x'), 1), 3)
+	if key(t, 0, strInt, x3) != key(t, 0, strLong, x3) {
+		t.Error("int and long values of one field must give one key")
 	}
+	one := zz(zz(nil, 1), 1)
 	distinct := []string{
-		PartitionKey(0, map[int]any{1000: "1"}),
-		PartitionKey(0, map[int]any{1000: int32(1)}),
-		PartitionKey(0, map[int]any{1000: nil}),
-		PartitionKey(0, map[int]any{1000: ""}),
-		PartitionKey(1, map[int]any{1000: "1"}),
-		PartitionKey(0, nil),
+		key(t, 0, strInt, zz(append(zz(zz(nil, 1), 1), '1'), 0)),    // "1", null
+		key(t, 0, intStr, append(one, zz(nil, 0)...)),               // 1, null
+		key(t, 0, strInt, zz(zz(nil, 0), 0)),                        // null, null
+		key(t, 0, strInt, append(zz(zz(nil, 1), 0), zz(nil, 0)...)), // "", null
+		key(t, 1, strInt, zz(append(zz(zz(nil, 1), 1), '1'), 0)),    // spec 1
+		key(t, 0, nil, nil), // unpartitioned
+		key(t, 0, schema(t, `{"type":"record","name":"e","fields":[]}`), nil), // empty spec
 	}
 	seen := map[string]bool{}
-	for _, k := range distinct {
+	for _, k := range distinct[:6] {
 		if seen[k] {
 			t.Errorf("key collision: %q", k)
 		}
 		seen[k] = true
 	}
+	if distinct[5] != distinct[6] {
+		t.Errorf("no partition field and an empty partition record differ: %q %q", distinct[5], distinct[6])
+	}
 	if !strings.HasPrefix(distinct[4], "1|") {
 		t.Errorf("spec id missing from %q", distinct[4])
+	}
+
+	dec := func(typ string) *avro.Node {
+		return schema(t, `{"type":"record","name":"d","fields":[{"name":"v","type":`+typ+`}]}`)
+	}
+	asBytes := dec(`{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}`)
+	asFixed := dec(`{"type":"fixed","name":"f","size":4,"logicalType":"decimal","precision":9,"scale":2}`)
+	if a, b := key(t, 0, asBytes, []byte{2, 0xff}), key(t, 0, asFixed, []byte{0xff, 0xff, 0xff, 0xff}); a != b {
+		t.Errorf("-0.01 as bytes %q and as fixed %q differ", a, b)
+	}
+	if a, b := key(t, 0, asBytes, []byte{2, 0x01}), key(t, 0, asFixed, []byte{0, 0, 0, 1}); a != b {
+		t.Errorf("0.01 as bytes %q and as fixed %q differ", a, b)
+	}
+	if _, err := partitionKey(0, strInt, []byte{4}); err == nil {
+		t.Error("a union branch out of range must fail")
 	}
 }
 
@@ -162,5 +220,39 @@ func TestFormatTimestamp(t *testing.T) {
 	}
 	if got := formatMillis(1758879681000); got != "2025-09-26T09:41:21.000Z" {
 		t.Errorf("got %s", got)
+	}
+}
+
+// TestLocalPath pins how locations map to the local file system: file://host/p
+// is the relative path host/p (PyIceberg's netloc+path), other schemes are remote.
+func TestLocalPath(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"data/t/metadata/snap.avro":        "data/t/metadata/snap.avro",
+		"/abs/snap.avro":                   "/abs/snap.avro",
+		"file:///abs/snap.avro":            "/abs/snap.avro",
+		"file:/abs/snap.avro":              "/abs/snap.avro",
+		"file://data/t/metadata/snap.avro": "data/t/metadata/snap.avro",
+		"FILE:///abs/x":                    "/abs/x",
+		`C:\tables\x.avro`:                 `C:\tables\x.avro`,
+		"dir:with/colon/x.avro":            "", // a scheme "dir": remote
+		"rel/dir:colon/x.avro":             "rel/dir:colon/x.avro",
+	}
+	for in, want := range cases {
+		got, ok := localPath(in)
+		if want == "" {
+			if ok {
+				t.Errorf("%q: want remote, got local %q", in, got)
+			}
+			continue
+		}
+		if !ok || got != want {
+			t.Errorf("%q: got %q %v, want %q", in, got, ok, want)
+		}
+	}
+	for _, remote := range []string{"s3://bucket/k", "s3a://bucket/k", "gs://b/k", "abfs://c@a/k"} {
+		if _, ok := localPath(remote); ok {
+			t.Errorf("%q must be remote", remote)
+		}
 	}
 }
