@@ -2,7 +2,10 @@
 
 Order: take the table lock under the job's fence, run the actions through ``JobExecution`` under
 a ``JobLease`` (heartbeats; on a lost lease or a cancel it stops the Spark work itself), then
-finish the job with a fenced write, and release the lock only if still ours.
+finish the job with a fenced write, and release the lock only if still ours. A rewrite's start
+snapshot is recorded before its CALL; it is verified on success, after an error and after a
+cancel (the lock is still ours); after a lost lease, a shutdown or a kill it is left for the next
+job on the table, which verifies it first (``JobExecution.settle``).
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ class JobRunner:
         bound = log.bind(job_id=job.id, table_id=job.table_id, fence=job.fence)
         lease_seconds = self.settings.job_lease_seconds
         lock = None
+        lease: JobLease | None = None
         try:
             if job.table_id is None:
                 raise ActionError("job names no table", retryable=False)
@@ -95,7 +99,13 @@ class JobRunner:
                 if on_record is not None:
                     await on_record(action)
 
-            results = await lease.run(self.execution.run(job.table_id, job.actions, record))
+            async def guard() -> None:
+                # Before a rollback: the table lock is still ours under the job's fence.
+                assert lease is not None and lease.lock is not None
+                lease.lock = await self.locks.renew(lease.lock, lease_seconds)
+
+            results = await lease.run(self.execution.run(job.table_id, job.actions, record,
+                                                         job=job, guard=guard))
             done = await self.queue.complete(job, {"actions": results})
             JOBS_FINISHED.add(1, {"outcome": "succeeded"})
             bound.info("job.succeeded", actions=len(results))
@@ -106,6 +116,18 @@ class JobRunner:
             return JobRun(done, lock_held=True)
         except CancelRequested:
             bound.info("job.cancelled")
+            # The lock is still ours: whatever the cancelled rewrite committed is verified now
+            # (or the table held) before the job ends.
+            assert job.table_id is not None and lease is not None
+            settling = JobLease(self.queue, job, lease_seconds, self.locks, lease.lock,
+                                on_stop=self.engine.interrupt, honour_cancel=False)
+            try:
+                await settling.run(self.execution.settle(job, job.table_id, record, guard))
+            except ActionError as exc:  # the table is on hold, with the evidence
+                bound.warning("job.cancelled_rewrite_failed_verification", error=str(exc))
+            except (LeaseLost, StaleFence) as exc:
+                bound.warning("job.abandoned", error=str(exc))  # the next holder verifies
+                return JobRun(None)
             return JobRun(await self.queue.finish_cancelled(job))
         except (LeaseLost, StaleFence) as exc:
             bound.warning("job.abandoned", error=str(exc))  # someone else owns it now

@@ -44,6 +44,8 @@ class JobLease:
         locks: TableLocks | None = None,
         lock: TableLock | None = None,
         on_stop: Callable[[], Awaitable[None]] | None = None,
+        *,
+        honour_cancel: bool = True,
     ) -> None:
         self.queue = queue
         self.job = job
@@ -56,6 +58,9 @@ class JobLease:
         # Called when the work must stop (lease lost, cancel requested): cancelling the asyncio
         # task cannot stop a statement already running in Spark, this can (e.g. cancelAllJobs).
         self.on_stop = on_stop
+        # False for work that must finish even for a cancelled job (verifying what the
+        # cancelled rewrite committed): only a lost lease stops it.
+        self.honour_cancel = honour_cancel
 
     async def run(self, work: Awaitable[T]) -> T:
         """Await ``work`` under the lease.
@@ -90,7 +95,7 @@ class JobLease:
                     self.lock = await self.locks.renew(self.lock, self.lease_seconds)
                 deadline = time.monotonic() + self.lease_seconds
                 self.renewals += 1
-                if beat.cancel_requested:
+                if beat.cancel_requested and self.honour_cancel:
                     self.cancel_requested.set()
                     await self._stop(work)
                     return

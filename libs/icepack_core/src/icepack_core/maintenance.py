@@ -2,10 +2,12 @@
 
 ``TableMaintenance.run(intent)`` turns a typed action intent (``icepack_core.intents``) into one
 Iceberg procedure call built by ``sql_ident``, runs it, and
-returns what it did. For rewrites it then verifies every ``replace`` snapshot committed since
-the action started: the live row count and a content checksum must equal its parent's. On a
-violation it rolls the table back to the snapshot before the bad commit (if nothing was committed
-on top of it) and raises ``VerificationFailed`` with the evidence.
+returns what it did. For rewrites it first hands the start snapshot to ``before_call`` (the
+executor records it durably) and, after the call, verifies every ``replace`` snapshot committed
+since then through ``verification.RewriteVerifier``: the live row count and a content checksum
+(``fingerprint``) must equal its parent's. On a violation it rolls the table back to the
+snapshot before the bad commit (if nothing was committed on top of it and ``guard`` confirms the
+lock is still ours) and raises ``VerificationFailed`` with the evidence.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icepack_core.errors import IcepackError, PermanentError
+from icepack_core.fingerprint import Fingerprint
 from icepack_core.intents import (
     REWRITES,
     Action,
@@ -41,6 +44,11 @@ from icepack_core.sql_ident import (
     sql_literal,
 )
 from icepack_core.types import TableRef as CatalogTableRef
+from icepack_core.verification import Guard, RewriteVerifier, VerificationFailed
+
+__all__ = ["MAINTENANCE_ACTIONS", "REWRITES", "ActionOutcome", "AfterCall", "BeforeCall",
+           "Fingerprint", "OrphanLimitExceeded", "OrphanLimits", "TableMaintenance",
+           "VerificationFailed", "procedure_args"]
 
 MAINTENANCE_ACTIONS = tuple(a.value for a in Action)
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
@@ -79,24 +87,6 @@ class OrphanLimitExceeded(IcepackError):
         self.evidence = evidence
 
 
-class VerificationFailed(IcepackError):
-    """A rewrite changed the table's live contents; ``evidence`` says how."""
-
-    code = "VERIFICATION_FAILED"
-
-    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.evidence = evidence
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    """Live contents of a table at one snapshot: row count and an order-independent checksum."""
-
-    rows: int
-    checksum: int
-
-
 @dataclass
 class ActionOutcome:
     action: str
@@ -107,6 +97,8 @@ class ActionOutcome:
 
 
 AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the procedure commits
+# Called with the start snapshot before a rewrite's CALL: the durable "to verify" record.
+BeforeCall = Callable[[str, int | None], Awaitable[None]]
 
 
 def procedure_args(
@@ -152,6 +144,8 @@ class TableMaintenance:
         *,
         verify_checksum: bool = True,
         after_call: AfterCall | None = None,
+        before_call: BeforeCall | None = None,
+        guard: Guard | None = None,
         orphan_location: str | None = None,
         orphan_limits: OrphanLimits | None = None,
     ) -> None:
@@ -163,6 +157,10 @@ class TableMaintenance:
         self.properties = dict(properties or {})
         self.verify_checksum = verify_checksum
         self.after_call = after_call
+        self.before_call = before_call
+        self.guard = guard
+        self.verifier = RewriteVerifier(engine, ref.catalog, self.table,
+                                        verify_checksum=verify_checksum)
         # Set by the safety choke point (icepack_core.safety.admit) for orphan removal only.
         self.orphan_location = orphan_location
         self.orphan_limits = orphan_limits or OrphanLimits()
@@ -171,42 +169,15 @@ class TableMaintenance:
         return qualified_name(self.ref.catalog, (*self.levels, self.ref.name), name)
 
     async def current_snapshot_id(self) -> int | None:
-        rows = await self.engine.sql(
-            f"SELECT snapshot_id FROM {self.metadata_table('history')} "
-            "WHERE is_current_ancestor ORDER BY made_current_at DESC LIMIT 1")
-        return int(rows[0]["snapshot_id"]) if rows else None
+        return await self.verifier.current_snapshot_id()
 
     async def fingerprint(self, snapshot_id: int | None = None) -> Fingerprint:
         """Row count and checksum of the live rows (deletes applied) at a snapshot."""
-        version = f" VERSION AS OF {int(snapshot_id)}" if snapshot_id is not None else ""
-        checksum = "coalesce(sum(cast(hash(*) AS BIGINT)), 0)" if self.verify_checksum else "0"
-        rows = await self.engine.sql(
-            f"SELECT count(*) AS n, {checksum} AS h FROM {self.qualified}{version}")
-        return Fingerprint(int(rows[0]["n"]), int(rows[0]["h"]))
+        return await self.verifier.fingerprint(snapshot_id)
 
     async def snapshots_since(self, start: int | None) -> Rows:
-        """Snapshots on the current branch after ``start``, oldest first.
-
-        Ordered by following parent links, not by commit time: commits of one rewrite
-        (partial progress) can share a millisecond.
-        """
-        rows = await self.engine.sql(
-            "SELECT s.snapshot_id, s.parent_id, s.operation, s.committed_at "
-            f"FROM {self.metadata_table('snapshots')} s "
-            f"JOIN {self.metadata_table('history')} h ON h.snapshot_id = s.snapshot_id "
-            "WHERE h.is_current_ancestor")
-        by_parent = {(int(r["parent_id"]) if r["parent_id"] is not None else None): r
-                     for r in rows}
-        known = {int(r["snapshot_id"]) for r in rows}
-        # The oldest ancestor still in the metadata (its parent may have been expired).
-        roots = [r for r in rows if r["parent_id"] is None or int(r["parent_id"]) not in known]
-        # start None (no snapshot before) or no longer an ancestor: check from the root.
-        cursor = by_parent.get(start) if start in known else (roots[0] if roots else None)
-        chain: Rows = []
-        while cursor is not None:
-            chain.append(cursor)
-            cursor = by_parent.get(int(cursor["snapshot_id"]))
-        return chain
+        """Snapshots on the current branch after ``start``, oldest first."""
+        return await self.verifier.snapshots_since(start)
 
     async def run(self, action: Intent | Mapping[str, Any]) -> ActionOutcome:
         """Run one action; rewrites are verified (and rolled back on a violation).
@@ -218,6 +189,8 @@ class TableMaintenance:
                 location is not the one admitted.
             OrphanLimitExceeded: the orphan dry run found more than the limits allow.
             VerificationFailed: a rewrite changed the live contents (rolled back if possible).
+            Exception: the engine's error for a failed statement; a rewrite may have committed
+                partial progress before it, which the caller must still verify.
         """
         intent = action if not isinstance(action, Mapping) else parse_intent(action)
         location = None
@@ -251,6 +224,8 @@ class TableMaintenance:
                      "location": location, "limits": vars(self.orphan_limits)})
         call = procedure_call(self.ref.catalog, name, args)
         outcome.sql.append(call)
+        if intent.kind in REWRITES and self.before_call is not None:
+            await self.before_call(name, start)
         started = time.monotonic()
         rows = await self.engine.sql(call)
         outcome.output.update(_summarise(name, rows))
@@ -258,7 +233,7 @@ class TableMaintenance:
         if self.after_call is not None:
             await self.after_call(name)
         if intent.kind in REWRITES:
-            outcome.verification = await self.verify_rewrites(start)
+            outcome.verification = await self.verify_rewrites(start, self.guard)
         return outcome
 
     async def _confirmed_location(self) -> str:
@@ -348,60 +323,15 @@ class TableMaintenance:
             return "false", note  # nothing qualifies: rewrite nothing
         return " OR ".join(predicates), note
 
-    async def verify_rewrites(self, start: int | None) -> dict[str, Any]:
-        """Check every ``replace`` snapshot after ``start`` kept its parent's live contents.
+    async def verify_rewrites(
+        self, start: int | None, guard: Guard | None = None
+    ) -> dict[str, Any]:
+        """Check every ``replace`` snapshot after ``start`` (see ``RewriteVerifier.verify``).
 
-        When nothing but replaces was committed since ``start`` (no concurrent writer), the
-        chain as a whole is checked with two scans (start vs. newest); only if that differs,
-        or other commits are interleaved, is each replace checked against its own parent.
-        Fingerprints are memoised, so consecutive replaces share scans.
+        Returns ``{"verified_snapshots": [...], "verification": evidence}``.
         """
-        snaps = await self.snapshots_since(start)
-        replaces = [s for s in snaps if s["operation"] == "replace" and s["parent_id"] is not None]
-        if not replaces:
-            return {"verified_snapshots": []}
-        memo: dict[int, Fingerprint] = {}
-
-        async def fp(snapshot_id: int) -> Fingerprint:
-            if snapshot_id not in memo:
-                memo[snapshot_id] = await self.fingerprint(snapshot_id)
-            return memo[snapshot_id]
-
-        only_ours = start is not None and len(replaces) == len(snaps) \
-            and int(snaps[0]["parent_id"]) == start
-        if only_ours:
-            assert start is not None
-            first, last = await fp(start), await fp(int(snaps[-1]["snapshot_id"]))
-            if first == last:
-                return {"verified_snapshots": [
-                    {"snapshot_id": int(s["snapshot_id"]), "parent_id": int(s["parent_id"]),
-                     "rows_before": first.rows, "rows_after": last.rows, "checked": "chain"}
-                    for s in replaces]}
-        checked = []
-        for snap in replaces:
-            snapshot_id, parent_id = int(snap["snapshot_id"]), int(snap["parent_id"])
-            before, after = await fp(parent_id), await fp(snapshot_id)
-            record = {"snapshot_id": snapshot_id, "parent_id": parent_id,
-                      "rows_before": before.rows, "rows_after": after.rows,
-                      "checksum_before": before.checksum, "checksum_after": after.checksum}
-            if before != after:
-                record["rolled_back"] = await self._roll_back(snapshot_id, parent_id)
-                raise VerificationFailed(
-                    f"rewrite snapshot {snapshot_id} changed the live contents of {self.ref}: "
-                    f"{before.rows} rows -> {after.rows} rows"
-                    f"{', checksum differs' if before.checksum != after.checksum else ''}",
-                    record,
-                )
-            checked.append(record)
-        return {"verified_snapshots": checked}
-
-    async def _roll_back(self, bad_snapshot: int, parent: int) -> bool:
-        """Roll back to ``parent`` when ``bad_snapshot`` is still current (nothing on top)."""
-        if await self.current_snapshot_id() != bad_snapshot:
-            return False
-        await self.engine.sql(procedure_call(
-            self.ref.catalog, "rollback_to_snapshot", {"table": self.table, "snapshot_id": parent}))
-        return True
+        evidence = await self.verifier.verify(start, guard)
+        return {"verified_snapshots": evidence["snapshots"], "verification": evidence}
 
 
 def _summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

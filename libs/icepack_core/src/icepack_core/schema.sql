@@ -333,6 +333,27 @@ CREATE TABLE icepack.manifest_stats (
 
 
 --
+-- Name: pending_verifications; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.pending_verifications (
+    table_id bigint NOT NULL,
+    start_snapshot_id bigint,
+    job_id bigint NOT NULL,
+    fence bigint NOT NULL,
+    action text NOT NULL,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: TABLE pending_verifications; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.pending_verifications IS 'Rewrites started and not yet verified: every replace snapshot after start_snapshot_id must be checked (or the table held) before any other maintenance of the table';
+
+
+--
 -- Name: policies; Type: TABLE; Schema: icepack; Owner: -
 --
 
@@ -510,6 +531,7 @@ CREATE TABLE icepack.tables (
     last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
     dropped_at timestamp with time zone,
     maintenance_hold jsonb,
+    location text,
     CONSTRAINT tables_seen_order CHECK ((last_seen_at >= first_seen_at))
 );
 
@@ -519,6 +541,13 @@ CREATE TABLE icepack.tables (
 --
 
 COMMENT ON COLUMN icepack.tables.maintenance_hold IS 'NULL, or why automatic maintenance is stopped for this table (set by an executor after a failed post-commit verification; cleared by an operator with `icepack hold release`)';
+
+
+--
+-- Name: COLUMN tables.location; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.tables.location IS 'the table''s root location from its current metadata (NULL until first inspected)';
 
 
 --
@@ -812,6 +841,14 @@ ALTER TABLE ONLY icepack.manifest_stats
 
 
 --
+-- Name: pending_verifications pending_verifications_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.pending_verifications
+    ADD CONSTRAINT pending_verifications_pkey PRIMARY KEY (table_id);
+
+
+--
 -- Name: policies policies_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -1060,6 +1097,22 @@ ALTER TABLE ONLY icepack.job_actions
 
 ALTER TABLE ONLY icepack.jobs
     ADD CONSTRAINT jobs_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE SET NULL;
+
+
+--
+-- Name: pending_verifications pending_verifications_job_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.pending_verifications
+    ADD CONSTRAINT pending_verifications_job_id_fkey FOREIGN KEY (job_id) REFERENCES icepack.jobs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: pending_verifications pending_verifications_table_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.pending_verifications
+    ADD CONSTRAINT pending_verifications_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
 
 
 --

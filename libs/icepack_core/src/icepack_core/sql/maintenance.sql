@@ -62,3 +62,24 @@ UPDATE icepack.tables SET location = $2 WHERE id = $1 AND location IS DISTINCT F
 SELECT id, catalog, namespace, name, location, metadata_location
   FROM icepack.tables
  WHERE dropped_at IS NULL;
+
+-- name: table_pending_verification_begin
+-- Record, before a rewrite's CALL, the snapshot it starts from; only while the job holds its
+-- fence. An older unsettled row is kept (verifying from the older start covers more).
+WITH fenced AS (
+    SELECT 1 FROM icepack.jobs WHERE id = $3 AND fence = $4 AND state = 'running')
+INSERT INTO icepack.pending_verifications (table_id, start_snapshot_id, job_id, fence, action)
+SELECT $1, $2, $3, $4, $5 FROM fenced
+ON CONFLICT (table_id) DO UPDATE SET table_id = EXCLUDED.table_id
+RETURNING start_snapshot_id, job_id, fence, action, recorded_at;
+
+-- name: table_pending_verification_get
+-- The unsettled rewrite of a table, if any.
+SELECT table_id, start_snapshot_id, job_id, fence, action, recorded_at
+  FROM icepack.pending_verifications WHERE table_id = $1;
+
+-- name: table_pending_verification_settle
+-- Delete exactly the row that was verified (or whose table was held), never a newer one.
+DELETE FROM icepack.pending_verifications
+ WHERE table_id = $1 AND job_id = $2 AND fence = $3 AND recorded_at = $4
+RETURNING table_id;
