@@ -39,9 +39,11 @@ IMPACT_FIELDS = (
     "position_delete_file_count", "equality_delete_file_count", "deletion_vector_count",
     "manifest_count", "snapshot_count",
 )
-# Failures that will fail again whatever we do (bad SQL, bad arguments, missing table).
+# Failures that will fail again whatever we do (bad SQL, bad arguments, missing table; and
+# Python's own type errors, which a malformed action raises on every attempt).
 PERMANENT_ERRORS = frozenset({"AnalysisException", "ParseException", "IllegalArgumentException",
-                              "NoSuchTableException", "InvalidIdentifier", "PermanentError"})
+                              "NoSuchTableException", "InvalidIdentifier", "PermanentError",
+                              "AttributeError", "TypeError", "KeyError"})
 
 
 @dataclass
