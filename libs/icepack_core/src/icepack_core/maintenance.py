@@ -18,19 +18,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from icepack_core.errors import IcepackError, PermanentError
+import structlog
+
+from icepack_core.errors import IcepackError, InvalidIdentifier, PermanentError
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.sql_ident import (
+    SPARK_CONF_UNDEFINED,
     ProcedureValue,
     TableRef,
     procedure_call,
     qualified_name,
     quote_identifier,
+    spark_conf_reset,
+    spark_conf_set,
+    spark_conf_settings,
+    spark_conf_show,
     spark_conf_statements,
     sql_literal,
 )
 from icepack_core.types import TableRef as CatalogTableRef
 
+log = structlog.get_logger("icepack.maintenance")
 MAINTENANCE_ACTIONS = (
     "rewrite_data_files",
     "rewrite_position_delete_files",
@@ -201,28 +209,59 @@ class TableMaintenance:
             if where is not None:
                 args["where"] = where
         statements = spark_conf_statements(self.properties)
-        for statement in statements:
-            await self.engine.sql(statement)
-        start = await self.current_snapshot_id() if name in REWRITES else None
-        outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
-        if name == "remove_orphan_files" and params.get("dry_run_first", True) \
-                and not params.get("dry_run", False):
-            dry = procedure_call(self.ref.catalog, name, {**args, "dry_run": True})
-            outcome.sql.append(dry)
-            found = await self.engine.sql(dry)
-            outcome.output["dry_run_orphans"] = len(found)
-            outcome.output["dry_run_sample"] = [str(next(iter(r.values()))) for r in found[:20]]
-        call = procedure_call(self.ref.catalog, name, args)
-        outcome.sql.append(call)
-        started = time.monotonic()
-        rows = await self.engine.sql(call)
-        outcome.output.update(_summarise(name, rows))
-        outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
-        if self.after_call is not None:
-            await self.after_call(name)
-        if name in REWRITES:
-            outcome.verification = await self.verify_rewrites(start)
-        return outcome
+        # The session is shared by every table this engine maintains: each conf set for this
+        # action goes back to its previous value afterwards, whatever happens.
+        previous: dict[str, str] = {}
+        try:
+            for key, value in spark_conf_settings(self.properties):
+                previous[key] = await self._conf_value(key)
+                await self.engine.sql(spark_conf_set(key, value))
+            start = await self.current_snapshot_id() if name in REWRITES else None
+            outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
+            if name == "remove_orphan_files" and params.get("dry_run_first", True) \
+                    and not params.get("dry_run", False):
+                dry = procedure_call(self.ref.catalog, name, {**args, "dry_run": True})
+                outcome.sql.append(dry)
+                found = await self.engine.sql(dry)
+                outcome.output["dry_run_orphans"] = len(found)
+                outcome.output["dry_run_sample"] = [str(next(iter(r.values())))
+                                                    for r in found[:20]]
+            call = procedure_call(self.ref.catalog, name, args)
+            outcome.sql.append(call)
+            started = time.monotonic()
+            rows = await self.engine.sql(call)
+            outcome.output.update(_summarise(name, rows))
+            outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+            if self.after_call is not None:
+                await self.after_call(name)
+            if name in REWRITES:
+                outcome.verification = await self.verify_rewrites(start)
+            return outcome
+        finally:
+            await self._restore_confs(previous)
+
+    async def _conf_value(self, key: str) -> str:
+        """The session's current value of an allowlisted conf (``SPARK_CONF_UNDEFINED``)."""
+        rows = await self.engine.sql(spark_conf_show(key))
+        if not rows:
+            return SPARK_CONF_UNDEFINED
+        row = rows[0]
+        return str(row["value"] if "value" in row else list(row.values())[-1])
+
+    async def _restore_confs(self, previous: Mapping[str, str]) -> None:
+        """Put each conf back: ``SET`` its previous value, or ``RESET`` it when it had none
+        (or one ``SET`` cannot carry). Never raises: a failed restore is logged, and must not
+        hide the action's own outcome or error."""
+        for key, value in previous.items():
+            try:
+                statement = spark_conf_set(key, value)  # refuses SPARK_CONF_UNDEFINED too
+            except InvalidIdentifier:
+                statement = spark_conf_reset(key)
+            try:
+                await self.engine.sql(statement)
+            except Exception as exc:
+                log.error("maintenance.conf_restore_failed", conf=key,
+                          error=f"{type(exc).__name__}: {exc}")
 
     async def identity_partition_columns(self) -> list[str] | None:
         """The table's partition columns when every partition field is an identity transform
