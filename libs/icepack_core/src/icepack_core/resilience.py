@@ -29,6 +29,7 @@ TRANSIENT_DB_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.AdminShutdownError,  # 57P01: the server is shutting down
     asyncpg.exceptions.CrashShutdownError,  # 57P02
     asyncpg.exceptions.CannotConnectNowError,  # 57P03: starting up / in recovery
+    asyncpg.InternalClientError,  # a pooled connection left mid-protocol by the lost server
 )
 RETRY_INITIAL_SECONDS = 0.2
 RETRY_MAX_SECONDS = 10.0
@@ -43,6 +44,24 @@ async def pause(stop: asyncio.Event, seconds: float) -> None:
     """Sleep ``seconds`` or until ``stop`` is set, whichever comes first."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+async def survive(
+    round_: Callable[[], Awaitable[None]], stop: asyncio.Event, log: Any, what: str,
+    pause_seconds: float = 1.0,
+) -> None:
+    """Run one round of a service loop; log whatever it raises and pause, never raise.
+
+    The last line of defence of a loop that must not end: ``retry_db`` inside the round waits
+    out outages; anything else (a bug, an unexpected driver state) costs one round only.
+    """
+    try:
+        await round_()
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception(f"{what}.round_failed", error=f"{type(exc).__name__}: {exc}")
+        await pause(stop, pause_seconds)
 
 
 async def retry_db(

@@ -20,7 +20,7 @@ from icepack_core.events import wait_for_wake
 from icepack_core.job_runner import JobRunner
 from icepack_core.jobs import Backoff, Job, JobQueue
 from icepack_core.logs import redact_text
-from icepack_core.resilience import is_transient, retry_db
+from icepack_core.resilience import is_transient, pause, retry_db
 from icepack_core.runner import Service, ServiceContext
 from icepack_core.spark.engine import engine_for
 from icepack_core.types import Topic
@@ -57,8 +57,15 @@ class ExecutorService(Service):
         wake = ctx.listener.subscribe([Topic.JOB_ENQUEUED, Topic.JOB_FINISHED])
         try:
             while not ctx.stop.is_set():
-                job = await retry_db(lambda: queue.claim(ctx.worker_id, s.job_lease_seconds),
-                                     ctx.stop, ctx.log, "executor.claim")
+                try:
+                    job = await retry_db(
+                        lambda: queue.claim(ctx.worker_id, s.job_lease_seconds),
+                        ctx.stop, ctx.log, "executor.claim")
+                except Exception as exc:  # not an outage, but no reason to end the process
+                    ctx.log.exception("executor.claim_failed",
+                                      error=f"{type(exc).__name__}: {exc}")
+                    await pause(ctx.stop, 1.0)
+                    continue
                 if job is None:
                     if ctx.stop.is_set():
                         return 0
