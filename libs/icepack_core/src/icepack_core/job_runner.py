@@ -127,8 +127,12 @@ class JobRunner:
             # loop (or the lease reaper) deals with it.
             error = redact_text(f"{type(exc).__name__}: {exc}")[:4000]
             bound.exception("job.crashed", error=error)
-            done = await self.queue.fail(job, f"unexpected error: {error}",
-                                         retryable=is_transient(exc) and self.retry_failures)
+            try:
+                done = await self.queue.fail(job, f"unexpected error: {error}",
+                                             retryable=is_transient(exc) and self.retry_failures)
+            except StaleFence:
+                bound.warning("job.abandoned", error=error)  # reaped meanwhile: not ours now
+                return JobRun(None)
             JOBS_FINISHED.add(1, {"outcome": done.state.value})
             return JobRun(done)
         except asyncio.CancelledError:
