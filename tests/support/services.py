@@ -16,10 +16,16 @@ from icepack_core.settings import Settings
 
 
 @contextlib.asynccontextmanager
-async def running(services: Sequence[Service], settings: Settings) -> AsyncIterator[None]:
-    """Start each service with its own pool and LISTEN connection; stop them all on exit."""
+async def running(
+    services: Sequence[Service], settings: Settings
+) -> AsyncIterator[list[asyncio.Task[object]]]:
+    """Start each service with its own pool and LISTEN connection; stop them all on exit.
+
+    Yields the tasks (per service: its listener, then its main loop), so a test can check that
+    they are still running."""
     stop = asyncio.Event()
-    pools, tasks = [], []
+    pools = []
+    tasks: list[asyncio.Task[object]] = []
     try:
         for service in services:
             pool = await icedb.create_pool(settings, service.name)
@@ -29,7 +35,7 @@ async def running(services: Sequence[Service], settings: Settings) -> AsyncItera
                                  f"{service.name}@test", structlog.get_logger(service.name))
             tasks.append(asyncio.create_task(listener.run(stop), name=f"{service.name}.listen"))
             tasks.append(asyncio.create_task(service.run(ctx), name=f"{service.name}.main"))
-        yield
+        yield tasks
         failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception()]
         assert not failed, [repr(t.exception()) for t in failed]
     finally:

@@ -2,7 +2,8 @@
 
 ``EventToWork`` turns the topics a service cares about into ``work_items`` (in the consumer's
 transaction); ``run_workers`` claims those items and calls the service's ``process`` for each,
-completing, retrying with backoff, or releasing them on shutdown.
+completing, retrying with backoff, or releasing them on shutdown. A Postgres outage stops no
+worker: claims and outcomes are retried until the database answers again.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from opentelemetry.trace import SpanKind
 
 from icepack_core.db import Conn
 from icepack_core.events import Event, EventConsumer, run_consumer, wait_for_wake
+from icepack_core.logs import redact_text
+from icepack_core.resilience import is_transient, retry_db, survive
 from icepack_core.runner import ServiceContext
 from icepack_core.telemetry import parent_context, tracer
 from icepack_core.work_items import WorkItem, WorkQueue
@@ -45,28 +48,28 @@ async def run_workers(
     """Claim and process work items until ``ctx.stop``; release held items on the way out."""
     wake = ctx.listener.subscribe()  # any event may have created work
 
+    async def one_round() -> None:
+        # A database outage is waited out (retry with backoff), never fatal.
+        items = await retry_db(lambda: queue.claim(1), ctx.stop, ctx.log,
+                               f"{ctx.service}.work_claim")
+        if not items:
+            if not ctx.stop.is_set():
+                await wait_for_wake(wake, ctx.stop, ctx.settings.poll_interval_seconds)
+            return
+        item = items[0]
+        with tracer().start_as_current_span(
+            f"{ctx.service} table",
+            context=parent_context(item.traceparent),
+            kind=SpanKind.CONSUMER,
+            attributes={"icepack.table_id": item.table_id, "icepack.reason": item.reason},
+        ):
+            await _process_one(ctx, queue, process, item, retry_seconds)
+
     async def worker() -> None:
         while not ctx.stop.is_set():
-            items = await queue.claim(1)
-            if not items:
-                await wait_for_wake(wake, ctx.stop, ctx.settings.poll_interval_seconds)
-                continue
-            item = items[0]
-            with tracer().start_as_current_span(
-                f"{ctx.service} table",
-                context=parent_context(item.traceparent),
-                kind=SpanKind.CONSUMER,
-                attributes={"icepack.table_id": item.table_id, "icepack.reason": item.reason},
-            ):
-                try:
-                    await process(item)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # one table's failure never stops the service
-                    ctx.log.exception("work.failed", table_id=item.table_id, error=str(exc))
-                    await queue.fail(item, f"{type(exc).__name__}: {exc}", retry_seconds)
-                else:
-                    await queue.complete(item)
+            # Whatever one round raises, the worker goes on; an item it could not finish is
+            # claimed again when its lease expires.
+            await survive(one_round, ctx.stop, ctx.log, f"{ctx.service}.worker")
 
     workers = [asyncio.create_task(worker(), name=f"{ctx.service}.worker{i}")
                for i in range(concurrency)]
@@ -77,6 +80,30 @@ async def run_workers(
             task.cancel()
         with contextlib.suppress(Exception):
             await queue.release_all()
+
+
+async def _process_one(
+    ctx: ServiceContext, queue: WorkQueue, process: Process, item: WorkItem, retry_seconds: float
+) -> None:
+    """Process one claimed item and record the outcome. One table's failure never stops the
+    service: it is recorded on the item, which is retried after ``retry_seconds`` (soon, when
+    the database was only unreachable)."""
+    try:
+        await process(item)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        transient = is_transient(exc)
+        if transient:
+            ctx.log.warning("work.db_unavailable", table_id=item.table_id, error=str(exc))
+        else:
+            ctx.log.exception("work.failed", table_id=item.table_id, error=str(exc))
+        error = redact_text(f"{type(exc).__name__}: {exc}")[:2000]
+        await retry_db(lambda: queue.fail(item, error, 1.0 if transient else retry_seconds),
+                       ctx.stop, ctx.log, f"{ctx.service}.work_fail")
+    else:
+        await retry_db(lambda: queue.complete(item), ctx.stop, ctx.log,
+                       f"{ctx.service}.work_complete")
 
 
 async def run_event_service(

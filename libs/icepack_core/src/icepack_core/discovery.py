@@ -9,7 +9,10 @@ diffs the listing against the known rows and writes, in that same transaction:
 * a known table missing from the listing -> set ``dropped_at``, ``table.dropped``.
 
 A listing that fails (or exceeds its timeout) never touches ``tables``: the catalog's error is
-recorded in ``catalog_status`` and the other catalogs carry on.
+recorded in ``catalog_status`` and the other catalogs carry on. A single table that cannot be
+recorded (a NUL byte in a property, a name ``sql_ident`` refuses; see ``unfit_reason``) is
+skipped alone (its row, if any, left as it was, never marked dropped): it is logged and listed
+in ``catalog_status.skipped_tables``, and the rest of its catalog is refreshed.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ import structlog
 from opentelemetry.trace import SpanKind
 
 from icepack_core.catalog import CatalogSet, ListedTable, list_table_locations
+from icepack_core.errors import InvalidIdentifier
 from icepack_core.events import publish
 from icepack_core.logs import redact_text
 from icepack_core.queries import load_query
 from icepack_core.settings import CatalogConfig, Settings
+from icepack_core.sql_ident import quote_identifier
 from icepack_core.telemetry import tracer
 from icepack_core.types import Topic
 
@@ -44,6 +49,8 @@ class CatalogResult:
     changed: int = 0
     dropped: int = 0
     error: str | None = None
+    # Tables left out of this pass, as {"table": "ns.name", "reason": ...} (catalog_status).
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -82,6 +89,33 @@ async def _announce(
         await publish(conn, topic, table_id=table_id, payload=payload)
 
 
+def unfit_reason(item: ListedTable) -> str | None:
+    """Why a listed table cannot be recorded, or None when it can.
+
+    Postgres refuses a NUL byte (and a lone surrogate) in ``text`` and ``jsonb``, and a name
+    ``sql_ident`` refuses could never be maintained: such a table is skipped alone, with this
+    reason, instead of failing its whole catalog's refresh. Values are shown escaped.
+    """
+    for part in (*item.ref.namespace.split("."), item.ref.name):
+        try:
+            quote_identifier(part)
+        except InvalidIdentifier as exc:
+            return f"invalid name: {exc}"
+    texts: list[tuple[str, Any]] = [("metadata location", item.metadata_location)]
+    for key, value in item.properties.items():
+        texts += [(f"property name {key!a}", key), (f"property {key!a}", value)]
+    for label, text in texts:
+        if not isinstance(text, str):
+            continue
+        if "\x00" in text:
+            return f"NUL byte in {label}"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{label} is not valid Unicode (lone surrogate)"
+    return None
+
+
 async def _apply(
     conn: asyncpg.Connection, cfg: CatalogConfig, listed: list[ListedTable]
 ) -> CatalogResult:
@@ -93,32 +127,22 @@ async def _apply(
     seen_keys: set[tuple[str, str]] = set()
     for item in listed:
         key = (item.ref.namespace, item.ref.name)
-        seen_keys.add(key)
-        row = known.get(key)
-        payload: dict[str, Any] = {"metadata_location": item.metadata_location}
-        if row is None:
-            table_id = await conn.fetchval(
-                load_query("table_insert"), cfg.name, key[0], key[1],
-                item.metadata_location, item.properties,
-            )
-            await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, table_id, payload)
-            result.discovered += 1
-        elif row["dropped_at"] is not None:
-            await conn.execute(load_query("table_update_seen"), row["id"],
-                               item.metadata_location, item.properties)
-            await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, row["id"],
-                            {**payload, "reappeared": True})
-            result.discovered += 1
-        elif item.metadata_location is not None and item.metadata_location != row[
-            "metadata_location"
-        ]:
-            await conn.execute(load_query("table_update_seen"), row["id"],
-                               item.metadata_location, item.properties)
-            await _announce(conn, Topic.TABLE_CHANGED, cfg.name, key, row["id"], {
-                **payload, "previous_metadata_location": row["metadata_location"]})
-            result.changed += 1
-        else:
-            seen_unchanged.append(row["id"])
+        seen_keys.add(key)  # a skipped table is still there: never mark it dropped
+        reason = unfit_reason(item)
+        if reason is None:
+            try:
+                # A savepoint per written table: whatever Postgres refuses costs this table.
+                async with conn.transaction():
+                    unchanged = await _apply_one(conn, cfg, item, known.get(key), result)
+            except asyncpg.PostgresError as exc:
+                reason = f"refused by Postgres: {type(exc).__name__}: {exc}"
+            else:
+                if unchanged is not None:
+                    seen_unchanged.append(unchanged)
+        if reason is not None:
+            label = ".".join(ascii(p)[1:-1] for p in key)
+            result.skipped.append({"table": label, "reason": reason[:500]})
+            log.warning("discovery.table_skipped", catalog=cfg.name, table=label, reason=reason)
     if seen_unchanged:
         await conn.execute(load_query("table_touch_seen"), seen_unchanged)
     missing = {r["id"]: k for k, r in known.items()
@@ -128,8 +152,41 @@ async def _apply(
             await _announce(conn, Topic.TABLE_DROPPED, cfg.name, missing[dropped["id"]],
                             dropped["id"])
             result.dropped += 1
-    await conn.execute(load_query("catalog_status_ok"), cfg.name, len(listed))
+    await conn.execute(load_query("catalog_status_ok"), cfg.name, len(listed), result.skipped)
     return result
+
+
+async def _apply_one(
+    conn: asyncpg.Connection, cfg: CatalogConfig, item: ListedTable,
+    row: asyncpg.Record | None, result: CatalogResult,
+) -> int | None:
+    """Record one listed table; returns its id when it is known and unchanged."""
+    key = (item.ref.namespace, item.ref.name)
+    payload: dict[str, Any] = {"metadata_location": item.metadata_location}
+    if row is None:
+        table_id = await conn.fetchval(
+            load_query("table_insert"), cfg.name, key[0], key[1],
+            item.metadata_location, item.properties,
+        )
+        await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, table_id, payload)
+        result.discovered += 1
+    elif row["dropped_at"] is not None:
+        await conn.execute(load_query("table_update_seen"), row["id"],
+                           item.metadata_location, item.properties)
+        await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, row["id"],
+                        {**payload, "reappeared": True})
+        result.discovered += 1
+    elif item.metadata_location is not None and item.metadata_location != row[
+        "metadata_location"
+    ]:
+        await conn.execute(load_query("table_update_seen"), row["id"],
+                           item.metadata_location, item.properties)
+        await _announce(conn, Topic.TABLE_CHANGED, cfg.name, key, row["id"], {
+            **payload, "previous_metadata_location": row["metadata_location"]})
+        result.changed += 1
+    else:
+        return int(row["id"])
+    return None
 
 
 async def refresh_catalog(

@@ -261,8 +261,11 @@ async def run_consumer(
     while not stop.is_set():
         try:
             await consumer.drain()
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            log.warning("events.consume_failed", consumer=consumer.name, error=str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the batch rolled back: retried from the same offset
+            log.warning("events.consume_failed", consumer=consumer.name,
+                        error=f"{type(exc).__name__}: {exc}")
         await wait_for_wake(wake, stop, poll_interval)
 
 

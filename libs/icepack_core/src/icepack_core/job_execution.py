@@ -51,13 +51,15 @@ IMPACT_FIELDS = (
     "position_delete_file_count", "equality_delete_file_count", "deletion_vector_count",
     "manifest_count", "snapshot_count",
 )
-# Failures that will fail again whatever we do (bad SQL, bad arguments, missing table).
 # The job action under which a pending rewrite's verification is recorded.
 VERIFY_ACTION = "verify_rewrites"
 # A verification scans the table twice (start and newest snapshot); far longer means it is stuck.
 DEFAULT_VERIFY_TIMEOUT_S = 3600.0
+# Failures that will fail again whatever we do (bad SQL, bad arguments, missing table; and
+# Python's own type errors, which a malformed action raises on every attempt).
 PERMANENT_ERRORS = frozenset({"AnalysisException", "ParseException", "IllegalArgumentException",
-                              "NoSuchTableException", "InvalidIdentifier", "PermanentError"})
+                              "NoSuchTableException", "InvalidIdentifier", "PermanentError",
+                              "AttributeError", "TypeError", "KeyError"})
 
 
 @dataclass

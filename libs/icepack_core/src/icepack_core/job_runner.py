@@ -25,6 +25,8 @@ from icepack_core.job_execution import ActionRecord, JobExecution, Record
 from icepack_core.jobs import Job, JobQueue
 from icepack_core.lease import CancelRequested, JobLease, LeaseLost
 from icepack_core.locks import TableLocks
+from icepack_core.logs import redact_text
+from icepack_core.resilience import TRANSIENT_DB_ERRORS, is_transient
 from icepack_core.service_metrics import JOBS_FINISHED
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import SparkEngine
@@ -70,6 +72,10 @@ class JobRunner:
 
     async def run(self, job: Job, on_record: Record | None = None) -> JobRun:
         """Run ``job`` to a terminal or re-queued state; never raises for job failures.
+
+        Whatever the job raises, it is failed (permanently, fenced, with the redacted error),
+        so no malformed job can stop the caller. Only a failure to write that outcome (the
+        database unreachable) propagates.
 
         Its span continues the trace of whoever enqueued it (the planner's, for planned jobs).
         """
@@ -138,6 +144,21 @@ class JobRunner:
             JOBS_FINISHED.add(1, {"outcome": done.state.value})
             bound.warning("job.failed", error=str(exc), state=done.state.value)
             return JobRun(done)
+        except Exception as exc:
+            # Anything else (a malformed job, a bug, the database going away): this job fails
+            # alone, with its reason, and the caller goes on to the next one. Permanently,
+            # unless the database was unreachable; if even this write fails, the caller's
+            # loop (or the lease reaper) deals with it.
+            error = redact_text(f"{type(exc).__name__}: {exc}")[:4000]
+            bound.exception("job.crashed", error=error)
+            try:
+                done = await self.queue.fail(job, f"unexpected error: {error}",
+                                             retryable=is_transient(exc) and self.retry_failures)
+            except StaleFence:
+                bound.warning("job.abandoned", error=error)  # reaped meanwhile: not ours now
+                return JobRun(None)
+            JOBS_FINISHED.add(1, {"outcome": done.state.value})
+            return JobRun(done)
         except asyncio.CancelledError:
             # Shutdown or Ctrl-C: hand the job back (or, for the CLI, record why it stopped).
             await asyncio.shield(self.queue.fail(job, "stopped before it finished",
@@ -149,3 +170,5 @@ class JobRunner:
                     await self.locks.release(lock)
                 except StaleFence:
                     bound.info("job.lock_already_taken_over")
+                except TRANSIENT_DB_ERRORS as exc:  # its lease runs out by itself
+                    bound.warning("job.lock_release_failed", error=str(exc))

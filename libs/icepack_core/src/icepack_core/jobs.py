@@ -165,14 +165,17 @@ class JobQueue:
         """running -> succeeded. Raises ``StaleFence`` when the caller lost the job."""
         return await self._finish(job, "job_complete", "complete", result or {})
 
-    async def fail(self, job: Job, error: str, *, retryable: bool) -> Job:
+    async def fail(
+        self, job: Job, error: str, *, retryable: bool, now: datetime | None = None
+    ) -> Job:
         """running -> queued (retryable with attempts left, after backoff) or failed.
 
-        Raises ``StaleFence`` when the caller lost the job.
+        ``now`` pins the clock (tests simulating time). Raises ``StaleFence`` when the caller
+        lost the job.
         """
         return await self._finish(
             job, "job_fail", "fail", error, retryable,
-            self.backoff.base_seconds, self.backoff.cap_seconds,
+            self.backoff.base_seconds, self.backoff.cap_seconds, now,
         )
 
     async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:

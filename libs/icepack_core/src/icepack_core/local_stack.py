@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -28,10 +29,26 @@ DEMO_ENV = {"ICEPACK_DISCOVERY_INTERVAL_SECONDS": "5", "ICEPACK_POLL_INTERVAL_SE
             "ICEPACK_LOG_FORMAT": "console"}
 DEMO_DEADLINE_SECONDS = 900.0
 WATCH_SECONDS = 3.0
+# A crashed child comes back after 1 s, 2 s, 4 s ... at most 30 s; a minute up resets that.
+RESTART_INITIAL_SECONDS = 1.0
+RESTART_MAX_SECONDS = 30.0
+RESTART_RESET_AFTER_SECONDS = 60.0
 
 
 def service_ports(base: int = BASE_PORT) -> dict[str, int]:
     return {name: base + offset for name, offset in PORT_OFFSETS.items()}
+
+
+@dataclass
+class Child:
+    """One service process of ``icepack up`` and its restart state."""
+
+    name: str
+    proc: subprocess.Popen[bytes] | None
+    started: float
+    delay: float = RESTART_INITIAL_SECONDS
+    restart_at: float | None = None
+    restarts: int = 0
 
 
 def run_all(
@@ -45,8 +62,10 @@ def run_all(
     watch: Callable[[], bool] | None = None,
 ) -> int:
     """Start ``services`` as child processes; stop them all on SIGINT/SIGTERM, after
-    ``duration`` seconds, when ``watch`` (called every few seconds) returns True, or when one
-    exits unexpectedly. With ``log_dir``, each child's output goes to ``NAME.log`` there.
+    ``duration`` seconds, or when ``watch`` (called every few seconds) returns True. A child
+    that exits on its own is restarted alone, after a backoff (1 s doubling to 30 s, back to
+    1 s once it had run for a minute), and each restart is logged; the others keep running.
+    With ``log_dir``, each child's output goes to ``NAME.log`` there.
     Returns 0 when all stopped cleanly."""
     if base_port is None:
         base_port = int(os.environ.get("ICEPACK_UP_BASE_PORT", BASE_PORT))
@@ -55,19 +74,24 @@ def run_all(
     if unknown:
         console.print(f"[red]unknown service(s): {', '.join(unknown)}[/]")
         return 2
-    children: dict[str, subprocess.Popen[bytes]] = {}
     logs = ExitStack()
-    for name in services:
+
+    def start(name: str) -> subprocess.Popen[bytes]:
         child_env = {**os.environ, **(env or {}), "ICEPACK_HTTP_PORT": str(ports[name])}
         output: IO[bytes] | None = None
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
             output = logs.enter_context((log_dir / f"{name}.log").open("ab"))
-        children[name] = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+        return subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "icepack_core.cli", "service", name], env=child_env,
             stdout=output, stderr=output,
         )
-        console.print(f"started {name:<10} pid {children[name].pid:<7} "
+
+    children: dict[str, Child] = {}
+    for name in services:
+        proc = start(name)
+        children[name] = Child(name, proc, time.monotonic())
+        console.print(f"started {name:<10} pid {proc.pid:<7} "
                       f"http://{settings.http_host}:{ports[name]}/healthz", highlight=False)
     stopping = False
     next_watch = time.monotonic() + WATCH_SECONDS
@@ -81,11 +105,8 @@ def run_all(
     failed: list[str] = []
     try:
         while not stopping:
-            for name, proc in children.items():
-                if proc.poll() is not None:
-                    console.print(f"[red]{name} exited with {proc.returncode}; stopping all[/]")
-                    failed.append(name)
-                    stopping = True
+            for child in children.values():
+                _supervise_child(child, start)
             if deadline is not None and time.monotonic() >= deadline:
                 stopping = True
             if watch is not None and not stopping and time.monotonic() >= next_watch:
@@ -95,9 +116,34 @@ def run_all(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        failed += _stop_children(children)
+        failed += _stop_children(
+            {c.name: c.proc for c in children.values() if c.proc is not None})
         logs.close()
     return 1 if failed else 0
+
+
+def _supervise_child(child: Child, start: Callable[[str], subprocess.Popen[bytes]]) -> None:
+    """Notice that ``child`` exited and schedule its restart, or restart it when due."""
+    now = time.monotonic()
+    if child.proc is not None:
+        code = child.proc.poll()
+        if code is None:
+            return
+        uptime = now - child.started
+        if uptime >= RESTART_RESET_AFTER_SECONDS:
+            child.delay = RESTART_INITIAL_SECONDS  # it had been healthy: start over
+        child.restart_at = now + child.delay
+        console.print(f"[yellow]{child.name} (pid {child.proc.pid}) exited with {code} after "
+                      f"{uptime:.0f} s; restarting it in {child.delay:g} s[/]", highlight=False)
+        child.delay = min(child.delay * 2, RESTART_MAX_SECONDS)
+        child.proc = None
+        return
+    if child.restart_at is not None and now >= child.restart_at:
+        child.proc = start(child.name)
+        child.started, child.restart_at = now, None
+        child.restarts += 1
+        console.print(f"restarted {child.name:<10} pid {child.proc.pid:<7} "
+                      f"(restart {child.restarts})", highlight=False)
 
 
 def _stop_children(children: dict[str, subprocess.Popen[bytes]]) -> list[str]:

@@ -19,7 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from icepack_core.errors import IcepackError, PermanentError
+import structlog
+
+from icepack_core.errors import IcepackError, InvalidIdentifier, PermanentError
 from icepack_core.fingerprint import Fingerprint
 from icepack_core.intents import (
     REWRITES,
@@ -35,11 +37,16 @@ from icepack_core.intents import (
 from icepack_core.safety import normalize_location
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.sql_ident import (
+    SPARK_CONF_UNDEFINED,
     ProcedureValue,
     TableRef,
     procedure_call,
     qualified_name,
     quote_identifier,
+    spark_conf_reset,
+    spark_conf_set,
+    spark_conf_settings,
+    spark_conf_show,
     spark_conf_statements,
     sql_literal,
 )
@@ -50,6 +57,7 @@ __all__ = ["MAINTENANCE_ACTIONS", "REWRITES", "ActionOutcome", "AfterCall", "Bef
            "Fingerprint", "OrphanLimitExceeded", "OrphanLimits", "TableMaintenance",
            "VerificationFailed", "procedure_args"]
 
+log = structlog.get_logger("icepack.maintenance")
 MAINTENANCE_ACTIONS = tuple(a.value for a in Action)
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
 MAX_SCOPED_PARTITIONS = 100
@@ -204,8 +212,21 @@ class TableMaintenance:
             if where is not None:
                 args["where"] = where
         statements = spark_conf_statements(self.properties)
-        for statement in statements:
-            await self.engine.sql(statement)
+        # The session is shared by every table this engine maintains: each conf set for this
+        # action goes back to its previous value afterwards, whatever happens.
+        previous: dict[str, str] = {}
+        try:
+            for key, value in spark_conf_settings(self.properties):
+                previous[key] = await self._conf_value(key)
+                await self.engine.sql(spark_conf_set(key, value))
+            return await self._call(intent, name, args, location, statements, scope_note)
+        finally:
+            await self._restore_confs(previous)
+
+    async def _call(self, intent: Intent, name: str, args: dict[str, ProcedureValue],
+                    location: str | None, statements: Sequence[str],
+                    scope_note: dict[str, Any]) -> ActionOutcome:
+        """The procedure call of one admitted intent (confs already set)."""
         start = await self.current_snapshot_id() if intent.kind in REWRITES else None
         outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
         if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
@@ -235,6 +256,28 @@ class TableMaintenance:
         if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start, self.guard)
         return outcome
+    async def _conf_value(self, key: str) -> str:
+        """The session's current value of an allowlisted conf (``SPARK_CONF_UNDEFINED``)."""
+        rows = await self.engine.sql(spark_conf_show(key))
+        if not rows:
+            return SPARK_CONF_UNDEFINED
+        row = rows[0]
+        return str(row["value"] if "value" in row else list(row.values())[-1])
+
+    async def _restore_confs(self, previous: Mapping[str, str]) -> None:
+        """Put each conf back: ``SET`` its previous value, or ``RESET`` it when it had none
+        (or one ``SET`` cannot carry). Never raises: a failed restore is logged, and must not
+        hide the action's own outcome or error."""
+        for key, value in previous.items():
+            try:
+                statement = spark_conf_set(key, value)  # refuses SPARK_CONF_UNDEFINED too
+            except InvalidIdentifier:
+                statement = spark_conf_reset(key)
+            try:
+                await self.engine.sql(statement)
+            except Exception as exc:
+                log.error("maintenance.conf_restore_failed", conf=key,
+                          error=f"{type(exc).__name__}: {exc}")
 
     async def _confirmed_location(self) -> str:
         """The location orphan removal is confined to: the one the choke point admitted, and

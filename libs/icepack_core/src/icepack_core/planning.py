@@ -4,7 +4,9 @@
 policy, looks up when each action last ran, asks ``recommendation.recommend`` for action intents
 and, in one transaction, records the recommendation (with what was skipped and why), enqueues a
 job when there is something to do (deduped per table: never a second queued/running job), and
-publishes ``recommendation.created``. A table on hold (failed verification) gets no job.
+publishes ``recommendation.created``. A table on hold (failed verification) gets no job, and
+an action whose jobs failed permanently rests (exponential backoff, ``failure_streaks``), so a
+table that keeps failing gets at most ``job_max_attempts`` runs per backoff window.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from icepack_core.intents import IntentError, intents_json, parse_intent, parse_
 from icepack_core.jobs import JobQueue
 from icepack_core.policy import PolicyAttachment, PolicyError, resolve
 from icepack_core.queries import load_query
-from icepack_core.recommendation import Recommendation, Skip, recommend
+from icepack_core.recommendation import (
+    FailureStreak,
+    Recommendation,
+    Skip,
+    failure_backoff,
+    recommend,
+)
 from icepack_core.safety import ActionRefused, admit, attachments_of
 from icepack_core.settings import Settings
 from icepack_core.types import JobTrigger, Topic
@@ -80,6 +88,7 @@ class Planner:
         rec = recommend(
             status, policy, {r["action"]: r["finished_at"] for r in runs}, now,
             target_file_size_bytes=int(target) if target and target.isdigit() else None,
+            failures=await self.failure_streaks(table["id"]),
         )
         return await self._admissible(table, rec, now, attachments)
 
@@ -103,6 +112,16 @@ class Planner:
             else:
                 kept.append(action)
         return Recommendation(actions=kept, skipped=skipped)
+
+    async def failure_streaks(self, table_id: int) -> dict[str, FailureStreak]:
+        """Per action, its consecutive permanent failures on the table and when it may run
+        again (``ICEPACK_FAILURE_BACKOFF_*``), from the job history."""
+        rows = await self.pool.fetch(load_query("job_failure_streaks"), table_id)
+        base = self.settings.failure_backoff_base_seconds
+        cap = self.settings.failure_backoff_cap_seconds
+        return {r["action"]: FailureStreak(
+            r["failures"], r["last_error"],
+            r["last_failed_at"] + failure_backoff(r["failures"], base, cap)) for r in rows}
 
     async def plan(self, table_id: int, now: datetime | None = None) -> PlanOutcome:
         """Plan one table (see module doc). Safe to repeat: at-least-once delivery."""

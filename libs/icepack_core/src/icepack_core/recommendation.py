@@ -69,6 +69,32 @@ class Recommendation:
                 "skipped": [asdict(s) for s in self.skipped]}
 
 
+@dataclass(frozen=True)
+class FailureStreak:
+    """An action's consecutive permanent failures on one table since it last succeeded there.
+
+    ``retry_after`` is when the planner may propose it again (see ``failure_backoff``).
+    """
+
+    failures: int
+    last_error: str | None
+    retry_after: datetime
+
+    def reason(self) -> str:
+        """The skip reason an operator sees: ``N failures, last: <error>; retry after <time>``."""
+        error = (self.last_error or "no error recorded")[:200]
+        return f"{self.failures} failures, last: {error}; retry after {_iso(self.retry_after)}"
+
+
+def failure_backoff(failures: int, base_seconds: float, cap_seconds: float) -> timedelta:
+    """How long an action rests after its ``failures``-th consecutive permanent failure:
+    ``min(cap, base·2^(failures-1))`` (none before the first failure)."""
+    if failures <= 0:
+        return timedelta(0)
+    exponent = min(failures - 1, 62)  # beyond this the cap has long been reached
+    return timedelta(seconds=min(cap_seconds, base_seconds * 2.0**exponent))
+
+
 def _iso(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
@@ -85,6 +111,7 @@ def recommend(
     *,
     target_file_size_bytes: int | None = None,
     partitions: Sequence[PartitionStat] | None = None,
+    failures: Mapping[str, FailureStreak] | None = None,
 ) -> Recommendation:
     """Ordered action intents for one table.
 
@@ -95,6 +122,8 @@ def recommend(
         now: the clock (pinned by tests).
         target_file_size_bytes: the table's ``write.target-file-size-bytes``, if set.
         partitions: per-partition small-file facts, to scope the rewrite.
+        failures: per action, its permanent failures on this table; an action is skipped
+            until its ``retry_after`` (so a failing table cannot loop through jobs).
     """
     result = Recommendation()
     if not policy.maintenance_enabled:
@@ -111,6 +140,10 @@ def recommend(
     for candidate in candidates:
         if isinstance(candidate, Skip):
             result.skipped.append(candidate)
+            continue
+        streak = (failures or {}).get(candidate.action)
+        if streak is not None and now < streak.retry_after:
+            result.skipped.append(Skip(candidate.action, streak.reason()))
             continue
         last = last_runs.get(candidate.action)
         if last is not None and now - last < cadence:

@@ -1,7 +1,8 @@
 """The shared service runner: one lifespan that owns every resource of a service process.
 
 ``run_service`` sets up logging and telemetry, migrates (advisory-locked), opens the pool and the
-LISTEN connection, serves ``/healthz`` + ``/readyz``, runs the service's loop, and on SIGTERM or
+LISTEN connection (waiting with backoff while the database does not answer), serves
+``/healthz`` + ``/readyz``, runs the service's loop, and on SIGTERM or
 SIGINT sets ``stop`` so the loop finishes or releases its current item; then it closes what it
 opened. Side tasks (listener, HTTP server) are supervised: if one dies, the service stops instead
 of running on blind.
@@ -32,8 +33,9 @@ from icepack_core.health_server import (
     make_server,
     prometheus_metrics,
 )
-from icepack_core.logs import setup_logging
+from icepack_core.logs import redact_text, setup_logging
 from icepack_core.migrate import migrate
+from icepack_core.resilience import TRANSIENT_DB_ERRORS, retry_db
 from icepack_core.settings import Settings
 from icepack_core.telemetry import setup_telemetry
 
@@ -96,13 +98,20 @@ async def run_service(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _request_stop, stop, log, sig)
 
-    conn = await db.connect(settings, f"{service.name}-migrate")
-    try:
-        await migrate(conn)
-    finally:
-        await conn.close()
+    async def migrated() -> None:
+        conn = await db.connect(settings, f"{service.name}-migrate")
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
 
-    pool = await db.create_pool(settings, service.name)
+    # A database that is not up yet (or restarting) is waited for, not a reason to exit.
+    await retry_db(migrated, stop, log, "service.migrate")
+    pool = await retry_db(lambda: db.create_pool(settings, service.name), stop, log,
+                          "service.pool")
+    if pool is None:  # stopped before the database ever answered
+        log.info("service.stopped", exit_code=0)
+        return 0
     listener = Listener(lambda: db.connect(settings, f"{service.name}-listen"))
     ctx = ServiceContext(service.name, settings, pool, listener, stop, worker_id(service.name), log)
     side_tasks: list[asyncio.Task[Any]] = [
@@ -176,11 +185,16 @@ async def _supervise(
 async def loop_every(
     interval: float, stop: asyncio.Event, once: Callable[[], Awaitable[Any]], log: Any, name: str
 ) -> None:
-    """Call ``once()`` every ``interval`` seconds until ``stop``; log and carry on on errors."""
+    """Call ``once()`` every ``interval`` seconds until ``stop``; log and carry on on any error
+    (a database outage included: the next round tries again)."""
     while not stop.is_set():
         try:
             await once()
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            log.warning(f"{name}.failed", error=str(exc))
+        except asyncio.CancelledError:
+            raise
+        except TRANSIENT_DB_ERRORS as exc:
+            log.warning(f"{name}.db_unavailable", error=str(exc))
+        except Exception as exc:  # one failed round never stops the service
+            log.exception(f"{name}.failed", error=redact_text(f"{type(exc).__name__}: {exc}"))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)

@@ -122,8 +122,17 @@ CREATE TABLE icepack.catalog_status (
     last_error_at timestamp with time zone,
     table_count integer DEFAULT 0 NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT catalog_status_error_complete CHECK (((last_error IS NULL) = (last_error_at IS NULL)))
+    skipped_tables jsonb DEFAULT '[]'::jsonb NOT NULL,
+    CONSTRAINT catalog_status_error_complete CHECK (((last_error IS NULL) = (last_error_at IS NULL))),
+    CONSTRAINT catalog_status_skipped_is_list CHECK ((jsonb_typeof(skipped_tables) = 'array'::text))
 );
+
+
+--
+-- Name: COLUMN catalog_status.skipped_tables; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.catalog_status.skipped_tables IS 'Tables the last successful listing skipped: [{"table": "ns.name", "reason": "..."}]';
 
 
 --

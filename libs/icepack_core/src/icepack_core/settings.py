@@ -180,6 +180,10 @@ class Settings(BaseSettings):
     job_backoff_base_seconds: float = Field(30.0, ge=0)
     job_backoff_cap_seconds: float = Field(3600.0, ge=0)
     work_lease_seconds: float = Field(300.0, gt=0)
+    # A table whose job failed permanently gets no new job for that action for base·2^(n-1)
+    # seconds after its n-th consecutive failure, at most cap (15 min doubling to a day).
+    failure_backoff_base_seconds: float = Field(900.0, ge=0)
+    failure_backoff_cap_seconds: float = Field(86_400.0, ge=0)
 
     # Retention of hot tables.
     event_retention_hours: float = Field(168.0, gt=0)

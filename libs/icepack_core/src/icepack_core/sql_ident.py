@@ -254,6 +254,19 @@ def procedure_call(catalog: str, procedure: str, args: Mapping[str, ProcedureVal
     return f"CALL {target}({', '.join(rendered)})"
 
 
+_PLAIN_CONF_KEY = re.compile(r"^[A-Za-z0-9_.:]+$")  # Spark's grammar for an unquoted SET key
+# What ``SET key`` answers for a conf that has no value in the session (nor a default).
+SPARK_CONF_UNDEFINED = "<undefined>"
+
+
+def _conf_key(key: str, allowed: Iterable[str]) -> str:
+    """``key`` as ``SET``/``RESET`` accept it: plain, or backquoted when it has a ``-`` (Spark
+    parses ``SET a.b-c=1`` as an error). Allowlisted keys contain no backquote."""
+    if key not in allowed:
+        raise InvalidIdentifier(f"Spark conf {key!r} is not in the allowlist of tunable confs")
+    return key if _PLAIN_CONF_KEY.match(key) else f"`{key}`"
+
+
 def spark_conf_set(key: str, value: str, allowlist: Iterable[str] = ALLOWED_SPARK_CONFS) -> str:
     """``SET key=value`` for one allowlisted, session-scoped Spark conf.
 
@@ -262,14 +275,40 @@ def spark_conf_set(key: str, value: str, allowlist: Iterable[str] = ALLOWED_SPAR
             of ``[A-Za-z0-9_.:-]`` (the message names the key).
     """
     allowed = allowlist if isinstance(allowlist, frozenset | set) else frozenset(allowlist)
-    if key not in allowed:
-        raise InvalidIdentifier(f"Spark conf {key!r} is not in the allowlist of tunable confs")
+    quoted = _conf_key(key, allowed)
     if not isinstance(value, str) or not _CONF_VALUE.match(value):
         raise InvalidIdentifier(
             f"value {value!r} for Spark conf {key!r} must be 1-200 characters of "
             "letters, digits, '_', '.', ':' or '-'"
         )
-    return f"SET {key}={value}"
+    return f"SET {quoted}={value}"
+
+
+def spark_conf_show(key: str, allowlist: Iterable[str] = ALLOWED_SPARK_CONFS) -> str:
+    """``SET key``: one row ``(key, value)`` with the conf's current session value (or
+    ``SPARK_CONF_UNDEFINED``). Raises ``InvalidIdentifier`` for a key outside ``allowlist``."""
+    return f"SET {_conf_key(key, frozenset(allowlist))}"
+
+
+def spark_conf_reset(key: str, allowlist: Iterable[str] = ALLOWED_SPARK_CONFS) -> str:
+    """``RESET key``: back to the value the session started with (or unset).
+    Raises ``InvalidIdentifier`` for a key outside ``allowlist``."""
+    return f"RESET {_conf_key(key, frozenset(allowlist))}"
+
+
+def spark_conf_settings(
+    properties: Mapping[str, str], allowlist: Iterable[str] = ALLOWED_SPARK_CONFS
+) -> list[tuple[str, str]]:
+    """``(conf, value)`` for a table's ``icepack.spark.sql.*`` properties, sorted, validated
+    as ``spark_conf_set`` does (raises ``InvalidIdentifier`` the same way)."""
+    allowed = frozenset(allowlist)
+    settings = []
+    for prop in sorted(properties):
+        if prop.startswith(TABLE_PROPERTY_PREFIX):
+            conf = "spark.sql." + prop.removeprefix(TABLE_PROPERTY_PREFIX)
+            spark_conf_set(conf, properties[prop], allowed)
+            settings.append((conf, properties[prop]))
+    return settings
 
 
 def spark_conf_statements(
@@ -285,9 +324,5 @@ def spark_conf_statements(
             value (the message names the conf).
     """
     allowed = frozenset(allowlist)
-    statements = []
-    for prop in sorted(properties):
-        if prop.startswith(TABLE_PROPERTY_PREFIX):
-            conf = "spark.sql." + prop.removeprefix(TABLE_PROPERTY_PREFIX)
-            statements.append(spark_conf_set(conf, properties[prop], allowed))
-    return statements
+    return [spark_conf_set(conf, value, allowed)
+            for conf, value in spark_conf_settings(properties, allowed)]

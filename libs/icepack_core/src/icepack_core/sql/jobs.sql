@@ -52,15 +52,17 @@ RETURNING *;
 
 -- name: job_fail
 -- running -> queued (retryable, attempts left; due after capped exponential backoff with
--- jitter) or running -> failed, fenced. $4 retryable, $5 base seconds, $6 cap seconds.
+-- jitter) or running -> failed, fenced. $4 retryable, $5 base seconds, $6 cap seconds,
+-- $7 an optional pinned clock.
 UPDATE icepack.jobs
    SET state       = CASE WHEN $4 AND attempts < max_attempts THEN 'queued' ELSE 'failed' END,
        not_before  = CASE WHEN $4 AND attempts < max_attempts
-                          THEN now() + make_interval(secs =>
+                          THEN coalesce($7::timestamptz, now()) + make_interval(secs =>
                                least($6::float8, $5::float8 * power(2, attempts - 1))
                                * (0.5 + random() * 0.5))
                           ELSE not_before END,
-       finished_at = CASE WHEN $4 AND attempts < max_attempts THEN NULL ELSE now() END,
+       finished_at = CASE WHEN $4 AND attempts < max_attempts THEN NULL
+                          ELSE coalesce($7::timestamptz, now()) END,
        lease_until = NULL,
        error       = $3
  WHERE id = $1 AND fence = $2 AND state = 'running'

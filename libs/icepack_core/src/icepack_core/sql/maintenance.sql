@@ -15,6 +15,28 @@ SELECT a.action, max(a.finished_at) AS finished_at
  WHERE j.table_id = $1 AND a.state = 'succeeded'
  GROUP BY a.action;
 
+-- name: job_failure_streaks
+-- Per action named by a table's permanently failed jobs: how many such jobs finished since the
+-- action last succeeded on that table, when the newest did and its error (the planner backs
+-- off on them). Malformed `actions` (not an array, elements not objects) are ignored. $1 table.
+WITH failures AS (
+    SELECT DISTINCT j.id, a.elem->>'action' AS action, j.finished_at, j.error
+      FROM icepack.jobs j
+     CROSS JOIN LATERAL jsonb_array_elements(
+           CASE WHEN jsonb_typeof(j.actions) = 'array' THEN j.actions ELSE '[]'::jsonb END
+           ) AS a(elem)
+     WHERE j.table_id = $1 AND j.state = 'failed' AND jsonb_typeof(a.elem) = 'object'),
+successes AS (
+    SELECT ja.action, max(ja.finished_at) AS finished_at
+      FROM icepack.job_actions ja JOIN icepack.jobs j ON j.id = ja.job_id
+     WHERE j.table_id = $1 AND ja.state = 'succeeded'
+     GROUP BY ja.action)
+SELECT f.action, count(*)::int AS failures, max(f.finished_at) AS last_failed_at,
+       (array_agg(f.error ORDER BY f.finished_at DESC, f.id DESC))[1] AS last_error
+  FROM failures f LEFT JOIN successes s ON s.action = f.action
+ WHERE f.action IS NOT NULL AND (s.finished_at IS NULL OR f.finished_at > s.finished_at)
+ GROUP BY f.action;
+
 -- name: policy_list_catalog
 -- Every policy attached in one catalog (any scope).
 SELECT policy_type, scope, catalog, namespace, table_name, enabled, config

@@ -48,11 +48,13 @@ SELECT id, catalog, namespace, name, metadata_location, last_seen_at
  ORDER BY catalog, namespace, name;
 
 -- name: catalog_status_ok
--- A catalog was listed successfully; the error (if any) is cleared.
-INSERT INTO icepack.catalog_status (catalog, last_ok_at, table_count)
-VALUES ($1, now(), $2)
+-- A catalog was listed successfully; the error (if any) is cleared. $3: the tables this pass
+-- skipped, with why (a JSON list).
+INSERT INTO icepack.catalog_status (catalog, last_ok_at, table_count, skipped_tables)
+VALUES ($1, now(), $2, $3::jsonb)
 ON CONFLICT (catalog) DO UPDATE
    SET last_ok_at = now(), table_count = EXCLUDED.table_count,
+       skipped_tables = EXCLUDED.skipped_tables,
        last_error = NULL, last_error_at = NULL, updated_at = now();
 
 -- name: catalog_status_error
@@ -64,6 +66,6 @@ ON CONFLICT (catalog) DO UPDATE
 
 -- name: catalog_status_get
 -- The discovery state of one catalog.
-SELECT catalog, last_ok_at, last_error, last_error_at, table_count
+SELECT catalog, last_ok_at, last_error, last_error_at, table_count, skipped_tables
   FROM icepack.catalog_status
  WHERE catalog = $1;
