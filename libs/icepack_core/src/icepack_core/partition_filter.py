@@ -24,6 +24,12 @@ to the column's Spark type from ``DESCRIBE TABLE EXTENDED``.
 
 Every literal is then checked on the engine before use: the canonical text of the rendered
 literal must equal the canonical text read from the table (one extra ``SELECT`` of constants).
+
+Known fallbacks (measured with Iceberg 1.10): a ``uuid`` partition column cannot be read from
+the ``files`` table at all (``PartitionData.get``: "Wrong class, expected CharSequence, but was
+UUID"), and an identity field renamed away from its source column is not found in the
+``partition`` struct; both surface as "partition scoping failed: ..." and rewrite the whole
+table. Dates and timestamps outside years 1-9999 have no Python value and fall back too.
 """
 
 from __future__ import annotations

@@ -19,8 +19,9 @@ Iceberg types as Spark sees them (iceberg-spark 1.10): boolean, int, long (``big
 double, decimal(P,S), date, string, binary map one to one; ``timestamptz`` is ``timestamp``,
 ``timestamp`` (no zone) is ``timestamp_ntz``; ``uuid`` is ``string`` and ``fixed[L]`` is
 ``binary`` (Iceberg converts the string / binary literal to the column's type, checking the
-length). ``time``, ``timestamp_ns`` and ``variant`` have no Spark type: ``SparkType.parse``
-rejects every type not listed in ``SUPPORTED_TYPES``.
+length; but see ``partition_filter`` on uuid partitions). ``time``, ``timestamp_ns`` and
+``variant`` have no Spark type: ``SparkType.parse`` rejects every type not listed in
+``SUPPORTED_TYPES``.
 """
 
 from __future__ import annotations
