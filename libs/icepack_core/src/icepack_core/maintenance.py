@@ -12,8 +12,6 @@ lock is still ours) and raises ``VerificationFailed`` with the evidence.
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +32,12 @@ from icepack_core.intents import (
     RewritePositionDeleteFiles,
     parse_intent,
 )
+from icepack_core.partition_filter import (
+    PartitionColumn,
+    ScopeFallback,
+    identity_columns,
+    scope_partitions,
+)
 from icepack_core.safety import normalize_location
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.sql_ident import (
@@ -42,13 +46,11 @@ from icepack_core.sql_ident import (
     TableRef,
     procedure_call,
     qualified_name,
-    quote_identifier,
     spark_conf_reset,
     spark_conf_set,
     spark_conf_settings,
     spark_conf_show,
     spark_conf_statements,
-    sql_literal,
 )
 from icepack_core.types import TableRef as CatalogTableRef
 from icepack_core.verification import Guard, RewriteVerifier, VerificationFailed
@@ -61,7 +63,6 @@ log = structlog.get_logger("icepack.maintenance")
 MAINTENANCE_ACTIONS = tuple(a.value for a in Action)
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
 MAX_SCOPED_PARTITIONS = 100
-_PLAIN_COLUMN = re.compile(r"^`?([A-Za-z_][A-Za-z0-9_]*)`?$")
 
 
 @dataclass(frozen=True)
@@ -295,33 +296,15 @@ class TableMaintenance:
                 f"the admitted {self.orphan_location!r}; refusing")
         return self.orphan_location
 
-    async def identity_partition_columns(self) -> list[str] | None:
-        """The table's partition columns when every partition field is an identity transform
-        (so a partition can be selected by ``col = value``); None otherwise.
+    async def identity_partition_columns(self) -> list[PartitionColumn] | None:
+        """The table's identity partition columns with their Spark types (``[]`` when
+        unpartitioned); None when any partition field is not an identity transform.
 
-        Spark's ``DESCRIBE TABLE EXTENDED`` lists identity-only partitioning under
-        ``# Partition Information`` and any other under ``# Partitioning`` (``days(ts)``...).
+        Read from ``DESCRIBE TABLE EXTENDED`` (``partition_filter.identity_columns``), so it
+        works the same on every engine.
         """
         rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
-        columns: list[str] = []
-        section = None
-        for row in rows:
-            label = str(row.get("col_name") or "").strip()
-            if label == "# Partitioning":
-                return None  # a transform other than identity
-            if label == "# Partition Information":
-                section = "partitions"
-                continue
-            if section == "partitions":
-                if label == "# col_name":
-                    continue
-                if not label or label.startswith("#"):
-                    break
-                match = _PLAIN_COLUMN.match(label)
-                if match is None:
-                    return None
-                columns.append(match.group(1))
-        return columns
+        return identity_columns(rows)
 
     async def partition_scope(
         self, options: Mapping[str, str]
@@ -329,42 +312,37 @@ class TableMaintenance:
         """A ``where`` filter selecting only the partitions whose small files can be compacted
         (at least ``min-input-files`` files under Iceberg's binpack threshold, 75 % of target).
 
-        Returns ``(None, note)`` when the table is unpartitioned, a partition field is not an
-        identity transform, or too many partitions qualify: the rewrite then runs table-wide
-        and binpack's own ``min-input-files`` skips healthy groups.
+        Returns ``(None, note)`` -- the rewrite then runs table-wide and binpack's own
+        ``min-input-files`` skips healthy groups -- when the table is unpartitioned, a partition
+        field is not an identity transform, too many partitions qualify, or any partition value
+        cannot be written as an exact literal of its column's type; ``note["scope_reason"]``
+        then names the column and type. Scoping never fails the action: an error while
+        scoping also falls back to the whole table.
         """
-        columns = await self.identity_partition_columns()
-        if not columns:
-            return None, {"scope": "table", "scope_reason": "not identity-partitioned"}
-        target = int(options.get("target-file-size-bytes") or self.properties.get(
-            "write.target-file-size-bytes") or DEFAULT_TARGET_FILE_SIZE)
-        min_files = int(options.get("min-input-files", "5"))
-        undersized = int(target * 0.75)
-        rows = await self.engine.sql(
-            f"SELECT partition, count(*) AS files FROM {self.metadata_table('files')} "
-            f"WHERE content = 0 AND file_size_in_bytes < {undersized} "
-            f"GROUP BY partition HAVING count(*) >= {min_files}")
-        total = await self.engine.sql(
-            f"SELECT count(DISTINCT partition) AS n FROM {self.metadata_table('files')}")
-        if len(rows) > MAX_SCOPED_PARTITIONS:
-            return None, {"scope": "table", "scope_reason": f"{len(rows)} partitions qualify"}
-        predicates = []
-        for row in rows:
-            values = row["partition"]
-            if isinstance(values, str):  # the Thrift engine returns structs as JSON text
-                values = json.loads(values)
-            terms = []
-            for column in columns:
-                value = values.get(column) if isinstance(values, Mapping) else None
-                ident = quote_identifier(column)
-                terms.append(f"{ident} IS NULL" if value is None else
-                             f"{ident} = {sql_literal(value)}")
-            predicates.append("(" + " AND ".join(terms) + ")")
-        note = {"scope": "partitions", "partitions_selected": len(rows),
-                "partitions_total": int(total[0]["n"]) if total else 0}
-        if not predicates:
-            return "false", note  # nothing qualifies: rewrite nothing
-        return " OR ".join(predicates), note
+        def whole_table(reason: str) -> tuple[None, dict[str, Any]]:
+            return None, {"scope": "table", "scope_reason": reason}
+
+        try:
+            columns = await self.identity_partition_columns()
+            if columns is None:
+                return whole_table("not identity-partitioned (a non-identity transform)")
+            if not columns:
+                return whole_table("not identity-partitioned (unpartitioned)")
+            target = int(options.get("target-file-size-bytes") or self.properties.get(
+                "write.target-file-size-bytes") or DEFAULT_TARGET_FILE_SIZE)
+            min_files = int(options.get("min-input-files", "5"))
+            scope = await scope_partitions(
+                self.engine, self.metadata_table("files"), columns,
+                undersized_bytes=int(target * 0.75), min_files=min_files,
+                max_partitions=MAX_SCOPED_PARTITIONS)
+        except ScopeFallback as exc:
+            return whole_table(exc.reason)
+        except Exception as exc:  # any scoping failure must not fail the job, only widen it
+            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+            return whole_table(f"partition scoping failed: {type(exc).__name__}: {first_line}")
+        note = {"scope": "partitions", "partitions_selected": scope.selected,
+                "partitions_total": scope.total}
+        return scope.where, note
 
     async def verify_rewrites(
         self, start: int | None, guard: Guard | None = None
