@@ -21,7 +21,7 @@ from icepack_core.actions import ActionError
 from icepack_core.errors import InvalidIdentifier, PermanentError
 from icepack_core.inspect import Inspector
 from icepack_core.inspect.status import InspectionFailed, TableStatus
-from icepack_core.logs import redact_text
+from icepack_core.logs import redact, redact_text
 from icepack_core.maintenance import (
     MAINTENANCE_ACTIONS,
     AfterCall,
@@ -164,7 +164,8 @@ class JobExecution:
                                    {"action": name, "state": "failed"})
 
     async def _hold(self, table_id: int, action: str, exc: VerificationFailed) -> None:
-        hold = {"reason": str(exc), "action": action, "evidence": exc.evidence,
+        hold = {"reason": redact_text(str(exc)), "action": action,
+                "evidence": redact(exc.evidence),
                 "at": datetime.now(UTC).isoformat()}
         await self.pool.execute(load_query("table_hold_set"), table_id, hold)
         log.error("maintenance.table_held", table_id=table_id, reason=str(exc))
