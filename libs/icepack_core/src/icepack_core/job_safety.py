@@ -48,10 +48,10 @@ def _walk(value: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
 
 def verification_records(output: Any) -> list[dict[str, Any]]:
     """The snapshot records of an action's output, each once, in the order stored."""
-    seen: set[tuple[Any, Any]] = set()
+    seen: set[str] = set()
     records = []
     for found in _walk(output):
-        key = (found.get("snapshot_id"), found.get("parent_id"))
+        key = repr((found.get("snapshot_id"), found.get("parent_id")))  # values may be anything
         if key in seen:
             continue
         seen.add(key)

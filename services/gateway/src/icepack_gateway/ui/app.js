@@ -310,7 +310,7 @@ document.addEventListener("alpine:init", () => {
           + `<td>${escapeHtml(String(r.parent_id ?? "–"))}</td>`
           + `<td>${cell(r.rows_before, r.rows_after)}</td>`
           + `<td>${r.checksum_before === undefined && r.checksum_after === undefined
-                    ? (r.checked === "chain" ? "same (whole chain)" : "–")
+                    ? (r.checked === "chain" ? "not recorded (chain check)" : "–")
                     : cell(r.checksum_before, r.checksum_after)}</td>`
           + `<td>${r.checked === "chain" ? "start vs. newest" : "against its parent"}</td>`
           + `<td>${"rolled_back" in r ? (r.rolled_back ? "rolled back" : "not rolled back") : ""}</td>`
