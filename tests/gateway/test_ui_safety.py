@@ -29,7 +29,7 @@ from icepack_core.settings import Settings, load_settings
 from icepack_core.tokens import TokenStore
 from icepack_gateway.app import create_app
 from tests.gateway.seed import ORDERS_REWRITE_OUTPUT, Fleet, add_table, status_doc
-from tests.gateway.test_ui import _page, browser  # noqa: F401 (fixture)
+from tests.gateway.test_ui import ARTIFACTS, _page, browser  # noqa: F401 (fixture)
 
 NOW = datetime.now(UTC)
 
@@ -95,6 +95,8 @@ async def test_recommendation_shows_each_action_and_each_skip(base, browser, db)
             text = await skipped.nth(n).inner_text()
             assert skip["reason"] in text, (skip, text)
             assert skip["action"] in text or skip["action"] == "*"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        await panel.screenshot(path=str(ARTIFACTS / "recommendation-1280.png"))
         assert errors == [], errors
     finally:
         await context.close()
@@ -145,6 +147,8 @@ async def test_job_page_shows_live_rows_deleted_rows_and_evidence(base, browser,
         for cell in await page.locator("td.down, td.up").all_inner_texts():
             assert "64" not in cell, cell
         assert await page.locator("[data-test=hold]").is_hidden()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "job-safety-1280.png"), full_page=True)
         assert errors == [], errors
     finally:
         await context.close()
@@ -170,6 +174,8 @@ async def test_job_page_shows_a_failed_verification_rollback_and_hold(base, brow
         assert "changed the live contents" in await hold.inner_text()
         assert await page.evaluate(
             "() => document.documentElement.scrollWidth - window.innerWidth") <= 0
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "job-held-390.png"), full_page=True)
         assert errors == [], errors
     finally:
         await context.close()

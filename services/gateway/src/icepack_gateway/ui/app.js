@@ -299,8 +299,9 @@ document.addEventListener("alpine:init", () => {
       if (!rows.length && !s.snapshots.length && !label) return "";
       const head = label ? `<p class="verdict"><span class="badge ${escapeHtml(s.verdict)}" `
         + `data-test="verdict">${escapeHtml(label)}</span></p>` : "";
-      const table = rows.length ? `<table class="impact rows" data-test="rows"><thead><tr><th>rows</th>`
-        + `<th>before</th><th>after</th><th></th></tr></thead><tbody>${rows.join("")}</tbody></table>` : "";
+      const table = rows.length ? `<div class="scroll"><table class="impact rows" data-test="rows">`
+        + `<thead><tr><th>rows</th><th>before</th><th>after</th><th></th></tr></thead>`
+        + `<tbody>${rows.join("")}</tbody></table></div>` : "";
       let evidence = "";
       if (s.snapshots.length) {
         const cell = (b, a) => (b === undefined && a === undefined ? "–"
