@@ -27,7 +27,7 @@ _NOT_SECRET_KEY = re.compile(r"^(s3[._-])?access[_-]?key[_-]?id$|token_id$|key_i
 # scheme://user:PASSWORD@host
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]+:)(?P<pw>[^@\s]+)(?=@)", re.I)
 # Authorization header values: "Bearer abc", "Basic dXNlcjpwdw==".
-_AUTH_SCHEME = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<value>[A-Za-z0-9._~+/=-]{4,})",
+_AUTH_SCHEME = re.compile(r"(?P<head>\b(?:Bearer|Basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})",
                           re.I)
 # key=value, key: value in quotes, ?key=value&, ;key=value (Spark Connect's ;token=...).
 _KEY_VALUE = re.compile(
