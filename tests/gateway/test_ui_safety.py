@@ -176,6 +176,11 @@ async def test_job_page_shows_a_failed_verification_rollback_and_hold(base, brow
             "() => document.documentElement.scrollWidth - window.innerWidth") <= 0
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         await page.screenshot(path=str(ARTIFACTS / "job-held-390.png"), full_page=True)
+        # The table's own page says it is held, too.
+        await page.locator("section[data-view=job] a[href^='#/table/']").click()
+        table_hold = page.locator("[data-test=table-hold]")
+        await table_hold.wait_for()
+        assert "changed the live contents" in await table_hold.inner_text()
         assert errors == [], errors
     finally:
         await context.close()
