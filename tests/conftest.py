@@ -152,12 +152,13 @@ def _tracer_provider():
     """One global tracer provider for in-process tests, recording to memory."""
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from icepack_core.telemetry import export_spans
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    export_spans(provider, exporter, batch=False)  # as production exports: redacted
     trace.set_tracer_provider(provider)
     return exporter
 

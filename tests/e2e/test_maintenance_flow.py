@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from icepack_core.job_safety import action_safety
 from icepack_core.settings import load_settings
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
@@ -73,6 +74,11 @@ async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):
         "SELECT a.* FROM icepack.job_actions a JOIN icepack.jobs j ON j.id = a.job_id "
         "WHERE j.table_id = $1 AND a.action = 'rewrite_data_files'", done["id"])
     assert action["state"] == "succeeded"
+    # What the UI and `icepack job` say about it, read from what the executor stored.
+    safety = action_safety(action["action"], action["state"], action["output"], action["impact"])
+    assert safety["verdict"] == "verified", safety
+    assert safety["live_rows"]["before"] == safety["live_rows"]["after"] == before[0]
+    assert safety["snapshots"] and all(r["rows_after"] == before[0] for r in safety["snapshots"])
     assert action["impact"]["before"]["data_file_count"] == files_before
     assert action["impact"]["after"]["data_file_count"] < files_before
     assert "CALL `icepack`.`system`.`rewrite_data_files`" in action["sql_text"]

@@ -1,11 +1,16 @@
-"""Seed data for the gateway tests, written with plain SQL inserts (plus the production
-``health_latest_upsert`` query that keeps ``table_health_latest`` current, as
-``record_inspection`` runs it after each assessment).
+"""Seed data for the gateway tests.
+
+Tables are plain inserts (discovery's row); everything downstream is written by the real
+producers, so the gateway is tested against the shapes production writes: each status through
+``record_inspection`` (what the inspector runs: status snapshot, assessment,
+``table_health_latest``, ``status.updated``), each recommendation by ``Planner.plan``, each job
+and action by ``JobQueue`` (enqueue, claim, ``record_action``, complete/fail) with the output
+and impact ``JobExecution`` stores.
 
 ``seed_fleet`` builds a small, readable fleet: three tables of different health with metric
-history, a recommendation, a finished job with actions and impact, a queued and a failed job,
-events and a policy. ``seed_many`` adds N bare tables (one status and health row each) for
-paging tests and the benchmark.
+history, a planner recommendation (and the job it queued), a finished job with actions, impact
+and verification evidence, a failed job, events and a policy. ``seed_many`` adds N bare tables
+(one status and health row each) for paging tests and the benchmark.
 """
 
 from __future__ import annotations
@@ -16,8 +21,13 @@ from typing import Any
 
 import asyncpg
 
+from icepack_core.health import Assessment, Issue
+from icepack_core.inspect.status import TableStatus
+from icepack_core.inspect.store import record_inspection
+from icepack_core.jobs import JobQueue
+from icepack_core.planning import Planner
 from icepack_core.queries import load_query
-from icepack_core.recommendation import ActionIntent, Recommendation, Skip
+from icepack_core.settings import Settings
 
 CATALOG = "demo"
 T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
@@ -70,16 +80,42 @@ async def add_table(conn: asyncpg.Connection, namespace: str, name: str,
 async def add_status(conn: asyncpg.Connection, table_id: int, at: datetime,
                      doc: dict[str, Any], health: str, score: int,
                      issues: list[dict[str, Any]]) -> int:
-    snap: int = await conn.fetchval(
-        "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
-        "VALUES ($1, $2, 'pyiceberg', $3::jsonb) RETURNING id", table_id, at, doc)
-    assessment: int = await conn.fetchval(
-        "INSERT INTO icepack.health_assessments "
-        "(table_id, status_snapshot_id, health, score, issues, assessed_at) "
-        "VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING id",
-        table_id, snap, health, score, issues, at)
-    await update_latest(conn, [assessment])
-    return snap
+    """Record one inspection the way the inspector does; returns the status snapshot id."""
+    status = TableStatus.model_validate({**doc, "inspected_at": at.isoformat()})
+    assessment = Assessment(health=health, score=score,
+                            issues=[Issue.model_validate(i) for i in issues])
+    recorded = await record_inspection(conn, table_id, status, assessment)
+    assert recorded.status_snapshot_id is not None
+    return recorded.status_snapshot_id
+
+
+# What JobExecution stores for the demo's delete-applying compaction of sales.orders: the
+# executor's impact (IMPACT_FIELDS before/after) and TableMaintenance's output (the procedure's
+# result row plus ``verified_snapshots``, one record per rewrite snapshot it checked).
+ORDERS_REWRITE_OUTPUT: dict[str, Any] = {
+    "rewritten_data_files_count": 150, "added_data_files_count": 40,
+    "rewritten_bytes_count": 52_428_800, "failed_data_files_count": 0,
+    "removed_delete_files_count": 4,
+    "verified_snapshots": [{"snapshot_id": 7001, "parent_id": 7000, "rows_before": 256,
+                            "rows_after": 256, "checksum_before": -4_611_686_018_427_387_904,
+                            "checksum_after": -4_611_686_018_427_387_904}],
+}
+ORDERS_REWRITE_IMPACT: dict[str, Any] = {
+    "before": {"data_file_count": 200, "data_file_bytes": 52_428_800, "small_file_count": 120,
+               "record_count": 320, "position_delete_file_count": 4,
+               "equality_delete_file_count": 0, "deletion_vector_count": 0,
+               "delete_record_count": 64, "manifest_count": 12, "snapshot_count": 40},
+    "after": {"data_file_count": 90, "data_file_bytes": 41_943_040, "small_file_count": 10,
+              "record_count": 256, "position_delete_file_count": 0,
+              "equality_delete_file_count": 0, "deletion_vector_count": 0,
+              "delete_record_count": 0, "manifest_count": 12, "snapshot_count": 41},
+    "snapshot_before": 7000, "snapshot_after": 7001,
+}
+ORDERS_EXPIRE_IMPACT: dict[str, Any] = {
+    "before": {**ORDERS_REWRITE_IMPACT["after"]},
+    "after": {**ORDERS_REWRITE_IMPACT["after"], "snapshot_count": 10},
+    "snapshot_before": 7001, "snapshot_after": 7001,
+}
 
 
 async def update_latest(conn: asyncpg.Connection, assessment_ids: list[int]) -> None:
@@ -106,23 +142,16 @@ async def seed_fleet(pool: asyncpg.Pool) -> Fleet:
                              manifest_count=5 + i)
             crit = issue("SMALL_FILES", "critical", small, 101,
                          f"{small} of {60 + 60 * i} data files are smaller than 67108864 bytes")
-            last = await add_status(conn, clicks, T0 + timedelta(hours=6 * i), doc,
+            await add_status(conn, clicks, T0 + timedelta(hours=6 * i), doc,
                                     "critical" if i >= 1 else "warning", 22 if i == 5 else 60,
                                     [crit])
-        await conn.execute(
-            "INSERT INTO icepack.recommendations (table_id, status_snapshot_id, actions) "
-            "VALUES ($1, $2, $3::jsonb)", clicks, last,
-            # Serialised by the planner's own type, as Planner.plan stores it.
-            Recommendation(
-                actions=[ActionIntent("rewrite_data_files", "340 small files (threshold 101)",
-                                      {"strategy": "binpack"}, {"files_removed": 330})],
-                skipped=[Skip("expire_snapshots", "50 snapshots, none older than 120 h")],
-            ).to_json())
         # orders: a warning, then compacted by a finished job.
         for i, (files, small, health, score) in enumerate(
                 [(200, 120, "warning", 55), (90, 10, "healthy", 97)]):
             doc = status_doc("sales", "orders", data_file_count=files, small_file_count=small,
-                             snapshot_count=40 - 30 * i)
+                             snapshot_count=40 - 30 * i, record_count=320 - 64 * i,
+                             position_delete_file_count=4 - 4 * i,
+                             delete_record_count=64 - 64 * i)
             found = [issue("SMALL_FILES", "warning", small, 40, f"{small} small files")] \
                 if health == "warning" else []
             await add_status(conn, orders, T0 + timedelta(hours=12 * i), doc, health, score,
@@ -130,44 +159,58 @@ async def seed_fleet(pool: asyncpg.Pool) -> Fleet:
         # users: healthy, one inspection.
         await add_status(conn, users, T0, status_doc("crm", "users"), "healthy", 100, [])
 
-        done = await conn.fetchval(
-            "INSERT INTO icepack.jobs (table_id, state, actions, attempts, fence, trigger, "
-            "lease_owner, started_at, finished_at, result) VALUES ($1, 'succeeded', $2::jsonb, "
-            "1, 1, 'planner', 'executor@test:1', $3, $4, '{}'::jsonb) RETURNING id",
-            orders, [{"action": "rewrite_data_files"}, {"action": "expire_snapshots"}],
-            T0 + timedelta(hours=11), T0 + timedelta(hours=11, minutes=3))
-        await conn.execute(
-            "INSERT INTO icepack.job_actions (job_id, fence, action, procedure, sql_text, state,"
-            " output, impact, started_at, finished_at) VALUES "
-            "($1, 1, 'rewrite_data_files', 'system.rewrite_data_files', "
-            "'CALL demo.system.rewrite_data_files(table => ''sales.orders'')', 'succeeded', "
-            "$2::jsonb, $3::jsonb, $4, $5),"
-            "($1, 1, 'expire_snapshots', 'system.expire_snapshots', "
-            "'CALL demo.system.expire_snapshots(table => ''sales.orders'')', 'succeeded', "
-            "'{}'::jsonb, $6::jsonb, $5, $7)",
-            done, {"rewritten_data_files_count": 150, "added_data_files_count": 40},
-            {"before": {"data_file_count": 200, "small_file_count": 120},
-             "after": {"data_file_count": 90, "small_file_count": 10}},
-            T0 + timedelta(hours=11), T0 + timedelta(hours=11, minutes=2),
-            {"before": {"snapshot_count": 40}, "after": {"snapshot_count": 10}},
-            T0 + timedelta(hours=11, minutes=3))
-        failed = await conn.fetchval(
-            "INSERT INTO icepack.jobs (table_id, state, actions, attempts, trigger, error, "
-            "finished_at) VALUES ($1, 'failed', '[{\"action\": \"rewrite_manifests\"}]'::jsonb,"
-            " 3, 'planner', 'Spark session lost', now()) RETURNING id", users)
-        queued = await conn.fetchval(
-            "INSERT INTO icepack.jobs (table_id, actions, trigger, dedupe_key) "
-            "VALUES ($1, '[{\"action\": \"rewrite_data_files\"}]'::jsonb, 'planner', $2) "
-            "RETURNING id", clicks, f"table:{clicks}")
-        fleet.jobs = {"done": done, "failed": failed, "queued": queued}
-        for topic, table_id in [("table.discovered", orders), ("status.updated", clicks),
-                                ("job.finished", orders), ("job.enqueued", clicks)]:
+        for topic, table_id in [("table.discovered", orders)]:
             await conn.execute("INSERT INTO icepack.events (topic, table_id, payload) "
                                "VALUES ($1, $2, '{}'::jsonb)", topic, table_id)
         await conn.execute(
             "INSERT INTO icepack.policies (policy_type, scope, catalog, config) VALUES "
             "('system.snapshot-expiry', 'catalog', $1, '{\"retain_last\": 5}'::jsonb)", CATALOG)
+    queue = JobQueue(pool)
+    fleet.jobs["done"] = await _finished_job(queue, orders)
+    fleet.jobs["failed"] = await _failed_job(queue, users)
+    # clicks: the planner's recommendation, and the job it queued.
+    planned = await Planner(Settings(), pool, queue).plan(clicks)
+    assert planned.job_id is not None and planned.job_created
+    fleet.jobs["queued"] = planned.job_id
     return fleet
+
+
+async def _finished_job(queue: JobQueue, table_id: int) -> int:
+    """A planner job that compacted the table and expired snapshots, recorded as the executor
+    records it (the action times are pinned so durations are exact)."""
+    enqueued = await queue.enqueue(table_id, [
+        {"action": "rewrite_data_files", "params": {"strategy": "binpack"},
+         "reason": "120 small files (31457280 bytes) >= min_input_files 5"},
+        {"action": "expire_snapshots", "params": {"retain_last": 5},
+         "reason": "40 snapshots > retain_last 5"}], dedupe_key=f"table:{table_id}")
+    job = await queue.claim_id(enqueued.job.id, "executor@test:1", 600)
+    assert job is not None
+    t = T0 + timedelta(hours=11)
+    await queue.record_action(
+        job, action="rewrite_data_files", state="succeeded", started_at=t,
+        finished_at=t + timedelta(minutes=2), procedure="rewrite_data_files",
+        sql_text="CALL demo.system.rewrite_data_files(table => 'sales.orders')",
+        output=ORDERS_REWRITE_OUTPUT, impact=ORDERS_REWRITE_IMPACT)
+    await queue.record_action(
+        job, action="expire_snapshots", state="succeeded", started_at=t + timedelta(minutes=2),
+        finished_at=t + timedelta(minutes=3), procedure="expire_snapshots",
+        sql_text="CALL demo.system.expire_snapshots(table => 'sales.orders')",
+        output={"deleted_data_files_count": 150, "deleted_manifest_files_count": 30},
+        impact=ORDERS_EXPIRE_IMPACT)
+    done = await queue.complete(job, {"actions": [
+        {"action": "rewrite_data_files", "rewritten_data_files_count": 150},
+        {"action": "expire_snapshots", "deleted_data_files_count": 150}]})
+    return done.id
+
+
+async def _failed_job(queue: JobQueue, table_id: int) -> int:
+    enqueued = await queue.enqueue(table_id, [
+        {"action": "rewrite_manifests", "params": {}, "reason": "30 manifests"}],
+        dedupe_key=f"table:{table_id}")
+    job = await queue.claim_id(enqueued.job.id, "executor@test:1", 600)
+    assert job is not None
+    failed = await queue.fail(job, "Spark session lost", retryable=False)
+    return failed.id
 
 
 async def seed_many(pool: asyncpg.Pool, n: int, catalog: str = "bulk") -> None:

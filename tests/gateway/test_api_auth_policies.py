@@ -159,15 +159,21 @@ async def test_simulate_is_501_without_the_policy_engine(client, fleet, auth, mo
 
 async def test_events_tail_filters_and_pages(client, fleet):
     items = (await client.get("/events")).json()["items"]
-    assert [e["topic"] for e in items] == ["job.enqueued", "job.finished", "status.updated",
-                                           "table.discovered"]
+    topics = [e["topic"] for e in items]
+    # Newest first: the planner's recommendation and job, the two executor runs, then the
+    # discovery and inspection events of the seed.
+    assert topics == ["recommendation.created", "job.enqueued",
+                      "job.finished", "job.started", "job.enqueued",
+                      "job.finished", "job.started", "job.enqueued",
+                      "table.discovered"] + ["status.updated"] * 9
     only = (await client.get("/events?topic=job.finished")).json()["items"]
-    assert len(only) == 1 and only[0]["table"]["name"] == "orders"
+    assert [e["table"]["name"] for e in only] == ["users", "orders"]
     orders = (await client.get("/events?table=demo.sales.orders")).json()["items"]
-    assert {e["topic"] for e in orders} == {"job.finished", "table.discovered"}
+    assert {e["topic"] for e in orders} == {"job.enqueued", "job.started", "job.finished",
+                                           "table.discovered", "status.updated"}
     first = (await client.get("/events?limit=3")).json()
     rest = (await client.get(f"/events?limit=3&cursor={first['next_cursor']}")).json()
-    assert [e["topic"] for e in rest["items"]] == ["table.discovered"]
+    assert [e["topic"] for e in rest["items"]] == topics[3:6]
     assert (await client.get("/events?topic=JOB")).status_code == 422
 
 

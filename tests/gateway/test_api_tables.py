@@ -81,7 +81,7 @@ async def test_cursor_walks_every_row_exactly_once(client, db, sort):
 @pytest.mark.parametrize("query,parameter", [
     ("limit=0", "limit"), ("limit=501", "limit"), ("limit=ten", "limit"),
     ("limit=99999999999999999999999", "limit"), ("health=sick", "health"),
-    ("sort=size", "sort"), ("issue=small files", "issue"), ("cursor=xyz", "cursor"),
+    ("sort=size", "sort"), ("issue=small files", "issue"),
     ("heatlh=critical", "heatlh"), ("catalog=%00", "catalog"),
 ])
 async def test_bad_parameters_are_422_naming_them(client, fleet, query, parameter):
@@ -95,7 +95,8 @@ async def test_a_cursor_of_another_sort_is_refused(client, db):
     await seed_many(db, 30)
     cursor = (await client.get("/tables?limit=5&sort=name")).json()["next_cursor"]
     r = await client.get(f"/tables?limit=5&sort=score&cursor={cursor}")
-    assert r.status_code == 422 and "cursor" in r.json()["message"]
+    assert r.status_code == 400 and "cursor" in r.json()["message"]
+    assert r.json()["code"] == "INVALID_CURSOR"
 
 
 async def test_summary_counts(client, fleet):
@@ -142,8 +143,9 @@ async def test_table_jobs_and_history(client, fleet):
     assert [j["id"] for j in jobs] == [fleet.jobs["done"]]
     history = (await client.get("/tables/demo/sales/orders/history")).json()["items"]
     impact = history[0]["job_actions"][0]["impact"]
-    assert impact == {"before": {"data_file_count": 200, "small_file_count": 120},
-                      "after": {"data_file_count": 90, "small_file_count": 10}}
+    assert impact["before"] | {"data_file_count": 200, "small_file_count": 120} \
+        == impact["before"]
+    assert impact["after"] | {"data_file_count": 90, "small_file_count": 10} == impact["after"]
 
 
 @pytest.mark.parametrize("suffix", ["", "/status", "/status/history", "/health",

@@ -44,7 +44,7 @@ def test_jobs_job_and_events(cli, fleet):
     assert cli("job", "424242").exit_code == 1
     assert cli("job", "abc").exit_code == 2
     lines = cli("events", "--json", "--topic", "job.finished").stdout.splitlines()
-    assert [json.loads(x)["table"] for x in lines] == ["demo.sales.orders"]
+    assert [json.loads(x)["table"] for x in lines] == ["demo.sales.orders", "demo.crm.users"]
     assert "table.discovered" in cli("events").stdout
 
 

@@ -17,10 +17,12 @@ from typing import Annotated, Any, TypeVar
 import asyncpg
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from icepack_core import db
 from icepack_core.errors import ConfigError
+from icepack_core.job_safety import action_safety
 from icepack_core.queries import load_query
 from icepack_core.settings import Settings, load_settings
 from icepack_core.tokens import TokenNameTaken, TokenNotFound, TokenStore
@@ -175,20 +177,73 @@ def job(job_id: Annotated[int, typer.Argument(min=1, help="job id")], as_json: J
     if row is None:
         err.print(f"[bold red]error:[/] no job with id {job_id}")
         raise typer.Exit(1)
-    detail = _job_json(row) | {"job_actions": [{k: a[k] for k in ACTION_FIELDS}
-                                               for a in actions]}
+    detail = _job_json(row) | {"table_hold": row["table_hold"], "job_actions": [
+        {k: a[k] for k in ACTION_FIELDS}
+        | {"safety": action_safety(a["action"], a["state"], a["output"], a["impact"])}
+        for a in actions]}
     if as_json:
         _print_json(detail)
         return
     out.print(f"[bold]job {row['id']}[/] {row['state']}  table {_table_name(row)}  "
               f"trigger {row['trigger']}  attempts {row['attempts']}/{row['max_attempts']}")
     if row["error"]:
-        out.print(f"[red]error:[/] {row['error']}")
+        out.print(f"[red]error:[/] {escape(row['error'])}", highlight=False)
+    if row["table_hold"]:
+        reason = escape(str(row["table_hold"].get("reason")))
+        out.print(f"[red]table on hold:[/] {reason} (no automatic maintenance until an "
+                  "operator releases the hold)", highlight=False)
     table = Table("action", "state", "ms", "sql", "impact")
     for a in actions:
         table.add_row(a["action"], a["state"], str(a["duration_ms"]), a["sql_text"] or "",
-                      json.dumps(a["impact"]) if a["impact"] else "")
+                      _impact_text(a["impact"]))
     out.print(table if actions else "no actions run yet")
+    for a in detail["job_actions"]:
+        for line in safety_lines(a["action"], a["safety"]):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _impact_text(impact: dict[str, Any] | None) -> str:
+    """``metric before -> after`` per changed metric; row counts are left to the safety lines
+    (a lower stored record count after applying deletes is not lost data)."""
+    if not impact:
+        return ""
+    before, after = impact.get("before") or {}, impact.get("after") or {}
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return json.dumps(impact)
+    return "\n".join(f"{k.replace('_', ' ')} {before.get(k)} -> {after.get(k)}"
+                     for k in dict.fromkeys([*before, *after])
+                     if k not in ("record_count", "delete_record_count")
+                     and before.get(k) != after.get(k))
+
+
+def safety_lines(action: str, safety: dict[str, Any]) -> list[str]:
+    """Plain lines saying what an action did to the table's rows, and the evidence."""
+    if safety["verdict"] == "not_applicable" and not safety["snapshots"]:
+        return []
+    lines = [f"{action}: {safety['verdict'].replace('_', ' ')} - {safety['summary']}"]
+    live, stored = safety["live_rows"], safety["stored_rows"]
+    if live["before"] is not None or live["after"] is not None:
+        how = ("verified by scanning both snapshots" if live["source"] == "verification"
+               else "from metadata, not scanned")
+        change = "unchanged" if live["before"] == live["after"] else "CHANGED"
+        lines.append(f"  live rows    {live['before']} -> {live['after']}  {change} ({how})")
+    if stored["before"] is not None or stored["after"] is not None:
+        removed = safety["deleted_rows_removed"]
+        note = f"  {removed} deleted rows physically removed" if removed else ""
+        lines.append(f"  stored rows  {stored['before']} -> {stored['after']}  "
+                     f"(incl. deleted){note}")
+    if safety["delete_files_applied"]:
+        lines.append(f"  delete files applied: {safety['delete_files_applied']}")
+    for r in safety["snapshots"]:
+        checksum = (f", checksum {r['checksum_before']} -> {r['checksum_after']}"
+                    if r["checksum_before"] is not None or r["checksum_after"] is not None
+                    else "")
+        how = "start vs. newest (whole chain)" if r["checked"] == "chain" else "against its parent"
+        rolled = ("" if r["rolled_back"] is None
+                  else ", rolled back" if r["rolled_back"] else ", NOT rolled back")
+        lines.append(f"  snapshot {r['snapshot_id']} (parent {r['parent_id']}): rows "
+                     f"{r['rows_before']} -> {r['rows_after']}{checksum}; checked {how}{rolled}")
+    return lines
 
 
 def _event_json(row: asyncpg.Record) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import structlog
 from opentelemetry.trace import SpanKind
 
 from icepack_core.db import Conn
+from icepack_core.logs import redact
 from icepack_core.queries import load_query
 from icepack_core.telemetry import current_traceparent, parent_context, tracer
 
@@ -74,7 +75,7 @@ async def publish(
         load_query("event_publish"),
         topic,
         table_id,
-        payload or {},
+        redact(payload or {}),  # payloads carry error texts; secrets never reach the outbox
         traceparent or current_traceparent(),
     )
     return event_id

@@ -30,7 +30,7 @@ from icepack_core.inspect import Inspector
 from icepack_core.inspect.status import InspectionFailed, TableStatus
 from icepack_core.intents import Intent, RemoveOrphanFiles, parse_intents
 from icepack_core.jobs import Job
-from icepack_core.logs import redact_text
+from icepack_core.logs import redact, redact_text
 from icepack_core.maintenance import (
     AfterCall,
     OrphanLimitExceeded,
@@ -49,7 +49,7 @@ log = structlog.get_logger("icepack.maintenance")
 IMPACT_FIELDS = (
     "data_file_count", "data_file_bytes", "small_file_count", "record_count",
     "position_delete_file_count", "equality_delete_file_count", "deletion_vector_count",
-    "manifest_count", "snapshot_count",
+    "delete_record_count", "manifest_count", "snapshot_count",
 )
 # The job action under which a pending rewrite's verification is recorded.
 VERIFY_ACTION = "verify_rewrites"
@@ -359,7 +359,7 @@ class JobExecution:
 
     async def _hold(self, table_id: int, action: str, reason: str,
                     evidence: dict[str, Any]) -> None:
-        hold = {"reason": reason, "action": action, "evidence": evidence,
+        hold = {"reason": redact_text(reason), "action": action, "evidence": redact(evidence),
                 "at": datetime.now(UTC).isoformat()}
         await self.pool.execute(load_query("table_hold_set"), table_id, hold)
         log.error("maintenance.table_held", table_id=table_id, reason=reason)

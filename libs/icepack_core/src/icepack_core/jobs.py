@@ -17,6 +17,7 @@ import asyncpg
 from icepack_core import events
 from icepack_core.db import Conn
 from icepack_core.errors import JobNotFound, StaleFence
+from icepack_core.logs import redact, redact_text
 from icepack_core.queries import load_query
 from icepack_core.telemetry import current_traceparent
 from icepack_core.types import JobState, JobTrigger, Topic
@@ -163,7 +164,7 @@ class JobQueue:
 
     async def complete(self, job: Job, result: dict[str, Any] | None = None) -> Job:
         """running -> succeeded. Raises ``StaleFence`` when the caller lost the job."""
-        return await self._finish(job, "job_complete", "complete", result or {})
+        return await self._finish(job, "job_complete", "complete", redact(result or {}))
 
     async def fail(
         self, job: Job, error: str, *, retryable: bool, now: datetime | None = None
@@ -174,13 +175,13 @@ class JobQueue:
         lost the job.
         """
         return await self._finish(
-            job, "job_fail", "fail", error, retryable,
+            job, "job_fail", "fail", redact_text(error), retryable,
             self.backoff.base_seconds, self.backoff.cap_seconds, now,
         )
 
     async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:
         """running -> cancelled, acknowledging an operator's cancel request (fenced)."""
-        return await self._finish(job, "job_finish_cancelled", "cancel", reason)
+        return await self._finish(job, "job_finish_cancelled", "cancel", redact_text(reason))
 
     async def _finish(self, job: Job, query: str, operation: str, *args: Any) -> Job:
         async with self.pool.acquire() as conn, conn.transaction():
@@ -258,10 +259,13 @@ class JobQueue:
         impact: dict[str, Any] | None = None,
         error: str | None = None,
     ) -> int:
-        """Record one action the executor ran. Raises ``StaleFence`` when it lost the job."""
+        """Record one action the executor ran (secrets in its SQL, output and error masked).
+        Raises ``StaleFence`` when it lost the job."""
         action_id: int | None = await self.pool.fetchval(
-            load_query("job_action_record"), job.id, job.fence, action, procedure, sql_text,
-            state, output or {}, impact or {}, error, started_at, finished_at,
+            load_query("job_action_record"), job.id, job.fence, action, procedure,
+            None if sql_text is None else redact_text(sql_text), state, redact(output or {}),
+            impact or {}, None if error is None else redact_text(error), started_at,
+            finished_at,
         )
         if action_id is None:
             raise StaleFence(job.id, job.fence, f"record action {action}")

@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -25,6 +25,8 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from icepack_core.errors import ConfigError
+from icepack_core.logs import redact_text, register_secrets
+from icepack_core.logs import secret_key as _secret_key
 
 ENV_PREFIX = "ICEPACK_"
 _CATALOG_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -49,12 +51,21 @@ def _check_postgres_url(value: str, variable: str) -> SplitResult:
 
 
 def mask_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for logs and ``repr``)."""
+    """The URL with its secrets replaced by ``***`` (for logs and ``repr``): the userinfo
+    password, and ``?password=``/``;token=`` style parameters."""
+    return redact_text(url)
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The secret values in a URL: the userinfo password, and values of secret-looking query
+    (``?password=``) or Spark Connect (``;token=``) parameters."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    found = [unquote(parts.password)] if parts.password else []
+    for chunk in re.split(r"[?&;/]", f"{parts.path};{parts.query}"):
+        key, sep, value = chunk.partition("=")
+        if sep and value and _secret_key(key):
+            found += [value, unquote(value)]
+    return found
 
 
 class CatalogConfig(BaseModel):
@@ -185,6 +196,11 @@ class Settings(BaseSettings):
     failure_backoff_base_seconds: float = Field(900.0, ge=0)
     failure_backoff_cap_seconds: float = Field(86_400.0, ge=0)
 
+    # Gateway: the largest request body it reads (bigger ones get 413 before any parsing), and
+    # whether reads need a bearer token too (writes always do; probes and /metrics never).
+    gateway_max_body_bytes: int = Field(1_048_576, ge=1)
+    gateway_read_auth: bool = False
+
     # Retention of hot tables.
     event_retention_hours: float = Field(168.0, gt=0)
     job_retention_days: float = Field(30.0, gt=0)
@@ -229,6 +245,30 @@ class Settings(BaseSettings):
             raise ValueError("ICEPACK_DB_POOL_MIN must not exceed ICEPACK_DB_POOL_MAX")
         return self
 
+    def secret_values(self) -> list[str]:
+        """Every secret this configuration holds, for ``logs.register_secrets``: passwords and
+        tokens in URLs (userinfo, ``?password=``, Spark Connect's ``;token=``), the Thrift
+        password, Spark confs under secret-looking keys (``fs.azure.account.key.*``, S3 secret
+        keys), and each catalog's credential, client secret, token, S3 secret key, header
+        values and secret-looking properties."""
+        values: list[str | None] = [*_url_secrets(self.dsn)]
+        if self.spark_connect_url:
+            values += _url_secrets(self.spark_connect_url)
+        if self.spark_thrift_password is not None:
+            values.append(self.spark_thrift_password.get_secret_value())
+        values += [v for k, v in self.spark_conf.items() if _secret_key(k)]
+        for catalog in self.catalogs:
+            for secret in (catalog.credential, catalog.client_secret, catalog.token,
+                           catalog.s3_secret_access_key):
+                if secret is not None:
+                    value = secret.get_secret_value()
+                    values += [value, value.partition(":")[2]]
+            values += list(catalog.headers.values())
+            values += [v for k, v in catalog.properties.items() if _secret_key(k)]
+            if catalog.uri:
+                values += _url_secrets(catalog.uri)
+        return [v for v in values if v]
+
     @property
     def dsn(self) -> str:
         """The database URL with its secret, for drivers only; never log it."""
@@ -266,7 +306,7 @@ def load_settings(**overrides: Any) -> Settings:
         ConfigError: with one line per bad variable, naming it and what is wrong.
     """
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
@@ -281,3 +321,6 @@ def load_settings(**overrides: Any) -> Settings:
         field = re.search(r'field "([a-z_]+)"', str(exc))
         variable = f"{ENV_PREFIX}{field.group(1).upper()}" if field else "an ICEPACK_* variable"
         raise ConfigError(f"invalid configuration:\n  {variable}: not valid JSON") from None
+    # From here on, these values are masked in every log line, job row, event and span.
+    register_secrets(settings.secret_values())
+    return settings

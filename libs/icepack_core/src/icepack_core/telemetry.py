@@ -8,16 +8,21 @@ services even though they only meet in Postgres.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.trace import Status
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from icepack_core.logs import redact, redact_text
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 TRACER_NAME = "icepack"
@@ -46,6 +51,48 @@ def span_link(traceparent: str | None) -> trace.Link | None:
     if ctx is None:
         return None
     return trace.Link(trace.get_current_span(ctx).get_span_context())
+
+
+def _redact_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: redact(v, k) for k, v in (attributes or {}).items()}
+
+
+class RedactingSpanProcessor(SpanProcessor):
+    """Hands ``inner`` a copy of each finished span with secrets masked (``logs.redact``) in
+    its attributes, its events' attributes (recorded exceptions carry messages that may quote
+    a URL with a token) and its status description. Spans are read-only once ended, hence the
+    copy; nothing reaches an exporter unredacted."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self.inner.on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        status = span.status
+        if status.description:
+            status = Status(status.status_code, redact_text(status.description))
+        self.inner.on_end(ReadableSpan(
+            name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+            attributes=_redact_attributes(span.attributes),
+            events=[Event(e.name, _redact_attributes(e.attributes), e.timestamp)
+                    for e in span.events],
+            links=span.links, kind=span.kind, status=status, start_time=span.start_time,
+            end_time=span.end_time, instrumentation_scope=span.instrumentation_scope))
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def export_spans(provider: TracerProvider, exporter: SpanExporter, *, batch: bool = True) -> None:
+    """Send ``provider``'s finished spans to ``exporter``, redacted (the only way spans leave a
+    process; tests use it with an in-memory exporter and ``batch=False``)."""
+    inner = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+    provider.add_span_processor(RedactingSpanProcessor(inner))
 
 
 def tracer() -> trace.Tracer:
@@ -80,7 +127,7 @@ def setup_telemetry(service: str, extra_readers: list[MetricReader] | None = Non
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        export_spans(tracer_provider, OTLPSpanExporter())
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 

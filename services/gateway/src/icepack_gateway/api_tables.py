@@ -3,6 +3,7 @@ recommendation and maintenance history."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -14,7 +15,7 @@ from starlette.routing import Route
 from icepack_core.queries import load_query
 from icepack_core.types import Health
 from icepack_gateway.api_jobs import job_json, jobs_with_actions
-from icepack_gateway.errors import InvalidParameter, NotFound, TableNotFound
+from icepack_gateway.errors import InvalidCursor, NotFound, TableNotFound
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.params import (
     ISSUE_CODE,
@@ -87,7 +88,7 @@ async def list_tables(request: Request) -> Response:
     else:
         key = decode_cursor(q, f"tables:{sort.value}", (int, str, str, str)) or [-1000, "", "", ""]
         if not -1000 <= key[0] <= 1000:
-            raise InvalidParameter("cursor", "is not a cursor this API returned")
+            raise InvalidCursor("is not a cursor this API returned")
         rows = await _fetch_planned(pool, load_query("table_page_by_score"), *filters,
                                     *key[1:], size, sort is Sort.SCORE_DESC, key[0])
     next_cursor = None
@@ -126,10 +127,23 @@ def _status_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
                                 "current_snapshot_id", "status")}
 
 
-def _recommendation_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
+def _recommendation_json(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A ``recommendations`` row for the API: ``actions`` (each ``{action, reason, params,
+    estimated_benefit}``) and ``skipped`` (each ``{action, reason}``) side by side.
+
+    The column holds what ``Recommendation.to_json`` wrote (``{"actions", "skipped"}``); a bare
+    list of actions (older rows) reads as actions with nothing skipped.
+    """
     if row is None:
         return None
-    return {k: row[k] for k in ("id", "status_snapshot_id", "actions", "job_id", "created_at")}
+    stored = row["actions"]
+    if isinstance(stored, Mapping):
+        actions, skipped = stored.get("actions") or [], stored.get("skipped") or []
+    else:
+        actions, skipped = stored if isinstance(stored, list) else [], []
+    return {"id": row["id"], "status_snapshot_id": row["status_snapshot_id"],
+            "actions": actions, "skipped": skipped, "job_id": row["job_id"],
+            "created_at": row["created_at"]}
 
 
 async def table_detail(request: Request) -> Response:
@@ -146,7 +160,7 @@ async def table_detail(request: Request) -> Response:
     latest_job = job_json(job) if job is not None else None
     return ApiResponse({
         "table": table_json(row), "health": row["health"], "status": row["status"],
-        "recommendation": row["recommendation"], "latest_job": latest_job,
+        "recommendation": _recommendation_json(row["recommendation"]), "latest_job": latest_job,
     })
 
 

@@ -20,10 +20,11 @@ from starlette.staticfiles import StaticFiles
 
 from icepack_core.health_server import ReadyCheck, health_routes
 from icepack_core.jobs import JobQueue
-from icepack_core.settings import Settings
+from icepack_core.settings import Settings, load_settings
 from icepack_core.tokens import TokenStore
 from icepack_gateway import api_events, api_jobs, api_policies, api_tables, metrics, openapi
 from icepack_gateway.auth import BearerAuth
+from icepack_gateway.body_limit import BodyLimit
 from icepack_gateway.errors import error_body, exception_handlers
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.request_ids import RequestIds
@@ -57,17 +58,24 @@ def create_app(
     pool: asyncpg.Pool, *, health: bool = True, ready: ReadyCheck | None = None,
     settings: Settings | None = None,
 ) -> Starlette:
-    """The gateway app on ``pool``; with ``health`` it serves ``/healthz`` + ``/readyz`` too."""
+    """The gateway app on ``pool``; with ``health`` it serves ``/healthz`` + ``/readyz`` too.
+
+    ``settings`` gives the body limit and whether reads need a token; None reads them from the
+    environment (``ICEPACK_GATEWAY_MAX_BODY_BYTES``, ``ICEPACK_GATEWAY_READ_AUTH``).
+    """
+    settings = settings or load_settings()
     tokens = TokenStore(pool)
     routes = [*(health_routes("gateway", pool, ready) if health else []), *api_routes()]
     app = Starlette(
         routes=routes,
+        # Outermost first: ids, metrics, then the body cap before auth and any parsing.
         middleware=[Middleware(RequestIds), Middleware(metrics.RequestMetrics),
-                    Middleware(BearerAuth, tokens=tokens)],
+                    Middleware(BodyLimit, max_bytes=settings.gateway_max_body_bytes),
+                    Middleware(BearerAuth, tokens=tokens, read_auth=settings.gateway_read_auth)],
         exception_handlers={**exception_handlers(), Exception: internal_error},
     )
-    floors = {} if settings is None else {
-        "expiry_min_age_hours": settings.expiry_min_age_hours,
-        "cadence_hours": settings.maintenance_cadence_hours}
-    app.state.gateway = GatewayState(pool=pool, jobs=JobQueue(pool), tokens=tokens, **floors)
+    app.state.gateway = GatewayState(
+        pool=pool, jobs=JobQueue(pool), tokens=tokens,
+        expiry_min_age_hours=settings.expiry_min_age_hours,
+        cadence_hours=settings.maintenance_cadence_hours)
     return app

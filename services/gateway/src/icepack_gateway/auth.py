@@ -1,9 +1,13 @@
-"""Bearer-token authentication for operator writes, as pure ASGI middleware.
+"""Bearer-token authentication, as pure ASGI middleware.
 
-The rule is by method, so no write endpoint can forget it: GET, HEAD and OPTIONS are open (the
-read APIs, the UI and ``/metrics``); every other method needs ``Authorization: Bearer <token>``
-naming a live token from ``icepack token create``. A refused request never reaches a handler:
-401 for a missing or unknown token, 403 for a revoked one, with the usual JSON error body.
+The rule is by method and path, so no endpoint can forget it. Every write (any method but GET,
+HEAD and OPTIONS) needs ``Authorization: Bearer <token>`` naming a live token from
+``icepack token create``. Reads are open unless ``read_auth`` (``ICEPACK_GATEWAY_READ_AUTH``)
+is on; then they need a token too, except the paths in ``OPEN_PATHS``/``OPEN_PREFIXES``: the
+probes and ``/metrics`` (scraped by machines without tokens), and the UI's static files and the
+OpenAPI document, which hold no data (the UI asks for a token and sends it with each call).
+A refused request never reaches a handler: 401 for a missing or unknown token, 403 for a
+revoked one, with the usual JSON error body.
 """
 
 from __future__ import annotations
@@ -15,6 +19,17 @@ from icepack_core.tokens import TokenError, TokenStore
 from icepack_gateway.errors import DATABASE_DOWN, DatabaseUnavailable, error_response
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+OPEN_PATHS = frozenset({"/", "/healthz", "/readyz", "/metrics", "/openapi.json", "/ui"})
+OPEN_PREFIXES = ("/ui/",)
+
+
+def needs_token(method: str, path: str, read_auth: bool) -> bool:
+    """Whether a request must carry a valid bearer token."""
+    if method not in SAFE_METHODS:
+        return True
+    if not read_auth or method == "OPTIONS":
+        return False
+    return path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES)
 
 
 def bearer(headers: Headers) -> str | None:
@@ -29,12 +44,14 @@ def bearer(headers: Headers) -> str | None:
 
 
 class BearerAuth:
-    def __init__(self, app: ASGIApp, tokens: TokenStore) -> None:
+    def __init__(self, app: ASGIApp, tokens: TokenStore, read_auth: bool = False) -> None:
         self.app = app
         self.tokens = tokens
+        self.read_auth = read_auth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
+        if scope["type"] != "http" or not needs_token(scope["method"], scope["path"],
+                                                      self.read_auth):
             await self.app(scope, receive, send)
             return
         try:

@@ -61,6 +61,26 @@ class InvalidParameter(IcepackError):
         super().__init__(f"parameter {parameter!r}: {problem}")
 
 
+class InvalidCursor(InvalidParameter):
+    """A ``?cursor=`` this API did not hand out (garbled, forged or from another listing)."""
+
+    code = "INVALID_CURSOR"
+
+    def __init__(self, problem: str) -> None:
+        super().__init__("cursor", problem)
+
+
+class BodyTooLarge(IcepackError):
+    """The request body is over the gateway's limit (``ICEPACK_GATEWAY_MAX_BODY_BYTES``)."""
+
+    code = "BODY_TOO_LARGE"
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"request body is larger than {limit} bytes "
+                         f"(ICEPACK_GATEWAY_MAX_BODY_BYTES={limit})")
+
+
 class Conflict(IcepackError):
     """The request is well-formed but the state does not allow it."""
 
@@ -86,7 +106,9 @@ STATUS: dict[type[Exception], int] = {
     NotFound: 404,
     JobNotFound: 404,
     TokenNotFound: 404,
+    InvalidCursor: 400,
     InvalidParameter: 422,
+    BodyTooLarge: 413,
     InvalidIdentifier: 422,
     Conflict: 409,
     TokenNameTaken: 409,

@@ -54,6 +54,14 @@ def op(summary: str, response: dict[str, Any], *, params: list[dict[str, Any]] |
        extra: dict[str, Any] | None = None) -> dict[str, Any]:
     responses: dict[str, Any] = {status: response, **(extra or {})}
     responses.setdefault("422", error("a parameter is invalid (the message names it)"))
+    if any(p.get("name") == "cursor" for p in params or []):
+        responses["400"] = error("the cursor is not one this listing returned (INVALID_CURSOR)")
+    if body is not None:
+        responses["413"] = error("the body is over ICEPACK_GATEWAY_MAX_BODY_BYTES "
+                                 "(BODY_TOO_LARGE)")
+    else:
+        responses["401"] = error("ICEPACK_GATEWAY_READ_AUTH=true and no valid token "
+                                 "(AUTH_REQUIRED, INVALID_TOKEN)")
     operation: dict[str, Any] = {"summary": summary, "parameters": params or [],
                                  "responses": responses}
     if body is not None:
@@ -111,7 +119,14 @@ SCHEMAS: dict[str, Any] = {
         "status": {"type": "object", "description": "the TableStatus contract "
                                                     "(docs/table-status.md)"}}},
     "Recommendation": {"type": "object", "properties": {
-        "id": {"type": "integer"}, "actions": {"type": "array", "items": OBJ},
+        "id": {"type": "integer"},
+        "actions": {"type": "array", "description": "what the planner proposes, in run order",
+                    "items": {"type": "object", "properties": {
+                        "action": {"type": "string"}, "reason": {"type": "string"},
+                        "params": OBJ, "estimated_benefit": OBJ}}},
+        "skipped": {"type": "array", "description": "what it did not propose, and why",
+                    "items": {"type": "object", "properties": {
+                        "action": {"type": "string"}, "reason": {"type": "string"}}}},
         "job_id": {"type": ["integer", "null"]},
         "created_at": {"type": "string", "format": "date-time"}}},
     "TableDetail": {"type": "object", "properties": {

@@ -17,12 +17,17 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from icepack_core.types import join_namespace, split_namespace
-from icepack_gateway.errors import InvalidParameter
+from icepack_gateway.errors import InvalidCursor, InvalidParameter
 
 MAX_IDENT = 512
 MAX_BIGINT = 2**63 - 1
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
+# A cursor holds at most a score and three identifiers: 4 KiB is far above any real one.
+MAX_CURSOR = 4096
+# JSON bodies are shallow documents; deeper nesting is refused before anything walks it
+# (recursive validators would otherwise hit Python's recursion limit: a 500).
+MAX_JSON_DEPTH = 32
 TOPIC = re.compile(r"^[a-z]+\.[a-z_]+$")
 ISSUE_CODE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 
@@ -91,27 +96,33 @@ def encode_cursor(kind: str, key: list[Any]) -> str:
 
 
 def decode_cursor(query: Mapping[str, str], kind: str, shape: tuple[type, ...]) -> list[Any] | None:
-    """The key of an opaque cursor made by ``encode_cursor(kind, ...)`` for the same listing."""
+    """The key of an opaque cursor made by ``encode_cursor(kind, ...)`` for the same listing.
+
+    Anything else (not base64, not JSON, nested too deep, another listing's cursor, values out
+    of range) is ``InvalidCursor``: a 400, never a 5xx.
+    """
     value = query.get("cursor")
     if value is None:
         return None
+    if len(value) > MAX_CURSOR:
+        raise InvalidCursor("is longer than any cursor this API returns")
     try:
         raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
         data = json.loads(raw)
-    except (binascii.Error, ValueError):
-        raise InvalidParameter("cursor", "is not a cursor this API returned") from None
+    except (binascii.Error, ValueError, RecursionError):
+        raise InvalidCursor("is not a cursor this API returned") from None
     key = data.get("v") if isinstance(data, dict) else None
     if not isinstance(data, dict) or data.get("k") != kind or not isinstance(key, list):
-        raise InvalidParameter("cursor", "belongs to another listing or sort order")
+        raise InvalidCursor("belongs to another listing or sort order")
     if len(key) != len(shape) or not all(
         isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape, strict=True)
     ):
-        raise InvalidParameter("cursor", "is not a cursor this API returned")
+        raise InvalidCursor("is not a cursor this API returned")
     for v in key:
-        if isinstance(v, str):
-            ident("cursor", v or "-")
-        elif isinstance(v, int) and abs(v) > MAX_BIGINT:
-            raise InvalidParameter("cursor", "is out of range")
+        if isinstance(v, str) and (len(v) > MAX_IDENT or "\x00" in v):
+            raise InvalidCursor("is not a cursor this API returned")
+        if isinstance(v, int) and abs(v) > MAX_BIGINT:
+            raise InvalidCursor("is out of range")
     return key
 
 
@@ -123,14 +134,33 @@ def only(query: Mapping[str, str], allowed: set[str]) -> None:
                                            f"(known: {', '.join(sorted(allowed)) or 'none'})")
 
 
+def json_depth(value: Any) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (iteratively: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
 async def json_body(request: Request) -> Any:
+    """The parsed JSON body (``BodyLimit`` has already capped its size)."""
     body = await request.body()
     if not body:
         raise InvalidParameter("body", "a JSON body is required")
     try:
-        return json.loads(body)
+        data = json.loads(body)
+    except RecursionError:
+        raise InvalidParameter("body", f"nests deeper than {MAX_JSON_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidParameter("body", f"is not valid JSON ({exc})") from None
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise InvalidParameter("body", f"nests deeper than {MAX_JSON_DEPTH} levels")
+    return data
 
 
 def split_table(name: str, value: str) -> tuple[str, str, str]:

@@ -51,4 +51,5 @@ async def find_table(
 
 def table_json(row: asyncpg.Record) -> dict[str, Any]:
     return {k: row[k] for k in ("id", "catalog", "namespace", "name", "metadata_location",
-                                "properties", "first_seen_at", "last_seen_at", "dropped_at")}
+                                "properties", "first_seen_at", "last_seen_at", "dropped_at",
+                                "maintenance_hold")}

@@ -166,8 +166,8 @@ SELECT j.*, t.catalog, t.namespace, t.name AS table_name
  LIMIT $4;
 
 -- name: job_detail
--- One job with its table.
-SELECT j.*, t.catalog, t.namespace, t.name AS table_name
+-- One job with its table (and the table's maintenance hold, if any).
+SELECT j.*, t.catalog, t.namespace, t.name AS table_name, t.maintenance_hold AS table_hold
   FROM icepack.jobs j
   LEFT JOIN icepack.tables t ON t.id = j.table_id
  WHERE j.id = $1;
@@ -248,7 +248,7 @@ SELECT ja.action, max(ja.finished_at) AS finished_at
 -- name: table_detail
 -- One table with its latest health, status, recommendation and job, in one round trip.
 SELECT t.id, t.catalog, t.namespace, t.name, t.metadata_location, t.properties,
-       t.first_seen_at, t.last_seen_at, t.dropped_at,
+       t.first_seen_at, t.last_seen_at, t.dropped_at, t.maintenance_hold,
        to_jsonb(h) AS health, to_jsonb(s) AS status, to_jsonb(r) AS recommendation,
        j.id AS job_id
   FROM icepack.tables t

@@ -12,10 +12,29 @@ const CHART_DEFS = [
   { key: "delete_file_count", label: "Delete files", color: "#dc2626" },
 ];
 
+// With ICEPACK_GATEWAY_READ_AUTH=true every API call needs a bearer token; the UI keeps the
+// one the operator typed in sessionStorage (gone when the tab closes), never in localStorage.
+const TOKEN_KEY = "icepack.token";
+
+function storedToken() {
+  try { return sessionStorage.getItem(TOKEN_KEY) || ""; } catch (_) { return ""; }
+}
+
+// Snapshot ids and content checksums are 64-bit: beyond 2^53 a JS number would show other
+// digits, so such integers stay strings of their exact source text.
+function exactIntegers(_key, value, context) {
+  if (typeof value === "number" && Number.isInteger(value) && !Number.isSafeInteger(value)
+      && context && typeof context.source === "string") return context.source;
+  return value;
+}
+
 async function api(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const headers = { Accept: "application/json" };
+  const token = storedToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const response = await fetch(path, { headers });
   let body = null;
-  try { body = await response.json(); } catch (_) { body = null; }
+  try { body = JSON.parse(await response.text(), exactIntegers); } catch (_) { body = null; }
   if (!response.ok) {
     const err = new Error(body && body.message ? `${body.code}: ${body.message}`
                                                : `HTTP ${response.status}`);
@@ -54,6 +73,8 @@ document.addEventListener("alpine:init", () => {
     jobs: { items: [], next: null, state: "" },
     job: null,
     events: { items: [], topic: "", follow: false },
+    jobTable: null,
+    auth: { needed: false, editing: false, input: "", has: !!storedToken() },
     chartDefs: CHART_DEFS,
 
     init() {
@@ -78,14 +99,29 @@ document.addEventListener("alpine:init", () => {
         else if (page === "events") { this.view = "events"; await this.loadEvents(); }
         else { this.view = "fleet"; this.error = `no page ${location.hash}`; }
       } catch (e) {
-        this.error = e.message;
+        this.fail(e);
       }
+    },
+
+    fail(e) {
+      this.error = e.message;
+      if (e.status === 401) this.auth.needed = true;
     },
 
     async guarded(work) {
       this.loading = true;
       this.error = "";
-      try { await work(); } catch (e) { this.error = e.message; } finally { this.loading = false; }
+      try { await work(); } catch (e) { this.fail(e); } finally { this.loading = false; }
+    },
+
+    saveToken() {
+      const token = this.auth.input.trim();
+      try {
+        if (token) sessionStorage.setItem(TOKEN_KEY, token);
+        else sessionStorage.removeItem(TOKEN_KEY);
+      } catch (_) { /* storage disabled: nothing to keep */ }
+      this.auth = { needed: false, editing: false, input: "", has: !!token };
+      this.route();
     },
 
     async loadFleet() {
@@ -152,7 +188,15 @@ document.addEventListener("alpine:init", () => {
 
     async loadJob(id) {
       this.job = null;
+      this.jobTable = null;
       await this.guarded(async () => { this.job = await api(`/jobs/${encodeURIComponent(id)}`); });
+      const t = this.job && this.job.table;
+      if (!t) return;
+      // The table's hold (set when a rewrite failed verification) belongs on the job page.
+      try {
+        this.jobTable = (await api("/tables/" + [t.catalog, t.namespace, t.name]
+          .map(encodeURIComponent).join("/"))).table;
+      } catch (_) { this.jobTable = null; }
     },
 
     async loadEvents() {
@@ -186,14 +230,28 @@ document.addEventListener("alpine:init", () => {
       ];
     },
 
+    paramsSummary(params) {
+      if (!params || typeof params !== "object") return "";
+      const text = Object.entries(params).map(([k, v]) =>
+        `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(", ");
+      return text.length > 160 ? `${text.slice(0, 157)}…` : text;
+    },
+
+    skipLabel(action) {
+      return action === "*" ? "all actions" : action;
+    },
+
     impactHtml(action) {
       const impact = action.impact || {};
       const before = impact.before || {};
       const after = impact.after || {};
-      const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])];
+      // Row counts are shown by safetyHtml, split into live and deleted rows.
+      const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+        .filter((k) => k !== "record_count" && k !== "delete_record_count");
       const title = `<p class="impact-title">${escapeHtml(action.action)}: impact</p>`;
       if (!keys.length) {
-        return Object.keys(impact).length
+        const rest = Object.keys(impact).filter((k) => k !== "before" && k !== "after");
+        return rest.length && !Object.keys(before).length
           ? `${title}<pre>${escapeHtml(JSON.stringify(impact, null, 2))}</pre>` : "";
       }
       const rows = keys.map((k) => {
@@ -206,6 +264,64 @@ document.addEventListener("alpine:init", () => {
       }).join("");
       return `${title}<table class="impact" data-test="impact"><thead><tr><th></th><th>before</th>`
         + `<th>after</th><th>change</th></tr></thead><tbody>${rows}</tbody></table>`;
+    },
+
+    safetyHtml(action) {
+      const s = window.IcepackSafety.actionSafety(action);
+      const label = { verified: "verified", failed: "verification failed",
+                      nothing_rewritten: "nothing rewritten", unverified: "not verified",
+                      not_applicable: "" }[s.verdict];
+      const lr = s.live_rows;
+      const sr = s.stored_rows;
+      const rows = [];
+      if (lr.before !== null || lr.after !== null) {
+        const same = lr.before !== null && lr.before === lr.after;
+        const how = lr.source === "verification" ? "verified by scanning both snapshots"
+                                                 : "from metadata, not scanned";
+        const change = lr.before === null || lr.after === null ? ""
+          : same ? `unchanged (${how})` : `${this.num(lr.after - lr.before)} (${how})`;
+        rows.push(`<tr data-test="live-rows"><th>live rows</th><td>${escapeHtml(this.num(lr.before))}</td>`
+          + `<td>${escapeHtml(this.num(lr.after))}</td><td class="${same ? "" : "up"}">`
+          + `${escapeHtml(change)}</td></tr>`);
+      }
+      if (sr.before !== null || sr.after !== null) {
+        const removed = s.deleted_rows_removed;
+        const note = removed ? `${this.num(removed)} deleted rows physically removed`
+          : sr.before !== null && sr.before === sr.after ? "unchanged" : "";
+        rows.push(`<tr data-test="stored-rows"><th>stored rows (incl. deleted)</th>`
+          + `<td>${escapeHtml(this.num(sr.before))}</td><td>${escapeHtml(this.num(sr.after))}</td>`
+          + `<td>${escapeHtml(note)}</td></tr>`);
+      }
+      if (s.delete_files_applied) {
+        rows.push(`<tr data-test="delete-files"><th>delete files applied</th><td></td><td></td>`
+          + `<td>${escapeHtml(this.num(s.delete_files_applied))}</td></tr>`);
+      }
+      if (!rows.length && !s.snapshots.length && !label) return "";
+      const head = label ? `<p class="verdict"><span class="badge ${escapeHtml(s.verdict)}" `
+        + `data-test="verdict">${escapeHtml(label)}</span></p>` : "";
+      const table = rows.length ? `<div class="scroll"><table class="impact rows" data-test="rows">`
+        + `<thead><tr><th>rows</th><th>before</th><th>after</th><th></th></tr></thead>`
+        + `<tbody>${rows.join("")}</tbody></table></div>` : "";
+      let evidence = "";
+      if (s.snapshots.length) {
+        const cell = (b, a) => (b === undefined && a === undefined ? "–"
+          : `${escapeHtml(this.num(b ?? null))} → ${escapeHtml(this.num(a ?? null))}`);
+        const lines = s.snapshots.map((r) => `<tr data-test="evidence-row">`
+          + `<td>${escapeHtml(String(r.snapshot_id ?? "–"))}</td>`
+          + `<td>${escapeHtml(String(r.parent_id ?? "–"))}</td>`
+          + `<td>${cell(r.rows_before, r.rows_after)}</td>`
+          + `<td>${r.checksum_before === undefined && r.checksum_after === undefined
+                    ? (r.checked === "chain" ? "not recorded (chain check)" : "–")
+                    : cell(r.checksum_before, r.checksum_after)}</td>`
+          + `<td>${r.checked === "chain" ? "start vs. newest" : "against its parent"}</td>`
+          + `<td>${"rolled_back" in r ? (r.rolled_back ? "rolled back" : "not rolled back") : ""}</td>`
+          + "</tr>").join("");
+        evidence = `<p class="impact-title">verification evidence</p><div class="scroll">`
+          + `<table class="impact evidence" data-test="evidence"><thead><tr><th>snapshot</th>`
+          + `<th>parent</th><th>live rows</th><th>checksum</th><th>checked</th><th></th></tr>`
+          + `</thead><tbody>${lines}</tbody></table></div>`;
+      }
+      return `<div class="safety ${escapeHtml(s.verdict)}" data-test="safety">${head}${table}${evidence}</div>`;
     },
 
     num(v) {
