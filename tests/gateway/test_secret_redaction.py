@@ -127,9 +127,9 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd):
         await events.publish(conn, "catalog.failed", payload={
             "error": f"ICEPACK_CATALOG_LAKE_CREDENTIAL={catalog.credential.get_secret_value()}",
             "headers": catalog.headers, "spark_conf": settings.spark_conf})
+    held = VerificationFailed(f"check against {url} failed", {"dsn": dsn})
     await JobExecution(db, None, None)._hold(  # type: ignore[arg-type]
-        table_id, "rewrite_data_files",
-        VerificationFailed(f"check against {url} failed", {"dsn": dsn}))
+        table_id, "rewrite_data_files", str(held), held.evidence)
 
     # Spans: attributes, a recorded exception and the error status description.
     with pytest.raises(ConnectionError), tracer().start_as_current_span(

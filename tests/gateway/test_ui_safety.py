@@ -115,7 +115,8 @@ async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
     exc = VerificationFailed("rewrite snapshot 9123456789012345678 changed the live contents "
                              "of demo.crm.users: 1000 rows -> 990 rows, checksum differs",
                              evidence)
-    await JobExecution(db, None, None)._hold(table_id, "rewrite_data_files", exc)  # type: ignore[arg-type]
+    await JobExecution(db, None, None)._hold(  # type: ignore[arg-type]
+        table_id, "rewrite_data_files", str(exc), exc.evidence)
     await queue.record_action(job, action="rewrite_data_files", state="failed",
                               started_at=NOW, finished_at=NOW, procedure="rewrite_data_files",
                               output=exc.evidence, error=str(exc))
