@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -75,8 +76,19 @@ def leaks(text: str) -> list[str]:
     return [name for name, secret in SECRETS.items() if secret in text]
 
 
-async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd):
+@pytest.fixture
+def debug_logging():
+    """Debug logging for one test; the root logger is put back after (py4j logs every call at
+    DEBUG, which would flood the rest of the session)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     setup_logging("secrets-test", "debug", "json")
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, debug_logging):
     settings = load_settings()
     log = structlog.get_logger("icepack.test")
     (catalog,) = settings.catalogs
