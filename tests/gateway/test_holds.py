@@ -79,6 +79,17 @@ async def test_release_clears_the_hold_and_records_who_and_why(client, db, fleet
     assert len(await release_events(db)) == 1
 
 
+async def test_maintain_now_on_a_held_table_says_held_not_nothing_recommended(
+        client, db, fleet, held, auth):
+    """POST /jobs without actions: the hold is the reason, even with no recommendation."""
+    jobs = await db.fetchval("SELECT count(*) FROM icepack.jobs")
+    r = await client.post("/jobs", json={k: JOB[k] for k in ("catalog", "namespace", "table")},
+                          headers=auth)
+    assert r.status_code == 409 and r.json()["code"] == "TABLE_HELD", r.text
+    assert "demo.crm.users is on hold: rewrite snapshot" in r.json()["message"]
+    assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == jobs
+
+
 async def test_release_without_a_body_has_no_reason(client, db, fleet, held, auth):
     r = await client.post(f"{USERS}/hold/release", headers=auth)
     assert r.status_code == 200, r.text
