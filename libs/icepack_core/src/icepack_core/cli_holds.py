@@ -122,7 +122,7 @@ def hold_show(table: TableArg, as_json: JsonOpt = False) -> None:
 @hold_app.command("list")
 def hold_list(as_json: JsonOpt = False) -> None:
     """Every table on hold."""
-    rows = _run(lambda pool: pool.fetch(load_query("tables_held")))
+    rows = _run(lambda pool: pool.fetch(load_query("table_holds_all")))
     if as_json:
         _print_json([{"table": _label(r), "hold": r["maintenance_hold"]} for r in rows])
         return

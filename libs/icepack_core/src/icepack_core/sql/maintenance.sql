@@ -16,7 +16,7 @@ UPDATE icepack.tables SET maintenance_hold = NULL
  WHERE id = $1 AND maintenance_hold IS NOT NULL
 RETURNING id;
 
--- name: tables_held
+-- name: table_holds_all
 -- Every table automatic maintenance is stopped for, by name.
 SELECT id, catalog, namespace, name, dropped_at, maintenance_hold
   FROM icepack.tables
