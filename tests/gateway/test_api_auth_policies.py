@@ -14,7 +14,8 @@ POLICY = "/policies/catalog/demo/system.data-compaction"
 WRITES = [("post", "/jobs", JOB), ("post", "/jobs/1/cancel", None),
           ("put", POLICY, {"config": {"min_input_files": 5}}), ("delete", POLICY, None),
           ("post", "/policies/simulate", {"catalog": "demo", "namespace": "crm",
-                                          "table": "users"})]
+                                          "table": "users"}),
+          ("post", "/tables/demo/crm/users/hold/release", {"reason": "checked"})]
 
 
 async def counts(db) -> tuple:

@@ -115,6 +115,7 @@ from icepack_core.cli_read import register as _register_read  # noqa: E402 - nee
 _register_read(app)
 from icepack_core.cli_ops import register as _ops; _ops(app)  # noqa: E402, E702, I001
 from icepack_core.cli_maintain import register as _maint; _maint(app)  # noqa: E402, E702, I001
+from icepack_core.cli_holds import register as _holds; _holds(app)  # noqa: E402, E702, I001
 
 
 def main() -> None:

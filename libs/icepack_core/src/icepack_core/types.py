@@ -38,6 +38,7 @@ class Topic(StrEnum):
     TABLE_DISCOVERED = "table.discovered"  # discovery saw a table for the first time
     TABLE_CHANGED = "table.changed"  # its metadata location moved
     TABLE_DROPPED = "table.dropped"  # it left its catalog
+    TABLE_HOLD_RELEASED = "table.hold_released"  # an operator cleared its maintenance hold
     STATUS_UPDATED = "status.updated"  # the inspector wrote a status snapshot and assessment
     RECOMMENDATION_CREATED = "recommendation.created"  # the planner recommended actions
     JOB_ENQUEUED = "job.enqueued"  # a job entered the queue

@@ -13,7 +13,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from icepack_core.errors import JobNotFound
-from icepack_core.intents import MAX_ACTIONS, IntentError, intents_json, parse_intents
+from icepack_core.intents import (
+    MAX_ACTIONS,
+    Intent,
+    IntentError,
+    intents_json,
+    parse_intents,
+)
 from icepack_core.queries import load_query
 from icepack_core.safety import ActionRefused, admit
 from icepack_core.types import JobState, JobTrigger
@@ -32,7 +38,7 @@ from icepack_gateway.params import (
     positive_int,
     split_table,
 )
-from icepack_gateway.state import find_table, gateway
+from icepack_gateway.state import GatewayState, find_table, gateway
 
 # Manual jobs jump ahead of the planner's (default 100; lower runs first).
 MANUAL_PRIORITY = 50
@@ -149,6 +155,19 @@ async def _recommended(pool: asyncpg.Pool, table: asyncpg.Record) -> list[dict[s
     return [{k: a[k] for k in ("action", "params", "reason") if k in a} for a in actions]
 
 
+async def _admit(state: GatewayState, table: asyncpg.Record, intents: list[Intent]) -> None:
+    """The safety choke point (``icepack_core.safety.admit``) as HTTP errors: 409 for the
+    table's state, 422 naming the parameter for a broken floor."""
+    try:
+        await admit(state.pool, table, intents, now=datetime.now(UTC),
+                    expiry_min_age_hours=state.expiry_min_age_hours,
+                    default_cadence_hours=state.cadence_hours)
+    except ActionRefused as exc:
+        if exc.conflict:
+            raise Conflict(exc.rule, str(exc)) from None
+        raise InvalidParameter(exc.field or "actions", str(exc)) from None
+
+
 async def submit_job(request: Request) -> Response:
     only(request.query_params, set())
     body = await json_body(request)
@@ -159,19 +178,16 @@ async def submit_job(request: Request) -> Response:
     ref = (ident("catalog", spec.catalog), ident("namespace", spec.namespace),
            ident("table", spec.table))
     table = await find_table(pool, *ref, allow_dropped=False)
+    if spec.actions is None:
+        # A held or opted-out table is refused for that reason, not as "nothing recommended"
+        # (the planner recommends nothing for a held table precisely because it is held).
+        await _admit(state, table, [])
     raw = spec.actions if spec.actions is not None else await _recommended(pool, table)
     try:
         intents = parse_intents(raw)
     except IntentError as exc:
         raise InvalidParameter(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
-    try:
-        await admit(pool, table, intents, now=datetime.now(UTC),
-                    expiry_min_age_hours=state.expiry_min_age_hours,
-                    default_cadence_hours=state.cadence_hours)
-    except ActionRefused as exc:
-        if exc.conflict:
-            raise Conflict(exc.rule, str(exc)) from None
-        raise InvalidParameter(exc.field or "actions", str(exc)) from None
+    await _admit(state, table, intents)
     enqueued = await state.jobs.enqueue(
         table["id"], intents_json(intents), dedupe_key=f"table:{table['id']}",
         priority=spec.priority, trigger=JobTrigger.MANUAL)

@@ -22,7 +22,15 @@ from icepack_core.health_server import ReadyCheck, health_routes
 from icepack_core.jobs import JobQueue
 from icepack_core.settings import Settings, load_settings
 from icepack_core.tokens import TokenStore
-from icepack_gateway import api_events, api_jobs, api_policies, api_tables, metrics, openapi
+from icepack_gateway import (
+    api_events,
+    api_holds,
+    api_jobs,
+    api_policies,
+    api_tables,
+    metrics,
+    openapi,
+)
 from icepack_gateway.auth import BearerAuth
 from icepack_gateway.body_limit import BodyLimit
 from icepack_gateway.errors import error_body, exception_handlers
@@ -48,7 +56,7 @@ def api_routes() -> list[BaseRoute]:
     """Every route of the gateway except the health probes."""
     return [
         Route("/", to_ui, methods=["GET"]),
-        *openapi.routes, *metrics.routes, *api_tables.routes, *api_jobs.routes,
+        *openapi.routes, *metrics.routes, *api_tables.routes, *api_holds.routes, *api_jobs.routes,
         *api_events.routes, *api_policies.routes,
         Mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui"),
     ]

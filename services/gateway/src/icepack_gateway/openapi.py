@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from icepack_gateway.api_holds import HoldReleaseIn
 from icepack_gateway.api_jobs import JobIn
 from icepack_gateway.api_policies import PATHS as POLICY_PATHS
 from icepack_gateway.api_policies import SimulateIn
@@ -168,10 +169,29 @@ SCHEMAS: dict[str, Any] = {
         "config": {"description": "keys depend on the policy type in the path (unknown keys "
                                   "are refused); only the keys given are stored",
                    "oneOf": list(config_schemas().values()) or [OBJ]}}},
+    "HoldRelease": {"type": "object", "properties": {
+        "table": OBJ, "released": {"type": "object", "properties": {
+            "table_id": {"type": "integer"}, "table": {"type": "string"},
+            "previous_hold": {"description": "the hold as it was: {reason, action, evidence, "
+                                             "at}"},
+            "released_by": {"type": "string", "description": "token:NAME"},
+            "reason": {"type": ["string", "null"]},
+            "released_at": {"type": "string", "format": "date-time"},
+            "event_id": {"type": "integer", "description": "the table.hold_released event"}}}}},
+    "HoldReleaseRequest": model_schema(HoldReleaseIn),
     "JobSubmit": model_schema(JobIn),
     "SimulateRequest": model_schema(SimulateIn),
 }
 SCHEMAS.update(DEFS)
+
+
+def hold_release_op() -> dict[str, Any]:
+    operation = op("Release the table's maintenance hold (who and why go to the "
+                   "table.hold_released event)", ok(ref("HoldRelease")), params=TABLE_PATH,
+                   body=ref("HoldReleaseRequest"), write=True,
+                   extra={**TABLE_404, "409": error("the table is not on hold (TABLE_NOT_HELD)")})
+    operation["requestBody"]["required"] = False  # an empty body releases without a reason
+    return operation
 
 
 def _paths() -> dict[str, Any]:
@@ -213,6 +233,7 @@ def _paths() -> dict[str, Any]:
         f"{T}/history": {"get": op("Maintenance history: jobs with actions and impact",
                                    ok(page_of("Job")), params=[*TABLE_PATH, *PAGE],
                                    extra=TABLE_404)},
+        f"{T}/hold/release": {"post": hold_release_op()},
         "/jobs": {
             "get": op("Jobs newest first", ok(page_of("Job")), params=[
                 *PAGE, param("state", schema={"enum": [

@@ -2,11 +2,26 @@
 -- Stop automatic maintenance of a table, with the evidence why.
 UPDATE icepack.tables SET maintenance_hold = $2::jsonb WHERE id = $1;
 
+-- name: table_hold_lock
+-- A table's hold, its row locked until the transaction ends (so a release and an executor
+-- setting a new hold cannot interleave). $1 table id.
+SELECT id, catalog, namespace, name, maintenance_hold
+  FROM icepack.tables
+ WHERE id = $1
+   FOR UPDATE;
+
 -- name: table_hold_release
--- An operator re-enables automatic maintenance of a table.
+-- An operator re-enables automatic maintenance of a table (icepack_core.holds). $1 table id.
 UPDATE icepack.tables SET maintenance_hold = NULL
- WHERE catalog = $1 AND namespace = $2 AND name = $3
+ WHERE id = $1 AND maintenance_hold IS NOT NULL
 RETURNING id;
+
+-- name: table_holds_all
+-- Every table automatic maintenance is stopped for, by name.
+SELECT id, catalog, namespace, name, dropped_at, maintenance_hold
+  FROM icepack.tables
+ WHERE maintenance_hold IS NOT NULL
+ ORDER BY catalog, namespace, name;
 
 -- name: job_last_action_runs
 -- When each action last succeeded on a table (for the cadence).

@@ -28,20 +28,39 @@ function exactIntegers(_key, value, context) {
   return value;
 }
 
-async function api(path) {
+// One gateway call. Resolves to the parsed body (``withStatus``: ``{status, body}``); rejects
+// with an Error carrying ``status`` and ``code`` whose message is the gateway's own reason.
+async function api(path, { method = "GET", json = undefined, withStatus = false } = {}) {
   const headers = { Accept: "application/json" };
   const token = storedToken();
   if (token) headers.Authorization = `Bearer ${token}`;
-  const response = await fetch(path, { headers });
+  const init = { method, headers };
+  if (json !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(json);
+  }
+  const response = await fetch(path, init);
   let body = null;
   try { body = JSON.parse(await response.text(), exactIntegers); } catch (_) { body = null; }
   if (!response.ok) {
     const err = new Error(body && body.message ? `${body.code}: ${body.message}`
                                                : `HTTP ${response.status}`);
     err.status = response.status;
+    err.code = body && body.code;
+    err.reason = body && body.message ? body.message : `HTTP ${response.status}`;
     throw err;
   }
-  return body;
+  return withStatus ? { status: response.status, body } : body;
+}
+
+// The job page re-reads a job that is not finished yet at this interval (ms): often enough to
+// watch it run, rarely enough that an open tab costs the gateway nothing worth mentioning.
+const JOB_POLL_MS = 2000;
+const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+let jobTimer = null;
+
+function stopJobPolling() {
+  if (jobTimer) { clearTimeout(jobTimer); jobTimer = null; }
 }
 
 function escapeHtml(value) {
@@ -74,6 +93,9 @@ document.addEventListener("alpine:init", () => {
     job: null,
     events: { items: [], topic: "", follow: false },
     jobTable: null,
+    jobPoll: { active: false, error: "" },
+    // "Maintain now" on the table page: idle | busy | done ({job, created}) | refused (error).
+    maintain: { state: "idle", job: null, created: false, status: 0, code: "", message: "" },
     auth: { needed: false, editing: false, input: "", has: !!storedToken() },
     chartDefs: CHART_DEFS,
 
@@ -88,6 +110,8 @@ document.addEventListener("alpine:init", () => {
         .filter((p) => p !== "").map(decodeURIComponent);
       this.error = "";
       destroyCharts();
+      stopJobPolling();
+      this.jobPoll = { active: false, error: "" };
       this.follow(false);
       this.events.follow = false;
       const [page, ...rest] = parts;
@@ -141,6 +165,8 @@ document.addEventListener("alpine:init", () => {
 
     async loadTable(catalog, namespace, name) {
       this.detail = null;
+      this.maintain = { state: "idle", job: null, created: false, status: 0, code: "",
+                        message: "" };
       this.history = [];
       this.jobsOfTable = [];
       await this.guarded(async () => {
@@ -176,6 +202,45 @@ document.addEventListener("alpine:init", () => {
       }
     },
 
+    // POST /jobs without actions: the planner's latest recommendation, through the same safety
+    // choke point as every write. Needs an operator token; every outcome is shown.
+    async maintainNow() {
+      const t = this.detail && this.detail.table;
+      if (!t || this.maintain.state === "busy") return;
+      if (!storedToken()) {
+        this.auth.editing = true;
+        this.maintain = { state: "refused", job: null, created: false, status: 0,
+                          code: "TOKEN_NEEDED",
+                          message: "Maintain now needs an operator token (icepack token create "
+                                   + "NAME): enter it above, then click Maintain now again." };
+        return;
+      }
+      this.maintain = { state: "busy", job: null, created: false, status: 0, code: "",
+                        message: "" };
+      try {
+        const { status, body } = await api("/jobs", {
+          method: "POST", withStatus: true,
+          json: { catalog: t.catalog, namespace: t.namespace, table: t.name } });
+        this.maintain = { state: "done", job: body.job, created: body.created, status,
+                          code: "", message: "" };
+      } catch (e) {
+        if (e.status === 401 || e.status === 403) this.auth.editing = true;
+        this.maintain = { state: "refused", job: null, created: false, status: e.status || 0,
+                          code: e.code || "", message: e.reason || e.message || String(e) };
+      }
+    },
+
+    maintainTitle() {
+      const m = this.maintain;
+      if (m.state !== "refused") return "";
+      if (m.status === 401) return "Not allowed: the token is missing or unknown";
+      if (m.status === 403) return "Not allowed: the token was revoked";
+      if (m.status === 409) return "Refused";
+      if (m.status === 422) return "Invalid request";
+      if (m.code === "TOKEN_NEEDED") return "Operator token needed";
+      return m.status ? `Failed (HTTP ${m.status})` : "Failed: the gateway did not answer";
+    },
+
     async loadJobs(more = false) {
       await this.guarded(async () => {
         if (!this.summary) this.summary = await api("/summary");
@@ -190,6 +255,41 @@ document.addEventListener("alpine:init", () => {
       this.job = null;
       this.jobTable = null;
       await this.guarded(async () => { this.job = await api(`/jobs/${encodeURIComponent(id)}`); });
+      this.pollJob(id);
+      await this.loadJobTable();
+    },
+
+    // Re-read an unfinished job every JOB_POLL_MS until it is terminal or the page changes.
+    // A failed re-read is shown and retried; it never replaces the job already on the page.
+    pollJob(id) {
+      stopJobPolling();
+      if (!this.job || TERMINAL.has(this.job.state)) {
+        this.jobPoll = { active: false, error: "" };
+        return;
+      }
+      this.jobPoll.active = true;
+      const hash = location.hash;
+      jobTimer = setTimeout(async () => {
+        jobTimer = null;
+        if (location.hash !== hash || this.view !== "job") return;
+        try {
+          const fresh = await api(`/jobs/${encodeURIComponent(id)}`);
+          if (location.hash !== hash) return;
+          const wasHeld = this.jobTable && this.jobTable.maintenance_hold;
+          this.job = fresh;
+          this.jobPoll.error = "";
+          // A job that just failed may have held its table: show the hold as it appears.
+          if (TERMINAL.has(fresh.state) && !wasHeld) await this.loadJobTable();
+        } catch (e) {
+          if (location.hash !== hash) return;
+          this.jobPoll.error = e.message;
+          if (e.status === 404) { this.jobPoll.active = false; return; }
+        }
+        this.pollJob(id);
+      }, JOB_POLL_MS);
+    },
+
+    async loadJobTable() {
       const t = this.job && this.job.table;
       if (!t) return;
       // The table's hold (set when a rewrite failed verification) belongs on the job page.
