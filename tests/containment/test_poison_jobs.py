@@ -58,9 +58,10 @@ async def test_poison_jobs_fail_alone_and_the_executor_runs_the_next_job(db, exe
             assert job.state.value == "failed", (label, job.state, job.error)
             assert job.attempts == 1, (label, job.attempts)  # permanent: never retried
             assert job.error, label
-        assert "AttributeError" in finished["string list"].error
-        assert "unknown action 'None'" in finished["dict without action"].error
-        assert "AttributeError" in finished["params is a list"].error
+        # Refused by the intent validation before any Spark call, naming the field.
+        assert "actions[0]" in finished["string list"].error
+        assert 'needs an "action" name' in finished["dict without action"].error
+        assert "actions[0].params" in finished["params is a list"].error
         assert "unknown action 'drop_everything'" in finished["unknown action"].error
         assert "unknown or dropped" in finished["dropped table"].error
         assert not any(t.done() for t in tasks), "an executor task ended"

@@ -126,33 +126,3 @@ async def test_rest_fixture_stopped_mid_session_keeps_known_tables(db, database_
         assert await db.fetchval("SELECT count(*) FROM icepack.tables WHERE catalog = "
                                  "'rest_down' AND dropped_at IS NULL") == 1
 
-
-async def test_a_dotted_namespace_level_is_not_two_levels(db, database_url, tmp_path: Path,
-                                                          iceberg_rest: IcebergRest):
-    """``("x.y",)`` and ``("x", "y")`` are different namespaces in a REST catalog; Icepack must
-    keep them apart end to end: listing, stored rows, inspection and the CLI/gateway names."""
-    root = _namespace()
-    cfg = iceberg_rest.config("rest", include=[f"{root}*"])
-    catalog = load_catalog(cfg)
-    dotted, nested = (f"{root}.dot",), (root, "dot")
-    catalog.create_namespace(dotted)
-    catalog.create_namespace(root)
-    catalog.create_namespace(nested)
-    catalog.create_table((*dotted, "t"), SCHEMA).append(rows(2))
-    catalog.create_table((*nested, "t"), SCHEMA).append(rows(5))
-
-    discovery = Discovery(make_settings(database_url, tmp_path, cfg), db)
-    first = await discovery.run_once()
-    assert (first.discovered, first.errors) == (2, {})
-    stored = {r["namespace"]: r["metadata_location"] for r in await db.fetch(
-        "SELECT namespace, metadata_location FROM icepack.tables WHERE name = 't'")}
-    assert stored == {
-        f"{root}\\.dot": catalog.load_table((*dotted, "t")).metadata_location,
-        f"{root}.dot": catalog.load_table((*nested, "t")).metadata_location,
-    }
-    inspector = Inspector(make_settings(database_url, tmp_path, cfg))
-    one = await inspector.inspect(TableRef("rest", f"{root}\\.dot", "t"))
-    two = await inspector.inspect(TableRef("rest", f"{root}.dot", "t"))
-    assert (one.record_count, two.record_count) == (2, 5)
-    assert TableRef("rest", f"{root}\\.dot", "t").levels == dotted
-    assert TableRef("rest", f"{root}.dot", "t").levels == nested

@@ -42,8 +42,10 @@ def decimals_of(precision: int, scale: int) -> st.SearchStrategy[Decimal]:
     # The largest value of decimal(p,s), written out: arithmetic in the default 28-digit
     # context would round it.
     bound = Decimal(("9" * (precision - scale) or "0") + ("." + "9" * scale if scale else ""))
+    # Hypothesis works out its bounds in that same 28-digit context and can step one unit past
+    # them (-10**28 for decimal(38,10)): keep only values that truly fit (exact comparison).
     return st.decimals(min_value=-bound, max_value=bound, places=scale,
-                       allow_nan=False, allow_infinity=False)
+                       allow_nan=False, allow_infinity=False).filter(lambda d: abs(d) <= bound)
 
 
 VALUES: dict[str, st.SearchStrategy[Any]] = {

@@ -77,3 +77,11 @@ def test_registered_secrets_are_masked_anywhere():
     assert redact_text("error: Zq81-registered-value in a message") == "error: *** in a message"
     assert redact_text("a short word") == "a short word"  # too short to register
     assert redact({"note": "x Zq81-registered-value y", "n": 5}) == {"note": "x *** y", "n": 5}
+
+
+def test_a_registered_secret_that_is_a_word_of_a_key_does_not_unmask_the_value(monkeypatch):
+    from icepack_core import logs
+
+    monkeypatch.setattr(logs, "_KNOWN", set(logs._KNOWN))  # the registry is process-wide
+    register_secrets(["secret"])  # e.g. a test catalog's client secret
+    assert "abcdef123456" not in redact_text("fs.s3a.secret.key=abcdef123456")

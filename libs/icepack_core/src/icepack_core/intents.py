@@ -223,8 +223,9 @@ def _message(exc: ValidationError, prefix: str) -> tuple[str, str]:
     return message, field
 
 
-def parse_intents(raw: Any, *, field: str = "actions") -> list[Intent]:
-    """Validate raw actions (a JSON list) into ordered, unique intents.
+def parse_intents(raw: Any, *, field: str = "actions", allow_empty: bool = False) -> list[Intent]:
+    """Validate raw actions (a JSON list) into ordered, unique intents. ``allow_empty`` accepts
+    ``[]`` (the executor runs such a job as a no-op; enqueue paths refuse it).
 
     Raises:
         IntentError: not a non-empty list of at most ``MAX_ACTIONS`` known actions with valid
@@ -233,6 +234,8 @@ def parse_intents(raw: Any, *, field: str = "actions") -> list[Intent]:
     if not isinstance(raw, list):
         raise IntentError(f"{field}: must be a list of actions, got {type(raw).__name__}", field)
     if not raw:
+        if allow_empty:
+            return []
         raise IntentError(f"{field}: must name at least one action", field)
     if len(raw) > MAX_ACTIONS:
         raise IntentError(f"{field}: at most {MAX_ACTIONS} actions, got {len(raw)}", field)

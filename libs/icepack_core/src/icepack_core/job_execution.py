@@ -138,7 +138,7 @@ class JobExecution:
         if row is None or row["dropped_at"] is not None:
             raise ActionError(f"table {table_id} is unknown or dropped", retryable=False)
         try:
-            intents = parse_intents(actions)
+            intents = parse_intents(actions, allow_empty=True)
             admission = await admit(self.pool, row, intents, now=datetime.now(UTC),
                                     expiry_min_age_hours=self.expiry_min_age_hours,
                                     default_cadence_hours=self.default_cadence_hours)

@@ -66,12 +66,15 @@ def redact_text(text: str) -> str:
     The one redaction every sink uses: log lines, job errors, action SQL and output, event
     payloads and span attributes.
     """
+    # Shapes first: a configured secret that happens to be a word of a key ("secret" in
+    # ``fs.s3a.secret.key=...``) must not hide the key from the key=value rule.
+    text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
+    text = _AUTH_SCHEME.sub(lambda m: m.group("head") + REDACTED, text)
+    text = _KEY_VALUE.sub(_mask_key_value, text)
     for secret in sorted(_KNOWN, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
-    text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
-    text = _AUTH_SCHEME.sub(lambda m: m.group("head") + REDACTED, text)
-    return _KEY_VALUE.sub(_mask_key_value, text)
+    return text
 
 
 def secret_key(key: str) -> bool:
