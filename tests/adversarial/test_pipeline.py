@@ -17,7 +17,6 @@ import pytest
 
 from icepack_core.catalog import load_catalog
 from icepack_core.jobs import JobQueue
-from icepack_core.settings import load_settings
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
 from icepack_inspector.service import InspectorService
@@ -25,6 +24,7 @@ from icepack_planner.service import PlannerService
 from tests.adversarial.zoo import NAMESPACE, PARTITION_TYPES, ZooTable, build_zoo, content_digest
 from tests.maintenance.spark_tables import missing_referenced_files
 from tests.support.services import running
+from tests.support.settings import service_settings
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -34,16 +34,9 @@ REWRITES = ("rewrite_data_files", "rewrite_position_delete_files")
 
 @pytest.fixture
 def pipeline_settings(database_url, spark_catalog_settings, tmp_path):
-    (catalog,) = spark_catalog_settings.effective_catalogs()
-    return load_settings(
-        database_url=database_url, data_dir=tmp_path,
-        catalogs=[{**catalog.model_dump(mode="json", exclude={"credential", "client_secret",
-                                                              "token", "s3_secret_access_key"}),
-                   "include": [NAMESPACE, f"{NAMESPACE}.*"]}],
-        spark_jars_dir=spark_catalog_settings.spark_jars_dir,
-        spark_conf=spark_catalog_settings.spark_conf,
-        poll_interval_seconds=0.5, discovery_interval_seconds=5, job_lease_seconds=120,
-        db_pool_max=6)
+    return service_settings(database_url, spark_catalog_settings, tmp_path,
+                            include=[NAMESPACE, f"{NAMESPACE}.*"],
+                            discovery_interval_seconds=5, job_lease_seconds=120)
 
 
 async def settled(db, tables: list[ZooTable]) -> bool:

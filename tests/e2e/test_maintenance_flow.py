@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from icepack_core.job_safety import action_safety
-from icepack_core.settings import load_settings
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
 from icepack_inspector.service import InspectorService
@@ -19,6 +18,7 @@ from tests.maintenance.spark_tables import (
     missing_referenced_files,
 )
 from tests.support.services import running
+from tests.support.settings import service_settings
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -27,20 +27,8 @@ NS = "flow"
 
 @pytest.fixture
 def flow_settings(database_url, spark_catalog_settings, tmp_path):
-    (catalog,) = spark_catalog_settings.effective_catalogs()
-    return load_settings(
-        database_url=database_url,
-        data_dir=tmp_path,
-        catalogs=[{**catalog.model_dump(mode="json", exclude={"credential", "client_secret",
-                                                              "token", "s3_secret_access_key"}),
-                   "include": [f"{NS}.*"]}],
-        spark_jars_dir=spark_catalog_settings.spark_jars_dir,
-        spark_conf=spark_catalog_settings.spark_conf,
-        poll_interval_seconds=0.5,
-        discovery_interval_seconds=2,
-        job_lease_seconds=60,
-        db_pool_max=6,
-    )
+    return service_settings(database_url, spark_catalog_settings, tmp_path,
+                            include=[f"{NS}.*"])
 
 
 async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):

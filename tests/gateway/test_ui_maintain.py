@@ -13,7 +13,6 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from icepack_core.settings import load_settings
 from icepack_core.tokens import TokenStore
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
@@ -24,6 +23,7 @@ from tests.gateway.test_ui import ARTIFACTS, _page, browser  # noqa: F401 (fixtu
 from tests.gateway.test_ui_safety import base, failed_verification_job, serving  # noqa: F401
 from tests.maintenance.spark_tables import data_file_count, fingerprint, make_small_files_table
 from tests.support.services import running
+from tests.support.settings import service_settings
 from tests.support.waiting import eventually
 
 NS = "maintain_now"
@@ -146,20 +146,8 @@ async def test_job_page_follows_the_job_to_its_end(base, browser, db, fleet: Fle
 def flow_settings(database_url, spark_catalog_settings, tmp_path):
     """The services' settings on the Spark fixtures' catalog, for this test's namespace only
     (the same shape as tests/e2e/test_maintenance_flow.py)."""
-    (catalog,) = spark_catalog_settings.effective_catalogs()
-    return load_settings(
-        database_url=database_url,
-        data_dir=tmp_path,
-        catalogs=[{**catalog.model_dump(mode="json", exclude={"credential", "client_secret",
-                                                              "token", "s3_secret_access_key"}),
-                   "include": [f"{NS}.*"]}],
-        spark_jars_dir=spark_catalog_settings.spark_jars_dir,
-        spark_conf=spark_catalog_settings.spark_conf,
-        poll_interval_seconds=0.5,
-        discovery_interval_seconds=2,
-        job_lease_seconds=60,
-        db_pool_max=6,
-    )
+    return service_settings(database_url, spark_catalog_settings, tmp_path,
+                            include=[f"{NS}.*"])
 
 
 @pytest.mark.spark

@@ -12,7 +12,6 @@ import pytest
 from icepack_core.job_runner import JobRunner
 from icepack_core.jobs import JobQueue
 from icepack_core.queries import load_query
-from icepack_core.settings import load_settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState, JobTrigger
 from tests.maintenance.spark_tables import (
@@ -22,6 +21,7 @@ from tests.maintenance.spark_tables import (
     snapshot_count,
     unique_name,
 )
+from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "choke"
@@ -29,12 +29,7 @@ NS = "choke"
 
 @pytest.fixture
 def runner_settings(database_url, spark_catalog_settings, tmp_path):
-    (catalog,) = spark_catalog_settings.effective_catalogs()
-    return load_settings(
-        database_url=database_url, data_dir=tmp_path,
-        catalogs=[catalog.model_dump(mode="json", exclude={"credential", "client_secret",
-                                                           "token", "s3_secret_access_key"})],
-        spark_jars_dir=spark_catalog_settings.spark_jars_dir, job_lease_seconds=60)
+    return service_settings(database_url, spark_catalog_settings, tmp_path)
 
 
 async def run_one(db, settings, spark, table_id: int, actions: Any) -> Any:
