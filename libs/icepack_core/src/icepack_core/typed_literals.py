@@ -49,7 +49,7 @@ _EPOCH_DAY = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Spark prints non-finite floats as Java does; CAST from these strings gives them back.
 _NON_FINITE = {"NaN", "Infinity", "-Infinity"}
-# Characters written as \uXXXX escapes instead of raw: control characters, format characters
+# Characters written as \uNNNN escapes instead of raw: control characters, format characters
 # (bidi overrides, zero-width ...) and line/paragraph separators. Spark's unescapeSQLString
 # turns the escape back into the character, and the SQL text stays one printable line.
 _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
@@ -162,7 +162,7 @@ def typed_literal(spark_type: SparkType, value: PartitionValue) -> str:
     ``CAST(-1.50BD AS DECIMAL(10,2))``; ``DATE '2026-01-01'``;
     ``TIMESTAMP '2026-01-01 10:00:00.000001+00:00'`` (an instant, so the session zone cannot
     shift it); ``TIMESTAMP_NTZ '2026-01-01 10:00:00.000001'``; ``X'00FF'``; strings quoted with
-    backslash escapes, control/format characters as ``\\uXXXX``; None ->
+    backslash escapes, control/format characters as ``\\uNNNN``; None ->
     ``CAST(NULL AS type)``.
 
     Raises:
@@ -212,7 +212,7 @@ def string_literal(value: str) -> str:
 
     Unlike ``sql_ident.sql_string_literal`` (which refuses control characters in names and
     options), data values may hold newlines, tabs, bidi marks...: those are written as
-    ``\\uXXXX`` escapes, quotes and backslashes are backslash-escaped.
+    ``\\uNNNN`` escapes, quotes and backslashes are backslash-escaped.
 
     Raises:
         UnsupportedLiteral: a lone surrogate, or longer than ``MAX_STRING_LITERAL_LENGTH``.
