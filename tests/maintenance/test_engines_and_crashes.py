@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,6 +105,21 @@ async def test_appends_committed_during_compaction_all_survive(spark, spark_cata
     assert missing_referenced_files(spark, table) == []
 
 
+def executor_env(database_url: str, spark_catalog_settings: Any, data_dir: Path
+                 ) -> dict[str, str]:
+    """The environment of an ``icepack service executor --once`` child on the Spark fixtures'
+    catalog: a 6 s lease and no retry backoff, so a killed attempt is re-run at once."""
+    (catalog,) = spark_catalog_settings.effective_catalogs()
+    return {**os.environ, "ICEPACK_DATABASE_URL": database_url, "ICEPACK_HTTP_PORT": "0",
+            "ICEPACK_DATA_DIR": str(data_dir), "ICEPACK_JOB_LEASE_SECONDS": "6",
+            "ICEPACK_JOB_BACKOFF_BASE_SECONDS": "0", "ICEPACK_JOB_BACKOFF_CAP_SECONDS": "0",
+            "ICEPACK_SPARK_JARS_DIR": str(spark_catalog_settings.spark_jars_dir),
+            "ICEPACK_SPARK_MASTER": "local[1]",
+            "ICEPACK_CATALOGS": json.dumps([{"name": catalog.name, "type": "sql",
+                                             "uri": catalog.uri,
+                                             "warehouse": catalog.warehouse}])}
+
+
 async def test_executor_killed_mid_rewrite_is_rerun_after_lease_expiry(
         spark, spark_catalog_settings, db, database_url, tmp_path):
     name = unique_name("crash")
@@ -118,14 +135,7 @@ async def test_executor_killed_mid_rewrite_is_rerun_after_lease_expiry(
     job = (await queue.enqueue(table_id, [{"action": "rewrite_data_files",
                                            "params": {"options": {"min-input-files": "2"}}}],
                                max_attempts=3)).job
-    (catalog,) = spark_catalog_settings.effective_catalogs()
-    env = {**os.environ, "ICEPACK_DATABASE_URL": database_url, "ICEPACK_HTTP_PORT": "0",
-           "ICEPACK_DATA_DIR": str(tmp_path), "ICEPACK_JOB_LEASE_SECONDS": "6",
-           "ICEPACK_JOB_BACKOFF_BASE_SECONDS": "0", "ICEPACK_JOB_BACKOFF_CAP_SECONDS": "0",
-           "ICEPACK_SPARK_JARS_DIR": str(spark_catalog_settings.spark_jars_dir),
-           "ICEPACK_SPARK_MASTER": "local[1]",
-           "ICEPACK_CATALOGS": json.dumps([{"name": catalog.name, "type": "sql",
-                                            "uri": catalog.uri, "warehouse": catalog.warehouse}])}
+    env = executor_env(database_url, spark_catalog_settings, tmp_path)
 
     async def executor():
         return await asyncio.create_subprocess_exec(
@@ -207,14 +217,7 @@ async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
     job = (await queue.enqueue(table_id, [{"action": "rewrite_data_files",
                                            "params": {"options": options}}],
                                max_attempts=3)).job
-    (catalog,) = spark_catalog_settings.effective_catalogs()
-    env = {**os.environ, "ICEPACK_DATABASE_URL": database_url, "ICEPACK_HTTP_PORT": "0",
-           "ICEPACK_DATA_DIR": str(tmp_path), "ICEPACK_JOB_LEASE_SECONDS": "6",
-           "ICEPACK_JOB_BACKOFF_BASE_SECONDS": "0", "ICEPACK_JOB_BACKOFF_CAP_SECONDS": "0",
-           "ICEPACK_SPARK_JARS_DIR": str(spark_catalog_settings.spark_jars_dir),
-           "ICEPACK_SPARK_MASTER": "local[1]",
-           "ICEPACK_CATALOGS": json.dumps([{"name": catalog.name, "type": "sql",
-                                            "uri": catalog.uri, "warehouse": catalog.warehouse}])}
+    env = executor_env(database_url, spark_catalog_settings, tmp_path)
     gate = await asyncpg.connect(spark_database_url)
     try:
         await gate.execute(GATE_SQL)

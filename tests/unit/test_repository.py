@@ -29,8 +29,9 @@ DOC = REPO / "docs" / "architecture.md"
 SCHEMA = REPO / "libs" / "icepack_core" / "src" / "icepack_core" / "schema.sql"
 SOURCE_ROOTS = ("libs", "services")
 
-# Built from parts so that this file does not contain the text it looks for.
-SHARED_DIR = re.compile(re.escape(".." + "/shared") + r"(?![\w-])")  # a "-root" suffix is another folder
+# Built from parts so that this file does not contain the text it looks for; a name that
+# merely starts with it (a "-root" suffix) is another folder.
+SHARED_DIR = re.compile(re.escape(".." + "/shared") + r"(?![\w-])")
 WORK_DIR = re.compile(r"(?<![\w.-])" + re.escape("/" + "work/"))
 
 # The headings code comments cite as (docs/architecture.md, "<heading>").
