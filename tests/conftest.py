@@ -24,9 +24,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from icepack_core.db import create_pool
-from icepack_core.localpg import LocalPostgres
-from icepack_core.migrate import migrate
+from icepack_core.db.migrate import migrate
+from icepack_core.db.pool import create_pool
+from icepack_core.local.postgres import LocalPostgres
 from icepack_core.settings import Settings, load_settings
 
 pytest_plugins = ["tests.plugins.spark", "tests.plugins.catalogs", "tests.plugins.rest_fixture"]
@@ -154,7 +154,7 @@ def _tracer_provider():
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from icepack_core.telemetry import export_spans
+    from icepack_core.telemetry.tracing import export_spans
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -1,7 +1,7 @@
 """Gateway load benchmark: read latency at a fixed request rate over a 10,000-table fleet.
 
 Seeds 10,000 tables (one status snapshot and one health assessment each) in a throw-away local
-Postgres, starts the real gateway process (``python -m icepack_core.cli service gateway``), and
+Postgres, starts the real gateway process (``python -m icepack_core.cli.app service gateway``), and
 from this process drives each scenario open-loop at a fixed rate over loopback with httpx.
 Latency is measured from each request's *scheduled* start, so a gateway that falls behind shows
 up as latency instead of silently lowering the rate (no coordinated omission).
@@ -25,9 +25,9 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from icepack_core.localpg import LocalPostgres, free_port
-from icepack_core.migrate import migrate
-from icepack_core.queries import load_query
+from icepack_core.db.migrate import migrate
+from icepack_core.db.queries import load_query
+from icepack_core.local.postgres import LocalPostgres, free_port
 
 TABLES = 10_000
 GOAL_P99_MS = 100.0
@@ -213,7 +213,7 @@ async def main(rate: float, seconds: float) -> None:
             env = {**os.environ, "ICEPACK_DATABASE_URL": dsn, "ICEPACK_HTTP_PORT": str(port),
                    "ICEPACK_LOG_LEVEL": "warning"}
             gateway = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started once
-                [sys.executable, "-m", "icepack_core.cli", "service", "gateway"], env=env)
+                [sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"], env=env)
             limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=64)
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10,
                                          limits=limits) as client:

@@ -40,11 +40,11 @@ from typing import Any
 import asyncpg
 
 from bench.inspect import table as bench_table
-from icepack_core import db as icedb
-from icepack_core.inspect import Inspector, TableStatus
-from icepack_core.inspect.store import ManifestStatsStore
-from icepack_core.localpg import LocalPostgres
-from icepack_core.migrate import migrate
+from icepack_core.db import pool as icedb
+from icepack_core.db.migrate import migrate
+from icepack_core.inspection.inspector import Inspector, TableStatus
+from icepack_core.inspection.store import ManifestStatsStore
+from icepack_core.local.postgres import LocalPostgres
 from icepack_core.settings import load_settings
 from icepack_core.types import TableRef
 

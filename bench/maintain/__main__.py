@@ -31,23 +31,23 @@ from typing import Any
 import asyncpg
 
 from bench.maintain import table as bench_table
-from icepack_core import db as icedb
-from icepack_core.inspect import Inspector
-from icepack_core.inspect.status import TableStatus
-from icepack_core.inspect.store import ManifestStatsStore
-from icepack_core.job_execution import ActionRecord, JobExecution
-from icepack_core.localpg import LocalPostgres
-from icepack_core.logs import setup_logging
-from icepack_core.maintenance import Fingerprint, TableMaintenance
-from icepack_core.migrate import migrate
+from icepack_core.db import pool as icedb
+from icepack_core.db.migrate import migrate
+from icepack_core.db.queries import load_query
+from icepack_core.execution.job_execution import ActionRecord, JobExecution
+from icepack_core.execution.maintenance import Fingerprint, TableMaintenance
+from icepack_core.inspection.inspector import Inspector
+from icepack_core.inspection.status import TableStatus
+from icepack_core.inspection.store import ManifestStatsStore
+from icepack_core.local.postgres import LocalPostgres
+from icepack_core.planning.recommendation import recommend
 from icepack_core.policy import resolve
-from icepack_core.queries import load_query
-from icepack_core.recommendation import recommend
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.engine import LocalEngine, Rows
 from icepack_core.spark.session import build_local_session
-from icepack_core.sql_ident import TableRef as SqlTableRef
-from icepack_core.sql_ident import procedure_call
+from icepack_core.spark.sql import TableRef as SqlTableRef
+from icepack_core.spark.sql import procedure_call
+from icepack_core.telemetry.logs import setup_logging
 from icepack_core.types import TableRef
 
 MIN_INPUT_FILES = 5  # the default data-compaction policy's min_input_files

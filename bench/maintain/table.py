@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from icepack_core.sql_ident import qualified_name, sql_string_literal
+from icepack_core.spark.sql import qualified_name, sql_string_literal
 
 # Bump when anything below changes what is generated (the cache is keyed by it).
 VERSION = "v1"

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import asyncpg
 
-from icepack_core import db as icedb
-from icepack_core.events import EventConsumer, Listener, publish, run_consumer
-from icepack_core.jobs import JobQueue
-from icepack_core.localpg import LocalPostgres
-from icepack_core.migrate import migrate
+from icepack_core.db import pool as icedb
+from icepack_core.db.migrate import migrate
+from icepack_core.local.postgres import LocalPostgres
+from icepack_core.queue.events import EventConsumer, Listener, publish, run_consumer
+from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import load_settings
 
 CLAIMERS = 8

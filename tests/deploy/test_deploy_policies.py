@@ -134,11 +134,11 @@ def test_scaled_job_contract(env: str, rendered: Objects) -> None:
 def test_trigger_query_is_the_named_query(rendered: Objects) -> None:
     """The ScaledJob must count exactly what the executor can claim (job_count_claimable)."""
     try:
-        from icepack_core.queries import load_query
+        from icepack_core.db.queries import load_query
     except ImportError as exc:  # the library lands separately; CI must have it
         if IN_CI:
             raise
-        pytest.skip(f"icepack_core.queries not importable yet: {exc}")
+        pytest.skip(f"icepack_core.db.queries not importable yet: {exc}")
     expected = normalise_sql(load_query("job_count_claimable"))
     for env in ENVS:
         sj = find(rendered[env], "ScaledJob", "icepack-executor")

@@ -19,11 +19,11 @@ import asyncpg
 import pytest
 from typer.testing import CliRunner
 
-from icepack_core.cli import app
-from icepack_core.locks import TableLocks
-from icepack_core.queries import load_query
+from icepack_core.cli.app import app
+from icepack_core.db.queries import load_query
+from icepack_core.queue.locks import TableLocks
 from tests.e2e.test_local_stack import free_port_block
-from tests.maintenance.spark_tables import (
+from tests.execution.spark_tables import (
     data_file_count,
     fingerprint,
     make_small_files_table,
@@ -167,7 +167,7 @@ def test_demo_until_healthy_heals_every_demo_table(spark_jars):
     started = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "icepack_core.cli", "demo", "--until-healthy",
+            [sys.executable, "-m", "icepack_core.cli.app", "demo", "--until-healthy",
              "--deadline", str(DEMO_DEADLINE_S)],
             env=_demo_env(data_dir, free_port_block(5), spark_jars), cwd=REPO_ROOT,
             capture_output=True, text=True, timeout=DEMO_DEADLINE_S + 45, check=False)

@@ -10,7 +10,7 @@ import sys
 import httpx
 import pytest
 
-from icepack_core.jobs import JobQueue
+from icepack_core.queue.jobs import JobQueue
 from icepack_core.types import SERVICE_NAMES
 from tests.support.waiting import eventually
 
@@ -41,7 +41,7 @@ def service_env(database_url, tmp_path, **extra):
 async def test_up_serves_health_for_all_services_and_stops_on_sigterm(database_url, tmp_path):
     base = free_port_block(5)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "icepack_core.cli", "up",
+        sys.executable, "-m", "icepack_core.cli.app", "up",
         env=service_env(database_url, tmp_path, ICEPACK_UP_BASE_PORT=str(base)),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
@@ -68,7 +68,7 @@ async def test_up_serves_health_for_all_services_and_stops_on_sigterm(database_u
 
 async def run_once(database_url, tmp_path):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "icepack_core.cli", "service", "executor", "--once",
+        sys.executable, "-m", "icepack_core.cli.app", "service", "executor", "--once",
         env=service_env(database_url, tmp_path, ICEPACK_HTTP_PORT="0"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), timeout=60)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from icepack_core.job_safety import action_safety
+from icepack_core.safety.evidence import action_safety
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
 from icepack_inspector.service import InspectorService
 from icepack_planner.service import PlannerService
-from tests.maintenance.spark_tables import (
+from tests.execution.spark_tables import (
     data_file_count,
     fingerprint,
     make_small_files_table,

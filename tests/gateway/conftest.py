@@ -9,7 +9,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from icepack_core.tokens import TokenStore
+from icepack_core.access.tokens import TokenStore
 from icepack_gateway.app import create_app
 from tests.gateway.seed import Fleet, seed_fleet
 

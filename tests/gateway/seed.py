@@ -21,12 +21,12 @@ from typing import Any
 
 import asyncpg
 
-from icepack_core.health import Assessment, Issue
-from icepack_core.inspect.status import TableStatus
-from icepack_core.inspect.store import record_inspection
-from icepack_core.jobs import JobQueue
-from icepack_core.planning import Planner
-from icepack_core.queries import load_query
+from icepack_core.db.queries import load_query
+from icepack_core.inspection.health import Assessment, Issue
+from icepack_core.inspection.status import TableStatus
+from icepack_core.inspection.store import record_inspection
+from icepack_core.planning.planner import Planner
+from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import Settings
 
 CATALOG = "demo"

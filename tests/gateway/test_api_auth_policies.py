@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from starlette.routing import Mount, Route
 
-from icepack_core.tokens import TokenStore
+from icepack_core.access.tokens import TokenStore
 from icepack_gateway.app import create_app
 
 JOB = {"catalog": "demo", "namespace": "crm", "table": "users",
@@ -60,7 +60,7 @@ async def test_token_store_create_verify_revoke(db):
     stored = await db.fetchval("SELECT token_hash FROM icepack.api_tokens WHERE id = $1", info.id)
     assert token.encode() not in bytes(stored) and len(stored) == 32
     assert (await store.verify(token)).name == "ci-bot"
-    from icepack_core.tokens import TokenNameTaken, TokenNotFound, TokenRevoked
+    from icepack_core.access.tokens import TokenNameTaken, TokenNotFound, TokenRevoked
 
     with pytest.raises(TokenNameTaken):
         await store.create("ci-bot")
@@ -124,7 +124,7 @@ async def test_table_policy_for_unknown_table_is_404(client, fleet, auth):
 
 async def test_simulate_resolves_policies_and_recommends_without_writing(client, db, fleet,
                                                                          auth):
-    pytest.importorskip("icepack_core.recommendation")
+    pytest.importorskip("icepack_core.planning.recommendation")
     before = await counts(db)
     body = {"catalog": "demo", "namespace": "web", "table": "clicks"}
     r = await client.post("/policies/simulate", json=body, headers=auth)
@@ -218,7 +218,7 @@ async def test_readyz_is_503_when_the_database_is_unreachable():
     import asyncpg
     import httpx
 
-    from icepack_core.localpg import free_port
+    from icepack_core.local.postgres import free_port
 
     pool = await asyncpg.create_pool(f"postgresql://postgres@127.0.0.1:{free_port()}/x",
                                      min_size=0, max_size=1)

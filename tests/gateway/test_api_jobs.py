@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from icepack_core.jobs import JobQueue
+from icepack_core.queue.jobs import JobQueue
 
 
 async def test_jobs_list_newest_first_with_tables(client, fleet):

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from icepack_core.cli import app
+from icepack_core.cli.app import app
 
 
 @pytest.fixture

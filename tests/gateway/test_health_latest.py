@@ -7,10 +7,10 @@ from importlib import resources
 
 import asyncpg
 
-from icepack_core.health import Assessment, inspection_failed
-from icepack_core.inspect.status import TableStatus
-from icepack_core.inspect.store import record_inspection
-from icepack_core.queries import load_query
+from icepack_core.db.queries import load_query
+from icepack_core.inspection.health import Assessment, inspection_failed
+from icepack_core.inspection.status import TableStatus
+from icepack_core.inspection.store import record_inspection
 from icepack_core.types import Health
 from tests.gateway.seed import add_table, seed_fleet, seed_many, status_doc
 
@@ -75,7 +75,7 @@ async def test_the_read_model_matches_the_history_and_the_migration_backfill(db)
     assert maintained == [dict(r) for r in await db.fetch(FROM_HISTORY)]
     assert len(maintained) == 3 + 40  # old.gone was never assessed: no row
 
-    migration = resources.files("icepack_core").joinpath(
+    migration = resources.files("icepack_core.db").joinpath(
         "migrations/0006_table_health_latest.sql").read_text(encoding="utf-8")
     backfill = migration[migration.index("INSERT INTO icepack.table_health_latest"):]
     async with db.acquire() as conn, conn.transaction():

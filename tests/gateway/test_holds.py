@@ -13,10 +13,10 @@ import asyncpg
 import pytest
 from typer.testing import CliRunner
 
-from icepack_core.cli import app as cli_app
-from icepack_core.cli_holds import candidates
-from icepack_core.holds import MAX_REASON
-from icepack_core.tokens import TokenStore
+from icepack_core.access.tokens import TokenStore
+from icepack_core.cli.app import app as cli_app
+from icepack_core.cli.holds import candidates
+from icepack_core.safety.holds import MAX_REASON
 from tests.gateway.seed import Fleet
 from tests.gateway.test_ui_safety import failed_verification_job
 

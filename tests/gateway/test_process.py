@@ -1,4 +1,4 @@
-"""The real gateway process (``python -m icepack_core.cli service gateway``): probes, metrics,
+"""The real gateway process (``python -m icepack_core.cli.app service gateway``): probes, metrics,
 the API through the runner's mount, and /readyz while its database refuses connections."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 import asyncpg
 import httpx
 
-from icepack_core.localpg import free_port
-from icepack_core.tokens import TokenStore
+from icepack_core.access.tokens import TokenStore
+from icepack_core.local.postgres import free_port
 
 
 async def _wait_for(client: httpx.AsyncClient, path: str, status: int, deadline: float) -> None:
@@ -36,7 +36,7 @@ async def test_gateway_process_serves_probes_metrics_and_api(database_url, pg_ad
     env = {**os.environ, "ICEPACK_DATABASE_URL": database_url, "ICEPACK_HTTP_PORT": str(port),
            "ICEPACK_LOG_LEVEL": "warning", "ICEPACK_POLL_INTERVAL_SECONDS": "0.5"}
     token, _ = await TokenStore(db).create("process-test")
-    proc = subprocess.Popen([sys.executable, "-m", "icepack_core.cli", "service", "gateway"],
+    proc = subprocess.Popen([sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     database = urlsplit(database_url).path.lstrip("/")
     admin = await asyncpg.connect(pg_admin_url)

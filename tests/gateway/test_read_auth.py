@@ -9,8 +9,8 @@ import httpx
 import pytest
 from starlette.routing import Mount, Route
 
+from icepack_core.access.tokens import TokenStore
 from icepack_core.settings import load_settings
-from icepack_core.tokens import TokenStore
 from icepack_gateway.app import api_routes, create_app
 from tests.gateway.seed import Fleet
 

@@ -20,8 +20,8 @@ import asyncpg
 import httpx
 import pytest
 
-from icepack_core.localpg import free_port
-from icepack_core.tokens import TokenStore
+from icepack_core.access.tokens import TokenStore
+from icepack_core.local.postgres import free_port
 from tests.gateway.seed import seed_fleet, seed_many
 
 MAX_EXAMPLES = 30
@@ -80,7 +80,7 @@ async def test_openapi_fuzzing_finds_no_server_errors(database_url, db: asyncpg.
     env = {**os.environ, "ICEPACK_DATABASE_URL": database_url, "ICEPACK_HTTP_PORT": str(port),
            "ICEPACK_LOG_LEVEL": "warning"}
     log = (tmp_path / "gateway.log").open("wb")
-    gateway = subprocess.Popen([sys.executable, "-m", "icepack_core.cli", "service", "gateway"],
+    gateway = subprocess.Popen([sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"],
                                env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:

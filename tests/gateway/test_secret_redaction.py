@@ -28,14 +28,14 @@ import httpx
 import pytest
 import structlog
 
-from icepack_core import events
-from icepack_core.job_execution import JobExecution
-from icepack_core.jobs import JobQueue
-from icepack_core.localpg import free_port
-from icepack_core.logs import setup_logging
-from icepack_core.maintenance import VerificationFailed
+from icepack_core.execution.job_execution import JobExecution
+from icepack_core.execution.maintenance import VerificationFailed
+from icepack_core.local.postgres import free_port
+from icepack_core.queue import events
+from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import load_settings
-from icepack_core.telemetry import tracer
+from icepack_core.telemetry.logs import setup_logging
+from icepack_core.telemetry.tracing import tracer
 
 SECRETS = {
     "db_password": "dbPw-q7Zr81xK",
@@ -176,7 +176,7 @@ async def test_gateway_process_start_logs_no_secret(secret_env, database_url, db
     port = free_port()
     env = {**os.environ, **secret_env, "ICEPACK_HTTP_PORT": str(port),
            "ICEPACK_LOG_LEVEL": "debug"}
-    proc = subprocess.Popen([sys.executable, "-m", "icepack_core.cli", "service", "gateway"],
+    proc = subprocess.Popen([sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60

@@ -15,8 +15,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from icepack_core.health_server import make_server
-from icepack_core.localpg import free_port
+from icepack_core.local.postgres import free_port
+from icepack_core.runtime.probes import make_server
 from icepack_gateway.app import create_app
 from tests.gateway.seed import Fleet
 from tests.support.waiting import eventually

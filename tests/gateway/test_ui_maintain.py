@@ -13,15 +13,15 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from icepack_core.tokens import TokenStore
+from icepack_core.access.tokens import TokenStore
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
 from icepack_inspector.service import InspectorService
 from icepack_planner.service import PlannerService
+from tests.execution.spark_tables import data_file_count, fingerprint, make_small_files_table
 from tests.gateway.seed import Fleet
 from tests.gateway.test_ui import ARTIFACTS, _page, browser  # noqa: F401 (fixture)
 from tests.gateway.test_ui_safety import base, failed_verification_job, serving  # noqa: F401
-from tests.maintenance.spark_tables import data_file_count, fingerprint, make_small_files_table
 from tests.support.services import running
 from tests.support.settings import service_settings
 from tests.support.waiting import eventually

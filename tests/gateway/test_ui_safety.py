@@ -15,18 +15,18 @@ import asyncpg
 import pytest
 from typer.testing import CliRunner
 
-from icepack_core.cli import app as cli_app
-from icepack_core.health import assess
-from icepack_core.health_server import make_server
-from icepack_core.inspect.status import TableStatus
-from icepack_core.inspect.store import record_inspection
-from icepack_core.job_execution import JobExecution
-from icepack_core.jobs import JobQueue
-from icepack_core.localpg import free_port
-from icepack_core.maintenance import VerificationFailed
-from icepack_core.planning import Planner
+from icepack_core.access.tokens import TokenStore
+from icepack_core.cli.app import app as cli_app
+from icepack_core.execution.job_execution import JobExecution
+from icepack_core.execution.maintenance import VerificationFailed
+from icepack_core.inspection.health import assess
+from icepack_core.inspection.status import TableStatus
+from icepack_core.inspection.store import record_inspection
+from icepack_core.local.postgres import free_port
+from icepack_core.planning.planner import Planner
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.runtime.probes import make_server
 from icepack_core.settings import Settings, load_settings
-from icepack_core.tokens import TokenStore
 from icepack_gateway.app import create_app
 from tests.gateway.seed import ORDERS_REWRITE_OUTPUT, Fleet, add_table, status_doc
 from tests.gateway.test_ui import ARTIFACTS, _page, browser  # noqa: F401 (fixture)

@@ -30,8 +30,8 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from icepack_core.catalog import load_catalog
-from icepack_core.health import Thresholds
+from icepack_core.discovery.catalogs import load_catalog
+from icepack_core.inspection.health import Thresholds
 from icepack_core.settings import CatalogConfig
 
 # Thresholds scaled to tables of a handful of files (the defaults are for production tables).

@@ -14,7 +14,7 @@ import pytest
 
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine, LocalEngine, SparkEngine, ThriftEngine
-from icepack_core.sql_ident import (
+from icepack_core.spark.sql import (
     TableRef,
     procedure_call,
     qualified_name,

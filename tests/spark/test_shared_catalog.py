@@ -9,7 +9,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from icepack_core.settings import Settings
-from icepack_core.sql_ident import qualified_name
+from icepack_core.spark.sql import qualified_name
 
 pytestmark = pytest.mark.spark
 

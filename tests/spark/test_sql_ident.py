@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from icepack_core.errors import InvalidIdentifier
-from icepack_core.sql_ident import (
+from icepack_core.spark.sql import (
     ALLOWED_SPARK_CONFS,
     TableRef,
     procedure_call,

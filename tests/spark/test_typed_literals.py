@@ -17,8 +17,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from icepack_core.sql_ident import sql_string_literal
-from icepack_core.typed_literals import (
+from icepack_core.spark.literals import (
     SparkType,
     UnsupportedLiteral,
     canonical_text_expr,
@@ -26,6 +25,7 @@ from icepack_core.typed_literals import (
     string_literal,
     typed_literal,
 )
+from icepack_core.spark.sql import sql_string_literal
 
 pytestmark = pytest.mark.spark
 spark_settings = settings(

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Sequence
 
 import structlog
 
-from icepack_core import db as icedb
-from icepack_core.events import Listener
-from icepack_core.runner import Service, ServiceContext
+from icepack_core.db import pool as icedb
+from icepack_core.queue.events import Listener
+from icepack_core.runtime.service import Service, ServiceContext
 from icepack_core.settings import Settings
 
 

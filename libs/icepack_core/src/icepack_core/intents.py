@@ -10,7 +10,7 @@ naming it, never silently ignored.
 answers 422 naming the field) and again in the executor before any Spark call, whatever the
 job's source, so a row written by an older version or by hand is checked too. Safety floors that
 depend on the table (hold, opt-out, orphan policy, age floors, overlapping locations) are checked
-by ``icepack_core.safety``, not here: this module knows only the shape of an action.
+by ``icepack_core.safety.admission``, not here: this module knows only the shape of an action.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class RewriteDataFilesParams(_Model):
     options: dict[str, str] = Field(default_factory=dict)
     # "partitions": the executor narrows the rewrite to partitions with enough small files.
     scope: Literal["table", "partitions"] | None = Field(default=None)
-    # A filter built by icepack_core.sql_ident (planner) or given by an operator; Spark parses
+    # A filter built by icepack_core.spark.sql (planner) or given by an operator; Spark parses
     # it as an expression on this table only, passed as a quoted string argument.
     where: str | None = Field(default=None, min_length=1, max_length=MAX_WHERE_LENGTH)
 

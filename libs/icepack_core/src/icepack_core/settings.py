@@ -25,8 +25,8 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from icepack_core.errors import ConfigError
-from icepack_core.logs import redact_text, register_secrets
-from icepack_core.logs import secret_key as _secret_key
+from icepack_core.telemetry.logs import redact_text, register_secrets
+from icepack_core.telemetry.logs import secret_key as _secret_key
 
 ENV_PREFIX = "ICEPACK_"
 _CATALOG_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from icepack_core.discovery import Discovery, DiscoveryResult
-from icepack_core.runner import Service, ServiceContext, loop_every
+from icepack_core.discovery.refresh import Discovery, DiscoveryResult
+from icepack_core.runtime.service import Service, ServiceContext, loop_every
 
 
 class DiscoveryService(Service):

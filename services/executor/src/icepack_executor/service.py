@@ -15,14 +15,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from icepack_core.db.resilience import is_transient, pause, retry_db
 from icepack_core.errors import StaleFence
-from icepack_core.events import wait_for_wake
-from icepack_core.job_runner import JobRunner
-from icepack_core.jobs import Backoff, Job, JobQueue
-from icepack_core.logs import redact_text
-from icepack_core.resilience import is_transient, pause, retry_db
-from icepack_core.runner import Service, ServiceContext
+from icepack_core.execution.job_runner import JobRunner
+from icepack_core.queue.events import wait_for_wake
+from icepack_core.queue.jobs import Backoff, Job, JobQueue
+from icepack_core.runtime.service import Service, ServiceContext
 from icepack_core.spark.engine import engine_for
+from icepack_core.telemetry.logs import redact_text
 from icepack_core.types import Topic
 
 

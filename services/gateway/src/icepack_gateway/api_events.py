@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from icepack_core.queries import load_query
+from icepack_core.db.queries import load_query
 from icepack_gateway.api_jobs import table_id_filter
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.params import TOPIC, decode_cursor, encode_cursor, limit, only, opt_pattern

@@ -1,5 +1,6 @@
 """``POST /tables/{catalog}/{namespace}/{table}/hold/release``: an operator releases a table's
-maintenance hold (``icepack_core.holds.release_hold``; ``icepack hold release`` does the same).
+maintenance hold (``icepack_core.safety.holds.release_hold``; ``icepack hold release``
+does the same).
 
 A write, so ``BearerAuth`` has already checked the token; its name is recorded as who released.
 The body is optional: ``{"reason": "..."}``. 404 unknown table, 409 ``TABLE_NOT_HELD``.
@@ -14,9 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from icepack_core.holds import MAX_REASON, TableNotHeld, UnknownTableId, release_hold
-from icepack_core.queries import load_query
-from icepack_core.tokens import TokenInfo
+from icepack_core.access.tokens import TokenInfo
+from icepack_core.db.queries import load_query
+from icepack_core.safety.holds import MAX_REASON, TableNotHeld, UnknownTableId, release_hold
 from icepack_gateway.errors import Conflict, InvalidParameter, TableNotFound
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.params import json_body, only

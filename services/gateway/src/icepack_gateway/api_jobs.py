@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from icepack_core.db.queries import load_query
 from icepack_core.errors import JobNotFound
 from icepack_core.intents import (
     MAX_ACTIONS,
@@ -20,8 +21,7 @@ from icepack_core.intents import (
     intents_json,
     parse_intents,
 )
-from icepack_core.queries import load_query
-from icepack_core.safety import ActionRefused, admit
+from icepack_core.safety.admission import ActionRefused, admit
 from icepack_core.types import JobState, JobTrigger
 from icepack_gateway.errors import Conflict, InvalidParameter
 from icepack_gateway.jsonutil import ApiResponse
@@ -156,7 +156,7 @@ async def _recommended(pool: asyncpg.Pool, table: asyncpg.Record) -> list[dict[s
 
 
 async def _admit(state: GatewayState, table: asyncpg.Record, intents: list[Intent]) -> None:
-    """The safety choke point (``icepack_core.safety.admit``) as HTTP errors: 409 for the
+    """The safety choke point (``icepack_core.safety.admission.admit``) as HTTP errors: 409 for the
     table's state, 422 naming the parameter for a broken floor."""
     try:
         await admit(state.pool, table, intents, now=datetime.now(UTC),

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from icepack_core.queries import load_query
+from icepack_core.db.queries import load_query
 from icepack_gateway.errors import InvalidParameter, NotAvailable, NotFound
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.params import MAX_IDENT, ident, json_body, only, opt_choice, opt_ident
@@ -138,8 +138,8 @@ async def simulate(request: Request) -> Response:
     """The effective policy of one table and what it would lead to now, writing nothing.
 
     Uses the policy engine (``icepack_core.policy.resolve``) and the recommender
-    (``icepack_core.recommendation.recommend``), imported lazily: without them the answer is
-    501 NOT_AVAILABLE. ``policies`` in the body are tried as if stored.
+    (``icepack_core.planning.recommendation.recommend``), imported lazily: without them the
+    answer is 501 NOT_AVAILABLE. ``policies`` in the body are tried as if stored.
     """
     only(request.query_params, set())
     spec = SimulateIn.model_validate(await json_body(request))
@@ -148,9 +148,9 @@ async def simulate(request: Request) -> Response:
                              ident("namespace", spec.namespace), ident("table", spec.table))
     engine = policy_engine()
     try:
-        recommender = importlib.import_module("icepack_core.recommendation")
+        recommender = importlib.import_module("icepack_core.planning.recommendation")
     except ImportError:
-        raise NotAvailable("simulation needs icepack_core.recommendation") from None
+        raise NotAvailable("simulation needs icepack_core.planning.recommendation") from None
     stored = await pool.fetch(load_query("policy_list"), None, None, table["catalog"], None, None)
     attachments = {(r["policy_type"], r["scope"], r["namespace"], r["table_name"]):
                    engine.PolicyAttachment(r["policy_type"], r["scope"], r["catalog"],
@@ -190,12 +190,13 @@ class FleetSimulateIn(BaseModel):
 
 async def simulate_fleet(request: Request) -> Response:
     """Which tables of a catalog the proposed policies would change, which actions they would
-    get, and the estimated files/bytes affected (``icepack_core.simulation``); writes nothing."""
-    from icepack_core.jobs import JobQueue
-    from icepack_core.planning import Planner
+    get, and the estimated files/bytes affected (``icepack_core.planning.simulation``); writes
+    nothing."""
+    from icepack_core.planning.planner import Planner
+    from icepack_core.planning.simulation import simulate as simulate_catalog
     from icepack_core.policy import PolicyAttachment, PolicyError
+    from icepack_core.queue.jobs import JobQueue
     from icepack_core.settings import load_settings
-    from icepack_core.simulation import simulate as simulate_catalog
 
     only(request.query_params, set())
     spec = FleetSimulateIn.model_validate(await json_body(request))

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from icepack_core.queries import load_query
+from icepack_core.db.queries import load_query
 from icepack_core.types import Health
 from icepack_gateway.api_jobs import job_json, jobs_with_actions
 from icepack_gateway.errors import InvalidCursor, NotFound, TableNotFound

@@ -18,10 +18,10 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from icepack_core.health_server import ReadyCheck, health_routes
-from icepack_core.jobs import JobQueue
+from icepack_core.access.tokens import TokenStore
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.runtime.probes import ReadyCheck, health_routes
 from icepack_core.settings import Settings, load_settings
-from icepack_core.tokens import TokenStore
 from icepack_gateway import (
     api_events,
     api_holds,

@@ -18,8 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from icepack_core.errors import IcepackError, InvalidIdentifier, JobNotFound
-from icepack_core.tokens import (
+from icepack_core.access.tokens import (
     TokenError,
     TokenInvalid,
     TokenMissing,
@@ -27,6 +26,7 @@ from icepack_core.tokens import (
     TokenNotFound,
     TokenRevoked,
 )
+from icepack_core.errors import IcepackError, InvalidIdentifier, JobNotFound
 from icepack_gateway.jsonutil import ApiResponse
 
 log = structlog.get_logger("icepack.gateway")

@@ -1,6 +1,6 @@
 """``/metrics``: fleet gauges computed from Postgres at scrape time, plus the process's own
 OpenTelemetry metrics (exported through prometheus_client's default registry by the
-``PrometheusMetricReader`` that ``icepack_core.telemetry`` installs).
+``PrometheusMetricReader`` that ``icepack_core.telemetry.tracing`` installs).
 
 prometheus_client collectors are synchronous, so the scrape handler first reads the database
 (async), then hands the readings to a ``FleetCollector`` in a per-scrape registry. Nothing is
@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from icepack_core.queries import load_query
+from icepack_core.db.queries import load_query
 from icepack_core.types import Health
 from icepack_gateway.state import gateway
 

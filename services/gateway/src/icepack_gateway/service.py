@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Mount
 
-from icepack_core.runner import Service, ServiceContext
+from icepack_core.runtime.service import Service, ServiceContext
 from icepack_gateway.app import create_app
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import asyncpg
 from starlette.requests import Request
 
-from icepack_core.jobs import JobQueue
-from icepack_core.queries import load_query
-from icepack_core.tokens import TokenStore
+from icepack_core.access.tokens import TokenStore
+from icepack_core.db.queries import load_query
+from icepack_core.queue.jobs import JobQueue
 from icepack_gateway.errors import TableNotFound
 from icepack_gateway.params import ident
 
@@ -22,7 +22,7 @@ class GatewayState:
     pool: asyncpg.Pool
     jobs: JobQueue
     tokens: TokenStore
-    # Safety-floor settings the choke point needs at enqueue (icepack_core.safety.admit).
+    # Safety-floor settings the choke point needs at enqueue (icepack_core.safety.admission.admit).
     expiry_min_age_hours: float = 1.0
     cadence_hours: float = 24.0
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from icepack_core.consumers import run_event_service
-from icepack_core.health import Thresholds
-from icepack_core.inspect.process import TableInspections
-from icepack_core.runner import Service, ServiceContext, loop_every
+from icepack_core.inspection.health import Thresholds
+from icepack_core.inspection.process import TableInspections
+from icepack_core.queue.work_items import WorkQueue
+from icepack_core.runtime.consumers import run_event_service
+from icepack_core.runtime.service import Service, ServiceContext, loop_every
 from icepack_core.types import Topic
-from icepack_core.work_items import WorkQueue
 
 # table.dropped is not here: a dropped table needs no inspection (its work item is skipped).
 TOPICS = (Topic.TABLE_DISCOVERED, Topic.TABLE_CHANGED, Topic.JOB_FINISHED)

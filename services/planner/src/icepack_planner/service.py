@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 
-from icepack_core.consumers import run_event_service
-from icepack_core.events import prune_events
-from icepack_core.jobs import Backoff, JobQueue
-from icepack_core.planning import Planner
-from icepack_core.queries import load_query
-from icepack_core.runner import Service, ServiceContext, loop_every
+from icepack_core.db.queries import load_query
+from icepack_core.planning.planner import Planner
+from icepack_core.queue.events import prune_events
+from icepack_core.queue.jobs import Backoff, JobQueue
+from icepack_core.queue.work_items import WorkItem, WorkQueue
+from icepack_core.runtime.consumers import run_event_service
+from icepack_core.runtime.service import Service, ServiceContext, loop_every
 from icepack_core.types import Topic
-from icepack_core.work_items import WorkItem, WorkQueue
 
 REAP_INTERVAL_SECONDS = 5.0  # an expired lease is noticed within seconds
 PRUNE_INTERVAL_SECONDS = 600.0  # pruning is cheap but need not be frequent

@@ -1,6 +1,6 @@
 """One interface, three Spark engines: in-process PySpark, Spark Connect, HiveServer2/Thrift.
 
-``SparkEngine.sql`` takes a statement that was built by ``icepack_core.sql_ident`` (engines
+``SparkEngine.sql`` takes a statement that was built by ``icepack_core.spark.sql`` (engines
 never build SQL) and returns its rows as dicts, column name -> value. PySpark, Spark Connect and
 PyHive all block, so each engine crosses into a worker thread at exactly one place
 (``_run``); statements on one engine run one at a time, because ``SET`` statements and the

@@ -1,0 +1,1 @@
+"""Operator API tokens: created once, verified, revoked."""

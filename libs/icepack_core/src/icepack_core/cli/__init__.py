@@ -1,0 +1,1 @@
+"""The ``icepack`` command line."""

@@ -1,0 +1,1 @@
+"""Icepack's Postgres: the pool, migrations, named queries and the schema."""

@@ -1,0 +1,1 @@
+"""Discovery: catalogs and the pass that refreshes ``tables`` with events."""

@@ -1,0 +1,243 @@
+"""Discovery: list every configured catalog and refresh ``tables`` atomically, with events.
+
+Per catalog, one transaction (under a per-catalog advisory lock, so replicas do not interleave)
+diffs the listing against the known rows and writes, in that same transaction:
+
+* a new table -> insert, ``table.discovered``;
+* a dropped table that is back -> clear ``dropped_at``, ``table.discovered``;
+* a moved metadata location -> update, ``table.changed``;
+* a known table missing from the listing -> set ``dropped_at``, ``table.dropped``.
+
+A listing that fails (or exceeds its timeout) never touches ``tables``: the catalog's error is
+recorded in ``catalog_status`` and the other catalogs carry on. A single table that cannot be
+recorded (a NUL byte in a property, a name ``sql_ident`` refuses; see ``unfit_reason``) is
+skipped alone (its row, if any, left as it was, never marked dropped): it is logged and listed
+in ``catalog_status.skipped_tables``, and the rest of its catalog is refreshed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import asyncpg
+import structlog
+from opentelemetry.trace import SpanKind
+
+from icepack_core.db.queries import load_query
+from icepack_core.discovery.catalogs import CatalogSet, ListedTable, list_table_locations
+from icepack_core.errors import InvalidIdentifier
+from icepack_core.queue.events import publish
+from icepack_core.settings import CatalogConfig, Settings
+from icepack_core.spark.sql import quote_identifier
+from icepack_core.telemetry.logs import redact_text
+from icepack_core.telemetry.tracing import tracer
+from icepack_core.types import Topic
+
+CATALOG_TIMEOUT_SECONDS = 120.0  # one slow catalog must not hold up the others' refresh
+log = structlog.get_logger("icepack.discovery")
+
+
+@dataclass
+class CatalogResult:
+    """What one catalog's refresh did."""
+
+    catalog: str
+    tables: int = 0
+    discovered: int = 0
+    changed: int = 0
+    dropped: int = 0
+    error: str | None = None
+    # Tables left out of this pass, as {"table": "ns.name", "reason": ...} (catalog_status).
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class DiscoveryResult:
+    """What one discovery pass did, per catalog."""
+
+    catalogs: list[CatalogResult] = field(default_factory=list)
+
+    @property
+    def discovered(self) -> int:
+        return sum(c.discovered for c in self.catalogs)
+
+    @property
+    def changed(self) -> int:
+        return sum(c.changed for c in self.catalogs)
+
+    @property
+    def dropped(self) -> int:
+        return sum(c.dropped for c in self.catalogs)
+
+    @property
+    def errors(self) -> dict[str, str]:
+        return {c.catalog: c.error for c in self.catalogs if c.error is not None}
+
+
+async def _announce(
+    conn: asyncpg.Connection, topic: Topic, catalog: str, key: tuple[str, str], table_id: int,
+    payload: dict[str, Any] | None = None,
+) -> None:
+    """Publish one table event as the root span of that table's trace (discovery starts it)."""
+    with tracer().start_as_current_span(
+        f"discovery {topic}", kind=SpanKind.PRODUCER,
+        attributes={"icepack.catalog": catalog, "icepack.namespace": key[0],
+                    "icepack.table": key[1], "icepack.table_id": table_id},
+    ):
+        await publish(conn, topic, table_id=table_id, payload=payload)
+
+
+def unfit_reason(item: ListedTable) -> str | None:
+    """Why a listed table cannot be recorded, or None when it can.
+
+    Postgres refuses a NUL byte (and a lone surrogate) in ``text`` and ``jsonb``, and a name
+    ``sql_ident`` refuses could never be maintained: such a table is skipped alone, with this
+    reason, instead of failing its whole catalog's refresh. Values are shown escaped.
+    """
+    for part in (*item.ref.namespace.split("."), item.ref.name):
+        try:
+            quote_identifier(part)
+        except InvalidIdentifier as exc:
+            return f"invalid name: {exc}"
+    texts: list[tuple[str, Any]] = [("metadata location", item.metadata_location)]
+    for key, value in item.properties.items():
+        texts += [(f"property name {key!a}", key), (f"property {key!a}", value)]
+    for label, text in texts:
+        if not isinstance(text, str):
+            continue
+        if "\x00" in text:
+            return f"NUL byte in {label}"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{label} is not valid Unicode (lone surrogate)"
+    return None
+
+
+async def _apply(
+    conn: asyncpg.Connection, cfg: CatalogConfig, listed: list[ListedTable]
+) -> CatalogResult:
+    result = CatalogResult(cfg.name, tables=len(listed))
+    await conn.execute(load_query("table_lock_catalog"), cfg.name)
+    known = {(r["namespace"], r["name"]): r
+             for r in await conn.fetch(load_query("table_list_catalog"), cfg.name)}
+    seen_unchanged: list[int] = []
+    seen_keys: set[tuple[str, str]] = set()
+    for item in listed:
+        key = (item.ref.namespace, item.ref.name)
+        seen_keys.add(key)  # a skipped table is still there: never mark it dropped
+        reason = unfit_reason(item)
+        if reason is None:
+            try:
+                # A savepoint per written table: whatever Postgres refuses costs this table.
+                async with conn.transaction():
+                    unchanged = await _apply_one(conn, cfg, item, known.get(key), result)
+            except asyncpg.PostgresError as exc:
+                reason = f"refused by Postgres: {type(exc).__name__}: {exc}"
+            else:
+                if unchanged is not None:
+                    seen_unchanged.append(unchanged)
+        if reason is not None:
+            label = ".".join(ascii(p)[1:-1] for p in key)
+            result.skipped.append({"table": label, "reason": reason[:500]})
+            log.warning("discovery.table_skipped", catalog=cfg.name, table=label, reason=reason)
+    if seen_unchanged:
+        await conn.execute(load_query("table_touch_seen"), seen_unchanged)
+    missing = {r["id"]: k for k, r in known.items()
+               if k not in seen_keys and r["dropped_at"] is None}
+    if missing:
+        for dropped in await conn.fetch(load_query("table_mark_dropped"), list(missing)):
+            await _announce(conn, Topic.TABLE_DROPPED, cfg.name, missing[dropped["id"]],
+                            dropped["id"])
+            result.dropped += 1
+    await conn.execute(load_query("catalog_status_ok"), cfg.name, len(listed), result.skipped)
+    return result
+
+
+async def _apply_one(
+    conn: asyncpg.Connection, cfg: CatalogConfig, item: ListedTable,
+    row: asyncpg.Record | None, result: CatalogResult,
+) -> int | None:
+    """Record one listed table; returns its id when it is known and unchanged."""
+    key = (item.ref.namespace, item.ref.name)
+    payload: dict[str, Any] = {"metadata_location": item.metadata_location}
+    if row is None:
+        table_id = await conn.fetchval(
+            load_query("table_insert"), cfg.name, key[0], key[1],
+            item.metadata_location, item.properties,
+        )
+        await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, table_id, payload)
+        result.discovered += 1
+    elif row["dropped_at"] is not None:
+        await conn.execute(load_query("table_update_seen"), row["id"],
+                           item.metadata_location, item.properties)
+        await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, row["id"],
+                        {**payload, "reappeared": True})
+        result.discovered += 1
+    elif item.metadata_location is not None and item.metadata_location != row[
+        "metadata_location"
+    ]:
+        await conn.execute(load_query("table_update_seen"), row["id"],
+                           item.metadata_location, item.properties)
+        await _announce(conn, Topic.TABLE_CHANGED, cfg.name, key, row["id"], {
+            **payload, "previous_metadata_location": row["metadata_location"]})
+        result.changed += 1
+    else:
+        return int(row["id"])
+    return None
+
+
+async def refresh_catalog(
+    pool: asyncpg.Pool,
+    catalogs: CatalogSet,
+    cfg: CatalogConfig,
+    time_limit: float = CATALOG_TIMEOUT_SECONDS,
+) -> CatalogResult:
+    """List one catalog and apply the listing; on failure record the error and keep ``tables``."""
+
+    async def listing() -> list[ListedTable]:
+        catalog = await catalogs.get(cfg.name)
+        return await list_table_locations(catalog, cfg)
+
+    try:
+        listed = await asyncio.wait_for(listing(), time_limit)
+    except Exception as exc:
+        catalogs.forget(cfg.name)  # reconnect (and re-authenticate) next time
+        detail = str(exc).strip() or repr(exc)
+        if isinstance(exc, TimeoutError):
+            detail = f"listing took longer than {time_limit:g}s"
+        error = redact_text(f"{type(exc).__name__}: {detail}")[:2000]
+        log.warning("discovery.catalog_failed", catalog=cfg.name, error=error)
+        await pool.execute(load_query("catalog_status_error"), cfg.name, error)
+        return CatalogResult(cfg.name, error=error)
+    async with pool.acquire() as raw, raw.transaction():
+        result = await _apply(cast(asyncpg.Connection, raw), cfg, listed)
+    log.info("discovery.catalog_refreshed", catalog=cfg.name, tables=result.tables,
+             discovered=result.discovered, changed=result.changed, dropped=result.dropped)
+    return result
+
+
+class Discovery:
+    """Discovery of every configured catalog; ``run_once`` is one pass."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        catalogs: CatalogSet | None = None,
+        timeout: float = CATALOG_TIMEOUT_SECONDS,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.configs = settings.effective_catalogs()
+        self.catalogs = catalogs or CatalogSet(self.configs)
+        self.timeout = timeout
+
+    async def run_once(self) -> DiscoveryResult:
+        """Refresh every catalog concurrently; one failing catalog does not stop the others."""
+        results = await asyncio.gather(
+            *(refresh_catalog(self.pool, self.catalogs, cfg, self.timeout) for cfg in self.configs)
+        )
+        return DiscoveryResult(list(results))

@@ -1,0 +1,1 @@
+"""Execution: running one job's actions on Spark and proving they lost nothing."""

@@ -1,0 +1,364 @@
+"""Running one job's actions against its table: shared by the executor and ``icepack maintain``.
+
+Before any Spark call the job's raw actions are validated into typed intents
+(``icepack_core.intents``) and admitted by the safety choke point
+(``icepack_core.safety.admission``): a held or opted-out table, a floor broken or an unsafe
+orphan removal fail the job permanently with the reason. Then, for each action: inspect the
+table (incrementally, through the manifest cache), run the action through ``TableMaintenance``,
+inspect again, and hand an ``ActionRecord`` (procedure, SQL sent, output, before/after impact,
+duration) to the caller, who stores it under the job's fence. A rewrite that fails
+verification, or an orphan dry run over its limits, puts the table on hold (no automatic
+maintenance until an operator releases it) and fails the job permanently. Before a rewrite's
+CALL the start snapshot is stored in ``pending_verifications``; see ``JobExecution`` for how
+that row is settled on every exit path."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import structlog
+
+from icepack_core.db.queries import load_query
+from icepack_core.errors import InvalidIdentifier, PermanentError, StaleFence
+from icepack_core.execution.maintenance import (
+    AfterCall,
+    OrphanLimitExceeded,
+    OrphanLimits,
+    TableMaintenance,
+    VerificationFailed,
+)
+from icepack_core.execution.outcome import ActionError
+from icepack_core.execution.verification import Guard
+from icepack_core.inspection.inspector import Inspector
+from icepack_core.inspection.status import InspectionFailed, TableStatus
+from icepack_core.intents import Intent, RemoveOrphanFiles, parse_intents
+from icepack_core.queue.jobs import Job
+from icepack_core.safety.admission import ActionRefused, Admission, admit
+from icepack_core.spark.engine import SparkEngine
+from icepack_core.telemetry.logs import redact, redact_text
+from icepack_core.telemetry.metrics import JOB_ACTION_DURATION
+from icepack_core.types import TableRef
+
+log = structlog.get_logger("icepack.maintenance")
+IMPACT_FIELDS = (
+    "data_file_count", "data_file_bytes", "small_file_count", "record_count",
+    "position_delete_file_count", "equality_delete_file_count", "deletion_vector_count",
+    "delete_record_count", "manifest_count", "snapshot_count",
+)
+# The job action under which a pending rewrite's verification is recorded.
+VERIFY_ACTION = "verify_rewrites"
+# A verification scans the table twice (start and newest snapshot); far longer means it is stuck.
+DEFAULT_VERIFY_TIMEOUT_S = 3600.0
+# Failures that will fail again whatever we do (bad SQL, bad arguments, missing table; and
+# Python's own type errors, which a malformed action raises on every attempt).
+PERMANENT_ERRORS = frozenset({"AnalysisException", "ParseException", "IllegalArgumentException",
+                              "NoSuchTableException", "InvalidIdentifier", "PermanentError",
+                              "AttributeError", "TypeError", "KeyError"})
+
+
+@dataclass
+class ActionRecord:
+    """One action as run: what ``job_actions`` stores."""
+
+    action: str
+    state: str
+    started_at: datetime
+    finished_at: datetime
+    procedure: str | None = None
+    sql_text: str | None = None
+    output: dict[str, Any] = field(default_factory=dict)
+    impact: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+Record = Callable[[ActionRecord], Awaitable[None]]
+
+
+def classify(exc: BaseException) -> bool:
+    """True when ``exc`` is worth retrying (by exception type, never by message text)."""
+    for error in (exc, exc.__cause__, exc.__context__):
+        if error is not None and type(error).__name__ in PERMANENT_ERRORS:
+            return False
+    return True
+
+
+def _impact(before: TableStatus | None, after: TableStatus | None) -> dict[str, Any]:
+    if before is None or after is None:
+        return {}
+    b, a = before.model_dump(), after.model_dump()
+    return {"before": {k: b[k] for k in IMPACT_FIELDS}, "after": {k: a[k] for k in IMPACT_FIELDS},
+            "snapshot_before": b["current_snapshot_id"], "snapshot_after": a["current_snapshot_id"]}
+
+
+class JobExecution:
+    """Runs actions on one table with one engine.
+
+    With a ``job`` (the executor and the CLI always pass one), every rewrite is verified or its
+    table held, whatever happens to this process: the start snapshot is stored in
+    ``pending_verifications`` (fenced) before the CALL, the row is deleted only once the
+    rewrite is verified or the table held, and ``settle`` verifies a row left by an earlier
+    attempt or job before anything else runs on the table.
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        engine: SparkEngine,
+        inspector: Inspector,
+        *,
+        expiry_min_age_hours: float = 1.0,
+        default_cadence_hours: float = 24.0,
+        after_call: AfterCall | None = None,
+        verify_timeout_seconds: float = DEFAULT_VERIFY_TIMEOUT_S,
+    ) -> None:
+        self.pool = pool
+        self.engine = engine
+        self.inspector = inspector
+        self.expiry_min_age_hours = expiry_min_age_hours
+        self.default_cadence_hours = default_cadence_hours
+        self.after_call = after_call
+        self.verify_timeout_seconds = verify_timeout_seconds
+
+    async def admitted(
+        self, table_id: int, actions: Any
+    ) -> tuple[asyncpg.Record, list[Intent], Admission]:
+        """The table row, the validated intents and what the choke point established.
+
+        Raises:
+            ActionError: (permanent) unknown or dropped table, malformed actions, or refused
+                by a safety rule; the message says which.
+        """
+        row = await self.pool.fetchrow(load_query("table_get"), table_id)
+        if row is None or row["dropped_at"] is not None:
+            raise ActionError(f"table {table_id} is unknown or dropped", retryable=False)
+        try:
+            intents = parse_intents(actions, allow_empty=True)
+            admission = await admit(self.pool, row, intents, now=datetime.now(UTC),
+                                    expiry_min_age_hours=self.expiry_min_age_hours,
+                                    default_cadence_hours=self.default_cadence_hours)
+        except (ActionRefused, PermanentError) as exc:
+            raise ActionError(f"refused: {exc}", retryable=False) from exc
+        return row, intents, admission
+
+    async def _orphan_limits(self, table_id: int, admission: Admission) -> OrphanLimits:
+        config = admission.policy.orphan_file_removal
+        latest = await self.pool.fetchrow(load_query("status_latest"), table_id)
+        live = None
+        if latest is not None:
+            status = latest["status"]
+            live = sum(int(status.get(k, 0)) for k in (
+                "data_file_count", "position_delete_file_count", "equality_delete_file_count",
+                "deletion_vector_count", "manifest_count"))
+        if config is None:
+            return OrphanLimits(live_files=live)
+        return OrphanLimits(max_files=config.max_orphan_files,
+                            max_fraction=config.max_orphan_fraction, live_files=live)
+
+    async def _status(self, ref: TableRef) -> TableStatus | None:
+        try:
+            return await self.inspector.inspect(ref)
+        except InspectionFailed as exc:
+            log.warning("maintenance.inspect_failed", table=str(ref), error=exc.message)
+            return None
+
+    async def _maintenance(
+        self, table_id: int, job: Job | None, guard: Guard | None,
+        admission: Admission | None = None, limits: OrphanLimits | None = None,
+    ) -> TableMaintenance:
+        row = await self.pool.fetchrow(load_query("table_get"), table_id)
+        if row is None or row["dropped_at"] is not None:
+            raise ActionError(f"table {table_id} is unknown or dropped", retryable=False)
+        ref = TableRef(row["catalog"], row["namespace"], row["name"])
+
+        async def begin(action: str, start: int | None) -> None:
+            assert job is not None
+            pending = await self.pool.fetchrow(load_query("table_pending_verification_begin"),
+                                               table_id, start, job.id, job.fence, action)
+            if pending is None:
+                raise StaleFence(job.id, job.fence, f"record the start of {action}")
+
+        return TableMaintenance(self.engine, ref, row["properties"] or {},
+                                after_call=self.after_call, guard=guard,
+                                before_call=begin if job is not None else None,
+                                orphan_location=admission.location if admission else None,
+                                orphan_limits=limits)
+
+    async def run(
+        self,
+        table_id: int,
+        actions: Any,
+        record: Record,
+        *,
+        job: Job | None = None,
+        guard: Guard | None = None,
+    ) -> list[dict[str, Any]]:
+        """Validate, admit and run ``actions`` (raw JSON, as stored in ``jobs.actions``) in
+        order on table ``table_id``; ``record`` stores each one.
+
+        ``job`` enables the durable verification record (see the class); ``guard`` raises when
+        the caller no longer holds the table lock under a valid fence (checked before any
+        rollback). Without a job, rewrites are verified inline only.
+
+        Raises:
+            ActionError: an action failed (``retryable`` says whether to try again).
+            StaleFence: the job was lost; any unverified rewrite is left to the next holder.
+        """
+        _row, intents, admission = await self.admitted(table_id, actions)
+        limits = (await self._orphan_limits(table_id, admission)
+                  if any(isinstance(i, RemoveOrphanFiles) for i in intents) else None)
+        maintenance = await self._maintenance(table_id, job, guard, admission, limits)
+        ref = maintenance.ref
+        if job is not None:
+            await self.settle(job, table_id, record, guard, maintenance)
+        results: list[dict[str, Any]] = []
+        status = await self._status(ref)
+        for intent in intents:
+            name = intent.kind.value
+            started = datetime.now(UTC)
+            try:
+                outcome = await maintenance.run(intent)
+            except OrphanLimitExceeded as exc:
+                self._failed(name, started)
+                await self._hold(table_id, name, str(exc), exc.evidence)
+                await record(ActionRecord(name, "failed", started, datetime.now(UTC),
+                                          procedure=name, output=exc.evidence, error=str(exc)))
+                raise ActionError(str(exc), retryable=False) from exc
+            except VerificationFailed as exc:
+                self._failed(name, started)
+                await self._hold(table_id, name, str(exc), exc.evidence)
+                if job is not None:
+                    await self._clear(job, table_id)
+                await record(ActionRecord(
+                    name, "failed", started, datetime.now(UTC), procedure=name,
+                    output={**exc.evidence, "verification": exc.evidence}, error=str(exc)))
+                raise ActionError(str(exc), retryable=False) from exc
+            except StaleFence:
+                raise  # lost the job: the pending verification is the next holder's
+            except (PermanentError, InvalidIdentifier, ValueError) as exc:
+                self._failed(name, started)
+                await record(ActionRecord(name, "failed", started, datetime.now(UTC),
+                                          procedure=name, error=str(exc)))
+                if job is not None:
+                    await self.settle(job, table_id, record, guard, maintenance)
+                raise ActionError(f"{name}: {exc}", retryable=False) from exc
+            except Exception as exc:  # Spark/py4j/thrift errors: classify by type
+                self._failed(name, started)
+                message = redact_text(f"{name} failed: {type(exc).__name__}: {exc}")[:4000]
+                await record(ActionRecord(name, "failed", started, datetime.now(UTC),
+                                          procedure=name, error=message))
+                # A rewrite may have committed partial progress before failing: verify it.
+                if job is not None:
+                    await self.settle(job, table_id, record, guard, maintenance)
+                raise ActionError(message, retryable=classify(exc)) from exc
+            after = await self._status(ref)
+            finished = datetime.now(UTC)
+            JOB_ACTION_DURATION.record((finished - started).total_seconds(),
+                                       {"action": name, "state": "succeeded"})
+            output = {**outcome.output, **outcome.verification}
+            await record(ActionRecord(
+                name, "succeeded", started, finished, procedure=outcome.procedure,
+                sql_text=redact_text(";\n".join(outcome.sql)), output=output,
+                impact=_impact(status, after)))
+            if job is not None and outcome.verification:
+                start = outcome.verification["verification"]["start_snapshot_id"]
+                if not await self._clear(job, table_id, start, check_start=True):
+                    # The pending row starts before this rewrite (an older row nobody
+                    # settled): verify from there before going on.
+                    await self.settle(job, table_id, record, guard, maintenance)
+            results.append({"action": name, **outcome.output})
+            status = after
+        return results
+
+    async def settle(
+        self,
+        job: Job,
+        table_id: int,
+        record: Record,
+        guard: Guard | None,
+        maintenance: TableMaintenance | None = None,
+    ) -> dict[str, Any] | None:
+        """Verify the table's pending rewrite (left by this or an earlier attempt or job), if
+        any, and record the evidence as a ``verify_rewrites`` action. Returns the evidence
+        (None when nothing was pending).
+
+        Raises:
+            ActionError: not retryable; the rewrite changed the contents, or it could not be
+                verified (query error, timeout, engine gone): the table is now on hold.
+            StaleFence: ``guard`` found the lock lost; the row stays for the next holder.
+        """
+        pending = await self.pool.fetchrow(load_query("table_pending_verification_get"), table_id)
+        if pending is None:
+            return None
+        maintenance = maintenance or await self._maintenance(table_id, job, guard)
+        started = datetime.now(UTC)
+        origin = {"job_id": pending["job_id"], "fence": pending["fence"],
+                  "action": pending["action"], "recorded_at": pending["recorded_at"].isoformat(),
+                  "start_snapshot_id": pending["start_snapshot_id"]}
+        try:
+            verified = await asyncio.wait_for(
+                maintenance.verify_rewrites(pending["start_snapshot_id"], guard),
+                self.verify_timeout_seconds)
+        except VerificationFailed as exc:
+            evidence = {**exc.evidence, "pending": origin}
+            await self._hold(table_id, VERIFY_ACTION, str(exc), evidence)
+            await self._settled(pending)
+            await record(ActionRecord(VERIFY_ACTION, "failed", started, datetime.now(UTC),
+                                      output={**evidence, "verification": evidence},
+                                      error=str(exc)))
+            raise ActionError(str(exc), retryable=False) from exc
+        except StaleFence:
+            raise
+        except Exception as exc:  # query error, timeout, engine gone: never "failed and forgotten"
+            if isinstance(exc, TimeoutError):
+                await self.engine.interrupt()
+            reason = redact_text(f"rewrite of {maintenance.ref} could not be verified: "
+                                 f"{type(exc).__name__}: {exc}")[:4000]
+            evidence = {"status": "error", "start_snapshot_id": pending["start_snapshot_id"],
+                        "snapshots": [], "rollback": None, "error": reason, "pending": origin}
+            await self._hold(table_id, VERIFY_ACTION, reason, evidence)
+            await self._settled(pending)
+            await record(ActionRecord(VERIFY_ACTION, "failed", started, datetime.now(UTC),
+                                      output={"verification": evidence}, error=reason))
+            raise ActionError(reason, retryable=False) from exc
+        evidence = {**verified["verification"], "pending": origin}
+        await self._settled(pending)
+        await record(ActionRecord(VERIFY_ACTION, "succeeded", started, datetime.now(UTC),
+                                  output={"verified_snapshots": verified["verified_snapshots"],
+                                          "verification": evidence}))
+        return evidence
+
+    async def _clear(self, job: Job, table_id: int, start: int | None = None, *,
+                     check_start: bool = False) -> bool:
+        """Delete this job's pending row for the table once its rewrite is settled; with
+        ``check_start``, only if the row starts at ``start``. False when another row is
+        pending (left as it is)."""
+        pending = await self.pool.fetchrow(load_query("table_pending_verification_get"), table_id)
+        if pending is None:
+            return True
+        if pending["job_id"] != job.id or pending["fence"] != job.fence or (
+                check_start and pending["start_snapshot_id"] != start):
+            return False
+        await self._settled(pending)
+        return True
+
+    async def _settled(self, pending: asyncpg.Record) -> None:
+        await self.pool.execute(load_query("table_pending_verification_settle"),
+                                pending["table_id"], pending["job_id"], pending["fence"],
+                                pending["recorded_at"])
+
+    @staticmethod
+    def _failed(name: str, started: datetime) -> None:
+        JOB_ACTION_DURATION.record((datetime.now(UTC) - started).total_seconds(),
+                                   {"action": name, "state": "failed"})
+
+    async def _hold(self, table_id: int, action: str, reason: str,
+                    evidence: dict[str, Any]) -> None:
+        hold = {"reason": redact_text(reason), "action": action, "evidence": redact(evidence),
+                "at": datetime.now(UTC).isoformat()}
+        await self.pool.execute(load_query("table_hold_set"), table_id, hold)
+        log.error("maintenance.table_held", table_id=table_id, reason=reason)

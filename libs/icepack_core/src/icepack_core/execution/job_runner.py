@@ -1,0 +1,174 @@
+"""Running one claimed job end to end; shared by the executor service and ``icepack maintain``.
+
+Order: take the table lock under the job's fence, run the actions through ``JobExecution`` under
+a ``JobLease`` (heartbeats; on a lost lease or a cancel it stops the Spark work itself), then
+finish the job with a fenced write, and release the lock only if still ours. A rewrite's start
+snapshot is recorded before its CALL; it is verified on success, after an error and after a
+cancel (the lock is still ours); after a lost lease, a shutdown or a kill it is left for the next
+job on the table, which verifies it first (``JobExecution.settle``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import asyncpg
+import structlog
+from opentelemetry.trace import SpanKind
+
+from icepack_core.db.resilience import TRANSIENT_DB_ERRORS, is_transient
+from icepack_core.errors import LockHeld, StaleFence
+from icepack_core.execution.job_execution import ActionRecord, JobExecution, Record
+from icepack_core.execution.outcome import ActionError
+from icepack_core.inspection.inspector import Inspector
+from icepack_core.inspection.store import ManifestStatsStore
+from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.queue.lease import CancelRequested, JobLease, LeaseLost
+from icepack_core.queue.locks import TableLocks
+from icepack_core.settings import Settings
+from icepack_core.spark.engine import SparkEngine
+from icepack_core.telemetry.logs import redact_text
+from icepack_core.telemetry.metrics import JOBS_FINISHED
+from icepack_core.telemetry.tracing import parent_context, tracer
+
+log = structlog.get_logger("icepack.jobs")
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """How a run ended. ``job`` is the job after its last fenced write (None when the lease was
+    lost and the job belongs to someone else now)."""
+
+    job: Job | None
+    lock_held: bool = False
+
+
+class JobRunner:
+    """Runs claimed jobs as ``owner`` with one Spark engine (opened on first use)."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: Settings,
+        queue: JobQueue,
+        engine: SparkEngine,
+        owner: str,
+        *,
+        retry_failures: bool = True,
+    ) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.queue = queue
+        self.engine = engine
+        self.owner = owner
+        # The CLI has nobody to retry for it: its failures are final.
+        self.retry_failures = retry_failures
+        self.locks = TableLocks(pool)
+        self.execution = JobExecution(
+            pool, engine, Inspector(settings, cache=ManifestStatsStore(pool)),
+            expiry_min_age_hours=settings.expiry_min_age_hours,
+            default_cadence_hours=settings.maintenance_cadence_hours)
+
+    async def run(self, job: Job, on_record: Record | None = None) -> JobRun:
+        """Run ``job`` to a terminal or re-queued state; never raises for job failures.
+
+        Whatever the job raises, it is failed (permanently, fenced, with the redacted error),
+        so no malformed job can stop the caller. Only a failure to write that outcome (the
+        database unreachable) propagates.
+
+        Its span continues the trace of whoever enqueued it (the planner's, for planned jobs).
+        """
+        with tracer().start_as_current_span(
+            "executor job", context=parent_context(job.traceparent), kind=SpanKind.CONSUMER,
+            attributes={"icepack.job_id": job.id, "icepack.table_id": job.table_id or 0,
+                        "icepack.fence": job.fence},
+        ):
+            return await self._run(job, on_record)
+
+    async def _run(self, job: Job, on_record: Record | None) -> JobRun:
+        bound = log.bind(job_id=job.id, table_id=job.table_id, fence=job.fence)
+        lease_seconds = self.settings.job_lease_seconds
+        lock = None
+        lease: JobLease | None = None
+        try:
+            if job.table_id is None:
+                raise ActionError("job names no table", retryable=False)
+            lock = await self.locks.acquire(
+                job.table_id, self.owner, job.fence, lease_seconds, job_id=job.id
+            )
+            lease = JobLease(self.queue, job, lease_seconds, self.locks, lock,
+                             on_stop=self.engine.interrupt)
+
+            async def record(action: ActionRecord) -> None:
+                await self.queue.record_action(job, **vars(action))
+                if on_record is not None:
+                    await on_record(action)
+
+            async def guard() -> None:
+                # Before a rollback: the table lock is still ours under the job's fence.
+                assert lease is not None and lease.lock is not None
+                lease.lock = await self.locks.renew(lease.lock, lease_seconds)
+
+            results = await lease.run(self.execution.run(job.table_id, job.actions, record,
+                                                         job=job, guard=guard))
+            done = await self.queue.complete(job, {"actions": results})
+            JOBS_FINISHED.add(1, {"outcome": "succeeded"})
+            bound.info("job.succeeded", actions=len(results))
+            return JobRun(done)
+        except LockHeld as exc:
+            done = await self.queue.fail(job, str(exc), retryable=self.retry_failures)
+            bound.info("job.table_busy")
+            return JobRun(done, lock_held=True)
+        except CancelRequested:
+            bound.info("job.cancelled")
+            # The lock is still ours: whatever the cancelled rewrite committed is verified now
+            # (or the table held) before the job ends.
+            assert job.table_id is not None and lease is not None
+            settling = JobLease(self.queue, job, lease_seconds, self.locks, lease.lock,
+                                on_stop=self.engine.interrupt, honour_cancel=False)
+            try:
+                await settling.run(self.execution.settle(job, job.table_id, record, guard))
+            except ActionError as exc:  # the table is on hold, with the evidence
+                bound.warning("job.cancelled_rewrite_failed_verification", error=str(exc))
+            except (LeaseLost, StaleFence) as exc:
+                bound.warning("job.abandoned", error=str(exc))  # the next holder verifies
+                return JobRun(None)
+            return JobRun(await self.queue.finish_cancelled(job))
+        except (LeaseLost, StaleFence) as exc:
+            bound.warning("job.abandoned", error=str(exc))  # someone else owns it now
+            return JobRun(None)
+        except ActionError as exc:
+            done = await self.queue.fail(job, str(exc),
+                                         retryable=exc.retryable and self.retry_failures)
+            JOBS_FINISHED.add(1, {"outcome": done.state.value})
+            bound.warning("job.failed", error=str(exc), state=done.state.value)
+            return JobRun(done)
+        except Exception as exc:
+            # Anything else (a malformed job, a bug, the database going away): this job fails
+            # alone, with its reason, and the caller goes on to the next one. Permanently,
+            # unless the database was unreachable; if even this write fails, the caller's
+            # loop (or the lease reaper) deals with it.
+            error = redact_text(f"{type(exc).__name__}: {exc}")[:4000]
+            bound.exception("job.crashed", error=error)
+            try:
+                done = await self.queue.fail(job, f"unexpected error: {error}",
+                                             retryable=is_transient(exc) and self.retry_failures)
+            except StaleFence:
+                bound.warning("job.abandoned", error=error)  # reaped meanwhile: not ours now
+                return JobRun(None)
+            JOBS_FINISHED.add(1, {"outcome": done.state.value})
+            return JobRun(done)
+        except asyncio.CancelledError:
+            # Shutdown or Ctrl-C: hand the job back (or, for the CLI, record why it stopped).
+            await asyncio.shield(self.queue.fail(job, "stopped before it finished",
+                                                 retryable=self.retry_failures))
+            raise
+        finally:
+            if lock is not None:
+                try:
+                    await self.locks.release(lock)
+                except StaleFence:
+                    bound.info("job.lock_already_taken_over")
+                except TRANSIENT_DB_ERRORS as exc:  # its lease runs out by itself
+                    bound.warning("job.lock_release_failed", error=str(exc))

@@ -1,0 +1,366 @@
+"""Running maintenance actions on one table through a Spark engine, and proving they lost nothing.
+
+``TableMaintenance.run(intent)`` turns a typed action intent (``icepack_core.intents``) into one
+Iceberg procedure call built by ``sql_ident``, runs it, and
+returns what it did. For rewrites it first hands the start snapshot to ``before_call`` (the
+executor records it durably) and, after the call, verifies every ``replace`` snapshot committed
+since then through ``verification.RewriteVerifier``: the live row count and a content checksum
+(``fingerprint``) must equal its parent's. On a violation it rolls the table back to the
+snapshot before the bad commit (if nothing was committed on top of it and ``guard`` confirms the
+lock is still ours) and raises ``VerificationFailed`` with the evidence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from icepack_core.errors import IcepackError, InvalidIdentifier, PermanentError
+from icepack_core.execution.fingerprint import Fingerprint
+from icepack_core.execution.partition_filter import (
+    PartitionColumn,
+    ScopeFallback,
+    identity_columns,
+    scope_partitions,
+)
+from icepack_core.execution.verification import Guard, RewriteVerifier, VerificationFailed
+from icepack_core.intents import (
+    REWRITES,
+    Action,
+    ExpireSnapshots,
+    Intent,
+    RemoveOrphanFiles,
+    RewriteDataFiles,
+    RewriteManifests,
+    RewritePositionDeleteFiles,
+    parse_intent,
+)
+from icepack_core.safety.admission import normalize_location
+from icepack_core.spark.engine import Rows, SparkEngine
+from icepack_core.spark.sql import (
+    SPARK_CONF_UNDEFINED,
+    ProcedureValue,
+    TableRef,
+    procedure_call,
+    qualified_name,
+    spark_conf_reset,
+    spark_conf_set,
+    spark_conf_settings,
+    spark_conf_show,
+    spark_conf_statements,
+)
+from icepack_core.types import TableRef as CatalogTableRef
+
+__all__ = ["MAINTENANCE_ACTIONS", "REWRITES", "ActionOutcome", "AfterCall", "BeforeCall",
+           "Fingerprint", "OrphanLimitExceeded", "OrphanLimits", "TableMaintenance",
+           "VerificationFailed", "procedure_args"]
+
+log = structlog.get_logger("icepack.maintenance")
+MAINTENANCE_ACTIONS = tuple(a.value for a in Action)
+DEFAULT_TARGET_FILE_SIZE = 536_870_912
+MAX_SCOPED_PARTITIONS = 100
+
+
+@dataclass(frozen=True)
+class OrphanLimits:
+    """When an orphan dry run finds too much to delete, something is wrong (a wrong location,
+    a writer's missing commit): stop and hold instead. The ratio applies from ``min_files`` on,
+    so a small table's few stray files are still cleaned."""
+
+    max_files: int = 10_000
+    max_fraction: float = 0.10
+    min_files: int = 100
+    live_files: int | None = None
+
+    def exceeded_by(self, found: int) -> str | None:
+        if found > self.max_files:
+            return f"{found} orphan candidates > max {self.max_files}"
+        if self.live_files is not None and found >= self.min_files \
+                and found > self.max_fraction * self.live_files:
+            return (f"{found} orphan candidates > {self.max_fraction:.0%} of "
+                    f"{self.live_files} live files")
+        return None
+
+
+class OrphanLimitExceeded(IcepackError):
+    """An orphan dry run found more than the policy allows; nothing was deleted."""
+
+    code = "ORPHAN_LIMIT_EXCEEDED"
+
+    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.evidence = evidence
+
+
+@dataclass
+class ActionOutcome:
+    action: str
+    procedure: str
+    sql: list[str]
+    output: dict[str, Any]
+    verification: dict[str, Any] = field(default_factory=dict)
+
+
+AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the procedure commits
+# Called with the start snapshot before a rewrite's CALL: the durable "to verify" record.
+BeforeCall = Callable[[str, int | None], Awaitable[None]]
+
+
+def procedure_args(
+    intent: Intent, table: TableRef, *, location: str | None = None
+) -> tuple[str, dict[str, ProcedureValue]]:
+    """The procedure and its typed arguments for one intent. ``location`` confines orphan
+    removal to the table's own root (with ``prefix_mismatch_mode => 'ERROR'``).
+
+    Raises:
+        PermanentError: orphan removal without a location.
+    """
+    args: dict[str, ProcedureValue] = {"table": table}
+    if isinstance(intent, RewriteDataFiles):
+        args["strategy"] = intent.params.strategy
+        args["options"] = dict(intent.params.options)
+        if intent.params.where:
+            args["where"] = intent.params.where
+    elif isinstance(intent, RewritePositionDeleteFiles):
+        args["options"] = dict(intent.params.options)
+    elif isinstance(intent, RewriteManifests):
+        args["use_caching"] = intent.params.use_caching
+    elif isinstance(intent, ExpireSnapshots):
+        args["older_than"] = intent.params.older_than
+        args["retain_last"] = intent.params.retain_last
+    elif isinstance(intent, RemoveOrphanFiles):
+        if location is None:
+            raise PermanentError("remove_orphan_files needs the table's location")
+        args["older_than"] = intent.params.older_than
+        args["location"] = location
+        args["prefix_mismatch_mode"] = "ERROR"
+        args["dry_run"] = intent.params.dry_run
+    return intent.kind.value, args
+
+
+class TableMaintenance:
+    """Maintenance of one table (``ref``) through one engine."""
+
+    def __init__(
+        self,
+        engine: SparkEngine,
+        ref: CatalogTableRef,
+        properties: Mapping[str, str] | None = None,
+        *,
+        verify_checksum: bool = True,
+        after_call: AfterCall | None = None,
+        before_call: BeforeCall | None = None,
+        guard: Guard | None = None,
+        orphan_location: str | None = None,
+        orphan_limits: OrphanLimits | None = None,
+    ) -> None:
+        self.engine = engine
+        self.ref = ref
+        self.levels = ref.levels
+        self.table = TableRef(self.levels, ref.name)
+        self.qualified = qualified_name(ref.catalog, self.levels, ref.name)
+        self.properties = dict(properties or {})
+        self.verify_checksum = verify_checksum
+        self.after_call = after_call
+        self.before_call = before_call
+        self.guard = guard
+        self.verifier = RewriteVerifier(engine, ref.catalog, self.table,
+                                        verify_checksum=verify_checksum)
+        # Set by the safety choke point (safety.admission.admit) for orphan removal only.
+        self.orphan_location = orphan_location
+        self.orphan_limits = orphan_limits or OrphanLimits()
+
+    def metadata_table(self, name: str) -> str:
+        return qualified_name(self.ref.catalog, (*self.levels, self.ref.name), name)
+
+    async def current_snapshot_id(self) -> int | None:
+        return await self.verifier.current_snapshot_id()
+
+    async def fingerprint(self, snapshot_id: int | None = None) -> Fingerprint:
+        """Row count and checksum of the live rows (deletes applied) at a snapshot."""
+        return await self.verifier.fingerprint(snapshot_id)
+
+    async def snapshots_since(self, start: int | None) -> Rows:
+        """Snapshots on the current branch after ``start``, oldest first."""
+        return await self.verifier.snapshots_since(start)
+
+    async def run(self, action: Intent | Mapping[str, Any]) -> ActionOutcome:
+        """Run one action; rewrites are verified (and rolled back on a violation).
+
+        A mapping is validated into an intent first (``icepack_core.intents``).
+
+        Raises:
+            PermanentError: bad parameters (``IntentError``), or orphan removal whose table
+                location is not the one admitted.
+            OrphanLimitExceeded: the orphan dry run found more than the limits allow.
+            VerificationFailed: a rewrite changed the live contents (rolled back if possible).
+            Exception: the engine's error for a failed statement; a rewrite may have committed
+                partial progress before it, which the caller must still verify.
+        """
+        intent = action if not isinstance(action, Mapping) else parse_intent(action)
+        location = None
+        if isinstance(intent, RemoveOrphanFiles):
+            location = await self._confirmed_location()
+        name, args = procedure_args(intent, self.table, location=location)
+        scope_note: dict[str, Any] = {}
+        if isinstance(intent, RewriteDataFiles) and intent.params.scope == "partitions" \
+                and "where" not in args:
+            where, scope_note = await self.partition_scope(dict(intent.params.options))
+            if where is not None:
+                args["where"] = where
+        statements = spark_conf_statements(self.properties)
+        # The session is shared by every table this engine maintains: each conf set for this
+        # action goes back to its previous value afterwards, whatever happens.
+        previous: dict[str, str] = {}
+        try:
+            for key, value in spark_conf_settings(self.properties):
+                previous[key] = await self._conf_value(key)
+                await self.engine.sql(spark_conf_set(key, value))
+            return await self._call(intent, name, args, location, statements, scope_note)
+        finally:
+            await self._restore_confs(previous)
+
+    async def _call(self, intent: Intent, name: str, args: dict[str, ProcedureValue],
+                    location: str | None, statements: Sequence[str],
+                    scope_note: dict[str, Any]) -> ActionOutcome:
+        """The procedure call of one admitted intent (confs already set)."""
+        start = await self.current_snapshot_id() if intent.kind in REWRITES else None
+        outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
+        if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
+            # Always list first: the list is recorded, and too long a list stops the job.
+            dry = procedure_call(self.ref.catalog, name, {**args, "dry_run": True})
+            outcome.sql.append(dry)
+            found = await self.engine.sql(dry)
+            paths = [str(next(iter(r.values()))) for r in found]
+            outcome.output["dry_run_orphans"] = len(paths)
+            outcome.output["dry_run_sample"] = paths[:20]
+            too_many = self.orphan_limits.exceeded_by(len(paths))
+            if too_many is not None:
+                raise OrphanLimitExceeded(
+                    f"remove_orphan_files on {self.ref} stopped before deleting: {too_many}",
+                    {"dry_run_orphans": len(paths), "orphans": paths[:1000],
+                     "location": location, "limits": vars(self.orphan_limits)})
+        call = procedure_call(self.ref.catalog, name, args)
+        outcome.sql.append(call)
+        if intent.kind in REWRITES and self.before_call is not None:
+            await self.before_call(name, start)
+        started = time.monotonic()
+        rows = await self.engine.sql(call)
+        outcome.output.update(_summarise(name, rows))
+        outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+        if self.after_call is not None:
+            await self.after_call(name)
+        if intent.kind in REWRITES:
+            outcome.verification = await self.verify_rewrites(start, self.guard)
+        return outcome
+    async def _conf_value(self, key: str) -> str:
+        """The session's current value of an allowlisted conf (``SPARK_CONF_UNDEFINED``)."""
+        rows = await self.engine.sql(spark_conf_show(key))
+        if not rows:
+            return SPARK_CONF_UNDEFINED
+        row = rows[0]
+        return str(row["value"] if "value" in row else list(row.values())[-1])
+
+    async def _restore_confs(self, previous: Mapping[str, str]) -> None:
+        """Put each conf back: ``SET`` its previous value, or ``RESET`` it when it had none
+        (or one ``SET`` cannot carry). Never raises: a failed restore is logged, and must not
+        hide the action's own outcome or error."""
+        for key, value in previous.items():
+            try:
+                statement = spark_conf_set(key, value)  # refuses SPARK_CONF_UNDEFINED too
+            except InvalidIdentifier:
+                statement = spark_conf_reset(key)
+            try:
+                await self.engine.sql(statement)
+            except Exception as exc:
+                log.error("maintenance.conf_restore_failed", conf=key,
+                          error=f"{type(exc).__name__}: {exc}")
+
+    async def _confirmed_location(self) -> str:
+        """The location orphan removal is confined to: the one the choke point admitted, and
+        still the table's location as Spark sees it now."""
+        if self.orphan_location is None:
+            raise PermanentError(f"remove_orphan_files on {self.ref} was not admitted with a "
+                                 "location (icepack_core.safety.admission.admit)")
+        rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
+        current = next((str(r.get("data_type") or "").strip() for r in rows
+                        if str(r.get("col_name") or "").strip() == "Location"), None)
+        if current is None or normalize_location(current) != normalize_location(
+                self.orphan_location):
+            raise PermanentError(
+                f"remove_orphan_files on {self.ref}: Spark reports location {current!r}, not "
+                f"the admitted {self.orphan_location!r}; refusing")
+        return self.orphan_location
+
+    async def identity_partition_columns(self) -> list[PartitionColumn] | None:
+        """The table's identity partition columns with their Spark types (``[]`` when
+        unpartitioned); None when any partition field is not an identity transform.
+
+        Read from ``DESCRIBE TABLE EXTENDED`` (``partition_filter.identity_columns``), so it
+        works the same on every engine.
+        """
+        rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
+        return identity_columns(rows)
+
+    async def partition_scope(
+        self, options: Mapping[str, str]
+    ) -> tuple[str | None, dict[str, Any]]:
+        """A ``where`` filter selecting only the partitions whose small files can be compacted
+        (at least ``min-input-files`` files under Iceberg's binpack threshold, 75 % of target).
+
+        Returns ``(None, note)`` -- the rewrite then runs table-wide and binpack's own
+        ``min-input-files`` skips healthy groups -- when the table is unpartitioned, a partition
+        field is not an identity transform, too many partitions qualify, or any partition value
+        cannot be written as an exact literal of its column's type; ``note["scope_reason"]``
+        then names the column and type. Scoping never fails the action: an error while
+        scoping also falls back to the whole table.
+        """
+        def whole_table(reason: str) -> tuple[None, dict[str, Any]]:
+            return None, {"scope": "table", "scope_reason": reason}
+
+        try:
+            columns = await self.identity_partition_columns()
+            if columns is None:
+                return whole_table("not identity-partitioned (a non-identity transform)")
+            if not columns:
+                return whole_table("not identity-partitioned (unpartitioned)")
+            target = int(options.get("target-file-size-bytes") or self.properties.get(
+                "write.target-file-size-bytes") or DEFAULT_TARGET_FILE_SIZE)
+            min_files = int(options.get("min-input-files", "5"))
+            scope = await scope_partitions(
+                self.engine, self.metadata_table("files"), columns,
+                undersized_bytes=int(target * 0.75), min_files=min_files,
+                max_partitions=MAX_SCOPED_PARTITIONS)
+        except ScopeFallback as exc:
+            return whole_table(exc.reason)
+        except Exception as exc:  # any scoping failure must not fail the job, only widen it
+            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+            return whole_table(f"partition scoping failed: {type(exc).__name__}: {first_line}")
+        note = {"scope": "partitions", "partitions_selected": scope.selected,
+                "partitions_total": scope.total}
+        return scope.where, note
+
+    async def verify_rewrites(
+        self, start: int | None, guard: Guard | None = None
+    ) -> dict[str, Any]:
+        """Check every ``replace`` snapshot after ``start`` (see ``RewriteVerifier.verify``).
+
+        Returns ``{"verified_snapshots": [...], "verification": evidence}``.
+        """
+        evidence = await self.verifier.verify(start, guard)
+        return {"verified_snapshots": evidence["snapshots"], "verification": evidence}
+
+
+def _summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Procedure output columns as JSON-safe values (orphan listings are counted, not kept)."""
+    if name == "remove_orphan_files":
+        return {"orphan_files_removed": len(rows),
+                "sample": [str(next(iter(r.values()))) for r in rows[:20]]}
+    if not rows:
+        return {}
+    return {str(k): (v if isinstance(v, int | float | str | bool) or v is None else str(v))
+            for k, v in rows[0].items()}

@@ -1,0 +1,1 @@
+"""Inspection: a table's ``TableStatus``, its health, and their persistence."""

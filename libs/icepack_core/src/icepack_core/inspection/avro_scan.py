@@ -1,0 +1,403 @@
+"""A fast scan of manifest files: only the fields an aggregate needs, straight from the Avro.
+
+PyIceberg's ``fetch_manifest_entry`` converts every manifest's header schema, resolves a reader
+tree and materialises every entry (column-metric maps, bounds, paths) as objects. The inspector
+needs six values per entry, so this module compiles each distinct writer schema (the header's
+``avro.schema`` JSON) once into a Python function that decodes ``status``, ``content``,
+``file_format``, ``record_count`` and ``file_size_in_bytes`` and skips everything else with
+PyIceberg's (Cython) ``BinaryDecoder``. A partition tuple is kept as its raw encoded bytes;
+each distinct encoding is decoded once, with the reader PyIceberg itself builds for that
+partition type, so partition values are exactly what ``fetch_manifest_entry`` yields.
+
+The scan is an optimisation only. ``Unsupported`` (a schema shape not compiled here, an
+unknown codec, a value PyIceberg would reject, a block that does not end where the decoded
+entries end) makes the caller fall back to ``fetch_manifest_entry``, which then gives the
+same result or the same error as before. The PyIceberg internals used here
+(``pyiceberg.avro.decoder.new_decoder``, ``pyiceberg.avro.codecs.KNOWN_CODECS``,
+``pyiceberg.avro.resolver.construct_reader``, ``AvroSchemaConversion``) are those of PyIceberg
+0.12.0, the pinned version; ``tests/inspection/test_avro_scan.py`` guards them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyiceberg.avro.codecs import KNOWN_CODECS
+from pyiceberg.avro.decoder import new_decoder
+from pyiceberg.avro.reader import Reader
+from pyiceberg.avro.resolver import construct_reader
+from pyiceberg.manifest import MANIFEST_ENTRY_SCHEMAS, FileFormat
+from pyiceberg.types import NestedField, StructType
+from pyiceberg.utils.schema_conversion import AvroSchemaConversion
+
+MAGIC = b"Obj\x01"
+SYNC_SIZE = 16
+STATUS_ID, DATA_FILE_ID = 0, 2
+CONTENT_ID, FORMAT_ID, PARTITION_ID, RECORDS_ID, SIZE_ID = 134, 101, 102, 103, 104
+_MAX_PLANS = 64  # distinct writer schemas kept compiled
+_MAX_PARTITIONS = 200_000  # decoded partition encodings kept per plan
+
+# One decoded entry: (status, content, file_format, partition bytes, record_count, size).
+Entry = tuple[int, int, str, bytes, int, int]
+DecodeBlock = Callable[[Any, int, bytes, dict[int, bytes]], list[Entry]]
+
+
+class Unsupported(Exception):
+    """This file cannot be scanned here; read it with PyIceberg instead."""
+
+
+_PRIMITIVE_SKIP = {
+    "null": None,
+    "boolean": "skip_boolean()",
+    "int": "skip_int()",
+    "long": "skip_int()",
+    "float": "skip_float()",
+    "double": "skip_double()",
+    "bytes": "skip_bytes()",
+    "string": "skip_utf8()",
+}
+_INTS = ("int", "long")
+
+
+class _Compiler:
+    """Generates the source of a block decoder for one writer schema."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, Any] = {}
+        self.depth = 0
+        self.found: set[int] = set()
+
+    def resolve(self, t: Any) -> Any:
+        if isinstance(t, dict) and t.get("type") in ("record", "enum", "fixed"):
+            name = t.get("name")
+            if isinstance(name, str):
+                self.names[name] = t
+                namespace = t.get("namespace")
+                if isinstance(namespace, str) and namespace and "." not in name:
+                    self.names[f"{namespace}.{name}"] = t
+            return t
+        if isinstance(t, dict) and isinstance(t.get("type"), str | list | dict) \
+                and t["type"] not in ("array", "map"):
+            return self.resolve(t["type"])  # {"type": "long", "logicalType": ...}
+        if isinstance(t, str) and t not in _PRIMITIVE_SKIP:
+            if t not in self.names:
+                raise Unsupported(f"unknown type name {t!r}")
+            return self.names[t]
+        return t
+
+    def plain(self, t: Any) -> str | None:
+        """The primitive name of ``t`` ignoring logical types, or None."""
+        t = self.resolve(t)
+        return t if isinstance(t, str) else None
+
+    def skip(self, t: Any, ind: str) -> list[str]:
+        t = self.resolve(t)
+        if isinstance(t, str):
+            op = _PRIMITIVE_SKIP[t]
+            return [ind + op] if op else []
+        if isinstance(t, list):
+            return self.union(t, ind)
+        if not isinstance(t, dict):
+            raise Unsupported(f"unexpected schema node {t!r}")
+        kind = t.get("type")
+        if kind == "record":
+            return [line for f in t["fields"] for line in self.skip(f["type"], ind)]
+        if kind == "enum":
+            return [ind + "skip_int()"]
+        if kind == "fixed":
+            return [ind + f"skip({int(t['size'])})"]
+        if kind == "array":
+            return self.blocks(self.items(t["items"]), ind)
+        if kind == "map":
+            return self.blocks(["skip_utf8()", *self.skip_rel(t["values"])], ind)
+        raise Unsupported(f"unsupported Avro type {kind!r}")
+
+    def skip_rel(self, t: Any) -> list[str]:
+        """Skip code for ``t`` without indentation (re-indented by ``blocks``)."""
+        return self.skip(t, "")
+
+    def items(self, items: Any) -> list[str] | str:
+        """Per-element skip code, or the name of a whole-block fast path."""
+        r = self.resolve(items)
+        if r in _INTS:
+            return "ints1"
+        if isinstance(r, dict) and r.get("type") == "record" and len(r["fields"]) == 2:
+            key, value = (self.plain(f["type"]) for f in r["fields"])
+            if key in _INTS and value in _INTS:
+                return "ints2"
+            if key in _INTS and value == "bytes":
+                return "int_bytes"
+        return self.skip_rel(items)
+
+    def blocks(self, body: list[str] | str, ind: str) -> list[str]:
+        self.depth += 1
+        n, i = f"n{self.depth}", f"i{self.depth}"
+        inner = ind + "        "
+        if body == "ints1":
+            each = [inner + f"read_ints({n})"]
+        elif body == "ints2":
+            each = [inner + f"read_ints({n} * 2)"]
+        elif body == "int_bytes":
+            each = [inner + f"read_int_bytes_dict({n}, scratch)"]
+        else:
+            lines = body if isinstance(body, list) else []
+            each = [inner + f"for {i} in range({n}):"] + [inner + "    " + ln for ln in lines]
+            if not lines:
+                each.append(inner + "    pass")
+        return [
+            ind + f"{n} = read_int()",
+            ind + f"while {n}:",
+            ind + f"    if {n} < 0:",
+            ind + "        skip(read_int())",  # a negative count is followed by the byte size
+            ind + "    else:",
+            *each,
+            ind + f"    {n} = read_int()",
+        ]
+
+    def union(self, branches: list[Any], ind: str) -> list[str]:
+        self.depth += 1
+        u = f"u{self.depth}"
+        lines = [ind + f"{u} = read_int()"]
+        for pos, branch in enumerate(branches):
+            body = self.skip(branch, ind + "    ")
+            lines.append(ind + f"{'if' if pos == 0 else 'elif'} {u} == {pos}:")
+            lines.extend(body or [ind + "    pass"])
+        lines += [ind + "else:", ind + "    raise Unsupported('union branch out of range')"]
+        return lines
+
+    def fields_by_id(self, record: Any) -> dict[int, dict[str, Any]]:
+        record = self.resolve(record)
+        if not isinstance(record, dict) or record.get("type") != "record":
+            raise Unsupported("manifest entry is not a record")
+        out: dict[int, dict[str, Any]] = {}
+        for f in record["fields"]:
+            fid = f.get("field-id")
+            if isinstance(fid, int):
+                out[fid] = f
+        return out
+
+    def read(self, f: dict[str, Any], var: str, kinds: tuple[str, ...], ind: str) -> list[str]:
+        kind = f["type"]  # a bare primitive: a logical type or union would change the value
+        if kind not in kinds:
+            raise Unsupported(f"field {f.get('name')!r} has type {f['type']!r}")
+        return [ind + f"{var} = {'read_utf8' if kind == 'string' else 'read_int'}()"]
+
+    def entry(self, schema: Any) -> list[str]:
+        ind = "        "
+        top = self.fields_by_id(schema)
+        if STATUS_ID not in top or DATA_FILE_ID not in top:
+            raise Unsupported("no status or data_file field")
+        lines: list[str] = []
+        for f in self.resolve(schema)["fields"]:
+            fid = f.get("field-id")
+            if fid == STATUS_ID:
+                lines += self.read(f, "status", ("int",), ind)
+            elif fid == DATA_FILE_ID:
+                lines += self.data_file(f["type"], ind)
+            else:
+                lines += self.skip(f["type"], ind)
+        return lines
+
+    def data_file(self, t: Any, ind: str) -> list[str]:
+        by_id = self.fields_by_id(t)
+        self.found = set(by_id)
+        if not {FORMAT_ID, PARTITION_ID, RECORDS_ID, SIZE_ID} <= by_id.keys():
+            raise Unsupported("data_file lacks a required field")
+        lines = [] if CONTENT_ID in by_id else [ind + "content = 0"]
+        for f in self.resolve(t)["fields"]:
+            fid = f.get("field-id")
+            if fid == CONTENT_ID:
+                lines += self.read(f, "content", ("int",), ind)
+            elif fid == FORMAT_ID:
+                lines += self.read(f, "fmt", ("string",), ind)
+            elif fid == RECORDS_ID:
+                lines += self.read(f, "records", _INTS, ind)
+            elif fid == SIZE_ID:
+                lines += self.read(f, "size", _INTS, ind)
+            elif fid == PARTITION_ID:
+                part = self.resolve(f["type"])
+                if not isinstance(part, dict) or part.get("type") != "record":
+                    raise Unsupported("partition is not a record")
+                lines.append(ind + "p0 = tell()")
+                lines += self.skip(part, ind)
+                lines.append(ind + "part = buf[p0:tell()]")
+            else:
+                lines += self.skip(f["type"], ind)
+        return lines
+
+
+def _required_ids(struct: StructType) -> set[int]:
+    return {f.field_id for f in struct.fields
+            if isinstance(f, NestedField) and f.required and f.initial_default is None}
+
+
+_READ_SCHEMA = MANIFEST_ENTRY_SCHEMAS[2]
+_REQUIRED_ENTRY_IDS = _required_ids(_READ_SCHEMA.as_struct())
+_REQUIRED_DATA_FILE_IDS = _required_ids(
+    _READ_SCHEMA.find_field(DATA_FILE_ID).field_type)  # type: ignore[arg-type]
+
+
+def compile_block_decoder(schema: Any) -> DecodeBlock:
+    """A function decoding ``n`` entries of a block written with ``schema`` (Avro JSON).
+
+    Raises:
+        Unsupported: the schema has a shape this module does not compile, or PyIceberg's read
+            schema requires a field it lacks (PyIceberg would refuse the file).
+    """
+    comp = _Compiler()
+    try:
+        body = comp.entry(schema)
+        top = set(comp.fields_by_id(schema))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Unsupported(f"cannot compile: {exc!r}") from exc
+    if not top >= _REQUIRED_ENTRY_IDS or not comp.found >= _REQUIRED_DATA_FILE_IDS:
+        raise Unsupported("a field PyIceberg requires is missing")
+    source = "\n".join([
+        "def decode_block(d, count, buf, scratch):",
+        "    read_int = d.read_int; read_ints = d.read_ints; read_utf8 = d.read_utf8",
+        "    read_int_bytes_dict = d.read_int_bytes_dict; skip = d.skip; tell = d.tell",
+        "    skip_int = d.skip_int; skip_boolean = d.skip_boolean; skip_bytes = d.skip_bytes",
+        "    skip_utf8 = d.skip_utf8; skip_float = d.skip_float; skip_double = d.skip_double",
+        "    out = []",
+        "    append = out.append",
+        "    for _ in range(count):",
+        *body,
+        "        append((status, content, fmt, part, records, size))",
+        "    return out",
+    ])
+    namespace: dict[str, Any] = {"Unsupported": Unsupported}
+    exec(compile(source, "<manifest block decoder>", "exec"), namespace)  # noqa: S102
+    decode: DecodeBlock = namespace["decode_block"]
+    return decode
+
+
+@dataclass
+class Plan:
+    """A compiled writer schema: its block decoder and the partition decoder."""
+
+    schema_json: str
+    decode_block: DecodeBlock
+    _partition_reader: Reader | None = None
+    keys: dict[tuple[int, bytes], str] = field(default_factory=dict)
+
+    def partition_reader(self) -> Reader:
+        """The reader PyIceberg builds for this file's partition struct (built on first use)."""
+        if self._partition_reader is None:
+            schema = AvroSchemaConversion().avro_to_iceberg(json.loads(self.schema_json))
+            partition = schema.find_field(DATA_FILE_ID).field_type.field(PARTITION_ID)  # type: ignore[attr-defined]
+            self._partition_reader = construct_reader(partition.field_type)
+        return self._partition_reader
+
+    def partition_key(self, spec_id: int, raw: bytes, key_of: Callable[[int, Any], str]) -> str:
+        """``key_of(spec_id, partition)`` for one raw partition encoding, memoised."""
+        found = self.keys.get((spec_id, raw))
+        if found is None:
+            decoder = new_decoder(raw)
+            found = key_of(spec_id, self.partition_reader().read(decoder))
+            if decoder.tell() != len(raw):
+                raise Unsupported("partition encoding not fully consumed")
+            if len(self.keys) >= _MAX_PARTITIONS:
+                self.keys.clear()
+            self.keys[(spec_id, raw)] = found
+        return found
+
+
+_plans: dict[str, Plan | None] = {}
+_plans_lock = threading.Lock()
+
+
+def plan_for(schema_json: str) -> Plan:
+    """The compiled plan of a writer schema (cached; ``Unsupported`` is cached too)."""
+    if schema_json in _plans:
+        cached = _plans[schema_json]
+        if cached is None:
+            raise Unsupported("schema not supported")
+        return cached
+    plan: Plan | None
+    try:
+        plan = Plan(schema_json, compile_block_decoder(json.loads(schema_json)))
+    except Unsupported:
+        plan = None
+    except ValueError:  # not JSON
+        plan = None
+    with _plans_lock:
+        if len(_plans) >= _MAX_PLANS:
+            _plans.clear()
+        _plans[schema_json] = plan
+    if plan is None:
+        raise Unsupported("schema not supported")
+    return plan
+
+
+_VALID_FORMATS: dict[str, bool] = {}
+
+
+def check_format(name: str) -> None:
+    """Raise ``Unsupported`` for a file format PyIceberg's enum would reject."""
+    ok = _VALID_FORMATS.get(name)
+    if ok is None:
+        try:
+            FileFormat(name)
+            ok = True
+        except ValueError:
+            ok = False
+        if len(_VALID_FORMATS) > 1000:
+            _VALID_FORMATS.clear()
+        _VALID_FORMATS[name] = ok
+    if not ok:
+        raise Unsupported(f"unknown file format {name!r}")
+
+
+def scan_entries(data: bytes) -> tuple[Plan, list[Entry]]:
+    """Every entry of one manifest file's bytes (deleted ones included), decoded.
+
+    Raises:
+        Unsupported: the file is not one this scan handles exactly (the caller falls back).
+    """
+    try:
+        return _scan(data)
+    except Unsupported:
+        raise
+    except Exception as exc:  # EOF, bad varint, decompression error ... PyIceberg decides
+        raise Unsupported(f"scan failed: {exc!r}") from exc
+
+
+def _scan(data: bytes) -> tuple[Plan, list[Entry]]:
+    d = new_decoder(data)
+    if d.read(4) != MAGIC:
+        raise Unsupported("not an Avro object container")
+    meta: dict[str, str] = {}
+    n = d.read_int()
+    while n:
+        if n < 0:
+            n = -n
+            d.read_int()
+        for _ in range(n):
+            key = d.read_utf8()
+            meta[key] = d.read_utf8()
+        n = d.read_int()
+    sync = d.read(SYNC_SIZE)
+    codec_name = meta.get("avro.codec")
+    if codec_name not in KNOWN_CODECS or "avro.schema" not in meta:
+        raise Unsupported(f"codec {codec_name!r} or schema missing")
+    codec = KNOWN_CODECS[codec_name]
+    plan = plan_for(meta["avro.schema"])
+    entries: list[Entry] = []
+    scratch: dict[int, bytes] = {}
+    end = len(data)
+    while d.tell() < end:
+        count = d.read_int()
+        block = d.read_bytes()
+        if codec is not None:
+            block = codec.decompress(block)
+        bd = new_decoder(block)
+        entries += plan.decode_block(bd, count, block, scratch)
+        if bd.tell() != len(block):
+            raise Unsupported("block not consumed exactly")
+        if d.read(SYNC_SIZE) != sync:
+            raise Unsupported("sync marker mismatch")
+    return plan, entries

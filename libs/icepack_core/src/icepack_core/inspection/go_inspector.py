@@ -1,0 +1,98 @@
+"""Run go-inspector (``icepack-iceberg-inspector``, iceberg-go) and parse its JSON contract.
+
+Selected with ``ICEPACK_METADATA_INSPECTOR=iceberg-go``. The binary reads the table from its
+metadata location; it has no access to ``manifest_stats``, so it reads every manifest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+from icepack_core.inspection.status import InspectionFailed, TableStatus
+
+DEFAULT_BINARY = Path("go-inspector/bin/icepack-iceberg-inspector")
+TIMEOUT_SECONDS = 600.0
+_REPO_ROOT = Path(__file__).resolve().parents[5]
+# FileIO properties that are secrets travel in the child's environment, never on its argv
+# (which any local user can read in /proc).
+_SECRET_PROPS = {
+    "s3.access-key-id": "AWS_ACCESS_KEY_ID",
+    "s3.secret-access-key": "AWS_SECRET_ACCESS_KEY",
+    "s3.session-token": "AWS_SESSION_TOKEN",
+}
+_PASSED_PROPS = ("s3.endpoint", "s3.region", "s3.path-style-access", "s3.force-virtual-addressing")
+
+
+def resolve_binary(configured: Path | None) -> Path:
+    """The go-inspector executable: the configured path, else ``go-inspector/bin/...`` in the
+    working directory or the source checkout.
+
+    Raises:
+        InspectionFailed: no executable found (the message names ICEPACK_GO_INSPECTOR_PATH).
+    """
+    candidates = [configured] if configured else [DEFAULT_BINARY, _REPO_ROOT / DEFAULT_BINARY]
+    for path in candidates:
+        if path is not None and path.is_file():
+            return path
+    raise InspectionFailed(
+        f"go-inspector not found at {', '.join(str(c) for c in candidates)}; build it "
+        "(make -C go-inspector) or set ICEPACK_GO_INSPECTOR_PATH"
+    )
+
+
+async def inspect_with_go(
+    metadata_location: str,
+    *,
+    catalog: str,
+    namespace: str,
+    table: str,
+    binary: Path | None = None,
+    io_properties: dict[str, str] | None = None,
+    small_file_bytes: int | None = None,
+    time_limit: float = TIMEOUT_SECONDS,
+) -> TableStatus:
+    """Inspect one table with go-inspector.
+
+    Raises:
+        InspectionFailed: the binary is missing, failed, timed out or reported an error.
+    """
+    exe = resolve_binary(binary)
+    args = [
+        str(exe), "--metadata-location", metadata_location,
+        "--catalog", catalog, "--namespace", namespace, "--table", table,
+    ]
+    if small_file_bytes is not None:
+        args += ["--small-file-bytes", str(small_file_bytes)]
+    env = dict(os.environ)
+    for key, value in (io_properties or {}).items():
+        if key in _SECRET_PROPS:
+            env[_SECRET_PROPS[key]] = value
+        elif key in _PASSED_PROPS:
+            args += ["--prop", f"{key}={value}"]  # argv, not a shell: nothing is interpreted
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), time_limit)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise InspectionFailed(
+            f"go-inspector timed out after {time_limit:g}s on {metadata_location}"
+        ) from None
+    try:
+        doc = json.loads(out or b"null")
+    except json.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+        raise InspectionFailed(str(doc["error"].get("message") or "go-inspector failed"))
+    if proc.returncode != 0 or not isinstance(doc, dict):
+        detail = err.decode(errors="replace").strip()[-2000:] or f"exit code {proc.returncode}"
+        raise InspectionFailed(f"go-inspector failed on {metadata_location}: {detail}")
+    try:
+        return TableStatus.model_validate(doc)
+    except ValueError as exc:
+        raise InspectionFailed(f"go-inspector printed an invalid status: {exc}") from exc

@@ -1,0 +1,137 @@
+"""Table intelligence: compute the ``TableStatus`` contract for tables in configured catalogs.
+
+``Inspector`` is the one entry point the inspector service and the CLI use: it loads a table
+from its catalog and inspects it with PyIceberg (incrementally, through a manifest cache) or with
+go-inspector, as ``ICEPACK_METADATA_INSPECTOR`` says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from pyiceberg.table import Table
+
+from icepack_core.discovery.catalogs import CatalogSet, load_table, metadata_location_hint
+from icepack_core.inspection.go_inspector import inspect_with_go
+from icepack_core.inspection.pyiceberg_inspector import (
+    ManifestCache,
+    MemoryManifestCache,
+    inspect_metadata_location,
+    inspect_table,
+    refresh_history,
+)
+from icepack_core.inspection.status import InspectionFailed, TableStatus, describe_error
+from icepack_core.settings import Settings
+from icepack_core.types import TableRef
+
+__all__ = [
+    "InspectionFailed",
+    "Inspector",
+    "ManifestCache",
+    "MemoryManifestCache",
+    "TableStatus",
+    "inspect_metadata_location",
+    "inspect_table",
+]
+
+LOAD_TIMEOUT_SECONDS = 120.0
+
+
+_describe = describe_error
+
+
+class Inspector:
+    """Inspects tables of the configured catalogs."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalogs: CatalogSet | None = None,
+        cache: ManifestCache | None = None,
+    ) -> None:
+        self.settings = settings
+        self.catalogs = catalogs or CatalogSet(settings.effective_catalogs())
+        self.cache = cache
+
+    async def load(self, ref: TableRef, known_location: str | None = None) -> Table:
+        """Load a table's current metadata from its catalog.
+
+        ``known_location`` (the metadata file discovery last saw) is named in errors.
+
+        Raises:
+            InspectionFailed: the catalog or the table's metadata cannot be read.
+        """
+        if ref.catalog not in self.catalogs.configs:
+            raise InspectionFailed(
+                f"catalog {ref.catalog!r} is not configured (ICEPACK_CATALOGS names "
+                f"{', '.join(sorted(self.catalogs.configs)) or 'none'})"
+            )
+        try:
+            catalog = await self.catalogs.get(ref.catalog)
+        except Exception as exc:
+            self.catalogs.forget(ref.catalog)
+            raise InspectionFailed(
+                f"cannot open catalog {ref.catalog!r}: {_describe(exc)}"
+            ) from exc
+        try:
+            return await asyncio.wait_for(load_table(catalog, ref), LOAD_TIMEOUT_SECONDS)
+        except Exception as exc:
+            if known_location is None:
+                known_location = await metadata_location_hint(catalog, ref)
+            where = f" (metadata {known_location})" if known_location else ""
+            raise InspectionFailed(
+                f"cannot load table {ref}{where}: {_describe(exc)}"
+            ) from exc
+
+    async def inspect(self, ref: TableRef, known_location: str | None = None) -> TableStatus:
+        """Load and inspect one table.
+
+        Raises:
+            InspectionFailed: naming the table, file and cause.
+        """
+        t0 = time.monotonic()
+        table = await self.load(ref, known_location)
+        return await self.inspect_loaded(ref, table, t0)
+
+    async def inspect_loaded(
+        self, ref: TableRef, table: Table, started: float | None = None
+    ) -> TableStatus:
+        """Inspect an already loaded table with the configured inspector."""
+        if self.settings.metadata_inspector == "iceberg-go":
+            return await inspect_with_go(
+                table.metadata_location, catalog=ref.catalog, namespace=ref.namespace,
+                table=ref.name, binary=self.settings.go_inspector_path,
+                io_properties=dict(table.io.properties),
+            )
+        try:
+            return await inspect_table(
+                table, catalog=ref.catalog, namespace=ref.namespace, name=ref.name,
+                cache=self.cache, started=started,
+            )
+        except InspectionFailed:
+            raise
+        except Exception as exc:
+            raise InspectionFailed(f"cannot inspect {ref}: {_describe(exc)}") from exc
+
+    async def refresh(
+        self, ref: TableRef, previous: TableStatus | None, known_location: str | None = None
+    ) -> TableStatus:
+        """Age-based refresh: re-read only the metadata JSON when the current snapshot has not
+        moved since ``previous``; otherwise a full (incremental) inspection."""
+        t0 = time.monotonic()
+        table = await self.load(ref, known_location)
+        current = table.metadata.current_snapshot()
+        current_id = current.snapshot_id if current else None
+        if (
+            previous is not None
+            and previous.current_snapshot_id == current_id
+            and previous.metadata_location == table.metadata_location
+        ):
+            return refresh_history(previous, table.metadata)
+        return await self.inspect_loaded(ref, table, t0)
+
+
+def memory_inspector(settings: Settings) -> Inspector:
+    """An inspector with a process-local manifest cache (standalone CLI)."""
+    return Inspector(settings, cache=MemoryManifestCache())

@@ -1,0 +1,304 @@
+"""Per-manifest aggregates: what one manifest contributes to a ``TableStatus``.
+
+Manifests are immutable, so an aggregate keyed by the manifest's path never goes stale and
+re-inspection after a commit only reads the manifests the commit added (``manifest_stats``).
+
+Cache format (the ``stats`` jsonb of ``manifest_stats``, version ``AGGREGATE_VERSION``)::
+
+    {"v": 1, "small_threshold": 67108864,
+     "data_files": n, "data_bytes": b, "records": r, "small_files": n, "small_bytes": b,
+     "histogram": {"<1MiB": n, ...},
+     "position_deletes": n, "equality_deletes": n, "deletion_vectors": n, "delete_records": r,
+     "partitions": {"[0,[\"2024-01-01\"]]": files, ...}}
+
+The small-file counts depend on the table's ``write.target-file-size-bytes``, so the threshold
+they were computed with is part of the aggregate: a cached row is only used when its threshold
+equals the current one; otherwise the manifest is re-read and the row replaced. A threshold change
+is rare (a table property edit), while keeping every file size would make the cache as large as
+the manifests themselves. Partition keys are ``[spec_id, [values...]]`` rendered as compact JSON
+with values made JSON-safe, so equal partitions from different manifests merge.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Any
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import DataFileContent, FileFormat, ManifestContent, ManifestFile
+
+from icepack_core.inspection.avro_scan import Entry, Plan, Unsupported, check_format, scan_entries
+from icepack_core.inspection.status import HISTOGRAM_BUCKETS, bucket_of, empty_histogram
+
+AGGREGATE_VERSION = 1
+TOTALS_VERSION = f"1/{AGGREGATE_VERSION}"
+
+# bucket_of as a bisection: the i-th finite upper bound ends bucket i (lower bound inclusive).
+_BUCKET_UPPERS = [upper for _, upper in HISTOGRAM_BUCKETS if upper is not None]
+_BUCKET_BOUNDS = [name for name, _ in HISTOGRAM_BUCKETS]
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, bytes):
+        return {"b64": base64.b64encode(value).decode()}
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, Decimal | uuid.UUID):
+        return str(value)
+    return repr(value)
+
+
+def partition_key(spec_id: int, partition: Any) -> str:
+    """Canonical JSON of a data file's partition: ``[spec_id, [v1, v2, ...]]``."""
+    values = [_json_safe(partition[i]) for i in range(len(partition))] if partition else []
+    return json.dumps([spec_id, values], separators=(",", ":"), sort_keys=True)
+
+
+@dataclass
+class ManifestAggregate:
+    """The live (ADDED/EXISTING) entries of one manifest, summed."""
+
+    small_threshold: int
+    data_files: int = 0
+    data_bytes: int = 0
+    records: int = 0
+    small_files: int = 0
+    small_bytes: int = 0
+    histogram: dict[str, int] = field(default_factory=empty_histogram)
+    position_deletes: int = 0
+    equality_deletes: int = 0
+    deletion_vectors: int = 0
+    delete_records: int = 0
+    partitions: Counter[str] = field(default_factory=Counter)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": AGGREGATE_VERSION,
+            "small_threshold": self.small_threshold,
+            "data_files": self.data_files,
+            "data_bytes": self.data_bytes,
+            "records": self.records,
+            "small_files": self.small_files,
+            "small_bytes": self.small_bytes,
+            "histogram": dict(self.histogram),
+            "position_deletes": self.position_deletes,
+            "equality_deletes": self.equality_deletes,
+            "deletion_vectors": self.deletion_vectors,
+            "delete_records": self.delete_records,
+            "partitions": dict(self.partitions),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], small_threshold: int) -> ManifestAggregate | None:
+        """The cached aggregate, or None when it cannot serve this threshold/format."""
+        if data.get("v") != AGGREGATE_VERSION or data.get("small_threshold") != small_threshold:
+            return None
+        histogram = empty_histogram()
+        histogram.update({k: int(v) for k, v in data["histogram"].items()})
+        return cls(
+            small_threshold=small_threshold,
+            data_files=int(data["data_files"]),
+            data_bytes=int(data["data_bytes"]),
+            records=int(data["records"]),
+            small_files=int(data["small_files"]),
+            small_bytes=int(data["small_bytes"]),
+            histogram=histogram,
+            position_deletes=int(data["position_deletes"]),
+            equality_deletes=int(data["equality_deletes"]),
+            deletion_vectors=int(data["deletion_vectors"]),
+            delete_records=int(data["delete_records"]),
+            partitions=Counter({k: int(v) for k, v in data["partitions"].items()}),
+        )
+
+
+def read_manifest(manifest: ManifestFile, io: FileIO, small_threshold: int) -> ManifestAggregate:
+    """Open one manifest and aggregate its live entries (blocking: call from a thread).
+
+    The fast scan (``avro_scan``) is used when it handles the file exactly; anything else
+    goes through PyIceberg's ``fetch_manifest_entry`` (``read_manifest_pyiceberg``).
+
+    Raises:
+        Exception: whatever the FileIO or Avro reader raises for a missing or corrupt file.
+    """
+    with io.new_input(manifest.manifest_path).open() as stream:
+        data = stream.read()
+    try:
+        plan, entries = scan_entries(data)
+        return _aggregate_scanned(manifest.partition_spec_id, plan, entries, small_threshold)
+    except Unsupported:
+        return read_manifest_pyiceberg(manifest, io, small_threshold)
+
+
+def _aggregate_scanned(
+    spec_id: int, plan: Plan, entries: list[Entry], small_threshold: int
+) -> ManifestAggregate:
+    agg = ManifestAggregate(small_threshold=small_threshold)
+    histogram = agg.histogram
+    by_raw: dict[bytes, int] = {}
+    formats: set[str] = set()
+    raws: set[bytes] = set()
+    bounds = _BUCKET_BOUNDS
+    data_files = data_bytes = records_sum = small_files = small_bytes = 0
+    for status, content, fmt, raw, records, size in entries:
+        formats.add(fmt)
+        raws.add(raw)
+        if status == 2:  # DELETED
+            continue
+        if status != 0 and status != 1:
+            raise Unsupported(f"entry status {status}")
+        if content == 0:
+            data_files += 1
+            data_bytes += size
+            records_sum += records
+            histogram[bounds[bisect_right(_BUCKET_UPPERS, size)]] += 1
+            if size < small_threshold:
+                small_files += 1
+                small_bytes += size
+            by_raw[raw] = by_raw.get(raw, 0) + 1
+        elif content == 2:
+            agg.equality_deletes += 1
+            agg.delete_records += records
+        elif content == 1:
+            if fmt.upper() == "PUFFIN":
+                agg.deletion_vectors += 1
+            else:
+                agg.position_deletes += 1
+            agg.delete_records += records
+        else:
+            raise Unsupported(f"data file content {content}")
+    for fmt in formats:
+        check_format(fmt)
+    for raw in raws:  # PyIceberg decodes every entry's partition; a bad one fails the read
+        plan.partition_key(spec_id, raw, partition_key)
+    partitions = agg.partitions
+    for raw, count in by_raw.items():
+        partitions[plan.partition_key(spec_id, raw, partition_key)] += count
+    agg.data_files, agg.data_bytes, agg.records = data_files, data_bytes, records_sum
+    agg.small_files, agg.small_bytes = small_files, small_bytes
+    return agg
+
+
+def read_manifest_pyiceberg(
+    manifest: ManifestFile, io: FileIO, small_threshold: int
+) -> ManifestAggregate:
+    """``read_manifest`` through PyIceberg's ``fetch_manifest_entry`` (the reference path).
+
+    Raises:
+        Exception: whatever the FileIO or Avro reader raises for a missing or corrupt file.
+    """
+    agg = ManifestAggregate(small_threshold=small_threshold)
+    spec_id = manifest.partition_spec_id
+    for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+        f = entry.data_file
+        size = int(f.file_size_in_bytes)
+        records = int(f.record_count)
+        if f.content == DataFileContent.DATA:
+            agg.data_files += 1
+            agg.data_bytes += size
+            agg.records += records
+            agg.histogram[bucket_of(size)] += 1
+            if size < small_threshold:
+                agg.small_files += 1
+                agg.small_bytes += size
+            agg.partitions[partition_key(spec_id, f.partition)] += 1
+        elif f.content == DataFileContent.EQUALITY_DELETES:
+            agg.equality_deletes += 1
+            agg.delete_records += records
+        else:  # position deletes: a v3 deletion vector lives in a Puffin file
+            if f.file_format == FileFormat.PUFFIN:
+                agg.deletion_vectors += 1
+            else:
+                agg.position_deletes += 1
+            agg.delete_records += records
+    return agg
+
+
+def manifest_content(manifest: ManifestFile) -> int:
+    """0 for a data manifest, 1 for a delete manifest (``manifest_stats.content``)."""
+    return 1 if manifest.content == ManifestContent.DELETES else 0
+
+
+_COUNTS = ("data_files", "data_bytes", "records", "small_files", "small_bytes",
+           "position_deletes", "equality_deletes", "deletion_vectors", "delete_records")
+
+
+@dataclass
+class Totals:
+    """Aggregates of every manifest of a snapshot, merged.
+
+    Cached as ``inspection_totals.totals`` (version ``TOTALS_VERSION``, which embeds the
+    aggregate version it was summed from): ``{"v": "...", <the counts>, "histogram": {...},
+    "partitions": {...}}``; partitions whose count falls to 0 are dropped.
+    """
+
+    data_files: int = 0
+    data_bytes: int = 0
+    records: int = 0
+    small_files: int = 0
+    small_bytes: int = 0
+    histogram: dict[str, int] = field(default_factory=empty_histogram)
+    position_deletes: int = 0
+    equality_deletes: int = 0
+    deletion_vectors: int = 0
+    delete_records: int = 0
+    partitions: dict[str, int] = field(default_factory=dict)
+
+    def add(self, agg: ManifestAggregate, sign: int = 1) -> None:
+        """Merge one manifest's aggregate in (``sign=-1``: take it out again)."""
+        self.data_files += sign * agg.data_files
+        self.data_bytes += sign * agg.data_bytes
+        self.records += sign * agg.records
+        self.small_files += sign * agg.small_files
+        self.small_bytes += sign * agg.small_bytes
+        histogram = self.histogram
+        for key, count in agg.histogram.items():
+            histogram[key] += sign * count
+        self.position_deletes += sign * agg.position_deletes
+        self.equality_deletes += sign * agg.equality_deletes
+        self.deletion_vectors += sign * agg.deletion_vectors
+        self.delete_records += sign * agg.delete_records
+        partitions = self.partitions
+        get = partitions.get
+        for key, count in agg.partitions.items():
+            total = get(key, 0) + sign * count
+            if total:
+                partitions[key] = total
+            else:
+                del partitions[key]
+
+    def consistent(self) -> bool:
+        """No count is negative (subtracting an aggregate that was never added would show)."""
+        return (all(getattr(self, name) >= 0 for name in _COUNTS)
+                and all(v >= 0 for v in self.histogram.values())
+                and all(v > 0 for v in self.partitions.values()))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"v": TOTALS_VERSION}
+        out.update((name, getattr(self, name)) for name in _COUNTS)
+        out["histogram"] = dict(self.histogram)
+        out["partitions"] = self.partitions
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> Totals | None:
+        """The cached totals, or None when the row has another format."""
+        if not isinstance(data, dict) or data.get("v") != TOTALS_VERSION:
+            return None
+        histogram = empty_histogram()
+        if set(data["histogram"]) != set(histogram):
+            return None
+        histogram.update({k: int(v) for k, v in data["histogram"].items()})
+        totals = cls(histogram=histogram,
+                     partitions={k: int(v) for k, v in data["partitions"].items()})
+        for name in _COUNTS:
+            setattr(totals, name, int(data[name]))
+        return totals

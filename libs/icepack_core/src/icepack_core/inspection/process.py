@@ -1,0 +1,121 @@
+"""The inspector service's unit of work: inspect one table, assess it, record both.
+
+Kept here (not in the service package) so the CLI and tests share it; the service only wires it
+to ``run_event_service`` and the age-based refresh timer.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+import asyncpg
+import structlog
+
+from icepack_core.db.queries import load_query
+from icepack_core.inspection.health import Assessment, Thresholds, assess, inspection_failed
+from icepack_core.inspection.inspector import Inspector
+from icepack_core.inspection.status import InspectionFailed, TableStatus
+from icepack_core.inspection.store import (
+    ManifestStatsStore,
+    Recorded,
+    latest_status,
+    record_inspection,
+)
+from icepack_core.queue.work_items import WorkItem, WorkQueue
+from icepack_core.settings import Settings
+from icepack_core.telemetry.metrics import INSPECTION_DURATION, MANIFESTS_CACHED, MANIFESTS_READ
+from icepack_core.types import TableRef
+
+REFRESH_REASON = "refresh"  # work item reason of the age-based refresh
+REFRESH_BATCH = 500
+log = structlog.get_logger("icepack.inspector")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one ``inspect_and_record`` did; ``recorded`` is None for a skipped table."""
+
+    table_id: int
+    status: TableStatus | None
+    assessment: Assessment | None
+    recorded: Recorded | None
+
+
+class TableInspections:
+    """Inspect tables by id and persist status + health + ``status.updated``."""
+
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, thresholds: Thresholds | None = None
+    ) -> None:
+        self.pool = pool
+        self.thresholds = thresholds or Thresholds()
+        self.inspector = Inspector(settings, cache=ManifestStatsStore(pool))
+
+    async def inspect_and_record(
+        self, table_id: int, reason: str = "", now: datetime | None = None
+    ) -> Outcome:
+        """Inspect one table; a dropped or unknown table is skipped, a failure is recorded as
+        an ``INSPECTION_FAILED`` assessment (the caller carries on with other tables)."""
+        row = await self.pool.fetchrow(load_query("table_get"), table_id)
+        if row is None or row["dropped_at"] is not None:
+            return Outcome(table_id, None, None, None)
+        ref = TableRef(row["catalog"], row["namespace"], row["name"])
+        status: TableStatus | None = None
+        try:
+            if reason == REFRESH_REASON:
+                previous = await latest_status(self.pool, table_id)
+                status = await self.inspector.refresh(ref, previous, row["metadata_location"])
+            else:
+                started = time.monotonic()
+                table = await self.inspector.load(ref, row["metadata_location"])
+                status = await self.inspector.inspect_loaded(ref, table, started)
+                properties = dict(table.properties)
+                if properties != (row["properties"] or {}):
+                    # Catalog listings (SQL, Glue) carry no properties; the metadata does, and
+                    # the planner and executor read icepack.* overrides from this row.
+                    await self.pool.execute(load_query("table_set_properties"), table_id,
+                                            properties)
+                # Orphan removal refuses overlapping table locations (safety.admission).
+                await self.pool.execute(load_query("table_set_location"), table_id,
+                                        table.location())
+        except InspectionFailed as exc:
+            log.warning("inspector.failed", table=str(ref), table_id=table_id, error=exc.message)
+            assessment = inspection_failed(exc.message)
+            INSPECTION_DURATION.record(0, {"outcome": "failed"})
+        else:
+            assessment = assess(status, self.thresholds, now)
+            labels = {"inspector": status.inspector, "outcome": "ok"}
+            INSPECTION_DURATION.record(status.inspect_ms, labels)
+            MANIFESTS_READ.add(status.manifests_read, labels)
+            MANIFESTS_CACHED.add(status.manifests_cached, labels)
+        async with self.pool.acquire() as raw, raw.transaction():
+            conn = cast(asyncpg.Connection, raw)
+            recorded = await record_inspection(conn, table_id, status, assessment)
+        log.info("inspector.recorded", table=str(ref), table_id=table_id,
+                 health=assessment.health.value, score=assessment.score,
+                 manifests_read=status.manifests_read if status else None,
+                 manifests_cached=status.manifests_cached if status else None)
+        return Outcome(table_id, status, assessment, recorded)
+
+    async def process(self, item: WorkItem) -> None:
+        """``run_event_service``'s callback."""
+        await self.inspect_and_record(item.table_id, item.reason)
+
+    async def request_refresh(
+        self, queue: WorkQueue, max_age_seconds: float, now: datetime | None = None
+    ) -> int:
+        """Queue an age-based refresh for every table assessed longer ago than
+        ``max_age_seconds`` (or never); returns how many were queued."""
+        rows = await self.pool.fetch(
+            load_query("health_stale_tables"), max_age_seconds, now, REFRESH_BATCH
+        )
+        if not rows:
+            return 0
+        async with self.pool.acquire() as raw, raw.transaction():
+            conn = cast(asyncpg.Connection, raw)
+            for r in rows:
+                await queue.request(conn, r["id"], REFRESH_REASON)
+        return len(rows)

@@ -1,0 +1,125 @@
+"""Persistence of inspections: the ``manifest_stats`` cache, status snapshots, assessments.
+
+``record_inspection`` writes a status snapshot, its assessment (and the table's
+``table_health_latest`` row) and the ``status.updated`` event in the caller's transaction, so
+the planner never sees one without the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from icepack_core.db.queries import load_query
+from icepack_core.inspection.health import Assessment
+from icepack_core.inspection.pyiceberg_inspector import CachedManifest, CachedTotals
+from icepack_core.inspection.status import TableStatus, parse_ts
+from icepack_core.queue.events import publish
+from icepack_core.telemetry.tracing import current_traceparent
+from icepack_core.types import Topic
+
+
+def _bigint_or_none(value: int | None) -> int | None:
+    """Some writers produce snapshot ids beyond int64 (the spec says long); the jsonb status
+    keeps the exact value, the bigint column gets NULL rather than failing the insert."""
+    if value is None or not -(2**63) <= value < 2**63:
+        return None
+    return value
+
+
+class ManifestStatsStore:
+    """The ``manifest_stats`` table as a ``ManifestCache``, ``inspection_totals`` as its
+    ``TotalsCache``."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def get_many(self, paths: list[str]) -> dict[str, dict[str, Any]]:
+        rows = await self.pool.fetch(load_query("manifest_stats_get_many"), paths)
+        return {r["manifest_path"]: r["stats"] for r in rows}
+
+    async def put_many(self, rows: list[CachedManifest]) -> None:
+        await self.pool.executemany(
+            load_query("manifest_stats_put"),
+            [(r.path, r.length, r.content, r.stats) for r in rows],
+        )
+
+    async def get_totals(self, key: str) -> CachedTotals | None:
+        row = await self.pool.fetchrow(load_query("inspection_totals_get"), key)
+        if row is None:
+            return None
+        return CachedTotals(row["small_threshold"], list(row["manifest_paths"]), row["totals"],
+                            bool(row["touch_due"]))
+
+    async def put_totals(self, key: str, row: CachedTotals, touched: bool) -> None:
+        await self.pool.execute(load_query("inspection_totals_put"), key, row.small_threshold,
+                                row.manifest_paths, row.totals, touched)
+
+    async def touch(self, paths: list[str]) -> None:
+        await self.pool.execute(load_query("manifest_stats_touch"), paths)
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """Ids written by one ``record_inspection``."""
+
+    status_snapshot_id: int | None
+    health_assessment_id: int
+    event_id: int
+
+
+async def record_inspection(
+    conn: asyncpg.Connection,
+    table_id: int,
+    status: TableStatus | None,
+    assessment: Assessment,
+) -> Recorded:
+    """Insert the status (if any), its assessment and ``status.updated`` and bring the table's
+    ``table_health_latest`` row up to date, in the caller's transaction. ``status`` is None
+    when the inspection failed."""
+    snapshot_id: int | None = None
+    if status is not None:
+        inspected_at = parse_ts(status.inspected_at)
+        snapshot_id = await conn.fetchval(
+            load_query("status_snapshot_insert"),
+            table_id,
+            inspected_at,
+            status.inspector,
+            status.metadata_location,
+            _bigint_or_none(status.current_snapshot_id),
+            status.model_dump(mode="json"),
+            current_traceparent(),
+        )
+    assessment_id: int = await conn.fetchval(
+        load_query("health_assessment_insert"),
+        table_id,
+        snapshot_id,
+        assessment.health.value,
+        assessment.score,
+        [i.model_dump(mode="json") for i in assessment.issues],
+    )
+    # The read model the gateway ranks the fleet by, current in this same transaction.
+    await conn.execute(load_query("health_latest_upsert"), [assessment_id])
+    event_id = await publish(
+        conn,
+        Topic.STATUS_UPDATED,
+        table_id=table_id,
+        payload={
+            "status_snapshot_id": snapshot_id,
+            "health": assessment.health.value,
+            "score": assessment.score,
+        },
+    )
+    return Recorded(snapshot_id, assessment_id, event_id)
+
+
+async def latest_status(
+    conn: asyncpg.Connection | asyncpg.Pool, table_id: int
+) -> TableStatus | None:
+    """The newest stored status of a table, if any."""
+    row = await conn.fetchrow(load_query("status_latest"), table_id)
+    if row is None:
+        return None
+    return TableStatus.model_validate(row["status"])

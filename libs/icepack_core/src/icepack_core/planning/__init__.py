@@ -1,0 +1,1 @@
+"""Planning: recommendations from status and policy, the planner, simulation."""

@@ -1,0 +1,161 @@
+"""The planner's unit of work: decide a table's maintenance and enqueue it.
+
+``Planner.plan(table_id)`` reads the table's newest status and health, resolves its effective
+policy, looks up when each action last ran, asks ``recommendation.recommend`` for action intents
+and, in one transaction, records the recommendation (with what was skipped and why), enqueues a
+job when there is something to do (deduped per table: never a second queued/running job), and
+publishes ``recommendation.created``. A table on hold (failed verification) gets no job, and
+an action whose jobs failed permanently rests (exponential backoff, ``failure_streaks``), so a
+table that keeps failing gets at most ``job_max_attempts`` runs per backoff window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import structlog
+
+from icepack_core.db.queries import load_query
+from icepack_core.intents import IntentError, intents_json, parse_intent, parse_intents
+from icepack_core.planning.recommendation import (
+    FailureStreak,
+    Recommendation,
+    Skip,
+    failure_backoff,
+    recommend,
+)
+from icepack_core.policy import PolicyAttachment, PolicyError, resolve
+from icepack_core.queue import events
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.safety.admission import ActionRefused, admit, attachments_of
+from icepack_core.settings import Settings
+from icepack_core.types import JobTrigger, Topic
+
+log = structlog.get_logger("icepack.planner")
+TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    table_id: int
+    recommendation: Recommendation | None
+    recommendation_id: int | None
+    job_id: int | None
+    job_created: bool
+
+
+def job_priority(score: int | None) -> int:
+    """Worse health runs first: the job priority is the health score (0 = most urgent)."""
+    return 100 if score is None else max(0, min(100, int(score)))
+
+
+class Planner:
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, queue: JobQueue) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.queue = queue
+
+    async def attachments(self, catalog: str) -> list[PolicyAttachment]:
+        return await attachments_of(self.pool, catalog)
+
+    async def recommend_for(
+        self,
+        table: asyncpg.Record,
+        status: dict[str, Any],
+        now: datetime,
+        attachments: list[PolicyAttachment] | None = None,
+    ) -> Recommendation:
+        """The recommendation for one table row and its status (no writes).
+
+        ``attachments`` replaces the stored policies of the table's catalog (simulation).
+        """
+        properties: dict[str, str] = table["properties"] or {}
+        hold = table["maintenance_hold"]
+        if hold:
+            return Recommendation(skipped=[Skip("*", f"table on hold: {hold.get('reason')}")])
+        try:
+            if attachments is None:
+                attachments = await self.attachments(table["catalog"])
+            policy = resolve(attachments, table["namespace"],
+                             table["name"], properties, self.settings.maintenance_cadence_hours)
+        except PolicyError as exc:
+            return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
+        runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
+        target = properties.get(TARGET_FILE_SIZE_PROPERTY)
+        rec = recommend(
+            status, policy, {r["action"]: r["finished_at"] for r in runs}, now,
+            target_file_size_bytes=int(target) if target and target.isdigit() else None,
+            failures=await self.failure_streaks(table["id"]),
+        )
+        return await self._admissible(table, rec, now, attachments)
+
+    async def _admissible(self, table: asyncpg.Record, rec: Recommendation, now: datetime,
+                          attachments: list[PolicyAttachment]) -> Recommendation:
+        """``rec`` with every action the safety choke point would refuse moved to ``skipped``
+        (with the rule and reason), so a job never carries an action the executor refuses."""
+        kept, skipped = [], list(rec.skipped)
+        for action in rec.actions:
+            try:
+                intent = parse_intent({"action": action.action, "params": action.params,
+                                       "reason": action.reason})
+                await admit(self.pool, table, [intent], now=now,
+                            expiry_min_age_hours=self.settings.expiry_min_age_hours,
+                            default_cadence_hours=self.settings.maintenance_cadence_hours,
+                            attachments=attachments)
+            except ActionRefused as exc:
+                skipped.append(Skip(action.action, f"refused ({exc.rule}): {exc}"))
+            except IntentError as exc:
+                skipped.append(Skip(action.action, f"invalid: {exc}"))
+            else:
+                kept.append(action)
+        return Recommendation(actions=kept, skipped=skipped)
+
+    async def failure_streaks(self, table_id: int) -> dict[str, FailureStreak]:
+        """Per action, its consecutive permanent failures on the table and when it may run
+        again (``ICEPACK_FAILURE_BACKOFF_*``), from the job history."""
+        rows = await self.pool.fetch(load_query("job_failure_streaks"), table_id)
+        base = self.settings.failure_backoff_base_seconds
+        cap = self.settings.failure_backoff_cap_seconds
+        return {r["action"]: FailureStreak(
+            r["failures"], r["last_error"],
+            r["last_failed_at"] + failure_backoff(r["failures"], base, cap)) for r in rows}
+
+    async def plan(self, table_id: int, now: datetime | None = None) -> PlanOutcome:
+        """Plan one table (see module doc). Safe to repeat: at-least-once delivery."""
+        now = now or datetime.now(UTC)
+        table = await self.pool.fetchrow(load_query("table_get"), table_id)
+        if table is None or table["dropped_at"] is not None:
+            return PlanOutcome(table_id, None, None, None, False)
+        latest = await self.pool.fetchrow(load_query("status_latest"), table_id)
+        if latest is None:
+            return PlanOutcome(table_id, None, None, None, False)  # never inspected successfully
+        health = await self.pool.fetchrow(load_query("health_latest"), table_id)
+        rec = await self.recommend_for(table, latest["status"], now)
+        job_id, created = None, False
+        async with self.pool.acquire() as conn, conn.transaction():
+            if rec.actions:
+                # Validated like any other source: the planner's output is an intent too.
+                intents = parse_intents([{"action": a.action, "params": a.params,
+                                          "reason": a.reason} for a in rec.actions])
+                enqueued = await self.queue.enqueue(
+                    table_id,
+                    intents_json(intents),
+                    dedupe_key=f"table:{table_id}",
+                    priority=job_priority(health["score"] if health else None),
+                    max_attempts=self.settings.job_max_attempts,
+                    trigger=JobTrigger.PLANNER,
+                    conn=conn,
+                )
+                job_id, created = enqueued.job.id, enqueued.created
+            recommendation_id: int = await conn.fetchval(
+                load_query("recommendation_insert"), table_id, latest["id"], rec.to_json(), job_id)
+            await events.publish(
+                conn, Topic.RECOMMENDATION_CREATED, table_id=table_id,
+                payload={"recommendation_id": recommendation_id, "job_id": job_id,
+                         "actions": [a.action for a in rec.actions]})
+        log.info("planner.planned", table_id=table_id, actions=[a.action for a in rec.actions],
+                 job_id=job_id, job_created=created)
+        return PlanOutcome(table_id, rec, recommendation_id, job_id, created)

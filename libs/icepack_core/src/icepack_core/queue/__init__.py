@@ -1,0 +1,1 @@
+"""The queue machinery: events, work items, jobs, locks and leases."""

@@ -1,0 +1,295 @@
+"""The maintenance job queue: enqueue with dedupe, claim, heartbeat, finish, reap, prune.
+
+Every claim bumps the job's ``fence``; every later write names the fence it holds and is a no-op
+for anyone else. A holder whose lease expired and whose job was re-claimed gets ``StaleFence``
+and must stop without touching anything. Job events (``job.enqueued/started/finished``) are
+published in the same transaction as the transition they announce.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from icepack_core.db.pool import Conn
+from icepack_core.db.queries import load_query
+from icepack_core.errors import JobNotFound, StaleFence
+from icepack_core.queue import events
+from icepack_core.telemetry.logs import redact, redact_text
+from icepack_core.telemetry.tracing import current_traceparent
+from icepack_core.types import JobState, JobTrigger, Topic
+
+KEDA_TRIGGER_QUERY = load_query("job_count_claimable")
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A snapshot of one ``jobs`` row."""
+
+    id: int
+    table_id: int | None
+    state: JobState
+    actions: list[dict[str, Any]]
+    priority: int
+    attempts: int
+    max_attempts: int
+    not_before: datetime
+    lease_owner: str | None
+    lease_until: datetime | None
+    fence: int
+    dedupe_key: str | None
+    trigger: JobTrigger
+    error: str | None
+    result: dict[str, Any] | None
+    traceparent: str | None
+    cancel_requested_at: datetime | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_record(cls, row: asyncpg.Record) -> Job:
+        values = dict(row)
+        values["state"] = JobState(values["state"])
+        values["trigger"] = JobTrigger(values["trigger"])
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """The result of ``enqueue``: the job, and whether this call created it."""
+
+    job: Job
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    lease_until: datetime
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Capped exponential backoff with jitter: ``min(cap, base·2^(attempt-1))·U(0.5, 1)``."""
+
+    base_seconds: float = 30.0
+    cap_seconds: float = 3600.0
+
+
+class JobQueue:
+    """Intent-named operations on ``icepack.jobs``."""
+
+    def __init__(self, pool: asyncpg.Pool, backoff: Backoff | None = None) -> None:
+        self.pool = pool
+        self.backoff = backoff or Backoff()
+
+    async def enqueue(
+        self,
+        table_id: int | None,
+        actions: list[dict[str, Any]],
+        *,
+        dedupe_key: str | None = None,
+        priority: int = 100,
+        max_attempts: int = 3,
+        trigger: JobTrigger = JobTrigger.PLANNER,
+        not_before: datetime | None = None,
+        conn: Conn | None = None,
+    ) -> Enqueued:
+        """Queue a job, or return the queued/running job that already holds ``dedupe_key``.
+
+        Pass ``conn`` to enqueue inside the caller's transaction.
+        """
+        if conn is None:
+            async with self.pool.acquire() as own, own.transaction():
+                return await self.enqueue(
+                    table_id, actions, dedupe_key=dedupe_key, priority=priority,
+                    max_attempts=max_attempts, trigger=trigger, not_before=not_before, conn=own,
+                )
+        while True:
+            row = await conn.fetchrow(
+                load_query("job_enqueue"), table_id, actions, priority, max_attempts,
+                not_before, dedupe_key, trigger.value, current_traceparent(),
+            )
+            if row is not None:
+                job = Job.from_record(row)
+                await events.publish(
+                    conn, Topic.JOB_ENQUEUED, table_id=table_id,
+                    payload={"job_id": job.id, "trigger": trigger.value},
+                )
+                return Enqueued(job, created=True)
+            existing = await conn.fetchrow(load_query("job_get_active_by_dedupe"), dedupe_key)
+            if existing is not None:
+                return Enqueued(Job.from_record(existing), created=False)
+            # The holder finished between our two statements: try the insert again.
+
+    async def get(self, job_id: int) -> Job:
+        row = await self.pool.fetchrow(load_query("job_get"), job_id)
+        if row is None:
+            raise JobNotFound(job_id)
+        return Job.from_record(row)
+
+    async def claim(
+        self, owner: str, lease_seconds: float, now: datetime | None = None
+    ) -> Job | None:
+        """queued -> running for the next due job, or None when none is claimable."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(load_query("job_claim"), owner, lease_seconds, now)
+            return await _announce_start(conn, row, owner)
+
+    async def claim_id(
+        self, job_id: int, owner: str, lease_seconds: float, conn: Conn | None = None
+    ) -> Job | None:
+        """queued -> running for one named job; None when it is not queued. Pass ``conn`` to
+        claim in the transaction that enqueued it (so no executor can take it first)."""
+        if conn is None:
+            async with self.pool.acquire() as own, own.transaction():
+                return await self.claim_id(job_id, owner, lease_seconds, own)
+        row = await conn.fetchrow(load_query("job_claim_id"), job_id, owner, lease_seconds)
+        return await _announce_start(conn, row, owner)
+
+    async def heartbeat(
+        self, job: Job, lease_seconds: float, now: datetime | None = None
+    ) -> Heartbeat:
+        """Extend the lease. Raises ``StaleFence`` when the caller lost the job."""
+        row = await self.pool.fetchrow(
+            load_query("job_heartbeat"), job.id, job.fence, lease_seconds, now
+        )
+        if row is None:
+            raise StaleFence(job.id, job.fence, "heartbeat")
+        return Heartbeat(row["lease_until"], row["cancel_requested"])
+
+    async def complete(self, job: Job, result: dict[str, Any] | None = None) -> Job:
+        """running -> succeeded. Raises ``StaleFence`` when the caller lost the job."""
+        return await self._finish(job, "job_complete", "complete", redact(result or {}))
+
+    async def fail(
+        self, job: Job, error: str, *, retryable: bool, now: datetime | None = None
+    ) -> Job:
+        """running -> queued (retryable with attempts left, after backoff) or failed.
+
+        ``now`` pins the clock (tests simulating time). Raises ``StaleFence`` when the caller
+        lost the job.
+        """
+        return await self._finish(
+            job, "job_fail", "fail", redact_text(error), retryable,
+            self.backoff.base_seconds, self.backoff.cap_seconds, now,
+        )
+
+    async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:
+        """running -> cancelled, acknowledging an operator's cancel request (fenced)."""
+        return await self._finish(job, "job_finish_cancelled", "cancel", redact_text(reason))
+
+    async def _finish(self, job: Job, query: str, operation: str, *args: Any) -> Job:
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(load_query(query), job.id, job.fence, *args)
+            if row is None:
+                raise StaleFence(job.id, job.fence, operation)
+            done = Job.from_record(row)
+            await _announce_transition(conn, done)
+            return done
+
+    async def cancel(self, job_id: int) -> Job:
+        """Cancel a queued job now, or ask a running job's executor to stop.
+
+        Raises:
+            JobNotFound: no such job.
+        Returns:
+            The job after the request (a job already finished is returned unchanged).
+        """
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(load_query("job_cancel"), job_id)
+            if row is None:
+                existing = await conn.fetchrow(load_query("job_get"), job_id)
+                if existing is None:
+                    raise JobNotFound(job_id)
+                return Job.from_record(existing)
+            job = Job.from_record(row)
+            await _announce_transition(conn, job)
+            return job
+
+    async def reap(self, now: datetime | None = None, limit: int = 100) -> list[Job]:
+        """Return running jobs with expired leases to queued (with backoff) or fail them."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                load_query("job_reap"), limit,
+                self.backoff.base_seconds, self.backoff.cap_seconds, now,
+            )
+            reaped = [Job.from_record(r) for r in rows]
+            for job in reaped:
+                await _announce_transition(conn, job)
+            return reaped
+
+    async def prune(self, retention_seconds: float, now: datetime | None = None) -> int:
+        """Delete jobs that finished longer than ``retention_seconds`` ago."""
+        status = await self.pool.execute(load_query("job_prune"), retention_seconds, now)
+        return int(status.split()[-1])
+
+    async def claimable_count(self) -> int:
+        """What KEDA sees: queued jobs that are due."""
+        count: int = await self.pool.fetchval(KEDA_TRIGGER_QUERY)
+        return count
+
+    async def list(
+        self,
+        state: JobState | None = None,
+        table_id: int | None = None,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        rows = await self.pool.fetch(
+            load_query("job_list"), state.value if state else None, table_id, before_id, limit
+        )
+        return [Job.from_record(r) for r in rows]
+
+    async def record_action(
+        self,
+        job: Job,
+        *,
+        action: str,
+        state: str,
+        started_at: datetime,
+        finished_at: datetime,
+        procedure: str | None = None,
+        sql_text: str | None = None,
+        output: dict[str, Any] | None = None,
+        impact: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> int:
+        """Record one action the executor ran (secrets in its SQL, output and error masked).
+        Raises ``StaleFence`` when it lost the job."""
+        action_id: int | None = await self.pool.fetchval(
+            load_query("job_action_record"), job.id, job.fence, action, procedure,
+            None if sql_text is None else redact_text(sql_text), state, redact(output or {}),
+            impact or {}, None if error is None else redact_text(error), started_at,
+            finished_at,
+        )
+        if action_id is None:
+            raise StaleFence(job.id, job.fence, f"record action {action}")
+        return action_id
+
+
+async def _announce_start(conn: Conn, row: asyncpg.Record | None, owner: str) -> Job | None:
+    """Publish ``job.started`` for a claimed row (None when nothing was claimed)."""
+    if row is None:
+        return None
+    job = Job.from_record(row)
+    await events.publish(
+        conn, Topic.JOB_STARTED, table_id=job.table_id,
+        payload={"job_id": job.id, "fence": job.fence, "owner": owner},
+        traceparent=current_traceparent() or job.traceparent,
+    )
+    return job
+
+
+async def _announce_transition(conn: Conn, job: Job) -> None:
+    """Publish ``job.finished`` when a transition made the job terminal."""
+    if job.state.terminal:
+        await events.publish(
+            conn, Topic.JOB_FINISHED, table_id=job.table_id,
+            payload={"job_id": job.id, "state": job.state.value, "error": job.error},
+            traceparent=current_traceparent() or job.traceparent,
+        )

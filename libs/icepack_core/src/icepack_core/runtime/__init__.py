@@ -1,0 +1,1 @@
+"""The service runtime: one lifespan per process, consumers, probes."""

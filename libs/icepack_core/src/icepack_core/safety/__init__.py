@@ -1,0 +1,1 @@
+"""Safety: the admission choke point, maintenance holds and job evidence."""

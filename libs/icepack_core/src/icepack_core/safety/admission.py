@@ -1,0 +1,201 @@
+"""The safety choke point: may these intents run on this table, now?
+
+Every path that starts maintenance passes here: the gateway at enqueue, ``icepack maintain``,
+and the executor again before any Spark call (whatever the job's source: planner, operator,
+CLI, retry). ``admit`` refuses, with a reason that names the table and the rule:
+
+- a table on hold (failed verification) or opted out (``icepack.maintenance.enabled=false``);
+- a table whose policy or ``icepack.*`` properties are invalid;
+- expiry newer than the age floor (``ICEPACK_EXPIRY_MIN_AGE_HOURS``, default 1 h);
+- orphan removal unless an operator-attached policy enables it (a table property can disable it,
+  never enable it), newer than the policy's age (never below 72 h unless that policy says
+  ``allow_unsafe_older_than``), or when any known table of any catalog has a location equal
+  to, under or over the target's (its files would look like orphans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from icepack_core.db.queries import load_query
+from icepack_core.errors import PermanentError
+from icepack_core.intents import ExpireSnapshots, Intent, RemoveOrphanFiles
+from icepack_core.policy import (
+    ORPHAN_SAFE_HOURS,
+    EffectivePolicy,
+    OrphanFileRemovalConfig,
+    PolicyAttachment,
+    PolicyError,
+    resolve,
+)
+
+# s3a:// and s3n:// name the same objects as s3:// (Hadoop's connectors); so do gs/gcs.
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "wasbs": "wasb", "abfss": "abfs"}
+
+
+class ActionRefused(PermanentError):
+    """A rule forbids running these actions on this table; ``rule`` says which.
+
+    ``rule`` is one of ``TABLE_HELD``, ``TABLE_OPTED_OUT``, ``POLICY_INVALID``, ``SAFETY_FLOOR``,
+    ``ORPHAN_REMOVAL_NOT_ENABLED``, ``LOCATION_OVERLAP``, ``LOCATION_UNKNOWN``; ``field`` names
+    the offending parameter when there is one.
+    """
+
+    code = "ACTION_REFUSED"
+
+    def __init__(self, rule: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.field = field
+
+    @property
+    def conflict(self) -> bool:
+        """True for refusals about the table's state (HTTP 409), not the request (422)."""
+        return self.rule in ("TABLE_HELD", "TABLE_OPTED_OUT", "LOCATION_OVERLAP",
+                             "LOCATION_UNKNOWN", "POLICY_INVALID")
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What ``admit`` established: the effective policy, and for orphan removal the table's
+    location the procedure must be confined to."""
+
+    policy: EffectivePolicy
+    location: str | None = None
+
+
+def normalize_location(location: str) -> str:
+    """A location as ``scheme://authority/path`` without a trailing separator; local paths and
+    ``file:`` URIs become ``file:///abs/path``; scheme aliases (s3a, s3n) fold together."""
+    parts = urlsplit(location.strip())
+    scheme = _SCHEME_ALIASES.get(parts.scheme.lower(), parts.scheme.lower()) or "file"
+    path = parts.path.rstrip("/") or "/"
+    authority = "" if scheme == "file" else parts.netloc.lower()
+    return f"{scheme}://{authority}{path}"
+
+
+def locations_overlap(a: str, b: str) -> bool:
+    """Whether one location equals or contains the other (at a path-separator boundary:
+    ``…/t`` does not contain ``…/t_v2``)."""
+    x, y = normalize_location(a), normalize_location(b)
+    if x == y:
+        return True
+    return y.startswith(x.rstrip("/") + "/") or x.startswith(y.rstrip("/") + "/")
+
+
+def location_from_metadata(metadata_location: str) -> str | None:
+    """The table root implied by ``<root>/metadata/<file>`` (Iceberg's default layout)."""
+    head, sep, _file = metadata_location.rpartition("/metadata/")
+    return head if sep and head else None
+
+
+async def attachments_of(pool: asyncpg.Pool, catalog: str) -> list[PolicyAttachment]:
+    """The policies attached anywhere in ``catalog``."""
+    rows = await pool.fetch(load_query("policy_list_catalog"), catalog)
+    return [PolicyAttachment(r["policy_type"], r["scope"], r["catalog"], r["namespace"],
+                             r["table_name"], r["enabled"], r["config"]) for r in rows]
+
+
+def _label(row: asyncpg.Record | dict[str, Any]) -> str:
+    return f"{row['catalog']}.{row['namespace']}.{row['name']}"
+
+
+def _orphan_floor_hours(config: OrphanFileRemovalConfig) -> float:
+    if config.allow_unsafe_older_than:
+        return config.older_than_hours
+    return max(ORPHAN_SAFE_HOURS, config.older_than_hours)
+
+
+async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
+    rows = await pool.fetch(load_query("table_locations_live"))
+    mine = next((r for r in rows if r["id"] == table["id"]), None)
+    own = (mine["location"] if mine else None) or location_from_metadata(
+        (mine["metadata_location"] if mine else None) or "")
+    if not own:
+        raise ActionRefused("LOCATION_UNKNOWN",
+                            f"{_label(table)}: its location is not known yet (not inspected); "
+                            "orphan removal needs it")
+    for other in rows:
+        if other["id"] == table["id"]:
+            continue
+        theirs = other["location"] or location_from_metadata(other["metadata_location"] or "")
+        if theirs is None:
+            raise ActionRefused(
+                "LOCATION_UNKNOWN",
+                f"{_label(table)}: the location of {_label(other)} is not known, so orphan "
+                "removal cannot rule out deleting its files")
+        if locations_overlap(own, theirs):
+            raise ActionRefused(
+                "LOCATION_OVERLAP",
+                f"{_label(table)}: its location {own} overlaps {_label(other)} at {theirs}; "
+                "orphan removal would delete that table's files")
+    return own
+
+
+async def admit(
+    pool: asyncpg.Pool,
+    table: asyncpg.Record,
+    intents: Sequence[Intent],
+    *,
+    now: datetime,
+    expiry_min_age_hours: float,
+    default_cadence_hours: float = 24.0,
+    attachments: list[PolicyAttachment] | None = None,
+) -> Admission:
+    """Check ``intents`` against the table's state and the safety floors (module doc).
+
+    ``table`` is a ``table_get`` row. Runs no Spark and writes nothing.
+
+    Raises:
+        ActionRefused: the first rule broken, naming the table and the parameter.
+    """
+    label = _label(table)
+    hold = table["maintenance_hold"]
+    if hold:
+        reason = hold.get("reason") if isinstance(hold, dict) else hold
+        raise ActionRefused("TABLE_HELD", f"{label} is on hold: {reason}")
+    try:
+        if attachments is None:
+            attachments = await attachments_of(pool, table["catalog"])
+        policy = resolve(attachments, table["namespace"], table["name"],
+                         table["properties"] or {}, default_cadence_hours)
+    except PolicyError as exc:
+        raise ActionRefused("POLICY_INVALID", f"{label}: invalid policy: {exc}") from None
+    if not policy.maintenance_enabled:
+        raise ActionRefused("TABLE_OPTED_OUT",
+                            f"{label} opted out of maintenance (icepack.maintenance.enabled=false)")
+    location = None
+    for index, intent in enumerate(intents):
+        field = f"actions[{index}].params.older_than"
+        if isinstance(intent, ExpireSnapshots):
+            newest = now - timedelta(hours=expiry_min_age_hours)
+            if intent.params.older_than > newest:
+                raise ActionRefused(
+                    "SAFETY_FLOOR",
+                    f"{field}: expire_snapshots older_than {intent.params.older_than.isoformat()}"
+                    f" is newer than the {expiry_min_age_hours:g} h floor "
+                    f"({newest.isoformat()})", field)
+        elif isinstance(intent, RemoveOrphanFiles):
+            config = policy.orphan_file_removal
+            if config is None:
+                raise ActionRefused(
+                    "ORPHAN_REMOVAL_NOT_ENABLED",
+                    f"{label}: orphan removal needs an operator policy "
+                    "(system.orphan-file-removal) that enables it "
+                    f"({policy.sources.get('system.orphan-file-removal', 'default')})", field)
+            hours = _orphan_floor_hours(config)
+            newest = now - timedelta(hours=hours)
+            if intent.params.older_than > newest:
+                raise ActionRefused(
+                    "SAFETY_FLOOR",
+                    f"{field}: remove_orphan_files older_than "
+                    f"{intent.params.older_than.isoformat()} is newer than the {hours:g} h "
+                    f"floor ({newest.isoformat()})", field)
+            location = await _target_location(pool, table)
+    return Admission(policy, location)

@@ -1,0 +1,1 @@
+"""Telemetry: structured logs, tracing and the service metrics."""

@@ -1,0 +1,78 @@
+"""No single job can end an executor: malformed jobs fail alone, permanently, with their reason.
+
+The real executor loop (``ExecutorService.run`` with its pool, listener and ``JobRunner``) runs
+in-process against a real Postgres; poison jobs are queued the way anything else queues jobs
+(``JobQueue.enqueue``), bypassing whatever validation the planner or the API does.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import load_settings
+from icepack_executor.service import ExecutorService
+from tests.support.services import running
+from tests.support.waiting import eventually
+
+POISON = {
+    "string list": ["actions", "skipped"],
+    "dict without action": [{"params": {}}],
+    "params is a list": [{"action": "rewrite_manifests", "params": ["use_caching"]}],
+    "unknown action": [{"action": "drop_everything"}],
+}
+
+
+@pytest.fixture
+def executor_settings(database_url, tmp_path):
+    # No catalog is configured for the table below: its inspection fails (logged, not fatal),
+    # and none of these jobs ever reaches Spark.
+    return load_settings(database_url=database_url, data_dir=tmp_path / "data",
+                         poll_interval_seconds=0.2, job_backoff_base_seconds=0,
+                         job_lease_seconds=30)
+
+
+async def test_poison_jobs_fail_alone_and_the_executor_runs_the_next_job(db, executor_settings):
+    queue = JobQueue(db)
+    table_id = await db.fetchval(
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'n', 't') "
+        "RETURNING id")
+    dropped_id = await db.fetchval(
+        "INSERT INTO icepack.tables (catalog, namespace, name, dropped_at) "
+        "VALUES ('c', 'n', 'gone', now()) RETURNING id")
+    poison = {}
+    for priority, (label, actions) in enumerate(POISON.items()):
+        poison[label] = (await queue.enqueue(table_id, actions, priority=priority,
+                                             max_attempts=3)).job.id
+    poison["dropped table"] = (await queue.enqueue(
+        dropped_id, [{"action": "rewrite_manifests"}], priority=10, max_attempts=3)).job.id
+
+    async with running([ExecutorService()], executor_settings) as tasks:
+        async def all_finished():
+            states = {label: await queue.get(job_id) for label, job_id in poison.items()}
+            done = all(j.state.terminal for j in states.values())
+            return states if done else None
+
+        finished = await eventually(all_finished, timeout=60, what="poison jobs to finish")
+        for label, job in finished.items():
+            assert job.state.value == "failed", (label, job.state, job.error)
+            assert job.attempts == 1, (label, job.attempts)  # permanent: never retried
+            assert job.error, label
+        # Refused by the intent validation before any Spark call, naming the field.
+        assert "actions[0]" in finished["string list"].error
+        assert 'needs an "action" name' in finished["dict without action"].error
+        assert "actions[0].params" in finished["params is a list"].error
+        assert "unknown action 'drop_everything'" in finished["unknown action"].error
+        assert "unknown or dropped" in finished["dropped table"].error
+        assert not any(t.done() for t in tasks), "an executor task ended"
+
+        good = (await queue.enqueue(table_id, [], priority=0)).job.id
+
+        async def good_done():
+            job = await queue.get(good)
+            return job if job.state.terminal else None
+
+        job = await eventually(good_done, timeout=60, what="the good job to finish")
+        assert job.state.value == "succeeded", job.error
+        assert not any(t.done() for t in tasks), "an executor task ended"
+    assert await db.fetchval("SELECT count(*) FROM icepack.table_locks") == 0

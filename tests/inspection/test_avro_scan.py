@@ -1,0 +1,130 @@
+"""The fast manifest scan (``inspect.avro_scan``) against PyIceberg's own manifest reader.
+
+The scan relies on PyIceberg 0.12.0 internals (Cython decoder, codecs, reader construction);
+these tests pin that version and check, manifest by manifest, that the fast path gives exactly
+the aggregate ``fetch_manifest_entry`` gives, and that it is really taken.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyiceberg
+import pytest
+from pyiceberg.expressions import EqualTo
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+)
+
+from icepack_core.inspection.avro_scan import Unsupported, compile_block_decoder, scan_entries
+from icepack_core.inspection.manifests import read_manifest, read_manifest_pyiceberg
+from tests.inspection.test_inspect_zoo import ZOO_TABLES
+from tests.plugins.catalogs import Zoo
+
+THRESHOLD = 1 << 20
+
+
+def test_pyiceberg_is_the_version_the_scan_was_written_against():
+    assert pyiceberg.__version__ == "0.12.0"
+
+
+def assert_fast_path_matches(table: Table) -> int:
+    """Every manifest of every snapshot: scanned, and equal to PyIceberg's reading."""
+    seen = 0
+    for snapshot in table.metadata.snapshots:
+        for manifest in snapshot.manifests(table.io):
+            with table.io.new_input(manifest.manifest_path).open() as f:
+                scan_entries(f.read())  # raises Unsupported if the fast path were not taken
+            fast = read_manifest(manifest, table.io, THRESHOLD)
+            assert fast == read_manifest_pyiceberg(manifest, table.io, THRESHOLD)
+            seen += 1
+    return seen
+
+
+@pytest.mark.parametrize("name", ZOO_TABLES)
+def test_zoo_manifests_scan_like_pyiceberg(zoo: Zoo, name: str):
+    table = zoo.table(name)
+    assert assert_fast_path_matches(table) >= (1 if table.metadata.snapshots else 0)
+
+
+@pytest.mark.parametrize("format_version", [1, 2])
+def test_typed_partitions_and_deleted_entries_scan_like_pyiceberg(scratch_catalog,
+                                                                  format_version: int):
+    _, catalog = scratch_catalog
+    catalog.create_namespace("scan")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "d", DateType(), required=False),
+        NestedField(3, "ts", TimestampType(), required=False),
+        NestedField(4, "dec", DecimalType(9, 2), required=False),
+        NestedField(5, "b", BooleanType(), required=False),
+        NestedField(6, "s", StringType(), required=False),
+    )
+    spec = PartitionSpec(*(PartitionField(source, 1000 + source, IdentityTransform(), f"p{source}")
+                           for source in range(2, 7)))
+    table = catalog.create_table("scan.t", schema, partition_spec=spec,
+                                 properties={"format-version": str(format_version)})
+    data = pa.Table.from_pylist(
+        [{"id": i, "d": datetime.date(2024, 1, 1 + i % 3), "ts": datetime.datetime(2024, 1, 1, i),
+          "dec": decimal.Decimal(i % 2) + decimal.Decimal("0.25"), "b": i % 2 == 0,
+          "s": None if i % 5 == 0 else f"v{i % 4}"} for i in range(20)],
+        schema=table.schema().as_arrow())
+    table.append(data)
+    table.append(data)
+    table.delete(EqualTo("b", True))  # rewrites manifests with DELETED entries
+    assert assert_fast_path_matches(table) >= 3
+    aggs = [read_manifest(m, table.io, THRESHOLD)
+            for m in table.current_snapshot().manifests(table.io)]  # type: ignore[union-attr]
+    assert sum(a.data_files for a in aggs) == 20
+    assert len({k for a in aggs for k in a.partitions}) == 10  # b=false rows, two appends
+
+
+def test_corrupt_manifest_fails_as_pyiceberg_does(zoo: Zoo, tmp_path: Path):
+    table = zoo.table("healthy")
+    manifest = table.current_snapshot().manifests(table.io)[0]  # type: ignore[union-attr]
+    with table.io.new_input(manifest.manifest_path).open() as f:
+        data = f.read()
+    truncated = tmp_path / "truncated.avro"
+    truncated.write_bytes(data[: len(data) - 40])
+    with pytest.raises(Unsupported):
+        scan_entries(truncated.read_bytes())
+    broken = ManifestFile.from_args(
+        manifest_path=str(truncated), manifest_length=len(data) - 40,
+        partition_spec_id=manifest.partition_spec_id, content=manifest.content,
+        sequence_number=manifest.sequence_number,
+        min_sequence_number=manifest.min_sequence_number,
+        added_snapshot_id=manifest.added_snapshot_id)
+    # The fallback reads it with PyIceberg, which fails (its Cython decoder does not always
+    # fail the same way on garbage, so only the failure itself is compared).
+    with pytest.raises(Exception):  # noqa: B017
+        read_manifest_pyiceberg(broken, table.io, THRESHOLD)
+    with pytest.raises(Exception):  # noqa: B017
+        read_manifest(broken, table.io, THRESHOLD)
+
+
+def test_schemas_the_scan_does_not_handle_are_refused():
+    entry = {"type": "record", "name": "manifest_entry", "fields": [
+        {"name": "status", "field-id": 0, "type": "long"},  # PyIceberg reads an int
+        {"name": "data_file", "field-id": 2, "type": {"type": "record", "name": "r2",
+                                                       "fields": []}}]}
+    with pytest.raises(Unsupported):
+        compile_block_decoder(entry)
+    with pytest.raises(Unsupported):
+        compile_block_decoder(json.loads('{"type": "record", "fields": []}'))
+    with pytest.raises(Unsupported):
+        scan_entries(b"not avro at all")

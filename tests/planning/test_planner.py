@@ -1,0 +1,152 @@
+"""The planner's unit of work and policy simulation, on a real Postgres (no Spark needed)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from icepack_core.planning.planner import Planner
+from icepack_core.planning.simulation import simulate
+from icepack_core.policy import SNAPSHOT_EXPIRY, PolicyAttachment, PolicyError
+from icepack_core.queue.jobs import JobQueue
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+MIB = 1024 * 1024
+
+
+def status(**over):
+    base = {"data_file_count": 40, "data_file_bytes": 40 * MIB, "small_file_count": 0,
+            "small_file_bytes": 0, "position_delete_file_count": 0,
+            "equality_delete_file_count": 0, "deletion_vector_count": 0,
+            "delete_record_count": 0, "manifest_count": 4, "manifest_bytes": 40_000,
+            "snapshot_count": 4, "partition_count": 1,
+            "oldest_snapshot_at": "2026-11-21T10:00:00.000Z",
+            "current_snapshot_at": "2026-11-21T11:00:00.000Z"}
+    return {**base, **over}
+
+
+async def add_table(db, name, st, properties=None, hold=None):
+    table_id = await db.fetchval(
+        "INSERT INTO icepack.tables (catalog, namespace, name, properties, maintenance_hold) "
+        "VALUES ('cat', 'db', $1, $2::jsonb, $3::jsonb) RETURNING id",
+        name, properties or {}, hold)
+    await db.execute(
+        "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
+        "VALUES ($1, now(), 'pyiceberg', $2::jsonb)", table_id, st)
+    await db.execute(
+        "INSERT INTO icepack.health_assessments (table_id, health, score, issues) "
+        "VALUES ($1, 'warning', 40, '[]')", table_id)
+    return table_id
+
+
+@pytest.fixture
+def planner(db, settings):
+    return Planner(settings, db, JobQueue(db))
+
+
+async def test_unhealthy_table_gets_a_recommendation_and_one_job(db, planner):
+    table_id = await add_table(db, "small", status(small_file_count=30, small_file_bytes=30))
+    first = await planner.plan(table_id, now=NOW)
+    assert [a.action for a in first.recommendation.actions] == ["rewrite_data_files"]
+    assert first.job_created
+    job = await db.fetchrow("SELECT * FROM icepack.jobs WHERE id = $1", first.job_id)
+    assert job["priority"] == 40 and job["trigger"] == "planner"
+    assert job["dedupe_key"] == f"table:{table_id}"
+    assert job["actions"][0]["action"] == "rewrite_data_files"
+    assert "small files" in job["actions"][0]["reason"]
+    again = await planner.plan(table_id, now=NOW)  # redelivered event: no second job
+    assert again.job_id == first.job_id and not again.job_created
+    assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == 1
+    topics = [r["topic"] for r in await db.fetch("SELECT topic FROM icepack.events ORDER BY id")]
+    assert topics == ["job.enqueued", "recommendation.created", "recommendation.created"]
+
+
+async def test_healthy_table_gets_a_recommendation_without_a_job(db, planner):
+    table_id = await add_table(db, "fine", status())
+    outcome = await planner.plan(table_id, now=NOW)
+    assert outcome.job_id is None and outcome.recommendation.actions == []
+    stored = await db.fetchval("SELECT actions FROM icepack.recommendations")
+    assert {s["action"] for s in stored["skipped"]} >= {"rewrite_data_files", "expire_snapshots"}
+
+
+async def test_held_table_gets_no_job(db, planner):
+    table_id = await add_table(db, "held", status(small_file_count=30, small_file_bytes=30),
+                               hold={"reason": "verification failed"})
+    outcome = await planner.plan(table_id, now=NOW)
+    assert outcome.job_id is None
+    assert "table on hold: verification failed" in outcome.recommendation.skipped[0].reason
+
+
+async def test_opted_out_table_gets_no_job(db, planner):
+    table_id = await add_table(db, "optout", status(small_file_count=30, small_file_bytes=30),
+                               properties={"icepack.maintenance.enabled": "false"})
+    assert (await planner.plan(table_id, now=NOW)).job_id is None
+
+
+async def test_invalid_table_property_is_reported_not_crashed_on(db, planner):
+    table_id = await add_table(db, "bad", status(small_file_count=30, small_file_bytes=30),
+                               properties={"icepack.snapshot-expiry.retain-last": "many"})
+    outcome = await planner.plan(table_id, now=NOW)
+    assert outcome.job_id is None
+    assert "icepack.snapshot-expiry.retain-last" in outcome.recommendation.skipped[0].reason
+
+
+async def test_cadence_uses_the_action_history(db, planner):
+    table_id = await add_table(db, "recent", status(small_file_count=30, small_file_bytes=30))
+    job_id = await db.fetchval(
+        "INSERT INTO icepack.jobs (table_id, state, finished_at) "
+        "VALUES ($1, 'succeeded', now()) RETURNING id", table_id)
+    await db.execute(
+        "INSERT INTO icepack.job_actions (job_id, fence, action, state, started_at, finished_at) "
+        "VALUES ($1, 1, 'rewrite_data_files', 'succeeded', $2, $2)",
+        job_id, NOW - timedelta(hours=2))
+    outcome = await planner.plan(table_id, now=NOW)
+    assert outcome.job_id is None
+    assert any("cadence is 24 h" in s.reason for s in outcome.recommendation.skipped)
+
+
+async def test_simulation_reports_what_a_proposed_policy_would_change(db, planner):
+    await add_table(db, "old", status(snapshot_count=40,
+                                      oldest_snapshot_at="2026-11-21T01:00:00.000Z"))
+    await add_table(db, "young", status(snapshot_count=40,
+                                        oldest_snapshot_at="2026-11-21T11:30:00.000Z"))
+    proposed = [PolicyAttachment(SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True,
+                                 {"max_snapshot_age_hours": 6, "retain_last": 5})]
+    report = await simulate(planner, "cat", proposed, now=NOW)
+    assert report.tables_evaluated == 2
+    (change,) = report.changes
+    assert (change.table, change.current_actions, change.proposed_actions) == (
+        "old", [], ["expire_snapshots"])
+    assert report.totals == {"snapshots_expired_at_most": 35}
+    assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == 0  # nothing enqueued
+    assert await db.fetchval("SELECT count(*) FROM icepack.policies") == 0  # nothing stored
+    with pytest.raises(PolicyError, match="retain_last"):
+        await simulate(planner, "cat", [PolicyAttachment(
+            SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True, {"retain_last": 0})], now=NOW)
+
+
+async def test_actions_the_choke_point_would_refuse_are_skipped_not_enqueued(db, planner):
+    """An operator enabled orphan removal for the namespace, but one table's location holds
+    another table: the planner skips orphan removal there (naming the neighbour) and still
+    enqueues the rewrite, so the job never carries an action the executor refuses."""
+    outer = await add_table(db, "outer", status(small_file_count=30, small_file_bytes=30))
+    inner = await add_table(db, "inner", status())
+    lone = await add_table(db, "lone", status())
+    for table_id, location in [(outer, "s3://b/wh/db/outer"),
+                               (inner, "s3://b/wh/db/outer/inner"), (lone, "s3://b/wh/lone")]:
+        await db.execute("UPDATE icepack.tables SET location = $2 WHERE id = $1", table_id,
+                         location)
+    await db.execute(
+        "INSERT INTO icepack.policies (policy_type, scope, catalog, namespace, config) "
+        "VALUES ('system.orphan-file-removal', 'namespace', 'cat', 'db', '{}'::jsonb)")
+
+    planned = await planner.plan(outer, now=NOW)
+    assert [a.action for a in planned.recommendation.actions] == ["rewrite_data_files"]
+    (skip,) = [s for s in planned.recommendation.skipped if s.action == "remove_orphan_files"]
+    assert "LOCATION_OVERLAP" in skip.reason and "cat.db.inner" in skip.reason
+    job = await db.fetchrow("SELECT actions FROM icepack.jobs WHERE id = $1", planned.job_id)
+    assert [a["action"] for a in job["actions"]] == ["rewrite_data_files"]
+
+    alone = await planner.plan(lone, now=NOW)
+    assert [a.action for a in alone.recommendation.actions] == ["remove_orphan_files"]

@@ -1,0 +1,87 @@
+"""JobLease: heartbeats while work runs; stops the work (and Spark, via on_stop) when the fence is
+lost or the operator cancels."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.queue.lease import CancelRequested, JobLease, LeaseLost
+from tests.support.waiting import eventually
+
+# Only a guard against a hang: the lease must stop the work long before this (it checks every
+# lease/3 seconds); the work itself never ends on its own.
+STOP_DEADLINE_S = 60.0
+
+
+async def never_ends() -> None:
+    """Work that only stops when it is cancelled."""
+    await asyncio.Event().wait()
+
+
+class StopRecorder:
+    def __init__(self):
+        self.calls = 0
+
+    async def __call__(self):
+        self.calls += 1
+
+
+async def test_work_that_outlives_a_lease_period_keeps_its_lease(db):
+    queue = JobQueue(db)
+    await queue.enqueue(None, [])
+    job = await queue.claim("w", 0.6)
+    lease = JobLease(queue, job, 0.6)
+
+    async def outlived() -> bool:
+        # The claim's own lease has run out by the database's clock, and heartbeats renewed it.
+        expired = await db.fetchval("SELECT now() > $1", job.lease_until)
+        return expired and lease.renewals >= 3
+
+    async def work():
+        # Runs until the condition holds, however slowly the machine runs the heartbeats.
+        await eventually(outlived, timeout=60, what="the work to outlive its first lease")
+        return "done"
+
+    assert await lease.run(work()) == "done"
+    assert not lease.lost.is_set()
+    renewed = await db.fetchval("SELECT lease_until FROM icepack.jobs WHERE id = $1", job.id)
+    assert renewed > job.lease_until  # the heartbeats moved the lease on
+    assert (await queue.complete(job)).state.value == "succeeded"
+
+
+async def test_lost_fence_stops_the_work_and_spark(db):
+    queue = JobQueue(db)
+    await queue.enqueue(None, [])
+    job = await queue.claim("stale", 0.9)
+    stopped = StopRecorder()
+    lease = JobLease(queue, job, 0.9, on_stop=stopped)
+
+    async def take_over():
+        # Another executor gets the job: reaped (as if expired) and claimed with a new fence.
+        later = datetime.now(UTC) + timedelta(minutes=5)
+        await queue.reap(now=later)
+        await queue.claim("fresh", 60, now=later + timedelta(hours=1))
+
+    taker = asyncio.create_task(take_over())
+    # The work never ends by itself: only the lease's heartbeat, finding the fence gone, can
+    # stop it (the deadline only turns a hang into a failure).
+    with pytest.raises(LeaseLost):
+        await asyncio.wait_for(lease.run(never_ends()), STOP_DEADLINE_S)
+    await taker
+    assert lease.lost.is_set() and stopped.calls == 1
+
+
+async def test_operator_cancel_stops_the_work(db):
+    queue = JobQueue(db)
+    await queue.enqueue(None, [])
+    job = await queue.claim("w", 0.6)
+    stopped = StopRecorder()
+    lease = JobLease(queue, job, 0.6, on_stop=stopped)
+    canceller = asyncio.create_task(queue.cancel(job.id))
+    with pytest.raises(CancelRequested):
+        await asyncio.wait_for(lease.run(never_ends()), STOP_DEADLINE_S)
+    await canceller
+    assert stopped.calls == 1
+    assert (await queue.finish_cancelled(job)).state.value == "cancelled"

@@ -1,0 +1,101 @@
+"""The coalescing per-service work queue."""
+
+import asyncio
+from collections import Counter
+
+from icepack_core.queue.work_items import WorkQueue
+
+
+async def make_tables(db, n):
+    rows = await db.fetch(
+        "INSERT INTO icepack.tables (catalog, namespace, name) "
+        "SELECT 'c', 'ns', 't' || g FROM generate_series(1, $1) g RETURNING id", n)
+    return [r["id"] for r in rows]
+
+
+async def request(db, queue, table_id, reason="table.changed"):
+    async with db.acquire() as conn, conn.transaction():
+        return await queue.request(conn, table_id, reason)
+
+
+async def test_a_burst_of_requests_becomes_one_item(db):
+    (table,) = await make_tables(db, 1)
+    queue = WorkQueue(db, "inspector", "w1")
+    for _ in range(10):
+        await request(db, queue, table)
+    items = await queue.claim(10)
+    assert [i.table_id for i in items] == [table] and items[0].generation == 10
+    assert await queue.complete(items[0])
+    assert await queue.pending() == 0
+
+
+async def test_replicas_never_hold_the_same_table(db):
+    tables = await make_tables(db, 60)
+    producer = WorkQueue(db, "inspector", "producer")
+    for t in tables:
+        await request(db, producer, t)
+    replicas = [WorkQueue(db, "inspector", f"r{i}") for i in range(4)]
+    done = []
+
+    async def work(q):
+        while items := await q.claim(3):
+            for item in items:
+                done.append(item.table_id)
+                await asyncio.sleep(0)
+                assert await q.complete(item)
+
+    await asyncio.gather(*(work(q) for q in replicas))
+    assert Counter(done) == Counter(tables)
+
+
+async def test_rerequest_while_working_hands_the_item_back(db):
+    (table,) = await make_tables(db, 1)
+    queue = WorkQueue(db, "inspector", "w1")
+    await request(db, queue, table)
+    (item,) = await queue.claim()
+    await request(db, queue, table)  # a new commit landed while we inspected
+    assert await queue.claim() == []  # still ours: nobody else may work on it
+    assert not await queue.complete(item)  # handed back, not deleted
+    (again,) = await queue.claim()
+    assert again.generation == item.generation + 1
+    assert await queue.complete(again)
+
+
+async def test_services_have_separate_queues(db):
+    (table,) = await make_tables(db, 1)
+    await request(db, WorkQueue(db, "inspector", "i"), table)
+    assert await WorkQueue(db, "planner", "p").claim() == []
+
+
+async def test_failed_item_waits_before_retry(db):
+    (table,) = await make_tables(db, 1)
+    queue = WorkQueue(db, "inspector", "w1")
+    await request(db, queue, table)
+    (item,) = await queue.claim()
+    await queue.fail(item, "catalog timeout", retry_in=3600)
+    assert await queue.claim() == []
+    row = await db.fetchrow("SELECT last_error, claimed_by FROM icepack.work_items")
+    assert dict(row) == {"last_error": "catalog timeout", "claimed_by": None}
+
+
+async def test_expired_lease_lets_another_replica_claim(db):
+    (table,) = await make_tables(db, 1)
+    dead = WorkQueue(db, "inspector", "dead", lease_seconds=60)
+    await request(db, dead, table)
+    (item,) = await dead.claim()
+    await db.execute("UPDATE icepack.work_items SET lease_until = now() - interval '1 s'")
+    alive = WorkQueue(db, "inspector", "alive")
+    (taken,) = await alive.claim()
+    assert taken.table_id == table
+    assert not await dead.heartbeat(item)  # the dead one learns it lost the item
+    assert not await dead.complete(item) and await alive.complete(taken)
+
+
+async def test_release_all_hands_back_what_a_stopping_worker_holds(db):
+    tables = await make_tables(db, 3)
+    queue = WorkQueue(db, "inspector", "stopping")
+    for t in tables:
+        await request(db, queue, t)
+    assert len(await queue.claim(3)) == 3
+    await queue.release_all()
+    assert len(await WorkQueue(db, "inspector", "next").claim(3)) == 3
