@@ -1,9 +1,13 @@
-"""The discovery service: list every configured catalog on a timer and refresh ``tables``."""
+"""The discovery service: wiring for ``icepack_core.discovery`` (``refresh.Discovery``).
+
+It lists every configured catalog on a timer and refreshes ``tables``.
+"""
 
 from __future__ import annotations
 
+from icepack_core.db.resilience import loop_every
 from icepack_core.discovery.refresh import Discovery, DiscoveryResult
-from icepack_core.runtime.service import Service, ServiceContext, loop_every
+from icepack_core.runtime.service import Service, ServiceContext
 
 
 class DiscoveryService(Service):

@@ -1,4 +1,6 @@
-"""The executor service: claim a job, lock its table, run its actions under a lease, finish it.
+"""The executor service: wiring for ``icepack_core.execution`` (``job_runner``).
+
+It claims a job, locks its table, runs its actions under a lease and finishes it.
 
 ``--once`` (KEDA ScaledJob): claim one job, run it, exit 0; exit 0 at once when none is
 claimable. Loop mode (``icepack up``): claim jobs until stopped. On SIGTERM the current job

@@ -1,4 +1,5 @@
-"""The gateway service: read APIs, operator writes, the web UI and Prometheus metrics.
+"""The gateway service: read APIs over the read models of ``icepack_core.db``, operator writes
+through ``icepack_core.safety`` and ``queue``, the web UI and Prometheus metrics.
 
 It has no loop of its own: it serves HTTP (through the runner's server) until asked to stop.
 """

@@ -1,15 +1,19 @@
-"""The inspector service: turn ``table.*`` and ``job.finished`` events into table inspections,
-and re-assess tables whose health has aged (``ICEPACK_INSPECTOR_REFRESH_SECONDS``)."""
+"""The inspector service: wiring for ``icepack_core.inspection`` (``process``).
+
+It turns ``table.*`` and ``job.finished`` events into table inspections, and re-assesses tables
+whose health has aged (``ICEPACK_INSPECTOR_REFRESH_SECONDS``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 
+from icepack_core.db.resilience import loop_every
 from icepack_core.inspection.health import Thresholds
 from icepack_core.inspection.process import TableInspections
 from icepack_core.queue.work_items import WorkQueue
 from icepack_core.runtime.consumers import run_event_service
-from icepack_core.runtime.service import Service, ServiceContext, loop_every
+from icepack_core.runtime.service import Service, ServiceContext
 from icepack_core.types import Topic
 
 # table.dropped is not here: a dropped table needs no inspection (its work item is skipped).

@@ -19,6 +19,8 @@ import asyncpg
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from tenacity.wait import wait_exponential_jitter
 
+from icepack_core.telemetry.logs import redact_text
+
 T = TypeVar("T")
 
 # Errors that mean "the database is (momentarily) not there", never "this work is bad".
@@ -105,3 +107,21 @@ async def retry_db(
             return None
         raise
     return None  # unreachable: AsyncRetrying either returns or raises
+
+
+async def loop_every(
+    interval: float, stop: asyncio.Event, once: Callable[[], Awaitable[Any]], log: Any, name: str
+) -> None:
+    """Call ``once()`` every ``interval`` seconds until ``stop``; log and carry on on any error
+    (a database outage included: the next round tries again)."""
+    while not stop.is_set():
+        try:
+            await once()
+        except asyncio.CancelledError:
+            raise
+        except TRANSIENT_DB_ERRORS as exc:
+            log.warning(f"{name}.db_unavailable", error=str(exc))
+        except Exception as exc:  # one failed round never stops the service
+            log.exception(f"{name}.failed", error=redact_text(f"{type(exc).__name__}: {exc}"))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)

@@ -16,7 +16,6 @@ import contextlib
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from icepack_core.db import pool as db
 from icepack_core.db.migrate import migrate
-from icepack_core.db.resilience import TRANSIENT_DB_ERRORS, retry_db
+from icepack_core.db.resilience import retry_db
 from icepack_core.queue.events import Listener
 from icepack_core.runtime.probes import (
     ReadyCheck,
@@ -36,7 +35,7 @@ from icepack_core.runtime.probes import (
     prometheus_metrics,
 )
 from icepack_core.settings import Settings
-from icepack_core.telemetry.logs import redact_text, setup_logging
+from icepack_core.telemetry.logs import setup_logging
 from icepack_core.telemetry.tracing import setup_telemetry
 
 # Where each service listens by default: BASE_PORT plus its offset, so `icepack up` can run all
@@ -180,21 +179,3 @@ async def _supervise(
     except Exception:
         return 1
     return 1 if died else code
-
-
-async def loop_every(
-    interval: float, stop: asyncio.Event, once: Callable[[], Awaitable[Any]], log: Any, name: str
-) -> None:
-    """Call ``once()`` every ``interval`` seconds until ``stop``; log and carry on on any error
-    (a database outage included: the next round tries again)."""
-    while not stop.is_set():
-        try:
-            await once()
-        except asyncio.CancelledError:
-            raise
-        except TRANSIENT_DB_ERRORS as exc:
-            log.warning(f"{name}.db_unavailable", error=str(exc))
-        except Exception as exc:  # one failed round never stops the service
-            log.exception(f"{name}.failed", error=redact_text(f"{type(exc).__name__}: {exc}"))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)

@@ -1,0 +1,71 @@
+"""Keeping the queue healthy: reap expired leases, prune old jobs and events, re-plan stale tables.
+
+These loops belong to the queue, not to any one domain; the planner service runs them because
+the planner always runs, while executors are scaled to zero by KEDA when nothing is queued
+(docs/architecture.md, "Jobs, leases, fences and locks").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import asyncpg
+import structlog
+
+from icepack_core.db.queries import load_query
+from icepack_core.db.resilience import loop_every
+from icepack_core.queue.events import prune_events
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.queue.work_items import WorkQueue
+
+REAP_INTERVAL_SECONDS = 5.0  # an expired lease is noticed within seconds
+PRUNE_INTERVAL_SECONDS = 600.0  # pruning is cheap but need not be frequent
+REPLAN_INTERVAL_SECONDS = 900.0  # snapshot age moves slowly; a quarter hour is plenty
+REPLAN_BATCH = 1000
+
+
+@dataclass
+class QueueUpkeep:
+    """The queue's periodic maintenance over ``pool``; ``run`` loops until ``stop`` is set.
+
+    ``work`` is the planner's work queue: ``replan`` asks it to re-plan every table whose
+    recommendation is older than ``REPLAN_INTERVAL_SECONDS`` (time-based actions such as
+    snapshot expiry fall due without any event).
+    """
+
+    pool: asyncpg.Pool
+    jobs: JobQueue
+    work: WorkQueue
+    job_retention_seconds: float
+    event_retention_seconds: float
+    log: structlog.stdlib.BoundLogger
+
+    async def reap(self) -> None:
+        """Requeue (with backoff) or fail every job whose lease expired."""
+        for job in await self.jobs.reap():
+            self.log.warning("job.reaped", job_id=job.id, state=job.state.value,
+                             attempts=job.attempts, error=job.error)
+
+    async def prune(self) -> None:
+        """Delete finished jobs and consumed events past their retention."""
+        jobs = await self.jobs.prune(self.job_retention_seconds)
+        pruned = await prune_events(self.pool, self.event_retention_seconds)
+        if jobs or pruned:
+            self.log.info("queue.pruned", jobs=jobs, events=pruned)
+
+    async def replan(self) -> None:
+        """Request a ``replan`` work item for each table whose recommendation went stale."""
+        rows = await self.pool.fetch(load_query("recommendation_stale_tables"),
+                                     REPLAN_INTERVAL_SECONDS, None, REPLAN_BATCH)
+        async with self.pool.acquire() as conn, conn.transaction():
+            for row in rows:
+                await self.work.request(conn, row["id"], "replan")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run the three loops until ``stop``; a failing pass is logged and retried next tick."""
+        await asyncio.gather(
+            loop_every(REPLAN_INTERVAL_SECONDS, stop, self.replan, self.log, "planner.replan"),
+            loop_every(REAP_INTERVAL_SECONDS, stop, self.reap, self.log, "job.reap"),
+            loop_every(PRUNE_INTERVAL_SECONDS, stop, self.prune, self.log, "queue.prune"),
+        )
