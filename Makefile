@@ -18,8 +18,8 @@ uv:
 
 setup: uv ## install Python deps, Spark jars and go-inspector (idempotent)
 	uv sync --frozen --all-packages
-	scripts/fetch-jars.sh $(JARS_DIR)
-	scripts/fetch-rest-fixture.sh
+	scripts/fetch-maven.sh jars $(JARS_DIR)
+	scripts/fetch-maven.sh rest-fixture
 	cd go-inspector && go build -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
@@ -28,7 +28,8 @@ setup: uv ## install Python deps, Spark jars and go-inspector (idempotent)
 demo: setup ## run Icepack on the embedded default (local Postgres, all services)
 	uv run icepack demo
 
-test: setup ## run every test (real Postgres, Spark, catalogs; Go tests too)
+test: setup ## lint, then every test (real Postgres, Spark, catalogs; Go tests too)
+	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory test-python
 
@@ -38,9 +39,10 @@ test-python:
 test-go:
 	cd go-inspector && go vet ./... && go test ./...
 
-lint: setup ## ruff on everything, mypy strict on icepack_core
-	uv run ruff check libs services tests bench
-	uv run mypy libs/icepack_core/src/icepack_core
+lint: uv ## ruff (lint + format) on everything, mypy strict on libs and services; no jars, no Go
+	uv sync --frozen --all-packages
+	uv run ruff check libs services tests bench scripts
+	uv run mypy
 
 bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.queue

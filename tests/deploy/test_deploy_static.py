@@ -21,7 +21,7 @@ CHECKOV_CONFIG = DEPLOY / ".checkov.yaml"
 # The commands `make setup` runs; each image build must run the same ones (deploy/README.md).
 SETUP_STEPS = {
     "uv sync --frozen": [DOCKERFILES[0], DOCKERFILES[1]],
-    "scripts/fetch-jars.sh": [DOCKERFILES[1]],
+    "scripts/fetch-maven.sh jars": [DOCKERFILES[1]],
     "go build -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector": [DOCKERFILES[1]],
 }
 

@@ -1,12 +1,13 @@
 """pytest fixtures: Apache Iceberg's own REST catalog server (the "REST fixture").
 
 ``iceberg_rest`` runs ``org.apache.iceberg.rest.RESTCatalogServer`` once per session from the
-runnable jar ``scripts/fetch-rest-fixture.sh`` resolves (``org.apache.iceberg:iceberg-open-api``
-1.10.1, see ``tools/rest-fixture/pom.xml``): ``java -jar`` with a ``file://`` warehouse in a temp
-dir and the server's default backend, a JdbcCatalog on SQLite, there in a file beside the
-warehouse (the default in-memory SQLite breaks under concurrent requests). It answers the
-OAuth2 client-credentials exchange (``POST /v1/oauth/tokens``, any client id and secret, token
-``client-credentials-token:sub=<client id>``) but does not check tokens on other requests.
+runnable jar ``scripts/fetch-maven.sh rest-fixture`` resolves
+(``org.apache.iceberg:iceberg-open-api`` 1.10.1, see ``tools/rest-fixture/pom.xml``): ``java -jar``
+with a ``file://`` warehouse in a temp dir and the server's default backend, a JdbcCatalog on
+SQLite, there in a file beside the warehouse (the default in-memory SQLite breaks under concurrent
+requests). It answers the OAuth2 client-credentials exchange (``POST /v1/oauth/tokens``, any client
+id and secret, token ``client-credentials-token:sub=<client id>``) but does not check tokens on
+other requests.
 
 ``run_rest_fixture`` starts another, separate instance (tests that stop a server use their own).
 The server listens on all interfaces (``RESTCatalogServer`` has no bind-address setting).
@@ -140,13 +141,13 @@ def run_rest_fixture(jar: Path, label: str = "rest-fixture") -> Iterator[Iceberg
 
 @pytest.fixture(scope="session")
 def rest_fixture_jar() -> Path:
-    """The runnable REST fixture jar in ``.cache/rest-fixture`` (``scripts/fetch-rest-fixture.sh``,
-    a no-op when its stamp is current)."""
-    script = REPO_ROOT / "scripts" / "fetch-rest-fixture.sh"
-    result = subprocess.run([str(script), str(REST_FIXTURE_DIR)], capture_output=True, text=True,
-                            timeout=900, check=False)
+    """The runnable REST fixture jar in ``.cache/rest-fixture`` (``scripts/fetch-maven.sh
+    rest-fixture``, a no-op when its stamp is current)."""
+    script = REPO_ROOT / "scripts" / "fetch-maven.sh"
+    result = subprocess.run([str(script), "rest-fixture", str(REST_FIXTURE_DIR)],
+                            capture_output=True, text=True, timeout=900, check=False)
     if result.returncode != 0:
-        _unavailable(f"scripts/fetch-rest-fixture.sh failed ({result.returncode}):\n"
+        _unavailable(f"scripts/fetch-maven.sh rest-fixture failed ({result.returncode}):\n"
                      f"{result.stdout[-2000:]}{result.stderr[-2000:]}")
     stamp = (REST_FIXTURE_DIR / STAMP).read_text()
     jars = [line.removeprefix("jar=") for line in stamp.splitlines() if line.startswith("jar=")]

@@ -1,6 +1,6 @@
 """pytest fixtures: real Spark components, started once per test session and only on demand.
 
-- ``spark_jars``: ``scripts/fetch-jars.sh`` into ``.cache/jars`` (a no-op when up to date).
+- ``spark_jars``: ``scripts/fetch-maven.sh jars`` into ``.cache/jars`` (a no-op when up to date).
 - ``spark_catalog_settings``: Icepack ``Settings`` whose embedded SQL catalog ``icepack`` lives in
   the dedicated database ``icepack_spark`` of the session Postgres, warehouse in a temp dir.
   PyIceberg's ``SqlCatalog`` and every Spark below see the same tables through it.
@@ -87,14 +87,16 @@ def close_pyspark_result_sockets() -> None:
 
 @pytest.fixture(scope="session")
 def spark_jars() -> Path:
-    """``.cache/jars`` filled by ``scripts/fetch-jars.sh`` (Iceberg runtime, JDBC, Connect)."""
-    script = REPO_ROOT / "scripts" / "fetch-jars.sh"
+    """``.cache/jars`` filled by ``scripts/fetch-maven.sh jars`` (Iceberg runtime, JDBC,
+    Connect)."""
+    script = REPO_ROOT / "scripts" / "fetch-maven.sh"
     result = subprocess.run(
-        [str(script), str(JARS_DIR)], capture_output=True, text=True, timeout=600, check=False
+        [str(script), "jars", str(JARS_DIR)],
+        capture_output=True, text=True, timeout=600, check=False,
     )
     if result.returncode != 0:
         _unavailable(
-            f"scripts/fetch-jars.sh failed ({result.returncode}):\n"
+            f"scripts/fetch-maven.sh jars failed ({result.returncode}):\n"
             f"{result.stdout[-2000:]}{result.stderr[-2000:]}"
         )
     return JARS_DIR

@@ -195,7 +195,7 @@ def test_session_conf_layers_common_catalog_and_operator_confs(jars, tmp_path):
 
 
 def test_missing_jars_name_the_fix(tmp_path):
-    with pytest.raises(ConfigError, match=r"make setup.*scripts/fetch-jars\.sh"):
+    with pytest.raises(ConfigError, match=r"make setup.*scripts/fetch-maven\.sh jars"):
         jars_for(tmp_path / "nowhere", [rest_catalog()])
 
 

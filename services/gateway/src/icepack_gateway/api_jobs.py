@@ -192,6 +192,7 @@ async def submit_job(request: Request) -> Response:
         table["id"], intents_json(intents), dedupe_key=f"table:{table['id']}",
         priority=spec.priority, trigger=JobTrigger.MANUAL)
     row = await pool.fetchrow(load_query("job_detail"), enqueued.job.id)
+    assert row is not None  # enqueued (or found) in this request; jobs are pruned only when done
     return ApiResponse({"job": job_json(row), "created": enqueued.created},
                        status_code=201 if enqueued.created else 200)
 
@@ -209,6 +210,7 @@ async def cancel_job(request: Request) -> Response:
     if before["state"] != JobState.CANCELLED:
         await state.jobs.cancel(job_id)
     row = await state.pool.fetchrow(load_query("job_detail"), job_id)
+    assert row is not None  # read above; only finished jobs are ever pruned
     # A queued job is cancelled at once; a running one stops when its executor next heartbeats
     # (``cancel_requested_at`` is set and the state is still ``running``).
     return ApiResponse({"job": job_json(row), "cancelled": row["state"] == JobState.CANCELLED})

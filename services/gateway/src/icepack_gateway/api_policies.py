@@ -72,6 +72,7 @@ def _put(scope: str) -> Any:
             await find_table(pool, catalog, namespace, table, allow_dropped=False)
         row = await pool.fetchrow(load_query("policy_upsert"), policy_type.value, scope,
                                   catalog, namespace, table, enabled, config)
+        assert row is not None  # an upsert always returns its row
         return ApiResponse({"policy": policy_json(row), "created": row["created"]},
                            status_code=201 if row["created"] else 200)
 

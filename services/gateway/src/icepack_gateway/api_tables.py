@@ -127,7 +127,7 @@ def _status_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
                                 "current_snapshot_id", "status")}
 
 
-def _recommendation_json(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A ``recommendations`` row for the API: ``actions`` (each ``{action, reason, params,
     estimated_benefit}``) and ``skipped`` (each ``{action, reason}``) side by side.
 

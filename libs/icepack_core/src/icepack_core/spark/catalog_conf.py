@@ -178,7 +178,7 @@ def spark_catalog_conf(cfg: CatalogConfig) -> dict[str, str]:
 def jars_for(
     jars_dir: Path, catalogs: Iterable[CatalogConfig], connect: bool = False
 ) -> list[Path]:
-    """The jars Spark needs for these catalogs, from the ``scripts/fetch-jars.sh`` cache.
+    """The jars Spark needs for these catalogs, from the ``scripts/fetch-maven.sh jars`` cache.
 
     Always the Iceberg runtime; the Postgres driver for sql catalogs; the AWS bundle when any
     catalog uses S3 or Glue; the Spark Connect server jar when ``connect``.
@@ -201,8 +201,8 @@ def jars_for(
         if not matches:
             raise ConfigError(
                 f"Spark jar {prefix}*.jar not found in {jars_dir}; run `make setup` (or "
-                f"`scripts/fetch-jars.sh {jars_dir}`), or point ICEPACK_SPARK_JARS_DIR at the "
-                "directory that holds the jars"
+                f"`scripts/fetch-maven.sh jars {jars_dir}`), or point ICEPACK_SPARK_JARS_DIR at "
+                "the directory that holds the jars"
             )
         chosen.append(matches[-1])
     return chosen

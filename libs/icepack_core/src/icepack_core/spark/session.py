@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("icepack.spark")
 
-# Where `make setup` / scripts/fetch-jars.sh put the jars, relative to the working directory
+# Where `make setup` / scripts/fetch-maven.sh jars put the jars, relative to the working directory
 # (the repository root in development; images set ICEPACK_SPARK_JARS_DIR).
 DEFAULT_JARS_DIR = Path(".cache/jars")
 APP_NAME = "icepack"
@@ -121,7 +121,7 @@ def local_session(settings: Settings) -> SparkSession:
 
     Raises:
         ConfigError: the Iceberg runtime or JDBC driver jar is missing; run ``make setup`` or
-            ``scripts/fetch-jars.sh`` (or set ``ICEPACK_SPARK_JARS_DIR``).
+            ``scripts/fetch-maven.sh jars`` (or set ``ICEPACK_SPARK_JARS_DIR``).
     """
     session, _created = build_local_session(settings)
     return session
