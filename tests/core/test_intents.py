@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icepack_core.intents import (
-    Action,
     ExpireSnapshots,
     IntentError,
     RemoveOrphanFiles,
@@ -19,6 +18,7 @@ from icepack_core.intents import (
 )
 from icepack_core.planning.recommendation import recommend
 from icepack_core.policy import resolve
+from icepack_core.types import Action
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 STATUS = {"small_file_count": 40, "small_file_bytes": 4_000_000, "data_file_count": 50,

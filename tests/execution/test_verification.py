@@ -10,11 +10,10 @@ import asyncio
 
 import pytest
 
-from icepack_core.errors import StaleFence
+from icepack_core.errors import PermanentError, RetryableError, StaleFence
 from icepack_core.execution.job_execution import JobExecution
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.maintenance import TableMaintenance, VerificationFailed
-from icepack_core.execution.outcome import ActionError
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.settings import load_settings
@@ -167,9 +166,9 @@ async def test_failure_after_a_partial_commit_is_verified_and_held(
     async def record(action):
         await queue.record_action(job, **vars(action))
 
-    with pytest.raises(ActionError) as exc:
+    with pytest.raises(PermanentError) as exc:
         await execution.run(table_id, [NO_OP_REWRITE], record, job=job)
-    assert exc.value.retryable is False
+    assert not isinstance(exc.value, RetryableError)
     hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1",
                              table_id)
     assert hold["action"] == "verify_rewrites" and hold["evidence"]["status"] == "violation"
@@ -202,7 +201,7 @@ async def test_verification_that_cannot_run_holds_the_table(
     async def record(action):
         await queue.record_action(job, **vars(action))
 
-    with pytest.raises(ActionError):
+    with pytest.raises(PermanentError):
         await execution.run(table_id, [NO_OP_REWRITE], record, job=job)
     hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1",
                              table_id)
@@ -279,7 +278,7 @@ async def test_lost_lease_leaves_the_verification_to_the_next_holder(
         return None
 
     execution.after_call = None
-    with pytest.raises(ActionError):
+    with pytest.raises(PermanentError):
         await execution.run(table_id, [COMPACT], record_second, job=second, guard=lock_is_ours)
     (verify,) = await stored_actions(db, second.id)  # verified first; the compaction never ran
     evidence = verify["output"]["verification"]

@@ -8,8 +8,9 @@ import pytest
 
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.simulation import simulate
-from icepack_core.policy import SNAPSHOT_EXPIRY, PolicyAttachment, PolicyError
+from icepack_core.policy import PolicyAttachment, PolicyError
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.types import PolicyType
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 MIB = 1024 * 1024
@@ -111,7 +112,7 @@ async def test_simulation_reports_what_a_proposed_policy_would_change(db, planne
                                       oldest_snapshot_at="2026-11-21T01:00:00.000Z"))
     await add_table(db, "young", status(snapshot_count=40,
                                         oldest_snapshot_at="2026-11-21T11:30:00.000Z"))
-    proposed = [PolicyAttachment(SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True,
+    proposed = [PolicyAttachment(PolicyType.SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True,
                                  {"max_snapshot_age_hours": 6, "retain_last": 5})]
     report = await simulate(planner, "cat", proposed, now=NOW)
     assert report.tables_evaluated == 2
@@ -122,8 +123,9 @@ async def test_simulation_reports_what_a_proposed_policy_would_change(db, planne
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == 0  # nothing enqueued
     assert await db.fetchval("SELECT count(*) FROM icepack.policies") == 0  # nothing stored
     with pytest.raises(PolicyError, match="retain_last"):
-        await simulate(planner, "cat", [PolicyAttachment(
-            SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True, {"retain_last": 0})], now=NOW)
+        bad = PolicyAttachment(PolicyType.SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True,
+                               {"retain_last": 0})
+        await simulate(planner, "cat", [bad], now=NOW)
 
 
 async def test_actions_the_choke_point_would_refuse_are_skipped_not_enqueued(db, planner):

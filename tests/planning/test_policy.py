@@ -2,15 +2,12 @@
 
 import pytest
 
-from icepack_core.policy import (
-    DATA_COMPACTION,
-    ORPHAN_FILE_REMOVAL,
-    SNAPSHOT_EXPIRY,
-    PolicyAttachment,
-    PolicyError,
-    parse_config,
-    resolve,
-)
+from icepack_core.policy import PolicyAttachment, PolicyError, parse_config, resolve
+from icepack_core.types import PolicyType
+
+DATA_COMPACTION = PolicyType.DATA_COMPACTION
+ORPHAN_FILE_REMOVAL = PolicyType.ORPHAN_FILE_REMOVAL
+SNAPSHOT_EXPIRY = PolicyType.SNAPSHOT_EXPIRY
 
 
 def att(policy_type, scope, namespace=None, table=None, enabled=True, **config):

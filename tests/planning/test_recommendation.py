@@ -5,8 +5,11 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icepack_core.planning.recommendation import ACTION_ORDER, PartitionStat, recommend
-from icepack_core.policy import ORPHAN_FILE_REMOVAL, PolicyAttachment, resolve
+from icepack_core.planning.recommendation import PartitionStat, recommend
+from icepack_core.policy import PolicyAttachment, resolve
+from icepack_core.types import Action, PolicyType
+
+ACTION_ORDER = tuple(Action)
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 MIB = 1024 * 1024
@@ -72,8 +75,8 @@ def test_old_snapshots_are_expired_with_exact_parameters():
 
 
 def test_actions_come_in_a_safe_order():
-    policy = resolve([PolicyAttachment(ORPHAN_FILE_REMOVAL, "catalog", "c", None, None, True,
-                                       {})], "db", "t")
+    orphans = PolicyAttachment(PolicyType.ORPHAN_FILE_REMOVAL, "catalog", "c", None, None, True, {})
+    policy = resolve([orphans], "db", "t")
     rec = recommend(status(small_file_count=9, small_file_bytes=9, manifest_count=500,
                            position_delete_file_count=4, snapshot_count=9,
                            oldest_snapshot_at="2026-01-01T00:00:00.000Z"), policy, {}, NOW)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -30,6 +29,7 @@ from pydantic import (
 )
 
 from icepack_core.errors import PermanentError
+from icepack_core.types import Action
 
 MAX_ACTIONS = 10
 MAX_REASON_LENGTH = 2_000
@@ -51,25 +51,6 @@ REWRITE_DELETE_OPTIONS = frozenset({
     "partial-progress.max-commits", "max-concurrent-file-group-rewrites", "rewrite-job-order",
 })
 _OPTION_VALUE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-class Action(StrEnum):
-    """The maintenance actions Icepack runs, in the order a job runs them: rewrites first so
-    that expiry can drop what they replaced, orphan removal last."""
-
-    REWRITE_DATA_FILES = "rewrite_data_files"
-    REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"
-    REWRITE_MANIFESTS = "rewrite_manifests"
-    EXPIRE_SNAPSHOTS = "expire_snapshots"
-    REMOVE_ORPHAN_FILES = "remove_orphan_files"
-
-    @property
-    def rank(self) -> int:
-        return list(Action).index(self)
-
-
-# Actions that replace data files: verified against their parent snapshot after the commit.
-REWRITES = frozenset({Action.REWRITE_DATA_FILES, Action.REWRITE_POSITION_DELETE_FILES})
 
 
 class IntentError(PermanentError, ValueError):
@@ -161,28 +142,28 @@ class _Intent(_Model):
 
 
 class RewriteDataFiles(_Intent):
-    action: Literal["rewrite_data_files"] = "rewrite_data_files"
+    action: Literal[Action.REWRITE_DATA_FILES] = Action.REWRITE_DATA_FILES
     params: RewriteDataFilesParams = Field(default_factory=RewriteDataFilesParams)
 
 
 class RewritePositionDeleteFiles(_Intent):
-    action: Literal["rewrite_position_delete_files"] = "rewrite_position_delete_files"
+    action: Literal[Action.REWRITE_POSITION_DELETE_FILES] = Action.REWRITE_POSITION_DELETE_FILES
     params: RewritePositionDeleteFilesParams = Field(
         default_factory=RewritePositionDeleteFilesParams)
 
 
 class RewriteManifests(_Intent):
-    action: Literal["rewrite_manifests"] = "rewrite_manifests"
+    action: Literal[Action.REWRITE_MANIFESTS] = Action.REWRITE_MANIFESTS
     params: RewriteManifestsParams = Field(default_factory=RewriteManifestsParams)
 
 
 class ExpireSnapshots(_Intent):
-    action: Literal["expire_snapshots"] = "expire_snapshots"
+    action: Literal[Action.EXPIRE_SNAPSHOTS] = Action.EXPIRE_SNAPSHOTS
     params: ExpireSnapshotsParams
 
 
 class RemoveOrphanFiles(_Intent):
-    action: Literal["remove_orphan_files"] = "remove_orphan_files"
+    action: Literal[Action.REMOVE_ORPHAN_FILES] = Action.REMOVE_ORPHAN_FILES
     params: RemoveOrphanFilesParams
 
 

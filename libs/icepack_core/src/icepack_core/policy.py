@@ -16,12 +16,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from icepack_core.errors import IcepackError
+from icepack_core.types import PolicyType
 
-DATA_COMPACTION = "system.data-compaction"
-METADATA_COMPACTION = "system.metadata-compaction"
-SNAPSHOT_EXPIRY = "system.snapshot-expiry"
-ORPHAN_FILE_REMOVAL = "system.orphan-file-removal"
-POLICY_TYPES = (DATA_COMPACTION, METADATA_COMPACTION, SNAPSHOT_EXPIRY, ORPHAN_FILE_REMOVAL)
+POLICY_TYPES = tuple(PolicyType)
 
 # Orphan removal deletes files: anything younger than this may belong to a writer still in flight.
 ORPHAN_SAFE_HOURS = 72.0
@@ -93,16 +90,16 @@ class OrphanFileRemovalConfig(_Config):
 
 
 CONFIG_TYPES: dict[str, type[_Config]] = {
-    DATA_COMPACTION: DataCompactionConfig,
-    METADATA_COMPACTION: MetadataCompactionConfig,
-    SNAPSHOT_EXPIRY: SnapshotExpiryConfig,
-    ORPHAN_FILE_REMOVAL: OrphanFileRemovalConfig,
+    PolicyType.DATA_COMPACTION: DataCompactionConfig,
+    PolicyType.METADATA_COMPACTION: MetadataCompactionConfig,
+    PolicyType.SNAPSHOT_EXPIRY: SnapshotExpiryConfig,
+    PolicyType.ORPHAN_FILE_REMOVAL: OrphanFileRemovalConfig,
 }
 DEFAULT_ENABLED = {
-    DATA_COMPACTION: True,
-    METADATA_COMPACTION: True,
-    SNAPSHOT_EXPIRY: True,
-    ORPHAN_FILE_REMOVAL: False,  # the one action that can destroy data
+    PolicyType.DATA_COMPACTION: True,
+    PolicyType.METADATA_COMPACTION: True,
+    PolicyType.SNAPSHOT_EXPIRY: True,
+    PolicyType.ORPHAN_FILE_REMOVAL: False,  # the one action that can destroy data
 }
 
 
@@ -168,17 +165,18 @@ def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | Non
 
 
 # icepack.* table properties and the policy field each overrides.
-PROPERTY_OVERRIDES: dict[str, tuple[str, str]] = {
-    "icepack.compaction.enabled": (DATA_COMPACTION, "enable"),
-    "icepack.compaction.target-file-size-bytes": (DATA_COMPACTION, "target_file_size_bytes"),
-    "icepack.compaction.min-input-files": (DATA_COMPACTION, "min_input_files"),
-    "icepack.manifests.enabled": (METADATA_COMPACTION, "enable"),
-    "icepack.manifests.max-count": (METADATA_COMPACTION, "max_manifests"),
-    "icepack.snapshot-expiry.enabled": (SNAPSHOT_EXPIRY, "enable"),
-    "icepack.snapshot-expiry.max-age-hours": (SNAPSHOT_EXPIRY, "max_snapshot_age_hours"),
-    "icepack.snapshot-expiry.retain-last": (SNAPSHOT_EXPIRY, "retain_last"),
-    "icepack.orphan-removal.enabled": (ORPHAN_FILE_REMOVAL, "enable"),
-    "icepack.orphan-removal.older-than-hours": (ORPHAN_FILE_REMOVAL, "older_than_hours"),
+PROPERTY_OVERRIDES: dict[str, tuple[PolicyType, str]] = {
+    "icepack.compaction.enabled": (PolicyType.DATA_COMPACTION, "enable"),
+    "icepack.compaction.target-file-size-bytes": (
+        PolicyType.DATA_COMPACTION, "target_file_size_bytes"),
+    "icepack.compaction.min-input-files": (PolicyType.DATA_COMPACTION, "min_input_files"),
+    "icepack.manifests.enabled": (PolicyType.METADATA_COMPACTION, "enable"),
+    "icepack.manifests.max-count": (PolicyType.METADATA_COMPACTION, "max_manifests"),
+    "icepack.snapshot-expiry.enabled": (PolicyType.SNAPSHOT_EXPIRY, "enable"),
+    "icepack.snapshot-expiry.max-age-hours": (PolicyType.SNAPSHOT_EXPIRY, "max_snapshot_age_hours"),
+    "icepack.snapshot-expiry.retain-last": (PolicyType.SNAPSHOT_EXPIRY, "retain_last"),
+    "icepack.orphan-removal.enabled": (PolicyType.ORPHAN_FILE_REMOVAL, "enable"),
+    "icepack.orphan-removal.older-than-hours": (PolicyType.ORPHAN_FILE_REMOVAL, "older_than_hours"),
 }
 MAINTENANCE_ENABLED = "icepack.maintenance.enabled"
 CADENCE_HOURS = "icepack.maintenance.cadence-hours"
@@ -245,7 +243,7 @@ def resolve(
     for key, value in properties.items():
         if key in PROPERTY_OVERRIDES:
             policy_type, field = PROPERTY_OVERRIDES[key]
-            if field == "enable" and policy_type == ORPHAN_FILE_REMOVAL:
+            if field == "enable" and policy_type == PolicyType.ORPHAN_FILE_REMOVAL:
                 # Whoever can write the table can set its properties: they may turn orphan
                 # removal off, never on (only an operator-attached policy enables it).
                 if not _parse_bool(key, value):
@@ -259,7 +257,7 @@ def resolve(
                 enabled[policy_type] = _parse_bool(key, value)
             else:
                 number = _parse_number(key, value)
-                if (policy_type, field) == (ORPHAN_FILE_REMOVAL, "older_than_hours"):
+                if (policy_type, field) == (PolicyType.ORPHAN_FILE_REMOVAL, "older_than_hours"):
                     # A property may make orphan removal more careful, never less.
                     floor = float(raw[policy_type].get(field, ORPHAN_SAFE_HOURS))
                     if number < floor:
@@ -281,9 +279,9 @@ def resolve(
     return EffectivePolicy(
         maintenance_enabled=maintenance,
         cadence_hours=cadence,
-        data_compaction=configs[DATA_COMPACTION],  # type: ignore[arg-type]
-        metadata_compaction=configs[METADATA_COMPACTION],  # type: ignore[arg-type]
-        snapshot_expiry=configs[SNAPSHOT_EXPIRY],  # type: ignore[arg-type]
-        orphan_file_removal=configs[ORPHAN_FILE_REMOVAL],  # type: ignore[arg-type]
+        data_compaction=configs[PolicyType.DATA_COMPACTION],  # type: ignore[arg-type]
+        metadata_compaction=configs[PolicyType.METADATA_COMPACTION],  # type: ignore[arg-type]
+        snapshot_expiry=configs[PolicyType.SNAPSHOT_EXPIRY],  # type: ignore[arg-type]
+        orphan_file_removal=configs[PolicyType.ORPHAN_FILE_REMOVAL],  # type: ignore[arg-type]
         sources=sources,
     )

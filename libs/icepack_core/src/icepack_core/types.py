@@ -1,4 +1,5 @@
-"""Shared primitives: job states, event topics, health levels and table identity.
+"""Shared vocabulary: job states, event topics, health levels, issue codes and severities,
+maintenance actions, policy types, and table identity.
 
 This is a leaf module: it imports nothing else of Icepack's, so every other module can use it.
 """
@@ -53,6 +54,55 @@ class Health(StrEnum):
     WARNING = "warning"
     CRITICAL = "critical"
     UNKNOWN = "unknown"
+
+
+class Severity(StrEnum):
+    """How bad one health issue is; a table's ``Health`` is its worst issue's severity."""
+
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class IssueCode(StrEnum):
+    """What a health issue is about (docs/architecture.md, "Health")."""
+
+    SMALL_FILES = "SMALL_FILES"
+    TOO_MANY_SNAPSHOTS = "TOO_MANY_SNAPSHOTS"
+    OLD_SNAPSHOTS = "OLD_SNAPSHOTS"
+    TOO_MANY_MANIFESTS = "TOO_MANY_MANIFESTS"
+    DELETE_FILE_BUILDUP = "DELETE_FILE_BUILDUP"
+    PARTITION_SKEW = "PARTITION_SKEW"
+    METADATA_LOG_GROWTH = "METADATA_LOG_GROWTH"
+    INSPECTION_FAILED = "INSPECTION_FAILED"
+
+
+class Action(StrEnum):
+    """The maintenance actions Icepack runs, in the order a job runs them: rewrites first so
+    that expiry can drop what they replaced, orphan removal last. Their parameters are the typed
+    intents of ``icepack_core.intents``."""
+
+    REWRITE_DATA_FILES = "rewrite_data_files"
+    REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"
+    REWRITE_MANIFESTS = "rewrite_manifests"
+    EXPIRE_SNAPSHOTS = "expire_snapshots"
+    REMOVE_ORPHAN_FILES = "remove_orphan_files"
+
+    @property
+    def rank(self) -> int:
+        return list(Action).index(self)
+
+
+# Actions that replace data files: verified against their parent snapshot after the commit.
+REWRITES = frozenset({Action.REWRITE_DATA_FILES, Action.REWRITE_POSITION_DELETE_FILES})
+
+
+class PolicyType(StrEnum):
+    """Polaris-compatible maintenance policy types (``icepack_core.policy`` gives each a config)."""
+
+    DATA_COMPACTION = "system.data-compaction"
+    METADATA_COMPACTION = "system.metadata-compaction"
+    SNAPSHOT_EXPIRY = "system.snapshot-expiry"
+    ORPHAN_FILE_REMOVAL = "system.orphan-file-removal"
 
 
 SERVICE_NAMES: tuple[str, ...] = ("discovery", "inspector", "planner", "executor", "gateway")

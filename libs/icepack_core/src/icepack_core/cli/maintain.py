@@ -28,7 +28,7 @@ from icepack_core.db.queries import load_query
 from icepack_core.errors import ConfigError, IcepackError
 from icepack_core.execution.job_execution import ActionRecord
 from icepack_core.execution.job_runner import JobRunner
-from icepack_core.execution.maintenance import MAINTENANCE_ACTIONS, procedure_args
+from icepack_core.execution.maintenance import procedure_args
 from icepack_core.inspection.health import Assessment, assess
 from icepack_core.inspection.inspector import Inspector, MemoryManifestCache
 from icepack_core.inspection.status import InspectionFailed, TableStatus
@@ -46,7 +46,9 @@ from icepack_core.spark.engine import engine_for
 from icepack_core.spark.sql import TableRef as SqlTableRef
 from icepack_core.spark.sql import procedure_call, spark_conf_statements
 from icepack_core.telemetry.logs import setup_logging
-from icepack_core.types import JobTrigger, TableRef, Topic
+from icepack_core.types import Action, JobTrigger, TableRef, Topic
+
+ACTION_NAMES = tuple(a.value for a in Action)
 
 out = Console()
 err = Console(stderr=True)
@@ -151,7 +153,7 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Int
         rec = recommend(obs.status.model_dump(mode="json"), obs.policy, {}, datetime.now(UTC),
                         target_file_size_bytes=int(target) if target and target.isdigit()
                         else None)
-    wanted = set(requested or MAINTENANCE_ACTIONS)
+    wanted = set(requested or ACTION_NAMES)
     chosen = [{"action": a.action, "params": a.params, "reason": a.reason}
               for a in rec.actions if a.action in wanted]
     return (parse_intents(chosen) if chosen else [],
@@ -191,11 +193,11 @@ def _parse_actions(raw: str | None) -> list[str] | None:
     if raw is None:
         return None
     names = [a.strip() for a in raw.split(",") if a.strip()]
-    unknown = [a for a in names if a not in MAINTENANCE_ACTIONS]
+    unknown = [a for a in names if a not in ACTION_NAMES]
     if not names or unknown:
         raise typer.BadParameter(
             f"unknown action(s) {', '.join(unknown) or '(none given)'}; choose from "
-            f"{', '.join(MAINTENANCE_ACTIONS)}", param_hint="--actions")
+            f"{', '.join(ACTION_NAMES)}", param_hint="--actions")
     return list(dict.fromkeys(names))
 
 
@@ -329,7 +331,7 @@ def recommend_cmd(
 def maintain_cmd(
     table: Annotated[str, typer.Argument(help="[CATALOG.]NAMESPACE.TABLE")],
     actions: Annotated[str | None, typer.Option(
-        help=f"comma-separated, any of: {', '.join(MAINTENANCE_ACTIONS)} "
+        help=f"comma-separated, any of: {', '.join(ACTION_NAMES)} "
              "(default: what `icepack recommend` proposes)")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the SQL, run nothing")]
     = False,

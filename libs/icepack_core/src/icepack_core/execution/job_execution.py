@@ -24,7 +24,7 @@ import asyncpg
 import structlog
 
 from icepack_core.db.queries import load_query
-from icepack_core.errors import InvalidIdentifier, PermanentError, StaleFence
+from icepack_core.errors import InvalidIdentifier, PermanentError, RetryableError, StaleFence
 from icepack_core.execution.maintenance import (
     AfterCall,
     OrphanLimitExceeded,
@@ -32,7 +32,6 @@ from icepack_core.execution.maintenance import (
     TableMaintenance,
     VerificationFailed,
 )
-from icepack_core.execution.outcome import ActionError
 from icepack_core.execution.verification import Guard
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import InspectionFailed, TableStatus
@@ -130,19 +129,19 @@ class JobExecution:
         """The table row, the validated intents and what the choke point established.
 
         Raises:
-            ActionError: (permanent) unknown or dropped table, malformed actions, or refused
+            PermanentError: unknown or dropped table, malformed actions, or refused
                 by a safety rule; the message says which.
         """
         row = await self.pool.fetchrow(load_query("table_get"), table_id)
         if row is None or row["dropped_at"] is not None:
-            raise ActionError(f"table {table_id} is unknown or dropped", retryable=False)
+            raise PermanentError(f"table {table_id} is unknown or dropped")
         try:
             intents = parse_intents(actions, allow_empty=True)
             admission = await admit(self.pool, row, intents, now=datetime.now(UTC),
                                     expiry_min_age_hours=self.expiry_min_age_hours,
                                     default_cadence_hours=self.default_cadence_hours)
         except (ActionRefused, PermanentError) as exc:
-            raise ActionError(f"refused: {exc}", retryable=False) from exc
+            raise PermanentError(f"refused: {exc}") from exc
         return row, intents, admission
 
     async def _orphan_limits(self, table_id: int, admission: Admission) -> OrphanLimits:
@@ -172,7 +171,7 @@ class JobExecution:
     ) -> TableMaintenance:
         row = await self.pool.fetchrow(load_query("table_get"), table_id)
         if row is None or row["dropped_at"] is not None:
-            raise ActionError(f"table {table_id} is unknown or dropped", retryable=False)
+            raise PermanentError(f"table {table_id} is unknown or dropped")
         ref = TableRef(row["catalog"], row["namespace"], row["name"])
 
         async def begin(action: str, start: int | None) -> None:
@@ -205,7 +204,7 @@ class JobExecution:
         rollback). Without a job, rewrites are verified inline only.
 
         Raises:
-            ActionError: an action failed (``retryable`` says whether to try again).
+            RetryableError | PermanentError: an action failed (the type says whether to try again).
             StaleFence: the job was lost; any unverified rewrite is left to the next holder.
         """
         _row, intents, admission = await self.admitted(table_id, actions)
@@ -227,7 +226,7 @@ class JobExecution:
                 await self._hold(table_id, name, str(exc), exc.evidence)
                 await record(ActionRecord(name, "failed", started, datetime.now(UTC),
                                           procedure=name, output=exc.evidence, error=str(exc)))
-                raise ActionError(str(exc), retryable=False) from exc
+                raise PermanentError(str(exc)) from exc
             except VerificationFailed as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, str(exc), exc.evidence)
@@ -236,7 +235,7 @@ class JobExecution:
                 await record(ActionRecord(
                     name, "failed", started, datetime.now(UTC), procedure=name,
                     output={**exc.evidence, "verification": exc.evidence}, error=str(exc)))
-                raise ActionError(str(exc), retryable=False) from exc
+                raise PermanentError(str(exc)) from exc
             except StaleFence:
                 raise  # lost the job: the pending verification is the next holder's
             except (PermanentError, InvalidIdentifier, ValueError) as exc:
@@ -245,7 +244,7 @@ class JobExecution:
                                           procedure=name, error=str(exc)))
                 if job is not None:
                     await self.settle(job, table_id, record, guard, maintenance)
-                raise ActionError(f"{name}: {exc}", retryable=False) from exc
+                raise PermanentError(f"{name}: {exc}") from exc
             except Exception as exc:  # Spark/py4j/thrift errors: classify by type
                 self._failed(name, started)
                 message = redact_text(f"{name} failed: {type(exc).__name__}: {exc}")[:4000]
@@ -254,7 +253,7 @@ class JobExecution:
                 # A rewrite may have committed partial progress before failing: verify it.
                 if job is not None:
                     await self.settle(job, table_id, record, guard, maintenance)
-                raise ActionError(message, retryable=classify(exc)) from exc
+                raise (RetryableError if classify(exc) else PermanentError)(message) from exc
             after = await self._status(ref)
             finished = datetime.now(UTC)
             JOB_ACTION_DURATION.record((finished - started).total_seconds(),
@@ -287,7 +286,7 @@ class JobExecution:
         (None when nothing was pending).
 
         Raises:
-            ActionError: not retryable; the rewrite changed the contents, or it could not be
+            PermanentError: the rewrite changed the contents, or it could not be
                 verified (query error, timeout, engine gone): the table is now on hold.
             StaleFence: ``guard`` found the lock lost; the row stays for the next holder.
         """
@@ -310,7 +309,7 @@ class JobExecution:
             await record(ActionRecord(VERIFY_ACTION, "failed", started, datetime.now(UTC),
                                       output={**evidence, "verification": evidence},
                                       error=str(exc)))
-            raise ActionError(str(exc), retryable=False) from exc
+            raise PermanentError(str(exc)) from exc
         except StaleFence:
             raise
         except Exception as exc:  # query error, timeout, engine gone: never "failed and forgotten"
@@ -324,7 +323,7 @@ class JobExecution:
             await self._settled(pending)
             await record(ActionRecord(VERIFY_ACTION, "failed", started, datetime.now(UTC),
                                       output={"verification": evidence}, error=reason))
-            raise ActionError(reason, retryable=False) from exc
+            raise PermanentError(reason) from exc
         evidence = {**verified["verification"], "pending": origin}
         await self._settled(pending)
         await record(ActionRecord(VERIFY_ACTION, "succeeded", started, datetime.now(UTC),

@@ -18,9 +18,8 @@ import structlog
 from opentelemetry.trace import SpanKind
 
 from icepack_core.db.resilience import TRANSIENT_DB_ERRORS, is_transient
-from icepack_core.errors import LockHeld, StaleFence
+from icepack_core.errors import LockHeld, PermanentError, RetryableError, StaleFence
 from icepack_core.execution.job_execution import ActionRecord, JobExecution, Record
-from icepack_core.execution.outcome import ActionError
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.queue.jobs import Job, JobQueue
@@ -93,7 +92,7 @@ class JobRunner:
         lease: JobLease | None = None
         try:
             if job.table_id is None:
-                raise ActionError("job names no table", retryable=False)
+                raise PermanentError("job names no table")
             lock = await self.locks.acquire(
                 job.table_id, self.owner, job.fence, lease_seconds, job_id=job.id
             )
@@ -129,7 +128,7 @@ class JobRunner:
                                 on_stop=self.engine.interrupt, honour_cancel=False)
             try:
                 await settling.run(self.execution.settle(job, job.table_id, record, guard))
-            except ActionError as exc:  # the table is on hold, with the evidence
+            except PermanentError as exc:  # the table is on hold, with the evidence
                 bound.warning("job.cancelled_rewrite_failed_verification", error=str(exc))
             except (LeaseLost, StaleFence) as exc:
                 bound.warning("job.abandoned", error=str(exc))  # the next holder verifies
@@ -138,9 +137,9 @@ class JobRunner:
         except (LeaseLost, StaleFence) as exc:
             bound.warning("job.abandoned", error=str(exc))  # someone else owns it now
             return JobRun(None)
-        except ActionError as exc:
-            done = await self.queue.fail(job, str(exc),
-                                         retryable=exc.retryable and self.retry_failures)
+        except (RetryableError, PermanentError) as exc:
+            retryable = isinstance(exc, RetryableError)
+            done = await self.queue.fail(job, str(exc), retryable=retryable and self.retry_failures)
             JOBS_FINISHED.add(1, {"outcome": done.state.value})
             bound.warning("job.failed", error=str(exc), state=done.state.value)
             return JobRun(done)

@@ -29,8 +29,6 @@ from icepack_core.execution.partition_filter import (
 )
 from icepack_core.execution.verification import Guard, RewriteVerifier, VerificationFailed
 from icepack_core.intents import (
-    REWRITES,
-    Action,
     ExpireSnapshots,
     Intent,
     RemoveOrphanFiles,
@@ -53,14 +51,14 @@ from icepack_core.spark.sql import (
     spark_conf_show,
     spark_conf_statements,
 )
+from icepack_core.types import REWRITES
 from icepack_core.types import TableRef as CatalogTableRef
 
-__all__ = ["MAINTENANCE_ACTIONS", "REWRITES", "ActionOutcome", "AfterCall", "BeforeCall",
+__all__ = ["ActionOutcome", "AfterCall", "BeforeCall",
            "Fingerprint", "OrphanLimitExceeded", "OrphanLimits", "TableMaintenance",
            "VerificationFailed", "procedure_args"]
 
 log = structlog.get_logger("icepack.maintenance")
-MAINTENANCE_ACTIONS = tuple(a.value for a in Action)
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
 MAX_SCOPED_PARTITIONS = 100
 

@@ -14,15 +14,13 @@ files (or deletes, snapshots...) never improve the score.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from icepack_core.inspection.status import TableStatus, parse_ts
-from icepack_core.types import Health
-
-Severity = Literal["warning", "critical"]
+from icepack_core.types import Health, IssueCode, Severity
 
 
 class Thresholds(BaseModel):
@@ -79,7 +77,7 @@ class Issue(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    code: str
+    code: IssueCode
     severity: Severity
     value: float | int | None
     threshold: float | int | None
@@ -97,105 +95,123 @@ class Assessment(BaseModel):
         return {i.code for i in self.issues}
 
 
-_HYGIENE_PENALTY: dict[Severity, int] = {"warning": 5, "critical": 15}
+_HYGIENE_PENALTY: dict[Severity, int] = {Severity.WARNING: 5, Severity.CRITICAL: 15}
 
 
 def _severity(value: float, warning: float, critical: float) -> Severity | None:
     if value >= critical:
-        return "critical"
+        return Severity.CRITICAL
     if value >= warning:
-        return "warning"
+        return Severity.WARNING
     return None
 
 
-def _issues(status: TableStatus, t: Thresholds, now: datetime) -> list[Issue]:
-    out: list[Issue] = []
-    limit: float
+def _leveled(code: IssueCode, value: float, warning: float, critical: float,
+             message: str) -> Issue | None:
+    """The issue when ``value`` reaches ``warning`` (or ``critical``), with the crossed limit."""
+    level = _severity(value, warning, critical)
+    if level is None:
+        return None
+    limit = warning if level == Severity.WARNING else critical
+    return Issue(code=code, severity=level, value=value, threshold=limit, message=message)
+
+
+def small_files(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    """Enough undersized data files (a count and a share); critical at Glue's trigger of more
+    than ``small_files_critical_per_partition`` per partition on average, whatever the share."""
     data = status.data_file_count
-    partitions = max(status.partition_count, 1)
-
     # The share condition folded into one count threshold, so value >= threshold says it all.
-    # Glue's trigger (> 100 undersized files in a partition, on average here) is critical
-    # whatever the share.
     small_needed = max(t.small_files_min, math.ceil(t.small_files_share * data))
-    critical_from = t.small_files_critical_per_partition * partitions + 1
+    critical_from = t.small_files_critical_per_partition * max(status.partition_count, 1) + 1
     small = status.small_file_count
-    if data and (small >= small_needed or small >= critical_from):
-        critical = small >= critical_from
-        out.append(Issue(
-            code="SMALL_FILES", severity="critical" if critical else "warning",
-            value=small, threshold=critical_from if critical else small_needed,
-            message=(f"{small} of {data} data files are smaller than "
-                     f"{status.small_file_threshold_bytes} bytes "
-                     f"({status.small_file_bytes} bytes in small files)"),
-        ))
+    if not data or (small < small_needed and small < critical_from):
+        return None
+    critical = small >= critical_from
+    return Issue(
+        code=IssueCode.SMALL_FILES, severity=Severity.CRITICAL if critical else Severity.WARNING,
+        value=small, threshold=critical_from if critical else small_needed,
+        message=(f"{small} of {data} data files are smaller than "
+                 f"{status.small_file_threshold_bytes} bytes "
+                 f"({status.small_file_bytes} bytes in small files)"),
+    )
 
-    level = _severity(status.snapshot_count, t.snapshots_warning, t.snapshots_critical)
-    if level:
-        limit = t.snapshots_warning if level == "warning" else t.snapshots_critical
-        out.append(Issue(code="TOO_MANY_SNAPSHOTS", severity=level, value=status.snapshot_count,
-                         threshold=limit,
-                         message=f"{status.snapshot_count} snapshots are kept in the metadata"))
 
+def too_many_snapshots(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    return _leveled(IssueCode.TOO_MANY_SNAPSHOTS, status.snapshot_count, t.snapshots_warning,
+                    t.snapshots_critical,
+                    f"{status.snapshot_count} snapshots are kept in the metadata")
+
+
+def old_snapshots(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    """The oldest snapshot is older than expiry keeps (only when there is more than one)."""
     oldest = parse_ts(status.oldest_snapshot_at)
-    if oldest is not None and status.snapshot_count > 1:
-        age_h = round((now - oldest).total_seconds() / 3600, 1)
-        level = _severity(age_h, t.snapshot_max_age_hours, t.snapshot_critical_age_hours)
-        if level:
-            limit = (t.snapshot_max_age_hours if level == "warning"
-                     else t.snapshot_critical_age_hours)
-            out.append(Issue(code="OLD_SNAPSHOTS", severity=level, value=age_h, threshold=limit,
-                             message=f"the oldest of {status.snapshot_count} snapshots is "
-                                     f"{age_h / 24:.1f} days old (expiry keeps "
-                                     f"{t.snapshot_max_age_hours / 24:g} days)"))
+    if oldest is None or status.snapshot_count <= 1:
+        return None
+    age_h = round((now - oldest).total_seconds() / 3600, 1)
+    return _leveled(IssueCode.OLD_SNAPSHOTS, age_h, t.snapshot_max_age_hours,
+                    t.snapshot_critical_age_hours,
+                    f"the oldest of {status.snapshot_count} snapshots is {age_h / 24:.1f} days old "
+                    f"(expiry keeps {t.snapshot_max_age_hours / 24:g} days)")
 
-    level = _severity(status.manifest_count, t.manifests_warning, t.manifests_critical)
-    if level:
-        limit = t.manifests_warning if level == "warning" else t.manifests_critical
-        out.append(Issue(code="TOO_MANY_MANIFESTS", severity=level, value=status.manifest_count,
-                         threshold=limit,
-                         message=f"the current snapshot has {status.manifest_count} manifests "
-                                 f"({status.manifest_bytes} bytes)"))
 
+def too_many_manifests(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    return _leveled(IssueCode.TOO_MANY_MANIFESTS, status.manifest_count, t.manifests_warning,
+                    t.manifests_critical,
+                    f"the current snapshot has {status.manifest_count} manifests "
+                    f"({status.manifest_bytes} bytes)")
+
+
+def delete_file_buildup(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    """Deletes by share of records or by file count; reports the measure that crossed (the
+    ratio when both did and it is the critical one)."""
     deletes = status.delete_file_count
-    if deletes:
-        ratio = round(status.delete_record_count / max(status.record_count, 1), 4)
-        by_ratio = _severity(ratio, t.delete_ratio_warning, t.delete_ratio_critical)
-        by_files = _severity(deletes, t.delete_files_warning, t.delete_files_critical)
-        if by_ratio or by_files:
-            # Report the measure that crossed (the worse one when both did).
-            use_ratio = by_ratio is not None and (by_files is None or by_ratio == "critical")
-            level = by_ratio if use_ratio else by_files
-            assert level is not None
-            if use_ratio:
-                value: float = ratio
-                limit = t.delete_ratio_warning if level == "warning" else t.delete_ratio_critical
-            else:
-                value = deletes
-                limit = t.delete_files_warning if level == "warning" else t.delete_files_critical
-            out.append(Issue(
-                code="DELETE_FILE_BUILDUP", severity=level, value=value, threshold=limit,
-                message=(f"{deletes} delete files ({status.position_delete_file_count} position, "
-                         f"{status.equality_delete_file_count} equality, "
-                         f"{status.deletion_vector_count} deletion vectors) hold "
-                         f"{status.delete_record_count} deletes for {status.record_count} records"),
-            ))
+    if not deletes:
+        return None
+    message = (f"{deletes} delete files ({status.position_delete_file_count} position, "
+               f"{status.equality_delete_file_count} equality, "
+               f"{status.deletion_vector_count} deletion vectors) hold "
+               f"{status.delete_record_count} deletes for {status.record_count} records")
+    ratio = round(status.delete_record_count / max(status.record_count, 1), 4)
+    by_ratio = _leveled(IssueCode.DELETE_FILE_BUILDUP, ratio, t.delete_ratio_warning,
+                        t.delete_ratio_critical, message)
+    by_files = _leveled(IssueCode.DELETE_FILE_BUILDUP, deletes, t.delete_files_warning,
+                        t.delete_files_critical, message)
+    if by_ratio is not None and (by_files is None or by_ratio.severity == Severity.CRITICAL):
+        return by_ratio
+    return by_files
 
-    if status.partition_count >= 2 and status.max_files_in_partition >= t.skew_min_files:
-        skew = round(status.max_files_in_partition * status.partition_count / max(data, 1), 2)
-        if skew >= t.skew_ratio:
-            out.append(Issue(code="PARTITION_SKEW", severity="warning", value=skew,
-                             threshold=t.skew_ratio,
-                             message=f"the fullest of {status.partition_count} partitions holds "
-                                     f"{status.max_files_in_partition} of {data} data files "
-                                     f"({skew:g}x the average)"))
 
-    if status.metadata_log_count >= t.metadata_log_warning:
-        out.append(Issue(code="METADATA_LOG_GROWTH", severity="warning",
-                         value=status.metadata_log_count, threshold=t.metadata_log_warning,
-                         message=f"{status.metadata_log_count} previous metadata files are "
-                                 "listed in the metadata log"))
-    return out
+def partition_skew(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    data = status.data_file_count
+    if status.partition_count < 2 or status.max_files_in_partition < t.skew_min_files:
+        return None
+    skew = round(status.max_files_in_partition * status.partition_count / max(data, 1), 2)
+    if skew < t.skew_ratio:
+        return None
+    return Issue(code=IssueCode.PARTITION_SKEW, severity=Severity.WARNING, value=skew,
+                 threshold=t.skew_ratio,
+                 message=f"the fullest of {status.partition_count} partitions holds "
+                         f"{status.max_files_in_partition} of {data} data files "
+                         f"({skew:g}x the average)")
+
+
+def metadata_log_growth(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    if status.metadata_log_count < t.metadata_log_warning:
+        return None
+    return Issue(code=IssueCode.METADATA_LOG_GROWTH, severity=Severity.WARNING,
+                 value=status.metadata_log_count, threshold=t.metadata_log_warning,
+                 message=f"{status.metadata_log_count} previous metadata files are listed in "
+                         "the metadata log")
+
+
+Rule = Callable[[TableStatus, Thresholds, datetime], Issue | None]
+# Every health rule, in the order issues are reported.
+RULES: tuple[Rule, ...] = (small_files, too_many_snapshots, old_snapshots, too_many_manifests,
+                           delete_file_buildup, partition_skew, metadata_log_growth)
+
+
+def _issues(status: TableStatus, t: Thresholds, now: datetime) -> list[Issue]:
+    return [issue for rule in RULES if (issue := rule(status, t, now)) is not None]
 
 
 def _score(status: TableStatus, issues: list[Issue], t: Thresholds) -> int:
@@ -211,7 +227,7 @@ def _score(status: TableStatus, issues: list[Issue], t: Thresholds) -> int:
         )
         base = (40 * small_share + 40 * eq_ratio + 20 * pos_ratio) * scale
     hygiene = sum(_HYGIENE_PENALTY[i.severity] for i in issues
-                  if i.code not in ("SMALL_FILES", "DELETE_FILE_BUILDUP"))
+                  if i.code not in (IssueCode.SMALL_FILES, IssueCode.DELETE_FILE_BUILDUP))
     return max(0, min(100, math.floor(100 - base - hygiene + 1e-9)))
 
 
@@ -230,7 +246,7 @@ def assess(
     """
     t = thresholds or Thresholds()
     issues = _issues(status, t, now or datetime.now(UTC))
-    if any(i.severity == "critical" for i in issues):
+    if any(i.severity == Severity.CRITICAL for i in issues):
         health = Health.CRITICAL
     elif issues:
         health = Health.WARNING
@@ -246,6 +262,6 @@ def inspection_failed(message: str) -> Assessment:
     planner must not schedule maintenance on a table it cannot read. The score is 0 so failing
     tables sort first in a worst-first listing; the issue is critical so alerts fire.
     """
-    issue = Issue(code="INSPECTION_FAILED", severity="critical", value=None, threshold=None,
-                  message=message)
+    issue = Issue(code=IssueCode.INSPECTION_FAILED, severity=Severity.CRITICAL, value=None,
+                  threshold=None, message=message)
     return Assessment(health=Health.UNKNOWN, score=0, issues=[issue])

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from icepack_core.db.queries import load_query
 from icepack_core.discovery.catalogs import load_catalog
-from icepack_core.policy import SNAPSHOT_EXPIRY
 from icepack_core.settings import CatalogConfig, Settings
 from icepack_core.spark.sql import qualified_name, sql_string_literal
+from icepack_core.types import PolicyType
 
 if TYPE_CHECKING:
     import asyncpg
@@ -145,7 +145,7 @@ def create_demo_lake(settings: Settings, say: Callable[[str], Any] = print) -> l
 
 async def attach_demo_policies(conn: asyncpg.Connection, catalog: str) -> None:
     """The table-level policy that lets the planner expire ``demo.clicks``' snapshots now."""
-    await conn.execute(load_query("policy_upsert"), SNAPSHOT_EXPIRY, "table", catalog,
+    await conn.execute(load_query("policy_upsert"), PolicyType.SNAPSHOT_EXPIRY, "table", catalog,
                        NAMESPACE, "clicks", True,
                        {"max_snapshot_age_hours": CLICKS_EXPIRY_HOURS, "retain_last": 1})
 

@@ -15,17 +15,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from icepack_core.policy import EffectivePolicy
+from icepack_core.types import Action
 
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
-# The order actions run in: rewrites first so that expiry can drop what they replaced, and
-# orphan removal last, after everything else has committed.
-ACTION_ORDER = (
-    "rewrite_data_files",
-    "rewrite_position_delete_files",
-    "rewrite_manifests",
-    "expire_snapshots",
-    "remove_orphan_files",
-)
 
 
 @dataclass(frozen=True)
@@ -153,7 +145,7 @@ def recommend(
                 f"(would be: {candidate.reason})"))
             continue
         result.actions.append(candidate)
-    result.actions.sort(key=lambda a: ACTION_ORDER.index(a.action))
+    result.actions.sort(key=lambda a: Action(a.action).rank)
     return result
 
 
@@ -163,7 +155,7 @@ def _rewrite_data_files(
     table_target: int | None,
     partitions: Sequence[PartitionStat] | None,
 ) -> ActionIntent | Skip:
-    action = "rewrite_data_files"
+    action = Action.REWRITE_DATA_FILES
     cfg = policy.data_compaction
     if cfg is None:
         return Skip(action, "system.data-compaction is disabled")
@@ -223,7 +215,7 @@ def _rewrite_data_files(
 def _rewrite_position_deletes(
     status: Mapping[str, Any], policy: EffectivePolicy
 ) -> ActionIntent | Skip:
-    action = "rewrite_position_delete_files"
+    action = Action.REWRITE_POSITION_DELETE_FILES
     cfg = policy.data_compaction
     if cfg is None or not cfg.rewrite_delete_files:
         return Skip(action, "delete-file rewrites are disabled")
@@ -237,7 +229,7 @@ def _rewrite_position_deletes(
 
 
 def _rewrite_manifests(status: Mapping[str, Any], policy: EffectivePolicy) -> ActionIntent | Skip:
-    action = "rewrite_manifests"
+    action = Action.REWRITE_MANIFESTS
     cfg = policy.metadata_compaction
     if cfg is None:
         return Skip(action, "system.metadata-compaction is disabled")
@@ -252,7 +244,7 @@ def _rewrite_manifests(status: Mapping[str, Any], policy: EffectivePolicy) -> Ac
 def _expire_snapshots(
     status: Mapping[str, Any], policy: EffectivePolicy, now: datetime
 ) -> ActionIntent | Skip:
-    action = "expire_snapshots"
+    action = Action.EXPIRE_SNAPSHOTS
     cfg = policy.snapshot_expiry
     if cfg is None:
         return Skip(action, "system.snapshot-expiry is disabled")
@@ -272,7 +264,7 @@ def _expire_snapshots(
 
 
 def _remove_orphans(policy: EffectivePolicy, now: datetime) -> ActionIntent | Skip:
-    action = "remove_orphan_files"
+    action = Action.REMOVE_ORPHAN_FILES
     cfg = policy.orphan_file_removal
     if cfg is None:
         return Skip(action, "system.orphan-file-removal is not enabled")

@@ -2,7 +2,7 @@
 
 These loops belong to the queue, not to any one domain; the planner service runs them because
 the planner always runs, while executors are scaled to zero by KEDA when nothing is queued
-(docs/architecture.md, "Jobs, leases, fences and locks").
+(docs/architecture.md, "Jobs, leases, fences, locks").
 """
 
 from __future__ import annotations

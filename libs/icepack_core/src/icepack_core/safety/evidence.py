@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from icepack_core.types import REWRITES
+
 # Actions that rewrite data (their commits must keep the live contents) ...
-REWRITES = frozenset({"rewrite_data_files", "rewrite_position_delete_files"})
 DELETE_FILE_FIELDS = ("position_delete_file_count", "equality_delete_file_count",
                       "deletion_vector_count")
 RECORD_FIELDS = ("snapshot_id", "parent_id", "rows_before", "rows_after", "checksum_before",

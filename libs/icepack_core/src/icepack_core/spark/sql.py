@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from icepack_core.errors import InvalidIdentifier
+from icepack_core.types import Action
 
 # Catalogs and Hive-style metastores cap names well below this; 255 also keeps log lines sane.
 MAX_IDENTIFIER_LENGTH = 255
@@ -31,16 +32,7 @@ _INT64_MAX = 2**63 - 1
 
 # Iceberg procedures Icepack runs (``CALL <catalog>.system.<name>``). Anything else, such as
 # ``register_table`` or ``migrate``, changes more than maintenance should.
-ALLOWED_PROCEDURES = frozenset(
-    {
-        "rewrite_data_files",
-        "rewrite_position_delete_files",
-        "rewrite_manifests",
-        "expire_snapshots",
-        "remove_orphan_files",
-        "rollback_to_snapshot",
-    }
-)
+ALLOWED_PROCEDURES = frozenset({*Action, "rollback_to_snapshot"})
 
 # Spark confs a table may tune through ``icepack.spark.sql.*`` properties. All are SQL-session
 # scoped and only affect how the maintenance job plans and shuffles, never where data goes or
