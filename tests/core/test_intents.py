@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from icepack_core.errors import IntentError
 from icepack_core.intents import (
     ExpireSnapshots,
-    IntentError,
     RemoveOrphanFiles,
     RewriteDataFiles,
     intents_json,

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from icepack_core.errors import SchemaUnreadable
 from icepack_core.execution.fingerprint import (
-    SchemaUnreadable,
     SparkType,
     canonical,
     checksum_expression,

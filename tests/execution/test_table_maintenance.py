@@ -8,13 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from icepack_core.errors import PermanentError
-from icepack_core.execution.maintenance import (
-    OrphanLimitExceeded,
-    OrphanLimits,
-    TableMaintenance,
-    VerificationFailed,
-)
+from icepack_core.errors import OrphanLimitExceeded, PermanentError
+from icepack_core.execution.maintenance import OrphanLimits, TableMaintenance, VerificationFailed
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
 from icepack_core.types import TableRef

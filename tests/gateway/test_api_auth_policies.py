@@ -60,7 +60,7 @@ async def test_token_store_create_verify_revoke(db):
     stored = await db.fetchval("SELECT token_hash FROM icepack.api_tokens WHERE id = $1", info.id)
     assert token.encode() not in bytes(stored) and len(stored) == 32
     assert (await store.verify(token)).name == "ci-bot"
-    from icepack_core.access.tokens import TokenNameTaken, TokenNotFound, TokenRevoked
+    from icepack_core.errors import TokenNameTaken, TokenNotFound, TokenRevoked
 
     with pytest.raises(TokenNameTaken):
         await store.create("ci-bot")

@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from icepack_core.errors import PolicyError
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.simulation import simulate
-from icepack_core.policy import PolicyAttachment, PolicyError
+from icepack_core.policy import PolicyAttachment
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.types import PolicyType
 

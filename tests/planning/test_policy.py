@@ -2,7 +2,8 @@
 
 import pytest
 
-from icepack_core.policy import PolicyAttachment, PolicyError, parse_config, resolve
+from icepack_core.errors import PolicyError
+from icepack_core.policy import PolicyAttachment, parse_config, resolve
 from icepack_core.types import PolicyType
 
 DATA_COMPACTION = PolicyType.DATA_COMPACTION

@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from icepack_core.errors import CancelRequested, LeaseLost
 from icepack_core.queue.jobs import JobQueue
-from icepack_core.queue.lease import CancelRequested, JobLease, LeaseLost
+from icepack_core.queue.lease import JobLease
 from tests.support.waiting import eventually
 
 # Only a guard against a hang: the lease must stop the work long before this (it checks every

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icepack_core.db.queries import load_query
+from icepack_core.errors import ActionRefused
 from icepack_core.intents import parse_intents
 from icepack_core.safety.admission import (
-    ActionRefused,
     admit,
     location_from_metadata,
     locations_overlap,

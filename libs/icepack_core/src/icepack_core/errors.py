@@ -5,6 +5,8 @@ Retryable and permanent failures are different types; nothing is decided by mess
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class IcepackError(Exception):
     """Root of every error Icepack raises on purpose."""
@@ -79,3 +81,161 @@ class PermanentError(IcepackError):
     """A failure that will fail again (bad parameters, missing table)."""
 
     code = "PERMANENT"
+
+
+class LeaseLost(IcepackError):
+    """The work was stopped because the job's lease or fence was lost."""
+
+    code = "LEASE_LOST"
+
+
+class CancelRequested(IcepackError):
+    """The work was stopped because an operator cancelled the job."""
+
+    code = "CANCEL_REQUESTED"
+
+
+class InspectionFailed(IcepackError):
+    """An inspection could not complete; ``str()`` names the file and what was wrong."""
+
+    code = "INSPECTION_FAILED"
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message}}
+
+
+class TokenError(IcepackError):
+    """Root of the token errors."""
+
+    code = "TOKEN_ERROR"
+
+
+class TokenMissing(TokenError):
+    """The request carried no bearer token."""
+
+    code = "AUTH_REQUIRED"
+
+
+class TokenInvalid(TokenError):
+    """The presented token is malformed or matches no token."""
+
+    code = "INVALID_TOKEN"
+
+
+class TokenRevoked(TokenError):
+    """The presented token was valid once and has been revoked."""
+
+    code = "TOKEN_REVOKED"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"token {name!r} has been revoked; create a new one with "
+                         "`icepack token create NAME`")
+
+
+class TokenNameTaken(TokenError):
+    """A live token already has that name."""
+
+    code = "TOKEN_NAME_TAKEN"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"a live token named {name!r} exists; revoke it first "
+                         f"(`icepack token revoke {name}`) or pick another name")
+
+
+class TokenNotFound(TokenError):
+    """No live token has that name."""
+
+    code = "TOKEN_NOT_FOUND"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no live token named {name!r}")
+
+
+class TableNotHeld(IcepackError):
+    """The table has no maintenance hold to release."""
+
+    code = "TABLE_NOT_HELD"
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        super().__init__(f"{table} is not on hold; nothing to release")
+
+
+class UnknownTableId(IcepackError):
+    """No table row has that id (it was never seen, or was deleted meanwhile)."""
+
+    code = "TABLE_NOT_FOUND"
+
+    def __init__(self, table_id: int) -> None:
+        super().__init__(f"no table with id {table_id}")
+
+
+class ActionRefused(PermanentError):
+    """A rule forbids running these actions on this table; ``rule`` says which.
+
+    ``rule`` is one of ``TABLE_HELD``, ``TABLE_OPTED_OUT``, ``POLICY_INVALID``, ``SAFETY_FLOOR``,
+    ``ORPHAN_REMOVAL_NOT_ENABLED``, ``LOCATION_OVERLAP``, ``LOCATION_UNKNOWN``; ``field`` names
+    the offending parameter when there is one.
+    """
+
+    code = "ACTION_REFUSED"
+
+    def __init__(self, rule: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.field = field
+
+    @property
+    def conflict(self) -> bool:
+        """True for refusals about the table's state (HTTP 409), not the request (422)."""
+        return self.rule in ("TABLE_HELD", "TABLE_OPTED_OUT", "LOCATION_OVERLAP",
+                             "LOCATION_UNKNOWN", "POLICY_INVALID")
+
+
+class PolicyError(IcepackError, ValueError):
+    """A policy or an ``icepack.*`` table property has an invalid value; the message names it."""
+
+    code = "POLICY_INVALID"
+
+
+class IntentError(PermanentError, ValueError):
+    """Raw actions do not describe valid intents; the message names the field."""
+
+    code = "INVALID_ACTIONS"
+
+    def __init__(self, message: str, field: str = "actions") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class SchemaUnreadable(IcepackError):
+    """The table's column types could not be read from ``SHOW CREATE TABLE``."""
+
+    code = "SCHEMA_UNREADABLE"
+
+
+class OrphanLimitExceeded(IcepackError):
+    """An orphan dry run found more than the policy allows; nothing was deleted."""
+
+    code = "ORPHAN_LIMIT_EXCEEDED"
+
+    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.evidence = evidence
+
+
+class VerificationFailed(IcepackError):
+    """A rewrite changed the table's live contents; ``evidence`` says how and what was done."""
+
+    code = "VERIFICATION_FAILED"
+
+    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.evidence = evidence

@@ -28,7 +28,7 @@ from pydantic import (
     field_validator,
 )
 
-from icepack_core.errors import PermanentError
+from icepack_core.errors import IntentError
 from icepack_core.types import Action
 
 MAX_ACTIONS = 10
@@ -51,16 +51,6 @@ REWRITE_DELETE_OPTIONS = frozenset({
     "partial-progress.max-commits", "max-concurrent-file-group-rewrites", "rewrite-job-order",
 })
 _OPTION_VALUE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-class IntentError(PermanentError, ValueError):
-    """Raw actions do not describe valid intents; the message names the field."""
-
-    code = "INVALID_ACTIONS"
-
-    def __init__(self, message: str, field: str = "actions") -> None:
-        super().__init__(message)
-        self.field = field
 
 
 class _Model(BaseModel):

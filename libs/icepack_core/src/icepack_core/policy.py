@@ -15,19 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from icepack_core.errors import IcepackError
+from icepack_core.errors import PolicyError
 from icepack_core.types import PolicyType
 
 POLICY_TYPES = tuple(PolicyType)
 
 # Orphan removal deletes files: anything younger than this may belong to a writer still in flight.
 ORPHAN_SAFE_HOURS = 72.0
-
-
-class PolicyError(IcepackError, ValueError):
-    """A policy or an ``icepack.*`` table property has an invalid value; the message names it."""
-
-    code = "POLICY_INVALID"
 
 
 class _Config(BaseModel):

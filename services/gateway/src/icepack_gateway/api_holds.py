@@ -17,7 +17,8 @@ from starlette.routing import Route
 
 from icepack_core.access.tokens import TokenInfo
 from icepack_core.db.queries import load_query
-from icepack_core.safety.holds import MAX_REASON, TableNotHeld, UnknownTableId, release_hold
+from icepack_core.errors import TableNotHeld, UnknownTableId
+from icepack_core.safety.holds import MAX_REASON, release_hold
 from icepack_gateway.errors import Conflict, InvalidParameter, TableNotFound
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.params import json_body, only

@@ -13,15 +13,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from icepack_core.db.queries import load_query
-from icepack_core.errors import JobNotFound
-from icepack_core.intents import (
-    MAX_ACTIONS,
-    Intent,
-    IntentError,
-    intents_json,
-    parse_intents,
-)
-from icepack_core.safety.admission import ActionRefused, admit
+from icepack_core.errors import ActionRefused, IntentError, JobNotFound
+from icepack_core.intents import MAX_ACTIONS, Intent, intents_json, parse_intents
+from icepack_core.safety.admission import admit
 from icepack_core.types import JobState, JobTrigger
 from icepack_gateway.errors import Conflict, InvalidParameter
 from icepack_gateway.jsonutil import ApiResponse

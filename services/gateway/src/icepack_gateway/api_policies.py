@@ -193,9 +193,10 @@ async def simulate_fleet(request: Request) -> Response:
     """Which tables of a catalog the proposed policies would change, which actions they would
     get, and the estimated files/bytes affected (``icepack_core.planning.simulation``); writes
     nothing."""
+    from icepack_core.errors import PolicyError
     from icepack_core.planning.planner import Planner
     from icepack_core.planning.simulation import simulate as simulate_catalog
-    from icepack_core.policy import PolicyAttachment, PolicyError
+    from icepack_core.policy import PolicyAttachment
     from icepack_core.queue.jobs import JobQueue
     from icepack_core.settings import load_settings
 

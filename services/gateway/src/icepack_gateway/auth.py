@@ -15,7 +15,8 @@ from __future__ import annotations
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from icepack_core.access.tokens import TokenError, TokenStore
+from icepack_core.access.tokens import TokenStore
+from icepack_core.errors import TokenError
 from icepack_gateway.errors import DATABASE_DOWN, DatabaseUnavailable, error_response
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

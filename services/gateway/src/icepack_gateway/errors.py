@@ -18,7 +18,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from icepack_core.access.tokens import (
+from icepack_core.errors import (
+    IcepackError,
+    InvalidIdentifier,
+    JobNotFound,
     TokenError,
     TokenInvalid,
     TokenMissing,
@@ -26,7 +29,6 @@ from icepack_core.access.tokens import (
     TokenNotFound,
     TokenRevoked,
 )
-from icepack_core.errors import IcepackError, InvalidIdentifier, JobNotFound
 from icepack_gateway.jsonutil import ApiResponse
 
 log = structlog.get_logger("icepack.gateway")

@@ -20,7 +20,13 @@ from datetime import datetime
 import asyncpg
 
 from icepack_core.db.queries import load_query
-from icepack_core.errors import IcepackError
+from icepack_core.errors import (
+    TokenInvalid,
+    TokenMissing,
+    TokenNameTaken,
+    TokenNotFound,
+    TokenRevoked,
+)
 
 PREFIX = "icepack"
 _KEY_ALPHABET = string.ascii_lowercase + string.digits
@@ -29,56 +35,6 @@ _KEY_LENGTH = 12
 _SECRET_BYTES = 32
 _TOKEN = re.compile(rf"^{PREFIX}_([a-z0-9]{{{_KEY_LENGTH}}})_([A-Za-z0-9_-]{{20,100}})$")
 TOKEN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
-
-
-class TokenError(IcepackError):
-    """Root of the token errors."""
-
-    code = "TOKEN_ERROR"
-
-
-class TokenMissing(TokenError):
-    """The request carried no bearer token."""
-
-    code = "AUTH_REQUIRED"
-
-
-class TokenInvalid(TokenError):
-    """The presented token is malformed or matches no token."""
-
-    code = "INVALID_TOKEN"
-
-
-class TokenRevoked(TokenError):
-    """The presented token was valid once and has been revoked."""
-
-    code = "TOKEN_REVOKED"
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(f"token {name!r} has been revoked; create a new one with "
-                         "`icepack token create NAME`")
-
-
-class TokenNameTaken(TokenError):
-    """A live token already has that name."""
-
-    code = "TOKEN_NAME_TAKEN"
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(f"a live token named {name!r} exists; revoke it first "
-                         f"(`icepack token revoke {name}`) or pick another name")
-
-
-class TokenNotFound(TokenError):
-    """No live token has that name."""
-
-    code = "TOKEN_NOT_FOUND"
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(f"no live token named {name!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ from rich.table import Table
 
 from icepack_core.cli.ops import JsonOpt, _print_json, _run, _settings, err, out
 from icepack_core.db.queries import load_query
-from icepack_core.safety.holds import TableNotHeld, clean_reason, hold_reason, release_hold
+from icepack_core.errors import TableNotHeld
+from icepack_core.safety.holds import clean_reason, hold_reason, release_hold
 from icepack_core.telemetry.logs import setup_logging
 from icepack_core.types import join_namespace, split_namespace
 

@@ -25,22 +25,28 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from icepack_core.cli.read import parse_table
 from icepack_core.db import pool as db
 from icepack_core.db.queries import load_query
-from icepack_core.errors import ConfigError, IcepackError
+from icepack_core.errors import (
+    ActionRefused,
+    ConfigError,
+    IcepackError,
+    InspectionFailed,
+    PolicyError,
+)
 from icepack_core.execution.job_execution import ActionRecord
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.maintenance import procedure_args
 from icepack_core.inspection.health import Assessment, assess
 from icepack_core.inspection.inspector import Inspector, MemoryManifestCache
-from icepack_core.inspection.status import InspectionFailed, TableStatus
+from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.intents import Intent, RemoveOrphanFiles, intents_json, parse_intents
 from icepack_core.planning.planner import TARGET_FILE_SIZE_PROPERTY, Planner
 from icepack_core.planning.recommendation import Recommendation, Skip, recommend
-from icepack_core.policy import EffectivePolicy, PolicyError, resolve
+from icepack_core.policy import EffectivePolicy, resolve
 from icepack_core.queue import events
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.locks import TableLocks
-from icepack_core.safety.admission import ActionRefused, admit
+from icepack_core.safety.admission import admit
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.engine import engine_for
 from icepack_core.spark.sql import TableRef as SqlTableRef

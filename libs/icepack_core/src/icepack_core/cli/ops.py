@@ -20,10 +20,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from icepack_core.access.tokens import TokenNameTaken, TokenNotFound, TokenStore
+from icepack_core.access.tokens import TokenStore
 from icepack_core.db import pool as db
 from icepack_core.db.queries import load_query
-from icepack_core.errors import ConfigError
+from icepack_core.errors import ConfigError, TokenNameTaken, TokenNotFound
 from icepack_core.safety.evidence import action_safety
 from icepack_core.settings import Settings, load_settings
 from icepack_core.types import JobState

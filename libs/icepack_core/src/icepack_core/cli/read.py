@@ -17,14 +17,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from icepack_core.discovery.catalogs import CatalogSet, ListedTable, list_table_locations
-from icepack_core.errors import ConfigError
+from icepack_core.errors import ConfigError, InspectionFailed
 from icepack_core.inspection.health import Assessment, assess, inspection_failed
 from icepack_core.inspection.inspector import (
     Inspector,
     MemoryManifestCache,
     inspect_metadata_location,
 )
-from icepack_core.inspection.status import InspectionFailed, TableStatus
+from icepack_core.inspection.status import TableStatus
 from icepack_core.settings import Settings, load_settings
 from icepack_core.types import TableRef, join_namespace, split_namespace
 

@@ -25,15 +25,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from icepack_core.errors import IcepackError
+from icepack_core.errors import SchemaUnreadable
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.sql import quote_identifier
-
-
-class SchemaUnreadable(IcepackError):
-    """The table's column types could not be read from ``SHOW CREATE TABLE``."""
-
-    code = "SCHEMA_UNREADABLE"
 
 
 @dataclass(frozen=True)

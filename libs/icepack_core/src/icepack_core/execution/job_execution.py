@@ -24,20 +24,27 @@ import asyncpg
 import structlog
 
 from icepack_core.db.queries import load_query
-from icepack_core.errors import InvalidIdentifier, PermanentError, RetryableError, StaleFence
+from icepack_core.errors import (
+    ActionRefused,
+    InspectionFailed,
+    InvalidIdentifier,
+    OrphanLimitExceeded,
+    PermanentError,
+    RetryableError,
+    StaleFence,
+)
 from icepack_core.execution.maintenance import (
     AfterCall,
-    OrphanLimitExceeded,
     OrphanLimits,
     TableMaintenance,
     VerificationFailed,
 )
 from icepack_core.execution.verification import Guard
 from icepack_core.inspection.inspector import Inspector
-from icepack_core.inspection.status import InspectionFailed, TableStatus
+from icepack_core.inspection.status import TableStatus
 from icepack_core.intents import Intent, RemoveOrphanFiles, parse_intents
 from icepack_core.queue.jobs import Job
-from icepack_core.safety.admission import ActionRefused, Admission, admit
+from icepack_core.safety.admission import Admission, admit
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact, redact_text
 from icepack_core.telemetry.metrics import JOB_ACTION_DURATION

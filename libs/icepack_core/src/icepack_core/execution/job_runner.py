@@ -18,12 +18,19 @@ import structlog
 from opentelemetry.trace import SpanKind
 
 from icepack_core.db.resilience import TRANSIENT_DB_ERRORS, is_transient
-from icepack_core.errors import LockHeld, PermanentError, RetryableError, StaleFence
+from icepack_core.errors import (
+    CancelRequested,
+    LeaseLost,
+    LockHeld,
+    PermanentError,
+    RetryableError,
+    StaleFence,
+)
 from icepack_core.execution.job_execution import ActionRecord, JobExecution, Record
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.queue.jobs import Job, JobQueue
-from icepack_core.queue.lease import CancelRequested, JobLease, LeaseLost
+from icepack_core.queue.lease import JobLease
 from icepack_core.queue.locks import TableLocks
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import SparkEngine

@@ -19,7 +19,12 @@ from typing import Any
 
 import structlog
 
-from icepack_core.errors import IcepackError, InvalidIdentifier, PermanentError
+from icepack_core.errors import (
+    InvalidIdentifier,
+    OrphanLimitExceeded,
+    PermanentError,
+    VerificationFailed,
+)
 from icepack_core.execution.fingerprint import Fingerprint
 from icepack_core.execution.partition_filter import (
     PartitionColumn,
@@ -27,7 +32,7 @@ from icepack_core.execution.partition_filter import (
     identity_columns,
     scope_partitions,
 )
-from icepack_core.execution.verification import Guard, RewriteVerifier, VerificationFailed
+from icepack_core.execution.verification import Guard, RewriteVerifier
 from icepack_core.intents import (
     ExpireSnapshots,
     Intent,
@@ -82,16 +87,6 @@ class OrphanLimits:
             return (f"{found} orphan candidates > {self.max_fraction:.0%} of "
                     f"{self.live_files} live files")
         return None
-
-
-class OrphanLimitExceeded(IcepackError):
-    """An orphan dry run found more than the policy allows; nothing was deleted."""
-
-    code = "ORPHAN_LIMIT_EXCEEDED"
-
-    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.evidence = evidence
 
 
 @dataclass

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from icepack_core.errors import IcepackError
+from icepack_core.errors import VerificationFailed
 from icepack_core.execution.fingerprint import (
     Fingerprint,
     SparkType,
@@ -37,16 +37,6 @@ from icepack_core.spark.sql import TableRef, procedure_call, qualified_name
 
 # Raises when the caller no longer holds the table lock under a valid fence.
 Guard = Callable[[], Awaitable[None]]
-
-
-class VerificationFailed(IcepackError):
-    """A rewrite changed the table's live contents; ``evidence`` says how and what was done."""
-
-    code = "VERIFICATION_FAILED"
-
-    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.evidence = evidence
 
 
 def snapshot_record(snapshot_id: int, parent_id: int, before: Fingerprint, after: Fingerprint,

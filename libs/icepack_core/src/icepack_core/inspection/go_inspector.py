@@ -11,7 +11,8 @@ import json
 import os
 from pathlib import Path
 
-from icepack_core.inspection.status import InspectionFailed, TableStatus
+from icepack_core.errors import InspectionFailed
+from icepack_core.inspection.status import TableStatus
 
 DEFAULT_BINARY = Path("go-inspector/bin/icepack-iceberg-inspector")
 TIMEOUT_SECONDS = 600.0

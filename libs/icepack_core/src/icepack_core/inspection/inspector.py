@@ -13,6 +13,7 @@ import time
 from pyiceberg.table import Table
 
 from icepack_core.discovery.catalogs import CatalogSet, load_table, metadata_location_hint
+from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.go_inspector import inspect_with_go
 from icepack_core.inspection.pyiceberg_inspector import (
     ManifestCache,
@@ -21,7 +22,7 @@ from icepack_core.inspection.pyiceberg_inspector import (
     inspect_table,
     refresh_history,
 )
-from icepack_core.inspection.status import InspectionFailed, TableStatus, describe_error
+from icepack_core.inspection.status import TableStatus, describe_error
 from icepack_core.settings import Settings
 from icepack_core.types import TableRef
 

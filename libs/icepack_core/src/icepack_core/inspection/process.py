@@ -15,9 +15,10 @@ import asyncpg
 import structlog
 
 from icepack_core.db.queries import load_query
+from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.health import Assessment, Thresholds, assess, inspection_failed
 from icepack_core.inspection.inspector import Inspector
-from icepack_core.inspection.status import InspectionFailed, TableStatus
+from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import (
     ManifestStatsStore,
     Recorded,

@@ -17,6 +17,7 @@ from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import StaticTable, Table
 from pyiceberg.table.metadata import TableMetadata
 
+from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.manifests import (
     ManifestAggregate,
     Totals,
@@ -24,7 +25,6 @@ from icepack_core.inspection.manifests import (
     read_manifest,
 )
 from icepack_core.inspection.status import (
-    InspectionFailed,
     TableStatus,
     describe_error,
     format_ts,

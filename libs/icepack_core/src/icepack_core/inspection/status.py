@@ -11,8 +11,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from icepack_core.errors import IcepackError
-
 MIB = 1024 * 1024
 # Contract bucket names, in order, with their exclusive upper bounds (the last is open).
 HISTOGRAM_BUCKETS: tuple[tuple[str, int | None], ...] = (
@@ -134,14 +132,3 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-class InspectionFailed(IcepackError):
-    """An inspection could not complete; ``str()`` names the file and what was wrong."""
-
-    code = "INSPECTION_FAILED"
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-        super().__init__(message)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message}}

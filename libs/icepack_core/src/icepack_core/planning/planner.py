@@ -19,7 +19,8 @@ import asyncpg
 import structlog
 
 from icepack_core.db.queries import load_query
-from icepack_core.intents import IntentError, intents_json, parse_intent, parse_intents
+from icepack_core.errors import ActionRefused, IntentError, PolicyError
+from icepack_core.intents import intents_json, parse_intent, parse_intents
 from icepack_core.planning.recommendation import (
     FailureStreak,
     Recommendation,
@@ -27,10 +28,10 @@ from icepack_core.planning.recommendation import (
     failure_backoff,
     recommend,
 )
-from icepack_core.policy import PolicyAttachment, PolicyError, resolve
+from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.queue import events
 from icepack_core.queue.jobs import JobQueue
-from icepack_core.safety.admission import ActionRefused, admit, attachments_of
+from icepack_core.safety.admission import admit, attachments_of
 from icepack_core.settings import Settings
 from icepack_core.types import JobTrigger, Topic
 

@@ -17,20 +17,12 @@ from typing import Any, TypeVar
 import asyncpg
 import structlog
 
-from icepack_core.errors import StaleFence
+from icepack_core.errors import CancelRequested, LeaseLost, StaleFence
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.locks import TableLock, TableLocks
 
 T = TypeVar("T")
 log = structlog.get_logger("icepack.lease")
-
-
-class LeaseLost(Exception):
-    """The work was stopped because the job's lease or fence was lost."""
-
-
-class CancelRequested(Exception):
-    """The work was stopped because an operator cancelled the job."""
 
 
 class JobLease:

@@ -24,41 +24,18 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from icepack_core.db.queries import load_query
-from icepack_core.errors import PermanentError
+from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.intents import ExpireSnapshots, Intent, RemoveOrphanFiles
 from icepack_core.policy import (
     ORPHAN_SAFE_HOURS,
     EffectivePolicy,
     OrphanFileRemovalConfig,
     PolicyAttachment,
-    PolicyError,
     resolve,
 )
 
 # s3a:// and s3n:// name the same objects as s3:// (Hadoop's connectors); so do gs/gcs.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "wasbs": "wasb", "abfss": "abfs"}
-
-
-class ActionRefused(PermanentError):
-    """A rule forbids running these actions on this table; ``rule`` says which.
-
-    ``rule`` is one of ``TABLE_HELD``, ``TABLE_OPTED_OUT``, ``POLICY_INVALID``, ``SAFETY_FLOOR``,
-    ``ORPHAN_REMOVAL_NOT_ENABLED``, ``LOCATION_OVERLAP``, ``LOCATION_UNKNOWN``; ``field`` names
-    the offending parameter when there is one.
-    """
-
-    code = "ACTION_REFUSED"
-
-    def __init__(self, rule: str, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.rule = rule
-        self.field = field
-
-    @property
-    def conflict(self) -> bool:
-        """True for refusals about the table's state (HTTP 409), not the request (422)."""
-        return self.rule in ("TABLE_HELD", "TABLE_OPTED_OUT", "LOCATION_OVERLAP",
-                             "LOCATION_UNKNOWN", "POLICY_INVALID")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import asyncpg
 import structlog
 
 from icepack_core.db.queries import load_query
-from icepack_core.errors import IcepackError
+from icepack_core.errors import TableNotHeld, UnknownTableId
 from icepack_core.queue import events
 from icepack_core.telemetry.logs import redact, redact_text
 from icepack_core.types import Topic
@@ -26,25 +26,6 @@ from icepack_core.types import Topic
 MAX_REASON = 500  # characters: a sentence for the audit trail, not a document
 MAX_RELEASED_BY = 200
 log = structlog.get_logger("icepack.holds")
-
-
-class TableNotHeld(IcepackError):
-    """The table has no maintenance hold to release."""
-
-    code = "TABLE_NOT_HELD"
-
-    def __init__(self, table: str) -> None:
-        self.table = table
-        super().__init__(f"{table} is not on hold; nothing to release")
-
-
-class UnknownTableId(IcepackError):
-    """No table row has that id (it was never seen, or was deleted meanwhile)."""
-
-    code = "TABLE_NOT_FOUND"
-
-    def __init__(self, table_id: int) -> None:
-        super().__init__(f"no table with id {table_id}")
 
 
 @dataclass(frozen=True, slots=True)
