@@ -1,121 +1,40 @@
-"""The ``icepack`` command line: one entry point for operators, services and the demo."""
+"""The ``icepack`` command line: one entry point for operators, services and the demo.
+
+Every command is a plain function in its module; this module is the one place they are named
+and grouped.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import sys
-from importlib.metadata import entry_points
-from typing import Annotated
+from collections.abc import Callable
 
 import typer
-from rich.console import Console
 
-from icepack_core.db import pool as db
-from icepack_core.db.migrate import migrate as run_migrations
-from icepack_core.errors import ConfigError, IcepackError
-from icepack_core.runtime.service import Service, run_service
-from icepack_core.settings import Settings, load_settings
-from icepack_core.types import SERVICE_NAMES
+from icepack_core.cli import holds, maintain, ops, read, services
 
 app = typer.Typer(help="Icepack: a control plane for Apache Iceberg table maintenance.",
                   no_args_is_help=True, add_completion=False)
-err = Console(stderr=True)
-
-
-def _settings() -> Settings:
-    try:
-        return load_settings()
-    except ConfigError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
-
-
-def load_service(name: str, **kwargs: object) -> Service:
-    """The service registered under ``name`` in the ``icepack.services`` entry points."""
-    found = {ep.name: ep for ep in entry_points(group="icepack.services")}
-    if name not in found:
-        raise typer.BadParameter(
-            f"unknown service {name!r}; choose one of "
-            f"{', '.join(sorted(found)) or '(none installed)'}"
-        )
-    factory = found[name].load()
-    service: Service = factory(**kwargs)
-    return service
-
-
-def run_service_main(name: str, **kwargs: object) -> None:
-    """Run one service in this process and exit with its code."""
-    settings = _settings()
-    service = load_service(name, **kwargs)
-    sys.exit(asyncio.run(run_service(service, settings)))
-
-
-@app.command()
-def migrate() -> None:
-    """Create or upgrade the icepack schema (idempotent; safe to run concurrently)."""
-    settings = _settings()
-
-    async def go() -> list[int]:
-        conn = await db.connect(settings, "migrate")
-        try:
-            return await run_migrations(conn)
-        finally:
-            await conn.close()
-
-    try:
-        applied = asyncio.run(go())
-    except (OSError, IcepackError) as exc:
-        err.print(f"[bold red]migration failed:[/] {exc}")
-        raise typer.Exit(1) from None
-    print(f"applied {applied}" if applied else "schema is up to date")
-
-
-@app.command()
-def service(
-    name: Annotated[str, typer.Argument(help=f"one of: {', '.join(SERVICE_NAMES)}")],
-    once: Annotated[
-        bool, typer.Option(help="executor only: run one job (or none) and exit")
-    ] = False,
-) -> None:
-    """Run one service in the foreground."""
-    if once and name != "executor":
-        raise typer.BadParameter("--once applies to the executor only", param_hint="--once")
-    kwargs: dict[str, object] = {"once": True} if once else {}
-    run_service_main(name, **kwargs)
-
-
-@app.command()
-def up(
-    services: Annotated[list[str] | None, typer.Option("--service", "-s",
-                        help="run only these services (repeatable)")] = None,
-) -> None:
-    """Run every service locally, each in its own process, until Ctrl-C."""
-    from icepack_core.local.stack import run_all
-
-    settings = _settings()
-    raise typer.Exit(run_all(settings, services or list(SERVICE_NAMES)))
-
-
-@app.command()
-def demo(
-    duration: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
-    until_healthy: Annotated[bool, typer.Option(
-        "--until-healthy", help="exit 0 once every demo table is healthy (tests, CI)")] = False,
-    deadline: Annotated[float, typer.Option(
-        help="with --until-healthy: exit 1 if not healthy after this many seconds")] = 900.0,
-) -> None:
-    """Run every service on a small demo lake (written with Spark) and watch it heal."""
-    from icepack_core.local.stack import run_demo
-
-    raise typer.Exit(run_demo(duration, until_healthy=until_healthy, deadline=deadline))
-
-
-from icepack_core.cli.read import register as _register_read  # noqa: E402 - needs `app` above
-
-_register_read(app)
-from icepack_core.cli.ops import register as _ops; _ops(app)  # noqa: E402, E702, I001
-from icepack_core.cli.maintain import register as _maint; _maint(app)  # noqa: E402, E702, I001
-from icepack_core.cli.holds import register as _holds; _holds(app)  # noqa: E402, E702, I001
+Command = Callable[..., None]
+GROUPS: dict[str, tuple[str, dict[str, Command]]] = {
+    "token": ("Operator API tokens for the gateway's write endpoints.",
+              {"create": ops.token_create, "revoke": ops.token_revoke, "list": ops.token_list}),
+    "hold": ("Maintenance holds: why automatic maintenance of a table stopped, and releasing it.",
+             {"show": holds.hold_show, "list": holds.hold_list, "release": holds.hold_release}),
+}
+COMMANDS: dict[str, Command] = {
+    "migrate": services.migrate, "service": services.service, "up": services.up,
+    "demo": services.demo,
+    "tables": read.tables, "status": read.status, "health": read.health,
+    "recommend": maintain.recommend_cmd, "maintain": maintain.maintain_cmd,
+    "jobs": ops.jobs, "job": ops.job, "events": ops.events,
+}
+for name, command in COMMANDS.items():
+    app.command(name)(command)
+for name, (help_text, commands) in GROUPS.items():
+    group = typer.Typer(help=help_text, no_args_is_help=True)
+    for sub, command in commands.items():
+        group.command(sub)(command)
+    app.add_typer(group, name=name)
 
 
 def main() -> None:

@@ -19,15 +19,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from icepack_core.cli.ops import JsonOpt, _print_json, _run, _settings, err, out
+from icepack_core.cli.common import JsonOpt, err, load_cli_settings, out, print_json, run_with_pool
 from icepack_core.db.queries import load_query
 from icepack_core.errors import TableNotHeld
 from icepack_core.safety.holds import clean_reason, hold_reason, release_hold
 from icepack_core.telemetry.logs import setup_logging
 from icepack_core.types import join_namespace, split_namespace
 
-hold_app = typer.Typer(help="Maintenance holds: why automatic maintenance of a table stopped, "
-                            "and releasing it.", no_args_is_help=True)
 TableArg = Annotated[str, typer.Argument(help="CATALOG.NAMESPACE.TABLE (or NAMESPACE.TABLE "
                                               "with one catalog configured)")]
 
@@ -76,7 +74,7 @@ def operator() -> str:
 
 
 def _catalogs() -> list[str]:
-    return [c.name for c in _settings().effective_catalogs()]
+    return [c.name for c in load_cli_settings().effective_catalogs()]
 
 
 def _label(row: asyncpg.Record) -> str:
@@ -100,16 +98,15 @@ def _unknown(name: str) -> typer.Exit:
     return typer.Exit(1)
 
 
-@hold_app.command("show")
 def hold_show(table: TableArg, as_json: JsonOpt = False) -> None:
     """Whether TABLE is on hold, and the recorded reason and evidence."""
     catalogs = _catalogs()
-    row = _run(lambda pool: resolve(pool, table, catalogs))
+    row = run_with_pool(lambda pool: resolve(pool, table, catalogs))
     if row is None:
         raise _unknown(table)
     hold = row["maintenance_hold"]
     if as_json:
-        _print_json({"table": _label(row), "held": hold is not None, "hold": hold})
+        print_json({"table": _label(row), "held": hold is not None, "hold": hold})
         return
     if hold is None:
         out.print(f"{_label(row)} is not on hold", highlight=False, markup=False)
@@ -120,12 +117,11 @@ def hold_show(table: TableArg, as_json: JsonOpt = False) -> None:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-@hold_app.command("list")
 def hold_list(as_json: JsonOpt = False) -> None:
     """Every table on hold."""
-    rows = _run(lambda pool: pool.fetch(load_query("table_holds_all")))
+    rows = run_with_pool(lambda pool: pool.fetch(load_query("table_holds_all")))
     if as_json:
-        _print_json([{"table": _label(r), "hold": r["maintenance_hold"]} for r in rows])
+        print_json([{"table": _label(r), "hold": r["maintenance_hold"]} for r in rows])
         return
     if not rows:
         err.print("no table is on hold")
@@ -139,7 +135,6 @@ def hold_list(as_json: JsonOpt = False) -> None:
     out.print(grid)
 
 
-@hold_app.command("release")
 def hold_release(
     table: TableArg,
     reason: Annotated[str | None, typer.Option(
@@ -163,22 +158,17 @@ def hold_release(
         return await release_hold(pool, row["id"], released_by=by, reason=reason)
 
     try:
-        done = _run(go)
+        done = run_with_pool(go)
     except TableNotHeld as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
     if done is None:
         raise _unknown(table)
     if as_json:
-        _print_json(done.to_json())
+        print_json(done.to_json())
         return
     out.print(f"released the hold on {done.table} (event {done.event_id}); automatic "
               "maintenance resumes at its next planning", highlight=False, markup=False)
     out.print("previous hold:", highlight=False, markup=False)
     for line in _hold_lines(done.previous_hold):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``icepack hold`` to the ``icepack`` app."""
-    app.add_typer(hold_app, name="hold")

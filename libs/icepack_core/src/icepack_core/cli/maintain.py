@@ -19,15 +19,14 @@ from typing import Annotated, Any, cast
 
 import asyncpg
 import typer
-from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from icepack_core.cli.common import err, load_cli_settings, out
 from icepack_core.cli.read import parse_table
 from icepack_core.db import pool as db
 from icepack_core.db.queries import load_query
 from icepack_core.errors import (
     ActionRefused,
-    ConfigError,
     IcepackError,
     InspectionFailed,
     PolicyError,
@@ -47,7 +46,7 @@ from icepack_core.queue import events
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.locks import TableLocks
 from icepack_core.safety.admission import admit
-from icepack_core.settings import Settings, load_settings
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import engine_for
 from icepack_core.spark.sql import TableRef as SqlTableRef
 from icepack_core.spark.sql import procedure_call, spark_conf_statements
@@ -56,8 +55,6 @@ from icepack_core.types import Action, JobTrigger, TableRef, Topic
 
 ACTION_NAMES = tuple(a.value for a in Action)
 
-out = Console()
-err = Console(stderr=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 # Claim one specific job (the one this process just enqueued, in the same transaction).
 OWNER = f"cli:{socket.gethostname()}:{os.getpid()}"
@@ -81,11 +78,7 @@ class Observed:
 
 def _settings(**overrides: Any) -> Settings:
     setup_logging("cli", level="warning", fmt="console")  # logs to stderr, stdout stays clean
-    try:
-        return load_settings(**overrides)
-    except ConfigError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+    return load_cli_settings(**overrides)
 
 
 async def _record_table(pool: asyncpg.Pool, ref: TableRef, location: str,
@@ -392,9 +385,3 @@ def maintain_cmd(
             err.print(f"[bold red]failed:[/] {job.error}", highlight=False)
     if job.state.value != "succeeded":
         raise typer.Exit(1)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``recommend`` and ``maintain`` to the ``icepack`` app."""
-    app.command("recommend")(recommend_cmd)
-    app.command("maintain")(maintain_cmd)

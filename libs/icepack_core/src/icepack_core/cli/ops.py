@@ -1,75 +1,25 @@
-"""Operator CLI commands over Icepack's database: ``icepack token``, ``jobs``, ``job``, ``events``.
-
-Exit codes scripts can trust: 0 done, 1 not found or failed (database unreachable included),
-2 bad usage (an unknown state, a malformed name). ``--json`` prints machine-readable output on
-stdout; messages go to stderr.
-"""
+"""Operator CLI commands over Icepack's database: ``icepack token``, ``jobs``, ``job``, ``events``
+(exit codes: ``cli.common``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import asyncpg
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from icepack_core.access.tokens import TokenStore
-from icepack_core.db import pool as db
+from icepack_core.cli.common import JsonOpt, err, json_default, out, print_json, run_with_pool
 from icepack_core.db.queries import load_query
-from icepack_core.errors import ConfigError, TokenNameTaken, TokenNotFound
+from icepack_core.errors import TokenNameTaken, TokenNotFound
 from icepack_core.safety.evidence import action_safety
-from icepack_core.settings import Settings, load_settings
 from icepack_core.types import JobState
-
-out = Console()
-err = Console(stderr=True)
-R = TypeVar("R")
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
-token_app = typer.Typer(help="Operator API tokens for the gateway's write endpoints.",
-                        no_args_is_help=True)
-
-
-def _settings() -> Settings:
-    try:
-        return load_settings()
-    except ConfigError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
-
-
-def _run(work: Callable[[asyncpg.Pool], Awaitable[R]]) -> R:
-    """Run ``work`` on a small pool; an unreachable database exits 1 with the reason."""
-    settings = _settings().model_copy(update={"db_pool_min": 1, "db_pool_max": 2})
-
-    async def go() -> R:
-        pool = await db.create_pool(settings, "cli")
-        try:
-            return await work(pool)
-        finally:
-            await pool.close()
-
-    try:
-        return asyncio.run(go())
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        err.print(f"[bold red]error:[/] database {settings.masked_dsn}: {exc}")
-        raise typer.Exit(1) from None
-
-
-def _default(value: object) -> object:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(type(value).__name__)
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, default=_default, indent=2))
 
 
 def _when(value: datetime | None) -> str:
@@ -82,11 +32,10 @@ def _table_name(row: asyncpg.Record) -> str:
     return f"{row['catalog']}.{row['namespace']}.{row['table_name']}"
 
 
-@token_app.command("create")
 def token_create(name: Annotated[str, typer.Argument(help="who or what uses the token")]) -> None:
     """Create a token and print it once (only its SHA-256 is stored)."""
     try:
-        token, info = _run(lambda pool: TokenStore(pool).create(name))
+        token, info = run_with_pool(lambda pool: TokenStore(pool).create(name))
     except ValueError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
@@ -97,23 +46,21 @@ def token_create(name: Annotated[str, typer.Argument(help="who or what uses the 
     print(token)
 
 
-@token_app.command("revoke")
 def token_revoke(name: str) -> None:
     """Revoke the live token called NAME."""
     try:
-        info = _run(lambda pool: TokenStore(pool).revoke(name))
+        info = run_with_pool(lambda pool: TokenStore(pool).revoke(name))
     except TokenNotFound as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(1) from None
     err.print(f"token {info.name} ({info.key_id}) revoked")
 
 
-@token_app.command("list")
 def token_list(as_json: JsonOpt = False) -> None:
     """Every token, live and revoked (never the secrets)."""
-    tokens = _run(lambda pool: TokenStore(pool).list())
+    tokens = run_with_pool(lambda pool: TokenStore(pool).list())
     if as_json:
-        _print_json([{"name": t.name, "key_id": t.key_id, "created_at": t.created_at,
+        print_json([{"name": t.name, "key_id": t.key_id, "created_at": t.created_at,
                       "last_used_at": t.last_used_at, "revoked_at": t.revoked_at}
                      for t in tokens])
         return
@@ -148,9 +95,9 @@ def jobs(
         err.print(f"[bold red]error:[/] --state must be one of "
                   f"{', '.join(s.value for s in JobState)}")
         raise typer.Exit(2)
-    rows = _run(lambda pool: pool.fetch(load_query("job_page"), state, None, None, limit))
+    rows = run_with_pool(lambda pool: pool.fetch(load_query("job_page"), state, None, None, limit))
     if as_json:
-        _print_json([_job_json(r) for r in rows])
+        print_json([_job_json(r) for r in rows])
         return
     if not rows:
         err.print("no jobs")
@@ -173,7 +120,7 @@ def job(job_id: Annotated[int, typer.Argument(min=1, help="job id")], as_json: J
         actions = await pool.fetch(load_query("job_actions_of"), [job_id]) if row else []
         return row, actions
 
-    row, actions = _run(fetch)
+    row, actions = run_with_pool(fetch)
     if row is None:
         err.print(f"[bold red]error:[/] no job with id {job_id}")
         raise typer.Exit(1)
@@ -182,7 +129,7 @@ def job(job_id: Annotated[int, typer.Argument(min=1, help="job id")], as_json: J
         | {"safety": action_safety(a["action"], a["state"], a["output"], a["impact"])}
         for a in actions]}
     if as_json:
-        _print_json(detail)
+        print_json(detail)
         return
     out.print(f"[bold]job {row['id']}[/] {row['state']}  table {_table_name(row)}  "
               f"trigger {row['trigger']}  attempts {row['attempts']}/{row['max_attempts']}")
@@ -264,7 +211,7 @@ def events(
     def show(rows: list[asyncpg.Record]) -> None:
         for r in rows:
             if as_json:
-                print(json.dumps(_event_json(r), default=_default))
+                print(json.dumps(_event_json(r), default=json_default))
             else:
                 out.print(f"{r['id']:>8}  {_when(r['created_at'])}  [bold]{r['topic']}[/]  "
                           f"{_table_name(r)}  {json.dumps(r['payload'])}")
@@ -282,12 +229,4 @@ def events(
                 last = rows[-1]["id"]
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends --follow: a normal exit
-        _run(tail)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the operator commands to the ``icepack`` app."""
-    app.add_typer(token_app, name="token")
-    app.command("jobs")(jobs)
-    app.command("job")(job)
-    app.command("events")(events)
+        run_with_pool(tail)

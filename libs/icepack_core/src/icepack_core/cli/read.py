@@ -12,12 +12,12 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
+from icepack_core.cli.common import JsonOpt, err, load_cli_settings, out
 from icepack_core.discovery.catalogs import CatalogSet, ListedTable, list_table_locations
-from icepack_core.errors import ConfigError, InspectionFailed
+from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.health import Assessment, assess, inspection_failed
 from icepack_core.inspection.inspector import (
     Inspector,
@@ -25,20 +25,8 @@ from icepack_core.inspection.inspector import (
     inspect_metadata_location,
 )
 from icepack_core.inspection.status import TableStatus
-from icepack_core.settings import Settings, load_settings
+from icepack_core.settings import Settings
 from icepack_core.types import TableRef, join_namespace, split_namespace
-
-out = Console()
-err = Console(stderr=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
-
-
-def _settings() -> Settings:
-    try:
-        return load_settings()
-    except ConfigError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from None
 
 
 def parse_table(name: str, settings: Settings) -> TableRef:
@@ -92,104 +80,99 @@ async def _inspect(settings: Settings, ref: TableRef) -> TableStatus:
     return await Inspector(settings, cache=MemoryManifestCache()).inspect(ref)
 
 
-def register(app: typer.Typer) -> None:
-    """Add the read commands to the ``icepack`` app."""
 
-    @app.command("tables")
-    def tables_cmd(as_json: JsonOpt = False) -> None:
-        """List every table of every configured catalog (straight from the catalogs)."""
-        settings = _settings()
-        configs = settings.effective_catalogs()
-        catalogs = CatalogSet(configs)
+def tables(as_json: JsonOpt = False) -> None:
+    """List every table of every configured catalog (straight from the catalogs)."""
+    settings = load_cli_settings()
+    configs = settings.effective_catalogs()
+    catalogs = CatalogSet(configs)
 
-        async def go() -> tuple[list[ListedTable], dict[str, str]]:
-            listed: list[ListedTable] = []
-            errors: dict[str, str] = {}
-            for cfg in configs:
-                try:
-                    catalog = await catalogs.get(cfg.name)
-                    listed += await list_table_locations(catalog, cfg)
-                except Exception as exc:
-                    errors[cfg.name] = f"{type(exc).__name__}: {exc}"
-            return listed, errors
-
-        listed, errors = asyncio.run(go())
-        if as_json:
-            out.print_json(json.dumps({
-                "tables": [{"catalog": t.ref.catalog, "namespace": t.ref.namespace,
-                            "table": t.ref.name, "metadata_location": t.metadata_location}
-                           for t in listed],
-                "errors": errors}))
-        else:
-            grid = RichTable("catalog", "namespace", "table", "metadata location")
-            for t in listed:
-                grid.add_row(t.ref.catalog, t.ref.namespace, t.ref.name,
-                             t.metadata_location or "?")
-            out.print(grid)
-            for name, error in errors.items():
-                err.print(f"[bold red]catalog {name} failed:[/] {error}", highlight=False)
-        if errors:
-            raise typer.Exit(1)
-
-    @app.command("status")
-    def status_cmd(
-        table: Annotated[str | None, typer.Argument(help="[CATALOG.]NAMESPACE.TABLE")] = None,
-        metadata_location: Annotated[str | None, typer.Option(
-            help="inspect a metadata JSON file directly, with no catalog")] = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Print a table's TableStatus metrics (docs/table-status.md)."""
-        if (table is None) == (metadata_location is None):
-            raise typer.BadParameter("give either TABLE or --metadata-location")
-        try:
-            if metadata_location is not None:
-                status = asyncio.run(inspect_metadata_location(metadata_location))
-            else:
-                settings = _settings()
-                assert table is not None
-                status = asyncio.run(_inspect(settings, parse_table(table, settings)))
-        except InspectionFailed as exc:
-            raise _fail(exc.message, as_json) from None
-        if as_json:
-            out.print_json(status.model_dump_json())
-        else:
-            _print_status(status)
-
-    @app.command("health")
-    def health_cmd(
-        table: Annotated[str | None, typer.Argument(help="[CATALOG.]NAMESPACE.TABLE")] = None,
-        all_tables: Annotated[bool, typer.Option("--all", help="every table of every catalog")]
-        = False,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Assess a table's health (or every table's with --all)."""
-        if (table is None) == (not all_tables):
-            raise typer.BadParameter("give either TABLE or --all")
-        settings = _settings()
-        if table is not None:
-            ref = parse_table(table, settings)
+    async def go() -> tuple[list[ListedTable], dict[str, str]]:
+        listed: list[ListedTable] = []
+        errors: dict[str, str] = {}
+        for cfg in configs:
             try:
-                assessment = assess(asyncio.run(_inspect(settings, ref)))
-            except InspectionFailed as exc:
-                assessment = inspection_failed(exc.message)
-            if as_json:
-                out.print_json(json.dumps(_assessment_json(str(ref), assessment)))
-            else:
-                _print_health(str(ref), assessment)
-            if assessment.health.value == "unknown":
-                raise typer.Exit(1)
-            return
-        results, errors = asyncio.run(_health_all(settings, quiet=as_json))
-        if as_json:
-            out.print_json(json.dumps({"tables": [_assessment_json(r, a) for r, a in results],
-                                       "errors": errors}))
+                catalog = await catalogs.get(cfg.name)
+                listed += await list_table_locations(catalog, cfg)
+            except Exception as exc:
+                errors[cfg.name] = f"{type(exc).__name__}: {exc}"
+        return listed, errors
+
+    listed, errors = asyncio.run(go())
+    if as_json:
+        out.print_json(json.dumps({
+            "tables": [{"catalog": t.ref.catalog, "namespace": t.ref.namespace,
+                        "table": t.ref.name, "metadata_location": t.metadata_location}
+                       for t in listed],
+            "errors": errors}))
+    else:
+        grid = RichTable("catalog", "namespace", "table", "metadata location")
+        for t in listed:
+            grid.add_row(t.ref.catalog, t.ref.namespace, t.ref.name,
+                         t.metadata_location or "?")
+        out.print(grid)
+        for name, error in errors.items():
+            err.print(f"[bold red]catalog {name} failed:[/] {error}", highlight=False)
+    if errors:
+        raise typer.Exit(1)
+
+def status(
+    table: Annotated[str | None, typer.Argument(help="[CATALOG.]NAMESPACE.TABLE")] = None,
+    metadata_location: Annotated[str | None, typer.Option(
+        help="inspect a metadata JSON file directly, with no catalog")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a table's TableStatus metrics (docs/table-status.md)."""
+    if (table is None) == (metadata_location is None):
+        raise typer.BadParameter("give either TABLE or --metadata-location")
+    try:
+        if metadata_location is not None:
+            status = asyncio.run(inspect_metadata_location(metadata_location))
         else:
-            for ref_name, assessment in results:
-                _print_health(ref_name, assessment)
-            for name, error in errors.items():
-                err.print(f"[bold red]catalog {name} failed:[/] {error}", highlight=False)
-        if errors or any(a.health.value == "unknown" for _, a in results):
+            settings = load_cli_settings()
+            assert table is not None
+            status = asyncio.run(_inspect(settings, parse_table(table, settings)))
+    except InspectionFailed as exc:
+        raise _fail(exc.message, as_json) from None
+    if as_json:
+        out.print_json(status.model_dump_json())
+    else:
+        _print_status(status)
+
+def health(
+    table: Annotated[str | None, typer.Argument(help="[CATALOG.]NAMESPACE.TABLE")] = None,
+    all_tables: Annotated[bool, typer.Option("--all", help="every table of every catalog")]
+    = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Assess a table's health (or every table's with --all)."""
+    if (table is None) == (not all_tables):
+        raise typer.BadParameter("give either TABLE or --all")
+    settings = load_cli_settings()
+    if table is not None:
+        ref = parse_table(table, settings)
+        try:
+            assessment = assess(asyncio.run(_inspect(settings, ref)))
+        except InspectionFailed as exc:
+            assessment = inspection_failed(exc.message)
+        if as_json:
+            out.print_json(json.dumps(_assessment_json(str(ref), assessment)))
+        else:
+            _print_health(str(ref), assessment)
+        if assessment.health.value == "unknown":
             raise typer.Exit(1)
+        return
+    results, errors = asyncio.run(_health_all(settings, quiet=as_json))
+    if as_json:
+        out.print_json(json.dumps({"tables": [_assessment_json(r, a) for r, a in results],
+                                   "errors": errors}))
+    else:
+        for ref_name, assessment in results:
+            _print_health(ref_name, assessment)
+        for name, error in errors.items():
+            err.print(f"[bold red]catalog {name} failed:[/] {error}", highlight=False)
+    if errors or any(a.health.value == "unknown" for _, a in results):
+        raise typer.Exit(1)
 
 
 async def _health_all(
