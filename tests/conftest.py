@@ -32,6 +32,16 @@ from icepack_core.settings import Settings, load_settings
 pytest_plugins = ["tests.plugins.spark", "tests.plugins.catalogs", "tests.plugins.rest_fixture"]
 
 TEMPLATE = "icepack_template"
+# The fixture (anywhere in a test's fixture closure) that makes a test of each kind.
+KIND_BY_FIXTURE = {
+    "pg_admin_url": "postgres",
+    "spark_jars": "spark",
+    "iceberg_rest": "catalog_server",
+    "rest_fixture_jar": "catalog_server",
+    "seaweed": "catalog_server",
+    "moto_glue": "catalog_server",
+    "browser": "browser",
+}
 _counter = itertools.count()
 
 
@@ -168,3 +178,18 @@ def spans(_tracer_provider):
     """The in-memory span exporter, emptied for this test."""
     _tracer_provider.clear()
     return _tracer_provider
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with the kinds of component it uses (see ``markers`` in pyproject.toml):
+    from its fixture closure, ``e2e`` for tests/e2e, and ``unit`` when it uses none."""
+    for item in items:
+        closure = set(getattr(item, "fixturenames", ()))
+        kinds = {kind for fixture, kind in KIND_BY_FIXTURE.items() if fixture in closure}
+        if "e2e" in item.path.parts:
+            kinds.add("e2e")
+        # A test that starts a component itself says so with the marker.
+        kinds |= {kind for kind in set(KIND_BY_FIXTURE.values())
+                  if item.get_closest_marker(kind) is not None}
+        for kind in sorted(kinds or {"unit"}):
+            item.add_marker(kind)

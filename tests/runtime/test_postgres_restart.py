@@ -25,7 +25,7 @@ from icepack_core.types import SERVICE_NAMES, Topic
 from tests.e2e.test_local_stack import free_port_block
 from tests.support.waiting import eventually
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]  # starts its own server
 WORKERS = ("planner", "inspector", "executor")  # the loops that claim work from the database
 STATUS = {"data_file_count": 4, "data_file_bytes": 4096, "small_file_count": 0,
           "small_file_bytes": 0, "position_delete_file_count": 0,
