@@ -103,3 +103,14 @@ def test_embedded_default_catalog_when_none_configured(tmp_path):
 
 def test_mask_url_leaves_urls_without_password_alone():
     assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+@pytest.mark.parametrize("catalog", [
+    {"name": "r", "type": "rest", "uri": "http://catalog:8181", "notify": True},
+    {"name": "s", "type": "sql", "uri": "sqlite:///tmp/catalog.db", "notify": True},
+])
+def test_notify_is_refused_where_no_postgres_trigger_can_push(monkeypatch, catalog):
+    monkeypatch.setenv("ICEPACK_CATALOGS", json.dumps([catalog]))
+    with pytest.raises(ConfigError, match="notify needs a SQL catalog in Postgres") as exc:
+        load_settings()
+    assert "ICEPACK_CATALOGS" in str(exc.value)

@@ -68,6 +68,16 @@ def _url_secrets(url: str) -> list[str]:
     return found
 
 
+def _scheme(uri: str | None) -> str:
+    """A URI's scheme only, for messages (the rest may hold a password)."""
+    return f"{urlsplit(uri).scheme}://..." if uri else "(none)"
+
+
+def _is_postgres_uri(uri: str | None) -> bool:
+    scheme = urlsplit(uri).scheme if uri else ""
+    return scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+")
+
+
 class CatalogConfig(BaseModel):
     """One Iceberg catalog Icepack watches. Secrets may come from
     ``ICEPACK_CATALOG_<NAME>_CREDENTIAL`` / ``_TOKEN`` / ``_S3_SECRET_ACCESS_KEY``."""
@@ -97,6 +107,9 @@ class CatalogConfig(BaseModel):
     exclude: list[str] = Field(default_factory=list)
     # Extra catalog properties passed through to PyIceberg as-is (non-secret).
     properties: dict[str, str] = Field(default_factory=dict)
+    # SQL catalogs in Postgres: install a trigger on `iceberg_tables` that NOTIFYs discovery of
+    # every commit, so it reacts in milliseconds; polling stays the safety net.
+    notify: bool = False
 
     @field_validator("name")
     @classmethod
@@ -133,6 +146,11 @@ class CatalogConfig(BaseModel):
                         f"{label}: credential must be CLIENT_ID:CLIENT_SECRET with both parts "
                         f"(ICEPACK_CATALOG_{self.name.upper()}_CREDENTIAL)"
                     )
+        if self.notify and (self.type != "sql" or not _is_postgres_uri(self.uri)):
+            raise ValueError(
+                f"{label}: notify needs a SQL catalog in Postgres (type sql, a postgresql:// "
+                f"uri); it is type {self.type} with uri {_scheme(self.uri)}"
+            )
         if (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
             raise ValueError(
                 f"{label}: S3 needs both s3_access_key_id and s3_secret_access_key "

@@ -1,11 +1,16 @@
-"""The discovery service: wiring for ``icepack_core.discovery`` (``refresh.Discovery``).
+"""The discovery service: wiring for ``icepack_core.discovery``.
 
-It lists every configured catalog on a timer and refreshes ``tables``.
+It lists every configured catalog on a timer (``refresh.Discovery``) and, for SQL catalogs
+configured with ``notify: true``, reacts to pushed commits as they happen
+(``push.CatalogWatcher``); polling stays the safety net for anything a push misses.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from icepack_core.db.resilience import loop_every
+from icepack_core.discovery.push import CatalogWatcher
 from icepack_core.discovery.refresh import Discovery, DiscoveryResult
 from icepack_core.runtime.service import Service, ServiceContext
 
@@ -15,6 +20,8 @@ class DiscoveryService(Service):
 
     async def run(self, ctx: ServiceContext) -> int:
         discovery = Discovery(ctx.settings, ctx.pool)
+        watchers = [CatalogWatcher(ctx.pool, discovery.catalogs, cfg)
+                    for cfg in discovery.configs if cfg.notify]
 
         async def once() -> DiscoveryResult:
             result = await discovery.run_once()
@@ -22,6 +29,9 @@ class DiscoveryService(Service):
                          dropped=result.dropped, failed=sorted(result.errors))
             return result
 
-        await loop_every(ctx.settings.discovery_interval_seconds, ctx.stop, once, ctx.log,
-                         "discovery")
+        await asyncio.gather(
+            loop_every(ctx.settings.discovery_interval_seconds, ctx.stop, once, ctx.log,
+                       "discovery"),
+            *(watcher.run(ctx.stop) for watcher in watchers),
+        )
         return 0

@@ -33,7 +33,7 @@ from icepack_core.settings import CatalogConfig, Settings
 from icepack_core.spark.sql import quote_identifier
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.tracing import tracer
-from icepack_core.types import Topic
+from icepack_core.types import TableRef, Topic, join_namespace
 
 CATALOG_TIMEOUT_SECONDS = 120.0  # one slow catalog must not hold up the others' refresh
 log = structlog.get_logger("icepack.discovery")
@@ -187,6 +187,43 @@ async def _apply_one(
     else:
         return int(row["id"])
     return None
+
+
+async def apply_change(
+    pool: asyncpg.Pool, cfg: CatalogConfig, levels: tuple[str, ...], name: str,
+    metadata_location: str | None, *, dropped: bool = False,
+) -> CatalogResult:
+    """Refresh one table of ``cfg`` from a pushed change, exactly as a poll that listed it
+    would: the same rows and events, in one transaction under the catalog's lock.
+
+    ``dropped`` marks the table dropped (``table.dropped``); otherwise the table is recorded at
+    ``metadata_location`` (``table.discovered`` or ``table.changed``, nothing when unchanged).
+    A table that cannot be recorded is skipped and logged, as in a poll.
+    """
+    ref = TableRef(cfg.name, join_namespace(levels), name)
+    key = (ref.namespace, name)
+    result = CatalogResult(cfg.name, tables=1)
+    async with pool.acquire() as raw, raw.transaction():
+        conn = cast(asyncpg.Connection, raw)
+        await conn.execute(load_query("table_lock_catalog"), cfg.name)
+        row = await conn.fetchrow(load_query("table_get_by_name"), cfg.name, *key)
+        if dropped:
+            if row is not None and row["dropped_at"] is None:
+                for gone in await conn.fetch(load_query("table_mark_dropped"), [row["id"]]):
+                    await _announce(conn, Topic.TABLE_DROPPED, cfg.name, key, gone["id"])
+                    result.dropped += 1
+            return result
+        item = ListedTable(ref, metadata_location)
+        reason = unfit_reason(item)
+        if reason is not None:
+            label = ".".join(ascii(p)[1:-1] for p in key)
+            result.skipped.append({"table": label, "reason": reason[:500]})
+            log.warning("discovery.table_skipped", catalog=cfg.name, table=label, reason=reason)
+            return result
+        unchanged = await _apply_one(conn, cfg, item, row, result)
+        if unchanged is not None:
+            await conn.execute(load_query("table_touch_seen"), [unchanged])
+    return result
 
 
 async def refresh_catalog(

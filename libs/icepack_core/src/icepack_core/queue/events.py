@@ -159,23 +159,30 @@ class EventConsumer:
 
 
 class Listener:
-    """A dedicated ``LISTEN icepack_events`` connection that wakes subscribers.
+    """A dedicated ``LISTEN`` connection (``icepack_events`` unless ``channel`` says otherwise)
+    that wakes subscribers.
 
     It checks the connection when quiet, reconnects after a drop with capped backoff, and wakes
-    every subscriber after each (re)connect so they catch up from their offsets.
+    every subscriber after each (re)connect so they catch up from their offsets. ``on_payload``,
+    when given, receives every notification's payload before subscribers are woken.
     """
 
     def __init__(
         self,
         connect: Callable[[], Awaitable[asyncpg.Connection]],
         liveness_interval: float = 5.0,
+        channel: str = CHANNEL,
+        on_payload: Callable[[str], None] | None = None,
     ) -> None:
         self._connect = connect
         self.liveness_interval = liveness_interval
+        self.channel = channel
+        self._on_payload = on_payload
         self._subscribers: list[tuple[frozenset[str] | None, asyncio.Event]] = []
         self._lost = asyncio.Event()
         self.connected = asyncio.Event()
         self.reconnects = 0
+        self.connections = 0  # successful connects so far (a subscriber sees each one)
 
     def subscribe(self, topics: Iterable[str] | None = None) -> asyncio.Event:
         """An ``asyncio.Event`` set whenever one of ``topics`` (default: any) is notified."""
@@ -189,6 +196,8 @@ class Listener:
                 wake.set()
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        if self._on_payload is not None:
+            self._on_payload(str(payload))
         self._wake(str(payload))
 
     def _on_terminate(self, _conn: Any) -> None:
@@ -203,13 +212,15 @@ class Listener:
                 conn = await self._connect()
                 self._lost.clear()
                 conn.add_termination_listener(self._on_terminate)
-                await conn.add_listener(CHANNEL, self._on_notify)
+                await conn.add_listener(self.channel, self._on_notify)
+                self.connections += 1
                 self.connected.set()
                 self._wake(None)  # catch up on anything sent while we were away
                 backoff = 0.1
                 await self._watch(conn, stop)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("events.listen_lost", error=str(exc), retry_in=backoff)
+                log.warning("events.listen_lost", channel=self.channel, error=str(exc),
+                            retry_in=backoff)
             finally:
                 self.connected.clear()
                 if conn is not None and not conn.is_closed():

@@ -69,3 +69,9 @@ ON CONFLICT (catalog) DO UPDATE
 SELECT catalog, last_ok_at, last_error, last_error_at, table_count, skipped_tables
   FROM icepack.catalog_status
  WHERE catalog = $1;
+
+-- name: table_get_by_name
+-- One table of a catalog by namespace and name (discovery's targeted refresh of a pushed change).
+SELECT id, namespace, name, metadata_location, dropped_at
+  FROM icepack.tables
+ WHERE catalog = $1 AND namespace = $2 AND name = $3;
