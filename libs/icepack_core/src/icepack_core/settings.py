@@ -110,6 +110,11 @@ class CatalogConfig(BaseModel):
     # SQL catalogs in Postgres: install a trigger on `iceberg_tables` that NOTIFYs discovery of
     # every commit, so it reacts in milliseconds; polling stays the safety net.
     notify: bool = False
+    # Amazon SQS queue carrying this catalog's change events (Glue Data Catalog table state
+    # changes from EventBridge, S3 ObjectCreated for *.metadata.json); credentials come from the
+    # AWS default chain. `sqs_endpoint` overrides the endpoint (an emulator, a VPC endpoint).
+    sqs_queue_url: str | None = None
+    sqs_endpoint: str | None = None
 
     @field_validator("name")
     @classmethod

@@ -2,7 +2,8 @@
 
 It lists every configured catalog on a timer (``refresh.Discovery``) and, for SQL catalogs
 configured with ``notify: true``, reacts to pushed commits as they happen
-(``push.CatalogWatcher``); polling stays the safety net for anything a push misses.
+(``push.CatalogWatcher``), as it does for catalogs with an SQS queue of change events
+(``sqs.SqsWatcher``); polling stays the safety net for anything a push misses.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 from icepack_core.db.resilience import loop_every
 from icepack_core.discovery.push import CatalogWatcher
 from icepack_core.discovery.refresh import Discovery, DiscoveryResult
+from icepack_core.discovery.sqs import SqsWatcher
 from icepack_core.runtime.service import Service, ServiceContext
 
 
@@ -20,8 +22,11 @@ class DiscoveryService(Service):
 
     async def run(self, ctx: ServiceContext) -> int:
         discovery = Discovery(ctx.settings, ctx.pool)
-        watchers = [CatalogWatcher(ctx.pool, discovery.catalogs, cfg)
-                    for cfg in discovery.configs if cfg.notify]
+        watchers: list[CatalogWatcher | SqsWatcher] = [
+            CatalogWatcher(ctx.pool, discovery.catalogs, cfg)
+            for cfg in discovery.configs if cfg.notify]
+        watchers += [SqsWatcher(ctx.pool, discovery.catalogs, cfg)
+                     for cfg in discovery.configs if cfg.sqs_queue_url]
 
         async def once() -> DiscoveryResult:
             result = await discovery.run_once()

@@ -26,7 +26,13 @@ import structlog
 from opentelemetry.trace import SpanKind
 
 from icepack_core.db.queries import load_query
-from icepack_core.discovery.catalogs import CatalogSet, ListedTable, list_table_locations
+from icepack_core.discovery.catalogs import (
+    CatalogSet,
+    ListedTable,
+    list_table_locations,
+    load_table,
+    table_selected,
+)
 from icepack_core.errors import InvalidIdentifier
 from icepack_core.queue.events import publish
 from icepack_core.settings import CatalogConfig, Settings
@@ -192,12 +198,14 @@ async def _apply_one(
 async def apply_change(
     pool: asyncpg.Pool, cfg: CatalogConfig, levels: tuple[str, ...], name: str,
     metadata_location: str | None, *, dropped: bool = False,
+    properties: dict[str, Any] | None = None,
 ) -> CatalogResult:
     """Refresh one table of ``cfg`` from a pushed change, exactly as a poll that listed it
     would: the same rows and events, in one transaction under the catalog's lock.
 
     ``dropped`` marks the table dropped (``table.dropped``); otherwise the table is recorded at
-    ``metadata_location`` (``table.discovered`` or ``table.changed``, nothing when unchanged).
+    ``metadata_location`` with ``properties`` (``table.discovered`` or ``table.changed``,
+    nothing when unchanged).
     A table that cannot be recorded is skipped and logged, as in a poll.
     """
     ref = TableRef(cfg.name, join_namespace(levels), name)
@@ -213,7 +221,7 @@ async def apply_change(
                     await _announce(conn, Topic.TABLE_DROPPED, cfg.name, key, gone["id"])
                     result.dropped += 1
             return result
-        item = ListedTable(ref, metadata_location)
+        item = ListedTable(ref, metadata_location, properties or {})
         reason = unfit_reason(item)
         if reason is not None:
             label = ".".join(ascii(p)[1:-1] for p in key)
@@ -224,6 +232,32 @@ async def apply_change(
         if unchanged is not None:
             await conn.execute(load_query("table_touch_seen"), [unchanged])
     return result
+
+
+async def refresh_table(
+    pool: asyncpg.Pool, catalogs: CatalogSet, cfg: CatalogConfig, levels: tuple[str, ...],
+    name: str,
+) -> CatalogResult:
+    """Load one named table from its catalog and record what it is now (a targeted refresh: no
+    listing). A table the catalog no longer has is marked dropped.
+
+    Raises:
+        Exception: the catalog could not be reached or the table could not be loaded; nothing
+            was written (the caller retries or leaves it to the next poll).
+    """
+    from pyiceberg.exceptions import NoSuchTableError
+
+    catalog = await catalogs.get(cfg.name)
+    ref = TableRef(cfg.name, join_namespace(levels), name)
+    if not table_selected(cfg, ref.namespace, name):
+        return CatalogResult(cfg.name)
+    try:
+        table = await load_table(catalog, ref)
+    except NoSuchTableError:
+        return await apply_change(pool, cfg, levels, name, None, dropped=True)
+    properties = dict(table.metadata.properties) if cfg.type != "sql" else {}
+    return await apply_change(pool, cfg, levels, name, table.metadata_location,
+                              properties=properties)
 
 
 async def refresh_catalog(

@@ -75,3 +75,12 @@ SELECT catalog, last_ok_at, last_error, last_error_at, table_count, skipped_tabl
 SELECT id, namespace, name, metadata_location, dropped_at
   FROM icepack.tables
  WHERE catalog = $1 AND namespace = $2 AND name = $3;
+
+-- name: table_find_by_metadata_dir
+-- The live tables of a catalog whose current metadata file sits in the same directory as $2
+-- (a metadata file an S3 notification names). s3a:// and s3n:// name the same objects as s3://.
+SELECT namespace, name
+  FROM icepack.tables
+ WHERE catalog = $1 AND dropped_at IS NULL
+   AND regexp_replace(regexp_replace(metadata_location, '^s3[an]://', 's3://'), '[^/]*$', '')
+     = regexp_replace(regexp_replace($2::text, '^s3[an]://', 's3://'), '[^/]*$', '');

@@ -1,0 +1,212 @@
+"""Changes pushed through Amazon SQS, against moto's server with real SQS, Glue and S3 calls.
+
+The watcher consumes Glue table-change events and S3 notifications for metadata files; it
+deletes a message only after its refresh is committed, coalesces duplicates (a refresh that
+changes nothing writes nothing), and leaves poison for the queue's redrive policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import boto3
+import pytest
+
+from icepack_core.discovery.catalogs import CatalogSet, load_catalog
+from icepack_core.discovery.refresh import Discovery
+from icepack_core.discovery.sqs import PoisonMessage, SqsWatcher, parse_message
+from icepack_core.settings import CatalogConfig, load_settings
+from tests.plugins.catalogs import rows
+from tests.support.waiting import eventually
+
+DEADLINE = 30.0
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch, moto_glue: str) -> str:
+    """moto's endpoint, with the AWS default credential chain pointed at its test keys."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return moto_glue
+
+
+def client(endpoint: str, service: str) -> Any:
+    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def make_queues(endpoint: str) -> tuple[str, str]:
+    """A queue whose redrive policy moves a message to its dead-letter queue after 2 receives."""
+    sqs = client(endpoint, "sqs")
+    suffix = uuid.uuid4().hex[:8]
+    dlq = sqs.create_queue(QueueName=f"icepack-dlq-{suffix}")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    queue = sqs.create_queue(QueueName=f"icepack-{suffix}", Attributes={
+        "VisibilityTimeout": "1",
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"}),
+    })["QueueUrl"]
+    return queue, dlq
+
+
+def glue_catalog(endpoint: str, queue: str) -> tuple[CatalogConfig, Any]:
+    bucket = f"icepack-{uuid.uuid4().hex[:8]}"
+    client(endpoint, "s3").create_bucket(Bucket=bucket)
+    cfg = CatalogConfig(name="glue", type="glue", region="us-east-1", endpoint=endpoint,
+                        s3_endpoint=endpoint, s3_access_key_id="testing",
+                        s3_secret_access_key="testing", warehouse=f"s3://{bucket}/wh",
+                        sqs_queue_url=queue, sqs_endpoint=endpoint)
+    return cfg, load_catalog(cfg)
+
+
+def glue_event(database: str, table: str, change: str = "UpdateTable") -> str:
+    return json.dumps({
+        "version": "0", "source": "aws.glue", "detail-type": "Glue Data Catalog Table State Change",
+        "detail": {"databaseName": database, "changedTables": [table], "typeOfChange": change},
+    })
+
+
+def s3_event(location: str) -> str:
+    bucket, _, key = location.removeprefix("s3://").partition("/")
+    return json.dumps({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+                                    "s3": {"bucket": {"name": bucket}, "object": {"key": key}}}]})
+
+
+async def topics(db: asyncpg.Pool, name: str) -> list[tuple[str, str | None]]:
+    recs = await db.fetch(
+        "SELECT e.topic, e.payload->>'metadata_location' AS loc FROM icepack.events e "
+        "JOIN icepack.tables t ON t.id = e.table_id WHERE t.name = $1 ORDER BY e.id", name)
+    return [(r["topic"], r["loc"]) for r in recs]
+
+
+def queue_depth(endpoint: str, queue: str) -> int:
+    attrs = client(endpoint, "sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]) + int(
+        attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+@contextlib.asynccontextmanager
+async def consuming(db: asyncpg.Pool, cfg: CatalogConfig) -> AsyncIterator[SqsWatcher]:
+    watcher = SqsWatcher(db, CatalogSet([cfg]), cfg, wait_seconds=1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    try:
+        yield watcher
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_glue_events_refresh_the_named_table_once_even_when_duplicated(
+    db, database_url, tmp_path, aws
+):
+    queue, _dlq = make_queues(aws)
+    cfg, catalog = glue_catalog(aws, queue)
+    database = f"g{uuid.uuid4().hex[:6]}"
+    catalog.create_namespace(database)
+    table = catalog.create_table(f"{database}.orders", rows(0).schema)
+    discovery = Discovery(load_settings(database_url=database_url, data_dir=tmp_path / "d",
+                                        catalogs=[cfg]), db)
+    assert (await discovery.run_once()).discovered == 1
+
+    table.append(rows(3))
+    location = catalog.load_table(f"{database}.orders").metadata_location
+    sqs = client(aws, "sqs")
+    for _ in range(2):  # SQS delivers at least once: a duplicate must change nothing
+        sqs.send_message(QueueUrl=queue, MessageBody=glue_event(database, "orders"))
+    async with consuming(db, cfg) as watcher:
+        await eventually(lambda: _deleted(watcher, 2), timeout=DEADLINE, what="both deleted")
+    seen = await topics(db, "orders")
+    assert [t for t, _ in seen] == ["table.discovered", "table.changed"]
+    assert seen[-1][1] == location
+    assert queue_depth(aws, queue) == 0
+
+    sqs.send_message(QueueUrl=queue, MessageBody=glue_event(database, "orders", "DeleteTable"))
+    async with consuming(db, cfg) as watcher:
+        await eventually(lambda: _deleted(watcher, 1), timeout=DEADLINE, what="delete handled")
+    assert [t for t, _ in await topics(db, "orders")][-1] == "table.dropped"
+
+
+async def _deleted(watcher: SqsWatcher, count: int) -> bool:
+    return watcher.deleted >= count
+
+
+async def test_s3_metadata_notifications_refresh_the_table_whose_directory_it_is(
+    db, database_url, tmp_path, aws
+):
+    queue, dlq = make_queues(aws)
+    cfg, catalog = glue_catalog(aws, queue)
+    database = f"g{uuid.uuid4().hex[:6]}"
+    catalog.create_namespace(database)
+    table = catalog.create_table(f"{database}.events", rows(0).schema)
+    discovery = Discovery(load_settings(database_url=database_url, data_dir=tmp_path / "d",
+                                        catalogs=[cfg]), db)
+    await discovery.run_once()
+
+    table.append(rows(2))
+    location = catalog.load_table(f"{database}.events").metadata_location
+    sqs = client(aws, "sqs")
+    sqs.send_message(QueueUrl=queue, MessageBody=s3_event(location))
+    # A metadata file that never became the table's (a writer that failed before its commit):
+    # not deleted, looked at again, and finally moved to the dead-letter queue.
+    never = location.rsplit("/", 1)[0] + "/99999-never-committed.metadata.json"
+    sqs.send_message(QueueUrl=queue, MessageBody=s3_event(never))
+    async with consuming(db, cfg) as watcher:
+        await eventually(lambda: _deleted(watcher, 1), timeout=DEADLINE, what="the s3 event")
+        await eventually(lambda: _dead(aws, dlq), timeout=DEADLINE, what="the early file's DLQ")
+    assert [t for t, _ in await topics(db, "events")] == ["table.discovered", "table.changed"]
+    assert (await topics(db, "events"))[-1][1] == location
+
+
+async def _dead(endpoint: str, dlq: str) -> bool:
+    return queue_depth(endpoint, dlq) >= 1
+
+
+async def test_poison_is_left_for_the_redrive_policy_and_the_watcher_goes_on(
+    db, database_url, tmp_path, aws
+):
+    queue, dlq = make_queues(aws)
+    cfg, catalog = glue_catalog(aws, queue)
+    database = f"g{uuid.uuid4().hex[:6]}"
+    catalog.create_namespace(database)
+    catalog.create_table(f"{database}.late", rows(0).schema)
+    sqs = client(aws, "sqs")
+    sqs.send_message(QueueUrl=queue, MessageBody="this is not an event")
+    sqs.send_message(QueueUrl=queue, MessageBody=glue_event(database, "late", "CreateTable"))
+    async with consuming(db, cfg) as watcher:
+        await eventually(lambda: _dead(aws, dlq), timeout=DEADLINE, what="poison in the DLQ")
+        await eventually(lambda: _deleted(watcher, 1), timeout=DEADLINE, what="the good one")
+    # The unknown table was loaded alone (no listing) and discovered.
+    assert [t for t, _ in await topics(db, "late")] == ["table.discovered"]
+    body = client(aws, "sqs").receive_message(QueueUrl=dlq)["Messages"][0]["Body"]
+    assert body == "this is not an event"
+
+
+@pytest.mark.parametrize("body", ["[]", "{}", '{"Records": [{"eventName": "ObjectCreated:Put"}]}',
+                                  '{"detail-type": "Glue Data Catalog Table State Change"}'])
+def test_unknown_shapes_are_poison(body):
+    with pytest.raises(PoisonMessage):
+        parse_message(body)
+
+
+def test_only_metadata_files_matter_and_keys_are_decoded():
+    event = json.dumps({"Records": [
+        {"eventName": "ObjectCreated:Put",
+         "s3": {"bucket": {"name": "b"},
+                "object": {"key": "wh/db/t/metadata/00001-a%3Db.metadata.json"}}},
+        {"eventName": "ObjectCreated:Put",
+         "s3": {"bucket": {"name": "b"}, "object": {"key": "wh/db/t/data/x.parquet"}}},
+        {"eventName": "ObjectRemoved:Delete",
+         "s3": {"bucket": {"name": "b"}, "object": {"key": "wh/db/t/metadata/0.metadata.json"}}},
+    ]})
+    (hint,) = parse_message(event)
+    assert hint.location == "s3://b/wh/db/t/metadata/00001-a=b.metadata.json"
+    assert parse_message('{"Event": "s3:TestEvent"}') == []
