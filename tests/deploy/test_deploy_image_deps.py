@@ -150,3 +150,12 @@ def test_general_image_build_installs_no_spark_and_runs(tmp_path: Path) -> None:
                            env={"PATH": os.environ["PATH"]}, check=False)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.split() == ["discovery,gateway,inspector,planner", "False"]
+    # `icepack maintain` names the missing extra instead of a traceback.
+    maintain = subprocess.run(
+        [venv / "bin" / "icepack", "maintain", "lake.db.events"], capture_output=True,
+        text=True, cwd=tmp_path, check=False,
+        env={"PATH": os.environ["PATH"], "COLUMNS": "300",
+             "ICEPACK_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"})
+    assert maintain.returncode == 2, maintain.stdout + maintain.stderr
+    assert "pip install 'icepack-core[spark]'" in maintain.stderr
+    assert "Traceback" not in maintain.stderr
