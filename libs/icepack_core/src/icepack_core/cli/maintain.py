@@ -4,7 +4,12 @@ as discovery would when it never saw the table), policies, history, the table lo
 row with trigger ``cli`` that this process enqueues and claims itself; the actions run through
 ``JobExecution`` under that job's fence and lease, the executor's code path.
 
-Exit codes: 0 done (or nothing to do), 1 failed / table unreadable / table busy, 2 bad usage.
+Spark runs only in ``maintain`` without ``--dry-run``; without the ``icepack-core[spark]`` extra
+that fails at once, before anything is read or written. ``recommend`` and ``--dry-run`` need no
+Spark.
+
+Exit codes: 0 done (or nothing to do), 1 failed / table unreadable / table busy, 2 bad usage or
+an unusable setup (settings, the Spark extra missing).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Annotated, Any, cast
 
 import asyncpg
 import typer
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from icepack_core.cli.common import err, load_cli_settings, out
@@ -29,6 +35,7 @@ from icepack_core.errors import (
     ActionRefused,
     IcepackError,
     InspectionFailed,
+    MissingExtra,
     PolicyError,
 )
 from icepack_core.execution.job_execution import ActionRecord
@@ -48,6 +55,7 @@ from icepack_core.queue.locks import TableLocks
 from icepack_core.safety.admission import admit
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import engine_for
+from icepack_core.spark.extra import require_spark
 from icepack_core.spark.sql import TableRef as SqlTableRef
 from icepack_core.spark.sql import procedure_call, spark_conf_statements
 from icepack_core.telemetry.logs import setup_logging
@@ -343,6 +351,13 @@ def maintain_cmd(
         raise typer.BadParameter("must be local, connect or thrift", param_hint="--engine")
     requested = _parse_actions(actions)
     settings = _settings(**({"spark_engine": engine} if engine else {}))
+    if not dry_run:
+        try:  # before the table is inspected or recorded: nothing half-done
+            require_spark(settings.spark_engine, "icepack maintain")
+        except MissingExtra as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}; or use --dry-run to print "
+                      "the SQL", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
     ref = parse_table(table, settings)
 
     async def work(pool: asyncpg.Pool) -> tuple[Observed, list[Intent], list[Skip], Any,

@@ -8,12 +8,14 @@ from importlib.metadata import entry_points
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from icepack_core.cli.common import err, load_cli_settings
 from icepack_core.db import pool as db
 from icepack_core.db.migrate import migrate as run_migrations
-from icepack_core.errors import IcepackError
+from icepack_core.errors import IcepackError, MissingExtra
 from icepack_core.runtime.service import Service, run_service
+from icepack_core.spark.extra import require_spark
 from icepack_core.types import SERVICE_NAMES
 
 
@@ -31,10 +33,16 @@ def load_service(name: str, **kwargs: object) -> Service:
 
 
 def run_service_main(name: str, **kwargs: object) -> None:
-    """Run one service in this process and exit with its code."""
+    """Run one service in this process and exit with its code (2 when an optional extra it
+    needs, such as the executor's Spark, is not installed)."""
     settings = load_cli_settings()
     service = load_service(name, **kwargs)
-    sys.exit(asyncio.run(run_service(service, settings)))
+    try:
+        code = asyncio.run(run_service(service, settings))
+    except MissingExtra as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        code = 2
+    sys.exit(code)
 
 
 def migrate() -> None:
@@ -77,6 +85,14 @@ def up(
     from icepack_core.local.stack import run_all
 
     settings = load_cli_settings()
+    if "executor" in (services or SERVICE_NAMES):
+        try:  # the executor child would die and be restarted forever: say so once, up front
+            require_spark(settings.spark_engine, "icepack up (the executor service)")
+        except MissingExtra as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}; or leave the executor out "
+                      "(--service gateway --service discovery ...)", highlight=False,
+                      soft_wrap=True)
+            raise typer.Exit(2) from None
     raise typer.Exit(run_all(settings, services or list(SERVICE_NAMES)))
 
 

@@ -123,6 +123,7 @@ def create_demo_lake(settings: Settings, say: Callable[[str], Any] = print) -> l
 
     Raises:
         ConfigError: the Spark/Iceberg jars are missing (the message says how to get them).
+        MissingExtra: tables are missing and PySpark (``icepack-core[spark]``) is not installed.
     """
     missing = [t for t in DEMO_TABLES if t.name not in existing_tables(settings)]
     if not missing:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from rich.console import Console
+from rich.markup import escape
 
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.runtime.service import BASE_PORT, PORT_OFFSETS
@@ -234,13 +235,22 @@ def run_demo(
     """Start (or reuse) a local Postgres under the data dir, migrate, write the demo lake with
     Spark (first run only), and run all services with short loops, printing the fleet's state
     until Ctrl-C or ``duration``; with ``until_healthy``, exit 0 once every demo table is
-    healthy (1 after ``deadline`` seconds)."""
-    from icepack_core.errors import ConfigError
+    healthy (1 after ``deadline`` seconds). Returns 2 at once, before starting anything, when
+    PySpark (the ``icepack-core[spark]`` extra) is not installed: the demo lake is written with
+    Spark and the executor runs on it."""
+    from icepack_core.errors import ConfigError, MissingExtra
     from icepack_core.local.demo_lake import attach_demo_policies, create_demo_lake
     from icepack_core.settings import load_settings
+    from icepack_core.spark.extra import require_spark
     from icepack_core.telemetry.logs import setup_logging
 
     setup_logging("demo", level="warning", fmt="console")  # the summary is the demo's output
+    try:
+        require_spark("local", "icepack demo")
+    except MissingExtra as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
+                      soft_wrap=True)
+        return 2
     started = time.monotonic()
     root = (data_dir or Path(os.environ.get("ICEPACK_DATA_DIR", ".icepack"))).resolve()
     server = LocalPostgres(root / "pg")
@@ -280,8 +290,8 @@ def run_demo(
         if until_healthy and watch.healthy_after is None:
             return 1
         return code
-    except ConfigError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+    except (ConfigError, MissingExtra) as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 1
     except subprocess.CalledProcessError as exc:
         console.print(f"[bold red]error:[/] {exc}")

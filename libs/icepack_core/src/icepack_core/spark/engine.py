@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 import structlog
 
 from icepack_core.settings import Settings
+from icepack_core.spark.extra import require_spark, spark_imports
 from icepack_core.spark.session import build_local_session
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class SparkEngine(ABC):
 
         Raises:
             RuntimeError: the engine is closed.
+            MissingExtra: the engine's client is not installed (``icepack-core[spark]``).
             Exception: whatever the underlying client raises for a failed statement (a Py4J,
                 Spark Connect or PyHive error); the executor classifies it.
         """
@@ -153,7 +155,8 @@ class ConnectEngine(SparkEngine):
 
     def _spark(self) -> Any:
         if self._session is None:
-            from pyspark.sql.connect.session import SparkSession as ConnectSession
+            with spark_imports("connect"):
+                from pyspark.sql.connect.session import SparkSession as ConnectSession
 
             log.info("spark.connect.opening", url=self._url)
             self._session = ConnectSession.builder.remote(self._url).create()
@@ -214,7 +217,8 @@ class ThriftEngine(SparkEngine):
 
     def _cursor(self) -> Any:
         if self._connection is None:
-            from pyhive import hive
+            with spark_imports("thrift"):
+                from pyhive import hive
 
             log.info("spark.thrift.opening", host=self._host, port=self._port, auth=self._auth)
             self._connection = hive.connect(
@@ -266,7 +270,13 @@ def _spark_thrift_cursor(connection: Any) -> Any:
 
 
 def engine_for(settings: Settings) -> SparkEngine:
-    """The engine ``ICEPACK_SPARK_ENGINE`` selects; nothing is opened until the first ``sql``."""
+    """The engine ``ICEPACK_SPARK_ENGINE`` selects; nothing is opened until the first ``sql``.
+
+    Raises:
+        MissingExtra: that engine's client (the ``icepack-core[spark]`` extra) is not
+            installed; checked here, without importing it, so a process fails before any work.
+    """
+    require_spark(settings.spark_engine)
     if settings.spark_engine == "connect":
         assert settings.spark_connect_url is not None  # Settings validates this for connect
         return ConnectEngine(settings.spark_connect_url)

@@ -22,6 +22,7 @@ from icepack_core.spark.catalog_conf import (
     redact_conf,
     spark_catalog_conf,
 )
+from icepack_core.spark.extra import spark_imports
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,9 +98,11 @@ def build_local_session(settings: Settings) -> tuple[SparkSession, bool]:
 
     Raises:
         ConfigError: jars are missing (see ``session_conf``).
+        MissingExtra: PySpark is not installed (the ``icepack-core[spark]`` extra).
     """
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
+    with spark_imports("local"):
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
 
     conf = session_conf(settings)
     running = SparkContext._active_spark_context is not None
@@ -122,6 +125,7 @@ def local_session(settings: Settings) -> SparkSession:
     Raises:
         ConfigError: the Iceberg runtime or JDBC driver jar is missing; run ``make setup`` or
             ``scripts/fetch-maven.sh jars`` (or set ``ICEPACK_SPARK_JARS_DIR``).
+        MissingExtra: PySpark is not installed (the ``icepack-core[spark]`` extra).
     """
     session, _created = build_local_session(settings)
     return session
