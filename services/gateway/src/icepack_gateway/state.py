@@ -12,7 +12,6 @@ from icepack_core.access.tokens import TokenStore
 from icepack_core.db.queries import load_query
 from icepack_core.queue.jobs import JobQueue
 from icepack_gateway.errors import TableNotFound
-from icepack_gateway.params import ident
 
 
 @dataclass(frozen=True)
@@ -30,13 +29,6 @@ class GatewayState:
 def gateway(request: Request) -> GatewayState:
     state: GatewayState = request.app.state.gateway
     return state
-
-
-def table_ref(request: Request) -> tuple[str, str, str]:
-    """The (catalog, namespace, table) of a ``/tables/{catalog}/{namespace}/{table}`` path."""
-    p = request.path_params
-    return (ident("catalog", p["catalog"]), ident("namespace", p["namespace"]),
-            ident("table", p["table"]))
 
 
 async def find_table(
