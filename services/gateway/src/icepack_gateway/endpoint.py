@@ -102,7 +102,14 @@ class Endpoint(Generic[P, Q, B]):
             body = await self.parse_body(request)
             return await handler(Call(request, path, query, body))
 
-        return Route(self.path, endpoint, methods=[self.method], name=self.name)
+        return Route(self.path, endpoint, methods=[self.method], name=self.operation_id)
+
+    @property
+    def operation_id(self) -> str:
+        """``name``, else the handler's name (unique in the app; the route's name too)."""
+        if self.name is not None:
+            return self.name
+        return self.handler.__name__ if self.handler is not None else self.path.strip("/")
 
     async def parse_body(self, request: Request) -> B:
         if self.body is NoBody:
@@ -201,7 +208,7 @@ def _operation(e: AnyEndpoint, schemas: dict[str, Any], error: Reply) -> dict[st
         responses.setdefault(status, _content(Reply(text, error.model)))
     operation: dict[str, Any] = {
         "summary": e.summary,
-        "operationId": e.name or f"{e.method.lower()}{e.path}",
+        "operationId": e.operation_id,
         "parameters": [*_parameters(schemas.get(e.path_params.__name__, {}), "path"),
                        *_parameters(schemas.get(e.query.__name__, {}), "query")],
         "responses": dict(sorted(responses.items())),
