@@ -27,11 +27,9 @@ from icepack_gateway.state import GatewayState, find_table, gateway
 # Manual jobs jump ahead of the planner's (default 100; lower runs first).
 MANUAL_PRIORITY = 50
 
-JOB_KEYS = ("id", "state", "actions", "priority", "attempts", "max_attempts", "not_before",
-            "lease_owner", "lease_until", "fence", "dedupe_key", "trigger", "error", "result",
-            "traceparent", "cancel_requested_at", "created_at", "started_at", "finished_at")
-ACTION_KEYS = ("id", "fence", "action", "procedure", "sql_text", "state", "output", "impact",
-               "error", "started_at", "finished_at", "duration_ms")
+# The keys a job and an action answer are their models' fields (the row has a few more).
+JOB_KEYS = tuple(k for k in models.Job.model_fields if k != "table")
+ACTION_KEYS = tuple(models.JobAction.model_fields)
 
 
 def job_json(row: asyncpg.Record) -> dict[str, Any]:

@@ -34,8 +34,7 @@ from icepack_gateway.models import error, ok
 from icepack_gateway.policy_models import PolicyIn, validated_config
 from icepack_gateway.state import find_table, gateway, table_json
 
-POLICY_KEYS = ("id", "policy_type", "scope", "catalog", "namespace", "table_name", "enabled",
-               "config", "created_at", "updated_at")
+POLICY_KEYS = tuple(models.Policy.model_fields)
 
 
 def policy_json(row: asyncpg.Record) -> dict[str, Any]:
@@ -108,13 +107,13 @@ def _proposed_target(p: ProposedPolicy) -> tuple[str | None, str | None]:
 
 
 def _policy_json(policy: EffectivePolicy) -> dict[str, Any]:
-    configs = {"system.data-compaction": policy.data_compaction,
-               "system.metadata-compaction": policy.metadata_compaction,
-               "system.snapshot-expiry": policy.snapshot_expiry,
-               "system.orphan-file-removal": policy.orphan_file_removal}
+    configs = {PolicyType.DATA_COMPACTION: policy.data_compaction,
+               PolicyType.METADATA_COMPACTION: policy.metadata_compaction,
+               PolicyType.SNAPSHOT_EXPIRY: policy.snapshot_expiry,
+               PolicyType.ORPHAN_FILE_REMOVAL: policy.orphan_file_removal}
     return {"maintenance_enabled": policy.maintenance_enabled,
             "cadence_hours": policy.cadence_hours, "sources": dict(policy.sources),
-            "policies": {t: None if c is None else c.model_dump(mode="json")
+            "policies": {t.value: None if c is None else c.model_dump(mode="json")
                          for t, c in configs.items()}}
 
 

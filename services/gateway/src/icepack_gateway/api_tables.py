@@ -29,9 +29,9 @@ from icepack_gateway.params import decode_cursor, encode_cursor
 from icepack_gateway.state import find_table, gateway, table_json
 
 # The current metrics a fleet listing carries per table (the full status is one call away).
-LIST_METRICS = ("data_file_count", "data_file_bytes", "record_count", "small_file_count",
-                "snapshot_count", "manifest_count", "position_delete_file_count",
-                "equality_delete_file_count", "deletion_vector_count")
+LIST_METRICS = tuple(models.ListMetrics.model_fields)
+HEALTH_KEYS = tuple(models.HealthAssessment.model_fields)
+STATUS_KEYS = tuple(models.StatusSnapshot.model_fields)
 
 
 def _issue_summary(issues: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -105,15 +105,13 @@ async def summary(call: Call[NoParams, NoParams, NoBody]) -> Response:
 def _health_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
     if row is None:
         return None
-    return {k: row[k] for k in ("id", "status_snapshot_id", "health", "score", "issues",
-                                "assessed_at")}
+    return {k: row[k] for k in HEALTH_KEYS}
 
 
 def _status_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
     if row is None:
         return None
-    return {k: row[k] for k in ("id", "inspected_at", "inspector", "metadata_location",
-                                "current_snapshot_id", "status")}
+    return {k: row[k] for k in STATUS_KEYS}
 
 
 def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict[str, Any] | None:

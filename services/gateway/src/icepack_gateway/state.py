@@ -11,6 +11,7 @@ from starlette.requests import Request
 from icepack_core.access.tokens import TokenStore
 from icepack_core.db.queries import load_query
 from icepack_core.queue.jobs import JobQueue
+from icepack_gateway import models
 from icepack_gateway.errors import TableNotFound
 
 
@@ -41,7 +42,8 @@ async def find_table(
     return row
 
 
+TABLE_KEYS = tuple(models.Table.model_fields)
+
+
 def table_json(row: asyncpg.Record) -> dict[str, Any]:
-    return {k: row[k] for k in ("id", "catalog", "namespace", "name", "metadata_location",
-                                "properties", "first_seen_at", "last_seen_at", "dropped_at",
-                                "maintenance_hold")}
+    return {k: row[k] for k in TABLE_KEYS}
