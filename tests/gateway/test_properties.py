@@ -28,6 +28,11 @@ SETTINGS = settings(max_examples=150, deadline=None,
 async def test_arbitrary_paths_and_queries_never_fail(client, fleet, template, a, b, c, query):
     path = template.format(a=quote(a, safe=""), b=quote(b, safe=""), c=quote(c, safe=""))
     r = await client.get(path, params=query)
+    if r.status_code == 307:
+        # A last segment ending in "/" (%2F, decoded before routing) makes a path with a
+        # trailing slash: Starlette redirects it to the path without (redirect_slashes).
+        assert path.endswith("%2F"), (path, query, r.headers)
+        return
     assert r.status_code in (200, 400, 404, 422), (path, query, r.status_code, r.text)
     assert r.json()["code"] if r.status_code != 200 else True
 

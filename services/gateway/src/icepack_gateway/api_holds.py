@@ -8,21 +8,21 @@ The body is optional: ``{"reason": "..."}``. 404 unknown table, 409 ``TABLE_NOT_
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from icepack_core.access.tokens import TokenInfo
 from icepack_core.db.queries import load_query
 from icepack_core.errors import TableNotHeld, UnknownTableId
 from icepack_core.safety.holds import MAX_REASON, release_hold
+from icepack_gateway import models
+from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoParams
 from icepack_gateway.errors import Conflict, InvalidParameter, TableNotFound
+from icepack_gateway.inputs import TablePath
 from icepack_gateway.jsonutil import ApiResponse
-from icepack_gateway.params import json_body, only
-from icepack_gateway.state import find_table, gateway, table_json, table_ref
+from icepack_gateway.models import error, ok
+from icepack_gateway.state import find_table, gateway, table_json
 
 
 class HoldReleaseIn(BaseModel):
@@ -40,16 +40,13 @@ def released_by(request: Request) -> str:
     return f"token:{token.name}" if isinstance(token, TokenInfo) else "token:unknown"
 
 
-async def release(request: Request) -> Response:
-    only(request.query_params, set())
-    body: Any = await json_body(request) if await request.body() else {}
-    spec = HoldReleaseIn.model_validate(body)
-    pool = gateway(request).pool
-    catalog, namespace, name = table_ref(request)
+async def release(call: Call[TablePath, NoParams, HoldReleaseIn]) -> Response:
+    pool = gateway(call.request).pool
+    catalog, namespace, name = call.path.catalog, call.path.namespace, call.path.table
     table = await find_table(pool, catalog, namespace, name)
     try:
-        done = await release_hold(pool, table["id"], released_by=released_by(request),
-                                  reason=spec.reason)
+        done = await release_hold(pool, table["id"], released_by=released_by(call.request),
+                                  reason=call.body.reason)
     except ValueError as exc:
         raise InvalidParameter("reason", str(exc).removeprefix("reason ")) from None
     except TableNotHeld as exc:
@@ -61,5 +58,11 @@ async def release(request: Request) -> Response:
                         "released": done.to_json()})
 
 
-routes = [Route("/tables/{catalog}/{namespace}/{table}/hold/release", release,
-                methods=["POST"])]
+endpoints: list[AnyEndpoint] = [
+    Endpoint("POST", "/tables/{catalog}/{namespace}/{table}/hold/release",
+             "Release the table's maintenance hold (who and why go to the "
+             "table.hold_released event)", release, TablePath, NoParams, HoldReleaseIn,
+             {200: ok(models.HoldReleased), 404: error("unknown table (TABLE_NOT_FOUND)"),
+              409: error("the table is not on hold (TABLE_NOT_HELD)")},
+             body_required=False),
+]

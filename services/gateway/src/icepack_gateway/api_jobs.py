@@ -8,40 +8,28 @@ from typing import Any
 
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, IntentError, JobNotFound
 from icepack_core.intents import MAX_ACTIONS, Intent, intents_json, parse_intents
 from icepack_core.safety.admission import admit
 from icepack_core.types import JobState, JobTrigger
+from icepack_gateway import models
+from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams
 from icepack_gateway.errors import Conflict, InvalidParameter
+from icepack_gateway.inputs import Ident, JobPath, JobsQuery, TableFilter
 from icepack_gateway.jsonutil import ApiResponse
-from icepack_gateway.params import (
-    MAX_IDENT,
-    decode_cursor,
-    encode_cursor,
-    ident,
-    json_body,
-    limit,
-    only,
-    opt_choice,
-    opt_int,
-    positive_int,
-    split_table,
-)
+from icepack_gateway.models import error, ok
+from icepack_gateway.params import decode_cursor, encode_cursor, split_table
 from icepack_gateway.state import GatewayState, find_table, gateway
 
 # Manual jobs jump ahead of the planner's (default 100; lower runs first).
 MANUAL_PRIORITY = 50
 
-JOB_KEYS = ("id", "state", "actions", "priority", "attempts", "max_attempts", "not_before",
-            "lease_owner", "lease_until", "fence", "dedupe_key", "trigger", "error", "result",
-            "traceparent", "cancel_requested_at", "created_at", "started_at", "finished_at")
-ACTION_KEYS = ("id", "fence", "action", "procedure", "sql_text", "state", "output", "impact",
-               "error", "started_at", "finished_at", "duration_ms")
+# The keys a job and an action answer are their models' fields (the row has a few more).
+JOB_KEYS = tuple(k for k in models.Job.model_fields if k != "table")
+ACTION_KEYS = tuple(models.JobAction.model_fields)
 
 
 def job_json(row: asyncpg.Record) -> dict[str, Any]:
@@ -64,38 +52,31 @@ async def jobs_with_actions(pool: asyncpg.Pool, rows: Sequence[asyncpg.Record]
     return jobs
 
 
-async def table_id_filter(pool: asyncpg.Pool, query: Any) -> int | None:
-    if "table" in query and "table_id" in query:
+async def table_id_filter(pool: asyncpg.Pool, query: TableFilter) -> int | None:
+    if query.table is not None and query.table_id is not None:
         raise InvalidParameter("table", "give either table or table_id, not both")
-    if "table" in query:
-        table = await find_table(pool, *split_table("table", query["table"]))
+    if query.table is not None:
+        table = await find_table(pool, *split_table("table", query.table))
         table_id: int = table["id"]
         return table_id
-    return opt_int(query, "table_id")
+    return query.table_id
 
 
-async def list_jobs(request: Request) -> Response:
-    q = request.query_params
-    only(q, {"limit", "cursor", "state", "table", "table_id"})
-    state = opt_choice(q, "state", JobState)
-    size = limit(q)
-    before = decode_cursor(q, "jobs", (int,))
-    pool = gateway(request).pool
+async def list_jobs(call: Call[NoParams, JobsQuery, NoBody]) -> Response:
+    q = call.query
+    size = q.limit
+    before = decode_cursor(q.cursor, "jobs", (int,))
+    pool = gateway(call.request).pool
     table_id = await table_id_filter(pool, q)
-    rows = await pool.fetch(load_query("job_page"), state.value if state else None, table_id,
+    rows = await pool.fetch(load_query("job_page"), q.state.value if q.state else None, table_id,
                             before[0] if before else None, size)
     next_cursor = encode_cursor("jobs", [rows[-1]["id"]]) if len(rows) == size else None
     return ApiResponse({"items": [job_json(r) for r in rows], "next_cursor": next_cursor})
 
 
-def _job_id(request: Request) -> int:
-    return positive_int("id", request.path_params["id"])
-
-
-async def job_detail(request: Request) -> Response:
-    only(request.query_params, set())
-    job_id = _job_id(request)
-    pool = gateway(request).pool
+async def job_detail(call: Call[JobPath, NoParams, NoBody]) -> Response:
+    job_id = call.path.id
+    pool = gateway(call.request).pool
     row = await pool.fetchrow(load_query("job_detail"), job_id)
     if row is None:
         raise JobNotFound(job_id)
@@ -121,9 +102,9 @@ class JobIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    catalog: str = Field(min_length=1, max_length=MAX_IDENT)
-    namespace: str = Field(min_length=1, max_length=MAX_IDENT)
-    table: str = Field(min_length=1, max_length=MAX_IDENT)
+    catalog: Ident
+    namespace: Ident
+    table: Ident
     actions: list[dict[str, Any]] | None = Field(default=None, min_length=1,
                                                  max_length=MAX_ACTIONS)
     priority: int = Field(default=MANUAL_PRIORITY, ge=0, le=1000)
@@ -162,16 +143,12 @@ async def _admit(state: GatewayState, table: asyncpg.Record, intents: list[Inten
         raise InvalidParameter(exc.field or "actions", str(exc)) from None
 
 
-async def submit_job(request: Request) -> Response:
-    only(request.query_params, set())
-    body = await json_body(request)
-    _no_nul(body, "body")
-    spec = JobIn.model_validate(body)
-    state = gateway(request)
+async def submit_job(call: Call[NoParams, NoParams, JobIn]) -> Response:
+    spec = call.body
+    _no_nul(spec.actions, "body")
+    state = gateway(call.request)
     pool = state.pool
-    ref = (ident("catalog", spec.catalog), ident("namespace", spec.namespace),
-           ident("table", spec.table))
-    table = await find_table(pool, *ref, allow_dropped=False)
+    table = await find_table(pool, spec.catalog, spec.namespace, spec.table, allow_dropped=False)
     if spec.actions is None:
         # A held or opted-out table is refused for that reason, not as "nothing recommended"
         # (the planner recommends nothing for a held table precisely because it is held).
@@ -191,10 +168,9 @@ async def submit_job(request: Request) -> Response:
                        status_code=201 if enqueued.created else 200)
 
 
-async def cancel_job(request: Request) -> Response:
-    only(request.query_params, set())
-    job_id = _job_id(request)
-    state = gateway(request)
+async def cancel_job(call: Call[JobPath, NoParams, NoBody]) -> Response:
+    job_id = call.path.id
+    state = gateway(call.request)
     before = await state.pool.fetchrow(load_query("job_detail"), job_id)
     if before is None:
         raise JobNotFound(job_id)
@@ -210,9 +186,21 @@ async def cancel_job(request: Request) -> Response:
     return ApiResponse({"job": job_json(row), "cancelled": row["state"] == JobState.CANCELLED})
 
 
-routes = [
-    Route("/jobs", list_jobs, methods=["GET"]),
-    Route("/jobs", submit_job, methods=["POST"]),
-    Route("/jobs/{id}", job_detail, methods=["GET"]),
-    Route("/jobs/{id}/cancel", cancel_job, methods=["POST"]),
+REFUSED = ("refused: table held or opted out (TABLE_HELD, ...), or NOTHING_RECOMMENDED "
+           "without actions")
+NO_JOB = {404: error("no such job (JOB_NOT_FOUND)")}
+endpoints: list[AnyEndpoint] = [
+    Endpoint("GET", "/jobs", "Jobs newest first", list_jobs, NoParams, JobsQuery, NoBody,
+             {200: ok(models.JobPage), 404: error("table= names an unknown table")}),
+    Endpoint("POST", "/jobs", "Queue maintenance for a table (deduplicated per table)",
+             submit_job, NoParams, NoParams, JobIn,
+             {201: ok(models.JobSubmitted, "created"),
+              200: ok(models.JobSubmitted, "a job for the table is already active"),
+              404: error("unknown or dropped table (TABLE_NOT_FOUND)"), 409: error(REFUSED)}),
+    Endpoint("GET", "/jobs/{id}", "One job with its actions and their impact", job_detail,
+             JobPath, NoParams, NoBody, {200: ok(models.JobWithActions), **NO_JOB}),
+    Endpoint("POST", "/jobs/{id}/cancel", "Cancel a queued job, or ask a running one to stop",
+             cancel_job, JobPath, NoParams, NoBody,
+             {200: ok(models.JobCancelled), **NO_JOB,
+              409: error("the job already finished (JOB_ALREADY_FINISHED)")}),
 ]

@@ -9,87 +9,69 @@ Paths name the target and the type, so one target holds at most one policy of ea
 
 from __future__ import annotations
 
-import importlib
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from icepack_core.db.queries import load_query
-from icepack_gateway.errors import InvalidParameter, NotAvailable, NotFound
+from icepack_core.errors import PolicyError
+from icepack_core.planning.planner import Planner
+from icepack_core.planning.recommendation import recommend
+from icepack_core.planning.simulation import simulate as simulate_catalog
+from icepack_core.policy import EffectivePolicy, PolicyAttachment, resolve
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import load_settings
+from icepack_core.types import PolicyType
+from icepack_gateway import models
+from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams, Reply
+from icepack_gateway.errors import InvalidParameter, NotFound
+from icepack_gateway.inputs import MAX_IDENT, SCOPE_PATHS, Ident, PoliciesQuery, PolicyPath, Scope
 from icepack_gateway.jsonutil import ApiResponse
-from icepack_gateway.params import MAX_IDENT, ident, json_body, only, opt_choice, opt_ident
-from icepack_gateway.policy_models import PolicyType, policy_engine, validated_body
+from icepack_gateway.models import error, ok
+from icepack_gateway.policy_models import PolicyIn, validated_config
 from icepack_gateway.state import find_table, gateway, table_json
 
-SCOPES = ("catalog", "namespace", "table")
-POLICY_KEYS = ("id", "policy_type", "scope", "catalog", "namespace", "table_name", "enabled",
-               "config", "created_at", "updated_at")
+POLICY_KEYS = tuple(models.Policy.model_fields)
 
 
 def policy_json(row: asyncpg.Record) -> dict[str, Any]:
     return {k: row[k] for k in POLICY_KEYS}
 
 
-async def list_policies(request: Request) -> Response:
-    q = request.query_params
-    only(q, {"policy_type", "scope", "catalog", "namespace", "table"})
-    policy_type = opt_choice(q, "policy_type", PolicyType)
-    scope = q.get("scope")
-    if scope is not None and scope not in SCOPES:
-        raise InvalidParameter("scope", f"must be one of {', '.join(SCOPES)}")
-    rows = await gateway(request).pool.fetch(
-        load_query("policy_list"), policy_type.value if policy_type else None, scope,
-        opt_ident(q, "catalog"), opt_ident(q, "namespace"), opt_ident(q, "table"))
+async def list_policies(call: Call[NoParams, PoliciesQuery, NoBody]) -> Response:
+    q = call.query
+    rows = await gateway(call.request).pool.fetch(
+        load_query("policy_list"), q.policy_type.value if q.policy_type else None, q.scope,
+        q.catalog, q.namespace, q.table)
     return ApiResponse({"items": [policy_json(r) for r in rows]})
 
 
-def _target(request: Request, scope: str) -> tuple[PolicyType, str, str | None, str | None]:
-    p = request.path_params
-    try:
-        policy_type = PolicyType(p["policy_type"])
-    except ValueError:
-        raise InvalidParameter("policy_type", "must be one of " + ", ".join(
-            t.value for t in PolicyType)) from None
-    catalog = ident("catalog", p["catalog"])
-    namespace = ident("namespace", p["namespace"]) if scope != "catalog" else None
-    table = ident("table", p["table"]) if scope == "table" else None
-    return policy_type, catalog, namespace, table
+async def put_policy(call: Call[PolicyPath, NoParams, PolicyIn]) -> Response:
+    path = call.path
+    catalog, namespace, table = path.target()
+    config = validated_config(path.policy_type, call.body)
+    pool = gateway(call.request).pool
+    if table is not None:
+        assert namespace is not None
+        await find_table(pool, catalog, namespace, table, allow_dropped=False)
+    row = await pool.fetchrow(load_query("policy_upsert"), path.policy_type.value, path.scope,
+                              catalog, namespace, table, call.body.enabled, config)
+    assert row is not None  # an upsert always returns its row
+    return ApiResponse({"policy": policy_json(row), "created": row["created"]},
+                       status_code=201 if row["created"] else 200)
 
 
-def _put(scope: str) -> Any:
-    async def put_policy(request: Request) -> Response:
-        only(request.query_params, set())
-        policy_type, catalog, namespace, table = _target(request, scope)
-        enabled, config = validated_body(policy_type, await json_body(request))
-        pool = gateway(request).pool
-        if table is not None:
-            assert namespace is not None
-            await find_table(pool, catalog, namespace, table, allow_dropped=False)
-        row = await pool.fetchrow(load_query("policy_upsert"), policy_type.value, scope,
-                                  catalog, namespace, table, enabled, config)
-        assert row is not None  # an upsert always returns its row
-        return ApiResponse({"policy": policy_json(row), "created": row["created"]},
-                           status_code=201 if row["created"] else 200)
-
-    return put_policy
-
-
-def _delete(scope: str) -> Any:
-    async def delete_policy(request: Request) -> Response:
-        only(request.query_params, set())
-        policy_type, catalog, namespace, table = _target(request, scope)
-        deleted = await gateway(request).pool.fetchval(
-            load_query("policy_delete"), policy_type.value, scope, catalog, namespace, table)
-        if deleted is None:
-            raise NotFound("POLICY_NOT_FOUND", f"no {policy_type.value} policy at that {scope}")
-        return Response(status_code=204)
-
-    return delete_policy
+async def delete_policy(call: Call[PolicyPath, NoParams, NoBody]) -> Response:
+    path = call.path
+    deleted = await gateway(call.request).pool.fetchval(
+        load_query("policy_delete"), path.policy_type.value, path.scope, *path.target())
+    if deleted is None:
+        raise NotFound("POLICY_NOT_FOUND",
+                       f"no {path.policy_type.value} policy at that {path.scope}")
+    return Response(status_code=204)
 
 
 class ProposedPolicy(BaseModel):
@@ -98,7 +80,7 @@ class ProposedPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     policy_type: PolicyType
-    scope: Literal["catalog", "namespace", "table"]
+    scope: Scope
     namespace: str | None = Field(default=None, max_length=MAX_IDENT)
     table: str | None = Field(default=None, max_length=MAX_IDENT)
     enabled: bool = True
@@ -108,9 +90,9 @@ class ProposedPolicy(BaseModel):
 class SimulateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    catalog: str = Field(min_length=1, max_length=MAX_IDENT)
-    namespace: str = Field(min_length=1, max_length=MAX_IDENT)
-    table: str = Field(min_length=1, max_length=MAX_IDENT)
+    catalog: Ident
+    namespace: Ident
+    table: Ident
     policies: list[ProposedPolicy] = Field(default_factory=list, max_length=20)
 
 
@@ -124,49 +106,37 @@ def _proposed_target(p: ProposedPolicy) -> tuple[str | None, str | None]:
     return namespace, name
 
 
-def _policy_json(policy: Any) -> dict[str, Any]:
-    configs = {"system.data-compaction": policy.data_compaction,
-               "system.metadata-compaction": policy.metadata_compaction,
-               "system.snapshot-expiry": policy.snapshot_expiry,
-               "system.orphan-file-removal": policy.orphan_file_removal}
+def _policy_json(policy: EffectivePolicy) -> dict[str, Any]:
+    configs = {PolicyType.DATA_COMPACTION: policy.data_compaction,
+               PolicyType.METADATA_COMPACTION: policy.metadata_compaction,
+               PolicyType.SNAPSHOT_EXPIRY: policy.snapshot_expiry,
+               PolicyType.ORPHAN_FILE_REMOVAL: policy.orphan_file_removal}
     return {"maintenance_enabled": policy.maintenance_enabled,
             "cadence_hours": policy.cadence_hours, "sources": dict(policy.sources),
-            "policies": {t: None if c is None else c.model_dump(mode="json")
+            "policies": {t.value: None if c is None else c.model_dump(mode="json")
                          for t, c in configs.items()}}
 
 
-async def simulate(request: Request) -> Response:
-    """The effective policy of one table and what it would lead to now, writing nothing.
-
-    Uses the policy engine (``icepack_core.policy.resolve``) and the recommender
-    (``icepack_core.planning.recommendation.recommend``), imported lazily: without them the
-    answer is 501 NOT_AVAILABLE. ``policies`` in the body are tried as if stored.
-    """
-    only(request.query_params, set())
-    spec = SimulateIn.model_validate(await json_body(request))
-    pool = gateway(request).pool
-    table = await find_table(pool, ident("catalog", spec.catalog),
-                             ident("namespace", spec.namespace), ident("table", spec.table))
-    engine = policy_engine()
-    try:
-        recommender = importlib.import_module("icepack_core.planning.recommendation")
-    except ImportError:
-        raise NotAvailable("simulation needs icepack_core.planning.recommendation") from None
+async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
+    """The effective policy of one table and what it would lead to now, writing nothing
+    (``icepack_core.policy.resolve``, ``icepack_core.planning.recommendation.recommend``).
+    ``policies`` in the body are tried as if stored."""
+    spec = call.body
+    pool = gateway(call.request).pool
+    table = await find_table(pool, spec.catalog, spec.namespace, spec.table)
     stored = await pool.fetch(load_query("policy_list"), None, None, table["catalog"], None, None)
     attachments = {(r["policy_type"], r["scope"], r["namespace"], r["table_name"]):
-                   engine.PolicyAttachment(r["policy_type"], r["scope"], r["catalog"],
-                                           r["namespace"], r["table_name"], r["enabled"],
-                                           r["config"]) for r in stored}
+                   PolicyAttachment(r["policy_type"], r["scope"], r["catalog"], r["namespace"],
+                                    r["table_name"], r["enabled"], r["config"]) for r in stored}
     for p in spec.policies:
         namespace, name = _proposed_target(p)
-        validated_body(p.policy_type, {"enabled": p.enabled, "config": p.config})
-        attachments[(p.policy_type.value, p.scope, namespace, name)] = engine.PolicyAttachment(
+        validated_config(p.policy_type, PolicyIn(enabled=p.enabled, config=p.config))
+        attachments[(p.policy_type.value, p.scope, namespace, name)] = PolicyAttachment(
             p.policy_type.value, p.scope, table["catalog"], namespace, name, p.enabled, p.config)
     properties = {str(k): str(v) for k, v in (table["properties"] or {}).items()}
     try:
-        policy = engine.resolve(attachments.values(), table["namespace"], table["name"],
-                                properties)
-    except engine.PolicyError as exc:
+        policy = resolve(attachments.values(), table["namespace"], table["name"], properties)
+    except PolicyError as exc:
         raise InvalidParameter("policies", str(exc)) from None
     status = await pool.fetchrow(load_query("status_latest"), table["id"])
     recommendation = None
@@ -174,7 +144,7 @@ async def simulate(request: Request) -> Response:
         last_runs = {r["action"]: r["finished_at"]
                      for r in await pool.fetch(load_query("job_last_runs"), table["id"])}
         target = properties.get("write.target-file-size-bytes", "")
-        recommendation = recommender.recommend(
+        recommendation = recommend(
             status["status"], policy, last_runs, datetime.now(UTC),
             target_file_size_bytes=int(target) if target.isdigit() else None).to_json()
     return ApiResponse({"table": table_json(table), "effective_policy": _policy_json(policy),
@@ -185,30 +155,22 @@ async def simulate(request: Request) -> Response:
 class FleetSimulateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    catalog: str = Field(min_length=1, max_length=MAX_IDENT)
+    catalog: Ident
     policies: list[ProposedPolicy] = Field(min_length=1, max_length=20)
 
 
-async def simulate_fleet(request: Request) -> Response:
+async def simulate_fleet(call: Call[NoParams, NoParams, FleetSimulateIn]) -> Response:
     """Which tables of a catalog the proposed policies would change, which actions they would
     get, and the estimated files/bytes affected (``icepack_core.planning.simulation``); writes
     nothing."""
-    from icepack_core.errors import PolicyError
-    from icepack_core.planning.planner import Planner
-    from icepack_core.planning.simulation import simulate as simulate_catalog
-    from icepack_core.policy import PolicyAttachment
-    from icepack_core.queue.jobs import JobQueue
-    from icepack_core.settings import load_settings
-
-    only(request.query_params, set())
-    spec = FleetSimulateIn.model_validate(await json_body(request))
-    catalog = ident("catalog", spec.catalog)
+    spec = call.body
+    catalog = spec.catalog
     proposed = []
     for p in spec.policies:
         namespace, name = _proposed_target(p)
         proposed.append(PolicyAttachment(p.policy_type.value, p.scope, catalog, namespace, name,
                                          p.enabled, p.config))
-    pool = gateway(request).pool
+    pool = gateway(call.request).pool
     planner = Planner(load_settings(), pool, JobQueue(pool))
     try:
         report = await simulate_catalog(planner, catalog, proposed)
@@ -218,17 +180,32 @@ async def simulate_fleet(request: Request) -> Response:
 
 
 C, NS, T, PT = "{catalog}", "{namespace}", "{table}", "{policy_type}"
-PATHS = {
+PATHS: dict[Scope, str] = {
     "catalog": f"/policies/catalog/{C}/{PT}",
     "namespace": f"/policies/namespace/{C}/{NS}/{PT}",
     "table": f"/policies/table/{C}/{NS}/{T}/{PT}",
 }
-routes = [
-    Route("/policies", list_policies, methods=["GET"]),
-    Route("/policies/simulate", simulate, methods=["POST"]),
-    Route("/policies/simulate/fleet", simulate_fleet, methods=["POST"]),
-    *(Route(path, _put(scope), methods=["PUT"], name=f"put_{scope}_policy")
-      for scope, path in PATHS.items()),
-    *(Route(path, _delete(scope), methods=["DELETE"], name=f"delete_{scope}_policy")
-      for scope, path in PATHS.items()),
+NO_TABLE = {404: error("unknown table (TABLE_NOT_FOUND)")}
+endpoints: list[AnyEndpoint] = [
+    Endpoint("GET", "/policies", "Maintenance policies", list_policies, NoParams, PoliciesQuery,
+             NoBody, {200: ok(models.PolicyList)}),
+    Endpoint("POST", "/policies/simulate",
+             "Effective policy of a table and what it would lead to now (writes nothing; "
+             "`policies` in the body are tried as if stored)", simulate, NoParams, NoParams,
+             SimulateIn, {200: ok(models.Simulation), **NO_TABLE}),
+    Endpoint("POST", "/policies/simulate/fleet",
+             "Which tables of a catalog proposed policies would change, with their new actions "
+             "and the estimated files/bytes affected (writes nothing, enqueues nothing)",
+             simulate_fleet, NoParams, NoParams, FleetSimulateIn,
+             {200: ok(models.FleetSimulation)}),
+    *(Endpoint[PolicyPath, NoParams, PolicyIn](
+        "PUT", path, f"Create or replace a {scope}-level policy", put_policy, SCOPE_PATHS[scope],
+        NoParams, PolicyIn, {200: ok(models.PolicyStored, "replaced"),
+                             201: ok(models.PolicyStored, "created"), **NO_TABLE},
+        name=f"put_{scope}_policy") for scope, path in PATHS.items()),
+    *(Endpoint[PolicyPath, NoParams, NoBody](
+        "DELETE", path, f"Remove a {scope}-level policy", delete_policy, SCOPE_PATHS[scope],
+        NoParams, NoBody, {204: Reply("removed", media_type=None),
+                           404: error("no such policy (POLICY_NOT_FOUND)")},
+        name=f"delete_{scope}_policy") for scope, path in PATHS.items()),
 ]

@@ -4,41 +4,34 @@ recommendation and maintenance history."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any
 
 import asyncpg
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from icepack_core.db.queries import load_query
 from icepack_core.types import Health
+from icepack_gateway import models
 from icepack_gateway.api_jobs import job_json, jobs_with_actions
+from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams
 from icepack_gateway.errors import InvalidCursor, NotFound, TableNotFound
-from icepack_gateway.jsonutil import ApiResponse
-from icepack_gateway.params import (
-    ISSUE_CODE,
-    decode_cursor,
-    encode_cursor,
-    limit,
-    only,
-    opt_choice,
-    opt_ident,
-    opt_pattern,
+from icepack_gateway.inputs import (
+    HistoryQuery,
+    Page,
+    Sort,
+    StatusHistoryQuery,
+    TablePath,
+    TablesQuery,
 )
-from icepack_gateway.state import find_table, gateway, table_json, table_ref
+from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.models import error, ok
+from icepack_gateway.params import decode_cursor, encode_cursor
+from icepack_gateway.state import find_table, gateway, table_json
 
 # The current metrics a fleet listing carries per table (the full status is one call away).
-LIST_METRICS = ("data_file_count", "data_file_bytes", "record_count", "small_file_count",
-                "snapshot_count", "manifest_count", "position_delete_file_count",
-                "equality_delete_file_count", "deletion_vector_count")
-
-
-class Sort(StrEnum):
-    SCORE = "score"  # worst first (lowest score); never-assessed tables last
-    SCORE_DESC = "-score"  # best first; never-assessed tables last
-    NAME = "name"  # catalog, namespace, name
+LIST_METRICS = tuple(models.ListMetrics.model_fields)
+HEALTH_KEYS = tuple(models.HealthAssessment.model_fields)
+STATUS_KEYS = tuple(models.StatusSnapshot.model_fields)
 
 
 def _issue_summary(issues: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -71,22 +64,19 @@ async def _fetch_planned(pool: asyncpg.Pool, query: str, *args: Any) -> list[asy
         return rows
 
 
-async def list_tables(request: Request) -> Response:
-    q = request.query_params
-    only(q, {"limit", "cursor", "catalog", "namespace", "health", "issue", "q", "sort"})
-    sort = opt_choice(q, "sort", Sort) or Sort.SCORE
-    filters = (opt_ident(q, "catalog"), opt_ident(q, "namespace"),
-               (h.value if (h := opt_choice(q, "health", Health)) else None),
-               opt_pattern(q, "issue", ISSUE_CODE, "an issue code such as SMALL_FILES"),
-               opt_ident(q, "q"))
-    size = limit(q)
-    pool = gateway(request).pool
+async def list_tables(call: Call[NoParams, TablesQuery, NoBody]) -> Response:
+    q = call.query
+    sort = q.sort
+    filters = (q.catalog, q.namespace, q.health.value if q.health else None, q.issue, q.q)
+    size = q.limit
+    pool = gateway(call.request).pool
     if sort is Sort.NAME:
-        key = decode_cursor(q, "tables:name", (str, str, str)) or ["", "", ""]
+        key = decode_cursor(q.cursor, "tables:name", (str, str, str)) or ["", "", ""]
         rows = await _fetch_planned(pool, load_query("table_page_by_name"), *filters, *key,
                                     size)
     else:
-        key = decode_cursor(q, f"tables:{sort.value}", (int, str, str, str)) or [-1000, "", "", ""]
+        key = (decode_cursor(q.cursor, f"tables:{sort.value}", (int, str, str, str))
+               or [-1000, "", "", ""])
         if not -1000 <= key[0] <= 1000:
             raise InvalidCursor("is not a cursor this API returned")
         rows = await _fetch_planned(pool, load_query("table_page_by_score"), *filters,
@@ -100,10 +90,9 @@ async def list_tables(request: Request) -> Response:
     return ApiResponse({"items": [_list_item(r) for r in rows], "next_cursor": next_cursor})
 
 
-async def summary(request: Request) -> Response:
-    only(request.query_params, set())
+async def summary(call: Call[NoParams, NoParams, NoBody]) -> Response:
     health = {h.value: 0 for h in Health}
-    async with gateway(request).pool.acquire() as conn:  # one connection, one reset
+    async with gateway(call.request).pool.acquire() as conn:  # one connection, one reset
         for row in await conn.fetch(load_query("health_fleet_counts")):
             health[row["health"]] = row["tables"]
         issues = {r["code"]: r["tables"]
@@ -116,15 +105,13 @@ async def summary(request: Request) -> Response:
 def _health_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
     if row is None:
         return None
-    return {k: row[k] for k in ("id", "status_snapshot_id", "health", "score", "issues",
-                                "assessed_at")}
+    return {k: row[k] for k in HEALTH_KEYS}
 
 
 def _status_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
     if row is None:
         return None
-    return {k: row[k] for k in ("id", "inspected_at", "inspector", "metadata_location",
-                                "current_snapshot_id", "status")}
+    return {k: row[k] for k in STATUS_KEYS}
 
 
 def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -146,10 +133,9 @@ def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict
             "created_at": row["created_at"]}
 
 
-async def table_detail(request: Request) -> Response:
-    only(request.query_params, set())
-    pool = gateway(request).pool
-    catalog, namespace, name = table_ref(request)
+async def table_detail(call: Call[TablePath, NoParams, NoBody]) -> Response:
+    pool = gateway(call.request).pool
+    catalog, namespace, name = call.path.catalog, call.path.namespace, call.path.table
     # One connection for both reads: each release costs the pool a reset round trip.
     async with pool.acquire() as conn:
         row = await conn.fetchrow(load_query("table_detail"), catalog, namespace, name)
@@ -164,23 +150,20 @@ async def table_detail(request: Request) -> Response:
     })
 
 
-async def table_status(request: Request) -> Response:
-    only(request.query_params, set())
-    pool = gateway(request).pool
-    table = await find_table(pool, *table_ref(request))
+async def table_status(call: Call[TablePath, NoParams, NoBody]) -> Response:
+    pool = gateway(call.request).pool
+    table = await find_table(pool, *ref(call.path))
     row = await pool.fetchrow(load_query("status_latest"), table["id"])
     if row is None:
         raise NotFound("NO_STATUS", "the table has not been inspected yet")
     return ApiResponse(_status_json(row))
 
 
-async def status_history(request: Request) -> Response:
-    q = request.query_params
-    only(q, {"limit", "cursor"})
-    size = limit(q, default=200)
-    before = decode_cursor(q, "status", (int,))
-    pool = gateway(request).pool
-    table = await find_table(pool, *table_ref(request))
+async def status_history(call: Call[TablePath, StatusHistoryQuery, NoBody]) -> Response:
+    size = call.query.limit
+    before = decode_cursor(call.query.cursor, "status", (int,))
+    pool = gateway(call.request).pool
+    table = await find_table(pool, *ref(call.path))
     rows = await pool.fetch(load_query("status_history"), table["id"],
                             before[0] if before else None, size)
     next_cursor = encode_cursor("status", [rows[-1]["id"]]) if len(rows) == size else None
@@ -188,20 +171,18 @@ async def status_history(request: Request) -> Response:
     return ApiResponse({"items": [dict(r) for r in reversed(rows)], "next_cursor": next_cursor})
 
 
-async def table_health(request: Request) -> Response:
-    only(request.query_params, set())
-    pool = gateway(request).pool
-    table = await find_table(pool, *table_ref(request))
+async def table_health(call: Call[TablePath, NoParams, NoBody]) -> Response:
+    pool = gateway(call.request).pool
+    table = await find_table(pool, *ref(call.path))
     row = await pool.fetchrow(load_query("health_latest"), table["id"])
     if row is None:
         raise NotFound("NO_HEALTH", "the table has not been assessed yet")
     return ApiResponse(_health_json(row))
 
 
-async def table_recommendation(request: Request) -> Response:
-    only(request.query_params, set())
-    pool = gateway(request).pool
-    table = await find_table(pool, *table_ref(request))
+async def table_recommendation(call: Call[TablePath, NoParams, NoBody]) -> Response:
+    pool = gateway(call.request).pool
+    table = await find_table(pool, *ref(call.path))
     row = await pool.fetchrow(load_query("recommendation_latest"), table["id"])
     if row is None:
         raise NotFound("NO_RECOMMENDATION", "the planner has not recommended anything for the "
@@ -209,13 +190,12 @@ async def table_recommendation(request: Request) -> Response:
     return ApiResponse(_recommendation_json(row))
 
 
-async def table_jobs(request: Request, *, with_actions: bool = False) -> Response:
-    q = request.query_params
-    only(q, {"limit", "cursor"})
-    size = limit(q, default=20 if with_actions else 50)
-    before = decode_cursor(q, "jobs", (int,))
-    pool = gateway(request).pool
-    table = await find_table(pool, *table_ref(request))
+async def table_jobs(call: Call[TablePath, Page, NoBody], *, with_actions: bool = False
+                     ) -> Response:
+    size = call.query.limit
+    before = decode_cursor(call.query.cursor, "jobs", (int,))
+    pool = gateway(call.request).pool
+    table = await find_table(pool, *ref(call.path))
     rows = await pool.fetch(load_query("job_page"), None, table["id"],
                             before[0] if before else None, size)
     items = (await jobs_with_actions(pool, rows) if with_actions
@@ -224,20 +204,40 @@ async def table_jobs(request: Request, *, with_actions: bool = False) -> Respons
     return ApiResponse({"items": items, "next_cursor": next_cursor})
 
 
-async def table_history(request: Request) -> Response:
+async def table_history(call: Call[TablePath, HistoryQuery, NoBody]) -> Response:
     """Maintenance history: the table's jobs with the actions they ran and their impact."""
-    return await table_jobs(request, with_actions=True)
+    return await table_jobs(call, with_actions=True)
+
+
+def ref(path: TablePath) -> tuple[str, str, str]:
+    return path.catalog, path.namespace, path.table
 
 
 T = "/tables/{catalog}/{namespace}/{table}"
-routes = [
-    Route("/tables", list_tables, methods=["GET"]),
-    Route("/summary", summary, methods=["GET"]),
-    Route(T, table_detail, methods=["GET"]),
-    Route(f"{T}/status", table_status, methods=["GET"]),
-    Route(f"{T}/status/history", status_history, methods=["GET"]),
-    Route(f"{T}/health", table_health, methods=["GET"]),
-    Route(f"{T}/maintenance/recommendation", table_recommendation, methods=["GET"]),
-    Route(f"{T}/jobs", table_jobs, methods=["GET"]),
-    Route(f"{T}/history", table_history, methods=["GET"]),
+NO_TABLE = {404: error("unknown table (TABLE_NOT_FOUND)")}
+endpoints: list[AnyEndpoint] = [
+    Endpoint("GET", "/tables", "Tables still in their catalog, paged", list_tables,
+             NoParams, TablesQuery, NoBody, {200: ok(models.TablePage)}),
+    Endpoint("GET", "/summary", "Fleet counts: tables by health and issue, jobs by state",
+             summary, NoParams, NoParams, NoBody, {200: ok(models.Summary)}),
+    Endpoint("GET", T, "One table: latest health, status, recommendation and job",
+             table_detail, TablePath, NoParams, NoBody,
+             {200: ok(models.TableDetail), **NO_TABLE}),
+    Endpoint("GET", f"{T}/status", "Latest status snapshot", table_status, TablePath,
+             NoParams, NoBody, {200: ok(models.StatusSnapshot),
+                                404: error("TABLE_NOT_FOUND, or NO_STATUS: not inspected yet")}),
+    Endpoint("GET", f"{T}/status/history", "Metric history, oldest first", status_history,
+             TablePath, StatusHistoryQuery, NoBody, {200: ok(models.StatusPage), **NO_TABLE}),
+    Endpoint("GET", f"{T}/health", "Latest health assessment", table_health, TablePath,
+             NoParams, NoBody, {200: ok(models.HealthAssessment),
+                                404: error("TABLE_NOT_FOUND, or NO_HEALTH: not assessed yet")}),
+    Endpoint("GET", f"{T}/maintenance/recommendation", "Latest recommendation",
+             table_recommendation, TablePath, NoParams, NoBody,
+             {200: ok(models.Recommendation),
+              404: error("TABLE_NOT_FOUND, or NO_RECOMMENDATION: none yet")}),
+    Endpoint("GET", f"{T}/jobs", "The table's jobs, newest first", table_jobs, TablePath, Page,
+             NoBody, {200: ok(models.JobPage), **NO_TABLE}),
+    Endpoint("GET", f"{T}/history", "Maintenance history: jobs with actions and impact",
+             table_history, TablePath, HistoryQuery, NoBody,
+             {200: ok(models.HistoryPage), **NO_TABLE}),
 ]

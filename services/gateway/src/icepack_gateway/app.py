@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from icepack_core.access.tokens import TokenStore
@@ -33,6 +33,16 @@ from icepack_gateway import (
 )
 from icepack_gateway.auth import BearerAuth
 from icepack_gateway.body_limit import BodyLimit
+from icepack_gateway.endpoint import (
+    AnyEndpoint,
+    AnyParams,
+    Call,
+    Endpoint,
+    NoBody,
+    NoParams,
+    Reply,
+    routes,
+)
 from icepack_gateway.errors import error_body, exception_handlers
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.request_ids import RequestIds
@@ -42,8 +52,18 @@ UI_DIR = Path(__file__).parent / "ui"
 log = structlog.get_logger("icepack.gateway")
 
 
-async def to_ui(_request: Request) -> Response:
+async def to_ui(_call: Call[NoParams, AnyParams, NoBody]) -> Response:
     return RedirectResponse("/ui/", status_code=307)
+
+
+# Every route of the gateway and its contract, in the order they match.
+ENDPOINTS: list[AnyEndpoint] = [
+    Endpoint("GET", "/", "Redirect to the web UI", to_ui, NoParams, AnyParams, NoBody,
+             {307: Reply("redirect to /ui/", media_type=None)}),
+    *openapi.endpoints, *metrics.endpoints, *api_tables.endpoints, *api_holds.endpoints,
+    *api_jobs.endpoints, *api_events.endpoints, *api_policies.endpoints,
+]
+OPENAPI = openapi.build(ENDPOINTS)
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
@@ -54,12 +74,7 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 def api_routes() -> list[BaseRoute]:
     """Every route of the gateway except the health probes."""
-    return [
-        Route("/", to_ui, methods=["GET"]),
-        *openapi.routes, *metrics.routes, *api_tables.routes, *api_holds.routes, *api_jobs.routes,
-        *api_events.routes, *api_policies.routes,
-        Mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui"),
-    ]
+    return [*routes(ENDPOINTS), Mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")]
 
 
 def create_app(
@@ -82,6 +97,7 @@ def create_app(
                     Middleware(BearerAuth, tokens=tokens, read_auth=settings.gateway_read_auth)],
         exception_handlers={**exception_handlers(), Exception: internal_error},
     )
+    app.state.openapi = OPENAPI
     app.state.gateway = GatewayState(
         pool=pool, jobs=JobQueue(pool), tokens=tokens,
         expiry_min_age_hours=settings.expiry_min_age_hours,

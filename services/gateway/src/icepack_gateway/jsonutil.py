@@ -1,9 +1,8 @@
-"""JSON out: one response class that knows datetimes, and record-to-dict helpers."""
+"""JSON out: one response class that renders datetimes as RFC 3339 and never echoes bytes."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 from typing import Any
 
@@ -30,7 +29,3 @@ class ApiResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return dumps(content)
-
-
-def pick(row: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
-    return {k: row[k] for k in keys}

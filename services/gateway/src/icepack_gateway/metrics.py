@@ -18,13 +18,12 @@ from opentelemetry import metrics
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from icepack_core.db.queries import load_query
 from icepack_core.types import Health
+from icepack_gateway.endpoint import AnyEndpoint, AnyParams, Call, Endpoint, NoBody, NoParams, Reply
 from icepack_gateway.state import gateway
 
 
@@ -92,8 +91,8 @@ class FleetCollector(Collector):
                                 "Time this scrape spent reading Postgres.", value=r.read_seconds)
 
 
-async def metrics_endpoint(request: Request) -> Response:
-    reading = await read_fleet(gateway(request).pool)
+async def metrics_endpoint(call: Call[NoParams, AnyParams, NoBody]) -> Response:
+    reading = await read_fleet(gateway(call.request).pool)
     fleet = CollectorRegistry(auto_describe=False)
     fleet.register(FleetCollector(reading))
     body = generate_latest(fleet) + generate_latest(REGISTRY)
@@ -132,4 +131,8 @@ class RequestMetrics:
                 "http.response.status_code": status})
 
 
-routes = [Route("/metrics", metrics_endpoint, methods=["GET"])]
+endpoints: list[AnyEndpoint] = [
+    Endpoint("GET", "/metrics", "Prometheus metrics (fleet gauges read at scrape time)",
+             metrics_endpoint, NoParams, AnyParams, NoBody,
+             {200: Reply("Prometheus text format", media_type="text/plain")}),
+]

@@ -1,7 +1,6 @@
-"""Request parameters: each parsed once, named in the 422 when it is wrong.
-
-Identifiers from a request only ever reach SQL as bind parameters; these checks exist so a bad
-value is a clear 422 instead of a driver error (Postgres text cannot hold NUL, bigint has a top).
+"""What the gateway parses by hand: opaque keyset cursors, JSON bodies (depth-capped) and
+``CATALOG.NAMESPACE.TABLE`` filters. Everything else a request carries is a pydantic model
+(``inputs``), parsed by the route table (``endpoint``).
 """
 
 from __future__ import annotations
@@ -9,85 +8,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
-from collections.abc import Mapping
-from enum import Enum
-from typing import Any, TypeVar
+from typing import Any
 
 from starlette.requests import Request
 
 from icepack_core.types import join_namespace, split_namespace
 from icepack_gateway.errors import InvalidCursor, InvalidParameter
+from icepack_gateway.inputs import MAX_BIGINT, MAX_IDENT
 
-MAX_IDENT = 512
-MAX_BIGINT = 2**63 - 1
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
 # A cursor holds at most a score and three identifiers: 4 KiB is far above any real one.
 MAX_CURSOR = 4096
 # JSON bodies are shallow documents; deeper nesting is refused before anything walks it
 # (recursive validators would otherwise hit Python's recursion limit: a 500).
 MAX_JSON_DEPTH = 32
-TOPIC = re.compile(r"^[a-z]+\.[a-z_]+$")
-ISSUE_CODE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
-
-E = TypeVar("E", bound=Enum)
-
-
-def ident(name: str, value: str) -> str:
-    """A catalog/namespace/table name or other free text that is about to be a bind parameter."""
-    if not value:
-        raise InvalidParameter(name, "must not be empty")
-    if len(value) > MAX_IDENT:
-        raise InvalidParameter(name, f"is longer than {MAX_IDENT} characters")
-    if "\x00" in value:
-        raise InvalidParameter(name, "must not contain NUL characters")
-    return value
-
-
-def opt_ident(query: Mapping[str, str], name: str) -> str | None:
-    value = query.get(name)
-    return None if value is None else ident(name, value)
-
-
-def opt_choice(query: Mapping[str, str], name: str, choices: type[E]) -> E | None:
-    value = query.get(name)
-    if value is None:
-        return None
-    try:
-        return choices(value)
-    except ValueError:
-        allowed = ", ".join(str(c.value) for c in choices)
-        raise InvalidParameter(name, f"must be one of {allowed}") from None
-
-
-def opt_pattern(query: Mapping[str, str], name: str, pattern: re.Pattern[str],
-                what: str) -> str | None:
-    value = query.get(name)
-    if value is None:
-        return None
-    if not pattern.match(value):
-        raise InvalidParameter(name, f"must be {what}")
-    return value
-
-
-def positive_int(name: str, value: str, maximum: int = MAX_BIGINT) -> int:
-    if not value.isascii() or not value.isdigit() or len(value) > 19:
-        raise InvalidParameter(name, "must be a positive integer")
-    number = int(value)
-    if not 1 <= number <= maximum:
-        raise InvalidParameter(name, f"must be between 1 and {maximum}")
-    return number
-
-
-def opt_int(query: Mapping[str, str], name: str) -> int | None:
-    value = query.get(name)
-    return None if value is None else positive_int(name, value)
-
-
-def limit(query: Mapping[str, str], default: int = DEFAULT_LIMIT) -> int:
-    value = query.get("limit")
-    return default if value is None else positive_int("limit", value, MAX_LIMIT)
 
 
 def encode_cursor(kind: str, key: list[Any]) -> str:
@@ -95,13 +28,12 @@ def encode_cursor(kind: str, key: list[Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(query: Mapping[str, str], kind: str, shape: tuple[type, ...]) -> list[Any] | None:
+def decode_cursor(value: str | None, kind: str, shape: tuple[type, ...]) -> list[Any] | None:
     """The key of an opaque cursor made by ``encode_cursor(kind, ...)`` for the same listing.
 
     Anything else (not base64, not JSON, nested too deep, another listing's cursor, values out
     of range) is ``InvalidCursor``: a 400, never a 5xx.
     """
-    value = query.get("cursor")
     if value is None:
         return None
     if len(value) > MAX_CURSOR:
@@ -124,14 +56,6 @@ def decode_cursor(query: Mapping[str, str], kind: str, shape: tuple[type, ...]) 
         if isinstance(v, int) and abs(v) > MAX_BIGINT:
             raise InvalidCursor("is out of range")
     return key
-
-
-def only(query: Mapping[str, str], allowed: set[str]) -> None:
-    """Refuse unknown query parameters, so a typo (``?heatlh=``) is not silently ignored."""
-    unknown = sorted(set(query) - allowed)
-    if unknown:
-        raise InvalidParameter(unknown[0], f"is not a parameter of this endpoint "
-                                           f"(known: {', '.join(sorted(allowed)) or 'none'})")
 
 
 def json_depth(value: Any) -> int:
@@ -166,7 +90,6 @@ async def json_body(request: Request) -> Any:
 def split_table(name: str, value: str) -> tuple[str, str, str]:
     """``catalog.namespace.table``: the namespace may have several levels; a dot inside a level
     is written ``\\.`` (as ``tables.namespace`` stores it)."""
-    ident(name, value)
     parts = split_namespace(value)
     if len(parts) < 3 or not all(parts):
         raise InvalidParameter(name, "must be CATALOG.NAMESPACE.TABLE")

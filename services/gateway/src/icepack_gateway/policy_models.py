@@ -1,25 +1,18 @@
 """Policy bodies at the HTTP boundary. The policy types and each type's ``config`` shape belong
-to the policy engine (``icepack_core.policy``); the gateway imports it lazily, so the read APIs
-keep working in an installation without it (policy writes then answer 501 NOT_AVAILABLE).
+to the policy engine (``icepack_core.policy``, no Spark in it): the body is ``{enabled,
+config}`` and the config is checked against the model of the type named in the path.
 """
 
 from __future__ import annotations
 
-import importlib
-from enum import StrEnum
-from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from icepack_gateway.errors import InvalidParameter, NotAvailable
-
-
-class PolicyType(StrEnum):
-    DATA_COMPACTION = "system.data-compaction"
-    METADATA_COMPACTION = "system.metadata-compaction"
-    SNAPSHOT_EXPIRY = "system.snapshot-expiry"
-    ORPHAN_FILE_REMOVAL = "system.orphan-file-removal"
+from icepack_core.errors import PolicyError
+from icepack_core.policy import parse_config
+from icepack_core.types import PolicyType
+from icepack_gateway.errors import InvalidParameter
 
 
 class PolicyIn(BaseModel):
@@ -28,39 +21,23 @@ class PolicyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keys of the config model of the policy type in the path "
+                    "(DataCompactionConfig, MetadataCompactionConfig, SnapshotExpiryConfig, "
+                    "OrphanFileRemovalConfig); "
+                    "unknown keys are refused, only the keys given are stored")
 
 
-def policy_engine() -> ModuleType:
-    """``icepack_core.policy``, or NotAvailable when this installation has none."""
-    try:
-        return importlib.import_module("icepack_core.policy")
-    except ImportError:
-        raise NotAvailable("policies need the policy engine (icepack_core.policy), which this "
-                           "installation does not have") from None
-
-
-def validated_body(policy_type: PolicyType, body: Any) -> tuple[bool, dict[str, Any]]:
-    """``(enabled, config)``, config holding only the keys the body set.
+def validated_config(policy_type: PolicyType, body: PolicyIn) -> dict[str, Any]:
+    """The config holding only the keys the body set.
 
     Raises:
-        pydantic.ValidationError: the body is not ``{enabled, config}``.
         InvalidParameter: the config does not fit the policy type (the message names the key).
     """
-    parsed = PolicyIn.model_validate(body)
-    engine = policy_engine()
     try:
-        config = engine.parse_config(policy_type.value, parsed.config)
-    except engine.PolicyError as exc:
+        config = parse_config(policy_type.value, body.config)
+    except PolicyError as exc:
         raise InvalidParameter("config", str(exc)) from None
     dumped: dict[str, Any] = config.model_dump(mode="json", exclude_unset=True)
-    return parsed.enabled, dumped
-
-
-def config_schemas() -> dict[str, Any]:
-    """JSON Schema of each type's config, for the OpenAPI document (empty without an engine)."""
-    try:
-        engine = policy_engine()
-    except NotAvailable:
-        return {}
-    return {t: model.model_json_schema() for t, model in engine.CONFIG_TYPES.items()}
+    return dumped

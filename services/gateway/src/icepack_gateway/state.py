@@ -11,8 +11,8 @@ from starlette.requests import Request
 from icepack_core.access.tokens import TokenStore
 from icepack_core.db.queries import load_query
 from icepack_core.queue.jobs import JobQueue
+from icepack_gateway import models
 from icepack_gateway.errors import TableNotFound
-from icepack_gateway.params import ident
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,6 @@ def gateway(request: Request) -> GatewayState:
     return state
 
 
-def table_ref(request: Request) -> tuple[str, str, str]:
-    """The (catalog, namespace, table) of a ``/tables/{catalog}/{namespace}/{table}`` path."""
-    p = request.path_params
-    return (ident("catalog", p["catalog"]), ident("namespace", p["namespace"]),
-            ident("table", p["table"]))
-
-
 async def find_table(
     pool: asyncpg.Pool, catalog: str, namespace: str, name: str, *, allow_dropped: bool = True
 ) -> asyncpg.Record:
@@ -49,7 +42,8 @@ async def find_table(
     return row
 
 
+TABLE_KEYS = tuple(models.Table.model_fields)
+
+
 def table_json(row: asyncpg.Record) -> dict[str, Any]:
-    return {k: row[k] for k in ("id", "catalog", "namespace", "name", "metadata_location",
-                                "properties", "first_seen_at", "last_seen_at", "dropped_at",
-                                "maintenance_hold")}
+    return {k: row[k] for k in TABLE_KEYS}

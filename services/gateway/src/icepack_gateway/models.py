@@ -1,0 +1,392 @@
+"""What the gateway answers, as pydantic models: the source of the OpenAPI response schemas.
+
+Handlers build plain JSON (rows picked key by key; datetimes as RFC 3339 strings); these models
+say exactly which keys that JSON has, their types, nullability and enums. Every model forbids
+extra keys, so a key a handler adds without adding it here fails the conformance test
+(``tests/gateway/test_conformance.py``) and schemathesis' schema check.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from icepack_core.inspection.health import Issue
+from icepack_core.policy import (
+    DataCompactionConfig,
+    MetadataCompactionConfig,
+    OrphanFileRemovalConfig,
+    SnapshotExpiryConfig,
+)
+from icepack_core.types import (
+    Action,
+    Health,
+    IssueCode,
+    JobState,
+    JobTrigger,
+    PolicyType,
+    Severity,
+    Topic,
+)
+from icepack_gateway.endpoint import Reply
+
+Scope = Literal["catalog", "namespace", "table"]
+JSONObject = dict[str, Any]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(Model):
+    loc: list[str | int] = Field(description="where in the body, e.g. [\"actions\", 0]")
+    message: str
+    type: str = Field(description="pydantic's error type, e.g. missing")
+
+
+class ErrorBody(Model):
+    """Every error answer."""
+
+    code: str = Field(description="stable, e.g. TABLE_NOT_FOUND (scripts match on it)")
+    message: str = Field(description="for people; names the bad parameter")
+    detail: list[ErrorDetail] | None = Field(description="each problem of an invalid body")
+
+
+class TableRef(Model):
+    id: int
+    catalog: str
+    namespace: str
+    name: str
+
+
+class Table(Model):
+    """A ``tables`` row."""
+
+    id: int
+    catalog: str
+    namespace: str
+    name: str
+    metadata_location: str | None
+    properties: dict[str, Any]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    dropped_at: datetime | None
+    maintenance_hold: JSONObject | None = Field(
+        description="set when a verification failed: {reason, action, evidence, at}")
+
+
+class IssueSummary(Model):
+    code: IssueCode
+    severity: Severity
+
+
+class ListMetrics(Model):
+    """The current metrics a fleet listing carries per table (all of them: the status)."""
+
+    data_file_count: int | None
+    data_file_bytes: int | None
+    record_count: int | None
+    small_file_count: int | None
+    snapshot_count: int | None
+    manifest_count: int | None
+    position_delete_file_count: int | None
+    equality_delete_file_count: int | None
+    deletion_vector_count: int | None
+
+
+class TableListItem(Model):
+    id: int
+    catalog: str
+    namespace: str
+    name: str
+    health: Health
+    score: int | None
+    issues: list[IssueSummary]
+    assessed_at: datetime | None
+    inspected_at: datetime | None
+    metrics: ListMetrics | None = Field(description="null until the table is inspected")
+
+
+class TablePage(Model):
+    items: list[TableListItem]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; "
+                                                "null at the end")
+
+
+class Summary(Model):
+    tables: int
+    health: dict[Health, int]
+    issues: dict[IssueCode, int]
+    jobs: dict[JobState, int]
+
+
+class HealthAssessment(Model):
+    id: int
+    status_snapshot_id: int | None = Field(description="null when the inspection failed")
+    health: Health
+    score: int = Field(ge=0, le=100)
+    issues: list[Issue]
+    assessed_at: datetime
+
+
+class StatusSnapshot(Model):
+    id: int
+    inspected_at: datetime
+    inspector: str
+    metadata_location: str | None
+    current_snapshot_id: int | None
+    status: JSONObject = Field(description="the TableStatus contract (docs/table-status.md)")
+
+
+class StatusPoint(Model):
+    id: int
+    inspected_at: datetime
+    data_file_count: int | None
+    data_file_bytes: int | None
+    record_count: int | None
+    small_file_count: int | None
+    snapshot_count: int | None
+    manifest_count: int | None
+    delete_file_count: int | None
+
+
+class StatusPage(Model):
+    items: list[StatusPoint] = Field(description="oldest first")
+    next_cursor: str | None
+
+
+class RecommendedAction(Model):
+    action: Action
+    reason: str
+    params: JSONObject
+    estimated_benefit: dict[str, int] | None = None
+
+
+class SkippedAction(Model):
+    action: Action
+    reason: str
+
+
+class Recommendation(Model):
+    id: int
+    status_snapshot_id: int | None
+    actions: list[RecommendedAction] = Field(description="what the planner proposes, in run "
+                                                         "order")
+    skipped: list[SkippedAction] = Field(description="what it did not propose, and why")
+    job_id: int | None
+    created_at: datetime
+
+
+class Intent(Model):
+    """One item of ``jobs.actions`` (``icepack_core.intents``)."""
+
+    action: Action
+    params: JSONObject
+    reason: str = ""
+
+
+class Job(Model):
+    id: int
+    state: JobState
+    actions: list[Intent]
+    priority: int
+    attempts: int
+    max_attempts: int
+    not_before: datetime
+    lease_owner: str | None
+    lease_until: datetime | None
+    fence: int
+    dedupe_key: str | None
+    trigger: JobTrigger
+    error: str | None
+    result: JSONObject | None
+    traceparent: str | None
+    cancel_requested_at: datetime | None = Field(
+        description="set by a cancel; a running job stops at its next heartbeat")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    table: TableRef | None
+
+
+class JobAction(Model):
+    id: int
+    fence: int
+    action: Action
+    procedure: str | None
+    sql_text: str | None
+    state: Literal["succeeded", "failed", "skipped"]
+    output: JSONObject
+    impact: JSONObject = Field(description="{before: {...}, after: {...}} metrics")
+    error: str | None
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: int | None
+
+
+class JobWithActions(Job):
+    job_actions: list[JobAction] = Field(description="what ran, in order, with its impact")
+
+
+class TableDetail(Model):
+    table: Table
+    health: HealthAssessment | None
+    status: StatusSnapshot | None
+    recommendation: Recommendation | None
+    latest_job: Job | None
+
+
+class JobPage(Model):
+    items: list[Job]
+    next_cursor: str | None
+
+
+class HistoryPage(Model):
+    items: list[JobWithActions]
+    next_cursor: str | None
+
+
+class JobSubmitted(Model):
+    job: Job
+    created: bool = Field(description="false: a job for the table was already active")
+
+
+class JobCancelled(Model):
+    job: Job
+    cancelled: bool = Field(description="false: running, asked to stop")
+
+
+class Event(Model):
+    id: int
+    topic: Topic
+    payload: JSONObject
+    traceparent: str | None
+    created_at: datetime
+    table: TableRef | None
+
+
+class EventPage(Model):
+    items: list[Event]
+    next_cursor: str | None
+
+
+class Released(Model):
+    table_id: int
+    table: str = Field(description="CATALOG.NAMESPACE.TABLE")
+    previous_hold: Any = Field(description="the hold as it was: {reason, action, evidence, at}")
+    released_by: str = Field(description="token:NAME")
+    reason: str | None
+    released_at: datetime
+    event_id: int = Field(description="the table.hold_released event")
+
+
+class HoldReleased(Model):
+    table: Table | None
+    released: Released
+
+
+class Policy(Model):
+    id: int
+    policy_type: PolicyType
+    scope: Scope
+    catalog: str
+    namespace: str | None
+    table_name: str | None
+    enabled: bool
+    config: JSONObject = Field(description="only the keys that were set")
+    created_at: datetime
+    updated_at: datetime
+
+
+class PolicyList(Model):
+    items: list[Policy]
+
+
+class PolicyStored(Model):
+    policy: Policy
+    created: bool
+
+
+class PolicyConfigs(Model):
+    """Each type's effective config; null when the type is disabled for the table."""
+
+    data_compaction: DataCompactionConfig | None = Field(alias="system.data-compaction")
+    metadata_compaction: MetadataCompactionConfig | None = Field(
+        alias="system.metadata-compaction")
+    snapshot_expiry: SnapshotExpiryConfig | None = Field(alias="system.snapshot-expiry")
+    orphan_file_removal: OrphanFileRemovalConfig | None = Field(
+        alias="system.orphan-file-removal")
+
+
+class EffectivePolicy(Model):
+    maintenance_enabled: bool
+    cadence_hours: float
+    sources: dict[PolicyType, str] = Field(description="where each came from: default, "
+                                                       "catalog, namespace NS, table, ...")
+    policies: PolicyConfigs
+
+
+class Proposal(Model):
+    """What the recommender would propose (``Recommendation.to_json``)."""
+
+    actions: list[RecommendedAction]
+    skipped: list[SkippedAction]
+
+
+class Simulation(Model):
+    table: Table
+    effective_policy: EffectivePolicy
+    status_snapshot_id: int | None
+    recommendation: Proposal | None = Field(description="null until the table is inspected")
+
+
+class TableChange(Model):
+    catalog: str
+    namespace: str
+    table: str
+    current_actions: list[Action]
+    proposed_actions: list[Action]
+    estimated: dict[str, int]
+    reasons: dict[str, str]
+
+
+class FleetSimulation(Model):
+    tables_evaluated: int
+    tables_changed: int
+    totals: dict[str, int]
+    changes: list[TableChange]
+
+
+class Alive(Model):
+    status: Literal["ok"]
+    service: str
+
+
+class Ready(Model):
+    status: Literal["ready"]
+    service: str
+
+
+class NotReady(Model):
+    status: Literal["unavailable"]
+    service: str
+    reason: str
+
+
+class OpenApiDocument(BaseModel):
+    """This document (OpenAPI 3.1)."""
+
+    openapi: str
+    info: JSONObject
+    paths: JSONObject
+    components: JSONObject
+
+
+def ok(model: type[BaseModel], text: str = "OK") -> Reply:
+    return Reply(text, model)
+
+
+def error(text: str) -> Reply:
+    return Reply(text, ErrorBody)
