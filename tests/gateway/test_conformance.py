@@ -21,9 +21,11 @@ import asyncpg
 import httpx
 import pytest
 from jsonschema import Draft202012Validator
+from starlette.applications import Starlette
 from starlette.routing import Route
 
 from icepack_core.local.postgres import free_port
+from icepack_core.settings import load_settings
 from icepack_gateway.app import create_app
 from tests.gateway.seed import Fleet, add_table, seed_many
 from tests.gateway.test_ui_safety import failed_verification_job
@@ -51,6 +53,16 @@ class Case:
     token: bool = True
     down: bool = False
     raw: bytes | None = None
+    headers: dict[str, str] | None = None  # instead of the operator token (the hook's own)
+
+
+HOOK_TOKEN = "hook-token-for-conformance"
+HOOK = {"authorization": f"Bearer {HOOK_TOKEN}"}
+
+
+def hook_event(catalog: str = "demo", **data: Any) -> dict[str, Any]:
+    return {"specversion": "1.0", "id": "e1", "source": "/polaris", "type": "table.updated",
+            "data": {"catalog": catalog, "namespace": ["sales"], "table": "orders", **data}}
 
 
 def get(route: str, url: str, status: int, *, down: bool = False) -> Case:
@@ -90,6 +102,19 @@ def delete_cases(scope: str) -> list[Case]:
 
 
 CASES: dict[tuple[str, str], list[Case]] = {
+    ("POST", "/hooks/catalog-events"): [
+        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 202, hook_event(),
+             token=False, headers=HOOK),
+        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 202,
+             hook_event(**{"metadata-location": "file:///w/m.metadata.json"}), token=False,
+             headers=HOOK),
+        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 401, hook_event(),
+             token=False),
+        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 401, hook_event()),
+        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 404,
+             hook_event("nope"), token=False, headers=HOOK),
+        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 422,
+             {**hook_event(), "specversion": "0.3"}, token=False, headers=HOOK)],
     ("GET", "/"): [get("/", "/", 307)],
     ("GET", "/healthz"): [get("/healthz", "/healthz", 200)],
     ("GET", "/readyz"): [get("/readyz", "/readyz", 200),
@@ -205,6 +230,14 @@ def test_every_route_has_success_and_error_cases(db: asyncpg.Pool) -> None:
 
 
 @pytest.fixture
+def app(db: asyncpg.Pool, database_url: str) -> Starlette:
+    """The gateway with its catalog event hook on (a hook token, the seeded catalog watched)."""
+    settings = load_settings(gateway_hook_token=HOOK_TOKEN, catalogs=[
+        {"name": "demo", "type": "sql", "uri": database_url}])
+    return create_app(db, settings=settings)
+
+
+@pytest.fixture
 async def down() -> AsyncIterator[httpx.AsyncClient]:
     """A gateway whose database does not answer (nothing listens on the port)."""
     pool = await asyncpg.create_pool(f"postgresql://postgres@127.0.0.1:{free_port()}/x",
@@ -261,7 +294,7 @@ async def test_responses_conform_to_the_document(client: httpx.AsyncClient, down
         case = Case(**{**vars(case), "url": case.url.format(**ids)})
         content = case.raw if case.raw is not None else (
             None if case.body is NOTHING else json.dumps(case.body).encode())
-        headers = {**(auth if case.token else {}),
+        headers = {**(auth if case.token else {}), **(case.headers or {}),
                    **({"content-type": "application/json"} if content is not None else {})}
         response = await (down if case.down else client).request(
             case.method, case.url, content=content, headers=headers)

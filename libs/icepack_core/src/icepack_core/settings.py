@@ -223,6 +223,9 @@ class Settings(BaseSettings):
     # whether reads need a bearer token too (writes always do; probes and /metrics never).
     gateway_max_body_bytes: int = Field(1_048_576, ge=1)
     gateway_read_auth: bool = False
+    # The bearer token catalogs send with change events (POST /hooks/catalog-events); separate
+    # from operator tokens, which the hook never accepts. Unset: the hook is disabled (403).
+    gateway_hook_token: SecretStr | None = None
 
     # Retention of hot tables.
     event_retention_hours: float = Field(168.0, gt=0)
@@ -279,6 +282,8 @@ class Settings(BaseSettings):
             values += _url_secrets(self.spark_connect_url)
         if self.spark_thrift_password is not None:
             values.append(self.spark_thrift_password.get_secret_value())
+        if self.gateway_hook_token is not None:
+            values.append(self.gateway_hook_token.get_secret_value())
         values += [v for k, v in self.spark_conf.items() if _secret_key(k)]
         for catalog in self.catalogs:
             for secret in (catalog.credential, catalog.client_secret, catalog.token,

@@ -40,6 +40,7 @@ class Topic(StrEnum):
     TABLE_CHANGED = "table.changed"  # its metadata location moved
     TABLE_DROPPED = "table.dropped"  # it left its catalog
     TABLE_HOLD_RELEASED = "table.hold_released"  # an operator cleared its maintenance hold
+    CATALOG_HINTED = "catalog.hinted"  # a catalog pushed a change (gateway hook): discovery looks
     STATUS_UPDATED = "status.updated"  # the inspector wrote a status snapshot and assessment
     RECOMMENDATION_CREATED = "recommendation.created"  # the planner recommended actions
     JOB_ENQUEUED = "job.enqueued"  # a job entered the queue

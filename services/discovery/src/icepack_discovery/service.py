@@ -3,7 +3,8 @@
 It lists every configured catalog on a timer (``refresh.Discovery``) and, for SQL catalogs
 configured with ``notify: true``, reacts to pushed commits as they happen
 (``push.CatalogWatcher``), as it does for catalogs with an SQS queue of change events
-(``sqs.SqsWatcher``); polling stays the safety net for anything a push misses.
+(``sqs.SqsWatcher``), and applies change hints the gateway's hook recorded
+(``hints.HintConsumer``); polling stays the safety net for anything a push misses.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import asyncio
 
 from icepack_core.db.resilience import loop_every
+from icepack_core.discovery.hints import HintConsumer
 from icepack_core.discovery.push import CatalogWatcher
 from icepack_core.discovery.refresh import Discovery, DiscoveryResult
 from icepack_core.discovery.sqs import SqsWatcher
 from icepack_core.runtime.service import Service, ServiceContext
+from icepack_core.types import Topic
 
 
 class DiscoveryService(Service):
@@ -34,9 +37,11 @@ class DiscoveryService(Service):
                          dropped=result.dropped, failed=sorted(result.errors))
             return result
 
+        hints = HintConsumer(ctx.pool, discovery.catalogs, {c.name: c for c in discovery.configs})
         await asyncio.gather(
             loop_every(ctx.settings.discovery_interval_seconds, ctx.stop, once, ctx.log,
                        "discovery"),
+            hints.run(ctx.stop, ctx.listener.subscribe([Topic.CATALOG_HINTED])),
             *(watcher.run(ctx.stop) for watcher in watchers),
         )
         return 0

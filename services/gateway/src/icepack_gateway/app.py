@@ -25,6 +25,7 @@ from icepack_core.settings import Settings, load_settings
 from icepack_gateway import (
     api_events,
     api_holds,
+    api_hooks,
     api_jobs,
     api_policies,
     api_tables,
@@ -61,7 +62,7 @@ ENDPOINTS: list[AnyEndpoint] = [
     Endpoint("GET", "/", "Redirect to the web UI", to_ui, NoParams, AnyParams, NoBody,
              {307: Reply("redirect to /ui/", media_type=None)}),
     *openapi.endpoints, *metrics.endpoints, *api_tables.endpoints, *api_holds.endpoints,
-    *api_jobs.endpoints, *api_events.endpoints, *api_policies.endpoints,
+    *api_jobs.endpoints, *api_events.endpoints, *api_policies.endpoints, *api_hooks.endpoints,
 ]
 OPENAPI = openapi.build(ENDPOINTS)
 
@@ -101,5 +102,8 @@ def create_app(
     app.state.gateway = GatewayState(
         pool=pool, jobs=JobQueue(pool), tokens=tokens,
         expiry_min_age_hours=settings.expiry_min_age_hours,
-        cadence_hours=settings.maintenance_cadence_hours)
+        cadence_hours=settings.maintenance_cadence_hours,
+        hook_token=(settings.gateway_hook_token.get_secret_value()
+                    if settings.gateway_hook_token is not None else None),
+        catalogs=frozenset(c.name for c in settings.effective_catalogs()))
     return app

@@ -22,10 +22,14 @@ from icepack_gateway.errors import DATABASE_DOWN, DatabaseUnavailable, error_res
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = frozenset({"/", "/healthz", "/readyz", "/metrics", "/openapi.json", "/ui"})
 OPEN_PREFIXES = ("/ui/",)
+HOOK_PREFIX = "/hooks/"
 
 
 def needs_token(method: str, path: str, read_auth: bool) -> bool:
-    """Whether a request must carry a valid bearer token."""
+    """Whether a request must carry a valid operator token. The hooks under ``/hooks/`` check
+    their own token instead (``api_hooks``): operator tokens are no use there."""
+    if path.startswith(HOOK_PREFIX):
+        return False
     if method not in SAFE_METHODS:
         return True
     if not read_auth or method == "OPTIONS":

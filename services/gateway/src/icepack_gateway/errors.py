@@ -103,7 +103,28 @@ class DatabaseUnavailable(IcepackError):
     code = "DATABASE_UNAVAILABLE"
 
 
+class HookTokenError(IcepackError):
+    """The hook's bearer token is missing or wrong (401)."""
+
+    code = "HOOK_TOKEN_INVALID"
+
+
+class HookDisabled(IcepackError):
+    """No hook token is configured, so the hook accepts nothing (403)."""
+
+    code = "HOOK_DISABLED"
+
+
+class UnknownCatalog(IcepackError):
+    """The event names a catalog this Icepack does not watch (404)."""
+
+    code = "CATALOG_NOT_FOUND"
+
+
 STATUS: dict[type[Exception], int] = {
+    HookTokenError: 401,
+    HookDisabled: 403,
+    UnknownCatalog: 404,
     TableNotFound: 404,
     NotFound: 404,
     JobNotFound: 404,

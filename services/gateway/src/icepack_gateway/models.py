@@ -359,6 +359,21 @@ class FleetSimulation(Model):
     changes: list[TableChange]
 
 
+class HookTable(Model):
+    catalog: str
+    namespace: str = Field(description="levels joined by '.', a dot inside a level as \\.")
+    name: str
+
+
+class HookAccepted(Model):
+    """A recorded catalog event."""
+
+    accepted: bool
+    coalesced: bool = Field(description="true when a hint for the table was already waiting")
+    received: int = Field(description="how many events for the table the waiting hint holds")
+    table: HookTable
+
+
 class Alive(Model):
     status: Literal["ok"]
     service: str

@@ -25,6 +25,9 @@ class GatewayState:
     # Safety-floor settings the choke point needs at enqueue (icepack_core.safety.admission.admit).
     expiry_min_age_hours: float = 1.0
     cadence_hours: float = 24.0
+    # The catalog event hook: its own token (None: disabled) and the catalogs it may name.
+    hook_token: str | None = None
+    catalogs: frozenset[str] = frozenset()
 
 
 def gateway(request: Request) -> GatewayState:

@@ -112,6 +112,25 @@ ALTER SEQUENCE icepack.api_tokens_id_seq OWNED BY icepack.api_tokens.id;
 
 
 --
+-- Name: catalog_hints; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.catalog_hints (
+    catalog text NOT NULL,
+    namespace text NOT NULL,
+    name text NOT NULL,
+    metadata_location text,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    received_count integer DEFAULT 1 NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    last_error text,
+    CONSTRAINT catalog_hints_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT catalog_hints_received_count_check CHECK ((received_count >= 1))
+);
+
+
+--
 -- Name: catalog_status; Type: TABLE; Schema: icepack; Owner: -
 --
 
@@ -786,6 +805,14 @@ ALTER TABLE ONLY icepack.api_tokens
 
 
 --
+-- Name: catalog_hints catalog_hints_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.catalog_hints
+    ADD CONSTRAINT catalog_hints_pkey PRIMARY KEY (catalog, namespace, name);
+
+
+--
 -- Name: catalog_status catalog_status_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -926,6 +953,13 @@ ALTER TABLE ONLY icepack.work_items
 --
 
 CREATE UNIQUE INDEX api_tokens_active_name ON icepack.api_tokens USING btree (name) WHERE (revoked_at IS NULL);
+
+
+--
+-- Name: catalog_hints_due; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX catalog_hints_due ON icepack.catalog_hints USING btree (not_before);
 
 
 --
