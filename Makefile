@@ -49,6 +49,7 @@ bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.gateway
 	uv run python -m bench.inspect
 	uv run python -m bench.maintain
+	uv run python -m bench.fleet
 
 schema: uv ## regenerate the schema snapshot after adding a migration
 	uv run python scripts/dump_schema.py
