@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import ValidationError
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
@@ -87,10 +88,10 @@ class Inspector:
     async def load(self, ref: TableRef, known_location: str | None = None) -> LoadedTable:
         """Load a table's current metadata from its catalog.
 
-        When PyIceberg's model rejects the metadata content (a ``ValueError``: validation,
-        JSON or encoding), the metadata file the catalog points at (a SQL catalog's row, else
-        ``known_location``, the file discovery last saw) is read directly instead. Errors name
-        ``known_location``.
+        When PyIceberg's model rejects the metadata content (its ``ValidationError``, or a
+        ``ValueError``: JSON or encoding), the metadata file the catalog points at (a SQL
+        catalog's row, else ``known_location``, the file discovery last saw) is read directly
+        instead (``metadata.read_metadata``). Errors name that file.
 
         Raises:
             InspectionFailed: the catalog or the table's metadata cannot be read.
@@ -112,7 +113,7 @@ class Inspector:
         except Exception as exc:
             hint = await metadata_location_hint(catalog, ref)
             location = hint or known_location
-            if isinstance(exc, ValueError) and location:
+            if isinstance(exc, ValueError | ValidationError) and location:
                 return await self._load_directly(catalog, ref, location)
             where = f" (metadata {location})" if location else ""
             raise InspectionFailed(
