@@ -140,13 +140,10 @@ async def _list_manifests(view: MetadataView, io: FileIO) -> list[ManifestRef]:
 
 async def _read_all(
     manifests: list[ManifestRef], io: FileIO, threshold: int
-) -> dict[str, ManifestAggregate]:
-    """Aggregates of ``manifests``, read by ``READ_CONCURRENCY`` workers (threads).
-
-    Workers pull from one iterator rather than one task per manifest, so memory does not grow
-    with the number of manifests beyond the aggregates themselves.
-    """
-    out: dict[str, ManifestAggregate] = {}
+) -> list[tuple[ManifestRef, ManifestAggregate]]:
+    """Aggregates of ``manifests``, read by ``READ_CONCURRENCY`` workers (threads) pulling
+    from one iterator (no task per manifest)."""
+    out: list[tuple[ManifestRef, ManifestAggregate]] = []
     pending = iter(manifests)
 
     async def worker() -> None:
@@ -157,7 +154,7 @@ async def _read_all(
                 raise InspectionFailed(
                     f"cannot read manifest {manifest.manifest_path}: {_describe(exc)}"
                 ) from exc
-            out[manifest.manifest_path] = agg
+            out.append((manifest, agg))
 
     tasks = [asyncio.ensure_future(worker()) for _ in range(min(READ_CONCURRENCY,
                                                                 len(manifests)))]
@@ -169,28 +166,38 @@ async def _read_all(
     return out
 
 
-async def _aggregates(
-    manifests: list[ManifestRef], io: FileIO, threshold: int, cache: ManifestCache | None
-) -> tuple[dict[str, ManifestAggregate], dict[str, ManifestAggregate]]:
-    """``(cached, fresh)`` aggregates of ``manifests``: from the cache, else read (and stored)."""
-    paths = [m.manifest_path for m in manifests]
-    cached_rows = await cache.get_many(paths) if cache is not None and paths else {}
-    cached: dict[str, ManifestAggregate] = {}
-    for path, stats in cached_rows.items():
-        agg = ManifestAggregate.from_json(stats, threshold)
-        if agg is not None:
-            cached[path] = agg
-    del cached_rows
-    to_read = [m for m in manifests if m.manifest_path not in cached]
-    fresh = await _read_all(to_read, io, threshold)
-    if cache is not None and fresh:
-        for start in range(0, len(to_read), PUT_BATCH):  # bounded rows in flight
-            await cache.put_many([
-                CachedManifest(m.manifest_path, m.manifest_length, m.content,
-                               fresh[m.manifest_path].to_json())
-                for m in to_read[start:start + PUT_BATCH]
-            ])
-    return cached, fresh
+async def _fold(
+    manifests: list[ManifestRef], io: FileIO, threshold: int, cache: ManifestCache | None,
+    totals: Totals,
+) -> int:
+    """Add every manifest's aggregate to ``totals``: from the cache, else read (and stored).
+
+    Returns how many were read; the others came from the cache. Works in batches of
+    ``PUT_BATCH`` manifests (one ``get_many``, the reads, one ``put_many``) and folds each
+    aggregate in as it comes, so memory holds one batch of aggregates, not the snapshot's.
+    """
+    read = 0
+    for start in range(0, len(manifests), PUT_BATCH):
+        chunk = manifests[start:start + PUT_BATCH]
+        rows = (await cache.get_many(list(dict.fromkeys(m.manifest_path for m in chunk)))
+                if cache is not None and chunk else {})
+        to_read: list[ManifestRef] = []
+        for m in chunk:
+            row = rows.get(m.manifest_path)
+            agg = ManifestAggregate.from_json(row, threshold) if row is not None else None
+            if agg is None:
+                to_read.append(m)
+            else:
+                totals.add(agg)
+        del rows
+        fresh = await _read_all(to_read, io, threshold)
+        for _, agg in fresh:
+            totals.add(agg)
+        if cache is not None and fresh:
+            await cache.put_many([CachedManifest(m.manifest_path, m.manifest_length, m.content,
+                                                 agg.to_json()) for m, agg in fresh])
+        read += len(fresh)
+    return read
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,23 +240,19 @@ async def _aggregate(
             gone = [agg for p in removed if p in removed_rows
                     and (agg := ManifestAggregate.from_json(removed_rows[p], threshold))]
             if len(gone) == len(removed):
-                cached_aggs, fresh = await _aggregates(added, io, threshold, cache)
                 for agg in gone:
                     totals.add(agg, -1)
-                for m in added:
-                    totals.add(cached_aggs.get(m.manifest_path) or fresh[m.manifest_path])
+                read = await _fold(added, io, threshold, cache, totals)
                 if totals.consistent():
                     if added or removed or previous.touch_due \
                             or previous.totals.get("manifest_list") != snap.manifest_list:
                         await _store_totals(cache, snap, threshold, totals, previous.touch_due)
-                    return totals, len(fresh), len(manifests) - len(fresh)
-    cached_aggs, fresh = await _aggregates(manifests, io, threshold, cache)
+                    return totals, read, len(manifests) - read
     totals = Totals()
-    for path in paths:
-        totals.add(cached_aggs.get(path) or fresh[path])
+    read = await _fold(manifests, io, threshold, cache, totals)
     if keep:
         await _store_totals(cache, snap, threshold, totals, touched=True)
-    return totals, len(fresh), len(cached_aggs)
+    return totals, read, len(manifests) - read
 
 
 async def _store_totals(cache: ManifestCache | None, snap: _Snapshot, threshold: int,
