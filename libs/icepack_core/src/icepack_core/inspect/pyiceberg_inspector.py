@@ -169,15 +169,20 @@ async def _read_all(
 async def _fold(
     manifests: list[ManifestRef], io: FileIO, threshold: int, cache: ManifestCache | None,
     totals: Totals,
-) -> int:
+) -> tuple[int, list[CachedManifest]]:
     """Add every manifest's aggregate to ``totals``: from the cache, else read (and stored).
 
-    Returns how many were read; the others came from the cache. Works in batches of
-    ``PUT_BATCH`` manifests (one ``get_many``, the reads, one ``put_many``) and folds each
-    aggregate in as it comes, so memory holds one batch of aggregates, not the snapshot's.
+    Returns how many were read (the others came from the cache) and the rows of the last batch
+    still to store: the caller writes them together with the totals (two writes at once, not
+    one after the other). Works in batches of ``PUT_BATCH`` manifests (one ``get_many``, the
+    reads, one ``put_many``) and folds each aggregate in as it comes, so memory holds one batch
+    of aggregates, not the snapshot's.
     """
     read = 0
+    pending: list[CachedManifest] = []
     for start in range(0, len(manifests), PUT_BATCH):
+        if cache is not None and pending:
+            await cache.put_many(pending)
         chunk = manifests[start:start + PUT_BATCH]
         rows = (await cache.get_many(list(dict.fromkeys(m.manifest_path for m in chunk)))
                 if cache is not None and chunk else {})
@@ -193,11 +198,15 @@ async def _fold(
         fresh = await _read_all(to_read, io, threshold)
         for _, agg in fresh:
             totals.add(agg)
-        if cache is not None and fresh:
-            await cache.put_many([CachedManifest(m.manifest_path, m.manifest_length, m.content,
-                                                 agg.to_json()) for m, agg in fresh])
+        pending = [CachedManifest(m.manifest_path, m.manifest_length, m.content, agg.to_json())
+                   for m, agg in fresh] if cache is not None else []
         read += len(fresh)
-    return read
+    return read, pending
+
+
+async def _put(cache: ManifestCache | None, rows: list[CachedManifest]) -> None:
+    if cache is not None and rows:
+        await cache.put_many(rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,16 +251,23 @@ async def _aggregate(
             if len(gone) == len(removed):
                 for agg in gone:
                     totals.add(agg, -1)
-                read = await _fold(added, io, threshold, cache, totals)
+                read, pending = await _fold(added, io, threshold, cache, totals)
                 if totals.consistent():
                     if added or removed or previous.touch_due \
                             or previous.totals.get("manifest_list") != snap.manifest_list:
-                        await _store_totals(cache, snap, threshold, totals, previous.touch_due)
+                        await asyncio.gather(_put(cache, pending), _store_totals(
+                            cache, snap, threshold, totals, previous.touch_due))
+                    else:
+                        await _put(cache, pending)
                     return totals, read, len(manifests) - read
+                await _put(cache, pending)
     totals = Totals()
-    read = await _fold(manifests, io, threshold, cache, totals)
+    read, pending = await _fold(manifests, io, threshold, cache, totals)
     if keep:
-        await _store_totals(cache, snap, threshold, totals, touched=True)
+        await asyncio.gather(_put(cache, pending),
+                             _store_totals(cache, snap, threshold, totals, touched=True))
+    else:
+        await _put(cache, pending)
     return totals, read, len(manifests) - read
 
 
