@@ -168,6 +168,15 @@ async def test_unreadable_tables_fail_naming_the_file(tmp_path, monkeypatch):
     (root / gone).unlink()
     message = await failure(inline)
     assert "cannot read manifest" in message and gone in message
+    # A truncated manifest list (the projecting read gives up, PyIceberg's reader fails).
+    v3 = BY_NAME["spark_v3"]["metadata"]
+    v3_doc = raw_metadata(v3)
+    (current,) = (s for s in v3_doc["snapshots"]
+                  if s["snapshot-id"] == v3_doc["current-snapshot-id"])
+    v3_list = root / current["manifest-list"].removeprefix("file://")
+    v3_list.write_bytes(v3_list.read_bytes()[:300])
+    message = await failure(v3)
+    assert "cannot read manifest list" in message and current["manifest-list"] in message
     # A manifest list is gone.
     listing = raw_metadata(v2)["snapshots"][-1]["manifest-list"]
     (root / listing).unlink()
