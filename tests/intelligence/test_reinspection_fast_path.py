@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import asyncpg
 import pytest
 from pyiceberg.manifest import read_manifest_list
 
@@ -120,3 +121,58 @@ async def test_skip_survives_the_same_list_under_the_memory_cache(tmp_path, monk
     second = await inspect_metadata_location(location, cache=cache)
     assert (second.manifests_read, second.manifests_cached) == (0, first.manifest_count)
     assert second.table_metrics() == first.table_metrics()
+
+
+async def test_new_manifests_read_while_looked_up_cached_row_wins(scratch_catalog):
+    """Re-inspection reads new manifests while looking their rows up: a cached row still
+    wins (even if the file can no longer be read), a missing uncached one is named."""
+    from icepack_core.inspect import InspectionFailed
+
+    _, catalog = scratch_catalog
+    catalog.create_namespace("spec")
+    table = catalog.create_table("spec.t", rows(0).schema)
+    table.append(rows(2))
+    table.append(rows(2, start=2))
+    warm = MemoryManifestCache()
+
+    async def inspect(cache):
+        return await inspect_table(catalog.load_table("spec.t"), catalog="s", namespace="spec",
+                                   name="t", cache=cache)
+
+    await inspect(warm)
+    table.append(rows(2, start=4))
+    other = MemoryManifestCache()
+    expected = await inspect(other)  # computes the new manifest's row elsewhere
+    before = set(warm.rows)
+    (new,) = [p for p in other.rows if p not in before]
+    Path(new.removeprefix("file://")).unlink()
+
+    with pytest.raises(InspectionFailed) as info:  # not cached: the read error is the cause
+        await inspect(warm)
+    assert "cannot read manifest" in info.value.message and new in info.value.message
+
+    warm.rows[new] = other.rows[new]
+    status = await inspect(warm)
+    assert (status.manifests_read, status.manifests_cached) == (0, 3)
+    assert status.table_metrics() == expected.table_metrics()
+
+
+async def test_cache_writes_are_atomic_and_commit_asynchronously(db):
+    """The totals and the last manifest rows commit together, without waiting for the WAL
+    flush (caches): a failure writes neither."""
+    from icepack_core.inspect.pyiceberg_inspector import CachedManifest, CachedTotals
+
+    store = ManifestStatsStore(db)
+    rows_ = [CachedManifest("file:///m1.avro", 10, 0, {"v": 1})]
+    with pytest.raises(asyncpg.DataError):  # the totals document cannot be encoded
+        await store.put_totals("t", CachedTotals(1, ["file:///m1.avro"], {"bad": object()}),
+                               True, rows=rows_)
+    assert await db.fetchval("SELECT count(*) FROM icepack.manifest_stats") == 0
+    assert await db.fetchval("SELECT count(*) FROM icepack.inspection_totals") == 0
+    await store.put_totals("t", CachedTotals(1, ["file:///m1.avro"], {"v": "x"}), True,
+                           rows=rows_)
+    assert await db.fetchval("SELECT count(*) FROM icepack.manifest_stats") == 1
+    assert (await store.get_totals("t")).manifest_paths == ["file:///m1.avro"]
+    assert await store.get_many(["file:///m1.avro"]) == {"file:///m1.avro": {"v": 1}}
+    async with store._cache_write() as conn:  # cache writes do not wait for the WAL flush
+        assert await conn.fetchval("SHOW synchronous_commit") == "off"

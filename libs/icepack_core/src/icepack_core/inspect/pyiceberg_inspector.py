@@ -29,6 +29,7 @@ from icepack_core.inspect.status import (
 
 READ_CONCURRENCY = 4  # manifest reads in flight per inspection (threads)
 PUT_BATCH = 1000  # manifest_stats rows per put_many
+SPECULATE = 8  # new manifests read while their cache rows are looked up (re-inspection)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +66,9 @@ class TotalsCache(Protocol):
 
     async def get_totals(self, key: str) -> CachedTotals | None: ...
 
-    async def put_totals(self, key: str, row: CachedTotals, touched: bool) -> None: ...
+    async def put_totals(self, key: str, row: CachedTotals, touched: bool,
+                         rows: list[CachedManifest] | None = None) -> None:
+        """Store ``row`` as the table's totals and ``rows`` with it (as ``put_many`` would)."""
 
     async def touch(self, paths: list[str]) -> None: ...
 
@@ -87,7 +90,9 @@ class MemoryManifestCache:
     async def get_totals(self, key: str) -> CachedTotals | None:
         return self.totals.get(key)
 
-    async def put_totals(self, key: str, row: CachedTotals, touched: bool) -> None:
+    async def put_totals(self, key: str, row: CachedTotals, touched: bool,
+                         rows: list[CachedManifest] | None = None) -> None:
+        await self.put_many(rows or [])
         self.totals[key] = row
 
     async def touch(self, paths: list[str]) -> None:
@@ -166,17 +171,29 @@ async def _read_all(
     return out
 
 
+async def _read_speculatively(
+    manifests: list[ManifestRef], io: FileIO, threshold: int
+) -> list[ManifestAggregate | BaseException]:
+    """Each manifest's aggregate, or the exception reading it raised (not raised here)."""
+    return await asyncio.gather(
+        *(asyncio.to_thread(read_manifest, m, io, threshold) for m in manifests),
+        return_exceptions=True)
+
+
 async def _fold(
     manifests: list[ManifestRef], io: FileIO, threshold: int, cache: ManifestCache | None,
-    totals: Totals,
+    totals: Totals, speculate: bool = False,
 ) -> tuple[int, list[CachedManifest]]:
     """Add every manifest's aggregate to ``totals``: from the cache, else read (and stored).
 
     Returns how many were read (the others came from the cache) and the rows of the last batch
-    still to store: the caller writes them together with the totals (two writes at once, not
-    one after the other). Works in batches of ``PUT_BATCH`` manifests (one ``get_many``, the
-    reads, one ``put_many``) and folds each aggregate in as it comes, so memory holds one batch
-    of aggregates, not the snapshot's.
+    still to store: the caller writes them with the totals, in one transaction. Works in
+    batches of ``PUT_BATCH`` manifests (one ``get_many``, the reads, one ``put_many``) and folds
+    each aggregate in as it comes, so memory holds one batch of aggregates, not the snapshot's.
+
+    With ``speculate`` (manifests a re-inspection has not seen before, so rarely cached), up to
+    ``SPECULATE`` manifests are read while their cache rows are looked up rather than after:
+    a cached aggregate still wins, and a read error only counts for a manifest not cached.
     """
     read = 0
     pending: list[CachedManifest] = []
@@ -184,18 +201,31 @@ async def _fold(
         if cache is not None and pending:
             await cache.put_many(pending)
         chunk = manifests[start:start + PUT_BATCH]
-        rows = (await cache.get_many(list(dict.fromkeys(m.manifest_path for m in chunk)))
-                if cache is not None and chunk else {})
+        paths = list(dict.fromkeys(m.manifest_path for m in chunk))
+        attempts: list[ManifestAggregate | BaseException] | None = None
+        if cache is not None and chunk and speculate and len(chunk) <= SPECULATE:
+            rows, attempts = await asyncio.gather(
+                cache.get_many(paths), _read_speculatively(chunk, io, threshold))
+        else:
+            rows = await cache.get_many(paths) if cache is not None and chunk else {}
         to_read: list[ManifestRef] = []
-        for m in chunk:
+        fresh: list[tuple[ManifestRef, ManifestAggregate]] = []
+        for i, m in enumerate(chunk):
             row = rows.get(m.manifest_path)
             agg = ManifestAggregate.from_json(row, threshold) if row is not None else None
-            if agg is None:
+            if agg is not None:
+                totals.add(agg)
+            elif attempts is None:
                 to_read.append(m)
             else:
-                totals.add(agg)
-        del rows
-        fresh = await _read_all(to_read, io, threshold)
+                attempt = attempts[i]
+                if isinstance(attempt, BaseException):
+                    raise InspectionFailed(
+                        f"cannot read manifest {m.manifest_path}: {_describe(attempt)}"
+                    ) from attempt
+                fresh.append((m, attempt))
+        del rows, attempts
+        fresh += await _read_all(to_read, io, threshold)
         for _, agg in fresh:
             totals.add(agg)
         pending = [CachedManifest(m.manifest_path, m.manifest_length, m.content, agg.to_json())
@@ -251,12 +281,13 @@ async def _aggregate(
             if len(gone) == len(removed):
                 for agg in gone:
                     totals.add(agg, -1)
-                read, pending = await _fold(added, io, threshold, cache, totals)
+                read, pending = await _fold(added, io, threshold, cache, totals,
+                                            speculate=True)
                 if totals.consistent():
                     if added or removed or previous.touch_due \
                             or previous.totals.get("manifest_list") != snap.manifest_list:
-                        await asyncio.gather(_put(cache, pending), _store_totals(
-                            cache, snap, threshold, totals, previous.touch_due))
+                        await _store_totals(cache, snap, threshold, totals,
+                                            previous.touch_due, rows=pending)
                     else:
                         await _put(cache, pending)
                     return totals, read, len(manifests) - read
@@ -264,8 +295,7 @@ async def _aggregate(
     totals = Totals()
     read, pending = await _fold(manifests, io, threshold, cache, totals)
     if keep:
-        await asyncio.gather(_put(cache, pending),
-                             _store_totals(cache, snap, threshold, totals, touched=True))
+        await _store_totals(cache, snap, threshold, totals, touched=True, rows=pending)
     else:
         await _put(cache, pending)
     return totals, read, len(manifests) - read
@@ -273,7 +303,7 @@ async def _aggregate(
 
 async def _store_totals(cache: ManifestCache | None, snap: _Snapshot, threshold: int,
                         totals: Totals, touch_due: bool = False,
-                        touched: bool = False) -> None:
+                        touched: bool = False, rows: list[CachedManifest] | None = None) -> None:
     """Keep the totals with the manifest list they are the sum of, and that list's manifest
     count and bytes: an inspection of the same list then needs no read at all."""
     assert isinstance(cache, TotalsCache)
@@ -284,7 +314,7 @@ async def _store_totals(cache: ManifestCache | None, snap: _Snapshot, threshold:
     doc["manifest_list"] = snap.manifest_list
     doc["manifest_bytes"] = snap.manifest_bytes
     await cache.put_totals(snap.key, CachedTotals(threshold, paths, doc),
-                           touched=touched or touch_due)
+                           touched=touched or touch_due, rows=rows)
 
 
 def _unchanged(previous: CachedTotals | None, manifest_list: str | None,
