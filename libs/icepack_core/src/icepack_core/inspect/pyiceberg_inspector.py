@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -71,6 +72,13 @@ class TotalsCache(Protocol):
         """Store ``row`` as the table's totals and ``rows`` with it (as ``put_many`` would)."""
 
     async def touch(self, paths: list[str]) -> None: ...
+
+
+@runtime_checkable
+class SessionCache(Protocol):
+    """A cache that can bind itself to one connection for an inspection (``store``)."""
+
+    def session(self) -> AbstractAsyncContextManager[ManifestCache]: ...
 
 
 class MemoryManifestCache:
@@ -383,6 +391,18 @@ async def inspect_view(
         InspectionFailed: a manifest list or manifest cannot be read; the message names the file.
     """
     t0 = started if started is not None else time.monotonic()
+    if isinstance(cache, SessionCache):
+        async with cache.session() as bound:
+            return await _inspect_view(view, io, metadata_location, catalog, namespace, name,
+                                       bound, small_file_bytes, t0)
+    return await _inspect_view(view, io, metadata_location, catalog, namespace, name, cache,
+                               small_file_bytes, t0)
+
+
+async def _inspect_view(
+    view: MetadataView, io: FileIO, metadata_location: str, catalog: str, namespace: str,
+    name: str, cache: ManifestCache | None, small_file_bytes: int | None, t0: float,
+) -> TableStatus:
     inspected_at = datetime.now(UTC)
     threshold = small_file_threshold(view.properties, small_file_bytes)
     current = view.current

@@ -42,14 +42,32 @@ class ManifestStatsStore:
     aggregates; a lost ``manifest_stats`` row is read again).
     """
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, conn: asyncpg.Connection | None = None) -> None:
         self.pool = pool
+        self._conn = conn
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[ManifestStatsStore]:
+        """This store on one pooled connection held for the block (one inspection), so its
+        calls cost no pool acquire and reset round trips. Calls must not overlap."""
+        if self._conn is not None:
+            yield self
+            return
+        async with self.pool.acquire() as raw:
+            yield ManifestStatsStore(self.pool, cast(asyncpg.Connection, raw))
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        if self._conn is not None:
+            yield self._conn
+            return
+        async with self.pool.acquire() as raw:
+            yield cast(asyncpg.Connection, raw)
 
     @asynccontextmanager
     async def _cache_write(self) -> AsyncIterator[asyncpg.Connection]:
         """A transaction that commits without waiting for the WAL flush."""
-        async with self.pool.acquire() as raw:
-            conn = cast(asyncpg.Connection, raw)
+        async with self._connection() as conn:
             # One round trip for both (asyncpg's transaction() would send BEGIN on its own).
             await conn.execute("BEGIN; SET LOCAL synchronous_commit TO off")
             try:
@@ -72,7 +90,8 @@ class ManifestStatsStore:
             )
 
     async def get_totals(self, key: str) -> CachedTotals | None:
-        row = await self.pool.fetchrow(load_query("inspection_totals_get"), key)
+        async with self._connection() as conn:
+            row = await conn.fetchrow(load_query("inspection_totals_get"), key)
         if row is None:
             return None
         return CachedTotals(row["small_threshold"], list(row["manifest_paths"]), row["totals"],
