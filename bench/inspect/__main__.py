@@ -10,7 +10,11 @@ SqlCatalog on the bench's own Postgres and measures, side by side:
 * the baseline: the same headline metrics from PyIceberg's ``table.inspect.files()`` (a child
   process, stopped at ``--baseline-deadline``), checked against the inspector's numbers,
 * after one more commit (one new manifest of 100 files): re-inspection with the warm cache vs.
-  a full inspection of the new state with an empty cache.
+  a full inspection of the new state with an empty cache (goal >= 100x), and re-inspection of
+  that same snapshot (its manifest list unchanged: nothing read),
+* memory: peak RSS and time of one full inspection by each inspector in its own process, on
+  this table and on a 1,000,000-file one generated the same way (cached likewise; ``--no-large``
+  skips it); goal: the Python inspector under 1 GiB on the large table.
 
 Wall seconds decide the goals; CPU seconds are printed beside them because a busy 2-core machine
 stretches wall time unevenly between runs.
@@ -39,9 +43,10 @@ from typing import Any
 
 import asyncpg
 
+from bench.inspect import memory
 from bench.inspect import table as bench_table
-from icepack_core.db import pool as icedb
 from icepack_core.db.migrate import migrate
+from icepack_core.db.pool import pool as icedb
 from icepack_core.inspection.inspector import Inspector, TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.local.postgres import LocalPostgres
@@ -60,6 +65,8 @@ FULL_SPEEDUP_GOAL = 5.0
 GO_SPEEDUP_GOAL = 20.0  # and faster than the Python inspector
 REINSPECT_SPEEDUP_GOAL = 100.0
 REINSPECT_REPEAT = 3
+LARGE_TABLE = "metadata_heavy_1m"
+MEMORY_TABLE = "metadata_heavy_as_generated"
 
 
 @dataclass
@@ -165,17 +172,17 @@ def load() -> str:
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-async def main(repeat: int, baseline_deadline: float) -> None:
+async def main(repeat: int, baseline_deadline: float, large: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="icepack-bench-") as root:
         server = LocalPostgres(Path(root), durable=True)
         dsn = server.start()
         try:
-            await run(dsn, repeat, baseline_deadline)
+            await run(dsn, repeat, baseline_deadline, large)
         finally:
             server.stop()
 
 
-async def run(dsn: str, repeat: int, baseline_deadline: float) -> None:
+async def run(dsn: str, repeat: int, baseline_deadline: float, large: bool) -> None:
     sa_uri = "postgresql+psycopg2://" + dsn.removeprefix("postgresql://")
     location, generated = bench_table.cached_table()
     if generated is None:
@@ -237,17 +244,58 @@ async def run(dsn: str, repeat: int, baseline_deadline: float) -> None:
 
             inc = await best_of(REINSPECT_REPEAT, forget_new_manifest, inspect)
             full2 = await best_of(repeat, empty_cache, inspect)
+
+            async def nothing() -> None:
+                pass
+
+            # the same snapshot again: its manifest list is the one the totals were summed from
+            same = await best_of(REINSPECT_REPEAT, nothing, inspect)
         finally:
             for path in added:  # keep the cached table as generated
                 path.unlink()
     finally:
         await pool.close()
-    report(py, go, go_rss, base, inc, full2, commit_s, repeat, baseline_deadline,
+    report(py, go, go_rss, base, inc, full2, same, commit_s, repeat, baseline_deadline,
            load_before)
+    # The bench table as generated (the extra commit above moved the catalog's pointer on and
+    # its files are gone), under its own name.
+    catalog.register_table((bench_table.NAMESPACE, MEMORY_TABLE), location)
+    tables = [(MEMORY_TABLE, location)]
+    if large:
+        big, generated = bench_table.cached_table(bench_table.LARGE_MANIFESTS)
+        where = bench_table.cache_dir(bench_table.LARGE_MANIFESTS)
+        print(f"\ntable of {bench_table.LARGE_MANIFESTS * bench_table.FILES_PER_MANIFEST:,} "
+              "files: " + (f"cached in {where}" if generated is None
+                           else f"generated in {generated:.0f} s into {where}"))
+        catalog.register_table((bench_table.NAMESPACE, LARGE_TABLE), big)
+        tables.append((LARGE_TABLE, big))
+    report_memory(dsn, sa_uri, tables)
+
+
+def report_memory(dsn: str, sa_uri: str, tables: list[tuple[str, str]]) -> None:
+    """Peak RSS and time of one full inspection by each inspector, each in its own process."""
+    print("\nmemory: one full inspection (empty cache) per inspector, each in its own process; "
+          "seconds = wall (CPU)")
+    for name, location in tables:
+        py = memory.python_run(dsn, sa_uri, CATALOG, bench_table.NAMESPACE, name)
+        go, go_rss = go_inspect(location, 1)
+        files = f"{py.status['data_file_count']:,} files"
+        goal = ""
+        if name == LARGE_TABLE:
+            ok = py.peak_rss and py.peak_rss < memory.PYTHON_RSS_GOAL
+            goal = (f" (goal < {memory.PYTHON_RSS_GOAL // memory.MIB} MiB) "
+                    f"{'ok' if ok else 'MISS'}")
+        print(f"  {files:>16} python inspector  : {py.wall:7.2f} s ({py.cpu:5.2f})   peak RSS "
+              f"{memory.mib(py.peak_rss)}{goal}, {memory.mib(py.start_rss)} before inspecting")
+        print(f"  {'':>16} go-inspector      : {go.wall:7.2f} s ({go.cpu:5.2f})   peak RSS "
+              f"{memory.mib(go_rss)}")
+        agree = contract(go.result) == contract(py.status)
+        print(f"  {'':>16} {'MATCH' if agree else 'MISMATCH'}  go-inspector == python inspector "
+              "(whole contract)")
 
 
 def report(py: Timing, go: Timing, go_rss: int, base: Timing | None, inc: Timing, full2: Timing,
-           commit_s: float, repeat: int, deadline: float, load_before: str) -> None:
+           same: Timing, commit_s: float, repeat: int, deadline: float, load_before: str) -> None:
     status = py.result.model_dump(mode="json")
     inc_status, full2_status = inc.result, full2.result
     base_wall = base.wall if base else deadline
@@ -286,6 +334,10 @@ def report(py: Timing, go: Timing, go_rss: int, base: Timing | None, inc: Timing
           f"   manifests_read {inc_status.manifests_read}, cached "
           f"{inc_status.manifests_cached}; {re_speedup:.0f}x vs full "
           f"(goal >= {REINSPECT_SPEEDUP_GOAL:.0f}x) {verdict(re_speedup, REINSPECT_SPEEDUP_GOAL)}")
+    same_speedup = full2.wall / same.wall
+    print(f"  python re-inspection, same snapshot   : {same.wall:7.3f} s ({same.cpu:5.3f})"
+          f"   manifests_read {same.result.manifests_read}, manifest list not read; "
+          f"{same_speedup:.0f}x vs full")
     print("headline metrics: " + ", ".join(f"{k}={status[k]}" for k in HEADLINE))
     checks = {
         "inspect.files() baseline == python inspector (headline metrics)":
@@ -295,6 +347,9 @@ def report(py: Timing, go: Timing, go_rss: int, base: Timing | None, inc: Timing
             contract(go.result) == contract(status),
         "re-inspection == full inspection of the new state (whole contract)":
             contract(inc_status.model_dump(mode="json"))
+            == contract(full2_status.model_dump(mode="json")),
+        "re-inspection of the same snapshot == full inspection (whole contract)":
+            contract(same.result.model_dump(mode="json"))
             == contract(full2_status.model_dump(mode="json")),
     }
     for name, ok in checks.items():
@@ -313,5 +368,8 @@ if __name__ == "__main__":
                         help="best of N for the full inspections (default 2)")
     parser.add_argument("--baseline-deadline", type=float, default=300.0,
                         help="stop the inspect.files() baseline after this many seconds")
+    parser.add_argument("--no-large", action="store_true",
+                        help="skip the 1,000,000-file table of the memory figures (generating "
+                             "it the first time takes minutes; it is cached afterwards)")
     args = parser.parse_args()
-    asyncio.run(main(args.repeat, args.baseline_deadline))
+    asyncio.run(main(args.repeat, args.baseline_deadline, not args.no_large))

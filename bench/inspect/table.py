@@ -49,6 +49,7 @@ from pyiceberg.types import (
 VERSION = "v1"
 COMMITS = 10
 MANIFESTS = 1000
+LARGE_MANIFESTS = 10_000  # the 1,000,000-file table of the memory figures
 FILES_PER_MANIFEST = 100
 PARTITIONS = 50
 NAMESPACE = "bench"
@@ -183,18 +184,19 @@ def generate(directory: Path, catalog: Catalog, manifests: int = MANIFESTS) -> s
     return table.metadata_location
 
 
-def cache_dir() -> Path:
-    return (CACHE_ROOT / f"{VERSION}-{MANIFESTS}x{FILES_PER_MANIFEST}").resolve()
+def cache_dir(manifests: int = MANIFESTS) -> Path:
+    return (CACHE_ROOT / f"{VERSION}-{manifests}x{FILES_PER_MANIFEST}").resolve()
 
 
-def cached_table() -> tuple[str, float | None]:
-    """The cached table's metadata location, generating it first if needed.
+def cached_table(manifests: int = MANIFESTS) -> tuple[str, float | None]:
+    """The cached table of ``manifests`` manifests: its metadata location, generating it first
+    if needed.
 
     Returns ``(metadata_location, generation_seconds or None when it came from the cache)``.
     Generation registers the table in a throw-away SQLite catalog; callers register the
     metadata file in their own catalog.
     """
-    directory = cache_dir()
+    directory = cache_dir(manifests)
     marker = directory / "table.json"
     if marker.exists():
         location = json.loads(marker.read_text())["metadata_location"]
@@ -205,7 +207,7 @@ def cached_table() -> tuple[str, float | None]:
     directory.mkdir(parents=True)
     t0 = time.monotonic()
     catalog = sql_catalog("gen", f"sqlite:///{directory / 'gen-catalog.db'}", directory)
-    location = generate(directory, catalog)
+    location = generate(directory, catalog, manifests)
     seconds = time.monotonic() - t0
     marker.write_text(json.dumps({"metadata_location": location, "generation_seconds": seconds}))
     return location, seconds

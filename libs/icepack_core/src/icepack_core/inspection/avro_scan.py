@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -366,7 +366,41 @@ def scan_entries(data: bytes) -> tuple[Plan, list[Entry]]:
         raise Unsupported(f"scan failed: {exc!r}") from exc
 
 
-def _scan(data: bytes) -> tuple[Plan, list[Entry]]:
+@dataclass
+class Container:
+    """An Avro object container file's header, and a decoder positioned at its first block."""
+
+    meta: dict[str, str]
+    sync: bytes
+    codec: Any
+    decoder: Any
+    size: int
+
+    def blocks(self) -> Iterator[tuple[int, bytes]]:
+        """``(object count, decompressed block bytes)`` of every block, in order.
+
+        Raises:
+            Unsupported: a sync marker does not match (a damaged file).
+            Exception: whatever the decoder or codec raises on a truncated or corrupt block.
+        """
+        d = self.decoder
+        while d.tell() < self.size:
+            count = d.read_int()
+            block = d.read_bytes()
+            if self.codec is not None:
+                block = self.codec.decompress(block)
+            yield count, block
+            if d.read(SYNC_SIZE) != self.sync:
+                raise Unsupported("sync marker mismatch")
+
+
+def open_container(data: bytes) -> Container:
+    """Parse an Avro object container's header (magic, metadata map, sync marker).
+
+    Raises:
+        Unsupported: not an Avro container, or a codec PyIceberg does not know.
+        Exception: whatever the decoder raises on a truncated header.
+    """
     d = new_decoder(data)
     if d.read(4) != MAGIC:
         raise Unsupported("not an Avro object container")
@@ -382,22 +416,21 @@ def _scan(data: bytes) -> tuple[Plan, list[Entry]]:
         n = d.read_int()
     sync = d.read(SYNC_SIZE)
     codec_name = meta.get("avro.codec")
-    if codec_name not in KNOWN_CODECS or "avro.schema" not in meta:
-        raise Unsupported(f"codec {codec_name!r} or schema missing")
-    codec = KNOWN_CODECS[codec_name]
-    plan = plan_for(meta["avro.schema"])
+    if codec_name not in KNOWN_CODECS:
+        raise Unsupported(f"codec {codec_name!r}")
+    return Container(meta, sync, KNOWN_CODECS[codec_name], d, len(data))
+
+
+def _scan(data: bytes) -> tuple[Plan, list[Entry]]:
+    container = open_container(data)
+    if "avro.schema" not in container.meta:
+        raise Unsupported("schema missing")
+    plan = plan_for(container.meta["avro.schema"])
     entries: list[Entry] = []
     scratch: dict[int, bytes] = {}
-    end = len(data)
-    while d.tell() < end:
-        count = d.read_int()
-        block = d.read_bytes()
-        if codec is not None:
-            block = codec.decompress(block)
+    for count, block in container.blocks():
         bd = new_decoder(block)
         entries += plan.decode_block(bd, count, block, scratch)
         if bd.tell() != len(block):
             raise Unsupported("block not consumed exactly")
-        if d.read(SYNC_SIZE) != sync:
-            raise Unsupported("sync marker mismatch")
     return plan, entries

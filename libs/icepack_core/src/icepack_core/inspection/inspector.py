@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import ValidationError
+from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
 from icepack_core.discovery.catalogs import CatalogSet, load_table, metadata_location_hint
 from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.go_inspector import inspect_with_go
+from icepack_core.inspection.metadata import MetadataView
 from icepack_core.inspection.pyiceberg_inspector import (
     ManifestCache,
     MemoryManifestCache,
     inspect_metadata_location,
     inspect_table,
+    inspect_view,
+    load_metadata,
     refresh_history,
 )
 from icepack_core.inspection.status import TableStatus, describe_error
@@ -29,6 +36,7 @@ from icepack_core.types import TableRef
 __all__ = [
     "InspectionFailed",
     "Inspector",
+    "LoadedTable",
     "ManifestCache",
     "MemoryManifestCache",
     "TableStatus",
@@ -40,6 +48,29 @@ LOAD_TIMEOUT_SECONDS = 120.0
 
 
 _describe = describe_error
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTable:
+    """A table as loaded for inspection.
+
+    ``table`` is PyIceberg's when its model accepted the metadata; None when the metadata file
+    (valid Iceberg, e.g. a v1 snapshot listing its manifests inline or ``*.metadata.json.gz``)
+    was read by ``metadata.read_metadata`` instead. ``view`` is what inspection uses either way.
+    """
+
+    metadata_location: str
+    io: FileIO
+    view: MetadataView
+    table: Table | None = None
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return self.view.properties
+
+    def location(self) -> str:
+        """The table's base location."""
+        return self.view.location
 
 
 class Inspector:
@@ -55,10 +86,13 @@ class Inspector:
         self.catalogs = catalogs or CatalogSet(settings.effective_catalogs())
         self.cache = cache
 
-    async def load(self, ref: TableRef, known_location: str | None = None) -> Table:
+    async def load(self, ref: TableRef, known_location: str | None = None) -> LoadedTable:
         """Load a table's current metadata from its catalog.
 
-        ``known_location`` (the metadata file discovery last saw) is named in errors.
+        When PyIceberg's model rejects the metadata content (its ``ValidationError``, or a
+        ``ValueError``: JSON or encoding), the metadata file the catalog points at (a SQL
+        catalog's row, else ``known_location``, the file discovery last saw) is read directly
+        instead (``metadata.read_metadata``). Errors name that file.
 
         Raises:
             InspectionFailed: the catalog or the table's metadata cannot be read.
@@ -76,13 +110,32 @@ class Inspector:
                 f"cannot open catalog {ref.catalog!r}: {_describe(exc)}"
             ) from exc
         try:
-            return await asyncio.wait_for(load_table(catalog, ref), LOAD_TIMEOUT_SECONDS)
+            table = await asyncio.wait_for(load_table(catalog, ref), LOAD_TIMEOUT_SECONDS)
         except Exception as exc:
-            if known_location is None:
-                known_location = await metadata_location_hint(catalog, ref)
-            where = f" (metadata {known_location})" if known_location else ""
+            hint = await metadata_location_hint(catalog, ref)
+            location = hint or known_location
+            if isinstance(exc, ValueError | ValidationError) and location:
+                return await self._load_directly(catalog, ref, location)
+            where = f" (metadata {location})" if location else ""
             raise InspectionFailed(
                 f"cannot load table {ref}{where}: {_describe(exc)}"
+            ) from exc
+        return LoadedTable(table.metadata_location, table.io, MetadataView.of(table.metadata),
+                           table)
+
+    async def _load_directly(self, catalog: Catalog, ref: TableRef,
+                             location: str) -> LoadedTable:
+        def read() -> LoadedTable:
+            view, io = load_metadata(location, dict(catalog.properties))
+            return LoadedTable(location, io, view)
+
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(read), LOAD_TIMEOUT_SECONDS)
+        except InspectionFailed as exc:
+            raise InspectionFailed(f"cannot load table {ref}: {exc.message}") from exc
+        except Exception as exc:
+            raise InspectionFailed(
+                f"cannot load table {ref} (metadata {location}): {_describe(exc)}"
             ) from exc
 
     async def inspect(self, ref: TableRef, known_location: str | None = None) -> TableStatus:
@@ -96,7 +149,7 @@ class Inspector:
         return await self.inspect_loaded(ref, table, t0)
 
     async def inspect_loaded(
-        self, ref: TableRef, table: Table, started: float | None = None
+        self, ref: TableRef, table: LoadedTable, started: float | None = None
     ) -> TableStatus:
         """Inspect an already loaded table with the configured inspector."""
         if self.settings.metadata_inspector == "iceberg-go":
@@ -106,9 +159,9 @@ class Inspector:
                 io_properties=dict(table.io.properties),
             )
         try:
-            return await inspect_table(
-                table, catalog=ref.catalog, namespace=ref.namespace, name=ref.name,
-                cache=self.cache, started=started,
+            return await inspect_view(
+                table.view, table.io, table.metadata_location, catalog=ref.catalog,
+                namespace=ref.namespace, name=ref.name, cache=self.cache, started=started,
             )
         except InspectionFailed:
             raise
@@ -122,14 +175,14 @@ class Inspector:
         moved since ``previous``; otherwise a full (incremental) inspection."""
         t0 = time.monotonic()
         table = await self.load(ref, known_location)
-        current = table.metadata.current_snapshot()
+        current = table.view.current
         current_id = current.snapshot_id if current else None
         if (
             previous is not None
             and previous.current_snapshot_id == current_id
             and previous.metadata_location == table.metadata_location
         ):
-            return refresh_history(previous, table.metadata)
+            return refresh_history(previous, table.view)
         return await self.inspect_loaded(ref, table, t0)
 
 

@@ -29,12 +29,30 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
+from pyiceberg.avro.file import AvroFile
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import DataFileContent, FileFormat, ManifestContent, ManifestFile
+from pyiceberg.manifest import (
+    DEFAULT_READ_VERSION,
+    MANIFEST_ENTRY_SCHEMAS,
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+)
 
-from icepack_core.inspection.avro_scan import Entry, Plan, Unsupported, check_format, scan_entries
+from icepack_core.inspection.avro_scan import (
+    Entry,
+    Plan,
+    Unsupported,
+    check_format,
+    open_container,
+    scan_entries,
+)
 from icepack_core.inspection.status import HISTOGRAM_BUCKETS, bucket_of, empty_histogram
 
 AGGREGATE_VERSION = 1
@@ -120,22 +138,57 @@ class ManifestAggregate:
         )
 
 
-def read_manifest(manifest: ManifestFile, io: FileIO, small_threshold: int) -> ManifestAggregate:
+class ManifestLike(Protocol):
+    """What reading a manifest needs of it: a ``ManifestRef`` or PyIceberg's ``ManifestFile``."""
+
+    @property
+    def manifest_path(self) -> str: ...
+
+    @property
+    def partition_spec_id(self) -> int | None: ...
+
+
+def header_spec_id(data: bytes) -> int:
+    """The ``partition-spec-id`` a manifest's Avro header names (0 when it names none).
+
+    Used for v1 inline manifests, which have no manifest list entry to say it.
+
+    Raises:
+        ValueError: the header's value is not an integer.
+    """
+    try:
+        meta = open_container(data).meta
+    except Exception:  # a corrupt file: the read that follows reports it
+        return 0
+    raw = meta.get("partition-spec-id")
+    if raw is None:
+        return 0
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"header partition-spec-id {raw!r} is not an integer") from None
+
+
+def read_manifest(manifest: ManifestLike, io: FileIO, small_threshold: int) -> ManifestAggregate:
     """Open one manifest and aggregate its live entries (blocking: call from a thread).
 
     The fast scan (``avro_scan``) is used when it handles the file exactly; anything else
-    goes through PyIceberg's ``fetch_manifest_entry`` (``read_manifest_pyiceberg``).
+    goes through PyIceberg's Avro reader (``read_manifest_pyiceberg``). A manifest without a
+    spec id (v1 inline) takes the one its header names.
 
     Raises:
         Exception: whatever the FileIO or Avro reader raises for a missing or corrupt file.
     """
     with io.new_input(manifest.manifest_path).open() as stream:
         data = stream.read()
+    spec_id = manifest.partition_spec_id
+    if spec_id is None:
+        spec_id = header_spec_id(data)
     try:
         plan, entries = scan_entries(data)
-        return _aggregate_scanned(manifest.partition_spec_id, plan, entries, small_threshold)
+        return _aggregate_scanned(spec_id, plan, entries, small_threshold)
     except Unsupported:
-        return read_manifest_pyiceberg(manifest, io, small_threshold)
+        return read_manifest_pyiceberg(manifest, io, small_threshold, spec_id)
 
 
 def _aggregate_scanned(
@@ -188,38 +241,51 @@ def _aggregate_scanned(
 
 
 def read_manifest_pyiceberg(
-    manifest: ManifestFile, io: FileIO, small_threshold: int
+    manifest: ManifestLike, io: FileIO, small_threshold: int, spec_id: int | None = None
 ) -> ManifestAggregate:
-    """``read_manifest`` through PyIceberg's ``fetch_manifest_entry`` (the reference path).
+    """``read_manifest`` through PyIceberg's Avro reader (the reference path), entry by entry
+    as ``ManifestFile.fetch_manifest_entry`` reads them, without holding them all.
 
     Raises:
         Exception: whatever the FileIO or Avro reader raises for a missing or corrupt file.
     """
     agg = ManifestAggregate(small_threshold=small_threshold)
-    spec_id = manifest.partition_spec_id
-    for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
-        f = entry.data_file
-        size = int(f.file_size_in_bytes)
-        records = int(f.record_count)
-        if f.content == DataFileContent.DATA:
-            agg.data_files += 1
-            agg.data_bytes += size
-            agg.records += records
-            agg.histogram[bucket_of(size)] += 1
-            if size < small_threshold:
-                agg.small_files += 1
-                agg.small_bytes += size
-            agg.partitions[partition_key(spec_id, f.partition)] += 1
-        elif f.content == DataFileContent.EQUALITY_DELETES:
-            agg.equality_deletes += 1
-            agg.delete_records += records
-        else:  # position deletes: a v3 deletion vector lives in a Puffin file
-            if f.file_format == FileFormat.PUFFIN:
-                agg.deletion_vectors += 1
-            else:
-                agg.position_deletes += 1
-            agg.delete_records += records
+    if spec_id is None:
+        spec_id = manifest.partition_spec_id or 0
+    with AvroFile[ManifestEntry](
+        io.new_input(manifest.manifest_path),
+        MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION],
+        read_types={-1: ManifestEntry, 2: DataFile},
+        read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+    ) as reader:
+        for entry in reader:
+            if entry.status == ManifestEntryStatus.DELETED:
+                continue
+            _add_entry(agg, entry.data_file, spec_id, small_threshold)
     return agg
+
+
+def _add_entry(agg: ManifestAggregate, f: DataFile, spec_id: int, small_threshold: int) -> None:
+    size = int(f.file_size_in_bytes)
+    records = int(f.record_count)
+    if f.content == DataFileContent.DATA:
+        agg.data_files += 1
+        agg.data_bytes += size
+        agg.records += records
+        agg.histogram[bucket_of(size)] += 1
+        if size < small_threshold:
+            agg.small_files += 1
+            agg.small_bytes += size
+        agg.partitions[partition_key(spec_id, f.partition)] += 1
+    elif f.content == DataFileContent.EQUALITY_DELETES:
+        agg.equality_deletes += 1
+        agg.delete_records += records
+    else:  # position deletes: a v3 deletion vector lives in a Puffin file
+        if f.file_format == FileFormat.PUFFIN:
+            agg.deletion_vectors += 1
+        else:
+            agg.position_deletes += 1
+        agg.delete_records += records
 
 
 def manifest_content(manifest: ManifestFile) -> int:

@@ -7,8 +7,10 @@ the planner never sees one without the others.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
@@ -31,34 +33,83 @@ def _bigint_or_none(value: int | None) -> int | None:
 
 class ManifestStatsStore:
     """The ``manifest_stats`` table as a ``ManifestCache``, ``inspection_totals`` as its
-    ``TotalsCache``."""
+    ``TotalsCache``.
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    Both tables are caches, so their writes commit with ``synchronous_commit`` off (for that
+    transaction only): a re-inspection does not wait for the WAL flush of a 100 KB path list.
+    A crash may lose the last such commits, in WAL order, which costs reads at the next
+    inspection and never correctness (a totals row is the sum of its own manifest list's
+    aggregates; a lost ``manifest_stats`` row is read again).
+    """
+
+    def __init__(self, pool: asyncpg.Pool, conn: asyncpg.Connection | None = None) -> None:
         self.pool = pool
+        self._conn = conn
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[ManifestStatsStore]:
+        """This store on one pooled connection held for the block (one inspection), so its
+        calls cost no pool acquire and reset round trips. Calls must not overlap."""
+        if self._conn is not None:
+            yield self
+            return
+        async with self.pool.acquire() as raw:
+            yield ManifestStatsStore(self.pool, cast(asyncpg.Connection, raw))
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        if self._conn is not None:
+            yield self._conn
+            return
+        async with self.pool.acquire() as raw:
+            yield cast(asyncpg.Connection, raw)
+
+    @asynccontextmanager
+    async def _cache_write(self) -> AsyncIterator[asyncpg.Connection]:
+        """A transaction that commits without waiting for the WAL flush."""
+        async with self._connection() as conn:
+            # One round trip for both (asyncpg's transaction() would send BEGIN on its own).
+            await conn.execute("BEGIN; SET LOCAL synchronous_commit TO off")
+            try:
+                yield conn
+            except BaseException:
+                await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
 
     async def get_many(self, paths: list[str]) -> dict[str, dict[str, Any]]:
-        rows = await self.pool.fetch(load_query("manifest_stats_get_many"), paths)
+        async with self._cache_write() as conn:  # it marks the rows used (an UPDATE)
+            rows = await conn.fetch(load_query("manifest_stats_get_many"), paths)
         return {r["manifest_path"]: r["stats"] for r in rows}
 
     async def put_many(self, rows: list[CachedManifest]) -> None:
-        await self.pool.executemany(
-            load_query("manifest_stats_put"),
-            [(r.path, r.length, r.content, r.stats) for r in rows],
-        )
+        async with self._cache_write() as conn:
+            await conn.executemany(
+                load_query("manifest_stats_put"),
+                [(r.path, r.length, r.content, r.stats) for r in rows],
+            )
 
     async def get_totals(self, key: str) -> CachedTotals | None:
-        row = await self.pool.fetchrow(load_query("inspection_totals_get"), key)
+        async with self._connection() as conn:
+            row = await conn.fetchrow(load_query("inspection_totals_get"), key)
         if row is None:
             return None
         return CachedTotals(row["small_threshold"], list(row["manifest_paths"]), row["totals"],
                             bool(row["touch_due"]))
 
-    async def put_totals(self, key: str, row: CachedTotals, touched: bool) -> None:
-        await self.pool.execute(load_query("inspection_totals_put"), key, row.small_threshold,
-                                row.manifest_paths, row.totals, touched)
+    async def put_totals(self, key: str, row: CachedTotals, touched: bool,
+                         rows: list[CachedManifest] | None = None) -> None:
+        """Store the totals, and ``rows`` (manifest aggregates) in the same transaction."""
+        async with self._cache_write() as conn:
+            if rows:
+                await conn.executemany(load_query("manifest_stats_put"),
+                                       [(r.path, r.length, r.content, r.stats) for r in rows])
+            await conn.execute(load_query("inspection_totals_put"), key, row.small_threshold,
+                               row.manifest_paths, row.totals, touched)
 
     async def touch(self, paths: list[str]) -> None:
-        await self.pool.execute(load_query("manifest_stats_touch"), paths)
+        async with self._cache_write() as conn:
+            await conn.execute(load_query("manifest_stats_touch"), paths)
 
 
 @dataclass(frozen=True, slots=True)
