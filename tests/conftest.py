@@ -189,7 +189,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "e2e" in item.path.parts:
             kinds.add("e2e")
         # A test that starts a component itself says so with the marker.
-        kinds |= {kind for kind in set(KIND_BY_FIXTURE.values())
-                  if item.get_closest_marker(kind) is not None}
+        kinds |= {
+            kind
+            for kind in set(KIND_BY_FIXTURE.values())
+            if item.get_closest_marker(kind) is not None
+        }
         for kind in sorted(kinds or {"unit"}):
             item.add_marker(kind)

@@ -50,8 +50,9 @@ BASELINE_TABLES_PER_S = 58.0  # icepack up, 10,000 tables, before this bench (is
 def run(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start a service process; its output goes to ``log`` (read when it dies early)."""
     with log.open("ab") as out:
-        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def check_alive(procs: dict[str, subprocess.Popen[bytes]], logs: Path) -> None:
@@ -91,13 +92,15 @@ async def counts(pool: asyncpg.Pool) -> tuple[int, int, int]:
     row = await pool.fetchrow(
         "SELECT (SELECT count(DISTINCT table_id) FROM icepack.status_snapshots) AS s, "
         "(SELECT count(*) FROM icepack.table_health_latest) AS h, "
-        "(SELECT count(DISTINCT table_id) FROM icepack.recommendations) AS r")
+        "(SELECT count(DISTINCT table_id) FROM icepack.recommendations) AS r"
+    )
     assert row is not None
     return row["s"], row["h"], row["r"]
 
 
-async def wait_all_planned(pool: asyncpg.Pool, tables: int, limit: float,
-                           check: Any = None) -> float:
+async def wait_all_planned(
+    pool: asyncpg.Pool, tables: int, limit: float, check: Any = None
+) -> float:
     start = time.monotonic()
     last = time.monotonic()
     while time.monotonic() - start < limit:
@@ -107,8 +110,11 @@ async def wait_all_planned(pool: asyncpg.Pool, tables: int, limit: float,
         if min(s, h, r) >= tables:
             return time.monotonic() - start
         if time.monotonic() - last > 30:
-            print(f"    ... {time.monotonic() - start:.0f} s: status {s}, health {h}, "
-                  f"recommendation {r} of {tables}", flush=True)
+            print(
+                f"    ... {time.monotonic() - start:.0f} s: status {s}, health {h}, "
+                f"recommendation {r} of {tables}",
+                flush=True,
+            )
             last = time.monotonic()
         await asyncio.sleep(1)
     raise TimeoutError(f"not every table planned after {limit:.0f} s: {await counts(pool)}")
@@ -131,31 +137,47 @@ async def reset(admin_dsn: str, database: str) -> str:
 
 
 def env_for(dsn: str, catalog: dict[str, Any], data_dir: Path) -> dict[str, str]:
-    return {**os.environ, "ICEPACK_DATABASE_URL": dsn, "ICEPACK_CATALOGS": json.dumps([catalog]),
-            "ICEPACK_DATA_DIR": str(data_dir), "ICEPACK_LOG_LEVEL": "warning"}
+    return {
+        **os.environ,
+        "ICEPACK_DATABASE_URL": dsn,
+        "ICEPACK_CATALOGS": json.dumps([catalog]),
+        "ICEPACK_DATA_DIR": str(data_dir),
+        "ICEPACK_LOG_LEVEL": "warning",
+    }
 
 
 @contextlib.asynccontextmanager
-async def stack(dsn: str, catalog: dict[str, Any], data_dir: Path, inspectors: int,
-                label: str) -> AsyncIterator[tuple[asyncpg.Pool, Callable[[], None],
-                                                   Callable[[], dict[str, float]]]]:
+async def stack(
+    dsn: str, catalog: dict[str, Any], data_dir: Path, inspectors: int, label: str
+) -> AsyncIterator[tuple[asyncpg.Pool, Callable[[], None], Callable[[], dict[str, float]]]]:
     """discovery + inspector + planner under ``icepack up`` (plus ``inspectors - 1`` more
     inspector processes) on ``dsn``; yields (pool, liveness check, peak RSS per service)."""
     env = env_for(dsn, catalog, data_dir)
     icepack = [sys.executable, "-m", "icepack_core.cli.app"]
     logs = data_dir / "logs" / label
     logs.mkdir(parents=True, exist_ok=True)
-    up = run([*icepack, "up", "-s", "discovery", "-s", "inspector", "-s", "planner"], env,
-             logs / "up.log")
+    up = run(
+        [*icepack, "up", "-s", "discovery", "-s", "inspector", "-s", "planner"],
+        env,
+        logs / "up.log",
+    )
     # More inspectors beside `icepack up`'s: each on its own (ephemeral) probe port.
-    extra = [run([*icepack, "service", "inspector"], {**env, "ICEPACK_HTTP_PORT": "0"},
-                 logs / f"inspector{i}.log") for i in range(2, inspectors + 1)]
+    extra = [
+        run(
+            [*icepack, "service", "inspector"],
+            {**env, "ICEPACK_HTTP_PORT": "0"},
+            logs / f"inspector{i}.log",
+        )
+        for i in range(2, inspectors + 1)
+    ]
     procs = {"up": up, **{f"inspector{i}": p for i, p in enumerate(extra, start=2)}}
 
     def rss() -> dict[str, float]:
         found = {name: peak_rss_mib(pid) for name, pid in service_pids(up.pid).items()}
-        return {**found, **{f"inspector{i}": peak_rss_mib(p.pid)
-                            for i, p in enumerate(extra, start=2)}}
+        return {
+            **found,
+            **{f"inspector{i}": peak_rss_mib(p.pid) for i, p in enumerate(extra, start=2)},
+        }
 
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
     try:
@@ -170,25 +192,32 @@ async def stack(dsn: str, catalog: dict[str, Any], data_dir: Path, inspectors: i
 
 async def inspected_twice(pool: asyncpg.Pool) -> int:
     """Tables with more than one status snapshot for one metadata location."""
-    return int(await pool.fetchval(
-        "SELECT count(*) FROM (SELECT table_id, metadata_location FROM "
-        "icepack.status_snapshots GROUP BY 1, 2 HAVING count(*) > 1) d"))
+    return int(
+        await pool.fetchval(
+            "SELECT count(*) FROM (SELECT table_id, metadata_location FROM "
+            "icepack.status_snapshots GROUP BY 1, 2 HAVING count(*) > 1) d"
+        )
+    )
 
 
-async def reaction(pool: asyncpg.Pool, sql_catalog: SqlCatalog, commits: int,
-                   spread: float) -> list[float]:
+async def reaction(
+    pool: asyncpg.Pool, sql_catalog: SqlCatalog, commits: int, spread: float
+) -> list[float]:
     """Seconds from each commit (on a random table, ``commits`` spread over ``spread``
     seconds) to the committed table's next recommendation, on a running, planned stack."""
-    names = await pool.fetch("SELECT id, namespace, name FROM icepack.tables "
-                             "WHERE namespace LIKE 'fleet%'")
+    names = await pool.fetch(
+        "SELECT id, namespace, name FROM icepack.tables WHERE namespace LIKE 'fleet%'"
+    )
     rng = random.Random(7)
     chosen = [names[rng.randrange(len(names))] for _ in range(commits)]
     pending: list[asyncio.Task[float]] = []
     for i, row in enumerate(chosen):
         await asyncio.sleep(spread / commits)
         table = await asyncio.to_thread(sql_catalog.load_table, (row["namespace"], row["name"]))
-        before = await pool.fetchval("SELECT coalesce(max(id), 0) FROM icepack.recommendations "
-                                     "WHERE table_id = $1", row["id"])
+        before = await pool.fetchval(
+            "SELECT coalesce(max(id), 0) FROM icepack.recommendations WHERE table_id = $1",
+            row["id"],
+        )
         rows = pa.table({"id": pa.array([i], pa.int64()), "name": pa.array([f"c{i}"])})
         await asyncio.to_thread(table.append, rows)
         committed = time.monotonic()
@@ -198,8 +227,11 @@ async def reaction(pool: asyncpg.Pool, sql_catalog: SqlCatalog, commits: int,
 
 async def _recommended(pool: asyncpg.Pool, table_id: int, after: int, committed: float) -> float:
     while True:
-        newer = await pool.fetchval("SELECT max(id) FROM icepack.recommendations WHERE "
-                                    "table_id = $1 AND id > $2", table_id, after)
+        newer = await pool.fetchval(
+            "SELECT max(id) FROM icepack.recommendations WHERE table_id = $1 AND id > $2",
+            table_id,
+            after,
+        )
         if newer is not None:
             return time.monotonic() - committed
         if time.monotonic() - committed > 600:
@@ -232,19 +264,30 @@ async def main(tables: int, commits: int, spread: float) -> None:
                     conn = await asyncpg.connect(catalog_dsn)
                     try:
                         await conn.copy_records_to_table(
-                            "iceberg_tables", records=rows, columns=[
-                                "catalog_name", "table_namespace", "table_name",
-                                "metadata_location"])
+                            "iceberg_tables",
+                            records=rows,
+                            columns=[
+                                "catalog_name",
+                                "table_namespace",
+                                "table_name",
+                                "metadata_location",
+                            ],
+                        )
                     finally:
                         await conn.close()
+
                 asyncio.run(go())
 
             print(f"fleet: cloning {tables} tables ...", flush=True)
             started = time.monotonic()
-            kinds = await asyncio.to_thread(build_fleet, sql_catalog, root / "fleet", tables,
-                                            copy_rows)
-            print(f"fleet: {tables} tables in {time.monotonic() - started:.0f} s "
-                  f"({', '.join(f'{k} {n}' for k, n in kinds.items())})", flush=True)
+            kinds = await asyncio.to_thread(
+                build_fleet, sql_catalog, root / "fleet", tables, copy_rows
+            )
+            print(
+                f"fleet: {tables} tables in {time.monotonic() - started:.0f} s "
+                f"({', '.join(f'{k} {n}' for k, n in kinds.items())})",
+                flush=True,
+            )
             total = tables + len(KINDS)  # the templates are tables of the catalog too
             catalog = {"name": "fleet", "type": "sql", "uri": catalog_dsn, "warehouse": warehouse}
             data_dir = root / "data"
@@ -256,9 +299,12 @@ async def main(tables: int, commits: int, spread: float) -> None:
             async with stack(dsn, catalog, data_dir, 1, "one") as (pool, alive, rss):
                 one = await wait_all_planned(pool, total, limit, alive)
                 rss_one = rss()
-            print(f"all planned, 1 inspector: {one:.0f} s, {total / one:.0f} tables/s "
-                  f"(goal <= {goal:.0f} s at this size, >= 85 tables/s; baseline "
-                  f"{BASELINE_TABLES_PER_S:.0f} tables/s)", flush=True)
+            print(
+                f"all planned, 1 inspector: {one:.0f} s, {total / one:.0f} tables/s "
+                f"(goal <= {goal:.0f} s at this size, >= 85 tables/s; baseline "
+                f"{BASELINE_TABLES_PER_S:.0f} tables/s)",
+                flush=True,
+            )
 
             dsn = await reset(server.admin_dsn(), "icepack_three")
             pushed = {**catalog, "notify": True}
@@ -266,24 +312,30 @@ async def main(tables: int, commits: int, spread: float) -> None:
                 three = await wait_all_planned(pool, total, limit, alive)
                 rss_three = rss()
                 twice = await inspected_twice(pool)
-                print(f"all planned, 3 inspectors: {three:.0f} s, {total / three:.0f} tables/s,"
-                      f" speed-up {one / three:.2f}x; tables inspected twice for one metadata "
-                      f"location: {twice} (goal 0)", flush=True)
+                print(
+                    f"all planned, 3 inspectors: {three:.0f} s, {total / three:.0f} tables/s,"
+                    f" speed-up {one / three:.2f}x; tables inspected twice for one metadata "
+                    f"location: {twice} (goal 0)",
+                    flush=True,
+                )
                 push = await reaction(pool, sql_catalog, commits, spread)
             for name, mib in sorted(rss_one.items()):
                 print(f"peak RSS {name}, 1 inspector: {mib:.0f} MiB (goal <= {GOAL_RSS_MIB} MiB)")
             for name, mib in sorted(rss_three.items()):
-                print(f"peak RSS {name}, 3 inspectors: {mib:.0f} MiB "
-                      f"(goal <= {GOAL_RSS_MIB} MiB)")
+                print(f"peak RSS {name}, 3 inspectors: {mib:.0f} MiB (goal <= {GOAL_RSS_MIB} MiB)")
 
             async with stack(dsn, catalog, data_dir, 1, "polling") as (pool, alive, _rss):
                 await wait_all_planned(pool, total, limit, alive)
                 polled = await reaction(pool, sql_catalog, commits, spread)
-            for label, lat, goal_text in (("push", push, " (goal p99 <= 1 s)"),
-                                          ("polling alone (60 s poll)", polled, "")):
-                print(f"commit -> recommendation, {label}: p50 {percentile(lat, 50):.2f} s, "
-                      f"p99 {percentile(lat, 99):.2f} s over {len(lat)} commits{goal_text}",
-                      flush=True)
+            for label, lat, goal_text in (
+                ("push", push, " (goal p99 <= 1 s)"),
+                ("polling alone (60 s poll)", polled, ""),
+            ):
+                print(
+                    f"commit -> recommendation, {label}: p50 {percentile(lat, 50):.2f} s, "
+                    f"p99 {percentile(lat, 99):.2f} s over {len(lat)} commits{goal_text}",
+                    flush=True,
+                )
 
             settings = load_settings(database_url=dsn, data_dir=data_dir, catalogs=[catalog])
             pool = await create_pool(settings, "bench")
@@ -291,9 +343,11 @@ async def main(tables: int, commits: int, spread: float) -> None:
                 discovery = Discovery(settings, pool)
                 started = time.monotonic()
                 steady = await discovery.run_once()
-                print(f"steady-state discovery pass over {total} unchanged tables: "
-                      f"{time.monotonic() - started:.2f} s, changed {steady.changed} (SQL: the "
-                      "namespace walk plus one locations query; goal: calls ~ changes)")
+                print(
+                    f"steady-state discovery pass over {total} unchanged tables: "
+                    f"{time.monotonic() - started:.2f} s, changed {steady.changed} (SQL: the "
+                    "namespace walk plus one locations query; goal: calls ~ changes)"
+                )
             finally:
                 await pool.close()
         finally:

@@ -38,7 +38,10 @@ TEMPLATE_NAMESPACE = "templates"
 TEN_DAYS_MS = 10 * 24 * 3600 * 1000
 # (kind, appends, share of the fleet in per mille)
 KINDS: tuple[tuple[str, int, int], ...] = (
-    ("healthy", 1, 900), ("small_files", 12, 50), ("stale", 3, 48), ("many_manifests", 120, 2),
+    ("healthy", 1, 900),
+    ("small_files", 12, 50),
+    ("stale", 3, 48),
+    ("many_manifests", 120, 2),
 )
 
 
@@ -54,8 +57,12 @@ class Template:
 
 
 def _rows(n: int, start: int) -> pa.Table:
-    return pa.table({"id": pa.array(range(start, start + n), pa.int64()),
-                     "name": pa.array([f"n{i}" for i in range(start, start + n)])})
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + n), pa.int64()),
+            "name": pa.array([f"n{i}" for i in range(start, start + n)]),
+        }
+    )
 
 
 def write_templates(catalog: SqlCatalog) -> list[Template]:
@@ -82,8 +89,15 @@ def _read_template(kind: str, table: Table) -> Template:
         with io.new_input(manifest.manifest_path).open() as stream:
             manifests.append((manifest, stream.read()))
     metadata = json.loads(io.new_input(table.metadata_location).open().read())
-    return Template(kind, metadata, manifests, snapshot.snapshot_id, snapshot.parent_snapshot_id,
-                    snapshot.sequence_number, table.metadata.format_version)
+    return Template(
+        kind,
+        metadata,
+        manifests,
+        snapshot.snapshot_id,
+        snapshot.parent_snapshot_id,
+        snapshot.sequence_number,
+        table.metadata.format_version,
+    )
 
 
 def plan_kinds(count: int) -> list[str]:
@@ -134,12 +148,14 @@ class CloneRecipe:
         list_name = f"snap-{template.snapshot_id}-clone.avro"
         scratch = root / ".recipe" / template.kind
         scratch.mkdir(parents=True, exist_ok=True)
-        with write_manifest_list(format_version=template.format_version,  # type: ignore[arg-type]
-                                 output_file=io.new_output((scratch / list_name).as_uri()),
-                                 snapshot_id=template.snapshot_id,
-                                 parent_snapshot_id=template.parent_id,
-                                 sequence_number=template.sequence_number,
-                                 avro_compression="null") as writer:
+        with write_manifest_list(
+            format_version=template.format_version,  # type: ignore[arg-type]
+            output_file=io.new_output((scratch / list_name).as_uri()),
+            snapshot_id=template.snapshot_id,
+            parent_snapshot_id=template.parent_id,
+            sequence_number=template.sequence_number,
+            avro_compression="null",
+        ) as writer:
             writer.add_manifests(copies)
         manifest_list = (scratch / list_name).read_bytes()
         metadata = copy.deepcopy(template.metadata)
@@ -153,8 +169,14 @@ class CloneRecipe:
         if template.kind == "stale":
             for entry in metadata.get("snapshot-log", []):
                 entry["timestamp-ms"] -= TEN_DAYS_MS
-        return cls(placeholder.encode(), [data for _m, data in template.manifests],
-                   manifest_list, list_name, json.dumps(metadata), metadata["table-uuid"])
+        return cls(
+            placeholder.encode(),
+            [data for _m, data in template.manifests],
+            manifest_list,
+            list_name,
+            json.dumps(metadata),
+            metadata["table-uuid"],
+        )
 
     def write(self, directory: Path) -> str:
         """Write a clone in ``directory``; returns its metadata file's URI."""
@@ -165,9 +187,11 @@ class CloneRecipe:
         for i, data in enumerate(self.manifests):
             (meta / f"m{i:04d}.avro").write_bytes(data)
         (meta / self.manifest_list_name).write_bytes(
-            self.manifest_list.replace(self.placeholder, uri.encode()))
+            self.manifest_list.replace(self.placeholder, uri.encode())
+        )
         text = self.metadata.replace(self.placeholder.decode(), uri).replace(
-            self.table_uuid, str(uuid.uuid4()))
+            self.table_uuid, str(uuid.uuid4())
+        )
         target = meta / f"00001-{uuid.uuid4()}.metadata.json"
         target.write_text(text)
         return target.as_uri()

@@ -89,8 +89,9 @@ async def wait_ready(client: httpx.AsyncClient, deadline: float) -> None:
     raise RuntimeError("the gateway did not become ready")
 
 
-async def drive(client: httpx.AsyncClient, paths: list[str], rate: float, seconds: float
-                ) -> dict[str, float]:
+async def drive(
+    client: httpx.AsyncClient, paths: list[str], rate: float, seconds: float
+) -> dict[str, float]:
     """Send ``rate`` requests/s for ``seconds``; latency from each request's scheduled time."""
     total = int(rate * seconds)
     latencies: list[float] = []
@@ -126,22 +127,32 @@ async def drive(client: httpx.AsyncClient, paths: list[str], rate: float, second
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - start
     q = statistics.quantiles(latencies, n=100, method="inclusive")
-    return {"p50": q[49], "p99": q[98], "max": max(latencies), "sent": len(latencies),
-            "rate": len(latencies) / elapsed, "errors": errors, "dropped": dropped}
+    return {
+        "p50": q[49],
+        "p99": q[98],
+        "max": max(latencies),
+        "sent": len(latencies),
+        "rate": len(latencies) / elapsed,
+        "errors": errors,
+        "dropped": dropped,
+    }
 
 
 def report(name: str, r: dict[str, float], rate: float) -> None:
     verdict = "ok" if r["p99"] <= GOAL_P99_MS and not r["errors"] and not r["dropped"] else "MISS"
-    print(f"  {name:<34} p50 {r['p50']:6.1f} ms  p99 {r['p99']:6.1f} ms  max {r['max']:6.1f} ms"
-          f"  rate {r['rate']:5.1f}/{rate:g} req/s  errors {r['errors']:.0f}  dropped "
-          f"{r['dropped']:.0f}   (goal p99 <= {GOAL_P99_MS:g} ms) {verdict}")
+    print(
+        f"  {name:<34} p50 {r['p50']:6.1f} ms  p99 {r['p99']:6.1f} ms  max {r['max']:6.1f} ms"
+        f"  rate {r['rate']:5.1f}/{rate:g} req/s  errors {r['errors']:.0f}  dropped "
+        f"{r['dropped']:.0f}   (goal p99 <= {GOAL_P99_MS:g} ms) {verdict}"
+    )
 
 
 def _cpu_seconds(pid: int, children: bool = False) -> float:
     """CPU time a process used (Linux /proc), optionally with its reaped children's."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children
-                                                 else 0)
+    ticks = (
+        int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    )
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -162,30 +173,44 @@ def cpu_sample(gateway: int, postmaster: int | None) -> dict[str, float] | None:
                     except (OSError, ValueError):
                         continue
         jiffies = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        busy = (sum(jiffies) - jiffies[3] - (jiffies[4] if len(jiffies) > 4 else 0))
-        return {"gateway": _cpu_seconds(gateway), "postgres": pg,
-                "client": _cpu_seconds(os.getpid()),
-                "machine": busy / os.sysconf("SC_CLK_TCK"), "t": time.perf_counter()}
+        busy = sum(jiffies) - jiffies[3] - (jiffies[4] if len(jiffies) > 4 else 0)
+        return {
+            "gateway": _cpu_seconds(gateway),
+            "postgres": pg,
+            "client": _cpu_seconds(os.getpid()),
+            "machine": busy / os.sysconf("SC_CLK_TCK"),
+            "t": time.perf_counter(),
+        }
     except OSError:
         return None
 
 
-def report_cpu(before: dict[str, float] | None, after: dict[str, float] | None,
-               requests: float) -> None:
+def report_cpu(
+    before: dict[str, float] | None, after: dict[str, float] | None, requests: float
+) -> None:
     if before is None or after is None:
         return
     elapsed = after["t"] - before["t"]
     used = {k: (after[k] - before[k]) / elapsed for k in before if k != "t"}
     other = max(0.0, used["machine"] - used["gateway"] - used["postgres"] - used["client"])
     per = {k: used[k] * elapsed * 1000 / max(requests, 1) for k in ("gateway", "postgres")}
-    print(f"  {'':<34} CPU (cores of {os.cpu_count()}): gateway {used['gateway']:.2f}  postgres "
-          f"{used['postgres']:.2f}  load client {used['client']:.2f}  other processes "
-          f"{other:.2f};  per request: gateway {per['gateway']:.2f} ms  postgres "
-          f"{per['postgres']:.2f} ms")
+    print(
+        f"  {'':<34} CPU (cores of {os.cpu_count()}): gateway {used['gateway']:.2f}  postgres "
+        f"{used['postgres']:.2f}  load client {used['client']:.2f}  other processes "
+        f"{other:.2f};  per request: gateway {per['gateway']:.2f} ms  postgres "
+        f"{per['postgres']:.2f} ms"
+    )
 
 
-async def scenario(client: httpx.AsyncClient, name: str, paths: list[str], rate: float,
-                   seconds: float, gateway: int, postmaster: int | None) -> None:
+async def scenario(
+    client: httpx.AsyncClient,
+    name: str,
+    paths: list[str],
+    rate: float,
+    seconds: float,
+    gateway: int,
+    postmaster: int | None,
+) -> None:
     before = cpu_sample(gateway, postmaster)
     result = await drive(client, paths, rate, seconds)
     after = cpu_sample(gateway, postmaster)
@@ -210,31 +235,57 @@ async def main(rate: float, seconds: float) -> None:
             await seed(dsn)
             print(f"seeded {TABLES} tables in {time.perf_counter() - t0:.1f} s")
             port = free_port()
-            env = {**os.environ, "ICEPACK_DATABASE_URL": dsn, "ICEPACK_HTTP_PORT": str(port),
-                   "ICEPACK_LOG_LEVEL": "warning"}
+            env = {
+                **os.environ,
+                "ICEPACK_DATABASE_URL": dsn,
+                "ICEPACK_HTTP_PORT": str(port),
+                "ICEPACK_LOG_LEVEL": "warning",
+            }
             gateway = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started once
-                [sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"], env=env)
+                [sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"], env=env
+            )
             limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=64)
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10,
-                                         limits=limits) as client:
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}", timeout=10, limits=limits
+            ) as client:
                 await wait_ready(client, time.monotonic() + 60)
                 rng = random.Random(7)
-                details = [f"/tables/bench/ns{k % 20}/t{k:05d}"
-                           for k in (rng.randint(1, TABLES) for _ in range(2000))]
+                details = [
+                    f"/tables/bench/ns{k % 20}/t{k:05d}"
+                    for k in (rng.randint(1, TABLES) for _ in range(2000))
+                ]
                 await drive(client, ["/tables?limit=50", *details[:50]], 50, 2)  # warm-up
-                print(f"gateway, {TABLES} tables, open loop at {rate:g} req/s for {seconds:g} s "
-                      "each, loopback, 1 gateway process:")
+                print(
+                    f"gateway, {TABLES} tables, open loop at {rate:g} req/s for {seconds:g} s "
+                    "each, loopback, 1 gateway process:"
+                )
                 cpus = os.cpu_count() or 1
                 load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-                print(f"  note: the load client, Postgres and the gateway share this machine's "
-                      f"{cpus} CPUs (1-min load average {load:.1f} before the run); 'other "
-                      "processes' below is CPU taken by anything else meanwhile, and when the "
-                      "CPUs are saturated the latencies measure the machine, not the gateway.")
+                print(
+                    f"  note: the load client, Postgres and the gateway share this machine's "
+                    f"{cpus} CPUs (1-min load average {load:.1f} before the run); 'other "
+                    "processes' below is CPU taken by anything else meanwhile, and when the "
+                    "CPUs are saturated the latencies measure the machine, not the gateway."
+                )
                 pm = postmaster_pid(server.data)
-                await scenario(client, "GET /tables?limit=50 (worst first)",
-                               ["/tables?limit=50"], rate, seconds, gateway.pid, pm)
-                await scenario(client, "GET /tables/{c}/{ns}/{t} (random)", details, rate,
-                               seconds, gateway.pid, pm)
+                await scenario(
+                    client,
+                    "GET /tables?limit=50 (worst first)",
+                    ["/tables?limit=50"],
+                    rate,
+                    seconds,
+                    gateway.pid,
+                    pm,
+                )
+                await scenario(
+                    client,
+                    "GET /tables/{c}/{ns}/{t} (random)",
+                    details,
+                    rate,
+                    seconds,
+                    gateway.pid,
+                    pm,
+                )
         finally:
             if gateway is not None:
                 gateway.terminate()

@@ -55,12 +55,26 @@ from icepack_core.types import TableRef
 
 CATALOG = "bench"
 GO_BINARY = Path("go-inspector/bin/icepack-iceberg-inspector")
-HEADLINE = ("data_file_count", "data_file_bytes", "record_count", "small_file_count",
-            "partition_count", "max_files_in_partition")
+HEADLINE = (
+    "data_file_count",
+    "data_file_bytes",
+    "record_count",
+    "small_file_count",
+    "partition_count",
+    "max_files_in_partition",
+)
 # Fields that may differ between two inspections of the same state (docs/table-status.md),
 # plus the identity fields (go-inspector on a bare metadata file reports catalog "").
-RUN_FIELDS = {"inspected_at", "inspector", "inspect_ms", "manifests_read", "manifests_cached",
-              "catalog", "namespace", "table"}
+RUN_FIELDS = {
+    "inspected_at",
+    "inspector",
+    "inspect_ms",
+    "manifests_read",
+    "manifests_cached",
+    "catalog",
+    "namespace",
+    "table",
+}
 FULL_SPEEDUP_GOAL = 5.0
 GO_SPEEDUP_GOAL = 20.0  # and faster than the Python inspector
 REINSPECT_SPEEDUP_GOAL = 100.0
@@ -91,8 +105,9 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def best_of(n: int, prepare: Callable[[], Awaitable[None]],
-                  run: Callable[[], Awaitable[TableStatus]]) -> Timing:
+async def best_of(
+    n: int, prepare: Callable[[], Awaitable[None]], run: Callable[[], Awaitable[TableStatus]]
+) -> Timing:
     """Fastest of ``n`` runs (CPU: this process, all threads; Postgres not included)."""
     best: Timing | None = None
     for _ in range(n):
@@ -111,7 +126,10 @@ def run_go(location: str) -> tuple[float, float, subprocess.CompletedProcess[str
     start, cpu = time.perf_counter(), children_cpu()
     proc = subprocess.run(
         [str(GO_BINARY), "--metadata-location", location, "--verbose"],
-        capture_output=True, text=True, check=False, timeout=600,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     return time.perf_counter() - start, children_cpu() - cpu, proc
 
@@ -130,8 +148,16 @@ def go_inspect(location: str, repeat: int) -> tuple[Timing, int]:
     """Best of ``repeat`` go-inspector runs, and the largest peak RSS (bytes) among them."""
     if shutil.which("go"):  # rebuild so a stale binary is never measured (a no-op when current)
         subprocess.run(
-            ["go", "build", "-o", "bin/icepack-iceberg-inspector",
-             "./cmd/icepack-iceberg-inspector"], cwd="go-inspector", check=True)
+            [
+                "go",
+                "build",
+                "-o",
+                "bin/icepack-iceberg-inspector",
+                "./cmd/icepack-iceberg-inspector",
+            ],
+            cwd="go-inspector",
+            check=True,
+        )
     elif not GO_BINARY.exists():
         raise RuntimeError(f"{GO_BINARY} is missing and there is no go toolchain to build it")
     best: Timing | None = None
@@ -152,9 +178,19 @@ def baseline(uri: str, deadline: float) -> Timing | None:
     """The child's own timing, or None when it was killed at the deadline."""
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "bench.inspect.baseline", CATALOG, uri,
-             bench_table.NAMESPACE, bench_table.TABLE],
-            capture_output=True, text=True, check=False, timeout=deadline,
+            [
+                sys.executable,
+                "-m",
+                "bench.inspect.baseline",
+                CATALOG,
+                uri,
+                bench_table.NAMESPACE,
+                bench_table.TABLE,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=deadline,
         )
     except subprocess.TimeoutExpired:  # subprocess.run has killed the child
         return None
@@ -200,7 +236,8 @@ async def run(dsn: str, repeat: int, baseline_deadline: float, large: bool) -> N
     await migrate(conn)
     await conn.close()
     settings = load_settings(
-        database_url=dsn, catalogs=[{"name": CATALOG, "type": "sql", "uri": sa_uri}])
+        database_url=dsn, catalogs=[{"name": CATALOG, "type": "sql", "uri": sa_uri}]
+    )
     pool = await icedb.create_pool(settings, "bench")
     inspector = Inspector(settings, cache=ManifestStatsStore(pool))
     load_before = load()
@@ -233,14 +270,16 @@ async def run(dsn: str, repeat: int, baseline_deadline: float, large: bool) -> N
             async def forget_new_manifest() -> None:
                 await pool.execute(
                     "DELETE FROM icepack.manifest_stats WHERE manifest_path = ANY($1::text[])",
-                    new_manifests)
+                    new_manifests,
+                )
                 await pool.execute("DELETE FROM icepack.inspection_totals")
                 for row in saved_totals:
                     columns = list(row.keys())
                     await pool.execute(
                         f"INSERT INTO icepack.inspection_totals ({', '.join(columns)}) "
                         f"VALUES ({', '.join(f'${i + 1}' for i in range(len(columns)))})",
-                        *row.values())
+                        *row.values(),
+                    )
 
             inc = await best_of(REINSPECT_REPEAT, forget_new_manifest, inspect)
             full2 = await best_of(repeat, empty_cache, inspect)
@@ -255,8 +294,7 @@ async def run(dsn: str, repeat: int, baseline_deadline: float, large: bool) -> N
                 path.unlink()
     finally:
         await pool.close()
-    report(py, go, go_rss, base, inc, full2, same, commit_s, repeat, baseline_deadline,
-           load_before)
+    report(py, go, go_rss, base, inc, full2, same, commit_s, repeat, baseline_deadline, load_before)
     # The bench table as generated (the extra commit above moved the catalog's pointer on and
     # its files are gone), under its own name.
     catalog.register_table((bench_table.NAMESPACE, MEMORY_TABLE), location)
@@ -264,9 +302,15 @@ async def run(dsn: str, repeat: int, baseline_deadline: float, large: bool) -> N
     if large:
         big, generated = bench_table.cached_table(bench_table.LARGE_MANIFESTS)
         where = bench_table.cache_dir(bench_table.LARGE_MANIFESTS)
-        print(f"\ntable of {bench_table.LARGE_MANIFESTS * bench_table.FILES_PER_MANIFEST:,} "
-              "files: " + (f"cached in {where}" if generated is None
-                           else f"generated in {generated:.0f} s into {where}"))
+        print(
+            f"\ntable of {bench_table.LARGE_MANIFESTS * bench_table.FILES_PER_MANIFEST:,} "
+            "files: "
+            + (
+                f"cached in {where}"
+                if generated is None
+                else f"generated in {generated:.0f} s into {where}"
+            )
+        )
         catalog.register_table((bench_table.NAMESPACE, LARGE_TABLE), big)
         tables.append((LARGE_TABLE, big))
     report_memory(dsn, sa_uri, tables)
@@ -274,8 +318,10 @@ async def run(dsn: str, repeat: int, baseline_deadline: float, large: bool) -> N
 
 def report_memory(dsn: str, sa_uri: str, tables: list[tuple[str, str]]) -> None:
     """Peak RSS and time of one full inspection by each inspector, each in its own process."""
-    print("\nmemory: one full inspection (empty cache) per inspector, each in its own process; "
-          "seconds = wall (CPU)")
+    print(
+        "\nmemory: one full inspection (empty cache) per inspector, each in its own process; "
+        "seconds = wall (CPU)"
+    )
     for name, location in tables:
         py = memory.python_run(dsn, sa_uri, CATALOG, bench_table.NAMESPACE, name)
         go, go_rss = go_inspect(location, 1)
@@ -283,78 +329,122 @@ def report_memory(dsn: str, sa_uri: str, tables: list[tuple[str, str]]) -> None:
         goal = ""
         if name == LARGE_TABLE:
             ok = py.peak_rss and py.peak_rss < memory.PYTHON_RSS_GOAL
-            goal = (f" (goal < {memory.PYTHON_RSS_GOAL // memory.MIB} MiB) "
-                    f"{'ok' if ok else 'MISS'}")
-        print(f"  {files:>16} python inspector  : {py.wall:7.2f} s ({py.cpu:5.2f})   peak RSS "
-              f"{memory.mib(py.peak_rss)}{goal}, {memory.mib(py.start_rss)} before inspecting")
-        print(f"  {'':>16} go-inspector      : {go.wall:7.2f} s ({go.cpu:5.2f})   peak RSS "
-              f"{memory.mib(go_rss)}")
+            goal = f" (goal < {memory.PYTHON_RSS_GOAL // memory.MIB} MiB) {'ok' if ok else 'MISS'}"
+        print(
+            f"  {files:>16} python inspector  : {py.wall:7.2f} s ({py.cpu:5.2f})   peak RSS "
+            f"{memory.mib(py.peak_rss)}{goal}, {memory.mib(py.start_rss)} before inspecting"
+        )
+        print(
+            f"  {'':>16} go-inspector      : {go.wall:7.2f} s ({go.cpu:5.2f})   peak RSS "
+            f"{memory.mib(go_rss)}"
+        )
         agree = contract(go.result) == contract(py.status)
-        print(f"  {'':>16} {'MATCH' if agree else 'MISMATCH'}  go-inspector == python inspector "
-              "(whole contract)")
+        print(
+            f"  {'':>16} {'MATCH' if agree else 'MISMATCH'}  go-inspector == python inspector "
+            "(whole contract)"
+        )
 
 
-def report(py: Timing, go: Timing, go_rss: int, base: Timing | None, inc: Timing, full2: Timing,
-           same: Timing, commit_s: float, repeat: int, deadline: float, load_before: str) -> None:
+def report(
+    py: Timing,
+    go: Timing,
+    go_rss: int,
+    base: Timing | None,
+    inc: Timing,
+    full2: Timing,
+    same: Timing,
+    commit_s: float,
+    repeat: int,
+    deadline: float,
+    load_before: str,
+) -> None:
     status = py.result.model_dump(mode="json")
     inc_status, full2_status = inc.result, full2.result
     base_wall = base.wall if base else deadline
     lower = "" if base else ">="
     how = f"best of {repeat}" if repeat > 1 else "once"
     print()
-    print(f"inspection of {status['data_file_count']} data files in {status['manifest_count']} "
-          f"manifests, {status['partition_count']} partitions; seconds = wall (CPU); full "
-          f"inspections {how}, baseline once, re-inspection best of {REINSPECT_REPEAT}")
+    print(
+        f"inspection of {status['data_file_count']} data files in {status['manifest_count']} "
+        f"manifests, {status['partition_count']} partitions; seconds = wall (CPU); full "
+        f"inspections {how}, baseline once, re-inspection best of {REINSPECT_REPEAT}"
+    )
     if base:
-        print(f"  baseline inspect.files() + arithmetic : {base.wall:7.2f} s ({base.cpu:5.2f})"
-              f"   inspect.files() alone {base.result['files_seconds']:.2f} s")
+        print(
+            f"  baseline inspect.files() + arithmetic : {base.wall:7.2f} s ({base.cpu:5.2f})"
+            f"   inspect.files() alone {base.result['files_seconds']:.2f} s"
+        )
     else:
-        print(f"  baseline inspect.files() + arithmetic : >= {deadline:.0f} s "
-              "(stopped at the deadline, its start-up included)")
+        print(
+            f"  baseline inspect.files() + arithmetic : >= {deadline:.0f} s "
+            "(stopped at the deadline, its start-up included)"
+        )
     speedup = base_wall / py.wall
-    print(f"  python inspector, empty cache         : {py.wall:7.2f} s ({py.cpu:5.2f})"
-          f"   {lower}{speedup:.1f}x vs baseline (goal >= {FULL_SPEEDUP_GOAL:.0f}x) "
-          f"{verdict(speedup, FULL_SPEEDUP_GOAL, lower_bound=base is None)}")
+    print(
+        f"  python inspector, empty cache         : {py.wall:7.2f} s ({py.cpu:5.2f})"
+        f"   {lower}{speedup:.1f}x vs baseline (goal >= {FULL_SPEEDUP_GOAL:.0f}x) "
+        f"{verdict(speedup, FULL_SPEEDUP_GOAL, lower_bound=base is None)}"
+    )
     go_speedup = base_wall / go.wall
     go_ok = go_speedup >= GO_SPEEDUP_GOAL and go.wall < py.wall
-    go_verdict = ("ok" if go_ok else "undecided (baseline stopped early)"
-                  if base is None and go.wall < py.wall else "MISS")
-    print(f"  go-inspector (subprocess)             : {go.wall:7.2f} s ({go.cpu:5.2f})"
-          f"   {lower}{go_speedup:.1f}x vs baseline, {py.wall / go.wall:.1f}x vs python "
-          f"(goal >= {GO_SPEEDUP_GOAL:.0f}x and faster than python) {go_verdict}")
+    go_verdict = (
+        "ok"
+        if go_ok
+        else "undecided (baseline stopped early)"
+        if base is None and go.wall < py.wall
+        else "MISS"
+    )
+    print(
+        f"  go-inspector (subprocess)             : {go.wall:7.2f} s ({go.cpu:5.2f})"
+        f"   {lower}{go_speedup:.1f}x vs baseline, {py.wall / go.wall:.1f}x vs python "
+        f"(goal >= {GO_SPEEDUP_GOAL:.0f}x and faster than python) {go_verdict}"
+    )
     rss = f"{go_rss / (1 << 20):.0f} MiB" if go_rss else "unknown (no /proc)"
-    print(f"    its inspect_ms {go.result['inspect_ms']} (the wall time adds process start-up), "
-          f"peak RSS {rss}")
-    print(f"after one more commit ({commit_s:.2f} s: +{bench_table.FILES_PER_MANIFEST} files "
-          "in 1 new manifest):")
-    print(f"  python full inspection, empty cache   : {full2.wall:7.2f} s ({full2.cpu:5.2f})"
-          f"   manifests_read {full2_status.manifests_read}")
+    print(
+        f"    its inspect_ms {go.result['inspect_ms']} (the wall time adds process start-up), "
+        f"peak RSS {rss}"
+    )
+    print(
+        f"after one more commit ({commit_s:.2f} s: +{bench_table.FILES_PER_MANIFEST} files "
+        "in 1 new manifest):"
+    )
+    print(
+        f"  python full inspection, empty cache   : {full2.wall:7.2f} s ({full2.cpu:5.2f})"
+        f"   manifests_read {full2_status.manifests_read}"
+    )
     re_speedup = full2.wall / inc.wall
-    print(f"  python re-inspection, warm cache      : {inc.wall:7.3f} s ({inc.cpu:5.3f})"
-          f"   manifests_read {inc_status.manifests_read}, cached "
-          f"{inc_status.manifests_cached}; {re_speedup:.0f}x vs full "
-          f"(goal >= {REINSPECT_SPEEDUP_GOAL:.0f}x) {verdict(re_speedup, REINSPECT_SPEEDUP_GOAL)}")
+    print(
+        f"  python re-inspection, warm cache      : {inc.wall:7.3f} s ({inc.cpu:5.3f})"
+        f"   manifests_read {inc_status.manifests_read}, cached "
+        f"{inc_status.manifests_cached}; {re_speedup:.0f}x vs full "
+        f"(goal >= {REINSPECT_SPEEDUP_GOAL:.0f}x) {verdict(re_speedup, REINSPECT_SPEEDUP_GOAL)}"
+    )
     same_speedup = full2.wall / same.wall
-    print(f"  python re-inspection, same snapshot   : {same.wall:7.3f} s ({same.cpu:5.3f})"
-          f"   manifests_read {same.result.manifests_read}, manifest list not read; "
-          f"{same_speedup:.0f}x vs full")
+    print(
+        f"  python re-inspection, same snapshot   : {same.wall:7.3f} s ({same.cpu:5.3f})"
+        f"   manifests_read {same.result.manifests_read}, manifest list not read; "
+        f"{same_speedup:.0f}x vs full"
+    )
     print("headline metrics: " + ", ".join(f"{k}={status[k]}" for k in HEADLINE))
     checks = {
-        "inspect.files() baseline == python inspector (headline metrics)":
-            None if base is None else all(base.result["metrics"][k] == status[k]
-                                          for k in HEADLINE),
-        "go-inspector == python inspector (whole contract)":
-            contract(go.result) == contract(status),
-        "re-inspection == full inspection of the new state (whole contract)":
-            contract(inc_status.model_dump(mode="json"))
-            == contract(full2_status.model_dump(mode="json")),
-        "re-inspection of the same snapshot == full inspection (whole contract)":
-            contract(same.result.model_dump(mode="json"))
-            == contract(full2_status.model_dump(mode="json")),
+        "inspect.files() baseline == python inspector (headline metrics)": None
+        if base is None
+        else all(base.result["metrics"][k] == status[k] for k in HEADLINE),
+        "go-inspector == python inspector (whole contract)": contract(go.result)
+        == contract(status),
+        "re-inspection == full inspection of the new state (whole contract)": contract(
+            inc_status.model_dump(mode="json")
+        )
+        == contract(full2_status.model_dump(mode="json")),
+        "re-inspection of the same snapshot == full inspection (whole contract)": contract(
+            same.result.model_dump(mode="json")
+        )
+        == contract(full2_status.model_dump(mode="json")),
     }
     for name, ok in checks.items():
-        print(f"  {'n/a (baseline stopped)' if ok is None else 'MATCH' if ok else 'MISMATCH'}"
-              f"  {name}")
+        print(
+            f"  {'n/a (baseline stopped)' if ok is None else 'MATCH' if ok else 'MISMATCH'}  {name}"
+        )
     if base is not None and not checks[next(iter(checks))]:
         print(f"    inspect.files() gave {base.result['metrics']}")
     if inc_status.manifests_read != 1:
@@ -364,12 +454,20 @@ def report(py: Timing, go: Timing, go_rss: int, base: Timing | None, inc: Timing
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeat", type=int, default=2,
-                        help="best of N for the full inspections (default 2)")
-    parser.add_argument("--baseline-deadline", type=float, default=300.0,
-                        help="stop the inspect.files() baseline after this many seconds")
-    parser.add_argument("--no-large", action="store_true",
-                        help="skip the 1,000,000-file table of the memory figures (generating "
-                             "it the first time takes minutes; it is cached afterwards)")
+    parser.add_argument(
+        "--repeat", type=int, default=2, help="best of N for the full inspections (default 2)"
+    )
+    parser.add_argument(
+        "--baseline-deadline",
+        type=float,
+        default=300.0,
+        help="stop the inspect.files() baseline after this many seconds",
+    )
+    parser.add_argument(
+        "--no-large",
+        action="store_true",
+        help="skip the 1,000,000-file table of the memory figures (generating "
+        "it the first time takes minutes; it is cached afterwards)",
+    )
     args = parser.parse_args()
     asyncio.run(main(args.repeat, args.baseline_deadline, not args.no_large))

@@ -56,8 +56,11 @@ def main(catalog: str, uri: str, namespace: str, name: str) -> None:
     metrics = headline_metrics(files, target // 8)
     t3 = time.perf_counter()
     cpu = time.process_time() - c0
-    print(json.dumps({"seconds": t3 - t0, "cpu_seconds": cpu, "files_seconds": t2 - t1,
-                      "metrics": metrics}))
+    print(
+        json.dumps(
+            {"seconds": t3 - t0, "cpu_seconds": cpu, "files_seconds": t2 - t1, "metrics": metrics}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,10 @@ def python_run(dsn: str, sa_uri: str, catalog: str, namespace: str, table: str) 
     """A full inspection by the Python inspector in a child process."""
     proc = subprocess.run(
         [sys.executable, "-m", "bench.inspect.memory", dsn, sa_uri, catalog, namespace, table],
-        capture_output=True, text=True, check=False, timeout=1800,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"python inspector child failed: {proc.stderr.strip()[-2000:]}")
@@ -68,8 +71,9 @@ async def _child(dsn: str, sa_uri: str, catalog: str, namespace: str, table: str
     from icepack_core.settings import load_settings
     from icepack_core.types import TableRef
 
-    settings = load_settings(database_url=dsn,
-                             catalogs=[{"name": catalog, "type": "sql", "uri": sa_uri}])
+    settings = load_settings(
+        database_url=dsn, catalogs=[{"name": catalog, "type": "sql", "uri": sa_uri}]
+    )
     pool = await icedb.create_pool(settings, "bench-memory")
     try:
         await pool.execute("TRUNCATE icepack.manifest_stats")
@@ -81,8 +85,17 @@ async def _child(dsn: str, sa_uri: str, catalog: str, namespace: str, table: str
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
         await pool.close()
-    print(json.dumps({"wall": wall, "cpu": cpu, "peak_rss": proc_status("VmHWM"),
-                      "start_rss": start_rss, "status": status.model_dump(mode="json")}))
+    print(
+        json.dumps(
+            {
+                "wall": wall,
+                "cpu": cpu,
+                "peak_rss": proc_status("VmHWM"),
+                "start_rss": start_rss,
+                "status": status.model_dump(mode="json"),
+            }
+        )
+    )
 
 
 def mib(n: int) -> str:

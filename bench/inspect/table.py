@@ -136,11 +136,16 @@ class _ManyManifestsAppend(_FastAppendFiles):
         files = self._added_data_files
         for start in range(0, len(files), FILES_PER_MANIFEST):
             with self.new_manifest_writer(spec=spec) as writer:
-                for f in files[start:start + FILES_PER_MANIFEST]:
-                    writer.add(ManifestEntry.from_args(
-                        status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
-                        sequence_number=None, file_sequence_number=None, data_file=f,
-                    ))
+                for f in files[start : start + FILES_PER_MANIFEST]:
+                    writer.add(
+                        ManifestEntry.from_args(
+                            status=ManifestEntryStatus.ADDED,
+                            snapshot_id=self._snapshot_id,
+                            sequence_number=None,
+                            file_sequence_number=None,
+                            data_file=f,
+                        )
+                    )
             written.append(writer.to_manifest_file())
         return written + self._existing_manifests()
 
@@ -148,8 +153,7 @@ class _ManyManifestsAppend(_FastAppendFiles):
 def append_manifests(table: Table, rng: random.Random, first: int, count: int) -> None:
     """One commit adding ``count`` manifests (numbered from ``first``) of fresh files."""
     location = table.location()
-    with (table.transaction() as tx,
-          _ManyManifestsAppend(Operation.APPEND, tx, table.io) as append):
+    with table.transaction() as tx, _ManyManifestsAppend(Operation.APPEND, tx, table.io) as append:
         for manifest in range(first, first + count):
             for n in range(FILES_PER_MANIFEST):
                 append.append_data_file(data_file(rng, location, manifest, n))
@@ -171,7 +175,10 @@ def generate(directory: Path, catalog: Catalog, manifests: int = MANIFESTS) -> s
     catalog.create_namespace_if_not_exists(NAMESPACE)
     location = (directory / "warehouse" / NAMESPACE / TABLE).resolve().as_uri()
     table = catalog.create_table(
-        (NAMESPACE, TABLE), SCHEMA, location=location, partition_spec=SPEC,
+        (NAMESPACE, TABLE),
+        SCHEMA,
+        location=location,
+        partition_spec=SPEC,
         properties={"format-version": "2", "commit.manifest-merge.enabled": "false"},
     )
     rng = random.Random(20251121)
@@ -179,8 +186,11 @@ def generate(directory: Path, catalog: Catalog, manifests: int = MANIFESTS) -> s
     per_commit = manifests // COMMITS
     for commit in range(COMMITS):
         append_manifests(table, rng, commit * per_commit, per_commit)
-        print(f"  ... commit {commit + 1}/{COMMITS}: {(commit + 1) * per_commit} manifests, "
-              f"{time.monotonic() - t0:.0f} s", flush=True)
+        print(
+            f"  ... commit {commit + 1}/{COMMITS}: {(commit + 1) * per_commit} manifests, "
+            f"{time.monotonic() - t0:.0f} s",
+            flush=True,
+        )
     return table.metadata_location
 
 

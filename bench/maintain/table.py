@@ -87,8 +87,9 @@ def cached_location() -> str | None:
     return location
 
 
-def _slices(spark: Any, start: int, partitions: list[str], files_per_partition: int,
-            rows: int) -> Any:
+def _slices(
+    spark: Any, start: int, partitions: list[str], files_per_partition: int, rows: int
+) -> Any:
     """``files_per_partition`` Spark partitions per table partition, one file's rows each."""
     from pyspark.sql import functions as F
 
@@ -97,8 +98,9 @@ def _slices(spark: Any, start: int, partitions: list[str], files_per_partition: 
     file_index = F.floor((F.col("id") - start) / rows)
     names = F.array(*[F.lit(p) for p in partitions])
     part = F.element_at(names, (F.floor(file_index / files_per_partition) + 1).cast("int"))
-    return frame.select("id", part.alias("part"),
-                        F.sha2(F.col("id").cast("string"), 256).alias("payload"))
+    return frame.select(
+        "id", part.alias("part"), F.sha2(F.col("id").cast("string"), 256).alias("payload")
+    )
 
 
 def generate(spark: Any) -> tuple[str, float]:
@@ -114,30 +116,45 @@ def generate(spark: Any) -> tuple[str, float]:
     shutil.rmtree(cache_dir(), ignore_errors=True)
     warehouse_dir().mkdir(parents=True)
     table = qualified()
-    props = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}"
-                      for k, v in PROPERTIES.items())
+    props = ", ".join(
+        f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in PROPERTIES.items()
+    )
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(CATALOG, [], NAMESPACE)}")
     spark.sql(f"DROP TABLE IF EXISTS {table}")
-    spark.sql(f"CREATE TABLE {table} (id BIGINT, part STRING, payload STRING) USING iceberg "
-              f"PARTITIONED BY (part) TBLPROPERTIES ({props})")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT, part STRING, payload STRING) USING iceberg "
+        f"PARTITIONED BY (part) TBLPROPERTIES ({props})"
+    )
     hot = _slices(spark, 0, HOT, HOT_FILES, HOT_ROWS)
     big = _slices(spark, 10**9, HEALTHY, BIG_FILES, BIG_ROWS)
     stray = _slices(spark, 2 * 10**9, HEALTHY, STRAY_FILES, HOT_ROWS)
     # The writer rolls files early on its in-memory estimate (a 100,000-row file came out as
     # 3.6 MB + 37 KB at a 4 MiB target), so this one write gets a larger target.
-    hot.unionByName(big).unionByName(stray).writeTo(table) \
-        .option("target-file-size-bytes", str(2 * TARGET_FILE_SIZE)).append()
-    files = spark.sql(f"SELECT file_path, file_size_in_bytes AS size, partition.part AS part "
-                      f"FROM {table}.files").collect()
+    hot.unionByName(big).unionByName(stray).writeTo(table).option(
+        "target-file-size-bytes", str(2 * TARGET_FILE_SIZE)
+    ).append()
+    files = spark.sql(
+        f"SELECT file_path, file_size_in_bytes AS size, partition.part AS part FROM {table}.files"
+    ).collect()
     check_layout(files)
-    location = spark.sql(f"SELECT file FROM {table}.metadata_log_entries "
-                         "ORDER BY timestamp DESC LIMIT 1").first()["file"]
+    location = spark.sql(
+        f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
+    ).first()["file"]
     spark.sql(f"DROP TABLE {table}")  # no PURGE: Iceberg keeps the files
     seconds = time.perf_counter() - started
-    (cache_dir() / "table.json").write_text(json.dumps({
-        "metadata_location": location, "sample_data_file": files[0]["file_path"],
-        "data_files": len(files), "generated_seconds": round(seconds, 1),
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n")
+    (cache_dir() / "table.json").write_text(
+        json.dumps(
+            {
+                "metadata_location": location,
+                "sample_data_file": files[0]["file_path"],
+                "data_files": len(files),
+                "generated_seconds": round(seconds, 1),
+                "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return location, seconds
 
 
@@ -162,9 +179,11 @@ def check_layout(files: list[Any]) -> None:
 def register(spark: Any, location: str) -> None:
     """Register the cached metadata file as ``icepack.bench.small_files`` in this catalog."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(CATALOG, [], NAMESPACE)}")
-    spark.sql(f"CALL {qualified_name(CATALOG, ['system'], 'register_table')}("
-              f"table => {sql_string_literal(f'{NAMESPACE}.{TABLE}')}, "
-              f"metadata_file => {sql_string_literal(location)})").collect()
+    spark.sql(
+        f"CALL {qualified_name(CATALOG, ['system'], 'register_table')}("
+        f"table => {sql_string_literal(f'{NAMESPACE}.{TABLE}')}, "
+        f"metadata_file => {sql_string_literal(location)})"
+    ).collect()
 
 
 def local_path(location: str) -> Path:

@@ -44,7 +44,8 @@ UPDATE icepack.jobs SET state = 'succeeded', finished_at = now(), lease_until = 
 async def fill(pool: asyncpg.Pool, n: int) -> None:
     await pool.execute("TRUNCATE icepack.jobs, icepack.events CASCADE")
     await pool.execute(
-        "INSERT INTO icepack.jobs (actions) SELECT '[]'::jsonb FROM generate_series(1, $1)", n)
+        "INSERT INTO icepack.jobs (actions) SELECT '[]'::jsonb FROM generate_series(1, $1)", n
+    )
 
 
 async def icepack_throughput(pool: asyncpg.Pool, n: int) -> float:
@@ -134,10 +135,14 @@ async def main(jobs: int, events: int, poll_events: int) -> None:
             notified = await latency(pool, dsn, events, notify=True)
             polled = await latency(pool, dsn, poll_events, notify=False)
             print(f"event insert -> handler latency ({events} / {poll_events} events):")
-            print(f"  LISTEN/NOTIFY : p50 {pct(notified, 50):7.1f} ms  p99 "
-                  f"{pct(notified, 99):7.1f} ms   (goal p99 <= 100 ms)")
-            print(f"  baseline poll : p50 {pct(polled, 50):7.1f} ms  p99 "
-                  f"{pct(polled, 99):7.1f} ms   (1 s poll interval)")
+            print(
+                f"  LISTEN/NOTIFY : p50 {pct(notified, 50):7.1f} ms  p99 "
+                f"{pct(notified, 99):7.1f} ms   (goal p99 <= 100 ms)"
+            )
+            print(
+                f"  baseline poll : p50 {pct(polled, 50):7.1f} ms  p99 "
+                f"{pct(polled, 99):7.1f} ms   (1 s poll interval)"
+            )
             await pool.close()
         finally:
             server.stop()

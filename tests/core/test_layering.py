@@ -16,22 +16,25 @@ CORE = REPO / "libs" / "icepack_core" / "src" / "icepack_core"
 SERVICES = REPO / "services"
 
 # Lowest first. A module may import its own layer and any layer below, nothing above.
-LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
-    {"types", "errors"},
-    {"telemetry"},
-    {"settings"},
-    {"intents", "policy"},
-    {"db", "spark"},
-    {"queue", "access"},
-    {"runtime"},
-    {"discovery"},
-    {"inspection"},
-    {"safety"},
-    {"planning"},
-    {"execution"},
-    {"local"},
-    {"cli"},
-))
+LAYERS: tuple[frozenset[str], ...] = tuple(
+    frozenset(layer)
+    for layer in (
+        {"types", "errors"},
+        {"telemetry"},
+        {"settings"},
+        {"intents", "policy"},
+        {"db", "spark"},
+        {"queue", "access"},
+        {"runtime"},
+        {"discovery"},
+        {"inspection"},
+        {"safety"},
+        {"planning"},
+        {"execution"},
+        {"local"},
+        {"cli"},
+    )
+)
 RANK = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
 SERVICE_PACKAGES = {f"icepack_{p.name}" for p in SERVICES.iterdir() if (p / "src").is_dir()}
 
@@ -82,16 +85,19 @@ def test_no_core_module_imports_a_higher_layer(path: Path) -> None:
 def test_no_service_imports_another(service: str) -> None:
     root = SERVICES / service.removeprefix("icepack_") / "src" / service
     others = SERVICE_PACKAGES - {service}
-    crossing = [f"{path.name}:{line}: {module}"
-                for path in sorted(root.rglob("*.py"))
-                for line, module in imported_modules(path)
-                if module.split(".")[0] in others]
+    crossing = [
+        f"{path.name}:{line}: {module}"
+        for path in sorted(root.rglob("*.py"))
+        for line, module in imported_modules(path)
+        if module.split(".")[0] in others
+    ]
     assert crossing == []
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     """The rule is only as good as the import reader: it must see function-local imports."""
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from icepack_core.cli.app import main\n"
-                      "from icepack_core import db\n")
+    module.write_text(
+        "def f():\n    from icepack_core.cli.app import main\nfrom icepack_core import db\n"
+    )
     assert sorted(imported_modules(module)) == [(2, "icepack_core.cli.app"), (3, "icepack_core.db")]

@@ -16,8 +16,7 @@ def test_dotted_level_and_two_levels_differ():
     assert split_namespace("a\\\\.b") == ("a\\", "b")
 
 
-levels = st.lists(st.text(alphabet=st.sampled_from("ab.\\_é"), max_size=5), min_size=1,
-                  max_size=4)
+levels = st.lists(st.text(alphabet=st.sampled_from("ab.\\_é"), max_size=5), min_size=1, max_size=4)
 
 
 @given(levels)

@@ -36,10 +36,24 @@ WORK_DIR = re.compile(r"(?<![\w.-])" + re.escape("/" + "work/"))
 
 # The headings code comments cite as (docs/architecture.md, "<heading>").
 SECTIONS = (
-    "Shape", "Layout", "Schema", "Events", "Work items", "Jobs, leases, fences, locks",
-    "Metrics contract", "Health", "Policies and recommendations", "Action intents",
-    "Spark execution", "Catalogs", "Interfaces", "Settings", "Telemetry", "Deploy",
-    "Testing with real components", "Design decisions and corrections",
+    "Shape",
+    "Layout",
+    "Schema",
+    "Events",
+    "Work items",
+    "Jobs, leases, fences, locks",
+    "Metrics contract",
+    "Health",
+    "Policies and recommendations",
+    "Action intents",
+    "Spark execution",
+    "Catalogs",
+    "Interfaces",
+    "Settings",
+    "Telemetry",
+    "Deploy",
+    "Testing with real components",
+    "Design decisions and corrections",
 )
 # ICEPACK_ literals in the sources that are not environment variables.
 NOT_VARIABLES = {"ICEPACK_ERROR": "IcepackError.code, an error code"}
@@ -49,8 +63,9 @@ _VARIABLE = re.compile(r"ICEPACK_[A-Z0-9_]+")
 def tracked_files() -> list[Path]:
     """Every file git tracks in this checkout (the contents of a fresh clone)."""
     try:
-        listing = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
-                                 check=True).stdout
+        listing = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.fail(f"`git ls-files` failed in {REPO}: {exc}")
     return [REPO / name for name in listing.decode().split("\0") if name]
@@ -144,8 +159,9 @@ def cited_sections() -> Iterator[tuple[str, str]]:
 
 def test_the_document_has_every_section_and_every_cited_one(doc: dict[str, str]) -> None:
     missing = [s for s in SECTIONS if s not in doc]
-    dangling = [f"{where} cites {heading!r}" for where, heading in cited_sections()
-                if heading not in doc]
+    dangling = [
+        f"{where} cites {heading!r}" for where, heading in cited_sections() if heading not in doc
+    ]
     assert not missing, f"docs/architecture.md lacks the sections {missing}"
     assert not dangling, "citations of missing sections:\n" + "\n".join(dangling)
 
@@ -187,8 +203,11 @@ def catalog_variable_templates(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     monkeypatch.setattr(settings_module, "os", SimpleNamespace(environ=environ))
     Settings(catalogs=[{"name": "probe", "type": "glue"}])
     prefix = "ICEPACK_CATALOG_PROBE_"
-    templates = {f"ICEPACK_CATALOG_<NAME>_{k.removeprefix(prefix)}"
-                 for k in environ.asked if k.startswith(prefix)}
+    templates = {
+        f"ICEPACK_CATALOG_<NAME>_{k.removeprefix(prefix)}"
+        for k in environ.asked
+        if k.startswith(prefix)
+    }
     assert templates, "settings read no ICEPACK_CATALOG_<NAME>_* variable (probe broken?)"
     return templates
 
@@ -209,23 +228,33 @@ def variables_in_sources() -> dict[str, str]:
     return found
 
 
-def test_settings_section_documents_every_variable(doc: dict[str, str],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_section_documents_every_variable(
+    doc: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     spans = backticked(doc.get("Settings", ""))
-    fields = {f"ICEPACK_{name.upper()}": "icepack_core.settings.Settings"
-              for name in Settings.model_fields}
-    templates = {t: "icepack_core.settings (per catalog)"
-                 for t in catalog_variable_templates(monkeypatch)}
+    fields = {
+        f"ICEPACK_{name.upper()}": "icepack_core.settings.Settings"
+        for name in Settings.model_fields
+    }
+    templates = {
+        t: "icepack_core.settings (per catalog)" for t in catalog_variable_templates(monkeypatch)
+    }
     expected = {**variables_in_sources(), **fields, **templates}
-    missing = sorted(f"{name} (from {where})" for name, where in expected.items()
-                     if name not in spans)
-    assert not missing, ("docs/architecture.md, Settings, does not document:\n  "
-                         + "\n  ".join(missing))
+    missing = sorted(
+        f"{name} (from {where})" for name, where in expected.items() if name not in spans
+    )
+    assert not missing, "docs/architecture.md, Settings, does not document:\n  " + "\n  ".join(
+        missing
+    )
 
 
 def test_settings_section_names_no_variable_nothing_reads(doc: dict[str, str]) -> None:
-    documented = {n for span in backticked(doc.get("Settings", ""))
-                  for n in _VARIABLE.findall(span) if not n.endswith("_")}
+    documented = {
+        n
+        for span in backticked(doc.get("Settings", ""))
+        for n in _VARIABLE.findall(span)
+        if not n.endswith("_")
+    }
     known = {f"ICEPACK_{name.upper()}" for name in Settings.model_fields}
     for path in tracked_files():  # scripts, tests, Go and images read some too
         relative = path.relative_to(REPO).as_posix()
@@ -240,4 +269,5 @@ def test_readme_how_it_fits_together_links_the_design_document() -> None:
     readme = sections((REPO / "README.md").read_text(encoding="utf-8"))
     assert "How it fits together" in readme, "README.md lacks '## How it fits together'"
     assert "](docs/architecture.md)" in readme["How it fits together"], (
-        "README.md, 'How it fits together', does not link docs/architecture.md")
+        "README.md, 'How it fits together', does not link docs/architecture.md"
+    )

@@ -35,9 +35,19 @@ def test_malformed_database_url_names_the_variable(monkeypatch, value, expected)
 
 
 def test_rest_catalog_with_half_of_the_oauth_credentials_is_rejected(monkeypatch):
-    monkeypatch.setenv("ICEPACK_CATALOGS", json.dumps(
-        [{"name": "polaris", "type": "rest", "uri": "https://polaris:8181/api/catalog",
-          "client_id": "abc"}]))
+    monkeypatch.setenv(
+        "ICEPACK_CATALOGS",
+        json.dumps(
+            [
+                {
+                    "name": "polaris",
+                    "type": "rest",
+                    "uri": "https://polaris:8181/api/catalog",
+                    "client_id": "abc",
+                }
+            ]
+        ),
+    )
     with pytest.raises(ConfigError) as exc:
         load_settings()
     message = str(exc.value)
@@ -45,8 +55,10 @@ def test_rest_catalog_with_half_of_the_oauth_credentials_is_rejected(monkeypatch
 
 
 def test_rest_credential_must_have_both_parts(monkeypatch):
-    monkeypatch.setenv("ICEPACK_CATALOGS", json.dumps(
-        [{"name": "polaris", "type": "rest", "uri": "https://p/api/catalog"}]))
+    monkeypatch.setenv(
+        "ICEPACK_CATALOGS",
+        json.dumps([{"name": "polaris", "type": "rest", "uri": "https://p/api/catalog"}]),
+    )
     monkeypatch.setenv("ICEPACK_CATALOG_POLARIS_CREDENTIAL", "only-an-id")
     with pytest.raises(ConfigError, match="CLIENT_ID:CLIENT_SECRET"):
         load_settings()
@@ -54,9 +66,19 @@ def test_rest_credential_must_have_both_parts(monkeypatch):
 
 def test_catalog_secret_comes_from_its_own_variable_and_is_never_printed(monkeypatch):
     monkeypatch.setenv("ICEPACK_DATABASE_URL", "postgresql://icepack:hunter2@db:5432/icepack")
-    monkeypatch.setenv("ICEPACK_CATALOGS", json.dumps(
-        [{"name": "polaris", "type": "rest", "uri": "https://p/api/catalog",
-          "headers": {"X-Iceberg-Access-Delegation": "vended-credentials"}}]))
+    monkeypatch.setenv(
+        "ICEPACK_CATALOGS",
+        json.dumps(
+            [
+                {
+                    "name": "polaris",
+                    "type": "rest",
+                    "uri": "https://p/api/catalog",
+                    "headers": {"X-Iceberg-Access-Delegation": "vended-credentials"},
+                }
+            ]
+        ),
+    )
     monkeypatch.setenv("ICEPACK_CATALOG_POLARIS_CREDENTIAL", "client:s3cr3t")
     settings = load_settings()
     (catalog,) = settings.catalogs
@@ -94,8 +116,9 @@ def test_out_of_range_number_names_its_variable(monkeypatch):
 
 
 def test_embedded_default_catalog_when_none_configured(tmp_path):
-    settings = load_settings(database_url="postgresql://p@127.0.0.1:5432/icepack",
-                             data_dir=tmp_path)
+    settings = load_settings(
+        database_url="postgresql://p@127.0.0.1:5432/icepack", data_dir=tmp_path
+    )
     (catalog,) = settings.effective_catalogs()
     assert catalog.name == "icepack" and catalog.type == "sql"
     assert catalog.warehouse == (tmp_path / "warehouse").as_uri()
@@ -105,10 +128,13 @@ def test_mask_url_leaves_urls_without_password_alone():
     assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
 
 
-@pytest.mark.parametrize("catalog", [
-    {"name": "r", "type": "rest", "uri": "http://catalog:8181", "notify": True},
-    {"name": "s", "type": "sql", "uri": "sqlite:///tmp/catalog.db", "notify": True},
-])
+@pytest.mark.parametrize(
+    "catalog",
+    [
+        {"name": "r", "type": "rest", "uri": "http://catalog:8181", "notify": True},
+        {"name": "s", "type": "sql", "uri": "sqlite:///tmp/catalog.db", "notify": True},
+    ],
+)
 def test_notify_is_refused_where_no_postgres_trigger_can_push(monkeypatch, catalog):
     monkeypatch.setenv("ICEPACK_CATALOGS", json.dumps([catalog]))
     with pytest.raises(ConfigError, match="notify needs a SQL catalog in Postgres") as exc:

@@ -51,8 +51,14 @@ async def test_four_processes_migrating_at_once_agree(empty_database_url, databa
     env = {**os.environ, "ICEPACK_DATABASE_URL": empty_database_url}
     procs = [
         await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "icepack_core.cli.app", "migrate", env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "icepack_core.cli.app",
+            "migrate",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         for _ in range(4)
     ]
     results = [await p.communicate() for p in procs]
@@ -91,8 +97,14 @@ async def test_a_newer_database_is_refused(database_url):
 async def test_migrate_command_reports_a_bad_url_clearly():
     env = {**os.environ, "ICEPACK_DATABASE_URL": "mysql://nope/db"}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "icepack_core.cli.app", "migrate", env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "icepack_core.cli.app",
+        "migrate",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await proc.communicate()
     assert proc.returncode == 2
     assert "ICEPACK_DATABASE_URL" in err.decode() and "Traceback" not in err.decode()

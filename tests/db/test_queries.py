@@ -8,9 +8,22 @@ def test_every_query_has_a_statement_and_noun_first_name():
     assert "job_claim" in queries and "event_read_after" in queries
     for name, sql in queries.items():
         assert sql.strip(), name
-        assert name.split("_")[0] in {"job", "event", "consumer", "work", "lock", "table",
-                                      "status", "manifest", "health", "catalog", "inspection",
-                                      "policy", "recommendation", "token"}, name
+        assert name.split("_")[0] in {
+            "job",
+            "event",
+            "consumer",
+            "work",
+            "lock",
+            "table",
+            "status",
+            "manifest",
+            "health",
+            "catalog",
+            "inspection",
+            "policy",
+            "recommendation",
+            "token",
+        }, name
 
 
 def test_parse_rejects_a_duplicate_name():
@@ -30,5 +43,7 @@ def test_unknown_query_names_itself():
 
 def test_keda_trigger_counts_only_claimable_jobs():
     sql = " ".join(load_query("job_count_claimable").split())
-    assert sql == ("SELECT COALESCE(count(*), 0) FROM icepack.jobs "
-                   "WHERE state = 'queued' AND not_before <= now()")
+    assert sql == (
+        "SELECT COALESCE(count(*), 0) FROM icepack.jobs "
+        "WHERE state = 'queued' AND not_before <= now()"
+    )

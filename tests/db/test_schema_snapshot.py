@@ -15,9 +15,10 @@ async def test_snapshot_matches_the_migrations(empty_database_url, database_url)
         await conn.execute(snapshot)
     finally:
         await conn.close()
+
     def without_bookkeeping(items):  # schema_migrations is migrate()'s own record, not dumped
         return [i for i in items if "schema_migrations" not in i[1]]
 
     assert without_bookkeeping(await shape(empty_database_url)) == without_bookkeeping(
-        await shape(database_url)), (
-        "schema.sql is out of date: run `make schema` after adding a migration")
+        await shape(database_url)
+    ), "schema.sql is out of date: run `make schema` after adding a migration"

@@ -32,8 +32,7 @@ from tests.support.image_deps import (
     uv,
 )
 
-GENERAL_SERVICES = {"icepack-discovery", "icepack-inspector", "icepack-planner",
-                    "icepack-gateway"}
+GENERAL_SERVICES = {"icepack-discovery", "icepack-inspector", "icepack-planner", "icepack-gateway"}
 
 
 @pytest.fixture(autouse=True)
@@ -69,8 +68,10 @@ def test_executor_image_has_the_spark_extra() -> None:
 
 
 def test_every_service_ships_in_exactly_one_image() -> None:
-    members = {member_name(str(p.parent.relative_to(REPO)))
-               for p in (REPO / "services").glob("*/pyproject.toml")}
+    members = {
+        member_name(str(p.parent.relative_to(REPO)))
+        for p in (REPO / "services").glob("*/pyproject.toml")
+    }
     general = image_dependencies(GENERAL_DOCKERFILE).members - {"icepack-core"}
     executor = image_dependencies(EXECUTOR_DOCKERFILE).members - {"icepack-core"}
     assert general | executor == members
@@ -95,7 +96,7 @@ def replay_build_stage(dockerfile: Path, context: Path, venv: Path) -> None:
     end = next(i for i, (w, _) in enumerate(steps) if w == "FROM" and i > first)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "VIRTUAL_ENV"))}
     ran = 0
-    for word, args in steps[first + 1:end]:
+    for word, args in steps[first + 1 : end]:
         if word == "ENV":
             env |= dict(item.split("=", 1) for item in shlex.split(args))
         elif word == "COPY":
@@ -103,8 +104,12 @@ def replay_build_stage(dockerfile: Path, context: Path, venv: Path) -> None:
             for source in sources:
                 target = context / dest
                 if (REPO / source).is_dir():
-                    shutil.copytree(REPO / source, target, dirs_exist_ok=True,
-                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    shutil.copytree(
+                        REPO / source,
+                        target,
+                        dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                    )
                 else:
                     target.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(REPO / source, target)
@@ -118,8 +123,15 @@ def replay_build_stage(dockerfile: Path, context: Path, venv: Path) -> None:
                 "UV_LINK_MODE": "hardlink",
             }
             assert uv() is not None
-            result = subprocess.run([uv(), *shlex.split(args)[1:]], cwd=context, env=run_env,
-                                    capture_output=True, text=True, timeout=900, check=False)
+            result = subprocess.run(
+                [uv(), *shlex.split(args)[1:]],
+                cwd=context,
+                env=run_env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
             assert result.returncode == 0, f"{args}: {result.stderr[-3000:]}"
             ran += 1
     assert ran == 2, f"{dockerfile.name}: expected two uv sync steps, replayed {ran}"
@@ -132,30 +144,52 @@ def test_general_image_build_installs_no_spark_and_runs(tmp_path: Path) -> None:
     replay_build_stage(GENERAL_DOCKERFILE, context, venv)
     python = venv / "bin" / "python"
     listing = subprocess.run(
-        [python, "-c", "import importlib.metadata as m\n"
-                       "print('\\n'.join(d.metadata['Name'] for d in m.distributions()))"],
-        capture_output=True, text=True, check=True).stdout.split()
+        [
+            python,
+            "-c",
+            "import importlib.metadata as m\n"
+            "print('\\n'.join(d.metadata['Name'] for d in m.distributions()))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     installed = {name.lower().replace("_", "-") for name in listing}
     assert installed & SPARK_STACK == set()
     assert GENERAL_SERVICES | {"icepack-core"} <= installed
     assert "icepack-executor" not in installed
     # The code is installed (not editable), so the build context could go: run from elsewhere.
-    code = ("import importlib.metadata as m, sys\n"
-            "import icepack_gateway.app, icepack_core.spark\n"
-            "names = sorted(e.name for e in m.entry_points(group='icepack.services'))\n"
-            "print(','.join(names), 'pyspark' in sys.modules)\n")
+    code = (
+        "import importlib.metadata as m, sys\n"
+        "import icepack_gateway.app, icepack_core.spark\n"
+        "names = sorted(e.name for e in m.entry_points(group='icepack.services'))\n"
+        "print(','.join(names), 'pyspark' in sys.modules)\n"
+    )
     shutil.rmtree(context / "libs")
     shutil.rmtree(context / "services")
-    probe = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                           env={"PATH": os.environ["PATH"]}, check=False)
+    probe = subprocess.run(
+        [python, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        check=False,
+    )
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.split() == ["discovery,gateway,inspector,planner", "False"]
     # `icepack maintain` names the missing extra instead of a traceback.
     maintain = subprocess.run(
-        [venv / "bin" / "icepack", "maintain", "lake.db.events"], capture_output=True,
-        text=True, cwd=tmp_path, check=False,
-        env={"PATH": os.environ["PATH"], "COLUMNS": "300",
-             "ICEPACK_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"})
+        [venv / "bin" / "icepack", "maintain", "lake.db.events"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        env={
+            "PATH": os.environ["PATH"],
+            "COLUMNS": "300",
+            "ICEPACK_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        },
+    )
     assert maintain.returncode == 2, maintain.stdout + maintain.stderr
     assert "pip install 'icepack-core[spark]'" in maintain.stderr
     assert "Traceback" not in maintain.stderr

@@ -20,8 +20,9 @@ from tests.plugins.catalogs import SCHEMA, Seaweed, rows
 pytestmark = pytest.mark.slow
 
 
-async def _discover_and_inspect(db, database_url: str, tmp_path: Path, cfg: CatalogConfig,
-                                namespace: str) -> None:
+async def _discover_and_inspect(
+    db, database_url: str, tmp_path: Path, cfg: CatalogConfig, namespace: str
+) -> None:
     catalog = load_catalog(cfg)
     catalog.create_namespace(namespace)
     one = catalog.create_table(f"{namespace}.one", SCHEMA)
@@ -46,20 +47,39 @@ async def _discover_and_inspect(db, database_url: str, tmp_path: Path, cfg: Cata
 
 async def test_glue_catalog_discovery_and_inspection(db, database_url, tmp_path, moto_glue: str):
     bucket = f"icepack-{uuid.uuid4().hex[:8]}"
-    s3 = boto3.client("s3", endpoint_url=moto_glue, region_name="us-east-1",
-                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=moto_glue,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     s3.create_bucket(Bucket=bucket)
-    cfg = CatalogConfig(name="glue", type="glue", region="us-east-1", endpoint=moto_glue,
-                        s3_endpoint=moto_glue, s3_access_key_id="testing",
-                        s3_secret_access_key="testing", warehouse=f"s3://{bucket}/wh")
+    cfg = CatalogConfig(
+        name="glue",
+        type="glue",
+        region="us-east-1",
+        endpoint=moto_glue,
+        s3_endpoint=moto_glue,
+        s3_access_key_id="testing",
+        s3_secret_access_key="testing",
+        warehouse=f"s3://{bucket}/wh",
+    )
     await _discover_and_inspect(db, database_url, tmp_path, cfg, f"g{uuid.uuid4().hex[:6]}")
 
 
-async def test_rest_catalog_on_seaweedfs_discovery_and_inspection(db, database_url, tmp_path,
-                                                                  seaweed: Seaweed):
-    cfg = CatalogConfig(name="weed", type="rest", uri=seaweed.rest_uri,
-                        credential=f"{seaweed.access_key}:{seaweed.secret_key}",
-                        warehouse="s3://warehouse", s3_endpoint=seaweed.s3_endpoint,
-                        s3_access_key_id=seaweed.access_key,
-                        s3_secret_access_key=seaweed.secret_key, region="us-east-1")
+async def test_rest_catalog_on_seaweedfs_discovery_and_inspection(
+    db, database_url, tmp_path, seaweed: Seaweed
+):
+    cfg = CatalogConfig(
+        name="weed",
+        type="rest",
+        uri=seaweed.rest_uri,
+        credential=f"{seaweed.access_key}:{seaweed.secret_key}",
+        warehouse="s3://warehouse",
+        s3_endpoint=seaweed.s3_endpoint,
+        s3_access_key_id=seaweed.access_key,
+        s3_secret_access_key=seaweed.secret_key,
+        region="us-east-1",
+    )
     await _discover_and_inspect(db, database_url, tmp_path, cfg, f"w{uuid.uuid4().hex[:6]}")

@@ -14,14 +14,17 @@ BIDI = "bad\u202ename"  # a right-to-left override: sql_ident refuses to send it
 
 
 async def table_names(db, catalog):
-    recs = await db.fetch("SELECT namespace, name, dropped_at FROM icepack.tables "
-                          "WHERE catalog = $1 ORDER BY name", catalog)
+    recs = await db.fetch(
+        "SELECT namespace, name, dropped_at FROM icepack.tables WHERE catalog = $1 ORDER BY name",
+        catalog,
+    )
     return {(r["namespace"], r["name"]): r["dropped_at"] for r in recs}
 
 
 async def skipped(db, catalog):
     return await db.fetchval(
-        "SELECT skipped_tables FROM icepack.catalog_status WHERE catalog = $1", catalog)
+        "SELECT skipped_tables FROM icepack.catalog_status WHERE catalog = $1", catalog
+    )
 
 
 async def test_sql_catalog_table_with_an_invalid_name_is_skipped_and_recorded(

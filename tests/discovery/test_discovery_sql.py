@@ -12,7 +12,9 @@ from tests.plugins.catalogs import rows
 async def events(db, after: int = 0) -> list[tuple[str, str]]:
     recs = await db.fetch(
         "SELECT e.topic, t.namespace || '.' || t.name AS t FROM icepack.events e "
-        "JOIN icepack.tables t ON t.id = e.table_id WHERE e.id > $1 ORDER BY e.id", after)
+        "JOIN icepack.tables t ON t.id = e.table_id WHERE e.id > $1 ORDER BY e.id",
+        after,
+    )
     return sorted((r["topic"], r["t"]) for r in recs)
 
 
@@ -21,12 +23,14 @@ async def last_event_id(db) -> int:
 
 
 def make_settings(database_url: str, tmp_path: Path, *catalogs: CatalogConfig):
-    return load_settings(database_url=database_url, data_dir=tmp_path / "data",
-                         catalogs=list(catalogs))
+    return load_settings(
+        database_url=database_url, data_dir=tmp_path / "data", catalogs=list(catalogs)
+    )
 
 
-async def test_discovery_emits_exactly_one_event_per_change(db, database_url, tmp_path,
-                                                            scratch_catalog):
+async def test_discovery_emits_exactly_one_event_per_change(
+    db, database_url, tmp_path, scratch_catalog
+):
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     catalog.create_namespace(("ns", "sub"))
@@ -37,8 +41,11 @@ async def test_discovery_emits_exactly_one_event_per_change(db, database_url, tm
 
     first = await discovery.run_once()
     assert (first.discovered, first.changed, first.dropped, first.errors) == (3, 0, 0, {})
-    assert await events(db) == [("table.discovered", "ns.a"), ("table.discovered", "ns.b"),
-                                ("table.discovered", "ns.sub.c")]
+    assert await events(db) == [
+        ("table.discovered", "ns.a"),
+        ("table.discovered", "ns.b"),
+        ("table.discovered", "ns.sub.c"),
+    ]
 
     mark = await last_event_id(db)
     again = await discovery.run_once()
@@ -51,10 +58,14 @@ async def test_discovery_emits_exactly_one_event_per_change(db, database_url, tm
     mark = await last_event_id(db)
     third = await discovery.run_once()
     assert (third.discovered, third.changed, third.dropped) == (1, 1, 1)
-    assert await events(db, mark) == [("table.changed", "ns.a"), ("table.discovered", "ns.d"),
-                                      ("table.dropped", "ns.b")]
-    row = await db.fetchrow("SELECT metadata_location, dropped_at FROM icepack.tables "
-                            "WHERE name = 'a'")
+    assert await events(db, mark) == [
+        ("table.changed", "ns.a"),
+        ("table.discovered", "ns.d"),
+        ("table.dropped", "ns.b"),
+    ]
+    row = await db.fetchrow(
+        "SELECT metadata_location, dropped_at FROM icepack.tables WHERE name = 'a'"
+    )
     assert row["metadata_location"] == catalog.load_table("ns.a").metadata_location
     assert await db.fetchval("SELECT dropped_at IS NOT NULL FROM icepack.tables WHERE name='b'")
 
@@ -68,8 +79,9 @@ async def test_discovery_emits_exactly_one_event_per_change(db, database_url, tm
     assert status["last_error"] is None and status["table_count"] == 4
 
 
-async def test_include_and_exclude_patterns_select_tables(db, database_url, tmp_path,
-                                                          scratch_catalog):
+async def test_include_and_exclude_patterns_select_tables(
+    db, database_url, tmp_path, scratch_catalog
+):
     cfg, catalog = scratch_catalog
     for ns in ("keep", "skip"):
         catalog.create_namespace(ns)
@@ -77,18 +89,24 @@ async def test_include_and_exclude_patterns_select_tables(db, database_url, tmp_
         catalog.create_table(f"{ns}.tmp_x", rows(0).schema)
     cfg = cfg.model_copy(update={"include": ["keep"], "exclude": ["*.tmp_*"]})
     await Discovery(make_settings(database_url, tmp_path, cfg), db).run_once()
-    names = [r["n"] for r in await db.fetch(
-        "SELECT namespace || '.' || name AS n FROM icepack.tables ORDER BY 1")]
+    names = [
+        r["n"]
+        for r in await db.fetch(
+            "SELECT namespace || '.' || name AS n FROM icepack.tables ORDER BY 1"
+        )
+    ]
     assert names == ["keep.t1"]
 
 
-async def test_a_broken_catalog_records_an_error_and_keeps_its_tables(db, database_url, tmp_path,
-                                                                      scratch_catalog):
+async def test_a_broken_catalog_records_an_error_and_keeps_its_tables(
+    db, database_url, tmp_path, scratch_catalog
+):
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     catalog.create_table("ns.a", rows(0).schema)
-    down_rest = CatalogConfig(name="down", type="rest", uri="http://127.0.0.1:9/catalog",
-                              credential="id:secret-value")
+    down_rest = CatalogConfig(
+        name="down", type="rest", uri="http://127.0.0.1:9/catalog", credential="id:secret-value"
+    )
     ok = await Discovery(make_settings(database_url, tmp_path, cfg, down_rest), db).run_once()
     assert ok.discovered == 1
     assert set(ok.errors) == {"down"}

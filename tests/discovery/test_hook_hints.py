@@ -29,14 +29,24 @@ HOOK_TOKEN = "hook-token-for-tests"
 
 
 def event(table: str, **data: object) -> dict[str, object]:
-    return {"specversion": "1.0", "id": f"e-{table}", "source": "/catalog", "type": "update",
-            "data": {"catalog": "scratch", "namespace": "ns", "table": table, **data}}
+    return {
+        "specversion": "1.0",
+        "id": f"e-{table}",
+        "source": "/catalog",
+        "type": "update",
+        "data": {"catalog": "scratch", "namespace": "ns", "table": table, **data},
+    }
 
 
 async def topics(db: asyncpg.Pool, name: str) -> list[str]:
-    return [r["topic"] for r in await db.fetch(
-        "SELECT e.topic FROM icepack.events e JOIN icepack.tables t ON t.id = e.table_id "
-        "WHERE t.name = $1 ORDER BY e.id", name)]
+    return [
+        r["topic"]
+        for r in await db.fetch(
+            "SELECT e.topic FROM icepack.events e JOIN icepack.tables t ON t.id = e.table_id "
+            "WHERE t.name = $1 ORDER BY e.id",
+            name,
+        )
+    ]
 
 
 async def wait_ready(client: httpx.AsyncClient, deadline: float) -> None:
@@ -61,18 +71,30 @@ async def test_hook_over_http_then_discovery_loads_only_the_named_table(
     catalog.create_table("ns.other", rows(0).schema)
     operator, _ = await TokenStore(db).create("operator")
     port = free_port()
-    env = {**os.environ, "ICEPACK_DATABASE_URL": database_url, "ICEPACK_HTTP_PORT": str(port),
-           "ICEPACK_LOG_LEVEL": "warning", "ICEPACK_GATEWAY_HOOK_TOKEN": HOOK_TOKEN,
-           "ICEPACK_CATALOGS": json.dumps([cfg.model_dump(mode="json")])}
-    proc = subprocess.Popen([sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "ICEPACK_DATABASE_URL": database_url,
+        "ICEPACK_HTTP_PORT": str(port),
+        "ICEPACK_LOG_LEVEL": "warning",
+        "ICEPACK_GATEWAY_HOOK_TOKEN": HOOK_TOKEN,
+        "ICEPACK_CATALOGS": json.dumps([cfg.model_dump(mode="json")]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             await wait_ready(client, time.monotonic() + 60)
             url = "/hooks/catalog-events"
             cloud = {"content-type": "application/cloudevents+json"}
-            for headers in ({}, {"authorization": f"Bearer {operator}"},
-                            {"authorization": "Bearer wrong"}):
+            for headers in (
+                {},
+                {"authorization": f"Bearer {operator}"},
+                {"authorization": "Bearer wrong"},
+            ):
                 refused = await client.post(url, json=event("hooked"), headers=headers)
                 assert refused.status_code == 401
                 assert refused.json()["code"] == "HOOK_TOKEN_INVALID"
@@ -82,15 +104,17 @@ async def test_hook_over_http_then_discovery_loads_only_the_named_table(
             assert first.status_code == again.status_code == 202
             assert (first.json()["coalesced"], again.json()["coalesced"]) == (False, True)
             assert again.json()["received"] == 2
-            bad = await client.post(url, json={**event("hooked"), "specversion": "0.3"},
-                                    headers=hook)
+            bad = await client.post(
+                url, json={**event("hooked"), "specversion": "0.3"}, headers=hook
+            )
             assert bad.status_code == 422 and "specversion" in bad.text
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     assert await db.fetchval("SELECT count(*) FROM icepack.catalog_hints") == 1
-    assert await db.fetchval(
-        "SELECT count(*) FROM icepack.events WHERE topic = 'catalog.hinted'") == 2
+    assert (
+        await db.fetchval("SELECT count(*) FROM icepack.events WHERE topic = 'catalog.hinted'") == 2
+    )
 
     consumer = HintConsumer(db, CatalogSet([cfg]), {cfg.name: cfg})
     assert await consumer.drain() == 1
@@ -114,18 +138,22 @@ async def test_hook_over_http_then_discovery_loads_only_the_named_table(
 
 
 async def test_a_hint_whose_catalog_fails_is_retried_later_then_given_up(db):
-    broken = CatalogConfig(name="broken", type="sql", uri=f"postgresql://postgres@127.0.0.1:"
-                                                          f"{free_port()}/nothing")
+    broken = CatalogConfig(
+        name="broken", type="sql", uri=f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
+    )
     consumer = HintConsumer(db, CatalogSet([broken]), {broken.name: broken})
     async with db.acquire() as conn, conn.transaction():
         await record_hint(conn, "broken", ("ns",), "t", None)
         await record_hint(conn, "gone", ("ns",), "t", None)  # a catalog discovery lacks
     assert await consumer.drain() == 2
-    row = await db.fetchrow("SELECT attempts, last_error, not_before > now() AS later "
-                            "FROM icepack.catalog_hints WHERE catalog = 'broken'")
+    row = await db.fetchrow(
+        "SELECT attempts, last_error, not_before > now() AS later "
+        "FROM icepack.catalog_hints WHERE catalog = 'broken'"
+    )
     assert row["attempts"] == 1 and row["later"] and "OperationalError" in row["last_error"]
-    assert await db.fetchval("SELECT count(*) FROM icepack.catalog_hints "
-                             "WHERE catalog = 'gone'") == 0
+    assert (
+        await db.fetchval("SELECT count(*) FROM icepack.catalog_hints WHERE catalog = 'gone'") == 0
+    )
     # Made due again until the attempts run out: then it is dropped, never retried forever.
     for _ in range(10):
         await db.execute("UPDATE icepack.catalog_hints SET not_before = now()")

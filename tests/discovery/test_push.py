@@ -45,7 +45,9 @@ async def table_events(db: asyncpg.Pool, name: str) -> list[tuple[str, str | Non
     """(topic, metadata_location in the payload) of every event of table ``name``, in order."""
     recs = await db.fetch(
         "SELECT e.topic, e.payload->>'metadata_location' AS loc FROM icepack.events e "
-        "JOIN icepack.tables t ON t.id = e.table_id WHERE t.name = $1 ORDER BY e.id", name)
+        "JOIN icepack.tables t ON t.id = e.table_id WHERE t.name = $1 ORDER BY e.id",
+        name,
+    )
     return [(r["topic"], r["loc"]) for r in recs]
 
 
@@ -75,12 +77,14 @@ async def test_pyiceberg_commits_are_pushed_as_events(db, scratch_catalog):
         await wait_until_events(db, "pushed", ["table.discovered", "table.changed"])
         assert (await table_events(db, "pushed"))[-1] == ("table.changed", location)
         catalog.drop_table("ns.pushed")
-        await wait_until_events(db, "pushed", ["table.discovered", "table.changed",
-                                               "table.dropped"])
+        await wait_until_events(
+            db, "pushed", ["table.discovered", "table.changed", "table.dropped"]
+        )
         assert watcher.catch_ups == 1  # only the first one: everything else was pushed
         assert watcher.applied >= 3
-    row = await db.fetchrow("SELECT metadata_location, dropped_at FROM icepack.tables "
-                            "WHERE name = 'pushed'")
+    row = await db.fetchrow(
+        "SELECT metadata_location, dropped_at FROM icepack.tables WHERE name = 'pushed'"
+    )
     assert row["metadata_location"] == location and row["dropped_at"] is not None
 
 
@@ -105,16 +109,16 @@ async def test_a_commit_missed_while_away_is_caught_on_reconnect_and_by_polling(
     await asyncio.sleep(0)
     assert [t for t, _ in await table_events(db, "away")] == ["table.discovered"]
     # Polling, the safety net, catches it exactly once.
-    discovery = Discovery(load_settings(database_url=database_url, data_dir=tmp_path / "d",
-                                        catalogs=[cfg]), db)
+    discovery = Discovery(
+        load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg]), db
+    )
     result = await discovery.run_once()
     assert result.changed == 1
     assert [t for t, _ in await table_events(db, "away")] == ["table.discovered", "table.changed"]
 
     table.append(rows(2))  # missed again; this time a (re)connecting watcher catches up
     async with watching(db, cfg) as watcher:
-        await wait_until_events(db, "away", ["table.discovered", "table.changed",
-                                             "table.changed"])
+        await wait_until_events(db, "away", ["table.discovered", "table.changed", "table.changed"])
         assert watcher.applied == 0  # caught by the catch-up, not by a notification
 
 
@@ -128,7 +132,8 @@ async def test_the_watcher_reconnects_after_its_connection_is_killed(db, scratch
             killed = await admin.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND application_name = $1",
-                APPLICATION_NAME)
+                APPLICATION_NAME,
+            )
         finally:
             await admin.close()
         assert killed >= 1
@@ -145,14 +150,17 @@ async def test_a_spark_commit_is_pushed(db, spark, spark_catalog_settings):
     spark.sql("CREATE NAMESPACE IF NOT EXISTS icepack.push_ns")
     spark.sql("DROP TABLE IF EXISTS icepack.push_ns.sparked")
     async with watching(db, cfg):
-        await asyncio.to_thread(spark.sql, "CREATE TABLE icepack.push_ns.sparked (id bigint) "
-                                           "USING iceberg")
+        await asyncio.to_thread(
+            spark.sql, "CREATE TABLE icepack.push_ns.sparked (id bigint) USING iceberg"
+        )
         await wait_until_events(db, "sparked", ["table.discovered"])
         await asyncio.to_thread(
-            lambda: spark.sql("INSERT INTO icepack.push_ns.sparked VALUES (1), (2)").collect())
+            lambda: spark.sql("INSERT INTO icepack.push_ns.sparked VALUES (1), (2)").collect()
+        )
         await wait_until_events(db, "sparked", ["table.discovered", "table.changed"])
     count = await asyncio.to_thread(
-        lambda: spark.sql("SELECT count(*) AS n FROM icepack.push_ns.sparked").collect()[0]["n"])
+        lambda: spark.sql("SELECT count(*) AS n FROM icepack.push_ns.sparked").collect()[0]["n"]
+    )
     assert count == 2
 
 
@@ -160,6 +168,8 @@ def test_malformed_notifications_are_ignored_not_fatal():
     assert parse_change("not json") is None
     assert parse_change('{"namespace": "x"}') is None
     assert parse_change('{"catalog": "c", "overflow": true}').overflow
-    change = parse_change('{"op": "DELETE", "catalog": "c", "namespace": "a.b", "table": "t",'
-                          ' "metadata_location": null}')
+    change = parse_change(
+        '{"op": "DELETE", "catalog": "c", "namespace": "a.b", "table": "t",'
+        ' "metadata_location": null}'
+    )
     assert change is not None and change.dropped and change.namespace == "a.b"

@@ -27,15 +27,17 @@ def _namespace() -> str:
     return f"r{uuid.uuid4().hex[:8]}"
 
 
-async def test_rest_fixture_discovery_events_and_inspection(db, database_url, tmp_path: Path,
-                                                            iceberg_rest: IcebergRest):
+async def test_rest_fixture_discovery_events_and_inspection(
+    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
+):
     ns = _namespace()
     # The server is shared by the session: discovery keeps to this test's namespace tree.
     cfg = iceberg_rest.config("rest", include=[ns, f"{ns}.*"])
     catalog = load_catalog(cfg)
     # The OAuth2 client-credentials exchange ran against the fixture's /v1/oauth/tokens.
     assert catalog._auth_manager.auth_header() == (  # type: ignore[attr-defined]
-        f"Bearer client-credentials-token:sub={CLIENT_ID}")
+        f"Bearer client-credentials-token:sub={CLIENT_ID}"
+    )
 
     catalog.create_namespace(ns)
     catalog.create_namespace((ns, "sub"))
@@ -49,12 +51,20 @@ async def test_rest_fixture_discovery_events_and_inspection(db, database_url, tm
 
     first = await discovery.run_once()
     assert (first.discovered, first.changed, first.dropped, first.errors) == (3, 0, 0, {})
-    assert await events(db) == [("table.discovered", f"{ns}.a"), ("table.discovered", f"{ns}.b"),
-                                ("table.discovered", f"{ns}.sub.c")]
-    known = {r["t"]: r["metadata_location"] for r in await db.fetch(
-        "SELECT namespace || '.' || name AS t, metadata_location FROM icepack.tables")}
-    assert known == {f"{ns}.{t}": catalog.load_table(f"{ns}.{t}").metadata_location
-                     for t in ("a", "b", "sub.c")}
+    assert await events(db) == [
+        ("table.discovered", f"{ns}.a"),
+        ("table.discovered", f"{ns}.b"),
+        ("table.discovered", f"{ns}.sub.c"),
+    ]
+    known = {
+        r["t"]: r["metadata_location"]
+        for r in await db.fetch(
+            "SELECT namespace || '.' || name AS t, metadata_location FROM icepack.tables"
+        )
+    }
+    assert known == {
+        f"{ns}.{t}": catalog.load_table(f"{ns}.{t}").metadata_location for t in ("a", "b", "sub.c")
+    }
 
     # Inspection through the same REST catalog, checked against PyIceberg's metadata tables.
     inspector = Inspector(settings)
@@ -80,11 +90,14 @@ async def test_rest_fixture_discovery_events_and_inspection(db, database_url, tm
     mark = await last_event_id(db)
     third = await discovery.run_once()
     assert (third.discovered, third.changed, third.dropped, third.errors) == (1, 1, 1, {})
-    assert await events(db, mark) == [("table.changed", f"{ns}.a"),
-                                      ("table.discovered", f"{ns}.sub.d"),
-                                      ("table.dropped", f"{ns}.b")]
-    row = await db.fetchrow("SELECT metadata_location FROM icepack.tables WHERE namespace = $1 "
-                            "AND name = 'a'", ns)
+    assert await events(db, mark) == [
+        ("table.changed", f"{ns}.a"),
+        ("table.discovered", f"{ns}.sub.d"),
+        ("table.dropped", f"{ns}.b"),
+    ]
+    row = await db.fetchrow(
+        "SELECT metadata_location FROM icepack.tables WHERE namespace = $1 AND name = 'a'", ns
+    )
     assert row["metadata_location"] == catalog.load_table(f"{ns}.a").metadata_location
     changed = await inspector.inspect(TableRef("rest", ns, "a"))
     assert (changed.data_file_count, changed.record_count, changed.snapshot_count) == (3, 6, 3)
@@ -93,8 +106,9 @@ async def test_rest_fixture_discovery_events_and_inspection(db, database_url, tm
     assert status_row["last_error"] is None and status_row["table_count"] == 3
 
 
-async def test_rest_fixture_stopped_mid_session_keeps_known_tables(db, database_url, tmp_path,
-                                                                   rest_fixture_jar: Path):
+async def test_rest_fixture_stopped_mid_session_keeps_known_tables(
+    db, database_url, tmp_path, rest_fixture_jar: Path
+):
     """A second, separate server (the shared one stays up): the same Glue/SeaweedFS checks,
     then the server stops and discovery records the error without dropping anything."""
     with run_rest_fixture(rest_fixture_jar, "second instance") as server:
@@ -112,17 +126,24 @@ async def test_rest_fixture_stopped_mid_session_keeps_known_tables(db, database_
         assert (result.discovered, result.changed, result.dropped) == (0, 0, 0)
         assert "fixture-secret" not in result.errors["rest_down"]
         assert await events(db, mark) == []
-        kept = await db.fetch("SELECT namespace || '.' || name AS t FROM icepack.tables "
-                              "WHERE catalog = 'rest_down' AND dropped_at IS NULL ORDER BY 1")
+        kept = await db.fetch(
+            "SELECT namespace || '.' || name AS t FROM icepack.tables "
+            "WHERE catalog = 'rest_down' AND dropped_at IS NULL ORDER BY 1"
+        )
         assert [r["t"] for r in kept] == [f"{ns}.one"]  # `two` was dropped while it was up
         status = await db.fetchrow(
-            "SELECT * FROM icepack.catalog_status WHERE catalog = 'rest_down'")
+            "SELECT * FROM icepack.catalog_status WHERE catalog = 'rest_down'"
+        )
         assert status["last_error"] and status["last_error_at"] is not None
         assert status["last_ok_at"] is not None and status["table_count"] == 1
 
         # A fresh client (no cached catalog) fails the same way: the initial config/token call.
         cold = await Discovery(make_settings(database_url, tmp_path, cfg), db).run_once()
         assert set(cold.errors) == {"rest_down"}
-        assert await db.fetchval("SELECT count(*) FROM icepack.tables WHERE catalog = "
-                                 "'rest_down' AND dropped_at IS NULL") == 1
-
+        assert (
+            await db.fetchval(
+                "SELECT count(*) FROM icepack.tables WHERE catalog = "
+                "'rest_down' AND dropped_at IS NULL"
+            )
+            == 1
+        )

@@ -38,8 +38,13 @@ def aws(monkeypatch: pytest.MonkeyPatch, moto_glue: str) -> str:
 
 
 def client(endpoint: str, service: str) -> Any:
-    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
 def make_queues(endpoint: str) -> tuple[str, str]:
@@ -47,50 +52,80 @@ def make_queues(endpoint: str) -> tuple[str, str]:
     sqs = client(endpoint, "sqs")
     suffix = uuid.uuid4().hex[:8]
     dlq = sqs.create_queue(QueueName=f"icepack-dlq-{suffix}")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
-        "Attributes"]["QueueArn"]
-    queue = sqs.create_queue(QueueName=f"icepack-{suffix}", Attributes={
-        "VisibilityTimeout": "1",
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"}),
-    })["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    queue = sqs.create_queue(
+        QueueName=f"icepack-{suffix}",
+        Attributes={
+            "VisibilityTimeout": "1",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"}),
+        },
+    )["QueueUrl"]
     return queue, dlq
 
 
 def glue_catalog(endpoint: str, queue: str) -> tuple[CatalogConfig, Any]:
     bucket = f"icepack-{uuid.uuid4().hex[:8]}"
     client(endpoint, "s3").create_bucket(Bucket=bucket)
-    cfg = CatalogConfig(name="glue", type="glue", region="us-east-1", endpoint=endpoint,
-                        s3_endpoint=endpoint, s3_access_key_id="testing",
-                        s3_secret_access_key="testing", warehouse=f"s3://{bucket}/wh",
-                        sqs_queue_url=queue, sqs_endpoint=endpoint)
+    cfg = CatalogConfig(
+        name="glue",
+        type="glue",
+        region="us-east-1",
+        endpoint=endpoint,
+        s3_endpoint=endpoint,
+        s3_access_key_id="testing",
+        s3_secret_access_key="testing",
+        warehouse=f"s3://{bucket}/wh",
+        sqs_queue_url=queue,
+        sqs_endpoint=endpoint,
+    )
     return cfg, load_catalog(cfg)
 
 
 def glue_event(database: str, table: str, change: str = "UpdateTable") -> str:
-    return json.dumps({
-        "version": "0", "source": "aws.glue", "detail-type": "Glue Data Catalog Table State Change",
-        "detail": {"databaseName": database, "changedTables": [table], "typeOfChange": change},
-    })
+    return json.dumps(
+        {
+            "version": "0",
+            "source": "aws.glue",
+            "detail-type": "Glue Data Catalog Table State Change",
+            "detail": {"databaseName": database, "changedTables": [table], "typeOfChange": change},
+        }
+    )
 
 
 def s3_event(location: str) -> str:
     bucket, _, key = location.removeprefix("s3://").partition("/")
-    return json.dumps({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-                                    "s3": {"bucket": {"name": bucket}, "object": {"key": key}}}]})
+    return json.dumps(
+        {
+            "Records": [
+                {
+                    "eventSource": "aws:s3",
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {"bucket": {"name": bucket}, "object": {"key": key}},
+                }
+            ]
+        }
+    )
 
 
 async def topics(db: asyncpg.Pool, name: str) -> list[tuple[str, str | None]]:
     recs = await db.fetch(
         "SELECT e.topic, e.payload->>'metadata_location' AS loc FROM icepack.events e "
-        "JOIN icepack.tables t ON t.id = e.table_id WHERE t.name = $1 ORDER BY e.id", name)
+        "JOIN icepack.tables t ON t.id = e.table_id WHERE t.name = $1 ORDER BY e.id",
+        name,
+    )
     return [(r["topic"], r["loc"]) for r in recs]
 
 
 def queue_depth(endpoint: str, queue: str) -> int:
-    attrs = client(endpoint, "sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=[
-        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    attrs = client(endpoint, "sqs").get_queue_attributes(
+        QueueUrl=queue,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
     return int(attrs["ApproximateNumberOfMessages"]) + int(
-        attrs["ApproximateNumberOfMessagesNotVisible"])
+        attrs["ApproximateNumberOfMessagesNotVisible"]
+    )
 
 
 @contextlib.asynccontextmanager
@@ -113,8 +148,9 @@ async def test_glue_events_refresh_the_named_table_once_even_when_duplicated(
     database = f"g{uuid.uuid4().hex[:6]}"
     catalog.create_namespace(database)
     table = catalog.create_table(f"{database}.orders", rows(0).schema)
-    discovery = Discovery(load_settings(database_url=database_url, data_dir=tmp_path / "d",
-                                        catalogs=[cfg]), db)
+    discovery = Discovery(
+        load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg]), db
+    )
     assert (await discovery.run_once()).discovered == 1
 
     table.append(rows(3))
@@ -147,8 +183,9 @@ async def test_s3_metadata_notifications_refresh_the_table_whose_directory_it_is
     database = f"g{uuid.uuid4().hex[:6]}"
     catalog.create_namespace(database)
     table = catalog.create_table(f"{database}.events", rows(0).schema)
-    discovery = Discovery(load_settings(database_url=database_url, data_dir=tmp_path / "d",
-                                        catalogs=[cfg]), db)
+    discovery = Discovery(
+        load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg]), db
+    )
     await discovery.run_once()
 
     table.append(rows(2))
@@ -190,23 +227,45 @@ async def test_poison_is_left_for_the_redrive_policy_and_the_watcher_goes_on(
     assert body == "this is not an event"
 
 
-@pytest.mark.parametrize("body", ["[]", "{}", '{"Records": [{"eventName": "ObjectCreated:Put"}]}',
-                                  '{"detail-type": "Glue Data Catalog Table State Change"}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[]",
+        "{}",
+        '{"Records": [{"eventName": "ObjectCreated:Put"}]}',
+        '{"detail-type": "Glue Data Catalog Table State Change"}',
+    ],
+)
 def test_unknown_shapes_are_poison(body):
     with pytest.raises(PoisonMessage):
         parse_message(body)
 
 
 def test_only_metadata_files_matter_and_keys_are_decoded():
-    event = json.dumps({"Records": [
-        {"eventName": "ObjectCreated:Put",
-         "s3": {"bucket": {"name": "b"},
-                "object": {"key": "wh/db/t/metadata/00001-a%3Db.metadata.json"}}},
-        {"eventName": "ObjectCreated:Put",
-         "s3": {"bucket": {"name": "b"}, "object": {"key": "wh/db/t/data/x.parquet"}}},
-        {"eventName": "ObjectRemoved:Delete",
-         "s3": {"bucket": {"name": "b"}, "object": {"key": "wh/db/t/metadata/0.metadata.json"}}},
-    ]})
+    event = json.dumps(
+        {
+            "Records": [
+                {
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {
+                        "bucket": {"name": "b"},
+                        "object": {"key": "wh/db/t/metadata/00001-a%3Db.metadata.json"},
+                    },
+                },
+                {
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {"bucket": {"name": "b"}, "object": {"key": "wh/db/t/data/x.parquet"}},
+                },
+                {
+                    "eventName": "ObjectRemoved:Delete",
+                    "s3": {
+                        "bucket": {"name": "b"},
+                        "object": {"key": "wh/db/t/metadata/0.metadata.json"},
+                    },
+                },
+            ]
+        }
+    )
     (hint,) = parse_message(event)
     assert hint.location == "s3://b/wh/db/t/metadata/00001-a=b.metadata.json"
     assert parse_message('{"Event": "s3:TestEvent"}') == []

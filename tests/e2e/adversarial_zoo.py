@@ -35,19 +35,33 @@ PARTITION_TYPES: dict[str, tuple[str, list[str]]] = {
     "boolean": ("BOOLEAN", ["true", "false", "NULL"]),
     "int": ("INT", ["1", "-2147483648", "NULL"]),
     "bigint": ("BIGINT", ["9223372036854775807", "-1"]),
-    "float": ("FLOAT", ["CAST('NaN' AS FLOAT)", "CAST(1.5 AS FLOAT)",
-                        "CAST(-0.0 AS FLOAT)"]),
-    "double": ("DOUBLE", ["CAST('NaN' AS DOUBLE)", "CAST('Infinity' AS DOUBLE)",
-                          "CAST('-Infinity' AS DOUBLE)", "CAST(2.25 AS DOUBLE)"]),
-    "decimal": ("DECIMAL(10,2)", ["CAST(12.34 AS DECIMAL(10,2))",
-                                  "CAST(-0.01 AS DECIMAL(10,2))", "NULL"]),
+    "float": ("FLOAT", ["CAST('NaN' AS FLOAT)", "CAST(1.5 AS FLOAT)", "CAST(-0.0 AS FLOAT)"]),
+    "double": (
+        "DOUBLE",
+        [
+            "CAST('NaN' AS DOUBLE)",
+            "CAST('Infinity' AS DOUBLE)",
+            "CAST('-Infinity' AS DOUBLE)",
+            "CAST(2.25 AS DOUBLE)",
+        ],
+    ),
+    "decimal": (
+        "DECIMAL(10,2)",
+        ["CAST(12.34 AS DECIMAL(10,2))", "CAST(-0.01 AS DECIMAL(10,2))", "NULL"],
+    ),
     "date": ("DATE", ["DATE'2026-01-01'", "DATE'1970-01-01'", "NULL"]),
-    "timestamp": ("TIMESTAMP", ["TIMESTAMP'2026-01-01 10:00:00.123456 UTC'",
-                                "TIMESTAMP'1969-12-31 23:59:59 UTC'"]),
-    "timestamp_ntz": ("TIMESTAMP_NTZ", ["TIMESTAMP_NTZ'2026-01-01 10:00:00.5'",
-                                        "TIMESTAMP_NTZ'2000-02-29 00:00:00'"]),
-    "string": ("STRING", ["'it''s'", "'back\\\\slash'", "'new\\nline\\ttab'",
-                          "'ünï 🧊 \u4e2d'", "''", "NULL"]),
+    "timestamp": (
+        "TIMESTAMP",
+        ["TIMESTAMP'2026-01-01 10:00:00.123456 UTC'", "TIMESTAMP'1969-12-31 23:59:59 UTC'"],
+    ),
+    "timestamp_ntz": (
+        "TIMESTAMP_NTZ",
+        ["TIMESTAMP_NTZ'2026-01-01 10:00:00.5'", "TIMESTAMP_NTZ'2000-02-29 00:00:00'"],
+    ),
+    "string": (
+        "STRING",
+        ["'it''s'", "'back\\\\slash'", "'new\\nline\\ttab'", "'ünï 🧊 \u4e2d'", "''", "NULL"],
+    ),
     "binary": ("BINARY", ["X'00FF10'", "X''", "NULL"]),
 }
 
@@ -66,18 +80,24 @@ class ZooTable:
 
 
 def _props(version: int, extra: dict[str, str] | None = None) -> str:
-    props = {"format-version": str(version), "write.target-file-size-bytes": "1048576",
-             **(extra or {})}
+    props = {
+        "format-version": str(version),
+        "write.target-file-size-bytes": "1048576",
+        **(extra or {}),
+    }
     return ", ".join(f"'{k}'='{v}'" for k, v in props.items())
 
 
 def _partition_table(spark: Any, kind: str, spark_type: str, values: list[str]) -> ZooTable:
     table = ZooTable(f"p_{kind}", f"identity partition on {kind}", partitioned=True)
-    spark.sql(f"CREATE TABLE {table.qualified} (id BIGINT, p {spark_type}, payload STRING) "
-              f"USING iceberg PARTITIONED BY (p) TBLPROPERTIES ({_props(2)})")
+    spark.sql(
+        f"CREATE TABLE {table.qualified} (id BIGINT, p {spark_type}, payload STRING) "
+        f"USING iceberg PARTITIONED BY (p) TBLPROPERTIES ({_props(2)})"
+    )
     for batch in range(BATCHES):
-        rows = ", ".join(f"({batch * 100 + i}, {value}, 'row {batch}/{i}')"
-                         for i, value in enumerate(values))
+        rows = ", ".join(
+            f"({batch * 100 + i}, {value}, 'row {batch}/{i}')" for i, value in enumerate(values)
+        )
         spark.sql(f"INSERT INTO {table.qualified} VALUES {rows}")
     return table
 
@@ -89,7 +109,8 @@ def _nested_table(spark: Any) -> ZooTable:
         "s STRUCT<a: INT, m: MAP<STRING, ARRAY<INT>>>, "
         "l ARRAY<STRUCT<x: STRING, tags: MAP<STRING, STRING>>>, "
         "m MAP<STRING, STRING>, f DOUBLE, b BINARY) "
-        f"USING iceberg TBLPROPERTIES ({_props(2)})")
+        f"USING iceberg TBLPROPERTIES ({_props(2)})"
+    )
     for batch in range(BATCHES):
         spark.sql(
             f"INSERT INTO {table.qualified} VALUES "
@@ -97,19 +118,30 @@ def _nested_table(spark: Any) -> ZooTable:
             "'z', array())), "
             f"array(named_struct('x', 'é{batch}', 'tags', map('b', '2', 'a', '1'))), "
             f"map('y', 'b', 'x', 'a'), CAST('NaN' AS DOUBLE), X'00'), "
-            f"({batch * 10 + 1}, NULL, array(), map(), -0.0, NULL)")
+            f"({batch * 10 + 1}, NULL, array(), map(), -0.0, NULL)"
+        )
     return table
 
 
-def _plain_table(spark: Any, name: str, kind: str, version: int,
-                 extra: dict[str, str] | None = None, location: str | None = None) -> ZooTable:
+def _plain_table(
+    spark: Any,
+    name: str,
+    kind: str,
+    version: int,
+    extra: dict[str, str] | None = None,
+    location: str | None = None,
+) -> ZooTable:
     table = ZooTable(name, kind)
     where = f"LOCATION '{location}' " if location else ""
-    spark.sql(f"CREATE TABLE {table.qualified} (id BIGINT, cat STRING, v DOUBLE) USING iceberg "
-              f"{where}TBLPROPERTIES ({_props(version, extra)})")
+    spark.sql(
+        f"CREATE TABLE {table.qualified} (id BIGINT, cat STRING, v DOUBLE) USING iceberg "
+        f"{where}TBLPROPERTIES ({_props(version, extra)})"
+    )
     for batch in range(BATCHES):
-        spark.sql(f"INSERT INTO {table.qualified} SELECT id, concat('c', id % 3), id / 7.0 "
-                  f"FROM range({batch * 20}, {(batch + 1) * 20})")
+        spark.sql(
+            f"INSERT INTO {table.qualified} SELECT id, concat('c', id % 3), id / 7.0 "
+            f"FROM range({batch * 20}, {(batch + 1) * 20})"
+        )
     return table
 
 
@@ -128,25 +160,38 @@ def _pyiceberg_table(catalog: Any) -> ZooTable:
     from pyiceberg.types import FixedType, LongType, NestedField, UUIDType
 
     table = ZooTable("py_fixed_uuid", "fixed and uuid columns written by PyIceberg")
-    schema = Schema(NestedField(1, "id", LongType(), required=False),
-                    NestedField(2, "u", UUIDType(), required=False),
-                    NestedField(3, "fx", FixedType(4), required=False))
-    created = catalog.create_table((NAMESPACE, table.name), schema=schema,
-                                   properties={"write.target-file-size-bytes": "1048576"})
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "u", UUIDType(), required=False),
+        NestedField(3, "fx", FixedType(4), required=False),
+    )
+    created = catalog.create_table(
+        (NAMESPACE, table.name),
+        schema=schema,
+        properties={"write.target-file-size-bytes": "1048576"},
+    )
     ids = [uuid.UUID(int=i * 7919) for i in range(2)]
     arrow = schema.as_arrow()
     for batch in range(BATCHES):
-        created.append(pa.Table.from_pylist(
-            [{"id": batch * 10 + i, "u": u.bytes, "fx": bytes([i, 0, 0, 255])}
-             for i, u in enumerate(ids)], schema=arrow))
+        created.append(
+            pa.Table.from_pylist(
+                [
+                    {"id": batch * 10 + i, "u": u.bytes, "fx": bytes([i, 0, 0, 255])}
+                    for i, u in enumerate(ids)
+                ],
+                schema=arrow,
+            )
+        )
     return table
 
 
 def build_zoo(spark: Any, pyiceberg_catalog: Any) -> list[ZooTable]:
     """Create every zoo table in namespace ``adv`` (once per test session)."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(CATALOG, [], NAMESPACE)}")
-    tables = [_partition_table(spark, kind, spark_type, values)
-              for kind, (spark_type, values) in PARTITION_TYPES.items()]
+    tables = [
+        _partition_table(spark, kind, spark_type, values)
+        for kind, (spark_type, values) in PARTITION_TYPES.items()
+    ]
     tables.append(_nested_table(spark))
     tables.append(_plain_table(spark, "v1", "format v1", 1))
     tables.append(_plain_table(spark, "v3", "format v3", 3))
@@ -157,8 +202,15 @@ def build_zoo(spark: Any, pyiceberg_catalog: Any) -> list[ZooTable]:
         tables.append(table)
     outer = _plain_table(spark, "outer_t", "holds another table's location", 2)
     tables.append(outer)
-    tables.append(_plain_table(spark, "inner_t", "location inside another table's", 2,
-                               location=_location(spark, outer) + "/inner_t"))
+    tables.append(
+        _plain_table(
+            spark,
+            "inner_t",
+            "location inside another table's",
+            2,
+            location=_location(spark, outer) + "/inner_t",
+        )
+    )
     tables.append(_plain_table(spark, "we'ird `name`; -- ünï 🧊", "awkward name", 2))
     tables.append(_pyiceberg_table(pyiceberg_catalog))
     return tables

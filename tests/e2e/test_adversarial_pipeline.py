@@ -40,9 +40,14 @@ REWRITES = ("rewrite_data_files", "rewrite_position_delete_files")
 
 @pytest.fixture
 def pipeline_settings(database_url, spark_catalog_settings, tmp_path):
-    return service_settings(database_url, spark_catalog_settings, tmp_path,
-                            include=[NAMESPACE, f"{NAMESPACE}.*"],
-                            discovery_interval_seconds=5, job_lease_seconds=120)
+    return service_settings(
+        database_url,
+        spark_catalog_settings,
+        tmp_path,
+        include=[NAMESPACE, f"{NAMESPACE}.*"],
+        discovery_interval_seconds=5,
+        job_lease_seconds=120,
+    )
 
 
 async def settled(db, tables: list[ZooTable]) -> bool:
@@ -54,7 +59,9 @@ async def settled(db, tables: list[ZooTable]) -> bool:
         "          SELECT 1 FROM icepack.recommendations r WHERE r.table_id = t.id"
         "             AND r.created_at > coalesce((SELECT max(j.finished_at) FROM icepack.jobs j"
         "                                           WHERE j.table_id = t.id), '-infinity')))"
-        "        AS planned", NAMESPACE)
+        "        AS planned",
+        NAMESPACE,
+    )
     return row["busy"] == 0 and row["planned"] == len(tables)
 
 
@@ -69,7 +76,8 @@ def verified_snapshots(output: dict[str, Any]) -> set[int]:
 
 @pytest.mark.timeout(1200)
 async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
-        spark, spark_catalog_settings, pipeline_settings, db):
+    spark, spark_catalog_settings, pipeline_settings, db
+):
     (catalog_cfg,) = spark_catalog_settings.effective_catalogs()
     tables = build_zoo(spark, load_catalog(catalog_cfg))
     before = {t.name: content_digest(spark, t) for t in tables}
@@ -78,32 +86,51 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
     await db.execute(
         "INSERT INTO icepack.policies (policy_type, scope, catalog, namespace, config) "
         "VALUES ('system.orphan-file-removal', 'namespace', $1, $2, '{}'::jsonb)",
-        catalog_cfg.name, NAMESPACE)
+        catalog_cfg.name,
+        NAMESPACE,
+    )
 
     services = [DiscoveryService(), InspectorService(), PlannerService(), ExecutorService()]
     async with running(services, pipeline_settings):
-        await eventually(lambda: settled(db, tables), timeout=900, interval=2,
-                         what="every zoo table maintained and re-planned")
+        await eventually(
+            lambda: settled(db, tables),
+            timeout=900,
+            interval=2,
+            what="every zoo table maintained and re-planned",
+        )
         # A poison job arrives at a settled fleet: it fails alone, the executor goes on.
         poison = await JobQueue(db).enqueue(
-            await db.fetchval("SELECT min(id) FROM icepack.tables"), ["actions", "skipped"],
-            dedupe_key="poison")
+            await db.fetchval("SELECT min(id) FROM icepack.tables"),
+            ["actions", "skipped"],
+            dedupe_key="poison",
+        )
 
         async def poison_failed():
-            return await db.fetchval("SELECT state = 'failed' FROM icepack.jobs WHERE id = $1",
-                                     poison.job.id)
+            return await db.fetchval(
+                "SELECT state = 'failed' FROM icepack.jobs WHERE id = $1", poison.job.id
+            )
+
         await eventually(poison_failed, timeout=120, what="the poison job to fail")
 
     jobs = await db.fetch(
         "SELECT j.id, j.state, j.error, t.name FROM icepack.jobs j "
-        "JOIN icepack.tables t ON t.id = j.table_id WHERE t.namespace = $1", NAMESPACE)
+        "JOIN icepack.tables t ON t.id = j.table_id WHERE t.namespace = $1",
+        NAMESPACE,
+    )
     actions = await db.fetch(
         "SELECT a.action, a.state, a.output, t.name FROM icepack.job_actions a "
         "JOIN icepack.jobs j ON j.id = a.job_id JOIN icepack.tables t ON t.id = j.table_id "
-        "WHERE t.namespace = $1", NAMESPACE)
-    holds = {r["name"]: r["maintenance_hold"] for r in await db.fetch(
-        "SELECT name, maintenance_hold FROM icepack.tables "
-        "WHERE namespace = $1 AND maintenance_hold IS NOT NULL", NAMESPACE)}
+        "WHERE t.namespace = $1",
+        NAMESPACE,
+    )
+    holds = {
+        r["name"]: r["maintenance_hold"]
+        for r in await db.fetch(
+            "SELECT name, maintenance_hold FROM icepack.tables "
+            "WHERE namespace = $1 AND maintenance_hold IS NOT NULL",
+            NAMESPACE,
+        )
+    }
 
     problems = []
     for table in tables:
@@ -112,30 +139,50 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
             problems.append(f"{table.name}: rows or contents changed")
         if missing := missing_referenced_files(spark, table.qualified):
             problems.append(f"{table.name}: referenced files deleted: {missing[:3]}")
-        replaces = {int(r["snapshot_id"]) for r in spark.sql(
-            f"SELECT snapshot_id FROM {table.qualified}.snapshots "
-            "WHERE operation = 'replace'").collect()}
-        covered = set().union(*(verified_snapshots(a["output"] or {}) for a in actions
-                                if a["name"] == table.name and a["action"] in REWRITES))
+        replaces = {
+            int(r["snapshot_id"])
+            for r in spark.sql(
+                f"SELECT snapshot_id FROM {table.qualified}.snapshots WHERE operation = 'replace'"
+            ).collect()
+        }
+        covered = set().union(
+            *(
+                verified_snapshots(a["output"] or {})
+                for a in actions
+                if a["name"] == table.name and a["action"] in REWRITES
+            )
+        )
         if replaces - covered and table.name not in holds:
-            problems.append(f"{table.name}: rewrite snapshots {sorted(replaces - covered)} "
-                            "were never verified and the table is not held")
-    failed = {t.name: sum(1 for j in jobs if j["name"] == t.name and j["state"] == "failed")
-              for t in tables}
+            problems.append(
+                f"{table.name}: rewrite snapshots {sorted(replaces - covered)} "
+                "were never verified and the table is not held"
+            )
+    failed = {
+        t.name: sum(1 for j in jobs if j["name"] == t.name and j["state"] == "failed")
+        for t in tables
+    }
     over_budget = {n: c for n, c in failed.items() if c > pipeline_settings.job_max_attempts}
     if over_budget:
         problems.append(f"tables over their failure budget: {over_budget}")
-    compacted = {a["name"] for a in actions
-                 if a["action"] == "rewrite_data_files" and a["state"] == "succeeded"}
+    compacted = {
+        a["name"]
+        for a in actions
+        if a["action"] == "rewrite_data_files" and a["state"] == "succeeded"
+    }
     not_compacted = sorted({t.name for t in tables} - compacted - set(holds))
     if not_compacted:
         errors = {j["name"]: j["error"] for j in jobs if j["name"] in not_compacted}
         problems.append(f"never compacted: {not_compacted} ({errors})")
     orphan_skips = await db.fetch(
         "SELECT t.name, r.actions FROM icepack.recommendations r "
-        "JOIN icepack.tables t ON t.id = r.table_id WHERE t.name IN ('outer_t', 'inner_t')")
-    refused = {r["name"] for r in orphan_skips for s in r["actions"]["skipped"]
-               if s["action"] == "remove_orphan_files" and "LOCATION_OVERLAP" in s["reason"]}
+        "JOIN icepack.tables t ON t.id = r.table_id WHERE t.name IN ('outer_t', 'inner_t')"
+    )
+    refused = {
+        r["name"]
+        for r in orphan_skips
+        for s in r["actions"]["skipped"]
+        if s["action"] == "remove_orphan_files" and "LOCATION_OVERLAP" in s["reason"]
+    }
     if refused != {"outer_t", "inner_t"}:
         problems.append(f"orphan removal not refused for nested locations: {refused}")
 
@@ -146,8 +193,9 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
         "kinds": sorted({t.kind for t in tables}),
         "jobs": len(jobs),  # the poison job included (its table is a zoo table)
         "jobs_succeeded": sum(1 for j in jobs if j["state"] == "succeeded"),
-        "rewrites_verified": sum(len(verified_snapshots(a["output"] or {})) for a in actions
-                                 if a["action"] in REWRITES),
+        "rewrites_verified": sum(
+            len(verified_snapshots(a["output"] or {})) for a in actions if a["action"] in REWRITES
+        ),
         "holds": holds,
         "max_failed_jobs_one_table": max(failed.values(), default=0),
         "poison_job": "failed alone",

@@ -43,8 +43,9 @@ def cli(database_url, spark_catalog_settings, monkeypatch):
     """Run ``icepack ...`` in-process against this test's database and the Spark catalog (the
     local engine reuses the session's SparkSession, so no second JVM starts)."""
     (catalog,) = spark_catalog_settings.effective_catalogs()
-    catalogs = [{"name": "icepack", "type": "sql", "uri": catalog.uri,
-                 "warehouse": catalog.warehouse}]
+    catalogs = [
+        {"name": "icepack", "type": "sql", "uri": catalog.uri, "warehouse": catalog.warehouse}
+    ]
     monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
     monkeypatch.setenv("ICEPACK_CATALOGS", json.dumps(catalogs))
     monkeypatch.setenv("ICEPACK_SPARK_JARS_DIR", str(spark_catalog_settings.spark_jars_dir))
@@ -65,8 +66,7 @@ def query(url: str, sql: str, *args: Any) -> list[asyncpg.Record]:
     return asyncio.run(go())
 
 
-def test_recommend_dry_run_and_maintain_compact_without_losing_a_row(
-        cli, spark, database_url):
+def test_recommend_dry_run_and_maintain_compact_without_losing_a_row(cli, spark, database_url):
     name = unique_name("small")
     table = make_small_files_table(spark, NS, name, batches=12)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
@@ -76,8 +76,9 @@ def test_recommend_dry_run_and_maintain_compact_without_losing_a_row(
     assert rec.exit_code == 0, rec.output
     answer = json.loads(rec.stdout)
     assert "SMALL_FILES" in {i["code"] for i in answer["health"]["issues"]}
-    (intent,) = [a for a in answer["recommendation"]["actions"]
-                 if a["action"] == "rewrite_data_files"]
+    (intent,) = [
+        a for a in answer["recommendation"]["actions"] if a["action"] == "rewrite_data_files"
+    ]
     assert intent["reason"] and intent["params"]["strategy"] == "binpack"
     assert intent["estimated_benefit"]["files_removed"] > 0
     text = cli("recommend", f"icepack.{NS}.{name}")
@@ -86,8 +87,10 @@ def test_recommend_dry_run_and_maintain_compact_without_losing_a_row(
 
     dry = cli("maintain", f"{NS}.{name}", "--dry-run")
     assert dry.exit_code == 0, dry.output
-    assert (f"CALL `icepack`.`system`.`rewrite_data_files`(table => '`icepack`.`{NS}`."
-            f"`{name}`', strategy => 'binpack'") in dry.stdout
+    assert (
+        f"CALL `icepack`.`system`.`rewrite_data_files`(table => '`icepack`.`{NS}`."
+        f"`{name}`', strategy => 'binpack'"
+    ) in dry.stdout
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) == files_before
     assert snapshot_count(spark, table) == snapshots_before
@@ -104,8 +107,12 @@ def test_recommend_dry_run_and_maintain_compact_without_losing_a_row(
 
     (job,) = query(database_url, "SELECT * FROM icepack.jobs")
     assert (job["id"], job["trigger"], job["state"]) == (result["job"], "cli", "succeeded")
-    actions = query(database_url, "SELECT action, state, sql_text, impact::text AS impact "
-                    "FROM icepack.job_actions WHERE job_id = $1 ORDER BY id", job["id"])
+    actions = query(
+        database_url,
+        "SELECT action, state, sql_text, impact::text AS impact "
+        "FROM icepack.job_actions WHERE job_id = $1 ORDER BY id",
+        job["id"],
+    )
     assert [a["action"] for a in actions] == ["rewrite_data_files"]
     impact = json.loads(actions[0]["impact"])
     assert impact["before"]["data_file_count"] == files_before
@@ -123,14 +130,16 @@ def test_maintain_refuses_a_table_another_job_holds(cli, spark, database_url):
     name = unique_name("locked")
     table = make_small_files_table(spark, NS, name, batches=6)
     files_before = data_file_count(spark, table)
-    location = spark.sql(f"SELECT file FROM {table}.metadata_log_entries "
-                         "ORDER BY timestamp DESC LIMIT 1").first()["file"]
+    location = spark.sql(
+        f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
+    ).first()["file"]
 
     async def hold() -> None:
         pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
         try:
-            table_id = await pool.fetchval(load_query("table_insert"), "icepack", NS, name,
-                                           location, "{}")
+            table_id = await pool.fetchval(
+                load_query("table_insert"), "icepack", NS, name, location, "{}"
+            )
             await TableLocks(pool).acquire(table_id, "executor-elsewhere", 0, 600)
         finally:
             await pool.close()
@@ -155,8 +164,11 @@ def test_usage_errors_and_unreadable_tables(cli, spark):
 
 def _demo_env(data_dir: Path, base_port: int, jars: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
-    return env | {"ICEPACK_DATA_DIR": str(data_dir), "ICEPACK_UP_BASE_PORT": str(base_port),
-                  "ICEPACK_SPARK_JARS_DIR": str(jars)}
+    return env | {
+        "ICEPACK_DATA_DIR": str(data_dir),
+        "ICEPACK_UP_BASE_PORT": str(base_port),
+        "ICEPACK_SPARK_JARS_DIR": str(jars),
+    }
 
 
 @pytest.mark.timeout(DEMO_DEADLINE_S + 60)
@@ -167,22 +179,33 @@ def test_demo_until_healthy_heals_every_demo_table(spark_jars):
     started = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "icepack_core.cli.app", "demo", "--until-healthy",
-             "--deadline", str(DEMO_DEADLINE_S)],
-            env=_demo_env(data_dir, free_port_block(5), spark_jars), cwd=REPO_ROOT,
-            capture_output=True, text=True, timeout=DEMO_DEADLINE_S + 45, check=False)
+            [
+                sys.executable,
+                "-m",
+                "icepack_core.cli.app",
+                "demo",
+                "--until-healthy",
+                "--deadline",
+                str(DEMO_DEADLINE_S),
+            ],
+            env=_demo_env(data_dir, free_port_block(5), spark_jars),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=DEMO_DEADLINE_S + 45,
+            check=False,
+        )
         elapsed = time.monotonic() - started
         output = proc.stdout + proc.stderr
         assert proc.returncode == 0, output[-6000:]
         assert "all demo tables healthy after" in output, output[-6000:]
-        final = output[output.rindex("demo lake (demo.*) at"):]
+        final = output[output.rindex("demo lake (demo.*) at") :]
         for table in ("clicks", "customers", "events", "orders"):
             assert re.search(rf"^ *{table} +healthy ", final, re.MULTILINE), final
         # Invariants only: how many jobs the planner runs depends on timing (expiry on clicks
         # may come due again after compaction), so no job count is asserted.
         assert "failed 0" in final, final
-        jobs = re.findall(r"^ *(\d+) (clicks|customers|events|orders) +(\w+)", final,
-                          re.MULTILINE)
+        jobs = re.findall(r"^ *(\d+) (clicks|customers|events|orders) +(\w+)", final, re.MULTILINE)
         assert {name for _, name, _ in jobs} >= {"events", "orders"}, final
         assert all(state == "succeeded" for _, _, state in jobs), final
         assert re.search(r"^ *\d+ events +succeeded .* \d\d+->1 ", final, re.MULTILINE), final

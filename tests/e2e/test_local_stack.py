@@ -33,23 +33,35 @@ def free_port_block(size: int) -> int:
 
 
 def service_env(database_url, tmp_path, **extra):
-    return {**os.environ, "ICEPACK_DATABASE_URL": database_url,
-            "ICEPACK_DATA_DIR": str(tmp_path), "ICEPACK_POLL_INTERVAL_SECONDS": "0.5", **extra}
+    return {
+        **os.environ,
+        "ICEPACK_DATABASE_URL": database_url,
+        "ICEPACK_DATA_DIR": str(tmp_path),
+        "ICEPACK_POLL_INTERVAL_SECONDS": "0.5",
+        **extra,
+    }
 
 
 @pytest.mark.slow
 async def test_up_serves_health_for_all_services_and_stops_on_sigterm(database_url, tmp_path):
     base = free_port_block(5)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "icepack_core.cli.app", "up",
+        sys.executable,
+        "-m",
+        "icepack_core.cli.app",
+        "up",
         env=service_env(database_url, tmp_path, ICEPACK_UP_BASE_PORT=str(base)),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         async with httpx.AsyncClient(timeout=2) as client:
+
             async def all_ready():
                 try:
-                    answers = [await client.get(f"http://127.0.0.1:{base + i}/readyz")
-                               for i in range(5)]
+                    answers = [
+                        await client.get(f"http://127.0.0.1:{base + i}/readyz") for i in range(5)
+                    ]
                 except httpx.TransportError:
                     return None
                 return answers if all(a.status_code == 200 for a in answers) else None
@@ -68,9 +80,16 @@ async def test_up_serves_health_for_all_services_and_stops_on_sigterm(database_u
 
 async def run_once(database_url, tmp_path):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "icepack_core.cli.app", "service", "executor", "--once",
+        sys.executable,
+        "-m",
+        "icepack_core.cli.app",
+        "service",
+        "executor",
+        "--once",
         env=service_env(database_url, tmp_path, ICEPACK_HTTP_PORT="0"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     return proc.returncode, err.decode()
 
@@ -86,7 +105,8 @@ async def test_executor_once_exits_zero_when_nothing_is_queued(database_url, tmp
 async def test_executor_once_runs_one_job_under_its_fence_and_exits(db, database_url, tmp_path):
     queue = JobQueue(db)
     table_id = await db.fetchval(
-        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c','n','t') RETURNING id")
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c','n','t') RETURNING id"
+    )
     bad = (await queue.enqueue(table_id, [{"action": "drop_everything"}], priority=1)).job
     later = (await queue.enqueue(None, [{"action": "rewrite_manifests"}], priority=2)).job
 

@@ -27,8 +27,7 @@ NS = "flow"
 
 @pytest.fixture
 def flow_settings(database_url, spark_catalog_settings, tmp_path):
-    return service_settings(database_url, spark_catalog_settings, tmp_path,
-                            include=[f"{NS}.*"])
+    return service_settings(database_url, spark_catalog_settings, tmp_path, include=[f"{NS}.*"])
 
 
 async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):
@@ -42,25 +41,34 @@ async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):
             "    AND j.state = 'succeeded') AS jobs_done "
             "FROM icepack.tables t JOIN LATERAL (SELECT * FROM icepack.health_assessments a "
             "  WHERE a.table_id = t.id ORDER BY a.id DESC LIMIT 1) h ON true "
-            "WHERE t.namespace = $1 AND t.name = 'events'", NS)
+            "WHERE t.namespace = $1 AND t.name = 'events'",
+            NS,
+        )
         return row if row and row["jobs_done"] >= 1 and row["health"] == "healthy" else None
 
     services = [DiscoveryService(), InspectorService(), PlannerService(), ExecutorService()]
     async with running(services, flow_settings):
         first = await eventually(
-            lambda: db.fetchrow("SELECT health, issues FROM icepack.health_assessments "
-                                "ORDER BY id LIMIT 1"), timeout=60, what="first assessment")
+            lambda: db.fetchrow(
+                "SELECT health, issues FROM icepack.health_assessments ORDER BY id LIMIT 1"
+            ),
+            timeout=60,
+            what="first assessment",
+        )
         assert first["health"] != "healthy"
         assert "SMALL_FILES" in {i["code"] for i in first["issues"]}
-        done = await eventually(healthy_after_a_job, timeout=240, interval=0.5,
-                                what="table healthy after maintenance")
+        done = await eventually(
+            healthy_after_a_job, timeout=240, interval=0.5, what="table healthy after maintenance"
+        )
 
     assert fingerprint(spark, table) == before  # same rows, same contents
     assert data_file_count(spark, table) < files_before
     assert missing_referenced_files(spark, table) == []
     action = await db.fetchrow(
         "SELECT a.* FROM icepack.job_actions a JOIN icepack.jobs j ON j.id = a.job_id "
-        "WHERE j.table_id = $1 AND a.action = 'rewrite_data_files'", done["id"])
+        "WHERE j.table_id = $1 AND a.action = 'rewrite_data_files'",
+        done["id"],
+    )
     assert action["state"] == "succeeded"
     # What the UI and `icepack job` say about it, read from what the executor stored.
     safety = action_safety(action["action"], action["state"], action["output"], action["impact"])
@@ -72,14 +80,18 @@ async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):
     assert "CALL `icepack`.`system`.`rewrite_data_files`" in action["sql_text"]
     recommendation = await db.fetchrow(
         "SELECT actions FROM icepack.recommendations WHERE table_id = $1 AND job_id IS NOT NULL",
-        done["id"])
+        done["id"],
+    )
     assert "small files" in recommendation["actions"]["actions"][0]["reason"]
 
     # One trace: discovery's event -> inspector -> planner -> executor for this table.
     by_trace: dict[int, set[str]] = {}
     for span in spans.get_finished_spans():
         by_trace.setdefault(span.context.trace_id, set()).add(span.name)
-    journeys = [names for names in by_trace.values()
-                if "discovery table.discovered" in names and "executor job" in names]
+    journeys = [
+        names
+        for names in by_trace.values()
+        if "discovery table.discovered" in names and "executor job" in names
+    ]
     assert journeys, sorted(by_trace.values(), key=len)[-3:]
     assert {"inspector table", "planner table"} <= journeys[0]

@@ -22,9 +22,16 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}_{next(_names)}"
 
 
-def make_small_files_table(spark: Any, namespace: str, name: str, batches: int = 12,
-                           rows: int = 20, partitioned: bool = False,
-                           merge_on_read: bool = False, fmt_version: int = 2) -> str:
+def make_small_files_table(
+    spark: Any,
+    namespace: str,
+    name: str,
+    batches: int = 12,
+    rows: int = 20,
+    partitioned: bool = False,
+    merge_on_read: bool = False,
+    fmt_version: int = 2,
+) -> str:
     """A table of ``batches`` tiny appends (one small file each, or more if partitioned)."""
     table = qualified_name(CATALOG, [namespace], name)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(CATALOG, [], namespace)}")
@@ -32,27 +39,31 @@ def make_small_files_table(spark: Any, namespace: str, name: str, batches: int =
     props = [f"'format-version'='{fmt_version}'", "'write.target-file-size-bytes'='1048576'"]
     if merge_on_read:
         props += ["'write.delete.mode'='merge-on-read'", "'write.update.mode'='merge-on-read'"]
-    spark.sql(f"CREATE TABLE {table} (id BIGINT, part STRING, payload STRING) USING iceberg "
-              f"{partition} TBLPROPERTIES ({', '.join(props)})")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT, part STRING, payload STRING) USING iceberg "
+        f"{partition} TBLPROPERTIES ({', '.join(props)})"
+    )
     for b in range(batches):
         spark.sql(
             f"INSERT INTO {table} SELECT id, CASE WHEN id % 3 = 0 THEN 'a' ELSE 'b' END AS part, "
             f"concat('row-', id) AS payload FROM range({b * rows}, {(b + 1) * rows}) "
-            "DISTRIBUTE BY part" if partitioned else
-            f"INSERT INTO {table} SELECT id, 'a', concat('row-', id) "
-            f"FROM range({b * rows}, {(b + 1) * rows})")
+            "DISTRIBUTE BY part"
+            if partitioned
+            else f"INSERT INTO {table} SELECT id, 'a', concat('row-', id) "
+            f"FROM range({b * rows}, {(b + 1) * rows})"
+        )
     return table
 
 
 def fingerprint(spark: Any, table: str) -> tuple[int, int]:
-    row = spark.sql(f"SELECT count(*) AS n, coalesce(sum(cast(hash(*) AS BIGINT)), 0) AS h "
-                    f"FROM {table}").first()
+    row = spark.sql(
+        f"SELECT count(*) AS n, coalesce(sum(cast(hash(*) AS BIGINT)), 0) AS h FROM {table}"
+    ).first()
     return int(row["n"]), int(row["h"])
 
 
 def data_file_count(spark: Any, table: str) -> int:
-    return int(spark.sql(f"SELECT count(*) AS n FROM {table}.files WHERE content = 0")
-               .first()["n"])
+    return int(spark.sql(f"SELECT count(*) AS n FROM {table}.files WHERE content = 0").first()["n"])
 
 
 def snapshot_count(spark: Any, table: str) -> int:
@@ -66,9 +77,12 @@ def local_path(location: str) -> Path:
 def missing_referenced_files(spark: Any, table: str) -> list[str]:
     """Files any remaining snapshot still references (data, deletes, manifests, lists) that are
     gone from disk. Must always be empty."""
-    paths = [r["file_path"] for r in spark.sql(
-        f"SELECT file_path FROM {table}.all_files").collect()]
+    paths = [
+        r["file_path"] for r in spark.sql(f"SELECT file_path FROM {table}.all_files").collect()
+    ]
     paths += [r["path"] for r in spark.sql(f"SELECT path FROM {table}.all_manifests").collect()]
-    paths += [r["manifest_list"] for r in spark.sql(
-        f"SELECT manifest_list FROM {table}.snapshots").collect()]
+    paths += [
+        r["manifest_list"]
+        for r in spark.sql(f"SELECT manifest_list FROM {table}.snapshots").collect()
+    ]
     return [p for p in paths if not local_path(p).exists()]

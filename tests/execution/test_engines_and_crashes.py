@@ -37,18 +37,25 @@ NS = "engines"
 @pytest.mark.parametrize("kind", ["thrift", "connect"])
 async def test_maintenance_through_a_remote_engine(kind, request, spark):
     server = request.getfixturevalue(f"{kind}_server")
-    engine = (ThriftEngine(server.host, server.port) if kind == "thrift"
-              else ConnectEngine(f"sc://{server.host}:{server.port}"))
+    engine = (
+        ThriftEngine(server.host, server.port)
+        if kind == "thrift"
+        else ConnectEngine(f"sc://{server.host}:{server.port}")
+    )
     name = unique_name(kind)
     table = make_small_files_table(spark, NS, name, batches=6)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
     try:
         maintenance = TableMaintenance(engine, TableRef(CATALOG, NS, name))
-        rewrite = await maintenance.run({"action": "rewrite_data_files",
-                                         "params": {"options": {"min-input-files": "2"}}})
-        expire = await maintenance.run({"action": "expire_snapshots",
-                                        "params": {"older_than": "2999-01-01T00:00:00Z",
-                                                   "retain_last": 1}})
+        rewrite = await maintenance.run(
+            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+        )
+        expire = await maintenance.run(
+            {
+                "action": "expire_snapshots",
+                "params": {"older_than": "2999-01-01T00:00:00Z", "retain_last": 1},
+            }
+        )
     finally:
         await engine.close()
     spark.sql(f"REFRESH TABLE {table}")
@@ -65,14 +72,18 @@ async def test_every_type_is_verified_through_a_remote_engine(kind, request, spa
     """The fingerprint's schema comes from SQL (SHOW CREATE TABLE), so maps, nested types,
     binary, decimals and NaN verify the same over Thrift and Connect as in process."""
     server = request.getfixturevalue(f"{kind}_server")
-    engine = (ThriftEngine(server.host, server.port) if kind == "thrift"
-              else ConnectEngine(f"sc://{server.host}:{server.port}"))
+    engine = (
+        ThriftEngine(server.host, server.port)
+        if kind == "thrift"
+        else ConnectEngine(f"sc://{server.host}:{server.port}")
+    )
     name = unique_name(f"types_{kind}")
     table = make_all_types_table(spark, NS, name)
     before = content(spark, table)
     try:
         outcome = await TableMaintenance(engine, TableRef(CATALOG, NS, name)).run(
-            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}})
+            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+        )
     finally:
         await engine.close()
     (checked,) = outcome.verification["verification"]["snapshots"]
@@ -94,53 +105,87 @@ async def test_appends_committed_during_compaction_all_survive(spark, spark_cata
         return 6
 
     _, added = await asyncio.gather(
-        maintenance.run({"action": "rewrite_data_files",
-                         "params": {"options": {"min-input-files": "2"}}}),
-        asyncio.to_thread(writer))
+        maintenance.run(
+            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+        ),
+        asyncio.to_thread(writer),
+    )
     total = spark.sql(f"SELECT count(*) AS n, count(DISTINCT id) AS d FROM {table}").first()
     assert total["n"] == total["d"] == before[0] + added  # nothing lost, nothing doubled
-    original = spark.sql(f"SELECT count(*) AS n, coalesce(sum(cast(hash(*) AS BIGINT)), 0) AS h "
-                         f"FROM {table} WHERE id < 100000").first()
+    original = spark.sql(
+        f"SELECT count(*) AS n, coalesce(sum(cast(hash(*) AS BIGINT)), 0) AS h "
+        f"FROM {table} WHERE id < 100000"
+    ).first()
     assert (original["n"], original["h"]) == before
     assert missing_referenced_files(spark, table) == []
 
 
-def executor_env(database_url: str, spark_catalog_settings: Any, data_dir: Path
-                 ) -> dict[str, str]:
+def executor_env(database_url: str, spark_catalog_settings: Any, data_dir: Path) -> dict[str, str]:
     """The environment of an ``icepack service executor --once`` child on the Spark fixtures'
     catalog: a 6 s lease and no retry backoff, so a killed attempt is re-run at once."""
     (catalog,) = spark_catalog_settings.effective_catalogs()
-    return {**os.environ, "ICEPACK_DATABASE_URL": database_url, "ICEPACK_HTTP_PORT": "0",
-            "ICEPACK_DATA_DIR": str(data_dir), "ICEPACK_JOB_LEASE_SECONDS": "6",
-            "ICEPACK_JOB_BACKOFF_BASE_SECONDS": "0", "ICEPACK_JOB_BACKOFF_CAP_SECONDS": "0",
-            "ICEPACK_SPARK_JARS_DIR": str(spark_catalog_settings.spark_jars_dir),
-            "ICEPACK_SPARK_MASTER": "local[1]",
-            "ICEPACK_CATALOGS": json.dumps([{"name": catalog.name, "type": "sql",
-                                             "uri": catalog.uri,
-                                             "warehouse": catalog.warehouse}])}
+    return {
+        **os.environ,
+        "ICEPACK_DATABASE_URL": database_url,
+        "ICEPACK_HTTP_PORT": "0",
+        "ICEPACK_DATA_DIR": str(data_dir),
+        "ICEPACK_JOB_LEASE_SECONDS": "6",
+        "ICEPACK_JOB_BACKOFF_BASE_SECONDS": "0",
+        "ICEPACK_JOB_BACKOFF_CAP_SECONDS": "0",
+        "ICEPACK_SPARK_JARS_DIR": str(spark_catalog_settings.spark_jars_dir),
+        "ICEPACK_SPARK_MASTER": "local[1]",
+        "ICEPACK_CATALOGS": json.dumps(
+            [
+                {
+                    "name": catalog.name,
+                    "type": "sql",
+                    "uri": catalog.uri,
+                    "warehouse": catalog.warehouse,
+                }
+            ]
+        ),
+    }
 
 
 async def test_executor_killed_mid_rewrite_is_rerun_after_lease_expiry(
-        spark, spark_catalog_settings, db, database_url, tmp_path):
+    spark, spark_catalog_settings, db, database_url, tmp_path
+):
     name = unique_name("crash")
     table = make_small_files_table(spark, NS, name, batches=40, rows=50)
     before = fingerprint(spark, table)
-    referenced = {local_path(r["file_path"]) for r in
-                  spark.sql(f"SELECT file_path FROM {table}.files").collect()}
+    referenced = {
+        local_path(r["file_path"])
+        for r in spark.sql(f"SELECT file_path FROM {table}.files").collect()
+    }
     data_dir = next(iter(referenced)).parent
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ($1, $2, $3) RETURNING id",
-        CATALOG, NS, name)
+        CATALOG,
+        NS,
+        name,
+    )
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))  # re-run at once once reaped
-    job = (await queue.enqueue(table_id, [{"action": "rewrite_data_files",
-                                           "params": {"options": {"min-input-files": "2"}}}],
-                               max_attempts=3)).job
+    job = (
+        await queue.enqueue(
+            table_id,
+            [{"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}],
+            max_attempts=3,
+        )
+    ).job
     env = executor_env(database_url, spark_catalog_settings, tmp_path)
 
     async def executor():
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "icepack_core.cli.app", "service", "executor", "--once", env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "icepack_core.cli.app",
+            "service",
+            "executor",
+            "--once",
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
 
     first = await executor()
 
@@ -149,8 +194,9 @@ async def test_executor_killed_mid_rewrite_is_rerun_after_lease_expiry(
         new = {p for p in data_dir.iterdir() if p.suffix == ".parquet"} - referenced
         return state == "running" and bool(new)
 
-    await eventually(rewrite_writing_files, timeout=120, interval=0.02,
-                     what="the rewrite to start writing files")
+    await eventually(
+        rewrite_writing_files, timeout=120, interval=0.02, what="the rewrite to start writing files"
+    )
     first.send_signal(signal.SIGKILL)  # no cleanup, no lock release, no job update
     await first.wait()
     assert (await queue.get(job.id)).state.value == "running"  # until its lease runs out
@@ -196,27 +242,44 @@ CREATE TRIGGER test_commit_gate BEFORE UPDATE ON iceberg_tables
 
 
 async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
-        spark, spark_catalog_settings, spark_database_url, db, database_url, tmp_path):
+    spark, spark_catalog_settings, spark_database_url, db, database_url, tmp_path
+):
     import asyncpg
 
     name = unique_name("partialkill")
     table = make_small_files_table(spark, NS, name, batches=24, rows=50)
     before = fingerprint(spark, table)
-    start = int(spark.sql(f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "
-                          "ORDER BY made_current_at DESC LIMIT 1").first()["snapshot_id"])
-    avg_size = int(spark.sql(f"SELECT avg(file_size_in_bytes) AS s FROM {table}.files")
-                   .first()["s"])
+    start = int(
+        spark.sql(
+            f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "
+            "ORDER BY made_current_at DESC LIMIT 1"
+        ).first()["snapshot_id"]
+    )
+    avg_size = int(
+        spark.sql(f"SELECT avg(file_size_in_bytes) AS s FROM {table}.files").first()["s"]
+    )
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ($1, $2, $3) RETURNING id",
-        CATALOG, NS, name)
+        CATALOG,
+        NS,
+        name,
+    )
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
     # ~6 file groups of 4 files, committed in up to 3 partial-progress commits.
-    options = {"rewrite-all": "true", "partial-progress.enabled": "true",
-               "partial-progress.max-commits": "3", "max-concurrent-file-group-rewrites": "1",
-               "max-file-group-size-bytes": str(int(avg_size * 4.5))}
-    job = (await queue.enqueue(table_id, [{"action": "rewrite_data_files",
-                                           "params": {"options": options}}],
-                               max_attempts=3)).job
+    options = {
+        "rewrite-all": "true",
+        "partial-progress.enabled": "true",
+        "partial-progress.max-commits": "3",
+        "max-concurrent-file-group-rewrites": "1",
+        "max-file-group-size-bytes": str(int(avg_size * 4.5)),
+    }
+    job = (
+        await queue.enqueue(
+            table_id,
+            [{"action": "rewrite_data_files", "params": {"options": options}}],
+            max_attempts=3,
+        )
+    ).job
     env = executor_env(database_url, spark_catalog_settings, tmp_path)
     gate = await asyncpg.connect(spark_database_url)
     try:
@@ -226,26 +289,45 @@ async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
         # Its own process group: the kill takes the Spark JVM with it, as a killed pod would,
         # so nothing of the first attempt can retry its commit later.
         first = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "icepack_core.cli.app", "service", "executor", "--once", env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True)
+            sys.executable,
+            "-m",
+            "icepack_core.cli.app",
+            "service",
+            "executor",
+            "--once",
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
         async def second_commit_blocked():
-            return await gate.fetchval(
-                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.locktype = 'advisory' AND NOT l.granted AND a.datname = "
-                "current_database()") == 1
+            return (
+                await gate.fetchval(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE l.locktype = 'advisory' AND NOT l.granted AND a.datname = "
+                    "current_database()"
+                )
+                == 1
+            )
 
-        await eventually(second_commit_blocked, timeout=300, interval=0.1,
-                         what="the first partial commit, and the second waiting at the gate")
-        assert await gate.fetchval("SELECT commits FROM test_commit_gate WHERE table_name = $1",
-                                   name) == 1  # exactly one partial commit landed
+        await eventually(
+            second_commit_blocked,
+            timeout=300,
+            interval=0.1,
+            what="the first partial commit, and the second waiting at the gate",
+        )
+        assert (
+            await gate.fetchval("SELECT commits FROM test_commit_gate WHERE table_name = $1", name)
+            == 1
+        )  # exactly one partial commit landed
         os.killpg(first.pid, signal.SIGKILL)
         await first.wait()
         # The dead executor's catalog UPDATE must not land when the gate opens.
         await gate.execute(
             "SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' "
-            "AND NOT l.granted AND l.pid <> pg_backend_pid()")
+            "AND NOT l.granted AND l.pid <> pg_backend_pid()"
+        )
 
         async def blocked_gone():
             return not await second_commit_blocked()
@@ -259,37 +341,58 @@ async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
         await gate.close()
 
     spark.sql(f"REFRESH TABLE {table}")
-    partial = [int(r["snapshot_id"]) for r in spark.sql(
-        f"SELECT snapshot_id FROM {table}.snapshots WHERE operation = 'replace'").collect()]
+    partial = [
+        int(r["snapshot_id"])
+        for r in spark.sql(
+            f"SELECT snapshot_id FROM {table}.snapshots WHERE operation = 'replace'"
+        ).collect()
+    ]
     assert len(partial) == 1  # the first attempt's one partial commit
-    pending = await db.fetchrow("SELECT * FROM icepack.pending_verifications "
-                                "WHERE table_id = $1", table_id)
-    assert (pending["job_id"], pending["fence"], pending["start_snapshot_id"]) == \
-        (job.id, 1, start)
+    pending = await db.fetchrow(
+        "SELECT * FROM icepack.pending_verifications WHERE table_id = $1", table_id
+    )
+    assert (pending["job_id"], pending["fence"], pending["start_snapshot_id"]) == (job.id, 1, start)
 
     async def reaped():
         return [j for j in await queue.reap() if j.id == job.id]
 
     await eventually(reaped, timeout=30, interval=0.5, what="lease expiry")
     second = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "icepack_core.cli.app", "service", "executor", "--once", env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "icepack_core.cli.app",
+        "service",
+        "executor",
+        "--once",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(second.communicate(), timeout=600)
     assert second.returncode == 0, err.decode()[-3000:]
     done = await queue.get(job.id)
     assert done.state.value == "succeeded" and done.fence == 2, (done.error, err.decode()[-2000:])
 
-    actions = await db.fetch("SELECT action, state, fence, output FROM icepack.job_actions "
-                             "WHERE job_id = $1 ORDER BY id", job.id)
+    actions = await db.fetch(
+        "SELECT action, state, fence, output FROM icepack.job_actions "
+        "WHERE job_id = $1 ORDER BY id",
+        job.id,
+    )
     assert [(a["action"], a["state"], a["fence"]) for a in actions] == [
-        ("verify_rewrites", "succeeded", 2), ("rewrite_data_files", "succeeded", 2)]
+        ("verify_rewrites", "succeeded", 2),
+        ("rewrite_data_files", "succeeded", 2),
+    ]
     evidence = actions[0]["output"]["verification"]
     assert evidence["status"] == "verified" and evidence["start_snapshot_id"] == start
     assert evidence["pending"]["job_id"] == job.id and evidence["pending"]["fence"] == 1
     assert [s["snapshot_id"] for s in evidence["snapshots"]] == partial
     assert all(s["ok"] and s["rows_after"] == before[0] for s in evidence["snapshots"])
-    assert await db.fetchval("SELECT count(*) FROM icepack.pending_verifications "
-                             "WHERE table_id = $1", table_id) == 0
+    assert (
+        await db.fetchval(
+            "SELECT count(*) FROM icepack.pending_verifications WHERE table_id = $1", table_id
+        )
+        == 0
+    )
 
     spark.sql(f"REFRESH TABLE {table}")
     totals = spark.sql(f"SELECT count(*) AS n, count(DISTINCT id) AS d FROM {table}").first()

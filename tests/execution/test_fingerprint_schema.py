@@ -15,20 +15,37 @@ from icepack_core.execution.fingerprint import (
     parse_type,
 )
 
-PRIMITIVES = ["BOOLEAN", "INT", "BIGINT", "FLOAT", "DOUBLE", "DATE", "TIMESTAMP",
-              "TIMESTAMP_NTZ", "STRING", "BINARY", "DECIMAL(38,10)", "DECIMAL(9,2)"]
+PRIMITIVES = [
+    "BOOLEAN",
+    "INT",
+    "BIGINT",
+    "FLOAT",
+    "DOUBLE",
+    "DATE",
+    "TIMESTAMP",
+    "TIMESTAMP_NTZ",
+    "STRING",
+    "BINARY",
+    "DECIMAL(38,10)",
+    "DECIMAL(9,2)",
+]
 # Any name Iceberg allows, including the characters that break naive parsing.
 names = st.text(st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=12)
 
 
 def spark_types() -> st.SearchStrategy[SparkType]:
     leaves = st.sampled_from(PRIMITIVES).map(lambda t: SparkType(t.split("(")[0]))
-    return st.recursive(leaves, lambda inner: st.one_of(
-        inner.map(lambda t: SparkType("ARRAY", (t,))),
-        st.tuples(inner, inner).map(lambda kv: SparkType("MAP", kv)),
-        st.lists(st.tuples(names, inner), min_size=1, max_size=4,
-                 unique_by=lambda f: f[0]).map(lambda fs: SparkType("STRUCT", fields=tuple(fs))),
-    ), max_leaves=12)
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            inner.map(lambda t: SparkType("ARRAY", (t,))),
+            st.tuples(inner, inner).map(lambda kv: SparkType("MAP", kv)),
+            st.lists(st.tuples(names, inner), min_size=1, max_size=4, unique_by=lambda f: f[0]).map(
+                lambda fs: SparkType("STRUCT", fields=tuple(fs))
+            ),
+        ),
+        max_leaves=12,
+    )
 
 
 def quote_if_needed(name: str) -> str:
@@ -63,8 +80,10 @@ def test_every_rendered_type_parses_back_to_itself(kind, comments):
 @given(st.lists(st.tuples(names, spark_types()), min_size=1, max_size=5, unique_by=lambda c: c[0]))
 def test_show_create_table_columns_parse_in_order(columns):
     body = ",\n  ".join(f"{quote_if_needed(n)} {render(t, True)}" for n, t in columns)
-    ddl = (f"CREATE TABLE icepack.`n s`.`t(1)` (\n  {body})\nUSING iceberg\n"
-           "TBLPROPERTIES (\n  'format' = 'iceberg/parquet')\n")
+    ddl = (
+        f"CREATE TABLE icepack.`n s`.`t(1)` (\n  {body})\nUSING iceberg\n"
+        "TBLPROPERTIES (\n  'format' = 'iceberg/parquet')\n"
+    )
     assert parse_columns(ddl) == columns
     expression = checksum_expression(columns)  # every identifier quoted, nothing raises
     assert expression.startswith("coalesce(sum(cast(xxhash64(")
@@ -78,8 +97,9 @@ def test_maps_at_any_depth_become_sorted_entries():
     assert canonical("`c`", parse_type("ARRAY<STRUCT<s: STRING>>")) == "`c`"  # no map: as is
 
 
-@pytest.mark.parametrize("bad", ["MAP<STRING>", "STRUCT<a INT>", "ARRAY<INT", "INT INT", "",
-                                 "STRUCT<`a: INT>"])
+@pytest.mark.parametrize(
+    "bad", ["MAP<STRING>", "STRUCT<a INT>", "ARRAY<INT", "INT INT", "", "STRUCT<`a: INT>"]
+)
 def test_unparseable_types_are_named_in_the_error(bad):
     with pytest.raises(SchemaUnreadable):
         parse_type(bad)

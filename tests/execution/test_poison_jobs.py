@@ -27,27 +27,37 @@ POISON = {
 def executor_settings(database_url, tmp_path):
     # No catalog is configured for the table below: its inspection fails (logged, not fatal),
     # and none of these jobs ever reaches Spark.
-    return load_settings(database_url=database_url, data_dir=tmp_path / "data",
-                         poll_interval_seconds=0.2, job_backoff_base_seconds=0,
-                         job_lease_seconds=30)
+    return load_settings(
+        database_url=database_url,
+        data_dir=tmp_path / "data",
+        poll_interval_seconds=0.2,
+        job_backoff_base_seconds=0,
+        job_lease_seconds=30,
+    )
 
 
 async def test_poison_jobs_fail_alone_and_the_executor_runs_the_next_job(db, executor_settings):
     queue = JobQueue(db)
     table_id = await db.fetchval(
-        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'n', 't') "
-        "RETURNING id")
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'n', 't') RETURNING id"
+    )
     dropped_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name, dropped_at) "
-        "VALUES ('c', 'n', 'gone', now()) RETURNING id")
+        "VALUES ('c', 'n', 'gone', now()) RETURNING id"
+    )
     poison = {}
     for priority, (label, actions) in enumerate(POISON.items()):
-        poison[label] = (await queue.enqueue(table_id, actions, priority=priority,
-                                             max_attempts=3)).job.id
-    poison["dropped table"] = (await queue.enqueue(
-        dropped_id, [{"action": "rewrite_manifests"}], priority=10, max_attempts=3)).job.id
+        poison[label] = (
+            await queue.enqueue(table_id, actions, priority=priority, max_attempts=3)
+        ).job.id
+    poison["dropped table"] = (
+        await queue.enqueue(
+            dropped_id, [{"action": "rewrite_manifests"}], priority=10, max_attempts=3
+        )
+    ).job.id
 
     async with running([ExecutorService()], executor_settings) as tasks:
+
         async def all_finished():
             states = {label: await queue.get(job_id) for label, job_id in poison.items()}
             done = all(j.state.terminal for j in states.values())

@@ -16,8 +16,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "confs"
 SHUFFLE = "spark.sql.shuffle.partitions"
 PLANNING = "spark.sql.iceberg.data-planning-mode"  # has a '-': SET must backquote it
-TUNED = {"icepack.spark.sql.shuffle.partitions": "7",
-         "icepack.spark.sql.iceberg.data-planning-mode": "local"}
+TUNED = {
+    "icepack.spark.sql.shuffle.partitions": "7",
+    "icepack.spark.sql.iceberg.data-planning-mode": "local",
+}
 
 
 def conf(spark, key):
@@ -36,6 +38,7 @@ async def test_confs_of_one_table_are_reset_before_the_next(spark, spark_catalog
     def recorder(name):
         async def after_call(_action):
             seen[name] = (conf(spark, SHUFFLE), conf(spark, PLANNING))
+
         return after_call
 
     action = {"action": "rewrite_manifests", "params": {"use_caching": False}}

@@ -41,16 +41,21 @@ async def test_rewrite_data_files_compacts_without_losing_a_row(spark, engine):
     name = unique_name("small")
     table = make_small_files_table(spark, NS, name, batches=12)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
-    outcome = await maintenance(engine, name).run({
-        "action": "rewrite_data_files",
-        "params": {"strategy": "binpack", "options": {"min-input-files": "5"}}})
+    outcome = await maintenance(engine, name).run(
+        {
+            "action": "rewrite_data_files",
+            "params": {"strategy": "binpack", "options": {"min-input-files": "5"}},
+        }
+    )
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) < files_before
     assert outcome.output["rewritten_data_files_count"] == files_before
     (verified,) = outcome.verification["verified_snapshots"]
     assert verified["rows_before"] == verified["rows_after"] == before[0]
-    assert "CALL `icepack`.`system`.`rewrite_data_files`(table => '`icepack`.`maint`." in \
-        outcome.sql[-1]
+    assert (
+        "CALL `icepack`.`system`.`rewrite_data_files`(table => '`icepack`.`maint`."
+        in outcome.sql[-1]
+    )
     assert missing_referenced_files(spark, table) == []
 
 
@@ -58,13 +63,21 @@ async def test_partition_scoped_rewrite_leaves_other_partitions_alone(spark, eng
     name = unique_name("parts")
     table = make_small_files_table(spark, NS, name, batches=8, partitioned=True)
     files_b_before = spark.sql(
-        f"SELECT count(*) AS n FROM {table}.files WHERE partition.part = 'b'").first()["n"]
+        f"SELECT count(*) AS n FROM {table}.files WHERE partition.part = 'b'"
+    ).first()["n"]
     before = fingerprint(spark, table)
-    await maintenance(engine, name).run({
-        "action": "rewrite_data_files",
-        "params": {"options": {"min-input-files": "2"}, "where": "part = 'a'"}})
-    counts = {r["p"]: r["n"] for r in spark.sql(
-        f"SELECT partition.part AS p, count(*) AS n FROM {table}.files GROUP BY 1").collect()}
+    await maintenance(engine, name).run(
+        {
+            "action": "rewrite_data_files",
+            "params": {"options": {"min-input-files": "2"}, "where": "part = 'a'"},
+        }
+    )
+    counts = {
+        r["p"]: r["n"]
+        for r in spark.sql(
+            f"SELECT partition.part AS p, count(*) AS n FROM {table}.files GROUP BY 1"
+        ).collect()
+    }
     assert counts["a"] == 1 and counts["b"] == files_b_before
     assert fingerprint(spark, table) == before
 
@@ -73,12 +86,14 @@ async def test_expire_snapshots_keeps_every_file_the_survivors_need(spark, engin
     name = unique_name("snaps")
     table = make_small_files_table(spark, NS, name, batches=6)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
-    await maintenance(engine, name).run({"action": "rewrite_data_files",
-                                         "params": {"options": {"min-input-files": "2"}}})
+    await maintenance(engine, name).run(
+        {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+    )
     assert snapshot_count(spark, table) == 7
     future = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
-    outcome = await maintenance(engine, name).run({
-        "action": "expire_snapshots", "params": {"older_than": future, "retain_last": 1}})
+    outcome = await maintenance(engine, name).run(
+        {"action": "expire_snapshots", "params": {"older_than": future, "retain_last": 1}}
+    )
     assert snapshot_count(spark, table) == 1
     # exactly the pre-compaction files went; the compacted ones the survivor needs stay
     assert int(outcome.output["deleted_data_files_count"]) == files_before
@@ -93,8 +108,9 @@ async def test_rewrite_manifests_and_position_deletes_on_merge_on_read(spark, en
     spark.sql(f"DELETE FROM {table} WHERE id % 11 = 0")
     before = fingerprint(spark, table)
     m = maintenance(engine, name)
-    deletes = await m.run({"action": "rewrite_position_delete_files",
-                           "params": {"options": {"rewrite-all": "true"}}})
+    deletes = await m.run(
+        {"action": "rewrite_position_delete_files", "params": {"options": {"rewrite-all": "true"}}}
+    )
     manifests = await m.run({"action": "rewrite_manifests"})
     assert fingerprint(spark, table) == before
     assert int(deletes.output["rewritten_delete_files_count"]) >= 2
@@ -115,7 +131,8 @@ async def test_broken_rewrite_is_detected_and_rolled_back(spark, engine):
         # through Iceberg's Java API, as a buggy rewrite would.
         jvm = spark._jvm
         iceberg = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            spark._jsparkSession, f"{CATALOG}.{NS}.{name}")
+            spark._jsparkSession, f"{CATALOG}.{NS}.{name}"
+        )
         data_file = iceberg.currentSnapshot().addedDataFiles(iceberg.io()).iterator().next()
         rewrite = iceberg.newRewrite()
         rewrite.deleteFile(data_file)
@@ -123,13 +140,16 @@ async def test_broken_rewrite_is_detected_and_rolled_back(spark, engine):
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, after_call=drop_a_file_in_a_rewrite).run(
-            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "50"}}})
+            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "50"}}}
+        )
     evidence = exc.value.evidence
     assert evidence["rows_before"] == before[0] and evidence["rows_after"] < before[0]
     assert evidence["rolled_back"] is True
     assert fingerprint(spark, table) == before
-    current = spark.sql(f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "
-                        "ORDER BY made_current_at DESC LIMIT 1").first()["snapshot_id"]
+    current = spark.sql(
+        f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "
+        "ORDER BY made_current_at DESC LIMIT 1"
+    ).first()["snapshot_id"]
     assert current == original_snapshot
 
 
@@ -160,14 +180,19 @@ async def test_orphan_removal_spares_young_and_referenced_files(spark, engine):
         await maintenance(engine, name, orphan_location=str(data_dir.parent.parent)).run(intent)
     # A dry run over the limits stops the job before anything is deleted.
     with pytest.raises(OrphanLimitExceeded) as over:
-        await maintenance(engine, name, orphan_location=table_location(spark, table),
-                          orphan_limits=OrphanLimits(max_files=0)).run(intent)
+        await maintenance(
+            engine,
+            name,
+            orphan_location=table_location(spark, table),
+            orphan_limits=OrphanLimits(max_files=0),
+        ).run(intent)
     assert over.value.evidence["dry_run_orphans"] == 1
     assert "orphan-from-a-crashed-job" in over.value.evidence["orphans"][0]
     assert old_orphan.exists()
 
-    outcome = await maintenance(engine, name,
-                                orphan_location=table_location(spark, table)).run(intent)
+    outcome = await maintenance(engine, name, orphan_location=table_location(spark, table)).run(
+        intent
+    )
     assert outcome.output["dry_run_orphans"] == 1  # reported before anything was deleted
     assert outcome.output["orphan_files_removed"] == 1
     assert "orphan-from-a-crashed-job" in outcome.output["sample"][0]
@@ -190,11 +215,14 @@ async def test_hostile_table_name_is_quoted_not_executed(spark, engine):
     for i in range(5):
         spark.sql(f"INSERT INTO {table} VALUES ({i})")
     before = fingerprint(spark, table)
-    outcome = await maintenance(engine, name).run({
-        "action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}})
+    outcome = await maintenance(engine, name).run(
+        {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+    )
     assert fingerprint(spark, table) == before and data_file_count(spark, table) == 1
-    assert "we''ird``; DROP TABLE x --ünï" in outcome.sql[-1] or \
-        "we\\'ird``; DROP TABLE x --ünï" in outcome.sql[-1]
+    assert (
+        "we''ird``; DROP TABLE x --ünï" in outcome.sql[-1]
+        or "we\\'ird``; DROP TABLE x --ünï" in outcome.sql[-1]
+    )
 
 
 async def test_partition_scope_is_decided_from_fresh_file_stats(spark, engine):
@@ -203,14 +231,23 @@ async def test_partition_scope_is_decided_from_fresh_file_stats(spark, engine):
     for i in range(5):  # partition a: 8 small files; partition b: 3 (below min-input-files)
         spark.sql(f"INSERT INTO {table} VALUES ({1000 + i}, 'a', 'extra')")
     before = fingerprint(spark, table)
-    outcome = await maintenance(engine, name).run({
-        "action": "rewrite_data_files",
-        "params": {"scope": "partitions", "options": {"min-input-files": "5"}}})
-    assert "where => '(`part` = ''a'')'" in outcome.sql[-1] or \
-        "where => '(`part` = \\'a\\')'" in outcome.sql[-1]
+    outcome = await maintenance(engine, name).run(
+        {
+            "action": "rewrite_data_files",
+            "params": {"scope": "partitions", "options": {"min-input-files": "5"}},
+        }
+    )
+    assert (
+        "where => '(`part` = ''a'')'" in outcome.sql[-1]
+        or "where => '(`part` = \\'a\\')'" in outcome.sql[-1]
+    )
     assert outcome.output["partitions_selected"] == 1
     assert outcome.output["partitions_total"] == 2
-    counts = {r["p"]: r["n"] for r in spark.sql(
-        f"SELECT partition.part AS p, count(*) AS n FROM {table}.files GROUP BY 1").collect()}
+    counts = {
+        r["p"]: r["n"]
+        for r in spark.sql(
+            f"SELECT partition.part AS p, count(*) AS n FROM {table}.files GROUP BY 1"
+        ).collect()
+    }
     assert counts == {"a": 1, "b": 3}
     assert fingerprint(spark, table) == before

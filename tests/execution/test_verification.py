@@ -31,8 +31,7 @@ from tests.execution.verify_support import (
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "verify"
 COMPACT = {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
-NO_OP_REWRITE = {"action": "rewrite_data_files",
-                 "params": {"options": {"min-input-files": "500"}}}
+NO_OP_REWRITE = {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "500"}}}
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +43,17 @@ def engine(spark, spark_catalog_settings):
 def job_settings(database_url, spark_catalog_settings, tmp_path):
     (catalog,) = spark_catalog_settings.effective_catalogs()
     return load_settings(
-        database_url=database_url, data_dir=tmp_path,
-        catalogs=[catalog.model_dump(mode="json", exclude={
-            "credential", "client_secret", "token", "s3_secret_access_key"})],
-        spark_jars_dir=spark_catalog_settings.spark_jars_dir, job_lease_seconds=3)
+        database_url=database_url,
+        data_dir=tmp_path,
+        catalogs=[
+            catalog.model_dump(
+                mode="json",
+                exclude={"credential", "client_secret", "token", "s3_secret_access_key"},
+            )
+        ],
+        spark_jars_dir=spark_catalog_settings.spark_jars_dir,
+        job_lease_seconds=3,
+    )
 
 
 def maintenance(engine, name, **kwargs):
@@ -55,8 +61,12 @@ def maintenance(engine, name, **kwargs):
 
 
 async def register(db, name):
-    return await db.fetchval("INSERT INTO icepack.tables (catalog, namespace, name) "
-                             "VALUES ($1, $2, $3) RETURNING id", CATALOG, NS, name)
+    return await db.fetchval(
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ($1, $2, $3) RETURNING id",
+        CATALOG,
+        NS,
+        name,
+    )
 
 
 async def claimed_job(db, table_id, actions):
@@ -68,14 +78,20 @@ async def claimed_job(db, table_id, actions):
 
 
 async def stored_actions(db, job_id):
-    return [dict(r) for r in await db.fetch(
-        "SELECT action, state, fence, output FROM icepack.job_actions WHERE job_id = $1 "
-        "ORDER BY id", job_id)]
+    return [
+        dict(r)
+        for r in await db.fetch(
+            "SELECT action, state, fence, output FROM icepack.job_actions WHERE job_id = $1 "
+            "ORDER BY id",
+            job_id,
+        )
+    ]
 
 
 async def pending_row(db, table_id):
-    return await db.fetchrow("SELECT * FROM icepack.pending_verifications WHERE table_id = $1",
-                             table_id)
+    return await db.fetchrow(
+        "SELECT * FROM icepack.pending_verifications WHERE table_id = $1", table_id
+    )
 
 
 async def test_every_iceberg_type_is_fingerprinted_and_compacted_unchanged(spark, engine):
@@ -139,8 +155,9 @@ async def test_writer_committing_during_the_rollback_is_named_in_the_evidence(sp
         writer.append(current_snapshot(spark, table))
 
     with pytest.raises(VerificationFailed) as exc:
-        await maintenance(engine, name, after_call=drop,
-                          guard=guard_then_a_writer_commits).run(NO_OP_REWRITE)
+        await maintenance(engine, name, after_call=drop, guard=guard_then_a_writer_commits).run(
+            NO_OP_REWRITE
+        )
     rollback = exc.value.evidence["rollback"]
     assert rollback["status"] == "rolled_back_reverting_writer"
     assert rollback["previous_snapshot_id"] == rollback["reverted_snapshot_id"] == writer[0]
@@ -149,7 +166,8 @@ async def test_writer_committing_during_the_rollback_is_named_in_the_evidence(sp
 
 
 async def test_failure_after_a_partial_commit_is_verified_and_held(
-        spark, engine, db, spark_catalog_settings):
+    spark, engine, db, spark_catalog_settings
+):
     name = unique_name("partial")
     table = make_all_types_table(spark, NS, name)
     before, original = content(spark, table), current_snapshot(spark, table)
@@ -160,8 +178,9 @@ async def test_failure_after_a_partial_commit_is_verified_and_held(
         commit_dropping_a_file(spark, NS, name)  # a partial-progress commit ...
         raise RuntimeError("executor lost its Spark driver")  # ... then the call fails
 
-    execution = JobExecution(db, engine, Inspector(spark_catalog_settings),
-                             after_call=commit_then_fail)
+    execution = JobExecution(
+        db, engine, Inspector(spark_catalog_settings), after_call=commit_then_fail
+    )
 
     async def record(action):
         await queue.record_action(job, **vars(action))
@@ -169,22 +188,23 @@ async def test_failure_after_a_partial_commit_is_verified_and_held(
     with pytest.raises(PermanentError) as exc:
         await execution.run(table_id, [NO_OP_REWRITE], record, job=job)
     assert not isinstance(exc.value, RetryableError)
-    hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1",
-                             table_id)
+    hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id)
     assert hold["action"] == "verify_rewrites" and hold["evidence"]["status"] == "violation"
     rewrite, verify = await stored_actions(db, job.id)
     assert (rewrite["action"], rewrite["state"]) == ("rewrite_data_files", "failed")
     assert (verify["action"], verify["state"]) == ("verify_rewrites", "failed")
     evidence = verify["output"]["verification"]
-    assert evidence["pending"]["job_id"] == job.id and evidence["rollback"]["status"] == \
-        "rolled_back"
+    assert (
+        evidence["pending"]["job_id"] == job.id and evidence["rollback"]["status"] == "rolled_back"
+    )
     assert evidence["start_snapshot_id"] == original
     assert await pending_row(db, table_id) is None
     assert content(spark, table) == before and current_snapshot(spark, table) == original
 
 
 async def test_verification_that_cannot_run_holds_the_table(
-        spark, engine, db, spark_catalog_settings):
+    spark, engine, db, spark_catalog_settings
+):
     name = unique_name("noverify")
     table = make_all_types_table(spark, NS, name)
     before = content(spark, table)
@@ -195,26 +215,27 @@ async def test_verification_that_cannot_run_holds_the_table(
         raise RuntimeError("engine went away")
 
     # A zero timeout: the verification is stopped before its first query.
-    execution = JobExecution(db, engine, Inspector(spark_catalog_settings), after_call=fail,
-                             verify_timeout_seconds=0)
+    execution = JobExecution(
+        db, engine, Inspector(spark_catalog_settings), after_call=fail, verify_timeout_seconds=0
+    )
 
     async def record(action):
         await queue.record_action(job, **vars(action))
 
     with pytest.raises(PermanentError):
         await execution.run(table_id, [NO_OP_REWRITE], record, job=job)
-    hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1",
-                             table_id)
+    hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id)
     assert hold["evidence"]["status"] == "error" and "TimeoutError" in hold["reason"]
     verify = (await stored_actions(db, job.id))[-1]
-    assert verify["action"] == "verify_rewrites" and verify["output"]["verification"][
-        "status"] == "error"
+    assert (
+        verify["action"] == "verify_rewrites"
+        and verify["output"]["verification"]["status"] == "error"
+    )
     assert await pending_row(db, table_id) is None
     assert content(spark, table) == before
 
 
-async def test_cancelled_rewrite_is_verified_before_the_job_ends(
-        spark, engine, db, job_settings):
+async def test_cancelled_rewrite_is_verified_before_the_job_ends(spark, engine, db, job_settings):
     name = unique_name("cancel")
     table = make_all_types_table(spark, NS, name)
     before, original = content(spark, table), current_snapshot(spark, table)
@@ -232,8 +253,7 @@ async def test_cancelled_rewrite_is_verified_before_the_job_ends(
     runner.execution.after_call = corrupt_then_get_cancelled
     run = await asyncio.wait_for(runner.run(claimed), timeout=120)
     assert run.job is not None and run.job.state.value == "cancelled"
-    hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1",
-                             table_id)
+    hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id)
     assert hold["evidence"]["rollback"]["status"] == "rolled_back"
     (verify,) = [a for a in await stored_actions(db, job.id) if a["action"] == "verify_rewrites"]
     assert verify["output"]["verification"]["status"] == "violation"
@@ -241,7 +261,8 @@ async def test_cancelled_rewrite_is_verified_before_the_job_ends(
 
 
 async def test_lost_lease_leaves_the_verification_to_the_next_holder(
-        spark, engine, db, spark_catalog_settings):
+    spark, engine, db, spark_catalog_settings
+):
     name = unique_name("lost")
     table = make_all_types_table(spark, NS, name)
     before, original = content(spark, table), current_snapshot(spark, table)
@@ -263,8 +284,10 @@ async def test_lost_lease_leaves_the_verification_to_the_next_holder(
         await execution.run(table_id, [NO_OP_REWRITE], record_first, job=first, guard=lease_lost)
     # No rollback without the lock, no hold: the record stays for whoever holds the table next.
     assert current_snapshot(spark, table) == bad[0]
-    assert await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1",
-                             table_id) is None
+    assert (
+        await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id)
+        is None
+    )
     pending = await pending_row(db, table_id)
     assert (pending["job_id"], pending["start_snapshot_id"]) == (first.id, original)
     await queue.fail(first, "lease lost", retryable=False)
@@ -283,15 +306,17 @@ async def test_lost_lease_leaves_the_verification_to_the_next_holder(
     (verify,) = await stored_actions(db, second.id)  # verified first; the compaction never ran
     evidence = verify["output"]["verification"]
     assert verify["action"] == "verify_rewrites" and evidence["status"] == "violation"
-    assert evidence["pending"]["job_id"] == first.id and evidence["violation"]["snapshot_id"] \
-        == bad[0]
+    assert (
+        evidence["pending"]["job_id"] == first.id and evidence["violation"]["snapshot_id"] == bad[0]
+    )
     assert evidence["rollback"]["status"] == "rolled_back"
     assert await pending_row(db, table_id) is None
     assert content(spark, table) == before and current_snapshot(spark, table) == original
 
 
 async def test_successful_rewrite_stores_its_evidence_and_clears_the_record(
-        spark, engine, db, spark_catalog_settings):
+    spark, engine, db, spark_catalog_settings
+):
     name = unique_name("ok")
     table = make_all_types_table(spark, NS, name)
     before = content(spark, table)

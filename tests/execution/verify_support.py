@@ -45,20 +45,48 @@ def make_all_types_table(spark: Any, namespace: str, name: str) -> str:
         nf.optional(12, "dt", t.DateType.get()),
         nf.optional(13, "ts", t.TimestampType.withZone()),
         nf.optional(14, "ts_ntz", t.TimestampType.withoutZone()),
-        nf.optional(15, "m", t.MapType.ofOptional(16, 17, t.StringType.get(),
-                                                  t.IntegerType.get())),
-        nf.optional(18, "lm", t.ListType.ofOptional(19, t.MapType.ofOptional(
-            20, 21, t.StringType.get(), t.LongType.get()))),
-        nf.optional(22, "we:ird, col", struct(
-            nf.optional(23, "a b", t.IntegerType.get()),
-            nf.optional(24, "x:y, z", t.MapType.ofOptional(25, 26, t.IntegerType.get(),
-                                                           t.StringType.get())))),
-        nf.optional(27, "mm", t.MapType.ofOptional(28, 29, t.StringType.get(), t.MapType.ofOptional(
-            30, 31, t.StringType.get(), t.DoubleType.get()))),
-        nf.optional(32, "mk", t.MapType.ofOptional(
-            33, 34, struct(nf.required(35, "k", t.IntegerType.get())),
-            t.ListType.ofOptional(36, t.MapType.ofOptional(37, 38, t.StringType.get(),
-                                                           t.BinaryType.get())))),
+        nf.optional(15, "m", t.MapType.ofOptional(16, 17, t.StringType.get(), t.IntegerType.get())),
+        nf.optional(
+            18,
+            "lm",
+            t.ListType.ofOptional(
+                19, t.MapType.ofOptional(20, 21, t.StringType.get(), t.LongType.get())
+            ),
+        ),
+        nf.optional(
+            22,
+            "we:ird, col",
+            struct(
+                nf.optional(23, "a b", t.IntegerType.get()),
+                nf.optional(
+                    24,
+                    "x:y, z",
+                    t.MapType.ofOptional(25, 26, t.IntegerType.get(), t.StringType.get()),
+                ),
+            ),
+        ),
+        nf.optional(
+            27,
+            "mm",
+            t.MapType.ofOptional(
+                28,
+                29,
+                t.StringType.get(),
+                t.MapType.ofOptional(30, 31, t.StringType.get(), t.DoubleType.get()),
+            ),
+        ),
+        nf.optional(
+            32,
+            "mk",
+            t.MapType.ofOptional(
+                33,
+                34,
+                struct(nf.required(35, "k", t.IntegerType.get())),
+                t.ListType.ofOptional(
+                    36, t.MapType.ofOptional(37, 38, t.StringType.get(), t.BinaryType.get())
+                ),
+            ),
+        ),
     ]
     schema = jvm.org.apache.iceberg.Schema(_java_list(spark, fields))
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(CATALOG, [], namespace)}")
@@ -130,7 +158,8 @@ def live_data_files(spark: Any, name: str, namespace: str) -> list[Any]:
 
 def load(spark: Any, namespace: str, name: str) -> Any:
     return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        spark._jsparkSession, f"{CATALOG}.{namespace}.{name}")
+        spark._jsparkSession, f"{CATALOG}.{namespace}.{name}"
+    )
 
 
 def commit_dropping_a_file(spark: Any, namespace: str, name: str) -> int:
@@ -147,9 +176,13 @@ def commit_swapping_a_file(spark: Any, namespace: str, name: str) -> int:
     by a second reference to another file with as many rows. Returns its snapshot id."""
     files = live_data_files(spark, name, namespace)
     # Two files with as many rows and different smallest ids (field 1), so contents differ.
-    gone, kept = next((a, b) for a in files for b in files
-                      if a.recordCount() == b.recordCount()
-                      and not a.lowerBounds().get(1).equals(b.lowerBounds().get(1)))
+    gone, kept = next(
+        (a, b)
+        for a in files
+        for b in files
+        if a.recordCount() == b.recordCount()
+        and not a.lowerBounds().get(1).equals(b.lowerBounds().get(1))
+    )
     iceberg = load(spark, namespace, name)
     rewrite = iceberg.newRewrite()
     rewrite.deleteFile(gone)
@@ -160,5 +193,9 @@ def commit_swapping_a_file(spark: Any, namespace: str, name: str) -> int:
 
 def current_snapshot(spark: Any, table: str) -> int:
     spark.sql(f"REFRESH TABLE {table}")
-    return int(spark.sql(f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "
-                         "ORDER BY made_current_at DESC LIMIT 1").first()["snapshot_id"])
+    return int(
+        spark.sql(
+            f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "
+            "ORDER BY made_current_at DESC LIMIT 1"
+        ).first()["snapshot_id"]
+    )

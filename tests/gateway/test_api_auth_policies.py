@@ -8,21 +8,31 @@ from starlette.routing import Mount, Route
 from icepack_core.access.tokens import TokenStore
 from icepack_gateway.app import create_app
 
-JOB = {"catalog": "demo", "namespace": "crm", "table": "users",
-       "actions": [{"action": "rewrite_manifests"}]}
+JOB = {
+    "catalog": "demo",
+    "namespace": "crm",
+    "table": "users",
+    "actions": [{"action": "rewrite_manifests"}],
+}
 POLICY = "/policies/catalog/demo/system.data-compaction"
-WRITES = [("post", "/jobs", JOB), ("post", "/jobs/1/cancel", None),
-          ("put", POLICY, {"config": {"min_input_files": 5}}), ("delete", POLICY, None),
-          ("post", "/policies/simulate", {"catalog": "demo", "namespace": "crm",
-                                          "table": "users"}),
-          ("post", "/tables/demo/crm/users/hold/release", {"reason": "checked"})]
+WRITES = [
+    ("post", "/jobs", JOB),
+    ("post", "/jobs/1/cancel", None),
+    ("put", POLICY, {"config": {"min_input_files": 5}}),
+    ("delete", POLICY, None),
+    ("post", "/policies/simulate", {"catalog": "demo", "namespace": "crm", "table": "users"}),
+    ("post", "/tables/demo/crm/users/hold/release", {"reason": "checked"}),
+]
 
 
 async def counts(db) -> tuple:
-    return tuple(await db.fetchrow(
-        "SELECT (SELECT count(*) FROM icepack.jobs), (SELECT count(*) FROM icepack.policies), "
-        "(SELECT count(*) FROM icepack.events), "
-        "(SELECT count(*) FROM icepack.jobs WHERE state = 'cancelled')"))
+    return tuple(
+        await db.fetchrow(
+            "SELECT (SELECT count(*) FROM icepack.jobs), (SELECT count(*) FROM icepack.policies), "
+            "(SELECT count(*) FROM icepack.events), "
+            "(SELECT count(*) FROM icepack.jobs WHERE state = 'cancelled')"
+        )
+    )
 
 
 async def _send(client, method, path, body, headers):
@@ -30,8 +40,9 @@ async def _send(client, method, path, body, headers):
 
 
 @pytest.mark.parametrize("method,path,body", WRITES)
-async def test_writes_refuse_missing_wrong_and_revoked_tokens(client, db, fleet, method, path,
-                                                              body):
+async def test_writes_refuse_missing_wrong_and_revoked_tokens(
+    client, db, fleet, method, path, body
+):
     store = TokenStore(db)
     revoked, _ = await store.create("old-op")
     await store.revoke("old-op")
@@ -76,19 +87,27 @@ async def test_token_store_create_verify_revoke(db):
 
 
 async def test_policies_put_replace_list_delete(client, db, fleet, auth):
-    r = await client.put(POLICY, json={"config": {"target_file_size_bytes": 268435456}},
-                         headers=auth)
+    r = await client.put(
+        POLICY, json={"config": {"target_file_size_bytes": 268435456}}, headers=auth
+    )
     assert r.status_code == 201, r.text
     assert r.json()["policy"]["config"] == {"target_file_size_bytes": 268435456}
-    r = await client.put(POLICY, json={"enabled": False, "config": {"min_input_files": 8}},
-                         headers=auth)
+    r = await client.put(
+        POLICY, json={"enabled": False, "config": {"min_input_files": 8}}, headers=auth
+    )
     assert r.status_code == 200 and r.json()["created"] is False
     assert r.json()["policy"]["enabled"] is False
-    r = await client.put("/policies/table/demo/sales/orders/system.snapshot-expiry",
-                         json={"config": {"retain_last": 2}}, headers=auth)
+    r = await client.put(
+        "/policies/table/demo/sales/orders/system.snapshot-expiry",
+        json={"config": {"retain_last": 2}},
+        headers=auth,
+    )
     assert r.status_code == 201
-    r = await client.put("/policies/namespace/demo/sales/system.orphan-file-removal",
-                         json={"config": {"older_than_hours": 96}}, headers=auth)
+    r = await client.put(
+        "/policies/namespace/demo/sales/system.orphan-file-removal",
+        json={"config": {"older_than_hours": 96}},
+        headers=auth,
+    )
     assert r.status_code == 201
     items = (await client.get("/policies")).json()["items"]
     assert len(items) == 4
@@ -99,15 +118,21 @@ async def test_policies_put_replace_list_delete(client, db, fleet, auth):
     assert r.status_code == 404 and r.json()["code"] == "POLICY_NOT_FOUND"
 
 
-@pytest.mark.parametrize("path,body,where", [
-    ("/policies/catalog/demo/system.nope", {"config": {}}, "policy_type"),
-    (POLICY, {"config": {"bogus": 1}}, "bogus"),
-    (POLICY, {"config": {"min_input_files": 0}}, "min_input_files"),
-    (POLICY, {"config": {"min_input_files": 5}, "extra": 1}, "extra"),
-    (POLICY, {"enabled": "maybe"}, "enabled"),
-    ("/policies/catalog/demo/system.orphan-file-removal", {"config": {"older_than_hours": 1}},
-     "allow_unsafe_older_than"),
-])
+@pytest.mark.parametrize(
+    "path,body,where",
+    [
+        ("/policies/catalog/demo/system.nope", {"config": {}}, "policy_type"),
+        (POLICY, {"config": {"bogus": 1}}, "bogus"),
+        (POLICY, {"config": {"min_input_files": 0}}, "min_input_files"),
+        (POLICY, {"config": {"min_input_files": 5}, "extra": 1}, "extra"),
+        (POLICY, {"enabled": "maybe"}, "enabled"),
+        (
+            "/policies/catalog/demo/system.orphan-file-removal",
+            {"config": {"older_than_hours": 1}},
+            "allow_unsafe_older_than",
+        ),
+    ],
+)
 async def test_policy_validation(client, db, fleet, auth, path, body, where):
     before = await counts(db)
     r = await client.put(path, json=body, headers=auth)
@@ -117,13 +142,13 @@ async def test_policy_validation(client, db, fleet, auth, path, body, where):
 
 
 async def test_table_policy_for_unknown_table_is_404(client, fleet, auth):
-    r = await client.put("/policies/table/demo/no/such/system.snapshot-expiry",
-                         json={"config": {}}, headers=auth)
+    r = await client.put(
+        "/policies/table/demo/no/such/system.snapshot-expiry", json={"config": {}}, headers=auth
+    )
     assert r.status_code == 404 and r.json()["code"] == "TABLE_NOT_FOUND"
 
 
-async def test_simulate_resolves_policies_and_recommends_without_writing(client, db, fleet,
-                                                                         auth):
+async def test_simulate_resolves_policies_and_recommends_without_writing(client, db, fleet, auth):
     pytest.importorskip("icepack_core.planning.recommendation")
     before = await counts(db)
     body = {"catalog": "demo", "namespace": "web", "table": "clicks"}
@@ -135,8 +160,15 @@ async def test_simulate_resolves_policies_and_recommends_without_writing(client,
     assert result["effective_policy"]["policies"]["system.orphan-file-removal"] is None
     assert "rewrite_data_files" in [a["action"] for a in result["recommendation"]["actions"]]
     # A proposed table-level policy wins over the stored catalog one, and is not stored.
-    body["policies"] = [{"policy_type": "system.data-compaction", "scope": "table",
-                         "namespace": "web", "table": "clicks", "enabled": False}]
+    body["policies"] = [
+        {
+            "policy_type": "system.data-compaction",
+            "scope": "table",
+            "namespace": "web",
+            "table": "clicks",
+            "enabled": False,
+        }
+    ]
     r = await client.post("/policies/simulate", json=body, headers=auth)
     result = r.json()
     assert result["effective_policy"]["sources"]["system.data-compaction"] == "table"
@@ -154,15 +186,31 @@ async def test_events_tail_filters_and_pages(client, fleet):
     topics = [e["topic"] for e in items]
     # Newest first: the planner's recommendation and job, the two executor runs, then the
     # discovery and inspection events of the seed.
-    assert topics == ["recommendation.created", "job.enqueued",
-                      "job.finished", "job.started", "job.enqueued",
-                      "job.finished", "job.started", "job.enqueued",
-                      "table.discovered"] + ["status.updated"] * 9
+    assert (
+        topics
+        == [
+            "recommendation.created",
+            "job.enqueued",
+            "job.finished",
+            "job.started",
+            "job.enqueued",
+            "job.finished",
+            "job.started",
+            "job.enqueued",
+            "table.discovered",
+        ]
+        + ["status.updated"] * 9
+    )
     only = (await client.get("/events?topic=job.finished")).json()["items"]
     assert [e["table"]["name"] for e in only] == ["users", "orders"]
     orders = (await client.get("/events?table=demo.sales.orders")).json()["items"]
-    assert {e["topic"] for e in orders} == {"job.enqueued", "job.started", "job.finished",
-                                           "table.discovered", "status.updated"}
+    assert {e["topic"] for e in orders} == {
+        "job.enqueued",
+        "job.started",
+        "job.finished",
+        "table.discovered",
+        "status.updated",
+    }
     first = (await client.get("/events?limit=3")).json()
     rest = (await client.get(f"/events?limit=3&cursor={first['next_cursor']}")).json()
     assert [e["topic"] for e in rest["items"]] == topics[3:6]
@@ -189,8 +237,9 @@ async def test_openapi_is_served(client):
     body = (await client.get("/openapi.json")).json()
     assert body["openapi"].startswith("3.1") and "/tables" in body["paths"]
     refs = {v for v in _refs(body)}
-    assert all(r.removeprefix("#/components/schemas/") in body["components"]["schemas"]
-               for r in refs)
+    assert all(
+        r.removeprefix("#/components/schemas/") in body["components"]["schemas"] for r in refs
+    )
 
 
 def _refs(node):
@@ -211,8 +260,9 @@ async def test_readyz_is_503_when_the_database_is_unreachable():
 
     from icepack_core.local.postgres import free_port
 
-    pool = await asyncpg.create_pool(f"postgresql://postgres@127.0.0.1:{free_port()}/x",
-                                     min_size=0, max_size=1)
+    pool = await asyncpg.create_pool(
+        f"postgresql://postgres@127.0.0.1:{free_port()}/x", min_size=0, max_size=1
+    )
     try:
         transport = httpx.ASGITransport(app=create_app(pool))
         async with httpx.AsyncClient(transport=transport, base_url="http://g") as c:

@@ -14,9 +14,15 @@ async def test_jobs_list_newest_first_with_tables(client, fleet):
     assert done["table"]["name"] == "orders" and done["state"] == "succeeded"
 
 
-@pytest.mark.parametrize("query,key", [("state=queued", "queued"), ("state=failed", "failed"),
-                                       ("table=demo.sales.orders", "done"),
-                                       ("state=succeeded&table=demo.sales.orders", "done")])
+@pytest.mark.parametrize(
+    "query,key",
+    [
+        ("state=queued", "queued"),
+        ("state=failed", "failed"),
+        ("table=demo.sales.orders", "done"),
+        ("state=succeeded&table=demo.sales.orders", "done"),
+    ],
+)
 async def test_jobs_filters(client, fleet, query, key):
     items = (await client.get(f"/jobs?{query}")).json()["items"]
     assert [j["id"] for j in items] == [fleet.jobs[key]]
@@ -58,70 +64,107 @@ async def test_job_detail_has_actions_sql_and_impact(client, fleet):
     assert first["output"]["rewritten_data_files_count"] == 150
 
 
-@pytest.mark.parametrize("path,status,code", [
-    ("/jobs/999999", 404, "JOB_NOT_FOUND"), ("/jobs/abc", 422, "INVALID_PARAMETER"),
-    ("/jobs/0", 422, "INVALID_PARAMETER"), ("/jobs/99999999999999999999", 422, "INVALID_PARAMETER"),
-])
+@pytest.mark.parametrize(
+    "path,status,code",
+    [
+        ("/jobs/999999", 404, "JOB_NOT_FOUND"),
+        ("/jobs/abc", 422, "INVALID_PARAMETER"),
+        ("/jobs/0", 422, "INVALID_PARAMETER"),
+        ("/jobs/99999999999999999999", 422, "INVALID_PARAMETER"),
+    ],
+)
 async def test_job_detail_errors(client, path, status, code):
     r = await client.get(path)
     assert r.status_code == status and r.json()["code"] == code
 
 
 async def test_submit_creates_then_dedupes(client, db, fleet, auth):
-    body = {"catalog": "demo", "namespace": "crm", "table": "users",
-            "actions": [{"action": "rewrite_manifests"}], "priority": 10}
+    body = {
+        "catalog": "demo",
+        "namespace": "crm",
+        "table": "users",
+        "actions": [{"action": "rewrite_manifests"}],
+        "priority": 10,
+    }
     first = await client.post("/jobs", json=body, headers=auth)
     assert first.status_code == 201, first.text
     job = first.json()["job"]
     assert first.json()["created"] is True
     assert job["trigger"] == "manual" and job["dedupe_key"] == f"table:{fleet.tables['crm.users']}"
     # Stored as the validated intent: defaults filled in, nothing else added.
-    assert job["actions"] == [{"action": "rewrite_manifests", "params": {"use_caching": True},
-                               "reason": ""}]
+    assert job["actions"] == [
+        {"action": "rewrite_manifests", "params": {"use_caching": True}, "reason": ""}
+    ]
     assert job["priority"] == 10 and job["state"] == "queued"
     again = await client.post("/jobs", json=body, headers=auth)
     assert again.status_code == 200 and again.json() == {"job": job, "created": False}
-    topics = await db.fetch("SELECT topic FROM icepack.events WHERE payload->>'job_id' = $1",
-                            str(job["id"]))
+    topics = await db.fetch(
+        "SELECT topic FROM icepack.events WHERE payload->>'job_id' = $1", str(job["id"])
+    )
     assert [t["topic"] for t in topics] == ["job.enqueued"]
 
 
 async def test_submit_for_a_table_with_an_active_planner_job_returns_it(client, fleet, auth):
-    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "web",
-                                         "table": "clicks"}, headers=auth)
+    r = await client.post(
+        "/jobs", json={"catalog": "demo", "namespace": "web", "table": "clicks"}, headers=auth
+    )
     assert r.status_code == 200 and r.json()["job"]["id"] == fleet.jobs["queued"]
 
 
 async def test_submit_without_actions_copies_the_recommendation(client, db, fleet, auth):
     await client.post(f"/jobs/{fleet.jobs['queued']}/cancel", headers=auth)
-    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "web",
-                                         "table": "clicks"}, headers=auth)
+    r = await client.post(
+        "/jobs", json={"catalog": "demo", "namespace": "web", "table": "clicks"}, headers=auth
+    )
     assert r.status_code == 201, r.text
     # Exactly the intents of what the real planner recommended (Planner.plan in the seed).
     recommended = await db.fetchval(
-        "SELECT actions FROM icepack.recommendations WHERE table_id = $1 ORDER BY id DESC "
-        "LIMIT 1", fleet.tables["web.clicks"])
-    assert [a["action"] for a in r.json()["job"]["actions"]] == [
-        a["action"] for a in recommended["actions"]] != []
+        "SELECT actions FROM icepack.recommendations WHERE table_id = $1 ORDER BY id DESC LIMIT 1",
+        fleet.tables["web.clicks"],
+    )
+    assert (
+        [a["action"] for a in r.json()["job"]["actions"]]
+        == [a["action"] for a in recommended["actions"]]
+        != []
+    )
     assert [a["reason"] for a in r.json()["job"]["actions"]] == [
-        a["reason"] for a in recommended["actions"]]
+        a["reason"] for a in recommended["actions"]
+    ]
     # No recommendation to copy: the operator must say what to run.
-    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "sales",
-                                         "table": "orders"}, headers=auth)
+    r = await client.post(
+        "/jobs", json={"catalog": "demo", "namespace": "sales", "table": "orders"}, headers=auth
+    )
     assert r.status_code == 409 and r.json()["code"] == "NOTHING_RECOMMENDED", r.text
     assert "sales.orders" in r.json()["message"]
 
 
-@pytest.mark.parametrize("body,where", [
-    ({"catalog": "demo", "namespace": "crm"}, "table"),
-    ({"catalog": "demo", "namespace": "crm", "table": "users", "actions": []}, "actions"),
-    ({"catalog": "demo", "namespace": "crm", "table": "users",
-      "actions": [{"action": "drop_table"}]}, "actions"),
-    ({"catalog": "demo", "namespace": "crm", "table": "users", "priority": -1}, "priority"),
-    ({"catalog": "demo", "namespace": "crm", "table": "users", "extra": 1}, "extra"),
-    ({"catalog": "demo", "namespace": "crm", "table": "users",
-      "actions": [{"action": "rewrite_manifests", "params": {"x": "a\u0000b"}}]}, "body"),
-])
+@pytest.mark.parametrize(
+    "body,where",
+    [
+        ({"catalog": "demo", "namespace": "crm"}, "table"),
+        ({"catalog": "demo", "namespace": "crm", "table": "users", "actions": []}, "actions"),
+        (
+            {
+                "catalog": "demo",
+                "namespace": "crm",
+                "table": "users",
+                "actions": [{"action": "drop_table"}],
+            },
+            "actions",
+        ),
+        ({"catalog": "demo", "namespace": "crm", "table": "users", "priority": -1}, "priority"),
+        ({"catalog": "demo", "namespace": "crm", "table": "users", "extra": 1}, "extra"),
+        (
+            {
+                "catalog": "demo",
+                "namespace": "crm",
+                "table": "users",
+                "actions": [{"action": "rewrite_manifests", "params": {"x": "a\u0000b"}}],
+            },
+            "body",
+        ),
+    ],
+)
 async def test_submit_validation(client, db, fleet, auth, body, where):
     r = await client.post("/jobs", json=body, headers=auth)
     assert r.status_code == 422, r.text
@@ -132,11 +175,13 @@ async def test_submit_validation(client, db, fleet, auth, body, where):
 async def test_submit_not_json_and_unknown_table(client, fleet, auth):
     r = await client.post("/jobs", content=b"{nope", headers=auth)
     assert r.status_code == 422 and "'body'" in r.json()["message"]
-    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "x", "table": "y"},
-                          headers=auth)
+    r = await client.post(
+        "/jobs", json={"catalog": "demo", "namespace": "x", "table": "y"}, headers=auth
+    )
     assert r.status_code == 404 and r.json()["code"] == "TABLE_NOT_FOUND"
-    r = await client.post("/jobs", json={"catalog": "demo", "namespace": "old", "table": "gone"},
-                          headers=auth)
+    r = await client.post(
+        "/jobs", json={"catalog": "demo", "namespace": "old", "table": "gone"}, headers=auth
+    )
     assert r.status_code == 404 and "dropped" in r.json()["message"]
 
 

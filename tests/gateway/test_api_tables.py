@@ -32,27 +32,33 @@ async def test_tables_lists_worst_first_by_default(client, fleet):
     assert items[0]["metrics"]["small_file_count"] == 340
 
 
-@pytest.mark.parametrize("sort,expected", [
-    ("score", ["clicks", "orders", "users"]),
-    ("-score", ["users", "orders", "clicks"]),
-    ("name", ["users", "orders", "clicks"]),  # crm, sales, web
-])
+@pytest.mark.parametrize(
+    "sort,expected",
+    [
+        ("score", ["clicks", "orders", "users"]),
+        ("-score", ["users", "orders", "clicks"]),
+        ("name", ["users", "orders", "clicks"]),  # crm, sales, web
+    ],
+)
 async def test_tables_sort(client, fleet, sort, expected):
     r = await client.get(f"/tables?sort={sort}")
     assert [t["name"] for t in r.json()["items"]] == expected
 
 
-@pytest.mark.parametrize("query,expected", [
-    ("health=critical", ["clicks"]),
-    ("health=healthy", ["orders", "users"]),
-    ("health=unknown", []),
-    ("issue=SMALL_FILES", ["clicks"]),
-    ("namespace=crm", ["users"]),
-    ("catalog=demo&namespace=sales", ["orders"]),
-    ("catalog=other", []),
-    ("q=CLICK", ["clicks"]),
-    ("q=demo.sales", ["orders"]),
-])
+@pytest.mark.parametrize(
+    "query,expected",
+    [
+        ("health=critical", ["clicks"]),
+        ("health=healthy", ["orders", "users"]),
+        ("health=unknown", []),
+        ("issue=SMALL_FILES", ["clicks"]),
+        ("namespace=crm", ["users"]),
+        ("catalog=demo&namespace=sales", ["orders"]),
+        ("catalog=other", []),
+        ("q=CLICK", ["clicks"]),
+        ("q=demo.sales", ["orders"]),
+    ],
+)
 async def test_tables_filters(client, fleet, query, expected):
     r = await client.get(f"/tables?{query}")
     assert r.status_code == 200, r.text
@@ -74,16 +80,25 @@ async def test_cursor_walks_every_row_exactly_once(client, db, sort):
     # Filtered walks see exactly the filtered rows.
     warning = await walk(client, f"/tables?limit=7&sort={sort}&health=warning")
     expected = await db.fetchval(
-        "SELECT count(*) FROM icepack.v_table_health WHERE health = 'warning'")
+        "SELECT count(*) FROM icepack.v_table_health WHERE health = 'warning'"
+    )
     assert len({t["id"] for t in warning}) == len(warning) == expected
 
 
-@pytest.mark.parametrize("query,parameter", [
-    ("limit=0", "limit"), ("limit=501", "limit"), ("limit=ten", "limit"),
-    ("limit=99999999999999999999999", "limit"), ("health=sick", "health"),
-    ("sort=size", "sort"), ("issue=small files", "issue"),
-    ("heatlh=critical", "heatlh"), ("catalog=%00", "catalog"),
-])
+@pytest.mark.parametrize(
+    "query,parameter",
+    [
+        ("limit=0", "limit"),
+        ("limit=501", "limit"),
+        ("limit=ten", "limit"),
+        ("limit=99999999999999999999999", "limit"),
+        ("health=sick", "health"),
+        ("sort=size", "sort"),
+        ("issue=small files", "issue"),
+        ("heatlh=critical", "heatlh"),
+        ("catalog=%00", "catalog"),
+    ],
+)
 async def test_bad_parameters_are_422_naming_them(client, fleet, query, parameter):
     r = await client.get(f"/tables?{query}")
     assert r.status_code == 422, r.text
@@ -104,8 +119,7 @@ async def test_summary_counts(client, fleet):
     assert body["tables"] == 3
     assert body["health"] == {"healthy": 2, "warning": 0, "critical": 1, "unknown": 0}
     assert body["issues"] == {"SMALL_FILES": 1}
-    assert body["jobs"] == {"queued": 1, "running": 0, "succeeded": 1, "failed": 1,
-                            "cancelled": 0}
+    assert body["jobs"] == {"queued": 1, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0}
 
 
 async def test_table_detail(client, fleet):
@@ -143,24 +157,40 @@ async def test_table_jobs_and_history(client, fleet):
     assert [j["id"] for j in jobs] == [fleet.jobs["done"]]
     history = (await client.get("/tables/demo/sales/orders/history")).json()["items"]
     impact = history[0]["job_actions"][0]["impact"]
-    assert impact["before"] | {"data_file_count": 200, "small_file_count": 120} \
-        == impact["before"]
+    assert impact["before"] | {"data_file_count": 200, "small_file_count": 120} == impact["before"]
     assert impact["after"] | {"data_file_count": 90, "small_file_count": 10} == impact["after"]
 
 
-@pytest.mark.parametrize("suffix", ["", "/status", "/status/history", "/health",
-                                    "/maintenance/recommendation", "/jobs", "/history"])
+@pytest.mark.parametrize(
+    "suffix",
+    [
+        "",
+        "/status",
+        "/status/history",
+        "/health",
+        "/maintenance/recommendation",
+        "/jobs",
+        "/history",
+    ],
+)
 async def test_unknown_table_is_404(client, fleet, suffix):
     r = await client.get(f"/tables/demo/nope/missing{suffix}")
     assert r.status_code == 404
     assert r.json()["code"] == "TABLE_NOT_FOUND"
 
 
-@pytest.mark.parametrize("suffix,code", [("/status", "NO_STATUS"), ("/health", "NO_HEALTH"),
-                                         ("/maintenance/recommendation", "NO_RECOMMENDATION")])
+@pytest.mark.parametrize(
+    "suffix,code",
+    [
+        ("/status", "NO_STATUS"),
+        ("/health", "NO_HEALTH"),
+        ("/maintenance/recommendation", "NO_RECOMMENDATION"),
+    ],
+)
 async def test_a_table_without_rows_says_which(client, db, suffix, code):
-    await db.execute("INSERT INTO icepack.tables (catalog, namespace, name) "
-                     "VALUES ('demo', 'new', 'fresh')")
+    await db.execute(
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('demo', 'new', 'fresh')"
+    )
     r = await client.get(f"/tables/demo/new/fresh{suffix}")
     assert r.status_code == 404 and r.json()["code"] == code
     detail = (await client.get("/tables/demo/new/fresh")).json()

@@ -32,9 +32,11 @@ from tests.gateway.test_ui_safety import failed_verification_job
 
 NOTHING = object()
 T = "/tables/{catalog}/{namespace}/{table}"
-POLICY_PATHS = {"catalog": "/policies/catalog/{catalog}/{policy_type}",
-                "namespace": "/policies/namespace/{catalog}/{namespace}/{policy_type}",
-                "table": "/policies/table/{catalog}/{namespace}/{table}/{policy_type}"}
+POLICY_PATHS = {
+    "catalog": "/policies/catalog/{catalog}/{policy_type}",
+    "namespace": "/policies/namespace/{catalog}/{namespace}/{policy_type}",
+    "table": "/policies/table/{catalog}/{namespace}/{table}/{policy_type}",
+}
 # Routes no request can make fail: they answer constants and read no parameter, body or
 # database (the redirect, liveness, the document itself).
 NO_ERROR_POSSIBLE = {("GET", "/"), ("GET", "/healthz"), ("GET", "/openapi.json")}
@@ -61,145 +63,253 @@ HOOK = {"authorization": f"Bearer {HOOK_TOKEN}"}
 
 
 def hook_event(catalog: str = "demo", **data: Any) -> dict[str, Any]:
-    return {"specversion": "1.0", "id": "e1", "source": "/polaris", "type": "table.updated",
-            "data": {"catalog": catalog, "namespace": ["sales"], "table": "orders", **data}}
+    return {
+        "specversion": "1.0",
+        "id": "e1",
+        "source": "/polaris",
+        "type": "table.updated",
+        "data": {"catalog": catalog, "namespace": ["sales"], "table": "orders", **data},
+    }
 
 
 def get(route: str, url: str, status: int, *, down: bool = False) -> Case:
     return Case("GET", route, url, status, down=down)
 
 
-ORDERS, CLICKS, USERS, FRESH = (f"/tables/demo/{t}" for t in ("sales/orders", "web/clicks",
-                                                              "crm/users", "new/fresh"))
+ORDERS, CLICKS, USERS, FRESH = (
+    f"/tables/demo/{t}" for t in ("sales/orders", "web/clicks", "crm/users", "new/fresh")
+)
 NO_TABLE = "/tables/demo/no/such"
 BAD_CURSOR = "cursor=bm9wZQ"
-JOB = {"catalog": "demo", "namespace": "sales", "table": "orders",
-       "actions": [{"action": "rewrite_manifests", "reason": "many manifests"}]}
+JOB = {
+    "catalog": "demo",
+    "namespace": "sales",
+    "table": "orders",
+    "actions": [{"action": "rewrite_manifests", "reason": "many manifests"}],
+}
 SIM = {"catalog": "demo", "namespace": "web", "table": "clicks"}
-PROPOSED = [{"policy_type": "system.data-compaction", "scope": "namespace", "namespace": "web",
-             "config": {"min_input_files": 2}}]
+PROPOSED = [
+    {
+        "policy_type": "system.data-compaction",
+        "scope": "namespace",
+        "namespace": "web",
+        "config": {"min_input_files": 2},
+    }
+]
 
 
 def policy_cases(scope: str) -> list[Case]:
     route = POLICY_PATHS[scope]
-    url = route.format(catalog="demo", namespace="web", table="clicks",
-                       policy_type="system.data-compaction")
-    return [Case("PUT", route, url, 201, {"config": {"min_input_files": 8}}),
-            Case("PUT", route, url, 200, {"enabled": False}),
-            Case("PUT", route, url, 422, {"config": {"bogus": 1}}),
-            Case("PUT", route, route.format(catalog="demo", namespace="web", table="clicks",
-                                            policy_type="system.nope"), 422, {"config": {}}),
-            Case("PUT", route, url, 401, {}, token=False)]
+    url = route.format(
+        catalog="demo", namespace="web", table="clicks", policy_type="system.data-compaction"
+    )
+    return [
+        Case("PUT", route, url, 201, {"config": {"min_input_files": 8}}),
+        Case("PUT", route, url, 200, {"enabled": False}),
+        Case("PUT", route, url, 422, {"config": {"bogus": 1}}),
+        Case(
+            "PUT",
+            route,
+            route.format(
+                catalog="demo", namespace="web", table="clicks", policy_type="system.nope"
+            ),
+            422,
+            {"config": {}},
+        ),
+        Case("PUT", route, url, 401, {}, token=False),
+    ]
 
 
 def delete_cases(scope: str) -> list[Case]:
     route = POLICY_PATHS[scope]
-    url = route.format(catalog="demo", namespace="web", table="clicks",
-                       policy_type="system.metadata-compaction")
-    return [Case("PUT", route, url, 201, {"config": {}}),
-            Case("DELETE", route, url, 204), Case("DELETE", route, url, 404),
-            Case("DELETE", route, f"{url}?force=1", 422)]
+    url = route.format(
+        catalog="demo", namespace="web", table="clicks", policy_type="system.metadata-compaction"
+    )
+    return [
+        Case("PUT", route, url, 201, {"config": {}}),
+        Case("DELETE", route, url, 204),
+        Case("DELETE", route, url, 404),
+        Case("DELETE", route, f"{url}?force=1", 422),
+    ]
 
 
 CASES: dict[tuple[str, str], list[Case]] = {
     ("POST", "/hooks/catalog-events"): [
-        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 202, hook_event(),
-             token=False, headers=HOOK),
-        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 202,
-             hook_event(**{"metadata-location": "file:///w/m.metadata.json"}), token=False,
-             headers=HOOK),
-        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 401, hook_event(),
-             token=False),
+        Case(
+            "POST",
+            "/hooks/catalog-events",
+            "/hooks/catalog-events",
+            202,
+            hook_event(),
+            token=False,
+            headers=HOOK,
+        ),
+        Case(
+            "POST",
+            "/hooks/catalog-events",
+            "/hooks/catalog-events",
+            202,
+            hook_event(**{"metadata-location": "file:///w/m.metadata.json"}),
+            token=False,
+            headers=HOOK,
+        ),
+        Case(
+            "POST", "/hooks/catalog-events", "/hooks/catalog-events", 401, hook_event(), token=False
+        ),
         Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 401, hook_event()),
-        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 404,
-             hook_event("nope"), token=False, headers=HOOK),
-        Case("POST", "/hooks/catalog-events", "/hooks/catalog-events", 422,
-             {**hook_event(), "specversion": "0.3"}, token=False, headers=HOOK)],
+        Case(
+            "POST",
+            "/hooks/catalog-events",
+            "/hooks/catalog-events",
+            404,
+            hook_event("nope"),
+            token=False,
+            headers=HOOK,
+        ),
+        Case(
+            "POST",
+            "/hooks/catalog-events",
+            "/hooks/catalog-events",
+            422,
+            {**hook_event(), "specversion": "0.3"},
+            token=False,
+            headers=HOOK,
+        ),
+    ],
     ("GET", "/"): [get("/", "/", 307)],
     ("GET", "/healthz"): [get("/healthz", "/healthz", 200)],
-    ("GET", "/readyz"): [get("/readyz", "/readyz", 200),
-                         get("/readyz", "/readyz", 503, down=True)],
+    ("GET", "/readyz"): [get("/readyz", "/readyz", 200), get("/readyz", "/readyz", 503, down=True)],
     ("GET", "/openapi.json"): [get("/openapi.json", "/openapi.json", 200)],
-    ("GET", "/metrics"): [get("/metrics", "/metrics", 200),
-                          get("/metrics", "/metrics", 503, down=True)],
+    ("GET", "/metrics"): [
+        get("/metrics", "/metrics", 200),
+        get("/metrics", "/metrics", 503, down=True),
+    ],
     ("GET", "/tables"): [
-        get("/tables", "/tables", 200), get("/tables", "/tables?sort=name&limit=2", 200),
+        get("/tables", "/tables", 200),
+        get("/tables", "/tables?sort=name&limit=2", 200),
         get("/tables", "/tables?sort=-score&health=critical&issue=SMALL_FILES&q=cl", 200),
-        get("/tables", "/tables?heatlh=critical", 422), get("/tables", "/tables?limit=0", 422),
+        get("/tables", "/tables?heatlh=critical", 422),
+        get("/tables", "/tables?limit=0", 422),
         get("/tables", f"/tables?{BAD_CURSOR}", 400),
-        get("/tables", "/tables", 503, down=True)],
+        get("/tables", "/tables", 503, down=True),
+    ],
     ("GET", "/summary"): [get("/summary", "/summary", 200), get("/summary", "/summary?x=1", 422)],
-    ("GET", T): [get(T, ORDERS, 200), get(T, CLICKS, 200), get(T, USERS, 200),
-                 get(T, FRESH, 200), get(T, NO_TABLE, 404), get(T, f"{ORDERS}?x=1", 422)],
-    ("GET", f"{T}/status"): [get(f"{T}/status", f"{ORDERS}/status", 200),
-                             get(f"{T}/status", f"{FRESH}/status", 404),
-                             get(f"{T}/status", f"{NO_TABLE}/status", 404)],
+    ("GET", T): [
+        get(T, ORDERS, 200),
+        get(T, CLICKS, 200),
+        get(T, USERS, 200),
+        get(T, FRESH, 200),
+        get(T, NO_TABLE, 404),
+        get(T, f"{ORDERS}?x=1", 422),
+    ],
+    ("GET", f"{T}/status"): [
+        get(f"{T}/status", f"{ORDERS}/status", 200),
+        get(f"{T}/status", f"{FRESH}/status", 404),
+        get(f"{T}/status", f"{NO_TABLE}/status", 404),
+    ],
     ("GET", f"{T}/status/history"): [
         get(f"{T}/status/history", f"{CLICKS}/status/history?limit=2", 200),
         get(f"{T}/status/history", f"{CLICKS}/status/history?{BAD_CURSOR}", 400),
-        get(f"{T}/status/history", f"{NO_TABLE}/status/history", 404)],
-    ("GET", f"{T}/health"): [get(f"{T}/health", f"{CLICKS}/health", 200),
-                             get(f"{T}/health", f"{FRESH}/health", 404)],
+        get(f"{T}/status/history", f"{NO_TABLE}/status/history", 404),
+    ],
+    ("GET", f"{T}/health"): [
+        get(f"{T}/health", f"{CLICKS}/health", 200),
+        get(f"{T}/health", f"{FRESH}/health", 404),
+    ],
     ("GET", f"{T}/maintenance/recommendation"): [
         get(f"{T}/maintenance/recommendation", f"{CLICKS}/maintenance/recommendation", 200),
-        get(f"{T}/maintenance/recommendation", f"{FRESH}/maintenance/recommendation", 404)],
-    ("GET", f"{T}/jobs"): [get(f"{T}/jobs", f"{ORDERS}/jobs?limit=1", 200),
-                           get(f"{T}/jobs", f"{ORDERS}/jobs?limit=0", 422),
-                           get(f"{T}/jobs", f"{NO_TABLE}/jobs", 404)],
-    ("GET", f"{T}/history"): [get(f"{T}/history", f"{ORDERS}/history", 200),
-                              get(f"{T}/history", f"{USERS}/history", 200),
-                              get(f"{T}/history", f"{NO_TABLE}/history", 404)],
+        get(f"{T}/maintenance/recommendation", f"{FRESH}/maintenance/recommendation", 404),
+    ],
+    ("GET", f"{T}/jobs"): [
+        get(f"{T}/jobs", f"{ORDERS}/jobs?limit=1", 200),
+        get(f"{T}/jobs", f"{ORDERS}/jobs?limit=0", 422),
+        get(f"{T}/jobs", f"{NO_TABLE}/jobs", 404),
+    ],
+    ("GET", f"{T}/history"): [
+        get(f"{T}/history", f"{ORDERS}/history", 200),
+        get(f"{T}/history", f"{USERS}/history", 200),
+        get(f"{T}/history", f"{NO_TABLE}/history", 404),
+    ],
     ("POST", f"{T}/hold/release"): [
         Case("POST", f"{T}/hold/release", f"{USERS}/hold/release", 422, {"force": True}),
         Case("POST", f"{T}/hold/release", f"{USERS}/hold/release", 200, {"reason": "checked"}),
         Case("POST", f"{T}/hold/release", f"{USERS}/hold/release", 409),
         Case("POST", f"{T}/hold/release", f"{NO_TABLE}/hold/release", 404),
-        Case("POST", f"{T}/hold/release", f"{USERS}/hold/release", 401, token=False)],
-    ("GET", "/jobs"): [get("/jobs", "/jobs", 200), get("/jobs", "/jobs?state=queued", 200),
-                       get("/jobs", "/jobs?table=demo.sales.orders&limit=1", 200),
-                       get("/jobs", "/jobs?state=done", 422),
-                       get("/jobs", "/jobs?table=demo.no.such", 404),
-                       get("/jobs", f"/jobs?{BAD_CURSOR}", 400)],
+        Case("POST", f"{T}/hold/release", f"{USERS}/hold/release", 401, token=False),
+    ],
+    ("GET", "/jobs"): [
+        get("/jobs", "/jobs", 200),
+        get("/jobs", "/jobs?state=queued", 200),
+        get("/jobs", "/jobs?table=demo.sales.orders&limit=1", 200),
+        get("/jobs", "/jobs?state=done", 422),
+        get("/jobs", "/jobs?table=demo.no.such", 404),
+        get("/jobs", f"/jobs?{BAD_CURSOR}", 400),
+    ],
     ("POST", "/jobs"): [
-        Case("POST", "/jobs", "/jobs", 201, JOB), Case("POST", "/jobs", "/jobs", 200, JOB),
+        Case("POST", "/jobs", "/jobs", 201, JOB),
+        Case("POST", "/jobs", "/jobs", 200, JOB),
         Case("POST", "/jobs", "/jobs", 409, JOB | {"namespace": "crm", "table": "users"}),
         Case("POST", "/jobs", "/jobs", 422, {"catalog": "demo"}),
         Case("POST", "/jobs", "/jobs", 422, raw=b"{nope"),
         Case("POST", "/jobs", "/jobs", 404, JOB | {"table": "nope"}),
         Case("POST", "/jobs", "/jobs", 401, JOB, token=False),
-        Case("POST", "/jobs", "/jobs", 413, raw=b" " * (1024 * 1024 + 1))],
-    ("GET", "/jobs/{id}"): [get("/jobs/{id}", "/jobs/{done}", 200),
-                            get("/jobs/{id}", "/jobs/{failed}", 200),
-                            get("/jobs/{id}", "/jobs/{held}", 200),
-                            get("/jobs/{id}", "/jobs/{queued}", 200),
-                            get("/jobs/{id}", "/jobs/999999", 404),
-                            get("/jobs/{id}", "/jobs/abc", 422)],
+        Case("POST", "/jobs", "/jobs", 413, raw=b" " * (1024 * 1024 + 1)),
+    ],
+    ("GET", "/jobs/{id}"): [
+        get("/jobs/{id}", "/jobs/{done}", 200),
+        get("/jobs/{id}", "/jobs/{failed}", 200),
+        get("/jobs/{id}", "/jobs/{held}", 200),
+        get("/jobs/{id}", "/jobs/{queued}", 200),
+        get("/jobs/{id}", "/jobs/999999", 404),
+        get("/jobs/{id}", "/jobs/abc", 422),
+    ],
     ("POST", "/jobs/{id}/cancel"): [
         Case("POST", "/jobs/{id}/cancel", "/jobs/{queued}/cancel", 200),
         Case("POST", "/jobs/{id}/cancel", "/jobs/{done}/cancel", 409),
         Case("POST", "/jobs/{id}/cancel", "/jobs/999999/cancel", 404),
-        Case("POST", "/jobs/{id}/cancel", "/jobs/0/cancel", 422)],
-    ("GET", "/events"): [get("/events", "/events", 200),
-                         get("/events", "/events?topic=job.finished&limit=2", 200),
-                         get("/events", "/events?topic=JOB", 422),
-                         get("/events", "/events?table=demo.no.such", 404),
-                         get("/events", f"/events?{BAD_CURSOR}", 400)],
-    ("GET", "/policies"): [get("/policies", "/policies", 200),
-                           get("/policies", "/policies?scope=catalog&catalog=demo", 200),
-                           get("/policies", "/policies?scope=everywhere", 422)],
+        Case("POST", "/jobs/{id}/cancel", "/jobs/0/cancel", 422),
+    ],
+    ("GET", "/events"): [
+        get("/events", "/events", 200),
+        get("/events", "/events?topic=job.finished&limit=2", 200),
+        get("/events", "/events?topic=JOB", 422),
+        get("/events", "/events?table=demo.no.such", 404),
+        get("/events", f"/events?{BAD_CURSOR}", 400),
+    ],
+    ("GET", "/policies"): [
+        get("/policies", "/policies", 200),
+        get("/policies", "/policies?scope=catalog&catalog=demo", 200),
+        get("/policies", "/policies?scope=everywhere", 422),
+    ],
     ("POST", "/policies/simulate"): [
         Case("POST", "/policies/simulate", "/policies/simulate", 200, SIM),
-        Case("POST", "/policies/simulate", "/policies/simulate", 200,
-             SIM | {"policies": PROPOSED}),
-        Case("POST", "/policies/simulate", "/policies/simulate", 200,
-             {"catalog": "demo", "namespace": "new", "table": "fresh"}),
+        Case("POST", "/policies/simulate", "/policies/simulate", 200, SIM | {"policies": PROPOSED}),
+        Case(
+            "POST",
+            "/policies/simulate",
+            "/policies/simulate",
+            200,
+            {"catalog": "demo", "namespace": "new", "table": "fresh"},
+        ),
         Case("POST", "/policies/simulate", "/policies/simulate", 404, SIM | {"table": "nope"}),
-        Case("POST", "/policies/simulate", "/policies/simulate", 422, SIM | {"x": 1})],
+        Case("POST", "/policies/simulate", "/policies/simulate", 422, SIM | {"x": 1}),
+    ],
     ("POST", "/policies/simulate/fleet"): [
-        Case("POST", "/policies/simulate/fleet", "/policies/simulate/fleet", 200,
-             {"catalog": "demo", "policies": PROPOSED}),
-        Case("POST", "/policies/simulate/fleet", "/policies/simulate/fleet", 422,
-             {"catalog": "demo", "policies": []})],
+        Case(
+            "POST",
+            "/policies/simulate/fleet",
+            "/policies/simulate/fleet",
+            200,
+            {"catalog": "demo", "policies": PROPOSED},
+        ),
+        Case(
+            "POST",
+            "/policies/simulate/fleet",
+            "/policies/simulate/fleet",
+            422,
+            {"catalog": "demo", "policies": []},
+        ),
+    ],
     **{("PUT", path): policy_cases(scope) for scope, path in POLICY_PATHS.items()},
     **{("DELETE", path): delete_cases(scope) for scope, path in POLICY_PATHS.items()},
 }
@@ -207,8 +317,13 @@ CASES: dict[tuple[str, str], list[Case]] = {
 
 def served_routes(app: Any) -> set[tuple[str, str]]:
     """(method, path template) of every route the app serves (HEAD rides along with GET)."""
-    return {(method, route.path) for route in app.routes if isinstance(route, Route)
-            for method in route.methods or () if method != "HEAD"}
+    return {
+        (method, route.path)
+        for route in app.routes
+        if isinstance(route, Route)
+        for method in route.methods or ()
+        if method != "HEAD"
+    }
 
 
 def test_every_route_has_success_and_error_cases(db: asyncpg.Pool) -> None:
@@ -216,13 +331,17 @@ def test_every_route_has_success_and_error_cases(db: asyncpg.Pool) -> None:
     served = served_routes(app)
     documented = {(m.upper(), p) for p, ops in app.state.openapi["paths"].items() for m in ops}
     assert served == documented
-    operation_ids = [op["operationId"] for ops in app.state.openapi["paths"].values()
-                     for op in ops.values()]
+    operation_ids = [
+        op["operationId"] for ops in app.state.openapi["paths"].values() for op in ops.values()
+    ]
     assert len(set(operation_ids)) == len(operation_ids)
     assert len(served) >= 29
-    assert served == set(CASES), ("routes without conformance cases",
-                                  sorted(served - set(CASES)), "cases for no route",
-                                  sorted(set(CASES) - served))
+    assert served == set(CASES), (
+        "routes without conformance cases",
+        sorted(served - set(CASES)),
+        "cases for no route",
+        sorted(set(CASES) - served),
+    )
     for key, cases in CASES.items():
         own = [c.status for c in cases if (c.method, c.route) == key]
         assert any(s < 400 for s in own), (key, "no success case")
@@ -232,16 +351,19 @@ def test_every_route_has_success_and_error_cases(db: asyncpg.Pool) -> None:
 @pytest.fixture
 def app(db: asyncpg.Pool, database_url: str) -> Starlette:
     """The gateway with its catalog event hook on (a hook token, the seeded catalog watched)."""
-    settings = load_settings(gateway_hook_token=HOOK_TOKEN, catalogs=[
-        {"name": "demo", "type": "sql", "uri": database_url}])
+    settings = load_settings(
+        gateway_hook_token=HOOK_TOKEN,
+        catalogs=[{"name": "demo", "type": "sql", "uri": database_url}],
+    )
     return create_app(db, settings=settings)
 
 
 @pytest.fixture
 async def down() -> AsyncIterator[httpx.AsyncClient]:
     """A gateway whose database does not answer (nothing listens on the port)."""
-    pool = await asyncpg.create_pool(f"postgresql://postgres@127.0.0.1:{free_port()}/x",
-                                     min_size=0, max_size=1)
+    pool = await asyncpg.create_pool(
+        f"postgresql://postgres@127.0.0.1:{free_port()}/x", min_size=0, max_size=1
+    )
     try:
         transport = httpx.ASGITransport(app=create_app(pool))
         async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as c:
@@ -273,30 +395,43 @@ def check(document: dict[str, Any], case: Case, response: httpx.Response) -> lis
     content = documented.get("content")
     if content is None:
         return [] if response.content == b"" else [f"{where}: documented without a body"]
-    (media, spec), = content.items()
+    ((media, spec),) = content.items()
     if not response.headers.get("content-type", "").startswith(media):
         return [f"{where}: content-type {response.headers.get('content-type')}, not {media}"]
     if media != "application/json":
         return []
     schema = {**spec["schema"], "components": document["components"]}
     validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    return [f"{where}: {'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
-            for e in validator.iter_errors(response.json())]
+    return [
+        f"{where}: {'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
+        for e in validator.iter_errors(response.json())
+    ]
 
 
 @pytest.mark.parametrize("key", sorted(CASES), ids=lambda k: f"{k[0]} {k[1]}")
-async def test_responses_conform_to_the_document(client: httpx.AsyncClient, down: httpx.AsyncClient,
-                                                 auth: dict[str, str], ids: dict[str, int],
-                                                 key: tuple[str, str]) -> None:
+async def test_responses_conform_to_the_document(
+    client: httpx.AsyncClient,
+    down: httpx.AsyncClient,
+    auth: dict[str, str],
+    ids: dict[str, int],
+    key: tuple[str, str],
+) -> None:
     document = (await client.get("/openapi.json")).json()
     problems: list[str] = []
     for case in CASES[key]:
         case = Case(**{**vars(case), "url": case.url.format(**ids)})
-        content = case.raw if case.raw is not None else (
-            None if case.body is NOTHING else json.dumps(case.body).encode())
-        headers = {**(auth if case.token else {}), **(case.headers or {}),
-                   **({"content-type": "application/json"} if content is not None else {})}
+        content = (
+            case.raw
+            if case.raw is not None
+            else (None if case.body is NOTHING else json.dumps(case.body).encode())
+        )
+        headers = {
+            **(auth if case.token else {}),
+            **(case.headers or {}),
+            **({"content-type": "application/json"} if content is not None else {}),
+        }
         response = await (down if case.down else client).request(
-            case.method, case.url, content=content, headers=headers)
+            case.method, case.url, content=content, headers=headers
+        )
         problems += check(document, case, response)
     assert not problems, "\n".join(problems)

@@ -27,8 +27,9 @@ SELECT t.id AS table_id, h.id AS assessment_id, h.status_snapshot_id, h.health, 
  ORDER BY t.id"""
 
 
-async def _record(db: asyncpg.Pool, table_id: int, status: TableStatus | None,
-                  assessment: Assessment):
+async def _record(
+    db: asyncpg.Pool, table_id: int, status: TableStatus | None, assessment: Assessment
+):
     async with db.acquire() as conn, conn.transaction():
         return await record_inspection(conn, table_id, status, assessment)
 
@@ -37,11 +38,15 @@ async def test_record_inspection_keeps_the_latest_row_current(db, client):
     async with db.acquire() as conn:
         table_id = await add_table(conn, "sales", "orders")
     status = TableStatus.model_validate(status_doc("sales", "orders", small_file_count=7))
-    first = await _record(db, table_id, status,
-                          Assessment(health=Health.WARNING, score=40, issues=[]))
+    first = await _record(
+        db, table_id, status, Assessment(health=Health.WARNING, score=40, issues=[])
+    )
     row = await db.fetchrow(LATEST, table_id)
     assert (row["assessment_id"], row["status_snapshot_id"], row["status_id"]) == (
-        first.health_assessment_id, first.status_snapshot_id, first.status_snapshot_id)
+        first.health_assessment_id,
+        first.status_snapshot_id,
+        first.status_snapshot_id,
+    )
     assert (row["health"], row["score"], row["status"]["small_file_count"]) == ("warning", 40, 7)
 
     # A failed inspection: the assessment changes, the last good status stays.
@@ -59,8 +64,7 @@ async def test_record_inspection_keeps_the_latest_row_current(db, client):
 
     # The gateway answers from it.
     item = (await client.get("/tables")).json()["items"][0]
-    assert (item["health"], item["score"], item["metrics"]["small_file_count"]) == (
-        "unknown", 0, 7)
+    assert (item["health"], item["score"], item["metrics"]["small_file_count"]) == ("unknown", 0, 7)
     detail = (await client.get("/tables/demo/sales/orders")).json()
     assert detail["health"]["id"] == failed.health_assessment_id
     assert detail["health"]["status_snapshot_id"] is None
@@ -70,19 +74,26 @@ async def test_record_inspection_keeps_the_latest_row_current(db, client):
 async def test_the_read_model_matches_the_history_and_the_migration_backfill(db):
     await seed_fleet(db)
     await seed_many(db, 40)
-    maintained = [dict(r) for r in await db.fetch(
-        "SELECT * FROM icepack.table_health_latest ORDER BY table_id")]
+    maintained = [
+        dict(r)
+        for r in await db.fetch("SELECT * FROM icepack.table_health_latest ORDER BY table_id")
+    ]
     assert maintained == [dict(r) for r in await db.fetch(FROM_HISTORY)]
     assert len(maintained) == 3 + 40  # old.gone was never assessed: no row
 
-    migration = resources.files("icepack_core.db").joinpath(
-        "migrations/0006_table_health_latest.sql").read_text(encoding="utf-8")
-    backfill = migration[migration.index("INSERT INTO icepack.table_health_latest"):]
+    migration = (
+        resources.files("icepack_core.db")
+        .joinpath("migrations/0006_table_health_latest.sql")
+        .read_text(encoding="utf-8")
+    )
+    backfill = migration[migration.index("INSERT INTO icepack.table_health_latest") :]
     async with db.acquire() as conn, conn.transaction():
         await conn.execute("DELETE FROM icepack.table_health_latest")
         await conn.execute(backfill)
-    assert [dict(r) for r in await db.fetch(
-        "SELECT * FROM icepack.table_health_latest ORDER BY table_id")] == maintained
+    assert [
+        dict(r)
+        for r in await db.fetch("SELECT * FROM icepack.table_health_latest ORDER BY table_id")
+    ] == maintained
 
 
 # The listing's order and filters, computed from the history the slow way (the gateway's
@@ -124,8 +135,10 @@ async def test_pages_match_the_history_with_never_assessed_and_failed_tables(db,
         orphan = await add_table(conn, "fresh", "m_orphan")
         await conn.execute(
             "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
-            "VALUES ($1, now(), 'pyiceberg', $2::jsonb)", orphan,
-            status_doc("fresh", "m_orphan", small_file_count=3))
+            "VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
+            orphan,
+            status_doc("fresh", "m_orphan", small_file_count=3),
+        )
         failing = await add_table(conn, "fresh", "broken")
     await _record(db, failing, None, inspection_failed("no metadata"))
 
@@ -138,10 +151,21 @@ async def test_pages_match_the_history_with_never_assessed_and_failed_tables(db,
             ("issue=SMALL_FILES", lambda r: any(i["code"] == "SMALL_FILES" for i in r["issues"])),
             ("q=T00001", lambda r: "t00001" in f"{r['catalog']}.{r['namespace']}.{r['name']}"),
         ]:
-            expected = [(r["catalog"], r["namespace"], r["name"], r["health"], r["score"],
-                         r["inspected"]) for r in reference if keep(r)]
+            expected = [
+                (r["catalog"], r["namespace"], r["name"], r["health"], r["score"], r["inspected"])
+                for r in reference
+                if keep(r)
+            ]
             for limit in (1, 4, 50):
-                got = [(i["catalog"], i["namespace"], i["name"], i["health"], i["score"],
-                        i["metrics"] is not None)
-                       for i in await _pages(client, f"sort={sort}&{filters}", limit)]
+                got = [
+                    (
+                        i["catalog"],
+                        i["namespace"],
+                        i["name"],
+                        i["health"],
+                        i["score"],
+                        i["metrics"] is not None,
+                    )
+                    for i in await _pages(client, f"sort={sort}&{filters}", limit)
+                ]
                 assert got == expected, (sort, filters, limit)

@@ -21,28 +21,34 @@ from tests.gateway.seed import Fleet
 from tests.gateway.test_ui_safety import failed_verification_job
 
 USERS = "/tables/demo/crm/users"
-JOB = {"catalog": "demo", "namespace": "crm", "table": "users",
-       "actions": [{"action": "rewrite_manifests"}]}
+JOB = {
+    "catalog": "demo",
+    "namespace": "crm",
+    "table": "users",
+    "actions": [{"action": "rewrite_manifests"}],
+}
 
 
 @pytest.fixture
 async def held(db: asyncpg.Pool, fleet: Fleet) -> dict:
     """``demo.crm.users`` held after a failed verification; returns the stored hold."""
     await failed_verification_job(db, fleet.tables["crm.users"])
-    hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1",
-                             fleet.tables["crm.users"])
+    hold = await db.fetchval(
+        "SELECT maintenance_hold FROM icepack.tables WHERE id = $1", fleet.tables["crm.users"]
+    )
     assert hold and "changed the live contents" in hold["reason"]
     return hold
 
 
 async def hold_of(db: asyncpg.Pool, table_id: int):
-    return await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1",
-                             table_id)
+    return await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id)
 
 
 async def release_events(db: asyncpg.Pool) -> list[asyncpg.Record]:
-    return await db.fetch("SELECT table_id, payload FROM icepack.events "
-                          "WHERE topic = 'table.hold_released' ORDER BY id")
+    return await db.fetch(
+        "SELECT table_id, payload FROM icepack.events "
+        "WHERE topic = 'table.hold_released' ORDER BY id"
+    )
 
 
 async def test_release_clears_the_hold_and_records_who_and_why(client, db, fleet, held, auth):
@@ -50,8 +56,9 @@ async def test_release_clears_the_hold_and_records_who_and_why(client, db, fleet
     refused = await client.post("/jobs", json=JOB, headers=auth)
     assert refused.status_code == 409 and refused.json()["code"] == "TABLE_HELD"
 
-    r = await client.post(f"{USERS}/hold/release", json={"reason": "  checked the rewrite  "},
-                          headers=auth)
+    r = await client.post(
+        f"{USERS}/hold/release", json={"reason": "  checked the rewrite  "}, headers=auth
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["table"]["maintenance_hold"] is None and body["table"]["id"] == users
@@ -67,7 +74,8 @@ async def test_release_clears_the_hold_and_records_who_and_why(client, db, fleet
     assert event["payload"]["released_by"] == "token:tester"
     assert event["payload"]["reason"] == "checked the rewrite"
     assert released["event_id"] == await db.fetchval(
-        "SELECT id FROM icepack.events WHERE topic = 'table.hold_released'")
+        "SELECT id FROM icepack.events WHERE topic = 'table.hold_released'"
+    )
 
     # Released: the choke point admits the table again.
     admitted = await client.post("/jobs", json=JOB, headers=auth)
@@ -80,11 +88,13 @@ async def test_release_clears_the_hold_and_records_who_and_why(client, db, fleet
 
 
 async def test_maintain_now_on_a_held_table_says_held_not_nothing_recommended(
-        client, db, fleet, held, auth):
+    client, db, fleet, held, auth
+):
     """POST /jobs without actions: the hold is the reason, even with no recommendation."""
     jobs = await db.fetchval("SELECT count(*) FROM icepack.jobs")
-    r = await client.post("/jobs", json={k: JOB[k] for k in ("catalog", "namespace", "table")},
-                          headers=auth)
+    r = await client.post(
+        "/jobs", json={k: JOB[k] for k in ("catalog", "namespace", "table")}, headers=auth
+    )
     assert r.status_code == 409 and r.json()["code"] == "TABLE_HELD", r.text
     assert "demo.crm.users is on hold: rewrite snapshot" in r.json()["message"]
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == jobs
@@ -97,22 +107,44 @@ async def test_release_without_a_body_has_no_reason(client, db, fleet, held, aut
     assert r.json()["released"]["previous_hold"] == held
 
 
-@pytest.mark.parametrize("path,body,status,code,says", [
-    ("/tables/demo/crm/nope/hold/release", None, 404, "TABLE_NOT_FOUND", "demo.crm.nope"),
-    ("/tables/demo/web/clicks/hold/release", None, 409, "TABLE_NOT_HELD",
-     "demo.web.clicks is not on hold"),
-    (f"{USERS}/hold/release", {"reason": "x" * (MAX_REASON + 1)}, 422, "INVALID_PARAMETER",
-     "reason"),
-    (f"{USERS}/hold/release", {"reason": "a\u0000b"}, 422, "INVALID_PARAMETER", "NUL"),
-    (f"{USERS}/hold/release", {"reason": "ok", "force": True}, 422, "INVALID_PARAMETER",
-     "force"),
-    (f"{USERS}/hold/release", ["reason"], 422, "INVALID_PARAMETER", "body"),
-    (f"{USERS}/hold/release?now=1", None, 422, "INVALID_PARAMETER", "now"),
-])
+@pytest.mark.parametrize(
+    "path,body,status,code,says",
+    [
+        ("/tables/demo/crm/nope/hold/release", None, 404, "TABLE_NOT_FOUND", "demo.crm.nope"),
+        (
+            "/tables/demo/web/clicks/hold/release",
+            None,
+            409,
+            "TABLE_NOT_HELD",
+            "demo.web.clicks is not on hold",
+        ),
+        (
+            f"{USERS}/hold/release",
+            {"reason": "x" * (MAX_REASON + 1)},
+            422,
+            "INVALID_PARAMETER",
+            "reason",
+        ),
+        (f"{USERS}/hold/release", {"reason": "a\u0000b"}, 422, "INVALID_PARAMETER", "NUL"),
+        (
+            f"{USERS}/hold/release",
+            {"reason": "ok", "force": True},
+            422,
+            "INVALID_PARAMETER",
+            "force",
+        ),
+        (f"{USERS}/hold/release", ["reason"], 422, "INVALID_PARAMETER", "body"),
+        (f"{USERS}/hold/release?now=1", None, 422, "INVALID_PARAMETER", "now"),
+    ],
+)
 async def test_release_refusals_name_the_problem_and_change_nothing(
-        client, db, fleet, held, auth, path, body, status, code, says):
-    r = await client.post(path, json=body, headers=auth) if body is not None \
+    client, db, fleet, held, auth, path, body, status, code, says
+):
+    r = (
+        await client.post(path, json=body, headers=auth)
+        if body is not None
         else await client.post(path, headers=auth)
+    )
     assert r.status_code == status, r.text
     assert r.json()["code"] == code
     assert says in r.json()["message"] + json.dumps(r.json()["detail"]), r.json()
@@ -121,22 +153,25 @@ async def test_release_refusals_name_the_problem_and_change_nothing(
 
 
 async def test_concurrent_releases_release_once(client, db, fleet, held, auth):
-    answers = await asyncio.gather(*[client.post(f"{USERS}/hold/release", headers=auth)
-                                     for _ in range(6)])
+    answers = await asyncio.gather(
+        *[client.post(f"{USERS}/hold/release", headers=auth) for _ in range(6)]
+    )
     assert sorted(a.status_code for a in answers) == [200] + [409] * 5
     assert len(await release_events(db)) == 1
 
 
 async def test_released_by_names_the_token(client, db, fleet, held):
     token, _ = await TokenStore(db).create("night-shift")
-    r = await client.post(f"{USERS}/hold/release", json={"reason": "ok"},
-                          headers={"Authorization": f"Bearer {token}"})
+    r = await client.post(
+        f"{USERS}/hold/release", json={"reason": "ok"}, headers={"Authorization": f"Bearer {token}"}
+    )
     assert r.json()["released"]["released_by"] == "token:night-shift"
     # The secret itself never reaches the audit trail.
     assert token not in json.dumps([dict(e) for e in await release_events(db)], default=str)
 
 
 # -- the CLI ---------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def cli(database_url, monkeypatch):
@@ -158,8 +193,9 @@ async def test_cli_hold_show_list_and_release(cli, db, fleet, held):
     assert listed == [{"table": "demo.crm.users", "hold": held}]
     assert "not on hold" in (await cli("hold", "show", "demo.web.clicks")).stdout
 
-    released = await cli("hold", "release", "demo.crm.users", "--reason", "rows re-checked",
-                         "--json")
+    released = await cli(
+        "hold", "release", "demo.crm.users", "--reason", "rows re-checked", "--json"
+    )
     assert released.exit_code == 0, released.output
     out = json.loads(released.stdout)
     assert out["previous_hold"] == held and out["reason"] == "rows re-checked"
@@ -182,13 +218,19 @@ async def test_cli_release_prints_the_previous_hold(cli, db, fleet, held):
     assert "previous hold:" in released.stdout and "changed the live contents" in released.stdout
 
 
-@pytest.mark.parametrize("args,code,says", [
-    (["hold", "release", "demo.crm.nope"], 1, "not known to Icepack"),
-    (["hold", "show", "demo.crm.nope"], 1, "not known to Icepack"),
-    (["hold", "release", "users"], 2, "CATALOG.NAMESPACE.TABLE"),
-    (["hold", "release", "demo.crm.users", "--reason", "x" * (MAX_REASON + 1)], 2,
-     f"at most {MAX_REASON}"),
-])
+@pytest.mark.parametrize(
+    "args,code,says",
+    [
+        (["hold", "release", "demo.crm.nope"], 1, "not known to Icepack"),
+        (["hold", "show", "demo.crm.nope"], 1, "not known to Icepack"),
+        (["hold", "release", "users"], 2, "CATALOG.NAMESPACE.TABLE"),
+        (
+            ["hold", "release", "demo.crm.users", "--reason", "x" * (MAX_REASON + 1)],
+            2,
+            f"at most {MAX_REASON}",
+        ),
+    ],
+)
 async def test_cli_refusals_exit_codes(cli, db, fleet, held, args, code, says):
     result = await cli(*args)
     assert result.exit_code == code, result.output
@@ -199,7 +241,9 @@ async def test_cli_refusals_exit_codes(cli, db, fleet, held, args, code, says):
 
 def test_table_names_resolve_to_candidates():
     assert candidates("demo.crm.users", ["icepack"]) == [
-        ("demo", "crm", "users"), ("icepack", "demo.crm", "users")]
+        ("demo", "crm", "users"),
+        ("icepack", "demo.crm", "users"),
+    ]
     assert candidates("crm.users", ["icepack"]) == [("icepack", "crm", "users")]
     assert candidates("demo.crm.users", ["a", "b"]) == [("demo", "crm", "users")]
     assert candidates(r"c.a\.b.t", ["a", "b"]) == [("c", r"a\.b", "t")]

@@ -19,18 +19,27 @@ from icepack_core.settings import load_settings
 from icepack_gateway.app import create_app
 
 LIMIT = 4096
-LISTINGS = ["/tables", "/tables?sort=name", "/tables?sort=-score", "/jobs", "/events",
-            "/tables/demo/sales/orders/jobs", "/tables/demo/sales/orders/history",
-            "/tables/demo/sales/orders/status/history"]
+LISTINGS = [
+    "/tables",
+    "/tables?sort=name",
+    "/tables?sort=-score",
+    "/jobs",
+    "/events",
+    "/tables/demo/sales/orders/jobs",
+    "/tables/demo/sales/orders/history",
+    "/tables/demo/sales/orders/status/history",
+]
 
 
 @pytest.fixture
 async def small_client(db: asyncpg.Pool, database_url: str) -> AsyncIterator[httpx.AsyncClient]:
     """The gateway with a 4 KiB body limit, through ``ICEPACK_GATEWAY_MAX_BODY_BYTES``."""
-    app = create_app(db, settings=load_settings(database_url=database_url,
-                                                gateway_max_body_bytes=LIMIT))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://gateway") as c:
+    app = create_app(
+        db, settings=load_settings(database_url=database_url, gateway_max_body_bytes=LIMIT)
+    )
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://gateway"
+    ) as c:
         yield c
 
 
@@ -46,10 +55,12 @@ def test_the_body_limit_comes_from_the_environment(monkeypatch):
 
 
 async def test_a_body_over_the_limit_is_413_naming_it(small_client, fleet, auth):
-    body = json.dumps({"catalog": "demo", "namespace": "sales", "table": "orders",
-                       "x": "y" * LIMIT})
-    r = await small_client.post("/jobs", content=body, headers={
-        **auth, "content-type": "application/json"})
+    body = json.dumps(
+        {"catalog": "demo", "namespace": "sales", "table": "orders", "x": "y" * LIMIT}
+    )
+    r = await small_client.post(
+        "/jobs", content=body, headers={**auth, "content-type": "application/json"}
+    )
     assert r.status_code == 413, r.text
     assert r.json()["code"] == "BODY_TOO_LARGE"
     assert str(LIMIT) in r.json()["message"]
@@ -74,26 +85,35 @@ async def test_a_chunked_body_without_length_is_counted(small_client, fleet, aut
 
 
 async def test_a_body_within_the_limit_still_works(small_client, fleet, auth):
-    r = await small_client.post("/jobs", json={"catalog": "demo", "namespace": "sales",
-                                               "table": "orders",
-                                               "actions": [{"action": "rewrite_manifests"}]},
-                                headers=auth)
+    r = await small_client.post(
+        "/jobs",
+        json={
+            "catalog": "demo",
+            "namespace": "sales",
+            "table": "orders",
+            "actions": [{"action": "rewrite_manifests"}],
+        },
+        headers=auth,
+    )
     assert r.status_code in (200, 201), r.text
 
 
 async def test_chunked_upload_to_the_real_server_gets_413(db, database_url, fleet):
     """Over a real socket (uvicorn's parser), ``Transfer-Encoding: chunked``, no length."""
     port = free_port()
-    app = create_app(db, settings=load_settings(database_url=database_url,
-                                                gateway_max_body_bytes=LIMIT))
+    app = create_app(
+        db, settings=load_settings(database_url=database_url, gateway_max_body_bytes=LIMIT)
+    )
     server = make_server(app, "127.0.0.1", port)
     task = asyncio.create_task(server.serve())
     try:
         while not server.started:
             await asyncio.sleep(0.02)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"POST /jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                     b"Content-Type: application/json\r\n\r\n")
+        writer.write(
+            b"POST /jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            b"Content-Type: application/json\r\n\r\n"
+        )
         chunk = b"a" * 1000
         for _ in range(8):
             writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
@@ -120,14 +140,26 @@ async def test_deeply_nested_bodies_are_refused_not_crashed(client, fleet, auth)
         assert "nests deeper" in r.json()["message"]
 
 
-@pytest.mark.parametrize("cursor", [
-    "xyz", "!!!", "é", "%%", _b64(b"[" * 1400 + b"]" * 1400), _b64(b"[" * 20_000 + b"]" * 20_000),
-    _b64(b'{"k":"jobs","v":' + b"[" * 1300 + b"]" * 1300 + b"}"),
-    _b64(b'{"k":"jobs","v":[1e999]}'), _b64(b'{"k":"jobs","v":[' + b"9" * 5000 + b"]}"),
-    _b64(b'{"k":"jobs","v":[99999999999999999999]}'), _b64(b'{"k":"jobs","v":["a"]}'),
-    _b64(b'{"k":"nothing","v":[1]}'), _b64(b"\xff\xfe"), _b64(b"null"),
-    "A" * 10_000,
-])
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "xyz",
+        "!!!",
+        "é",
+        "%%",
+        _b64(b"[" * 1400 + b"]" * 1400),
+        _b64(b"[" * 20_000 + b"]" * 20_000),
+        _b64(b'{"k":"jobs","v":' + b"[" * 1300 + b"]" * 1300 + b"}"),
+        _b64(b'{"k":"jobs","v":[1e999]}'),
+        _b64(b'{"k":"jobs","v":[' + b"9" * 5000 + b"]}"),
+        _b64(b'{"k":"jobs","v":[99999999999999999999]}'),
+        _b64(b'{"k":"jobs","v":["a"]}'),
+        _b64(b'{"k":"nothing","v":[1]}'),
+        _b64(b"\xff\xfe"),
+        _b64(b"null"),
+        "A" * 10_000,
+    ],
+)
 async def test_malformed_cursors_are_400(client, fleet, cursor):
     for listing in LISTINGS:
         r = await client.get(listing, params={"cursor": cursor})
@@ -135,37 +167,57 @@ async def test_malformed_cursors_are_400(client, fleet, cursor):
         assert r.json()["code"] == "INVALID_CURSOR" and "'cursor'" in r.json()["message"]
 
 
-HYPOTHESIS = settings(max_examples=200, deadline=None,
-                      suppress_health_check=[HealthCheck.function_scoped_fixture])
-JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                       lambda inner: st.lists(inner, max_size=3)
-                       | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=20)
+HYPOTHESIS = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=20,
+)
 
 
 @HYPOTHESIS
-@given(listing=st.sampled_from(LISTINGS),
-       cursor=st.one_of(st.text(max_size=200),
-                        st.binary(max_size=200).map(_b64),
-                        JSONISH.map(lambda v: _b64(json.dumps(v).encode())),
-                        st.builds(lambda k, v: _b64(json.dumps({"k": k, "v": v}).encode()),
-                                  st.sampled_from(["jobs", "events", "status", "tables:name",
-                                                   "tables:score", "x"]),
-                                  st.lists(JSONISH, max_size=4))))
+@given(
+    listing=st.sampled_from(LISTINGS),
+    cursor=st.one_of(
+        st.text(max_size=200),
+        st.binary(max_size=200).map(_b64),
+        JSONISH.map(lambda v: _b64(json.dumps(v).encode())),
+        st.builds(
+            lambda k, v: _b64(json.dumps({"k": k, "v": v}).encode()),
+            st.sampled_from(["jobs", "events", "status", "tables:name", "tables:score", "x"]),
+            st.lists(JSONISH, max_size=4),
+        ),
+    ),
+)
 async def test_no_cursor_string_gives_a_5xx(client, fleet, listing, cursor):
     r = await client.get(listing, params={"limit": 2, "cursor": cursor})
     assert r.status_code in (200, 400), (listing, cursor, r.status_code, r.text)
 
 
 @HYPOTHESIS
-@given(target=st.sampled_from([("POST", "/jobs"), ("POST", "/policies/simulate"),
-                               ("POST", "/policies/simulate/fleet"),
-                               ("PUT", "/policies/catalog/demo/system.snapshot-expiry")]),
-       body=st.one_of(st.binary(max_size=300),
-                      JSONISH.map(lambda v: json.dumps(v).encode()),
-                      st.integers(1, 3000).map(lambda d: b"[" * d + b"]" * d),
-                      st.integers(1, 3000).map(lambda d: b'{"a":' * d + b"1" + b"}" * d)))
+@given(
+    target=st.sampled_from(
+        [
+            ("POST", "/jobs"),
+            ("POST", "/policies/simulate"),
+            ("POST", "/policies/simulate/fleet"),
+            ("PUT", "/policies/catalog/demo/system.snapshot-expiry"),
+        ]
+    ),
+    body=st.one_of(
+        st.binary(max_size=300),
+        JSONISH.map(lambda v: json.dumps(v).encode()),
+        st.integers(1, 3000).map(lambda d: b"[" * d + b"]" * d),
+        st.integers(1, 3000).map(lambda d: b'{"a":' * d + b"1" + b"}" * d),
+    ),
+)
 async def test_no_body_gives_a_5xx(client, fleet, auth, target, body):
     method, path = target
-    r = await client.request(method, path, content=body,
-                             headers={**auth, "content-type": "application/json"})
+    r = await client.request(
+        method, path, content=body, headers={**auth, "content-type": "application/json"}
+    )
     assert r.status_code < 500, (path, body[:80], r.status_code, r.text)

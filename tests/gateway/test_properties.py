@@ -9,22 +9,53 @@ from hypothesis import strategies as st
 
 SEGMENT = st.text(min_size=1, max_size=40).filter(lambda s: s not in (".", ".."))
 VALUE = st.text(max_size=40)
-PARAMS = st.sampled_from(["limit", "cursor", "catalog", "namespace", "health", "issue", "q",
-                          "sort", "state", "table", "table_id", "topic", "scope",
-                          "policy_type", "x"])
+PARAMS = st.sampled_from(
+    [
+        "limit",
+        "cursor",
+        "catalog",
+        "namespace",
+        "health",
+        "issue",
+        "q",
+        "sort",
+        "state",
+        "table",
+        "table_id",
+        "topic",
+        "scope",
+        "policy_type",
+        "x",
+    ]
+)
 TEMPLATES = [
-    "/tables/{a}/{b}/{c}", "/tables/{a}/{b}/{c}/status", "/tables/{a}/{b}/{c}/status/history",
-    "/tables/{a}/{b}/{c}/health", "/tables/{a}/{b}/{c}/maintenance/recommendation",
-    "/tables/{a}/{b}/{c}/jobs", "/tables/{a}/{b}/{c}/history", "/jobs/{a}", "/tables",
-    "/jobs", "/events", "/policies", "/summary",
+    "/tables/{a}/{b}/{c}",
+    "/tables/{a}/{b}/{c}/status",
+    "/tables/{a}/{b}/{c}/status/history",
+    "/tables/{a}/{b}/{c}/health",
+    "/tables/{a}/{b}/{c}/maintenance/recommendation",
+    "/tables/{a}/{b}/{c}/jobs",
+    "/tables/{a}/{b}/{c}/history",
+    "/jobs/{a}",
+    "/tables",
+    "/jobs",
+    "/events",
+    "/policies",
+    "/summary",
 ]
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @SETTINGS
-@given(template=st.sampled_from(TEMPLATES), a=SEGMENT, b=SEGMENT, c=SEGMENT,
-       query=st.lists(st.tuples(PARAMS, VALUE), max_size=3))
+@given(
+    template=st.sampled_from(TEMPLATES),
+    a=SEGMENT,
+    b=SEGMENT,
+    c=SEGMENT,
+    query=st.lists(st.tuples(PARAMS, VALUE), max_size=3),
+)
 async def test_arbitrary_paths_and_queries_never_fail(client, fleet, template, a, b, c, query):
     path = template.format(a=quote(a, safe=""), b=quote(b, safe=""), c=quote(c, safe=""))
     r = await client.get(path, params=query)
@@ -38,12 +69,18 @@ async def test_arbitrary_paths_and_queries_never_fail(client, fleet, template, a
 
 
 @SETTINGS
-@given(body=st.dictionaries(st.sampled_from(["catalog", "namespace", "table", "actions",
-                                             "priority", "x"]),
-                            st.one_of(VALUE, st.integers(), st.none(),
-                                      st.lists(st.dictionaries(st.sampled_from(
-                                          ["action", "params"]), VALUE), max_size=2)),
-                            max_size=6))
+@given(
+    body=st.dictionaries(
+        st.sampled_from(["catalog", "namespace", "table", "actions", "priority", "x"]),
+        st.one_of(
+            VALUE,
+            st.integers(),
+            st.none(),
+            st.lists(st.dictionaries(st.sampled_from(["action", "params"]), VALUE), max_size=2),
+        ),
+        max_size=6,
+    )
+)
 async def test_arbitrary_job_bodies_never_fail(client, fleet, auth, body):
     r = await client.post("/jobs", json=body, headers=auth)
     assert r.status_code in (200, 201, 404, 422), (body, r.status_code, r.text)

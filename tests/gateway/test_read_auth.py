@@ -22,15 +22,20 @@ async def locked(db, database_url, monkeypatch) -> AsyncIterator[httpx.AsyncClie
     """The gateway with read auth switched on through the environment variable."""
     monkeypatch.setenv("ICEPACK_GATEWAY_READ_AUTH", "true")
     app = create_app(db, settings=load_settings(database_url=database_url))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://gateway") as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://gateway"
+    ) as c:
         yield c
 
 
 def read_paths(fleet: Fleet) -> list[str]:
     """Every GET route of the app, with real values in its path parameters."""
-    values = {"catalog": "demo", "namespace": "web", "table": "clicks",
-              "id": str(fleet.jobs["done"])}
+    values = {
+        "catalog": "demo",
+        "namespace": "web",
+        "table": "clicks",
+        "id": str(fleet.jobs["done"]),
+    }
     paths = []
     for route in api_routes():
         if isinstance(route, Route) and "GET" in (route.methods or ()):

@@ -52,8 +52,10 @@ def _schemathesis() -> list[str]:
     """The command that runs the installed schemathesis (the venv's console script)."""
     script = Path(sys.executable).with_name("schemathesis")
     if not script.is_file():
-        pytest.fail(f"{script} is missing: schemathesis is a dev dependency, run `make setup` "
-                    "(uv sync) to install it")
+        pytest.fail(
+            f"{script} is missing: schemathesis is a dev dependency, run `make setup` "
+            "(uv sync) to install it"
+        )
     return [str(script)]
 
 
@@ -69,19 +71,28 @@ async def _wait_ready(client: httpx.AsyncClient, deadline: float) -> None:
 
 
 @pytest.mark.timeout(900)
-async def test_openapi_fuzzing_finds_no_server_errors(database_url, db: asyncpg.Pool,
-                                                      tmp_path: Path) -> None:
+async def test_openapi_fuzzing_finds_no_server_errors(
+    database_url, db: asyncpg.Pool, tmp_path: Path
+) -> None:
     command = _schemathesis()
     await seed_fleet(db)
     await seed_many(db, 120)
     token, _ = await TokenStore(db).create("schemathesis")
 
     port = free_port()
-    env = {**os.environ, "ICEPACK_DATABASE_URL": database_url, "ICEPACK_HTTP_PORT": str(port),
-           "ICEPACK_LOG_LEVEL": "warning"}
+    env = {
+        **os.environ,
+        "ICEPACK_DATABASE_URL": database_url,
+        "ICEPACK_HTTP_PORT": str(port),
+        "ICEPACK_LOG_LEVEL": "warning",
+    }
     log = (tmp_path / "gateway.log").open("wb")
-    gateway = subprocess.Popen([sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"],
-                               env=env, stdout=log, stderr=subprocess.STDOUT)
+    gateway = subprocess.Popen(
+        [sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=base, timeout=5) as client:
@@ -93,14 +104,28 @@ async def test_openapi_fuzzing_finds_no_server_errors(database_url, db: asyncpg.
             config_file.write_text(config)
             for _attempt in range(3):
                 run = await asyncio.create_subprocess_exec(
-                    *command, "--config-file", str(config_file), "run",
+                    *command,
+                    "--config-file",
+                    str(config_file),
+                    "run",
                     f"{base}/openapi.json",
-                    "--checks", "not_a_server_error,response_schema_conformance",
-                    "--max-examples", str(MAX_EXAMPLES), "--seed", "7", "--workers", "2",
-                    "--request-timeout", "20", "--no-color",
-                    "--header", f"Authorization: Bearer {token}",
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                    cwd=tmp_path)
+                    "--checks",
+                    "not_a_server_error,response_schema_conformance",
+                    "--max-examples",
+                    str(MAX_EXAMPLES),
+                    "--seed",
+                    "7",
+                    "--workers",
+                    "2",
+                    "--request-timeout",
+                    "20",
+                    "--no-color",
+                    "--header",
+                    f"Authorization: Bearer {token}",
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    cwd=tmp_path,
+                )
                 output, _ = await asyncio.wait_for(run.communicate(), timeout=390)
                 report = output.decode(errors="replace")
                 if run.returncode == 0 or _is_finding(report):
@@ -114,7 +139,8 @@ async def test_openapi_fuzzing_finds_no_server_errors(database_url, db: asyncpg.
             gateway_log = (tmp_path / "gateway.log").read_text(errors="replace")
             assert run.returncode == 0, (
                 f"schemathesis ({name}) found failures:\n{report[-12000:]}\n"
-                f"--- gateway log ---\n{gateway_log[-4000:]}")
+                f"--- gateway log ---\n{gateway_log[-4000:]}"
+            )
             assert gateway.poll() is None, "the gateway exited during the run"
     finally:
         gateway.send_signal(signal.SIGTERM)

@@ -56,14 +56,22 @@ def secret_env(database_url, monkeypatch) -> dict[str, str]:
     env = {
         "ICEPACK_DATABASE_URL": f"{database_url}?password={SECRETS['db_password']}",
         "ICEPACK_SPARK_ENGINE": "connect",
-        "ICEPACK_SPARK_CONNECT_URL":
-            f"sc://spark.example:15002/;token={SECRETS['connect_token']};user_id=icepack",
+        "ICEPACK_SPARK_CONNECT_URL": f"sc://spark.example:15002/;token={SECRETS['connect_token']};user_id=icepack",
         "ICEPACK_SPARK_CONF": json.dumps(
-            {"fs.azure.account.key.lake.dfs.core.windows.net": SECRETS["azure_key"]}),
-        "ICEPACK_CATALOGS": json.dumps([{
-            "name": "lake", "type": "rest", "uri": "https://rest.example/api/catalog",
-            "headers": {"Authorization": f"Bearer {SECRETS['header']}"},
-            "s3_access_key_id": "AKIAEXAMPLEID", "s3_secret_access_key": SECRETS["s3_secret"]}]),
+            {"fs.azure.account.key.lake.dfs.core.windows.net": SECRETS["azure_key"]}
+        ),
+        "ICEPACK_CATALOGS": json.dumps(
+            [
+                {
+                    "name": "lake",
+                    "type": "rest",
+                    "uri": "https://rest.example/api/catalog",
+                    "headers": {"Authorization": f"Bearer {SECRETS['header']}"},
+                    "s3_access_key_id": "AKIAEXAMPLEID",
+                    "s3_secret_access_key": SECRETS["s3_secret"],
+                }
+            ]
+        ),
         "ICEPACK_CATALOG_LAKE_CREDENTIAL": f"icepack-client:{SECRETS['credential']}",
         "ICEPACK_SPARK_THRIFT_PASSWORD": SECRETS["thrift_password"],
     }
@@ -94,59 +102,100 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, deb
     (catalog,) = settings.catalogs
     url, dsn = settings.spark_connect_url, settings.dsn
     # Each secret really is in the configuration (so a clean result means redaction).
-    config_text = json.dumps([dsn, url, settings.spark_conf, catalog.headers,
-                              catalog.credential.get_secret_value(),
-                              catalog.s3_secret_access_key.get_secret_value(),
-                              settings.spark_thrift_password.get_secret_value()])
+    config_text = json.dumps(
+        [
+            dsn,
+            url,
+            settings.spark_conf,
+            catalog.headers,
+            catalog.credential.get_secret_value(),
+            catalog.s3_secret_access_key.get_secret_value(),
+            settings.spark_thrift_password.get_secret_value(),
+        ]
+    )
     assert not set(SECRETS) - set(leaks(config_text))
 
     # Log lines a careless caller might write, and the ones the code writes.
-    log.info("settings.loaded", settings=settings.model_dump(mode="json"),
-             raw=repr(settings), env={k: v for k, v in os.environ.items() if "ICEPACK" in k})
+    log.info(
+        "settings.loaded",
+        settings=settings.model_dump(mode="json"),
+        raw=repr(settings),
+        env={k: v for k, v in os.environ.items() if "ICEPACK" in k},
+    )
     log.info("spark.connect.opening", url=url)
     log.info("service.started", database=settings.masked_dsn)
-    log.info("catalog.loading", headers=catalog.headers, conf={
-        "header.Authorization": catalog.headers["Authorization"],
-        "credential": catalog.credential.get_secret_value()})
+    log.info(
+        "catalog.loading",
+        headers=catalog.headers,
+        conf={
+            "header.Authorization": catalog.headers["Authorization"],
+            "credential": catalog.credential.get_secret_value(),
+        },
+    )
     try:
-        raise ConnectionError(f"cannot reach {url} nor {dsn} "
-                              f"(ICEPACK_CATALOG_LAKE_CREDENTIAL="
-                              f"{catalog.credential.get_secret_value()}, "
-                              f"Authorization: {catalog.headers['Authorization']}, "
-                              f"conf {settings.spark_conf})")
+        raise ConnectionError(
+            f"cannot reach {url} nor {dsn} "
+            f"(ICEPACK_CATALOG_LAKE_CREDENTIAL="
+            f"{catalog.credential.get_secret_value()}, "
+            f"Authorization: {catalog.headers['Authorization']}, "
+            f"conf {settings.spark_conf})"
+        )
     except ConnectionError:
         log.exception("executor.engine_failed")
 
     # A failing job: its action's SQL, output and error, its job error, the event, the hold.
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('lake', 'ns', 't') "
-        "RETURNING id")
+        "RETURNING id"
+    )
     queue = JobQueue(db)
     enqueued = await queue.enqueue(table_id, [{"action": "rewrite_data_files"}])
     job = await queue.claim_id(enqueued.job.id, "executor@test", 60)
     now = datetime.now(UTC)
-    failure = (f"rewrite_data_files failed: SparkConnectGrpcException: {url} unreachable; "
-               f"thrift password={settings.spark_thrift_password.get_secret_value()}; "
-               f"s3.secret-access-key={catalog.s3_secret_access_key.get_secret_value()}")
+    failure = (
+        f"rewrite_data_files failed: SparkConnectGrpcException: {url} unreachable; "
+        f"thrift password={settings.spark_thrift_password.get_secret_value()}; "
+        f"s3.secret-access-key={catalog.s3_secret_access_key.get_secret_value()}"
+    )
     await queue.record_action(
-        job, action="rewrite_data_files", state="failed", started_at=now, finished_at=now,
+        job,
+        action="rewrite_data_files",
+        state="failed",
+        started_at=now,
+        finished_at=now,
         procedure="rewrite_data_files",
         sql_text=f"CALL lake.system.rewrite_data_files(table => 'ns.t') -- via {url}",
         output={"conf": settings.spark_conf, "endpoint": url, "headers": catalog.headers},
-        error=failure)
+        error=failure,
+    )
     await queue.fail(job, f"{failure} (database {dsn})", retryable=False)
     async with db.acquire() as conn:
-        await events.publish(conn, "catalog.failed", payload={
-            "error": f"ICEPACK_CATALOG_LAKE_CREDENTIAL={catalog.credential.get_secret_value()}",
-            "headers": catalog.headers, "spark_conf": settings.spark_conf})
+        await events.publish(
+            conn,
+            "catalog.failed",
+            payload={
+                "error": f"ICEPACK_CATALOG_LAKE_CREDENTIAL={catalog.credential.get_secret_value()}",
+                "headers": catalog.headers,
+                "spark_conf": settings.spark_conf,
+            },
+        )
     held = VerificationFailed(f"check against {url} failed", {"dsn": dsn})
     await JobExecution(db, None, None)._hold(  # type: ignore[arg-type]
-        table_id, "rewrite_data_files", str(held), held.evidence)
+        table_id, "rewrite_data_files", str(held), held.evidence
+    )
 
     # Spans: attributes, a recorded exception and the error status description.
-    with pytest.raises(ConnectionError), tracer().start_as_current_span(
-            "executor job", attributes={"icepack.spark_url": url, "db.connection_string": dsn,
-                                        "icepack.headers": [catalog.headers["Authorization"]]}):
+    with (
+        pytest.raises(ConnectionError),
+        tracer().start_as_current_span(
+            "executor job",
+            attributes={
+                "icepack.spark_url": url,
+                "db.connection_string": dsn,
+                "icepack.headers": [catalog.headers["Authorization"]],
+            },
+        ),
+    ):
         raise ConnectionError(f"lost {url} with key {SECRETS['azure_key']}")
 
     # The search: every captured log line, every row, every span.
@@ -159,7 +208,8 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, deb
     rows = []
     for table in ("events", "jobs", "job_actions", "tables"):
         rows += await db.fetchval(
-            f"SELECT coalesce(array_agg(row_to_json(t)::text), '{{}}') FROM icepack.{table} t")
+            f"SELECT coalesce(array_agg(row_to_json(t)::text), '{{}}') FROM icepack.{table} t"
+        )
     assert any("catalog.failed" in r for r in rows) and any("job.finished" in r for r in rows)
     assert any("unreachable" in r for r in rows)  # the errors are kept, only masked
     for row in rows:
@@ -174,10 +224,13 @@ async def test_gateway_process_start_logs_no_secret(secret_env, database_url, db
     """The real service process, configured only through the environment: its start-up and
     shutdown log lines (settings load, ``service.started``...) carry no secret."""
     port = free_port()
-    env = {**os.environ, **secret_env, "ICEPACK_HTTP_PORT": str(port),
-           "ICEPACK_LOG_LEVEL": "debug"}
-    proc = subprocess.Popen([sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {**os.environ, **secret_env, "ICEPACK_HTTP_PORT": str(port), "ICEPACK_LOG_LEVEL": "debug"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "icepack_core.cli.app", "service", "gateway"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:

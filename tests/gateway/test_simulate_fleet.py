@@ -6,23 +6,46 @@ from __future__ import annotations
 async def add_table(db, name, oldest):
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('sim', 'db', $1) "
-        "RETURNING id", name)
-    status = {"data_file_count": 3, "data_file_bytes": 300, "small_file_count": 0,
-              "small_file_bytes": 0, "position_delete_file_count": 0,
-              "equality_delete_file_count": 0, "deletion_vector_count": 0,
-              "delete_record_count": 0, "manifest_count": 3, "manifest_bytes": 3000,
-              "snapshot_count": 30, "partition_count": 1, "oldest_snapshot_at": oldest,
-              "current_snapshot_at": oldest}
-    await db.execute("INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, "
-                     "status) VALUES ($1, now(), 'pyiceberg', $2::jsonb)", table_id, status)
+        "RETURNING id",
+        name,
+    )
+    status = {
+        "data_file_count": 3,
+        "data_file_bytes": 300,
+        "small_file_count": 0,
+        "small_file_bytes": 0,
+        "position_delete_file_count": 0,
+        "equality_delete_file_count": 0,
+        "deletion_vector_count": 0,
+        "delete_record_count": 0,
+        "manifest_count": 3,
+        "manifest_bytes": 3000,
+        "snapshot_count": 30,
+        "partition_count": 1,
+        "oldest_snapshot_at": oldest,
+        "current_snapshot_at": oldest,
+    }
+    await db.execute(
+        "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, "
+        "status) VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
+        table_id,
+        status,
+    )
 
 
 async def test_fleet_simulation_lists_changed_tables_and_writes_nothing(client, db, auth):
     await add_table(db, "ancient", "2020-01-01T00:00:00.000Z")
     await add_table(db, "fresh", "2999-01-01T00:00:00.000Z")
-    body = {"catalog": "sim", "policies": [{
-        "policy_type": "system.snapshot-expiry", "scope": "catalog",
-        "config": {"max_snapshot_age_hours": 24, "retain_last": 10}}]}
+    body = {
+        "catalog": "sim",
+        "policies": [
+            {
+                "policy_type": "system.snapshot-expiry",
+                "scope": "catalog",
+                "config": {"max_snapshot_age_hours": 24, "retain_last": 10},
+            }
+        ],
+    }
     jobs_before = await db.fetchval("SELECT count(*) FROM icepack.jobs")
     response = await client.post("/policies/simulate/fleet", json=body, headers=auth)
     assert response.status_code == 200, response.text
@@ -36,16 +59,23 @@ async def test_fleet_simulation_lists_changed_tables_and_writes_nothing(client, 
 
 
 async def test_fleet_simulation_rejects_a_bad_policy_naming_the_key(client, auth):
-    body = {"catalog": "sim", "policies": [{
-        "policy_type": "system.orphan-file-removal", "scope": "catalog",
-        "config": {"older_than_hours": 1}}]}
+    body = {
+        "catalog": "sim",
+        "policies": [
+            {
+                "policy_type": "system.orphan-file-removal",
+                "scope": "catalog",
+                "config": {"older_than_hours": 1},
+            }
+        ],
+    }
     response = await client.post("/policies/simulate/fleet", json=body, headers=auth)
     assert response.status_code == 422
     assert "older_than_hours" in response.json()["message"] + str(response.json()["detail"])
 
 
 async def test_fleet_simulation_needs_a_token(client):
-    response = await client.post("/policies/simulate/fleet", json={"catalog": "sim",
-                                                                   "policies": []})
+    response = await client.post(
+        "/policies/simulate/fleet", json={"catalog": "sim", "policies": []}
+    )
     assert response.status_code == 401
-

@@ -22,8 +22,16 @@ from tests.gateway.seed import Fleet
 from tests.support.waiting import eventually
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 
 # Counts the pixels a canvas has drawn (any non-transparent one).
@@ -104,10 +112,12 @@ async def test_ui_overview_table_and_jobs_in_chromium(base_url, browser, fleet: 
         # Search narrows the list.
         await page.fill("input[type=search]", "orders")
         await page.wait_for_function(
-            "document.querySelectorAll('[data-test=table-row]').length === 1")
+            "document.querySelectorAll('[data-test=table-row]').length === 1"
+        )
         await page.fill("input[type=search]", "")
         await page.wait_for_function(
-            "document.querySelectorAll('[data-test=table-row]').length === 3")
+            "document.querySelectorAll('[data-test=table-row]').length === 3"
+        )
 
         # Table detail: issues with value vs threshold, drawn history charts.
         await rows.first.click()
@@ -156,8 +166,13 @@ async def test_ui_fits_a_phone_and_shows_empty_states(base_url, browser, db, fle
     errors: list[str] = []
     context, page = await _page(browser, 390, 844, errors)
     try:
-        views = {"fleet": "#/", "table": "#/table/demo/web/clicks", "jobs": "#/jobs",
-                 "job": f"#/job/{fleet.jobs['done']}", "events": "#/events"}
+        views = {
+            "fleet": "#/",
+            "table": "#/table/demo/web/clicks",
+            "jobs": "#/jobs",
+            "job": f"#/job/{fleet.jobs['done']}",
+            "events": "#/events",
+        }
         for name, route in views.items():
             await page.goto(f"{base_url}/ui/{route}")
             await page.locator(f"section[data-view={name}]").wait_for()
@@ -166,8 +181,9 @@ async def test_ui_fits_a_phone_and_shows_empty_states(base_url, browser, db, fle
             await page.screenshot(path=str(ARTIFACTS / f"{name}-390.png"), full_page=True)
             assert overflow <= 0, f"{name} overflows by {overflow}px at 390px"
         # Empty states: a table never inspected, and a job filter with nothing in it.
-        await db.execute("INSERT INTO icepack.tables (catalog, namespace, name) "
-                         "VALUES ('demo', 'new', 'fresh')")
+        await db.execute(
+            "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('demo', 'new', 'fresh')"
+        )
         await page.goto(f"{base_url}/ui/#/table/demo/new/fresh")
         await page.get_by_text("No inspections recorded yet.").wait_for()
         await page.get_by_text("No maintenance has run on this table.").wait_for()

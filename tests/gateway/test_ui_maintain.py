@@ -1,4 +1,4 @@
-""""Maintain now" on the table page, in headless Debian Chromium against the real gateway.
+""" "Maintain now" on the table page, in headless Debian Chromium against the real gateway.
 
 Every outcome is shown, never a silent failure: no token (the token field opens), an unknown
 token (401), a held table (409 TABLE_HELD), nothing recommended (409), a job already active
@@ -54,8 +54,12 @@ async def job_count(db) -> int:
     return await db.fetchval("SELECT count(*) FROM icepack.jobs")
 
 
-async def test_maintain_now_on_a_held_table_shows_the_409_refusal(base, browser, db,  # noqa: F811
-                                                                 fleet: Fleet):
+async def test_maintain_now_on_a_held_table_shows_the_409_refusal(
+    base,
+    browser,
+    db,
+    fleet: Fleet,
+):
     await failed_verification_job(db, fleet.tables["crm.users"])
     token, _ = await TokenStore(db).create("operator")
     jobs_before = await job_count(db)
@@ -78,7 +82,7 @@ async def test_maintain_now_on_a_held_table_shows_the_409_refusal(base, browser,
         await context.close()
 
 
-async def test_maintain_now_shows_every_outcome(base, browser, db, fleet: Fleet):  # noqa: F811
+async def test_maintain_now_shows_every_outcome(base, browser, db, fleet: Fleet):
     token, _ = await TokenStore(db).create("operator")
     jobs_before = await job_count(db)
     errors: list[str] = []
@@ -108,11 +112,14 @@ async def test_maintain_now_shows_every_outcome(base, browser, db, fleet: Fleet)
         await page.locator("[data-test=recommendation]").wait_for()
         text = await click_maintain(page, "result")
         assert "Already active:" in text and f"job {fleet.jobs['queued']}" in text, text
-        assert await page.evaluate(
-            "() => document.documentElement.scrollWidth - window.innerWidth") <= 0
+        assert (
+            await page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            <= 0
+        )
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        await page.screenshot(path=str(ARTIFACTS / "maintain-already-active-390.png"),
-                              full_page=True)
+        await page.screenshot(
+            path=str(ARTIFACTS / "maintain-already-active-390.png"), full_page=True
+        )
         await page.click("[data-test=maintain-job-link]")
         await page.wait_for_function(f"({JOB_STATE})() === 'queued'")
         assert page.url.endswith(f"#/job/{fleet.jobs['queued']}")
@@ -124,7 +131,7 @@ async def test_maintain_now_shows_every_outcome(base, browser, db, fleet: Fleet)
         await context.close()
 
 
-async def test_job_page_follows_the_job_to_its_end(base, browser, db, fleet: Fleet, auth):  # noqa: F811
+async def test_job_page_follows_the_job_to_its_end(base, browser, db, fleet: Fleet, auth):
     """Without reloading, the page shows the cancel the API made meanwhile, then stops."""
     job_id = fleet.jobs["queued"]
     errors: list[str] = []
@@ -146,15 +153,13 @@ async def test_job_page_follows_the_job_to_its_end(base, browser, db, fleet: Fle
 def flow_settings(database_url, spark_catalog_settings, tmp_path):
     """The services' settings on the Spark fixtures' catalog, for this test's namespace only
     (the same shape as tests/e2e/test_maintenance_flow.py)."""
-    return service_settings(database_url, spark_catalog_settings, tmp_path,
-                            include=[f"{NS}.*"])
+    return service_settings(database_url, spark_catalog_settings, tmp_path, include=[f"{NS}.*"])
 
 
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-async def test_maintain_now_runs_the_recommendation_to_succeeded(
-        spark, flow_settings, db, browser):  # noqa: F811
+async def test_maintain_now_runs_the_recommendation_to_succeeded(spark, flow_settings, db, browser):
     table = make_small_files_table(spark, NS, "clicks", batches=12)
     rows_before, files_before = fingerprint(spark, table), data_file_count(spark, table)
     catalog = flow_settings.effective_catalogs()[0].name
@@ -163,13 +168,15 @@ async def test_maintain_now_runs_the_recommendation_to_succeeded(
         return await db.fetchrow(
             "SELECT r.table_id, r.actions, r.job_id, j.state FROM icepack.recommendations r "
             "JOIN icepack.tables t ON t.id = r.table_id JOIN icepack.jobs j ON j.id = r.job_id "
-            "WHERE t.namespace = $1 AND t.name = 'clicks' ORDER BY r.id DESC LIMIT 1", NS)
+            "WHERE t.namespace = $1 AND t.name = 'clicks' ORDER BY r.id DESC LIMIT 1",
+            NS,
+        )
 
     # The real services find, inspect and plan the table; the planner queues its own job.
-    async with running([DiscoveryService(), InspectorService(), PlannerService()],
-                       flow_settings):
-        rec = await eventually(planned, timeout=180, interval=0.5,
-                               what="the planner's recommendation and job")
+    async with running([DiscoveryService(), InspectorService(), PlannerService()], flow_settings):
+        rec = await eventually(
+            planned, timeout=180, interval=0.5, what="the planner's recommendation and job"
+        )
     assert rec["state"] == "queued"
     recommended = [a["action"] for a in rec["actions"]["actions"]]
     assert "rewrite_data_files" in recommended
@@ -179,8 +186,9 @@ async def test_maintain_now_runs_the_recommendation_to_succeeded(
     async with serving(db, flow_settings) as url:
         # Cancel the planner's job through the API, so the job that runs is the UI's.
         async with httpx.AsyncClient(base_url=url) as client:
-            r = await client.post(f"/jobs/{rec['job_id']}/cancel",
-                                  headers={"Authorization": f"Bearer {token}"})
+            r = await client.post(
+                f"/jobs/{rec['job_id']}/cancel", headers={"Authorization": f"Bearer {token}"}
+            )
             assert r.status_code == 200 and r.json()["cancelled"], r.text
         context, page = await _page(browser, 1280, 900, errors)
         try:
@@ -193,28 +201,30 @@ async def test_maintain_now_runs_the_recommendation_to_succeeded(
             job_id = int(link.removeprefix("job "))
             assert job_id != rec["job_id"]
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            await page.screenshot(path=str(ARTIFACTS / "maintain-queued-1280.png"),
-                                  full_page=True)
+            await page.screenshot(path=str(ARTIFACTS / "maintain-queued-1280.png"), full_page=True)
             await page.click("[data-test=maintain-job-link]")
             await page.wait_for_function(f"({JOB_STATE})() === 'queued'")
             assert await page.locator("[data-test=job-polling]").is_visible()
 
             # The real executor runs it; the open page follows it to the end by itself.
             async with running([ExecutorService()], flow_settings):
-                await page.wait_for_function(f"({JOB_STATE})() === 'succeeded'",
-                                             timeout=300_000, polling=500)
+                await page.wait_for_function(
+                    f"({JOB_STATE})() === 'succeeded'", timeout=300_000, polling=500
+                )
             await page.locator("[data-test=job-polling]").wait_for(state="hidden")
             verdict = page.locator("[data-test=verdict]").first
             await verdict.wait_for()
             assert await verdict.inner_text() == "verified"
-            await page.screenshot(path=str(ARTIFACTS / "maintain-succeeded-1280.png"),
-                                  full_page=True)
+            await page.screenshot(
+                path=str(ARTIFACTS / "maintain-succeeded-1280.png"), full_page=True
+            )
         finally:
             await context.close()
     assert errors == [], errors
 
-    job = await db.fetchrow("SELECT state, trigger, actions FROM icepack.jobs WHERE id = $1",
-                            job_id)
+    job = await db.fetchrow(
+        "SELECT state, trigger, actions FROM icepack.jobs WHERE id = $1", job_id
+    )
     assert job["state"] == "succeeded" and job["trigger"] == "manual"
     assert [a["action"] for a in job["actions"]] == recommended  # the recommendation, as is
     assert fingerprint(spark, table) == rows_before  # same rows, same contents

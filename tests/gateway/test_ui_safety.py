@@ -60,19 +60,28 @@ async def planned_table(db: asyncpg.Pool) -> tuple[int, dict]:
     recommendation."""
     async with db.acquire() as conn, conn.transaction():
         table_id = await add_table(conn, "shop", "carts")
-        status = TableStatus.model_validate(status_doc(
-            "shop", "carts", data_file_count=400, small_file_count=380,
-            small_file_bytes=380 * 1_000_000, snapshot_count=150, inspected_at=NOW.isoformat(),
-            oldest_snapshot_at=(NOW - timedelta(days=30)).isoformat(),
-            current_snapshot_at=NOW.isoformat()))
+        status = TableStatus.model_validate(
+            status_doc(
+                "shop",
+                "carts",
+                data_file_count=400,
+                small_file_count=380,
+                small_file_bytes=380 * 1_000_000,
+                snapshot_count=150,
+                inspected_at=NOW.isoformat(),
+                oldest_snapshot_at=(NOW - timedelta(days=30)).isoformat(),
+                current_snapshot_at=NOW.isoformat(),
+            )
+        )
         await record_inspection(conn, table_id, status, assess(status, now=NOW))
     outcome = await Planner(Settings(), db, JobQueue(db)).plan(table_id, now=NOW)
-    stored = await db.fetchval("SELECT actions FROM icepack.recommendations WHERE id = $1",
-                               outcome.recommendation_id)
+    stored = await db.fetchval(
+        "SELECT actions FROM icepack.recommendations WHERE id = $1", outcome.recommendation_id
+    )
     return table_id, stored
 
 
-async def test_recommendation_shows_each_action_and_each_skip(base, browser, db):  # noqa: F811
+async def test_recommendation_shows_each_action_and_each_skip(base, browser, db):
     _, stored = await planned_table(db)
     assert stored["actions"] and stored["skipped"]  # the real planner wrote both kinds
     errors: list[str] = []
@@ -106,26 +115,47 @@ async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
     """A rewrite whose post-commit check failed, recorded and held as ``JobExecution`` does:
     the evidence record as the action's output, the table put on hold, the job failed."""
     queue = JobQueue(db)
-    enqueued = await queue.enqueue(table_id, [{"action": "rewrite_data_files", "params": {}}],
-                                   dedupe_key="verify-fail")
+    enqueued = await queue.enqueue(
+        table_id, [{"action": "rewrite_data_files", "params": {}}], dedupe_key="verify-fail"
+    )
     job = await queue.claim_id(enqueued.job.id, "executor@test:2", 600)
-    evidence = {"snapshot_id": 9_123_456_789_012_345_678, "parent_id": 9_000_000_000_000_000_001,
-                "rows_before": 1000, "rows_after": 990, "checksum_before": 1234567890123456789,
-                "checksum_after": -987654321987654321, "rolled_back": True}
-    exc = VerificationFailed("rewrite snapshot 9123456789012345678 changed the live contents "
-                             "of demo.crm.users: 1000 rows -> 990 rows, checksum differs",
-                             evidence)
+    evidence = {
+        "snapshot_id": 9_123_456_789_012_345_678,
+        "parent_id": 9_000_000_000_000_000_001,
+        "rows_before": 1000,
+        "rows_after": 990,
+        "checksum_before": 1234567890123456789,
+        "checksum_after": -987654321987654321,
+        "rolled_back": True,
+    }
+    exc = VerificationFailed(
+        "rewrite snapshot 9123456789012345678 changed the live contents "
+        "of demo.crm.users: 1000 rows -> 990 rows, checksum differs",
+        evidence,
+    )
     await JobExecution(db, None, None)._hold(  # type: ignore[arg-type]
-        table_id, "rewrite_data_files", str(exc), exc.evidence)
-    await queue.record_action(job, action="rewrite_data_files", state="failed",
-                              started_at=NOW, finished_at=NOW, procedure="rewrite_data_files",
-                              output=exc.evidence, error=str(exc))
+        table_id, "rewrite_data_files", str(exc), exc.evidence
+    )
+    await queue.record_action(
+        job,
+        action="rewrite_data_files",
+        state="failed",
+        started_at=NOW,
+        finished_at=NOW,
+        procedure="rewrite_data_files",
+        output=exc.evidence,
+        error=str(exc),
+    )
     await queue.fail(job, str(exc), retryable=False)
     return job.id
 
 
-async def test_job_page_shows_live_rows_deleted_rows_and_evidence(base, browser, db,  # noqa: F811
-                                                                  fleet: Fleet):
+async def test_job_page_shows_live_rows_deleted_rows_and_evidence(
+    base,
+    browser,
+    db,
+    fleet: Fleet,
+):
     errors: list[str] = []
     context, page = await _page(browser, 1280, 900, errors)
     try:
@@ -155,8 +185,12 @@ async def test_job_page_shows_live_rows_deleted_rows_and_evidence(base, browser,
         await context.close()
 
 
-async def test_job_page_shows_a_failed_verification_rollback_and_hold(base, browser, db,  # noqa: F811
-                                                                      fleet: Fleet):
+async def test_job_page_shows_a_failed_verification_rollback_and_hold(
+    base,
+    browser,
+    db,
+    fleet: Fleet,
+):
     job_id = await failed_verification_job(db, fleet.tables["crm.users"])
     errors: list[str] = []
     context, page = await _page(browser, 390, 844, errors)
@@ -164,8 +198,7 @@ async def test_job_page_shows_a_failed_verification_rollback_and_hold(base, brow
         await page.goto(f"{base}/ui/#/job/{job_id}")
         safety = page.locator("[data-test=safety]").first
         await safety.wait_for()
-        assert await safety.locator("[data-test=verdict]").inner_text() == \
-            "verification failed"
+        assert await safety.locator("[data-test=verdict]").inner_text() == "verification failed"
         row = await safety.locator("[data-test=evidence-row]").inner_text()
         assert "9123456789012345678" in row and "9000000000000000001" in row
         assert "1,000 → 990" in row and "rolled back" in row
@@ -173,8 +206,10 @@ async def test_job_page_shows_a_failed_verification_rollback_and_hold(base, brow
         hold = page.locator("[data-test=hold]")
         await hold.wait_for()
         assert "changed the live contents" in await hold.inner_text()
-        assert await page.evaluate(
-            "() => document.documentElement.scrollWidth - window.innerWidth") <= 0
+        assert (
+            await page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            <= 0
+        )
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         await page.screenshot(path=str(ARTIFACTS / "job-held-390.png"), full_page=True)
         # The table's own page says it is held, too.
@@ -187,20 +222,47 @@ async def test_job_page_shows_a_failed_verification_rollback_and_hold(base, brow
         await context.close()
 
 
-async def test_evidence_under_a_verification_key_is_shown_too(base, browser, db,  # noqa: F811
-                                                              fleet: Fleet):
+async def test_evidence_under_a_verification_key_is_shown_too(
+    base,
+    browser,
+    db,
+    fleet: Fleet,
+):
     """The executor's newer shape: records anywhere under ``output.verification``."""
     queue = JobQueue(db)
-    enqueued = await queue.enqueue(fleet.tables["crm.users"],
-                                   [{"action": "rewrite_position_delete_files"}],
-                                   dedupe_key="verification-key")
+    enqueued = await queue.enqueue(
+        fleet.tables["crm.users"],
+        [{"action": "rewrite_position_delete_files"}],
+        dedupe_key="verification-key",
+    )
     job = await queue.claim_id(enqueued.job.id, "executor@test:3", 600)
-    output = {"rewritten_delete_files_count": 3, "verification": {"mode": "per-snapshot",
-              "snapshots": [{"snapshot_id": 11, "parent_id": 10, "rows_before": 50,
-                             "rows_after": 50, "checksum_before": 7, "checksum_after": 7,
-                             "checked": True, "rolled_back": False}]}}
-    await queue.record_action(job, action="rewrite_position_delete_files", state="succeeded",
-                              started_at=NOW, finished_at=NOW, output=output, impact={})
+    output = {
+        "rewritten_delete_files_count": 3,
+        "verification": {
+            "mode": "per-snapshot",
+            "snapshots": [
+                {
+                    "snapshot_id": 11,
+                    "parent_id": 10,
+                    "rows_before": 50,
+                    "rows_after": 50,
+                    "checksum_before": 7,
+                    "checksum_after": 7,
+                    "checked": True,
+                    "rolled_back": False,
+                }
+            ],
+        },
+    }
+    await queue.record_action(
+        job,
+        action="rewrite_position_delete_files",
+        state="succeeded",
+        started_at=NOW,
+        finished_at=NOW,
+        output=output,
+        impact={},
+    )
     await queue.complete(job)
     errors: list[str] = []
     context, page = await _page(browser, 1280, 900, errors)
@@ -228,8 +290,10 @@ def test_cli_job_shows_the_same_safety(database_url, db, fleet: Fleet, monkeypat
     assert "live rows    256 -> 256  unchanged (verified by scanning both snapshots)" in out
     assert "stored rows  320 -> 256  (incl. deleted)  64 deleted rows physically removed" in out
     assert "delete files applied: 4" in out
-    assert (f"snapshot {record['snapshot_id']} (parent {record['parent_id']}): rows 256 -> 256"
-            f", checksum {record['checksum_before']} -> {record['checksum_after']}") in out
+    assert (
+        f"snapshot {record['snapshot_id']} (parent {record['parent_id']}): rows 256 -> 256"
+        f", checksum {record['checksum_before']} -> {record['checksum_after']}"
+    ) in out
     assert "record count" not in out  # the raw stored-count drop is not shown as a change
     detail = json.loads(runner.invoke(cli_app, ["job", str(fleet.jobs["done"]), "--json"]).stdout)
     safety = detail["job_actions"][0]["safety"]
@@ -249,8 +313,12 @@ async def test_cli_job_shows_rollback_and_hold(database_url, db, fleet: Fleet, m
     assert "table on hold:" in out and "changed the live contents" in out
 
 
-async def test_read_auth_ui_asks_for_a_token_and_uses_it(browser, db, database_url,  # noqa: F811
-                                                         fleet: Fleet):
+async def test_read_auth_ui_asks_for_a_token_and_uses_it(
+    browser,
+    db,
+    database_url,
+    fleet: Fleet,
+):
     token, _ = await TokenStore(db).create("ui-reader")
     settings = load_settings(database_url=database_url, gateway_read_auth=True)
     errors: list[str] = []

@@ -74,6 +74,7 @@ def assert_matches_summary(status: TableStatus, summary: dict[str, str]) -> None
     if "total-files-size" in summary:
         assert status.data_file_bytes + 0 <= int(summary["total-files-size"])
     deletes = int(summary.get("total-equality-deletes", 0)) + int(
-        summary.get("total-position-deletes", 0))
+        summary.get("total-position-deletes", 0)
+    )
     if "total-equality-deletes" in summary or "total-position-deletes" in summary:
         assert status.delete_record_count == deletes

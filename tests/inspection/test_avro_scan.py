@@ -63,8 +63,9 @@ def test_zoo_manifests_scan_like_pyiceberg(zoo: Zoo, name: str):
 
 
 @pytest.mark.parametrize("format_version", [1, 2])
-def test_typed_partitions_and_deleted_entries_scan_like_pyiceberg(scratch_catalog,
-                                                                  format_version: int):
+def test_typed_partitions_and_deleted_entries_scan_like_pyiceberg(
+    scratch_catalog, format_version: int
+):
     _, catalog = scratch_catalog
     catalog.create_namespace("scan")
     schema = Schema(
@@ -75,21 +76,36 @@ def test_typed_partitions_and_deleted_entries_scan_like_pyiceberg(scratch_catalo
         NestedField(5, "b", BooleanType(), required=False),
         NestedField(6, "s", StringType(), required=False),
     )
-    spec = PartitionSpec(*(PartitionField(source, 1000 + source, IdentityTransform(), f"p{source}")
-                           for source in range(2, 7)))
-    table = catalog.create_table("scan.t", schema, partition_spec=spec,
-                                 properties={"format-version": str(format_version)})
+    spec = PartitionSpec(
+        *(
+            PartitionField(source, 1000 + source, IdentityTransform(), f"p{source}")
+            for source in range(2, 7)
+        )
+    )
+    table = catalog.create_table(
+        "scan.t", schema, partition_spec=spec, properties={"format-version": str(format_version)}
+    )
     data = pa.Table.from_pylist(
-        [{"id": i, "d": datetime.date(2024, 1, 1 + i % 3), "ts": datetime.datetime(2024, 1, 1, i),
-          "dec": decimal.Decimal(i % 2) + decimal.Decimal("0.25"), "b": i % 2 == 0,
-          "s": None if i % 5 == 0 else f"v{i % 4}"} for i in range(20)],
-        schema=table.schema().as_arrow())
+        [
+            {
+                "id": i,
+                "d": datetime.date(2024, 1, 1 + i % 3),
+                "ts": datetime.datetime(2024, 1, 1, i),
+                "dec": decimal.Decimal(i % 2) + decimal.Decimal("0.25"),
+                "b": i % 2 == 0,
+                "s": None if i % 5 == 0 else f"v{i % 4}",
+            }
+            for i in range(20)
+        ],
+        schema=table.schema().as_arrow(),
+    )
     table.append(data)
     table.append(data)
     table.delete(EqualTo("b", True))  # rewrites manifests with DELETED entries
     assert assert_fast_path_matches(table) >= 3
-    aggs = [read_manifest(m, table.io, THRESHOLD)
-            for m in table.current_snapshot().manifests(table.io)]  # type: ignore[union-attr]
+    aggs = [
+        read_manifest(m, table.io, THRESHOLD) for m in table.current_snapshot().manifests(table.io)
+    ]  # type: ignore[union-attr]
     assert sum(a.data_files for a in aggs) == 20
     assert len({k for a in aggs for k in a.partitions}) == 10  # b=false rows, two appends
 
@@ -104,11 +120,14 @@ def test_corrupt_manifest_fails_as_pyiceberg_does(zoo: Zoo, tmp_path: Path):
     with pytest.raises(Unsupported):
         scan_entries(truncated.read_bytes())
     broken = ManifestFile.from_args(
-        manifest_path=str(truncated), manifest_length=len(data) - 40,
-        partition_spec_id=manifest.partition_spec_id, content=manifest.content,
+        manifest_path=str(truncated),
+        manifest_length=len(data) - 40,
+        partition_spec_id=manifest.partition_spec_id,
+        content=manifest.content,
         sequence_number=manifest.sequence_number,
         min_sequence_number=manifest.min_sequence_number,
-        added_snapshot_id=manifest.added_snapshot_id)
+        added_snapshot_id=manifest.added_snapshot_id,
+    )
     # The fallback reads it with PyIceberg, which fails (its Cython decoder does not always
     # fail the same way on garbage, so only the failure itself is compared).
     with pytest.raises(Exception):  # noqa: B017
@@ -118,10 +137,18 @@ def test_corrupt_manifest_fails_as_pyiceberg_does(zoo: Zoo, tmp_path: Path):
 
 
 def test_schemas_the_scan_does_not_handle_are_refused():
-    entry = {"type": "record", "name": "manifest_entry", "fields": [
-        {"name": "status", "field-id": 0, "type": "long"},  # PyIceberg reads an int
-        {"name": "data_file", "field-id": 2, "type": {"type": "record", "name": "r2",
-                                                       "fields": []}}]}
+    entry = {
+        "type": "record",
+        "name": "manifest_entry",
+        "fields": [
+            {"name": "status", "field-id": 0, "type": "long"},  # PyIceberg reads an int
+            {
+                "name": "data_file",
+                "field-id": 2,
+                "type": {"type": "record", "name": "r2", "fields": []},
+            },
+        ],
+    }
     with pytest.raises(Unsupported):
         compile_block_decoder(entry)
     with pytest.raises(Unsupported):

@@ -23,8 +23,9 @@ from tests.plugins.catalogs import Zoo
 REPO = Path(__file__).resolve().parents[2]
 # Vendored in the repository (tests/data/tables-external/README.md); ICEPACK_TABLES_EXTERNAL
 # points at another copy.
-EXTERNAL = Path(os.environ.get("ICEPACK_TABLES_EXTERNAL")
-                or REPO / "tests" / "data" / "tables-external")
+EXTERNAL = Path(
+    os.environ.get("ICEPACK_TABLES_EXTERNAL") or REPO / "tests" / "data" / "tables-external"
+)
 EXTERNAL_TABLES = [
     "data/persistent/equality_deletes/warehouse/mydb/mytable/metadata/v7.metadata.json",
     "data/persistent/equality_deletes/warehouse/mydb/mytable_partitioned/metadata/v6.metadata.json",
@@ -53,8 +54,12 @@ async def test_external_table_counts_match_the_writers_summary(external: Path, l
 
 
 def _zoo_env(zoo: Zoo) -> dict[str, str]:
-    catalog = {"name": "zoo", "type": "sql", "uri": zoo.config.uri,
-               "warehouse": zoo.config.warehouse}
+    catalog = {
+        "name": "zoo",
+        "type": "sql",
+        "uri": zoo.config.uri,
+        "warehouse": zoo.config.warehouse,
+    }
     return {"ICEPACK_CATALOGS": json.dumps([catalog])}
 
 
@@ -106,8 +111,9 @@ async def test_go_inspector_reports_the_same_metrics_on_the_zoo(zoo: Zoo):
     for name in zoo.expected:
         table = zoo.table(name)
         ours = await inspect_table(table, catalog="zoo", namespace="zoo", name=name)
-        theirs = await inspect_with_go(table.metadata_location, catalog="zoo", namespace="zoo",
-                                       table=name, binary=GO_BINARY)
+        theirs = await inspect_with_go(
+            table.metadata_location, catalog="zoo", namespace="zoo", table=name, binary=GO_BINARY
+        )
         assert theirs.inspector == "iceberg-go"
         assert theirs.table_metrics() == ours.table_metrics(), name
 
@@ -117,6 +123,7 @@ async def test_go_inspector_reports_the_same_metrics_on_the_zoo(zoo: Zoo):
 @pytest.mark.parametrize("location", EXTERNAL_TABLES)
 async def test_go_inspector_agrees_on_external_tables(external: Path, location: str):
     ours = await inspect_metadata_location(location)
-    theirs = await inspect_with_go(location, catalog="", namespace=ours.namespace,
-                                   table=ours.table, binary=GO_BINARY)
+    theirs = await inspect_with_go(
+        location, catalog="", namespace=ours.namespace, table=ours.table, binary=GO_BINARY
+    )
     assert theirs.table_metrics() == ours.table_metrics()

@@ -35,12 +35,15 @@ def local_path(location: str) -> Path:
 
 
 async def test_go_inspector_reads_a_v3_table_with_row_lineage(
-        spark: Any, spark_catalog_settings: Settings) -> None:
+    spark: Any, spark_catalog_settings: Settings
+) -> None:
     spark.sql("CREATE NAMESPACE IF NOT EXISTS icepack.lineage")
     spark.sql("DROP TABLE IF EXISTS icepack.lineage.events")
-    spark.sql("CREATE TABLE icepack.lineage.events (id bigint, cat string) USING iceberg "
-              "PARTITIONED BY (cat) TBLPROPERTIES ('format-version'='3', "
-              "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read')")
+    spark.sql(
+        "CREATE TABLE icepack.lineage.events (id bigint, cat string) USING iceberg "
+        "PARTITIONED BY (cat) TBLPROPERTIES ('format-version'='3', "
+        "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read')"
+    )
     for start in (0, 10):
         values = ", ".join(f"({i}, 'c{i % 3}')" for i in range(start, start + 10))
         spark.sql(f"INSERT INTO icepack.lineage.events VALUES {values}")
@@ -57,11 +60,16 @@ async def test_go_inspector_reads_a_v3_table_with_row_lineage(
     assert raw["format-version"] == 3 and raw["next-row-id"] >= 20
     assert "first-row-id" in current
 
-    ours = await inspect_table(table, catalog="icepack", namespace="lineage", name="events",
-                               cache=MemoryManifestCache())
-    theirs = await inspect_with_go(table.metadata_location, catalog="icepack",
-                                   namespace="lineage", table="events",
-                                   binary=REPO / DEFAULT_BINARY)
+    ours = await inspect_table(
+        table, catalog="icepack", namespace="lineage", name="events", cache=MemoryManifestCache()
+    )
+    theirs = await inspect_with_go(
+        table.metadata_location,
+        catalog="icepack",
+        namespace="lineage",
+        table="events",
+        binary=REPO / DEFAULT_BINARY,
+    )
     assert theirs.inspector == "iceberg-go"
     assert theirs.table_metrics() == ours.table_metrics()
     assert ours.format_version == 3 and ours.deletion_vector_count >= 1

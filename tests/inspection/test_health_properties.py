@@ -15,10 +15,19 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def make_status(**fields: object) -> TableStatus:
     base: dict[str, object] = dict(
-        catalog="c", namespace="n", table="t", format_version=2, metadata_location="m",
-        current_snapshot_id=None, inspected_at=format_ts(NOW), inspector="pyiceberg",
-        inspect_ms=0, manifests_read=0, manifests_cached=0,
-        small_file_threshold_bytes=64 << 20, file_size_histogram=empty_histogram(),
+        catalog="c",
+        namespace="n",
+        table="t",
+        format_version=2,
+        metadata_location="m",
+        current_snapshot_id=None,
+        inspected_at=format_ts(NOW),
+        inspector="pyiceberg",
+        inspect_ms=0,
+        manifests_read=0,
+        manifests_cached=0,
+        small_file_threshold_bytes=64 << 20,
+        file_size_histogram=empty_histogram(),
     )
     base.update(fields)
     return TableStatus.model_validate(base)
@@ -61,10 +70,12 @@ def test_score_is_within_0_and_100(status: TableStatus):
 @settings(max_examples=300, deadline=None)
 @given(statuses(), st.integers(1, 50_000))
 def test_more_small_files_never_improve_the_score_or_health(status: TableStatus, more: int):
-    worse = status.model_copy(update={
-        "small_file_count": min(status.data_file_count, status.small_file_count + more),
-        "small_file_bytes": status.small_file_bytes + more * 1000,
-    })
+    worse = status.model_copy(
+        update={
+            "small_file_count": min(status.data_file_count, status.small_file_count + more),
+            "small_file_bytes": status.small_file_bytes + more * 1000,
+        }
+    )
     order = {"healthy": 0, "warning": 1, "critical": 2, "unknown": 3}
     before, after = assess(status, now=NOW), assess(worse, now=NOW)
     assert after.score <= before.score
@@ -72,10 +83,17 @@ def test_more_small_files_never_improve_the_score_or_health(status: TableStatus,
 
 
 @settings(max_examples=300, deadline=None)
-@given(statuses(), st.builds(
-    Thresholds, small_files_min=st.integers(1, 50), snapshots_warning=st.integers(1, 2000),
-    manifests_warning=st.integers(1, 2000), skew_min_files=st.integers(1, 500),
-    metadata_log_warning=st.integers(1, 200)))
+@given(
+    statuses(),
+    st.builds(
+        Thresholds,
+        small_files_min=st.integers(1, 50),
+        snapshots_warning=st.integers(1, 2000),
+        manifests_warning=st.integers(1, 2000),
+        skew_min_files=st.integers(1, 500),
+        metadata_log_warning=st.integers(1, 200),
+    ),
+)
 def test_every_issue_value_reached_its_threshold(status: TableStatus, thresholds: Thresholds):
     for issue in assess(status, thresholds, NOW).issues:
         assert issue.value is not None and issue.threshold is not None
@@ -98,7 +116,12 @@ def test_inspection_failure_is_unknown_with_the_cause():
 
 
 def test_glue_trigger_makes_small_files_critical():
-    status = make_status(data_file_count=1000, small_file_count=101, partition_count=1,
-                         max_files_in_partition=1000, record_count=1000)
+    status = make_status(
+        data_file_count=1000,
+        small_file_count=101,
+        partition_count=1,
+        max_files_in_partition=1000,
+        record_count=1000,
+    )
     (issue,) = assess(status, now=NOW).issues
     assert (issue.code, issue.severity) == ("SMALL_FILES", "critical")

@@ -13,13 +13,25 @@ from icepack_core.inspection.store import ManifestStatsStore
 from tests.inspection.oracle import assert_matches_oracle, assert_matches_summary
 from tests.plugins.catalogs import ZOO_THRESHOLDS, Zoo, rows
 
-ZOO_TABLES = ["small_files", "healthy", "many_snapshots", "many_manifests", "skewed",
-              "metadata_log", "empty"]
+ZOO_TABLES = [
+    "small_files",
+    "healthy",
+    "many_snapshots",
+    "many_manifests",
+    "skewed",
+    "metadata_log",
+    "empty",
+]
 
 
 async def inspect_zoo(zoo: Zoo, name: str, cache: object = None) -> TableStatus:
-    return await inspect_table(zoo.table(name), catalog="zoo", namespace="zoo", name=name,
-                               cache=cache or MemoryManifestCache())  # type: ignore[arg-type]
+    return await inspect_table(
+        zoo.table(name),
+        catalog="zoo",
+        namespace="zoo",
+        name=name,
+        cache=cache or MemoryManifestCache(),
+    )  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ZOO_TABLES)

@@ -19,8 +19,7 @@ async def test_totals_follow_appends_and_dropped_manifests(db, scratch_catalog):
     store = ManifestStatsStore(db)
 
     async def inspect():
-        return await inspect_table(table, catalog="scratch", namespace="tot", name="t",
-                                   cache=store)
+        return await inspect_table(table, catalog="scratch", namespace="tot", name="t", cache=store)
 
     async def fresh():
         return await inspect_table(table, catalog="scratch", namespace="tot", name="t")
@@ -66,8 +65,10 @@ async def test_totals_of_another_format_or_threshold_are_not_used(db, scratch_ca
     first = await inspect_table(table, catalog="s", namespace="tot", name="u", cache=store)
 
     # A row whose totals are wrong but of an older format must be ignored, never misread.
-    await db.execute("UPDATE icepack.inspection_totals SET totals = jsonb_set("
-                     "jsonb_set(totals, '{v}', '\"0/1\"'), '{data_files}', '999')")
+    await db.execute(
+        "UPDATE icepack.inspection_totals SET totals = jsonb_set("
+        "jsonb_set(totals, '{v}', '\"0/1\"'), '{data_files}', '999')"
+    )
     table.append(rows(2, start=4))
     second = await inspect_table(table, catalog="s", namespace="tot", name="u", cache=store)
     assert (second.manifests_read, second.manifests_cached) == (1, 2)
@@ -86,6 +87,11 @@ async def test_totals_of_another_format_or_threshold_are_not_used(db, scratch_ca
     table.delete(GreaterThanOrEqual("id", 4))
     fourth = await inspect_table(table, catalog="s", namespace="tot", name="u", cache=store)
     assert fourth.manifests_read == fourth.manifest_count
-    fresh = await inspect_table(table, catalog="s", namespace="tot", name="u",
-                                small_file_bytes=third.small_file_threshold_bytes)
+    fresh = await inspect_table(
+        table,
+        catalog="s",
+        namespace="tot",
+        name="u",
+        small_file_bytes=third.small_file_threshold_bytes,
+    )
     assert fourth.table_metrics() == fresh.table_metrics()

@@ -30,10 +30,19 @@ from tests.support.waiting import eventually
 async def running_inspector(settings: Settings, pool) -> AsyncIterator[ServiceContext]:
     stop = asyncio.Event()
     listener = Listener(lambda: dbmod.connect(settings, "inspector-listen"))
-    ctx = ServiceContext("inspector", settings, pool, listener, stop, "inspector@test",
-                         structlog.get_logger("icepack.inspector"))
-    tasks = [asyncio.create_task(listener.run(stop)),
-             asyncio.create_task(InspectorService(ZOO_THRESHOLDS).run(ctx))]
+    ctx = ServiceContext(
+        "inspector",
+        settings,
+        pool,
+        listener,
+        stop,
+        "inspector@test",
+        structlog.get_logger("icepack.inspector"),
+    )
+    tasks = [
+        asyncio.create_task(listener.run(stop)),
+        asyncio.create_task(InspectorService(ZOO_THRESHOLDS).run(ctx)),
+    ]
     try:
         yield ctx
     finally:
@@ -41,10 +50,13 @@ async def running_inspector(settings: Settings, pool) -> AsyncIterator[ServiceCo
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
 
 
-async def test_every_discovered_table_gets_status_and_health(db, database_url, tmp_path,
-                                                             zoo: Zoo):
-    settings = load_settings(database_url=database_url, data_dir=tmp_path / "d",
-                             catalogs=[zoo.config], poll_interval_seconds=0.5)
+async def test_every_discovered_table_gets_status_and_health(db, database_url, tmp_path, zoo: Zoo):
+    settings = load_settings(
+        database_url=database_url,
+        data_dir=tmp_path / "d",
+        catalogs=[zoo.config],
+        poll_interval_seconds=0.5,
+    )
     async with running_inspector(settings, db):
         result = await Discovery(settings, db).run_once()
         assert result.discovered == len(zoo.expected)
@@ -53,13 +65,18 @@ async def test_every_discovered_table_gets_status_and_health(db, database_url, t
             n = await db.fetchval(
                 "SELECT count(DISTINCT t.id) FROM icepack.tables t "
                 "JOIN icepack.status_snapshots s ON s.table_id = t.id "
-                "JOIN icepack.health_assessments h ON h.status_snapshot_id = s.id")
+                "JOIN icepack.health_assessments h ON h.status_snapshot_id = s.id"
+            )
             return n == len(zoo.expected)
 
         await eventually(all_assessed, timeout=60, what="every zoo table assessed")
-    got = {r["name"]: {i["code"] for i in r["issues"]} for r in await db.fetch(
-        "SELECT DISTINCT ON (t.id) t.name, h.issues FROM icepack.tables t "
-        "JOIN icepack.health_assessments h ON h.table_id = t.id ORDER BY t.id, h.id DESC")}
+    got = {
+        r["name"]: {i["code"] for i in r["issues"]}
+        for r in await db.fetch(
+            "SELECT DISTINCT ON (t.id) t.name, h.issues FROM icepack.tables t "
+            "JOIN icepack.health_assessments h ON h.table_id = t.id ORDER BY t.id, h.id DESC"
+        )
+    }
     assert got == zoo.expected
     updated = await db.fetch("SELECT payload FROM icepack.events WHERE topic='status.updated'")
     assert len(updated) >= len(zoo.expected)
@@ -68,16 +85,19 @@ async def test_every_discovered_table_gets_status_and_health(db, database_url, t
     assert cached > 0
 
 
-async def test_age_refresh_reassesses_without_reading_manifests(db, database_url, tmp_path,
-                                                               zoo: Zoo):
-    settings = load_settings(database_url=database_url, data_dir=tmp_path / "d",
-                             catalogs=[zoo.config])
+async def test_age_refresh_reassesses_without_reading_manifests(
+    db, database_url, tmp_path, zoo: Zoo
+):
+    settings = load_settings(
+        database_url=database_url, data_dir=tmp_path / "d", catalogs=[zoo.config]
+    )
     await Discovery(settings, db).run_once()
     inspections = TableInspections(settings, db, ZOO_THRESHOLDS)
     table_id = await db.fetchval("SELECT id FROM icepack.tables WHERE name = 'healthy'")
     await inspections.inspect_and_record(table_id, "table.discovered")
     queue = WorkQueue(db, "inspector", "w")
     import datetime as dt
+
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=6)
     assert await inspections.request_refresh(queue, 3600, now=later) == len(zoo.expected)
     outcome = await inspections.inspect_and_record(table_id, "refresh", now=later)
@@ -110,7 +130,8 @@ def _break_tables(catalog) -> dict[str, str]:
 
 
 async def test_broken_tables_fail_with_their_cause_and_others_carry_on(
-        db, database_url, tmp_path, scratch_catalog):
+    db, database_url, tmp_path, scratch_catalog
+):
     cfg, catalog = scratch_catalog
     broken = _break_tables(catalog)
     settings = load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg])

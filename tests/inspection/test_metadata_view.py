@@ -51,9 +51,10 @@ def variants(draw: st.DrawFn) -> dict[str, Any]:
         doc["refs"]["main"] = {"snapshot-id": current, "type": "branch"}
     if ids and draw(st.booleans()):
         doc["refs"]["tag1"] = {"snapshot-id": draw(st.sampled_from(ids)), "type": "tag"}
-    doc["properties"] = draw(st.dictionaries(
-        st.text("abc.-", min_size=1, max_size=5), st.text(max_size=5), max_size=3))
-    doc["metadata-log"] = doc["metadata-log"][:draw(st.integers(0, len(doc["metadata-log"])))]
+    doc["properties"] = draw(
+        st.dictionaries(st.text("abc.-", min_size=1, max_size=5), st.text(max_size=5), max_size=3)
+    )
+    doc["metadata-log"] = doc["metadata-log"][: draw(st.integers(0, len(doc["metadata-log"])))]
     return doc
 
 
@@ -76,14 +77,17 @@ def test_v1_inline_snapshot_lists_its_manifests():
     assert view.current.inline_manifests == tuple(current["manifests"])
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda d: d.update({"format-version": 4}), "unsupported format-version 4"),
-    (lambda d: d.update({"format-version": True}), "unsupported format-version True"),
-    (lambda d: d["snapshots"][0].update({"snapshot-id": "7"}), "not an integer"),
-    (lambda d: d["snapshots"][-1].pop("manifest-list"), "has no manifest-list"),
-    (lambda d: d.update({"current-snapshot-id": 1.5}), "current-snapshot-id"),
-    (lambda d: d.update({"snapshots": {}}), "snapshots is not a list"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update({"format-version": 4}), "unsupported format-version 4"),
+        (lambda d: d.update({"format-version": True}), "unsupported format-version True"),
+        (lambda d: d["snapshots"][0].update({"snapshot-id": "7"}), "not an integer"),
+        (lambda d: d["snapshots"][-1].pop("manifest-list"), "has no manifest-list"),
+        (lambda d: d.update({"current-snapshot-id": 1.5}), "current-snapshot-id"),
+        (lambda d: d.update({"snapshots": {}}), "snapshots is not a list"),
+    ],
+)
 def test_invalid_metadata_names_the_reason(change, message):
     doc = copy.deepcopy(BASE)
     change(doc)

@@ -27,8 +27,10 @@ def local(location: str) -> Path:
 
 
 def pyiceberg_refs(io, location: str) -> list[ManifestRef]:
-    return [ManifestRef(m.manifest_path, m.manifest_length, m.partition_spec_id, int(m.content))
-            for m in read_manifest_list(io.new_input(location))]
+    return [
+        ManifestRef(m.manifest_path, m.manifest_length, m.partition_spec_id, int(m.content))
+        for m in read_manifest_list(io.new_input(location))
+    ]
 
 
 def test_projecting_list_read_equals_pyiceberg_on_every_written_list(zoo: Zoo, monkeypatch):
@@ -65,8 +67,9 @@ async def test_unchanged_manifest_list_reads_nothing(db, scratch_catalog):
     store = ManifestStatsStore(db)
 
     async def inspect():
-        return await inspect_table(catalog.load_table("fast.t"), catalog="s", namespace="fast",
-                                   name="t", cache=store)
+        return await inspect_table(
+            catalog.load_table("fast.t"), catalog="s", namespace="fast", name="t", cache=store
+        )
 
     first = await inspect()
     assert (first.manifests_read, first.manifests_cached) == (3, 0)
@@ -86,8 +89,9 @@ async def test_unchanged_manifest_list_reads_nothing(db, scratch_catalog):
     table.append(rows(2, start=100))  # a new list: read, the one new manifest only
     third = await inspect()
     assert (third.manifests_read, third.manifests_cached) == (1, 3)
-    fresh = await inspect_table(catalog.load_table("fast.t"), catalog="s", namespace="fast",
-                                name="t")
+    fresh = await inspect_table(
+        catalog.load_table("fast.t"), catalog="s", namespace="fast", name="t"
+    )
     assert third.table_metrics() == fresh.table_metrics()
 
 
@@ -140,8 +144,9 @@ async def test_new_manifests_read_while_looked_up_cached_row_wins(scratch_catalo
     warm = MemoryManifestCache()
 
     async def inspect(cache):
-        return await inspect_table(catalog.load_table("spec.t"), catalog="s", namespace="spec",
-                                   name="t", cache=cache)
+        return await inspect_table(
+            catalog.load_table("spec.t"), catalog="s", namespace="spec", name="t", cache=cache
+        )
 
     await inspect(warm)
     table.append(rows(2, start=4))
@@ -169,12 +174,12 @@ async def test_cache_writes_are_atomic_and_commit_asynchronously(db):
     store = ManifestStatsStore(db)
     rows_ = [CachedManifest("file:///m1.avro", 10, 0, {"v": 1})]
     with pytest.raises(asyncpg.DataError):  # the totals document cannot be encoded
-        await store.put_totals("t", CachedTotals(1, ["file:///m1.avro"], {"bad": object()}),
-                               True, rows=rows_)
+        await store.put_totals(
+            "t", CachedTotals(1, ["file:///m1.avro"], {"bad": object()}), True, rows=rows_
+        )
     assert await db.fetchval("SELECT count(*) FROM icepack.manifest_stats") == 0
     assert await db.fetchval("SELECT count(*) FROM icepack.inspection_totals") == 0
-    await store.put_totals("t", CachedTotals(1, ["file:///m1.avro"], {"v": "x"}), True,
-                           rows=rows_)
+    await store.put_totals("t", CachedTotals(1, ["file:///m1.avro"], {"v": "x"}), True, rows=rows_)
     assert await db.fetchval("SELECT count(*) FROM icepack.manifest_stats") == 1
     assert (await store.get_totals("t")).manifest_paths == ["file:///m1.avro"]
     assert await store.get_many(["file:///m1.avro"]) == {"file:///m1.avro": {"v": 1}}

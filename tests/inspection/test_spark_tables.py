@@ -45,7 +45,8 @@ def spark_zoo(spark: Any, spark_catalog_settings: Settings) -> Iterator[SqlCatal
         spark.sql(
             f"CREATE TABLE icepack.szoo.{name} (id bigint, v string) USING iceberg "
             f"TBLPROPERTIES ('format-version'='{version}', 'write.delete.mode'='merge-on-read', "
-            "'write.update.mode'='merge-on-read', 'write.target-file-size-bytes'='8')")
+            "'write.update.mode'='merge-on-read', 'write.target-file-size-bytes'='8')"
+        )
         values = ", ".join(f"({i}, 'v{i}')" for i in range(10))
         spark.sql(f"INSERT INTO icepack.szoo.{name} VALUES {values}")
         spark.sql(f"DELETE FROM icepack.szoo.{name} WHERE id < 3")
@@ -60,7 +61,8 @@ def spark_zoo(spark: Any, spark_catalog_settings: Settings) -> Iterator[SqlCatal
 def spark_oracle(spark: Any, name: str) -> dict[str, int]:
     files = spark.sql(
         f"SELECT content, upper(file_format) AS fmt, file_size_in_bytes AS size, record_count "
-        f"FROM icepack.szoo.{name}.files").collect()
+        f"FROM icepack.szoo.{name}.files"
+    ).collect()
     manifests = spark.sql(f"SELECT length FROM icepack.szoo.{name}.manifests").collect()
     data = [f for f in files if f.content == 0]
     deletes = [f for f in files if f.content != 0]
@@ -68,8 +70,9 @@ def spark_oracle(spark: Any, name: str) -> dict[str, int]:
         "data_file_count": len(data),
         "data_file_bytes": sum(f.size for f in data),
         "record_count": sum(f.record_count for f in data),
-        "position_delete_file_count": sum(1 for f in deletes
-                                          if f.content == 1 and f.fmt != "PUFFIN"),
+        "position_delete_file_count": sum(
+            1 for f in deletes if f.content == 1 and f.fmt != "PUFFIN"
+        ),
         "deletion_vector_count": sum(1 for f in deletes if f.content == 1 and f.fmt == "PUFFIN"),
         "equality_delete_file_count": sum(1 for f in deletes if f.content == 2),
         "delete_record_count": sum(f.record_count for f in deletes),
@@ -79,11 +82,13 @@ def spark_oracle(spark: Any, name: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("name", list(SPARK_TABLES))
-async def test_spark_table_metrics_match_spark_metadata_tables(spark: Any, spark_zoo: SqlCatalog,
-                                                               name: str):
+async def test_spark_table_metrics_match_spark_metadata_tables(
+    spark: Any, spark_zoo: SqlCatalog, name: str
+):
     table = spark_zoo.load_table(("szoo", name))
-    status = await inspect_table(table, catalog="icepack", namespace="szoo", name=name,
-                                 cache=MemoryManifestCache())
+    status = await inspect_table(
+        table, catalog="icepack", namespace="szoo", name=name, cache=MemoryManifestCache()
+    )
     expected = spark_oracle(spark, name)
     assert {k: getattr(status, k) for k in expected} == expected
     assert status.format_version == int(SPARK_TABLES[name][0])
@@ -107,6 +112,11 @@ async def test_spark_table_shows_exactly_its_expected_issues(spark_zoo: SqlCatal
 async def test_go_inspector_agrees_on_spark_tables(spark_zoo: SqlCatalog, name: str):
     table = spark_zoo.load_table(("szoo", name))
     ours = await inspect_table(table, catalog="icepack", namespace="szoo", name=name)
-    theirs = await inspect_with_go(table.metadata_location, catalog="icepack", namespace="szoo",
-                                   table=name, binary=REPO / DEFAULT_BINARY)
+    theirs = await inspect_with_go(
+        table.metadata_location,
+        catalog="icepack",
+        namespace="szoo",
+        table=name,
+        binary=REPO / DEFAULT_BINARY,
+    )
     assert theirs.table_metrics() == ours.table_metrics()

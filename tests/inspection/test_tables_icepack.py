@@ -38,8 +38,9 @@ from tests.inspection.oracle import assert_matches_oracle, assert_matches_summar
 from tests.plugins.catalogs import ZOO_THRESHOLDS
 
 REPO = Path(__file__).resolve().parents[2]
-TABLES = Path(os.environ.get("ICEPACK_TABLES_ICEPACK")
-              or REPO / "tests" / "data" / "tables-icepack")
+TABLES = Path(
+    os.environ.get("ICEPACK_TABLES_ICEPACK") or REPO / "tests" / "data" / "tables-icepack"
+)
 CASES: list[dict[str, Any]] = json.loads((TABLES / "tables.json").read_text())
 BY_NAME = {c["name"]: c for c in CASES}
 GO_BINARY = REPO / DEFAULT_BINARY
@@ -62,8 +63,9 @@ def raw_metadata(location: str) -> dict[str, Any]:
 
 
 def test_the_cases_cover_every_kind():
-    kinds = {(raw_metadata(str(TABLES / c["metadata"]))["format-version"], c["name"])
-             for c in CASES}
+    kinds = {
+        (raw_metadata(str(TABLES / c["metadata"]))["format-version"], c["name"]) for c in CASES
+    }
     assert {v for v, _ in kinds} == {1, 2, 3}
     inline = raw_metadata(str(TABLES / BY_NAME["spark_v1_inline"]["metadata"]))
     assert all("manifests" in s and "manifest-list" not in s for s in inline["snapshots"])
@@ -91,8 +93,9 @@ async def test_python_inspector_reads_the_table_as_its_writer_summarised(tables,
         table = StaticTable.from_metadata(case["metadata"])
         assert_matches_oracle(status, table)
         # the PyIceberg model's view and this reader's view give the same contract
-        through_model = await inspect_table(table, catalog="", namespace=status.namespace,
-                                            name=status.table)
+        through_model = await inspect_table(
+            table, catalog="", namespace=status.namespace, name=status.table
+        )
         assert through_model.table_metrics() == status.table_metrics()
 
 
@@ -116,8 +119,10 @@ async def test_derived_cases_inspect_like_their_source(tables):
     # The inline copy's manifests name longer paths (spark_v1_inline): only their bytes differ.
     assert inm.pop("manifest_bytes") == sum(
         (TABLES / p).stat().st_size
-        for p in raw_metadata(str(TABLES / BY_NAME["spark_v1_inline"]["metadata"]))
-        ["snapshots"][-1]["manifests"])
+        for p in raw_metadata(str(TABLES / BY_NAME["spark_v1_inline"]["metadata"]))["snapshots"][
+            -1
+        ]["manifests"]
+    )
     v1m.pop("manifest_bytes")
     assert inm == v1m
     v3 = await inspect_metadata_location(BY_NAME["spark_v3"]["metadata"])
@@ -130,8 +135,9 @@ async def test_derived_cases_inspect_like_their_source(tables):
 async def test_go_inspector_agrees_on_every_kind(tables, name):
     location = BY_NAME[name]["metadata"]
     ours = await inspect_metadata_location(location)
-    theirs = await inspect_with_go(location, catalog="", namespace=ours.namespace,
-                                   table=ours.table, binary=GO_BINARY)
+    theirs = await inspect_with_go(
+        location, catalog="", namespace=ours.namespace, table=ours.table, binary=GO_BINARY
+    )
     assert theirs.inspector == "iceberg-go"
     assert theirs.table_metrics() == ours.table_metrics()
 
@@ -171,8 +177,9 @@ async def test_unreadable_tables_fail_naming_the_file(tmp_path, monkeypatch):
     # A truncated manifest list (the projecting read gives up, PyIceberg's reader fails).
     v3 = BY_NAME["spark_v3"]["metadata"]
     v3_doc = raw_metadata(v3)
-    (current,) = (s for s in v3_doc["snapshots"]
-                  if s["snapshot-id"] == v3_doc["current-snapshot-id"])
+    (current,) = (
+        s for s in v3_doc["snapshots"] if s["snapshot-id"] == v3_doc["current-snapshot-id"]
+    )
     v3_list = root / current["manifest-list"].removeprefix("file://")
     v3_list.write_bytes(v3_list.read_bytes()[:300])
     message = await failure(v3)
@@ -188,14 +195,18 @@ def register(catalog, name: str, location: str) -> None:
     """A SQL catalog row pointing at ``location`` (PyIceberg's register_table would load the
     metadata through its model, which rejects some of these tables)."""
     with catalog.engine.begin() as conn:
-        conn.execute(text(
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, "
-            "metadata_location, previous_metadata_location) VALUES (:c, 'db', :n, :m, NULL)"),
-            {"c": catalog.name, "n": name, "m": location})
+        conn.execute(
+            text(
+                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, "
+                "metadata_location, previous_metadata_location) VALUES (:c, 'db', :n, :m, NULL)"
+            ),
+            {"c": catalog.name, "n": name, "m": location},
+        )
 
 
 async def test_the_service_inspects_what_pyiceberg_rejects_and_records_failures(
-        db, database_url, tmp_path, monkeypatch, scratch_catalog):
+    db, database_url, tmp_path, monkeypatch, scratch_catalog
+):
     cfg, catalog = scratch_catalog
     root = copy_tables(tmp_path)
     monkeypatch.chdir(root)
@@ -219,14 +230,13 @@ async def test_the_service_inspects_what_pyiceberg_rejects_and_records_failures(
     outcomes = {}
     for r in await db.fetch("SELECT id, name FROM icepack.tables"):
         outcomes[r["name"]] = await inspections.inspect_and_record(r["id"], "table.discovered")
-    for name, case in (("inline", "spark_v1_inline"), ("v3_gz", "spark_v3_gz"),
-                       ("v2", "spark_v2")):
+    for name, case in (("inline", "spark_v1_inline"), ("v3_gz", "spark_v3_gz"), ("v2", "spark_v2")):
         status = outcomes[name].status
         assert status is not None, outcomes[name].assessment
         assert_matches_summary(status, BY_NAME[case]["summary"])
-        assert status.table_metrics() | {"catalog": "", "namespace": "db", "table": case} == \
-            (await inspect_metadata_location(BY_NAME[case]["metadata"])).table_metrics() \
-            | {"catalog": "", "namespace": "db", "table": case}
+        assert status.table_metrics() | {"catalog": "", "namespace": "db", "table": case} == (
+            await inspect_metadata_location(BY_NAME[case]["metadata"])
+        ).table_metrics() | {"catalog": "", "namespace": "db", "table": case}
     for name, path in (("missing", missing), ("not_json", str(not_json))):
         o = outcomes[name]
         assert o.status is None and o.assessment is not None

@@ -18,13 +18,22 @@ MIB = 1024 * 1024
 
 
 def status(**over):
-    base = {"data_file_count": 40, "data_file_bytes": 40 * MIB, "small_file_count": 0,
-            "small_file_bytes": 0, "position_delete_file_count": 0,
-            "equality_delete_file_count": 0, "deletion_vector_count": 0,
-            "delete_record_count": 0, "manifest_count": 4, "manifest_bytes": 40_000,
-            "snapshot_count": 4, "partition_count": 1,
-            "oldest_snapshot_at": "2026-11-21T10:00:00.000Z",
-            "current_snapshot_at": "2026-11-21T11:00:00.000Z"}
+    base = {
+        "data_file_count": 40,
+        "data_file_bytes": 40 * MIB,
+        "small_file_count": 0,
+        "small_file_bytes": 0,
+        "position_delete_file_count": 0,
+        "equality_delete_file_count": 0,
+        "deletion_vector_count": 0,
+        "delete_record_count": 0,
+        "manifest_count": 4,
+        "manifest_bytes": 40_000,
+        "snapshot_count": 4,
+        "partition_count": 1,
+        "oldest_snapshot_at": "2026-11-21T10:00:00.000Z",
+        "current_snapshot_at": "2026-11-21T11:00:00.000Z",
+    }
     return {**base, **over}
 
 
@@ -32,13 +41,21 @@ async def add_table(db, name, st, properties=None, hold=None):
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name, properties, maintenance_hold) "
         "VALUES ('cat', 'db', $1, $2::jsonb, $3::jsonb) RETURNING id",
-        name, properties or {}, hold)
+        name,
+        properties or {},
+        hold,
+    )
     await db.execute(
         "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
-        "VALUES ($1, now(), 'pyiceberg', $2::jsonb)", table_id, st)
+        "VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
+        table_id,
+        st,
+    )
     await db.execute(
         "INSERT INTO icepack.health_assessments (table_id, health, score, issues) "
-        "VALUES ($1, 'warning', 40, '[]')", table_id)
+        "VALUES ($1, 'warning', 40, '[]')",
+        table_id,
+    )
     return table_id
 
 
@@ -73,22 +90,34 @@ async def test_healthy_table_gets_a_recommendation_without_a_job(db, planner):
 
 
 async def test_held_table_gets_no_job(db, planner):
-    table_id = await add_table(db, "held", status(small_file_count=30, small_file_bytes=30),
-                               hold={"reason": "verification failed"})
+    table_id = await add_table(
+        db,
+        "held",
+        status(small_file_count=30, small_file_bytes=30),
+        hold={"reason": "verification failed"},
+    )
     outcome = await planner.plan(table_id, now=NOW)
     assert outcome.job_id is None
     assert "table on hold: verification failed" in outcome.recommendation.skipped[0].reason
 
 
 async def test_opted_out_table_gets_no_job(db, planner):
-    table_id = await add_table(db, "optout", status(small_file_count=30, small_file_bytes=30),
-                               properties={"icepack.maintenance.enabled": "false"})
+    table_id = await add_table(
+        db,
+        "optout",
+        status(small_file_count=30, small_file_bytes=30),
+        properties={"icepack.maintenance.enabled": "false"},
+    )
     assert (await planner.plan(table_id, now=NOW)).job_id is None
 
 
 async def test_invalid_table_property_is_reported_not_crashed_on(db, planner):
-    table_id = await add_table(db, "bad", status(small_file_count=30, small_file_bytes=30),
-                               properties={"icepack.snapshot-expiry.retain-last": "many"})
+    table_id = await add_table(
+        db,
+        "bad",
+        status(small_file_count=30, small_file_bytes=30),
+        properties={"icepack.snapshot-expiry.retain-last": "many"},
+    )
     outcome = await planner.plan(table_id, now=NOW)
     assert outcome.job_id is None
     assert "icepack.snapshot-expiry.retain-last" in outcome.recommendation.skipped[0].reason
@@ -98,34 +127,53 @@ async def test_cadence_uses_the_action_history(db, planner):
     table_id = await add_table(db, "recent", status(small_file_count=30, small_file_bytes=30))
     job_id = await db.fetchval(
         "INSERT INTO icepack.jobs (table_id, state, finished_at) "
-        "VALUES ($1, 'succeeded', now()) RETURNING id", table_id)
+        "VALUES ($1, 'succeeded', now()) RETURNING id",
+        table_id,
+    )
     await db.execute(
         "INSERT INTO icepack.job_actions (job_id, fence, action, state, started_at, finished_at) "
         "VALUES ($1, 1, 'rewrite_data_files', 'succeeded', $2, $2)",
-        job_id, NOW - timedelta(hours=2))
+        job_id,
+        NOW - timedelta(hours=2),
+    )
     outcome = await planner.plan(table_id, now=NOW)
     assert outcome.job_id is None
     assert any("cadence is 24 h" in s.reason for s in outcome.recommendation.skipped)
 
 
 async def test_simulation_reports_what_a_proposed_policy_would_change(db, planner):
-    await add_table(db, "old", status(snapshot_count=40,
-                                      oldest_snapshot_at="2026-11-21T01:00:00.000Z"))
-    await add_table(db, "young", status(snapshot_count=40,
-                                        oldest_snapshot_at="2026-11-21T11:30:00.000Z"))
-    proposed = [PolicyAttachment(PolicyType.SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True,
-                                 {"max_snapshot_age_hours": 6, "retain_last": 5})]
+    await add_table(
+        db, "old", status(snapshot_count=40, oldest_snapshot_at="2026-11-21T01:00:00.000Z")
+    )
+    await add_table(
+        db, "young", status(snapshot_count=40, oldest_snapshot_at="2026-11-21T11:30:00.000Z")
+    )
+    proposed = [
+        PolicyAttachment(
+            PolicyType.SNAPSHOT_EXPIRY,
+            "catalog",
+            "cat",
+            None,
+            None,
+            True,
+            {"max_snapshot_age_hours": 6, "retain_last": 5},
+        )
+    ]
     report = await simulate(planner, "cat", proposed, now=NOW)
     assert report.tables_evaluated == 2
     (change,) = report.changes
     assert (change.table, change.current_actions, change.proposed_actions) == (
-        "old", [], ["expire_snapshots"])
+        "old",
+        [],
+        ["expire_snapshots"],
+    )
     assert report.totals == {"snapshots_expired_at_most": 35}
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == 0  # nothing enqueued
     assert await db.fetchval("SELECT count(*) FROM icepack.policies") == 0  # nothing stored
     with pytest.raises(PolicyError, match="retain_last"):
-        bad = PolicyAttachment(PolicyType.SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True,
-                               {"retain_last": 0})
+        bad = PolicyAttachment(
+            PolicyType.SNAPSHOT_EXPIRY, "catalog", "cat", None, None, True, {"retain_last": 0}
+        )
         await simulate(planner, "cat", [bad], now=NOW)
 
 
@@ -136,13 +184,18 @@ async def test_actions_the_choke_point_would_refuse_are_skipped_not_enqueued(db,
     outer = await add_table(db, "outer", status(small_file_count=30, small_file_bytes=30))
     inner = await add_table(db, "inner", status())
     lone = await add_table(db, "lone", status())
-    for table_id, location in [(outer, "s3://b/wh/db/outer"),
-                               (inner, "s3://b/wh/db/outer/inner"), (lone, "s3://b/wh/lone")]:
-        await db.execute("UPDATE icepack.tables SET location = $2 WHERE id = $1", table_id,
-                         location)
+    for table_id, location in [
+        (outer, "s3://b/wh/db/outer"),
+        (inner, "s3://b/wh/db/outer/inner"),
+        (lone, "s3://b/wh/lone"),
+    ]:
+        await db.execute(
+            "UPDATE icepack.tables SET location = $2 WHERE id = $1", table_id, location
+        )
     await db.execute(
         "INSERT INTO icepack.policies (policy_type, scope, catalog, namespace, config) "
-        "VALUES ('system.orphan-file-removal', 'namespace', 'cat', 'db', '{}'::jsonb)")
+        "VALUES ('system.orphan-file-removal', 'namespace', 'cat', 'db', '{}'::jsonb)"
+    )
 
     planned = await planner.plan(outer, now=NOW)
     assert [a.action for a in planned.recommendation.actions] == ["rewrite_data_files"]

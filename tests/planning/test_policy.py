@@ -54,11 +54,16 @@ def test_disabled_policy_turns_the_action_off():
 
 def test_table_properties_override_last():
     attachments = [att(SNAPSHOT_EXPIRY, "table", "db", "t", retain_last=3)]
-    policy = resolve(attachments, "db", "t", {
-        "icepack.snapshot-expiry.retain-last": "7",
-        "icepack.compaction.enabled": "false",
-        "icepack.maintenance.cadence-hours": "6",
-    })
+    policy = resolve(
+        attachments,
+        "db",
+        "t",
+        {
+            "icepack.snapshot-expiry.retain-last": "7",
+            "icepack.compaction.enabled": "false",
+            "icepack.maintenance.cadence-hours": "6",
+        },
+    )
     assert policy.snapshot_expiry.retain_last == 7
     assert policy.data_compaction is None
     assert policy.cadence_hours == 6
@@ -69,13 +74,16 @@ def test_opt_out_property():
     assert not resolve([], "db", "t", {"icepack.maintenance.enabled": "false"}).maintenance_enabled
 
 
-@pytest.mark.parametrize(("props", "named"), [
-    ({"icepack.maintenance.enabled": "maybe"}, "icepack.maintenance.enabled='maybe'"),
-    ({"icepack.snapshot-expiry.retain-last": "lots"}, "icepack.snapshot-expiry.retain-last"),
-    ({"icepack.snapshot-expiry.max-age-hours": "-1"}, "icepack.snapshot-expiry.max-age-hours"),
-    ({"icepack.no-such-knob": "1"}, "icepack.no-such-knob"),
-    ({"icepack.compaction.min-input-files": "1"}, "min_input_files"),
-])
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [
+        ({"icepack.maintenance.enabled": "maybe"}, "icepack.maintenance.enabled='maybe'"),
+        ({"icepack.snapshot-expiry.retain-last": "lots"}, "icepack.snapshot-expiry.retain-last"),
+        ({"icepack.snapshot-expiry.max-age-hours": "-1"}, "icepack.snapshot-expiry.max-age-hours"),
+        ({"icepack.no-such-knob": "1"}, "icepack.no-such-knob"),
+        ({"icepack.compaction.min-input-files": "1"}, "min_input_files"),
+    ],
+)
 def test_invalid_property_is_rejected_naming_the_key(props, named):
     with pytest.raises(PolicyError) as exc:
         resolve([], "db", "t", props)
@@ -92,8 +100,12 @@ def test_orphan_removal_below_72h_needs_explicit_consent():
     ok = parse_config(ORPHAN_FILE_REMOVAL, {"older_than_hours": 1, "allow_unsafe_older_than": True})
     assert ok.older_than_hours == 1
     with pytest.raises(PolicyError, match="72 h"):
-        resolve([att(ORPHAN_FILE_REMOVAL, "catalog")], "db", "t",
-                {"icepack.orphan-removal.older-than-hours": "24"})
+        resolve(
+            [att(ORPHAN_FILE_REMOVAL, "catalog")],
+            "db",
+            "t",
+            {"icepack.orphan-removal.older-than-hours": "24"},
+        )
 
 
 def test_unknown_config_key_and_type_are_named():

@@ -17,10 +17,17 @@ MIB = 1024 * 1024
 
 def status(**over):
     base = {
-        "data_file_count": 10, "data_file_bytes": 10 * 100 * MIB, "small_file_count": 0,
-        "small_file_bytes": 0, "position_delete_file_count": 0, "equality_delete_file_count": 0,
-        "deletion_vector_count": 0, "delete_record_count": 0, "manifest_count": 3,
-        "manifest_bytes": 30_000, "snapshot_count": 3,
+        "data_file_count": 10,
+        "data_file_bytes": 10 * 100 * MIB,
+        "small_file_count": 0,
+        "small_file_bytes": 0,
+        "position_delete_file_count": 0,
+        "equality_delete_file_count": 0,
+        "deletion_vector_count": 0,
+        "delete_record_count": 0,
+        "manifest_count": 3,
+        "manifest_bytes": 30_000,
+        "snapshot_count": 3,
         "oldest_snapshot_at": "2026-11-21T10:00:00.000Z",
         "current_snapshot_at": "2026-11-21T11:00:00.000Z",
     }
@@ -38,8 +45,13 @@ def test_healthy_table_gets_nothing_and_says_why():
 
 
 def test_small_files_get_a_binpack_with_estimates():
-    rec = recommend(status(small_file_count=40, small_file_bytes=40 * MIB),
-                    resolve([], "db", "t"), {}, NOW, target_file_size_bytes=16 * MIB)
+    rec = recommend(
+        status(small_file_count=40, small_file_bytes=40 * MIB),
+        resolve([], "db", "t"),
+        {},
+        NOW,
+        target_file_size_bytes=16 * MIB,
+    )
     (rewrite,) = rec.actions
     assert rewrite.action == "rewrite_data_files"
     assert rewrite.params["options"]["min-input-files"] == "5"
@@ -49,12 +61,19 @@ def test_small_files_get_a_binpack_with_estimates():
 
 
 def test_rewrite_is_scoped_to_partitions_that_need_it():
-    parts = [PartitionStat("`day` = '2026-11-01'", 30, 30 * MIB),
-             PartitionStat("`day` = '2026-11-02'", 2, 2 * MIB),
-             PartitionStat("`day` = '2026-11-03'", 8, 8 * MIB)]
-    rec = recommend(status(small_file_count=40, small_file_bytes=40 * MIB),
-                    resolve([], "db", "t"), {}, NOW, partitions=parts,
-                    target_file_size_bytes=64 * MIB)
+    parts = [
+        PartitionStat("`day` = '2026-11-01'", 30, 30 * MIB),
+        PartitionStat("`day` = '2026-11-02'", 2, 2 * MIB),
+        PartitionStat("`day` = '2026-11-03'", 8, 8 * MIB),
+    ]
+    rec = recommend(
+        status(small_file_count=40, small_file_bytes=40 * MIB),
+        resolve([], "db", "t"),
+        {},
+        NOW,
+        partitions=parts,
+        target_file_size_bytes=64 * MIB,
+    )
     (rewrite,) = rec.actions
     assert rewrite.params["where"] == "(`day` = '2026-11-01') OR (`day` = '2026-11-03')"
     assert rewrite.estimated_benefit["bytes_to_rewrite"] == 38 * MIB
@@ -68,8 +87,12 @@ def test_equality_deletes_force_a_rewrite_with_delete_threshold():
 
 
 def test_old_snapshots_are_expired_with_exact_parameters():
-    rec = recommend(status(snapshot_count=50, oldest_snapshot_at="2026-11-01T00:00:00.000Z"),
-                    resolve([], "db", "t"), {}, NOW)
+    rec = recommend(
+        status(snapshot_count=50, oldest_snapshot_at="2026-11-01T00:00:00.000Z"),
+        resolve([], "db", "t"),
+        {},
+        NOW,
+    )
     (expire,) = rec.actions
     assert expire.params == {"older_than": "2026-11-16 12:00:00.000", "retain_last": 1}
 
@@ -77,9 +100,19 @@ def test_old_snapshots_are_expired_with_exact_parameters():
 def test_actions_come_in_a_safe_order():
     orphans = PolicyAttachment(PolicyType.ORPHAN_FILE_REMOVAL, "catalog", "c", None, None, True, {})
     policy = resolve([orphans], "db", "t")
-    rec = recommend(status(small_file_count=9, small_file_bytes=9, manifest_count=500,
-                           position_delete_file_count=4, snapshot_count=9,
-                           oldest_snapshot_at="2026-01-01T00:00:00.000Z"), policy, {}, NOW)
+    rec = recommend(
+        status(
+            small_file_count=9,
+            small_file_bytes=9,
+            manifest_count=500,
+            position_delete_file_count=4,
+            snapshot_count=9,
+            oldest_snapshot_at="2026-01-01T00:00:00.000Z",
+        ),
+        policy,
+        {},
+        NOW,
+    )
     assert actions(rec) == list(ACTION_ORDER)
     orphan = rec.actions[-1]
     assert orphan.params == {"older_than": "2026-11-18 12:00:00.000", "dry_run_first": True}
@@ -91,8 +124,9 @@ def test_cadence_skips_an_action_that_ran_recently():
     recent = {"rewrite_data_files": NOW - timedelta(hours=3)}
     rec = recommend(small, policy, recent, NOW)
     assert rec.actions == []
-    assert "cadence is 24 h" in next(s.reason for s in rec.skipped
-                                     if s.action == "rewrite_data_files")
+    assert "cadence is 24 h" in next(
+        s.reason for s in rec.skipped if s.action == "rewrite_data_files"
+    )
     later = {"rewrite_data_files": NOW - timedelta(hours=25)}
     assert actions(recommend(small, policy, later, NOW)) == ["rewrite_data_files"]
 
@@ -100,19 +134,33 @@ def test_cadence_skips_an_action_that_ran_recently():
 counts = st.integers(0, 5000)
 
 
-@given(small=counts, manifests=counts, snapshots=st.integers(1, 500), pos=counts, eq=counts,
-       age_hours=st.floats(0, 24 * 365), last_hours=st.none() | st.floats(0, 100),
-       enabled=st.booleans())
-def test_recommendation_properties(small, manifests, snapshots, pos, eq, age_hours,
-                                   last_hours, enabled):
+@given(
+    small=counts,
+    manifests=counts,
+    snapshots=st.integers(1, 500),
+    pos=counts,
+    eq=counts,
+    age_hours=st.floats(0, 24 * 365),
+    last_hours=st.none() | st.floats(0, 100),
+    enabled=st.booleans(),
+)
+def test_recommendation_properties(
+    small, manifests, snapshots, pos, eq, age_hours, last_hours, enabled
+):
     oldest = NOW - timedelta(hours=age_hours)
-    st_ = status(small_file_count=small, small_file_bytes=small * MIB, manifest_count=manifests,
-                 snapshot_count=snapshots, position_delete_file_count=pos,
-                 equality_delete_file_count=eq,
-                 oldest_snapshot_at=oldest.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
+    st_ = status(
+        small_file_count=small,
+        small_file_bytes=small * MIB,
+        manifest_count=manifests,
+        snapshot_count=snapshots,
+        position_delete_file_count=pos,
+        equality_delete_file_count=eq,
+        oldest_snapshot_at=oldest.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+    )
     props = {} if enabled else {"icepack.maintenance.enabled": "false"}
-    last = {} if last_hours is None else {a: NOW - timedelta(hours=last_hours)
-                                          for a in ACTION_ORDER}
+    last = (
+        {} if last_hours is None else {a: NOW - timedelta(hours=last_hours) for a in ACTION_ORDER}
+    )
     rec = recommend(st_, resolve([], "db", "t", props), last, NOW)
     names = actions(rec)
     if not enabled:
@@ -127,8 +175,12 @@ def test_recommendation_properties(small, manifests, snapshots, pos, eq, age_hou
 
 
 def test_position_delete_buildup_gets_a_rewrite_that_applies_deletes():
-    rec = recommend(status(record_count=1000, delete_record_count=300,
-                           position_delete_file_count=3), resolve([], "db", "t"), {}, NOW)
+    rec = recommend(
+        status(record_count=1000, delete_record_count=300, position_delete_file_count=3),
+        resolve([], "db", "t"),
+        {},
+        NOW,
+    )
     assert actions(rec) == ["rewrite_data_files", "rewrite_position_delete_files"]
     rewrite = rec.actions[0]
     assert rewrite.params["options"]["delete-file-threshold"] == "1"
@@ -137,6 +189,10 @@ def test_position_delete_buildup_gets_a_rewrite_that_applies_deletes():
 
 
 def test_a_few_deletes_below_the_threshold_do_not_force_a_rewrite():
-    rec = recommend(status(record_count=1000, delete_record_count=5,
-                           position_delete_file_count=1), resolve([], "db", "t"), {}, NOW)
+    rec = recommend(
+        status(record_count=1000, delete_record_count=5, position_delete_file_count=1),
+        resolve([], "db", "t"),
+        {},
+        NOW,
+    )
     assert actions(rec) == []

@@ -36,8 +36,11 @@ from icepack_core.settings import CatalogConfig
 
 # Thresholds scaled to tables of a handful of files (the defaults are for production tables).
 ZOO_THRESHOLDS = Thresholds(
-    snapshots_warning=20, manifests_warning=12, metadata_log_warning=30,
-    skew_ratio=2.5, skew_min_files=6,
+    snapshots_warning=20,
+    manifests_warning=12,
+    metadata_log_warning=30,
+    skew_ratio=2.5,
+    skew_min_files=6,
 )
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -130,16 +133,23 @@ def build_zoo(catalog: SqlCatalog) -> dict[str, set[str]]:
     expected["small_files"] = {"SMALL_FILES"}
 
     # Two appends of files larger than target/8 (a 2 KiB target: files >= 256 B are fine).
-    t = catalog.create_table("zoo.healthy", SCHEMA,
-                             properties={"write.target-file-size-bytes": "2048"})
+    t = catalog.create_table(
+        "zoo.healthy", SCHEMA, properties={"write.target-file-size-bytes": "2048"}
+    )
     _append(t, rows(50))
     _append(t, rows(50, start=50))
     expected["healthy"] = set()
 
     # 21 commits, manifests merged as they go: many snapshots, few manifests.
-    t = catalog.create_table("zoo.many_snapshots", SCHEMA, properties={
-        **NO_SMALL_FILES, "commit.manifest-merge.enabled": "true",
-        "commit.manifest.min-count-to-merge": "2"})
+    t = catalog.create_table(
+        "zoo.many_snapshots",
+        SCHEMA,
+        properties={
+            **NO_SMALL_FILES,
+            "commit.manifest-merge.enabled": "true",
+            "commit.manifest.min-count-to-merge": "2",
+        },
+    )
     for i in range(21):
         _append(t, rows(1, start=i))
     expected["many_snapshots"] = {"TOO_MANY_SNAPSHOTS"}
@@ -192,8 +202,9 @@ def scratch_catalog(
 ) -> Iterator[tuple[CatalogConfig, SqlCatalog]]:
     """A fresh, empty SQL catalog (own database and warehouse) for tests that change tables."""
     url = create_database_sync(pg_admin_url, f"icepack_scratch_{os.getpid()}_{time.monotonic_ns()}")
-    config = CatalogConfig(name="scratch", type="sql", uri=url,
-                           warehouse=(tmp_path / "warehouse").as_uri())
+    config = CatalogConfig(
+        name="scratch", type="sql", uri=url, warehouse=(tmp_path / "warehouse").as_uri()
+    )
     catalog = load_catalog(config)
     assert isinstance(catalog, SqlCatalog)
     try:
@@ -211,8 +222,11 @@ def moto_glue() -> Iterator[str]:
             pytest.fail("moto_server is not installed")
         pytest.skip("moto_server is not installed")
     port = free_port()
-    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [exe, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port, proc)
         yield f"http://127.0.0.1:{port}"
@@ -242,12 +256,28 @@ def seaweed() -> Iterator[Seaweed]:
     s3_port, rest_port = _free_port_below(55000), free_port()
     # Every listener on a free port (gRPC ports are http + 10000), so parallel sessions and
     # other services on this machine do not collide with SeaweedFS's defaults.
-    others = {name: _free_port_below(55000) for name in
-              ("master.port", "filer.port", "volume.port", "admin.port", "webdav.port",
-               "debug.port")}
-    args = [exe, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            f"-s3.port={s3_port}", f"-s3.port.iceberg={rest_port}", "-s3.port.lance=0",
-            *(f"-{k}={v}" for k, v in others.items())]
+    others = {
+        name: _free_port_below(55000)
+        for name in (
+            "master.port",
+            "filer.port",
+            "volume.port",
+            "admin.port",
+            "webdav.port",
+            "debug.port",
+        )
+    }
+    args = [
+        exe,
+        "mini",
+        f"-dir={data}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-s3.port={s3_port}",
+        f"-s3.port.iceberg={rest_port}",
+        "-s3.port.lance=0",
+        *(f"-{k}={v}" for k, v in others.items()),
+    ]
     log = (data / "weed.log").open("wb")
     proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data)
     try:
@@ -257,9 +287,13 @@ def seaweed() -> Iterator[Seaweed]:
         # The REST catalog serves S3 *table* buckets (one catalog each), not plain buckets.
         import boto3
 
-        boto3.client("s3tables", endpoint_url=f"http://127.0.0.1:{s3_port}",
-                     region_name="us-east-1", aws_access_key_id=key,
-                     aws_secret_access_key=secret).create_table_bucket(name="warehouse")
+        boto3.client(
+            "s3tables",
+            endpoint_url=f"http://127.0.0.1:{s3_port}",
+            region_name="us-east-1",
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
+        ).create_table_bucket(name="warehouse")
         yield Seaweed(f"http://127.0.0.1:{s3_port}", f"http://127.0.0.1:{rest_port}", key, secret)
     finally:
         stop_process(proc, grace=2.0)  # a throw-away data dir: no need for a clean shutdown

@@ -40,8 +40,7 @@ START_DEADLINE_S = 60.0  # it answers after ≈2 s here
 # Client credentials Icepack is configured with (the fixture accepts any pair).
 CLIENT_ID, CLIENT_SECRET = "icepack", "fixture-secret"
 # A small JVM that starts quickly: C1 only, serial GC (the fixture serves a handful of tables).
-JVM_OPTS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms64m", "-Xmx512m",
-            "-Xshare:auto")
+JVM_OPTS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms64m", "-Xmx512m", "-Xshare:auto")
 # Start-up times measured by the fixtures (seconds, to the first `GET /v1/config` answer).
 STARTUP_SECONDS: dict[str, float] = {}
 
@@ -67,8 +66,14 @@ class IcebergRest:
 
     def config(self, name: str = "rest", **extra: Any) -> CatalogConfig:
         """Icepack's catalog config for this server, with OAuth2 client credentials."""
-        return CatalogConfig(name=name, type="rest", uri=self.uri, warehouse=self.warehouse,
-                             credential=self.credential, **extra)
+        return CatalogConfig(
+            name=name,
+            type="rest",
+            uri=self.uri,
+            warehouse=self.warehouse,
+            credential=self.credential,
+            **extra,
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -87,8 +92,10 @@ def _wait_config(uri: str, proc: subprocess.Popen[bytes], log: Path, timeout: fl
     last = "no answer"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the REST fixture exited with {proc.returncode} before "
-                               f"answering:\n{_log_tail(log)}")
+            raise RuntimeError(
+                f"the REST fixture exited with {proc.returncode} before "
+                f"answering:\n{_log_tail(log)}"
+            )
         try:
             with urllib.request.urlopen(f"{uri}/v1/config", timeout=2) as response:
                 if response.status == 200:
@@ -127,8 +134,13 @@ def run_rest_fixture(jar: Path, label: str = "rest-fixture") -> Iterator[Iceberg
     log = root / "server.log"
     with log.open("wb") as out:
         started = time.monotonic()
-        proc = subprocess.Popen([java, *JVM_OPTS, "-jar", str(jar.resolve())], env=env, cwd=root,
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [java, *JVM_OPTS, "-jar", str(jar.resolve())],
+            env=env,
+            cwd=root,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     server = IcebergRest(f"http://127.0.0.1:{port}", warehouse.as_uri(), proc, log)
     try:
         _wait_config(server.uri, proc, log, START_DEADLINE_S)
@@ -144,11 +156,18 @@ def rest_fixture_jar() -> Path:
     """The runnable REST fixture jar in ``.cache/rest-fixture`` (``scripts/fetch-maven.sh
     rest-fixture``, a no-op when its stamp is current)."""
     script = REPO_ROOT / "scripts" / "fetch-maven.sh"
-    result = subprocess.run([str(script), "rest-fixture", str(REST_FIXTURE_DIR)],
-                            capture_output=True, text=True, timeout=900, check=False)
+    result = subprocess.run(
+        [str(script), "rest-fixture", str(REST_FIXTURE_DIR)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     if result.returncode != 0:
-        _unavailable(f"scripts/fetch-maven.sh rest-fixture failed ({result.returncode}):\n"
-                     f"{result.stdout[-2000:]}{result.stderr[-2000:]}")
+        _unavailable(
+            f"scripts/fetch-maven.sh rest-fixture failed ({result.returncode}):\n"
+            f"{result.stdout[-2000:]}{result.stderr[-2000:]}"
+        )
     stamp = (REST_FIXTURE_DIR / STAMP).read_text()
     jars = [line.removeprefix("jar=") for line in stamp.splitlines() if line.startswith("jar=")]
     assert len(jars) == 1, f"{STAMP} names {jars}"

@@ -92,7 +92,10 @@ def spark_jars() -> Path:
     script = REPO_ROOT / "scripts" / "fetch-maven.sh"
     result = subprocess.run(
         [str(script), "jars", str(JARS_DIR)],
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     if result.returncode != 0:
         _unavailable(

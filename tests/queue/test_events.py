@@ -13,8 +13,9 @@ from tests.support.waiting import eventually
 
 async def make_table(db, name="t"):
     return await db.fetchval(
-        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'ns', $1) "
-        "RETURNING id", name)
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'ns', $1) RETURNING id",
+        name,
+    )
 
 
 async def readable(db) -> None:
@@ -29,7 +30,8 @@ async def readable(db) -> None:
     async def below_horizon() -> bool:
         return await db.fetchval(
             "SELECT coalesce(bool_and(xid < pg_snapshot_xmin(pg_current_snapshot())), true) "
-            "FROM icepack.events")
+            "FROM icepack.events"
+        )
 
     await eventually(below_horizon, timeout=30, what="every event below the xmin horizon")
 
@@ -99,7 +101,10 @@ async def test_handler_writes_and_offset_commit_together(db):
         calls.append(event.id)
         await conn.execute(
             "INSERT INTO icepack.work_items (service, table_id, reason) VALUES ('s', $1, $2) "
-            "ON CONFLICT DO NOTHING", event.table_id, f"event {event.id}")
+            "ON CONFLICT DO NOTHING",
+            event.table_id,
+            f"event {event.id}",
+        )
         if event.id == second and len(calls) < 3:
             raise RuntimeError("handler crashed")
 
@@ -108,13 +113,21 @@ async def test_handler_writes_and_offset_commit_together(db):
         await consumer.consume_once()
     # Nothing of the failed batch is visible: not the handler's write, not the offset.
     assert await db.fetchval("SELECT count(*) FROM icepack.work_items") == 0
-    assert await db.fetchval(
-        "SELECT last_event_id FROM icepack.consumer_offsets WHERE consumer = 'atomic'") == 0
+    assert (
+        await db.fetchval(
+            "SELECT last_event_id FROM icepack.consumer_offsets WHERE consumer = 'atomic'"
+        )
+        == 0
+    )
     await consumer.drain()  # redelivered (at least once) and now committed
     assert calls == [first, second, first, second]
     assert await db.fetchval("SELECT count(*) FROM icepack.work_items") == 1
-    assert await db.fetchval(
-        "SELECT last_event_id FROM icepack.consumer_offsets WHERE consumer = 'atomic'") == second
+    assert (
+        await db.fetchval(
+            "SELECT last_event_id FROM icepack.consumer_offsets WHERE consumer = 'atomic'"
+        )
+        == second
+    )
 
 
 async def test_replicas_of_one_consumer_never_handle_an_event_twice(db):
@@ -149,8 +162,10 @@ async def test_listener_reconnects_after_its_backend_is_killed_and_nothing_is_lo
     consumer = EventConsumer(db, "reconnecting", recorder)
     # A long poll interval: delivery within the deadlines below comes from NOTIFY wake-ups
     # (and the catch-up after reconnecting), not from polling.
-    tasks = [asyncio.create_task(listener.run(stop)),
-             asyncio.create_task(run_consumer(consumer, listener, stop, poll_interval=60))]
+    tasks = [
+        asyncio.create_task(listener.run(stop)),
+        asyncio.create_task(run_consumer(consumer, listener, stop, poll_interval=60)),
+    ]
     try:
         await asyncio.wait_for(listener.connected.wait(), 10)
         before = [await publish(db, "table.changed") for _ in range(3)]
@@ -158,14 +173,18 @@ async def test_listener_reconnects_after_its_backend_is_killed_and_nothing_is_lo
 
         killed = await db.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE application_name = 'icepack-test-listen'")
+            "WHERE application_name = 'icepack-test-listen'"
+        )
         assert killed == 1
         # Published while the listener is down or reconnecting.
         during = [await publish(db, "table.changed") for _ in range(3)]
         await eventually(lambda: _reconnected(listener), timeout=10, what="reconnect")
         after = [await publish(db, "table.changed") for _ in range(3)]
-        await eventually(lambda: _has(recorder, before + during + after), timeout=5,
-                         what="all events after reconnect")
+        await eventually(
+            lambda: _has(recorder, before + during + after),
+            timeout=5,
+            what="all events after reconnect",
+        )
         assert recorder.seen == before + during + after  # in order, each once
     finally:
         stop.set()

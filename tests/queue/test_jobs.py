@@ -153,16 +153,18 @@ async def test_stale_holder_cannot_heartbeat_finish_or_record(db, queue):
         lambda: queue.complete(stale),
         lambda: queue.fail(stale, "x", retryable=True),
         lambda: queue.finish_cancelled(stale),
-        lambda: queue.record_action(stale, action="noop", state="succeeded",
-                                    started_at=past, finished_at=past),
+        lambda: queue.record_action(
+            stale, action="noop", state="succeeded", started_at=past, finished_at=past
+        ),
     ):
         with pytest.raises(StaleFence) as exc:
             await attempt()
         assert exc.value.job_id == stale.id and exc.value.fence == stale.fence
         assert "lease was lost" in str(exc.value)
 
-    row = await db.fetchrow("SELECT state, fence, lease_owner FROM icepack.jobs WHERE id=$1",
-                            stale.id)
+    row = await db.fetchrow(
+        "SELECT state, fence, lease_owner FROM icepack.jobs WHERE id=$1", stale.id
+    )
     assert dict(row) == {"state": "running", "fence": fresh.fence, "lease_owner": "new-executor"}
     assert await db.fetchval("SELECT count(*) FROM icepack.job_actions") == 0
     assert (await queue.complete(fresh)).state is JobState.SUCCEEDED
@@ -186,8 +188,7 @@ async def test_reaper_requeues_with_backoff_then_fails_after_max_attempts(db, qu
             assert reaped.state is JobState.FAILED and reaped.finished_at is not None
     assert 5 <= delays[0] <= 10
     assert await queue.reap(now=clock + timedelta(hours=1)) == []
-    finished = await db.fetch(
-        "SELECT payload FROM icepack.events WHERE topic = 'job.finished'")
+    finished = await db.fetch("SELECT payload FROM icepack.events WHERE topic = 'job.finished'")
     assert [r["payload"]["state"] for r in finished] == ["failed"]
 
 

@@ -12,7 +12,8 @@ from icepack_core.queue.locks import TableLocks
 @pytest.fixture
 async def table_id(db):
     return await db.fetchval(
-        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c','n','t') RETURNING id")
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c','n','t') RETURNING id"
+    )
 
 
 async def claim(queue, owner, table_id, **kwargs):

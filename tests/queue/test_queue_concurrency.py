@@ -18,8 +18,9 @@ async def test_eight_claimers_claim_two_thousand_jobs_exactly_once(db):
     queue = JobQueue(db)
     await db.execute(
         "INSERT INTO icepack.jobs (actions, priority) "
-        "SELECT '[{\"action\": \"noop\"}]'::jsonb, (random() * 5)::int "
-        "FROM generate_series(1, 2000)")
+        'SELECT \'[{"action": "noop"}]\'::jsonb, (random() * 5)::int '
+        "FROM generate_series(1, 2000)"
+    )
     claimed: list[int] = []
     rng = random.Random(20261121)  # a seeded, randomized schedule of yields between steps
 
@@ -52,8 +53,9 @@ operations = st.lists(
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=operations)
 async def test_queue_invariants_under_random_interleavings(db, ops):
     await db.execute("TRUNCATE icepack.jobs, icepack.events CASCADE")
@@ -63,8 +65,9 @@ async def test_queue_invariants_under_random_interleavings(db, ops):
     fences = {}
     for op, n in ops:
         if op == "enqueue":
-            await queue.enqueue(None, [{"action": "noop"}], dedupe_key=f"k{n}", max_attempts=2,
-                                not_before=clock)
+            await queue.enqueue(
+                None, [{"action": "noop"}], dedupe_key=f"k{n}", max_attempts=2, not_before=clock
+            )
         elif op == "claim":
             job = await queue.claim(f"h{n}", 10, now=clock)
             if job:
@@ -89,10 +92,17 @@ async def test_queue_invariants_under_random_interleavings(db, ops):
 
         active = await db.fetch(
             "SELECT dedupe_key, count(*) AS n FROM icepack.jobs "
-            "WHERE state IN ('queued', 'running') GROUP BY dedupe_key")
+            "WHERE state IN ('queued', 'running') GROUP BY dedupe_key"
+        )
         assert all(r["n"] == 1 for r in active)
-        assert await db.fetchval(
-            "SELECT count(*) FROM icepack.jobs WHERE state = 'running' "
-            "AND (lease_until IS NULL OR lease_owner IS NULL)") == 0
-        assert await db.fetchval(
-            "SELECT count(*) FROM icepack.jobs WHERE attempts > max_attempts") == 0
+        assert (
+            await db.fetchval(
+                "SELECT count(*) FROM icepack.jobs WHERE state = 'running' "
+                "AND (lease_until IS NULL OR lease_owner IS NULL)"
+            )
+            == 0
+        )
+        assert (
+            await db.fetchval("SELECT count(*) FROM icepack.jobs WHERE attempts > max_attempts")
+            == 0
+        )

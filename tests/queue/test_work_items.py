@@ -9,7 +9,9 @@ from icepack_core.queue.work_items import WorkQueue
 async def make_tables(db, n):
     rows = await db.fetch(
         "INSERT INTO icepack.tables (catalog, namespace, name) "
-        "SELECT 'c', 'ns', 't' || g FROM generate_series(1, $1) g RETURNING id", n)
+        "SELECT 'c', 'ns', 't' || g FROM generate_series(1, $1) g RETURNING id",
+        n,
+    )
     return [r["id"] for r in rows]
 
 

@@ -19,12 +19,17 @@ from icepack_core.telemetry.logs import (
 
 def test_passwords_in_urls_are_masked():
     assert redact_text("connect postgresql://icepack:p4ss@db:5432/x failed") == (
-        "connect postgresql://icepack:***@db:5432/x failed")
+        "connect postgresql://icepack:***@db:5432/x failed"
+    )
 
 
 def test_secret_looking_keys_are_masked_recursively():
-    event = {"event": "x", "token": "abc", "config": {"client_secret": "s", "uri": "https://h"},
-             "items": ["https://u:pw@h/"]}
+    event = {
+        "event": "x",
+        "token": "abc",
+        "config": {"client_secret": "s", "uri": "https://h"},
+        "items": ["https://u:pw@h/"],
+    }
     out = redact_secrets(None, "info", event)
     assert out["token"] == "***"
     assert out["config"] == {"client_secret": "***", "uri": "https://h"}
@@ -33,8 +38,9 @@ def test_secret_looking_keys_are_masked_recursively():
 
 def test_json_logs_carry_service_and_hide_secrets(capsys):
     setup_logging("tester", "info", "json")
-    structlog.get_logger().info("catalog.loaded", credential="id:secret",
-                                database="postgresql://a:b@h/db")
+    structlog.get_logger().info(
+        "catalog.loaded", credential="id:secret", database="postgresql://a:b@h/db"
+    )
     line = capsys.readouterr().err.strip().splitlines()[-1]
     record = json.loads(line)
     assert record["event"] == "catalog.loaded" and record["service"] == "tester"
@@ -62,8 +68,9 @@ FORMS = [
 
 
 @pytest.mark.parametrize("form", FORMS)
-@given(secret=st.text(alphabet=string.ascii_letters + string.digits + "+/=_-", min_size=8,
-                      max_size=40))
+@given(
+    secret=st.text(alphabet=string.ascii_letters + string.digits + "+/=_-", min_size=8, max_size=40)
+)
 @settings(max_examples=40)
 def test_every_secret_form_is_masked(form, secret):
     text = form.format(s=secret)
@@ -71,10 +78,15 @@ def test_every_secret_form_is_masked(form, secret):
 
 
 def test_harmless_text_is_left_alone():
-    for text in ("the token: the Icepack database did not answer", "s3.access-key-id=AKIAPUBLIC",
-                 "CALL demo.system.rewrite_data_files(table => 'sales.orders')",
-                 "signal=SIGTERM", "sc://spark:15002/;user_id=icepack",
-                 "token revoked", "the planner's token bucket is empty"):
+    for text in (
+        "the token: the Icepack database did not answer",
+        "s3.access-key-id=AKIAPUBLIC",
+        "CALL demo.system.rewrite_data_files(table => 'sales.orders')",
+        "signal=SIGTERM",
+        "sc://spark:15002/;user_id=icepack",
+        "token revoked",
+        "the planner's token bucket is empty",
+    ):
         assert redact_text(text) == text
 
 

@@ -27,11 +27,22 @@ from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]  # starts its own server
 WORKERS = ("planner", "inspector", "executor")  # the loops that claim work from the database
-STATUS = {"data_file_count": 4, "data_file_bytes": 4096, "small_file_count": 0,
-          "small_file_bytes": 0, "position_delete_file_count": 0,
-          "equality_delete_file_count": 0, "deletion_vector_count": 0, "delete_record_count": 0,
-          "manifest_count": 1, "manifest_bytes": 100, "snapshot_count": 1,
-          "partition_count": 1, "oldest_snapshot_at": None, "current_snapshot_at": None}
+STATUS = {
+    "data_file_count": 4,
+    "data_file_bytes": 4096,
+    "small_file_count": 0,
+    "small_file_bytes": 0,
+    "position_delete_file_count": 0,
+    "equality_delete_file_count": 0,
+    "deletion_vector_count": 0,
+    "delete_record_count": 0,
+    "manifest_count": 1,
+    "manifest_bytes": 100,
+    "snapshot_count": 1,
+    "partition_count": 1,
+    "oldest_snapshot_at": None,
+    "current_snapshot_at": None,
+}
 
 
 @pytest.fixture
@@ -70,17 +81,25 @@ async def add_table(pool: asyncpg.Pool, name: str) -> int:
     async with pool.acquire() as conn, conn.transaction():
         table_id: int = await conn.fetchval(
             "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'n', $1) "
-            "RETURNING id", name)
+            "RETURNING id",
+            name,
+        )
         await conn.execute(
             "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
-            "VALUES ($1, now(), 'pyiceberg', $2::jsonb)", table_id, STATUS)
+            "VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
+            table_id,
+            STATUS,
+        )
         await events.publish(conn, Topic.STATUS_UPDATED, table_id=table_id)
     return table_id
 
 
 async def planned(pool: asyncpg.Pool, table_id: int) -> bool:
-    return bool(await pool.fetchval(
-        "SELECT count(*) FROM icepack.recommendations WHERE table_id = $1", table_id))
+    return bool(
+        await pool.fetchval(
+            "SELECT count(*) FROM icepack.recommendations WHERE table_id = $1", table_id
+        )
+    )
 
 
 async def job_succeeded(queue: JobQueue, job_id: int) -> bool:
@@ -89,9 +108,14 @@ async def job_succeeded(queue: JobQueue, job_id: int) -> bool:
 
 async def test_services_survive_a_postgres_restart(server, pool, tmp_path):
     base = free_port_block(5)
-    env = {**os.environ, "ICEPACK_DATABASE_URL": server.dsn, "ICEPACK_DATA_DIR": str(tmp_path),
-           "ICEPACK_POLL_INTERVAL_SECONDS": "0.3", "ICEPACK_DISCOVERY_INTERVAL_SECONDS": "1",
-           "ICEPACK_JOB_LEASE_SECONDS": "20"}
+    env = {
+        **os.environ,
+        "ICEPACK_DATABASE_URL": server.dsn,
+        "ICEPACK_DATA_DIR": str(tmp_path),
+        "ICEPACK_POLL_INTERVAL_SECONDS": "0.3",
+        "ICEPACK_DISCOVERY_INTERVAL_SECONDS": "1",
+        "ICEPACK_JOB_LEASE_SECONDS": "20",
+    }
     logs = {name: tmp_path / f"{name}.log" for name in SERVICE_NAMES}
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for offset, name in enumerate(sorted(SERVICE_NAMES)):
@@ -99,7 +123,9 @@ async def test_services_survive_a_postgres_restart(server, pool, tmp_path):
             procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "icepack_core.cli.app", "service", name],
                 env={**env, "ICEPACK_HTTP_PORT": str(base + offset)},
-                stdout=out, stderr=subprocess.STDOUT)
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
     queue = JobQueue(pool)
 
     def dead() -> dict[str, int | None]:
@@ -109,6 +135,7 @@ async def test_services_survive_a_postgres_restart(server, pool, tmp_path):
         return text in logs[name].read_text(errors="replace")
 
     try:
+
         async def all_started() -> bool:
             return all(log_has(n, '"service.started"') for n in SERVICE_NAMES)
 
@@ -127,25 +154,29 @@ async def test_services_survive_a_postgres_restart(server, pool, tmp_path):
 
         async def outage_seen() -> bool:
             # Each claim loop met the outage (or died of it, without the fix).
-            return all(log_has(n, "db_unavailable") or procs[n].poll() is not None
-                       for n in WORKERS)
+            return all(log_has(n, "db_unavailable") or procs[n].poll() is not None for n in WORKERS)
 
         await eventually(outage_seen, timeout=60, interval=0.2, what="the workers to see it")
         await asyncio.to_thread(server.start)
         assert dead() == {}, {n: logs[n].read_text()[-3000:] for n in dead()}
 
-        fresh = await asyncpg.create_pool(server.dsn, min_size=0, max_size=4,
-                                          init=_init_connection)
+        fresh = await asyncpg.create_pool(server.dsn, min_size=0, max_size=4, init=_init_connection)
         try:
             queue = JobQueue(fresh)
             after = await add_table(fresh, "after")
             after_job = (await queue.enqueue(after, [])).job
             for table_id in (in_flight, after):
-                await eventually(lambda t=table_id: planned(fresh, t), timeout=90,
-                                 what=f"table {table_id} planned after the restart")
+                await eventually(
+                    lambda t=table_id: planned(fresh, t),
+                    timeout=90,
+                    what=f"table {table_id} planned after the restart",
+                )
             for job_id in (in_flight_job.id, after_job.id):
-                await eventually(lambda j=job_id: job_succeeded(queue, j), timeout=90,
-                                 what=f"job {job_id} run after the restart")
+                await eventually(
+                    lambda j=job_id: job_succeeded(queue, j),
+                    timeout=90,
+                    what=f"job {job_id} run after the restart",
+                )
         finally:
             await fresh.close()
         assert dead() == {}, {n: logs[n].read_text()[-3000:] for n in dead()}
@@ -161,4 +192,5 @@ async def test_services_survive_a_postgres_restart(server, pool, tmp_path):
                 proc.wait()
     codes = {n: p.returncode for n, p in procs.items()}
     assert codes == dict.fromkeys(SERVICE_NAMES, 0), {
-        n: logs[n].read_text()[-3000:] for n, c in codes.items() if c != 0}
+        n: logs[n].read_text()[-3000:] for n, c in codes.items() if c != 0
+    }

@@ -29,10 +29,14 @@ def alive(pid: int) -> bool:
 async def test_up_restarts_a_killed_child_and_leaves_the_others_running(database_url, tmp_path):
     base = free_port_block(5)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "icepack_core.cli.app", "up",
-        env=service_env(database_url, tmp_path, ICEPACK_UP_BASE_PORT=str(base),
-                        COLUMNS="200"),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "icepack_core.cli.app",
+        "up",
+        env=service_env(database_url, tmp_path, ICEPACK_UP_BASE_PORT=str(base), COLUMNS="200"),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     lines: list[str] = []
     pids: dict[str, list[int]] = {}
 
@@ -48,6 +52,7 @@ async def test_up_restarts_a_killed_child_and_leaves_the_others_running(database
     reader = asyncio.create_task(read())
     try:
         async with httpx.AsyncClient(timeout=2) as client:
+
             async def ready(port: int) -> bool:
                 try:
                     return (await client.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200
@@ -66,8 +71,9 @@ async def test_up_restarts_a_killed_child_and_leaves_the_others_running(database
             async def executor_back() -> bool:
                 return len(pids.get("executor", [])) == 2 and await ready(executor_port)
 
-            await eventually(executor_back, timeout=90, interval=0.5,
-                             what="the executor restarted and ready")
+            await eventually(
+                executor_back, timeout=90, interval=0.5, what="the executor restarted and ready"
+            )
             assert pids["executor"][1] != first["executor"]
             assert any("executor" in line and "exited with -9" in line for line in lines), lines
             for name, pid in first.items():

@@ -61,13 +61,24 @@ def run(blocked: frozenset[str], tmp_path: Path):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(BLOCKER)
-    base = {**os.environ, "PYTHONPATH": str(site), "COLUMNS": "300",
-            "ICEPACK_TEST_BLOCKED_MODULES": json.dumps(sorted(blocked)),
-            "ICEPACK_DATA_DIR": str(tmp_path / "data")}
+    base = {
+        **os.environ,
+        "PYTHONPATH": str(site),
+        "COLUMNS": "300",
+        "ICEPACK_TEST_BLOCKED_MODULES": json.dumps(sorted(blocked)),
+        "ICEPACK_DATA_DIR": str(tmp_path / "data"),
+    }
 
     def go(args: list[str], timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                              env=base | env, cwd=tmp_path, timeout=timeout, check=False)
+        return subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            env=base | env,
+            cwd=tmp_path,
+            timeout=timeout,
+            check=False,
+        )
 
     return go
 
@@ -113,9 +124,12 @@ def test_every_non_executor_module_imports_and_the_services_load(run) -> None:
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert answer["failed"] == []
-    assert answer["services"] == {"discovery": "DiscoveryService",
-                                  "inspector": "InspectorService",
-                                  "planner": "PlannerService", "gateway": "GatewayService"}
+    assert answer["services"] == {
+        "discovery": "DiscoveryService",
+        "inspector": "InspectorService",
+        "planner": "PlannerService",
+        "gateway": "GatewayService",
+    }
 
 
 GATEWAY = textwrap.dedent("""
@@ -147,8 +161,12 @@ GATEWAY = textwrap.dedent("""
 def test_gateway_app_builds_and_serves_without_spark(run, database_url) -> None:
     result = run(["-c", GATEWAY], ICEPACK_DATABASE_URL=database_url)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"/healthz": 200, "/readyz": 200,
-                                         "/tables": 200, "/jobs": 200}
+    assert json.loads(result.stdout) == {
+        "/healthz": 200,
+        "/readyz": 200,
+        "/tables": 200,
+        "/jobs": 200,
+    }
 
 
 def rows(url: str, sql: str) -> list[asyncpg.Record]:
@@ -165,26 +183,30 @@ def rows(url: str, sql: str) -> list[asyncpg.Record]:
 @pytest.fixture
 def zoo_env(zoo, database_url) -> dict[str, str]:
     config = zoo.config
-    catalogs = [{"name": config.name, "type": "sql", "uri": config.uri,
-                 "warehouse": config.warehouse}]
+    catalogs = [
+        {"name": config.name, "type": "sql", "uri": config.uri, "warehouse": config.warehouse}
+    ]
     return {"ICEPACK_DATABASE_URL": database_url, "ICEPACK_CATALOGS": json.dumps(catalogs)}
 
 
-def test_recommend_and_dry_run_work_and_maintain_names_the_extra(run, zoo_env,
-                                                                 database_url) -> None:
+def test_recommend_and_dry_run_work_and_maintain_names_the_extra(
+    run, zoo_env, database_url
+) -> None:
     table = "zoo.zoo.small_files"
     rec = run(icepack("recommend", table, "--json"), **zoo_env)
     assert rec.returncode == 0, rec.stderr
-    assert "rewrite_data_files" in {a["action"]
-                                    for a in json.loads(rec.stdout)["recommendation"]["actions"]}
+    assert "rewrite_data_files" in {
+        a["action"] for a in json.loads(rec.stdout)["recommendation"]["actions"]
+    }
     dry = run(icepack("maintain", table, "--dry-run"), **zoo_env)
     assert dry.returncode == 0, dry.stderr
     assert "CALL `zoo`.`system`.`rewrite_data_files`" in dry.stdout
 
     for engine, extra_env, module in (
-            ("local", {}, "pyspark"),
-            ("connect", {"ICEPACK_SPARK_CONNECT_URL": "sc://127.0.0.1:1"}, "pyspark"),
-            ("thrift", {"ICEPACK_SPARK_THRIFT_HOST": "127.0.0.1"}, "pyhive")):
+        ("local", {}, "pyspark"),
+        ("connect", {"ICEPACK_SPARK_CONNECT_URL": "sc://127.0.0.1:1"}, "pyspark"),
+        ("thrift", {"ICEPACK_SPARK_THRIFT_HOST": "127.0.0.1"}, "pyhive"),
+    ):
         done = run(icepack("maintain", table, "--engine", engine), **zoo_env, **extra_env)
         assert done.returncode == 2, done.stdout + done.stderr
         assert "Traceback" not in done.stderr
@@ -231,7 +253,10 @@ def test_engines_raise_missing_extra_not_import_error(run) -> None:
 
 @pytest.mark.slow
 def test_executor_service_exits_with_the_message(run, database_url) -> None:
-    result = run(icepack("service", "executor", "--once"), ICEPACK_DATABASE_URL=database_url,
-                 ICEPACK_HTTP_PORT="0")
+    result = run(
+        icepack("service", "executor", "--once"),
+        ICEPACK_DATABASE_URL=database_url,
+        ICEPACK_HTTP_PORT="0",
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert INSTALL_HINT in result.stderr and "Traceback" not in result.stderr

@@ -24,22 +24,38 @@ NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 WH = "file:///lake/wh"
 
 
-async def add(db: asyncpg.Pool, name: str, location: str | None, *, catalog: str = "lake",
-              namespace: str = "db", properties: dict[str, str] | None = None) -> asyncpg.Record:
+async def add(
+    db: asyncpg.Pool,
+    name: str,
+    location: str | None,
+    *,
+    catalog: str = "lake",
+    namespace: str = "db",
+    properties: dict[str, str] | None = None,
+) -> asyncpg.Record:
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name, metadata_location, properties,"
-        " location) VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING id", catalog, namespace,
-        name, f"{location or WH + '/elsewhere/' + name}/metadata/00001-x.metadata.json",
-        properties or {}, location)
+        " location) VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING id",
+        catalog,
+        namespace,
+        name,
+        f"{location or WH + '/elsewhere/' + name}/metadata/00001-x.metadata.json",
+        properties or {},
+        location,
+    )
     row: asyncpg.Record = await db.fetchrow(load_query("table_get"), table_id)
     return row
 
 
-async def attach_orphan_policy(db: asyncpg.Pool, config: dict[str, object],
-                               catalog: str = "lake") -> None:
-    await db.execute("INSERT INTO icepack.policies (policy_type, scope, catalog, config) "
-                     "VALUES ('system.orphan-file-removal', 'catalog', $1, $2::jsonb)",
-                     catalog, config)
+async def attach_orphan_policy(
+    db: asyncpg.Pool, config: dict[str, object], catalog: str = "lake"
+) -> None:
+    await db.execute(
+        "INSERT INTO icepack.policies (policy_type, scope, catalog, config) "
+        "VALUES ('system.orphan-file-removal', 'catalog', $1, $2::jsonb)",
+        catalog,
+        config,
+    )
 
 
 def orphans(hours: float) -> list:
@@ -60,16 +76,18 @@ async def refused(db: asyncpg.Pool, table: asyncpg.Record, intents: list) -> Act
 
 async def test_held_and_opted_out_tables_are_refused(db):
     held = await add(db, "held", f"{WH}/db/held")
-    await db.execute(load_query("table_hold_set"), held["id"],
-                     {"reason": "rewrite snapshot 7 changed the live contents"})
+    await db.execute(
+        load_query("table_hold_set"),
+        held["id"],
+        {"reason": "rewrite snapshot 7 changed the live contents"},
+    )
     held = await db.fetchrow(load_query("table_get"), held["id"])
     rewrite = parse_intents([{"action": "rewrite_data_files"}])
     error = await refused(db, held, rewrite)
     assert (error.rule, error.conflict) == ("TABLE_HELD", True)
     assert "lake.db.held is on hold: rewrite snapshot 7" in str(error)
 
-    out = await add(db, "out", f"{WH}/db/out",
-                    properties={"icepack.maintenance.enabled": "false"})
+    out = await add(db, "out", f"{WH}/db/out", properties={"icepack.maintenance.enabled": "false"})
     assert (await refused(db, out, rewrite)).rule == "TABLE_OPTED_OUT"
     bad = await add(db, "bad", f"{WH}/db/bad", properties={"icepack.no-such-knob": "1"})
     error = await refused(db, bad, rewrite)
@@ -85,8 +103,7 @@ async def test_expiry_floor(db):
 
 
 async def test_orphan_removal_needs_an_operator_policy_a_property_cannot_enable_it(db):
-    table = await add(db, "t", f"{WH}/db/t",
-                      properties={"icepack.orphan-removal.enabled": "true"})
+    table = await add(db, "t", f"{WH}/db/t", properties={"icepack.orphan-removal.enabled": "true"})
     error = await refused(db, table, orphans(100))
     assert error.rule == "ORPHAN_REMOVAL_NOT_ENABLED"
     assert "property icepack.orphan-removal.enabled=true ignored" in str(error)
@@ -94,8 +111,9 @@ async def test_orphan_removal_needs_an_operator_policy_a_property_cannot_enable_
     admission = await admit(db, table, orphans(100), now=NOW, expiry_min_age_hours=1)
     assert admission.location == f"{WH}/db/t"
     # ... and a property can still turn it off.
-    off = await add(db, "off", f"{WH}/db/off",
-                    properties={"icepack.orphan-removal.enabled": "false"})
+    off = await add(
+        db, "off", f"{WH}/db/off", properties={"icepack.orphan-removal.enabled": "false"}
+    )
     assert (await refused(db, off, orphans(100))).rule == "ORPHAN_REMOVAL_NOT_ENABLED"
 
 
@@ -104,23 +122,29 @@ async def test_orphan_age_floor_is_72h_unless_the_operator_policy_allows_less(db
     await attach_orphan_policy(db, {})
     error = await refused(db, table, orphans(1))
     assert error.rule == "SAFETY_FLOOR" and "72 h floor" in str(error)
-    await db.execute("UPDATE icepack.policies SET config = $1::jsonb",
-                     {"older_than_hours": 2, "allow_unsafe_older_than": True})
+    await db.execute(
+        "UPDATE icepack.policies SET config = $1::jsonb",
+        {"older_than_hours": 2, "allow_unsafe_older_than": True},
+    )
     await admit(db, table, orphans(3), now=NOW, expiry_min_age_hours=1)
     assert (await refused(db, table, orphans(1))).rule == "SAFETY_FLOOR"
 
 
-@pytest.mark.parametrize(("other_location", "overlaps"), [
-    (f"{WH}/db/t", True),                  # equal
-    (f"{WH}/db/t/", True),                 # equal, trailing separator
-    (f"{WH}/db/t/nested", True),           # under the target
-    (f"{WH}/db", True),                    # over the target
-    ("/lake/wh/db/t/x", True),             # a plain local path is file://
-    (f"{WH}/db/t_v2", False),              # a sibling sharing a prefix
-    (f"{WH}/db/other", False),
-])
+@pytest.mark.parametrize(
+    ("other_location", "overlaps"),
+    [
+        (f"{WH}/db/t", True),  # equal
+        (f"{WH}/db/t/", True),  # equal, trailing separator
+        (f"{WH}/db/t/nested", True),  # under the target
+        (f"{WH}/db", True),  # over the target
+        ("/lake/wh/db/t/x", True),  # a plain local path is file://
+        (f"{WH}/db/t_v2", False),  # a sibling sharing a prefix
+        (f"{WH}/db/other", False),
+    ],
+)
 async def test_orphan_removal_refuses_overlapping_locations_in_any_catalog(
-        db, other_location, overlaps):
+    db, other_location, overlaps
+):
     table = await add(db, "t", f"{WH}/db/t")
     await attach_orphan_policy(db, {})
     await add(db, "neighbour", other_location, catalog="other_catalog", namespace="ns")
@@ -140,8 +164,9 @@ async def test_dropped_tables_do_not_block_and_unknown_locations_do(db):
     await db.execute("UPDATE icepack.tables SET dropped_at = now() WHERE id = $1", gone["id"])
     await admit(db, table, orphans(100), now=NOW, expiry_min_age_hours=1)
     # Not inspected yet and laid out so that its root cannot be derived: refuse.
-    await db.execute("INSERT INTO icepack.tables (catalog, namespace, name) "
-                     "VALUES ('lake', 'db', 'mystery')")
+    await db.execute(
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('lake', 'db', 'mystery')"
+    )
     error = await refused(db, table, orphans(100))
     assert error.rule == "LOCATION_UNKNOWN" and "lake.db.mystery" in str(error)
 
@@ -153,13 +178,12 @@ def test_location_helpers():
     assert location_from_metadata("s3://b/custom/v3.metadata.json") is None
 
 
-segment = st.text(alphabet="abt_-.0", min_size=1, max_size=4).filter(lambda s: s not in
-                                                                     (".", ".."))
+segment = st.text(alphabet="abt_-.0", min_size=1, max_size=4).filter(lambda s: s not in (".", ".."))
 
 
 @given(st.lists(segment, min_size=1, max_size=4), st.lists(segment, min_size=1, max_size=4))
 def test_overlap_is_exactly_a_path_prefix_at_a_separator(a, b):
     x, y = "s3://bucket/" + "/".join(a), "s3a://bucket/" + "/".join(b)
-    expected = a == b[:len(a)] or b == a[:len(b)]
+    expected = a == b[: len(a)] or b == a[: len(b)]
     assert locations_overlap(x, y) is expected
     assert locations_overlap(y, x) is expected

@@ -8,15 +8,40 @@ from hypothesis import strategies as st
 
 from icepack_core.safety.evidence import action_safety, verification_records
 
-IMPACT = {"before": {"record_count": 320, "delete_record_count": 64,
-                     "position_delete_file_count": 4, "equality_delete_file_count": 0,
-                     "deletion_vector_count": 0},
-          "after": {"record_count": 256, "delete_record_count": 0,
-                    "position_delete_file_count": 0, "equality_delete_file_count": 0,
-                    "deletion_vector_count": 0}}
-CHAIN = {"verified_snapshots": [
-    {"snapshot_id": 2, "parent_id": 1, "rows_before": 256, "rows_after": 256, "checked": "chain"},
-    {"snapshot_id": 3, "parent_id": 2, "rows_before": 256, "rows_after": 256, "checked": "chain"}]}
+IMPACT = {
+    "before": {
+        "record_count": 320,
+        "delete_record_count": 64,
+        "position_delete_file_count": 4,
+        "equality_delete_file_count": 0,
+        "deletion_vector_count": 0,
+    },
+    "after": {
+        "record_count": 256,
+        "delete_record_count": 0,
+        "position_delete_file_count": 0,
+        "equality_delete_file_count": 0,
+        "deletion_vector_count": 0,
+    },
+}
+CHAIN = {
+    "verified_snapshots": [
+        {
+            "snapshot_id": 2,
+            "parent_id": 1,
+            "rows_before": 256,
+            "rows_after": 256,
+            "checked": "chain",
+        },
+        {
+            "snapshot_id": 3,
+            "parent_id": 2,
+            "rows_before": 256,
+            "rows_after": 256,
+            "checked": "chain",
+        },
+    ]
+}
 
 
 def test_a_delete_applying_rewrite_loses_no_live_row():
@@ -33,36 +58,67 @@ def test_without_evidence_live_rows_come_from_metadata():
     assert s["live_rows"] == {"before": 256, "after": 256, "source": "metadata"}
     assert s["deleted_rows_removed"] == 64
     equality = {side: {**IMPACT[side], "equality_delete_file_count": 1} for side in IMPACT}
-    assert action_safety("rewrite_data_files", "succeeded", {}, equality)["live_rows"][
-        "before"] is None  # equality deletes: no estimate
+    assert (
+        action_safety("rewrite_data_files", "succeeded", {}, equality)["live_rows"]["before"]
+        is None
+    )  # equality deletes: no estimate
 
 
 def test_a_failed_check_with_rollback():
-    evidence = {"snapshot_id": 9, "parent_id": 8, "rows_before": 10, "rows_after": 9,
-                "checksum_before": 1, "checksum_after": 2, "rolled_back": True}
+    evidence = {
+        "snapshot_id": 9,
+        "parent_id": 8,
+        "rows_before": 10,
+        "rows_after": 9,
+        "checksum_before": 1,
+        "checksum_after": 2,
+        "rolled_back": True,
+    }
     s = action_safety("rewrite_data_files", "failed", evidence, {})
     assert s["verdict"] == "failed" and s["rolled_back"] is True
     assert "rolled back" in s["summary"]
 
 
 def test_records_under_a_verification_key_and_nothing_rewritten():
-    out = {"verification": {"snapshots": [{"snapshot_id": 5, "parent_id": 4, "rows_before": 1,
-                                           "rows_after": 1}]}}
+    out = {
+        "verification": {
+            "snapshots": [{"snapshot_id": 5, "parent_id": 4, "rows_before": 1, "rows_after": 1}]
+        }
+    }
     assert [r["snapshot_id"] for r in verification_records(out)] == [5]
-    assert verification_records({**out, "verified_snapshots": out["verification"]["snapshots"]}
-                                ) == verification_records(out)  # each record once
+    assert verification_records(
+        {**out, "verified_snapshots": out["verification"]["snapshots"]}
+    ) == verification_records(out)  # each record once
     s = action_safety("rewrite_data_files", "succeeded", {"verified_snapshots": []}, {})
     assert s["verdict"] == "nothing_rewritten"
     assert action_safety("expire_snapshots", "succeeded", {}, {})["verdict"] == "not_applicable"
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-                    lambda inner: st.lists(inner, max_size=4)
-                    | st.dictionaries(st.sampled_from(["snapshot_id", "rows_before", "rows_after",
-                                                       "checksum_before", "verified_snapshots",
-                                                       "verification", "before", "after",
-                                                       "record_count", "x"]), inner, max_size=5),
-                    max_leaves=30)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "snapshot_id",
+                    "rows_before",
+                    "rows_after",
+                    "checksum_before",
+                    "verified_snapshots",
+                    "verification",
+                    "before",
+                    "after",
+                    "record_count",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=30,
+)
 
 
 @given(output=JSON, impact=JSON, state=st.sampled_from(["succeeded", "failed"]))

@@ -44,8 +44,9 @@ def decimals_of(precision: int, scale: int) -> st.SearchStrategy[Decimal]:
     bound = Decimal(("9" * (precision - scale) or "0") + ("." + "9" * scale if scale else ""))
     # Hypothesis works out its bounds in that same 28-digit context and can step one unit past
     # them (-10**28 for decimal(38,10)): keep only values that truly fit (exact comparison).
-    return st.decimals(min_value=-bound, max_value=bound, places=scale,
-                       allow_nan=False, allow_infinity=False).filter(lambda d: abs(d) <= bound)
+    return st.decimals(
+        min_value=-bound, max_value=bound, places=scale, allow_nan=False, allow_infinity=False
+    ).filter(lambda d: abs(d) <= bound)
 
 
 VALUES: dict[str, st.SearchStrategy[Any]] = {
@@ -111,15 +112,28 @@ def test_literals_evaluate_to_the_same_value_of_the_same_type(spark, type_text, 
 
 
 EDGES: dict[str, list[Any]] = {
-    "float": [math.nan, math.inf, -math.inf, -0.0, 0.0, 1.100000023841858, 3.4028234663852886e38,
-              1.401298464324817e-45],
+    "float": [
+        math.nan,
+        math.inf,
+        -math.inf,
+        -0.0,
+        0.0,
+        1.100000023841858,
+        3.4028234663852886e38,
+        1.401298464324817e-45,
+    ],
     "double": [math.nan, math.inf, -math.inf, -0.0, 5e-324, 1.7976931348623157e308, 1e16],
     "date": [date(1, 1, 1), date(9999, 12, 31), date(1582, 10, 4), date(1970, 1, 1)],
-    "timestamp": [datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, 999999,
-                                                          tzinfo=UTC),
-                  datetime(1900, 1, 1, tzinfo=ZONES[2])],
-    "timestamp_ntz": [datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 999999),
-                      datetime(2026, 1, 1, 10, 0, 0, 500000)],
+    "timestamp": [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1900, 1, 1, tzinfo=ZONES[2]),
+    ],
+    "timestamp_ntz": [
+        datetime(1, 1, 1),
+        datetime(9999, 12, 31, 23, 59, 59, 999999),
+        datetime(2026, 1, 1, 10, 0, 0, 500000),
+    ],
     "string": ["", "it's", "a\\b", "\\'", "new\nline\ttab", "中文😀", "\u202e", "\x00", "\\u0041"],
     "binary": [b"", b"\x00", bytes(range(256))],
     "bigint": [-(2**63), 2**63 - 1],

@@ -97,8 +97,10 @@ def test_values_that_cannot_be_exact_are_refused_by_name(type_text, value, messa
         typed_literal(t(type_text), value)
 
 
-@pytest.mark.parametrize("text", ["time", "timestamp_ns", "struct<x:int>", "decimal(39,2)",
-                                  "decimal(5,6)", "void", "decimal"])
+@pytest.mark.parametrize(
+    "text",
+    ["time", "timestamp_ns", "struct<x:int>", "decimal(39,2)", "decimal(5,6)", "void", "decimal"],
+)
 def test_types_without_a_literal_form_are_refused(text):
     with pytest.raises(UnsupportedLiteral, match="type"):
         SparkType.parse(text)
@@ -131,9 +133,17 @@ def test_canonical_text_decodes_by_column_type(type_text, text, value):
     assert decode_canonical(t(type_text), text) == value
 
 
-@pytest.mark.parametrize(("type_text", "text"), [
-    ("date", "2932897"), ("timestamp", str(300_000 * 366 * 86400 * 10**6)), ("boolean", "yes"),
-    ("timestamp_ntz", "+10000-01-01 00:00:00"), ("binary", "0"), ("decimal(10,2)", "x")])
+@pytest.mark.parametrize(
+    ("type_text", "text"),
+    [
+        ("date", "2932897"),
+        ("timestamp", str(300_000 * 366 * 86400 * 10**6)),
+        ("boolean", "yes"),
+        ("timestamp_ntz", "+10000-01-01 00:00:00"),
+        ("binary", "0"),
+        ("decimal(10,2)", "x"),
+    ],
+)
 def test_undecodable_text_is_refused_naming_the_type(type_text, text):
     with pytest.raises(UnsupportedLiteral, match=r"value text"):
         decode_canonical(t(type_text), text)
@@ -167,24 +177,34 @@ def test_malformed_described_names_are_refused(bad):
 def describe(*partition_rows: tuple[str, str], transform: bool = False) -> list[dict[str, str]]:
     rows = [{"col_name": "id", "data_type": "bigint"}, {"col_name": "d", "data_type": "date"}]
     if transform:
-        rows += [{"col_name": "", "data_type": ""}, {"col_name": "# Partitioning", "data_type": ""},
-                 {"col_name": "Part 0", "data_type": "days(ts)"}]
+        rows += [
+            {"col_name": "", "data_type": ""},
+            {"col_name": "# Partitioning", "data_type": ""},
+            {"col_name": "Part 0", "data_type": "days(ts)"},
+        ]
     elif partition_rows:
-        rows += [{"col_name": "# Partition Information", "data_type": ""},
-                 {"col_name": "# col_name", "data_type": "data_type"}]
+        rows += [
+            {"col_name": "# Partition Information", "data_type": ""},
+            {"col_name": "# col_name", "data_type": "data_type"},
+        ]
         rows += [{"col_name": n, "data_type": ty} for n, ty in partition_rows]
-    rows += [{"col_name": "", "data_type": ""},
-             {"col_name": "# Metadata Columns", "data_type": ""},
-             {"col_name": "_spec_id", "data_type": "int"}]
+    rows += [
+        {"col_name": "", "data_type": ""},
+        {"col_name": "# Metadata Columns", "data_type": ""},
+        {"col_name": "_spec_id", "data_type": "int"},
+    ]
     return rows
 
 
 def test_identity_columns_come_with_their_types():
-    columns = identity_columns(describe(("d", "date"), ("`we ird`", "decimal(10,2)"),
-                                        ("st.x", "int")))
-    assert columns == [PartitionColumn(("d",), "date"),
-                       PartitionColumn(("we ird",), "decimal(10,2)"),
-                       PartitionColumn(("st", "x"), "int")]
+    columns = identity_columns(
+        describe(("d", "date"), ("`we ird`", "decimal(10,2)"), ("st.x", "int"))
+    )
+    assert columns == [
+        PartitionColumn(("d",), "date"),
+        PartitionColumn(("we ird",), "decimal(10,2)"),
+        PartitionColumn(("st", "x"), "int"),
+    ]
     assert [c.sql for c in columns] == ["`d`", "`we ird`", "`st`.`x`"]
     assert [c.field_name for c in columns] == ["d", "we ird", "st.x"]
 
@@ -197,5 +217,7 @@ def test_other_transforms_and_unpartitioned_tables():
 def test_predicate_joins_typed_terms_and_nulls():
     columns = [PartitionColumn(("d",), "date"), PartitionColumn(("s",), "string")]
     types = [t("date"), t("string")]
-    assert partition_predicate(columns, types, [date(2026, 1, 1), None]) == \
-        "(`d` = DATE '2026-01-01' AND `s` IS NULL)"
+    assert (
+        partition_predicate(columns, types, [date(2026, 1, 1), None])
+        == "(`d` = DATE '2026-01-01' AND `s` IS NULL)"
+    )

@@ -25,8 +25,19 @@ EXECUTOR_DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile.executor"
 # `uv sync` flags that say how to install, not what: the two build steps differ only in these.
 INSTALL_ONLY_FLAGS = frozenset({"--no-install-workspace", "--no-editable"})
 # The Spark engines' clients and what only they pull in (icepack-core[spark]).
-SPARK_STACK = frozenset({"pyspark", "py4j", "pyhive", "thrift", "thrift-sasl", "pure-sasl",
-                         "grpcio", "grpcio-status", "pandas"})
+SPARK_STACK = frozenset(
+    {
+        "pyspark",
+        "py4j",
+        "pyhive",
+        "thrift",
+        "thrift-sasl",
+        "pure-sasl",
+        "grpcio",
+        "grpcio-status",
+        "pandas",
+    }
+)
 
 
 def uv() -> str | None:
@@ -84,9 +95,21 @@ def export(sync_selection: list[str]) -> DependencySet:
     if binary is None:
         raise RuntimeError("uv is not on PATH")
     result = subprocess.run(
-        [binary, "export", "--format", "requirements.txt", "--no-hashes", "--no-header",
-         "--no-annotate", *sync_selection],
-        capture_output=True, text=True, cwd=REPO, check=False)
+        [
+            binary,
+            "export",
+            "--format",
+            "requirements.txt",
+            "--no-hashes",
+            "--no-header",
+            "--no-annotate",
+            *sync_selection,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"uv export {' '.join(sync_selection)} failed: {result.stderr}")
     distributions, members = set(), set()
@@ -116,8 +139,11 @@ def image_dependencies(dockerfile: Path) -> DependencySet:
 def top_level_modules(distributions: frozenset[str]) -> frozenset[str]:
     """The importable top-level modules of ``distributions`` in this environment (stdlib
     names excluded, whatever a distribution's metadata claims)."""
-    found = {module for module, dists in packages_distributions().items()
-             if any(normalise(d) in distributions for d in dists)}
+    found = {
+        module
+        for module, dists in packages_distributions().items()
+        if any(normalise(d) in distributions for d in dists)
+    }
     return frozenset(found - set(sys.stdlib_module_names))
 
 

@@ -31,8 +31,15 @@ async def running(
             pool = await icedb.create_pool(settings, service.name)
             pools.append(pool)
             listener = Listener(lambda s=service: icedb.connect(settings, f"{s.name}-listen"))
-            ctx = ServiceContext(service.name, settings, pool, listener, stop,
-                                 f"{service.name}@test", structlog.get_logger(service.name))
+            ctx = ServiceContext(
+                service.name,
+                settings,
+                pool,
+                listener,
+                stop,
+                f"{service.name}@test",
+                structlog.get_logger(service.name),
+            )
             tasks.append(asyncio.create_task(listener.run(stop), name=f"{service.name}.listen"))
             tasks.append(asyncio.create_task(service.run(ctx), name=f"{service.name}.main"))
         yield tasks

@@ -31,7 +31,7 @@ class _Reader:
             shift += 7
 
     def take(self, n: int) -> bytes:
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         if len(out) != n:
             raise EOFError("truncated Avro data")
         self.pos += n
@@ -84,8 +84,7 @@ class Codec:
     def _resolve(self, t: Any) -> Any:
         if isinstance(t, str) and t in self.names:
             return self.names[t]
-        if isinstance(t, dict) and t.get("type") not in ("record", "enum", "fixed", "array",
-                                                         "map"):
+        if isinstance(t, dict) and t.get("type") not in ("record", "enum", "fixed", "array", "map"):
             return self._resolve(t["type"])  # a primitive with a logical type
         return t
 
@@ -154,8 +153,9 @@ class Codec:
             raise ValueError(f"unknown Avro type {t!r}")
         kind = t["type"]
         if kind == "record":
-            return b"".join(self.write(f["type"], v, rewrite) for f, v in zip(t["fields"], value,
-                                                                               strict=True))
+            return b"".join(
+                self.write(f["type"], v, rewrite) for f, v in zip(t["fields"], value, strict=True)
+            )
         if kind == "enum":
             return _long(value)
         if kind == "fixed":
@@ -207,8 +207,9 @@ def read_container(data: bytes) -> tuple[dict[str, bytes], bytes, Codec, list[li
     return meta, sync, codec, blocks
 
 
-def write_container(meta: dict[str, bytes], sync: bytes, codec: Codec,
-                    blocks: list[list[Any]], rewrite: Rewrite) -> bytes:
+def write_container(
+    meta: dict[str, bytes], sync: bytes, codec: Codec, blocks: list[list[Any]], rewrite: Rewrite
+) -> bytes:
     """The container file of ``blocks`` (inverse of ``read_container``), strings rewritten."""
     out = [MAGIC, _long(len(meta))]
     for key, value in meta.items():
@@ -233,8 +234,9 @@ def field_index(codec: Codec, name: str) -> int:
     raise KeyError(name)
 
 
-def rewrite_file(data: bytes, rewrite: Rewrite,
-                 fix: Callable[[Codec, list[Any]], None] | None = None) -> bytes:
+def rewrite_file(
+    data: bytes, rewrite: Rewrite, fix: Callable[[Codec, list[Any]], None] | None = None
+) -> bytes:
     """``data`` with every string value rewritten (and ``fix`` applied to each record)."""
     meta, sync, codec, blocks = read_container(data)
     if fix is not None:
@@ -242,4 +244,3 @@ def rewrite_file(data: bytes, rewrite: Rewrite,
             for rec in records:
                 fix(codec, rec)
     return write_container(meta, sync, codec, blocks, rewrite)
-

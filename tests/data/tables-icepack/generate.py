@@ -37,10 +37,13 @@ def spark_session(warehouse: Path) -> Any:
     if not runtime:
         raise SystemExit(f"no iceberg-spark-runtime jar in {jars_dir}: run make setup")
     return (
-        SparkSession.builder.master("local[1]").appName("icepack-test-tables")
+        SparkSession.builder.master("local[1]")
+        .appName("icepack-test-tables")
         .config("spark.jars", str(runtime[-1]))
-        .config("spark.sql.extensions",
-                "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config(
+            "spark.sql.extensions",
+            "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        )
         .config("spark.sql.catalog.gen", "org.apache.iceberg.spark.SparkCatalog")
         .config("spark.sql.catalog.gen.type", "hadoop")
         .config("spark.sql.catalog.gen.warehouse", str(warehouse))
@@ -59,15 +62,22 @@ def write_spark(spark: Any) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS gen.{NAMESPACE}")
     for version, extra, change in (
         (1, "", "DELETE FROM {t} WHERE id = 3"),  # copy-on-write: a rewritten data file
-        (2, ", 'write.delete.mode'='merge-on-read', "
-            "'write.metadata.compression-codec'='gzip'",
-         "DELETE FROM {t} WHERE id = 3"),  # a position delete file; *.gz.metadata.json
-        (3, ", 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read'",
-         "UPDATE {t} SET cat = 'c' WHERE id = 4"),  # a deletion vector; row lineage
+        (
+            2,
+            ", 'write.delete.mode'='merge-on-read', 'write.metadata.compression-codec'='gzip'",
+            "DELETE FROM {t} WHERE id = 3",
+        ),  # a position delete file; *.gz.metadata.json
+        (
+            3,
+            ", 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read'",
+            "UPDATE {t} SET cat = 'c' WHERE id = 4",
+        ),  # a deletion vector; row lineage
     ):
         t = f"gen.{NAMESPACE}.spark_v{version}"
-        spark.sql(f"CREATE TABLE {t} (id bigint, cat string) USING iceberg PARTITIONED BY (cat) "
-                  f"TBLPROPERTIES ('format-version'='{version}'{extra})")
+        spark.sql(
+            f"CREATE TABLE {t} (id bigint, cat string) USING iceberg PARTITIONED BY (cat) "
+            f"TBLPROPERTIES ('format-version'='{version}'{extra})"
+        )
         spark.sql(f"INSERT INTO {t} VALUES {values(range(0, 6))}")
         spark.sql(f"INSERT INTO {t} VALUES {values(range(6, 10))}")
         spark.sql(change.format(t=t))
@@ -84,21 +94,29 @@ def write_pyiceberg(root: Path, warehouse: Path) -> str:
     from pyiceberg.transforms import IdentityTransform
     from pyiceberg.types import LongType, NestedField, StringType
 
-    catalog = SqlCatalog("gen", uri=f"sqlite:///{root / 'catalog.db'}",
-                         warehouse=warehouse.as_uri())
+    catalog = SqlCatalog(
+        "gen", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=warehouse.as_uri()
+    )
     catalog.create_namespace_if_not_exists(NAMESPACE)
-    schema = Schema(NestedField(1, "id", LongType(), required=False),
-                    NestedField(2, "cat", StringType(), required=False))
-    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000,
-                                        transform=IdentityTransform(), name="cat"))
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "cat", StringType(), required=False),
+    )
+    spec = PartitionSpec(
+        PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="cat")
+    )
     table = catalog.create_table(
-        (NAMESPACE, "pyiceberg_v2"), schema, partition_spec=spec,
+        (NAMESPACE, "pyiceberg_v2"),
+        schema,
+        partition_spec=spec,
         location=(warehouse / NAMESPACE / "pyiceberg_v2").as_uri(),
-        properties={"format-version": "2"})
+        properties={"format-version": "2"},
+    )
     arrow = schema.as_arrow()
     for ids in (range(0, 6), range(6, 10)):
-        table.append(pa.Table.from_pylist(
-            [{"id": i, "cat": "ab"[i % 2]} for i in ids], schema=arrow))
+        table.append(
+            pa.Table.from_pylist([{"id": i, "cat": "ab"[i % 2]} for i in ids], schema=arrow)
+        )
     table.delete(EqualTo("id", 3))
     return f"PyIceberg {pyiceberg.__version__}"
 
@@ -110,8 +128,11 @@ def newest_metadata(table_dir: Path) -> Path:
     hint = metadata / "version-hint.text"
     if hint.exists():
         prefix = f"v{hint.read_text().strip()}."
-        return next(p for p in metadata.iterdir()
-                    if p.name.startswith(prefix) and p.name.endswith(".metadata.json"))
+        return next(
+            p
+            for p in metadata.iterdir()
+            if p.name.startswith(prefix) and p.name.endswith(".metadata.json")
+        )
     return max(p for p in metadata.iterdir() if p.name.endswith(".metadata.json"))
 
 
@@ -125,8 +146,9 @@ def load_json(path: Path) -> dict[str, Any]:
 
 def dump_json(path: Path, doc: dict[str, Any]) -> None:
     raw = json.dumps(doc, indent=2).encode()
-    path.write_bytes(gzip.compress(raw, mtime=0) if path.name.endswith(".gz")
-                     or ".gz." in path.name else raw)
+    path.write_bytes(
+        gzip.compress(raw, mtime=0) if path.name.endswith(".gz") or ".gz." in path.name else raw
+    )
 
 
 def replace_in_tree(table_dir: Path, old: str, new: str, root: Path) -> None:
@@ -136,6 +158,7 @@ def replace_in_tree(table_dir: Path, old: str, new: str, root: Path) -> None:
     manifests' sizes (a relative location is relative to ``root``), then the metadata JSON
     files.
     """
+
     def rewrite(s: str) -> str:
         return s.replace(old, new)
 
@@ -144,10 +167,12 @@ def replace_in_tree(table_dir: Path, old: str, new: str, root: Path) -> None:
     for path in avro:
         fix = None
         if path.name.startswith("snap-"):
+
             def fix(codec: Any, rec: list[Any]) -> None:
                 i, n = field_index(codec, "manifest_path"), field_index(codec, "manifest_length")
                 local = Path(rewrite(rec[i]).removeprefix("file://").removeprefix("file:"))
                 rec[n] = (root / local).stat().st_size  # root / an absolute path: that path
+
         path.write_bytes(rewrite_file(path.read_bytes(), rewrite, fix))
     for path in metadata.iterdir():
         if ".metadata.json" in path.name:
@@ -195,12 +220,18 @@ def main() -> None:
             crc.unlink()  # Hadoop's checksums of the files rewritten below
         # Derived: v1 with the manifests inline, from the Spark-written v1 table.
         shutil.copytree(ns / "spark_v1", ns / "spark_v1_inline")
-        replace_in_tree(ns / "spark_v1_inline", f"/{NAMESPACE}/spark_v1",
-                        f"/{NAMESPACE}/spark_v1_inline", root)
+        replace_in_tree(
+            ns / "spark_v1_inline", f"/{NAMESPACE}/spark_v1", f"/{NAMESPACE}/spark_v1_inline", root
+        )
         inline_manifests(ns / "spark_v1_inline")
         # Locations relative to this folder: plain paths, or relative file:// URIs.
-        relative = {"spark_v1": "", "spark_v1_inline": "", "spark_v2": "",
-                    "spark_v3": "file://", "pyiceberg_v2": "file://"}
+        relative = {
+            "spark_v1": "",
+            "spark_v1_inline": "",
+            "spark_v2": "",
+            "spark_v3": "file://",
+            "pyiceberg_v2": "file://",
+        }
         for name, scheme in relative.items():
             for prefix in (f"file://{warehouse}", f"file:{warehouse}", str(warehouse)):
                 replace_in_tree(ns / name, prefix, f"{scheme}warehouse", root)
@@ -211,26 +242,46 @@ def main() -> None:
         cases = []
         for name, writer, notes in (
             ("spark_v1", spark_writer, "format v1; a copy-on-write DELETE"),
-            ("spark_v1_inline", spark_writer, "derived from spark_v1: every snapshot lists its "
-             "manifests inline (`manifests`), manifest lists removed"),
-            ("spark_v2", spark_writer, "format v2; merge-on-read DELETE (a position delete "
-             "file); metadata gzip-compressed by the writer (*.gz.metadata.json)"),
-            ("spark_v3", spark_writer, "format v3 with row lineage; merge-on-read UPDATE "
-             "(a deletion vector); relative file:// locations"),
-            ("spark_v3_gz", spark_writer, "spark_v3's newest metadata gzip-compressed as "
-             "*.metadata.json.gz"),
-            ("pyiceberg_v2", pyiceberg_writer, "format v2; a copy-on-write delete; relative "
-             "file:// locations"),
+            (
+                "spark_v1_inline",
+                spark_writer,
+                "derived from spark_v1: every snapshot lists its "
+                "manifests inline (`manifests`), manifest lists removed",
+            ),
+            (
+                "spark_v2",
+                spark_writer,
+                "format v2; merge-on-read DELETE (a position delete "
+                "file); metadata gzip-compressed by the writer (*.gz.metadata.json)",
+            ),
+            (
+                "spark_v3",
+                spark_writer,
+                "format v3 with row lineage; merge-on-read UPDATE "
+                "(a deletion vector); relative file:// locations",
+            ),
+            (
+                "spark_v3_gz",
+                spark_writer,
+                "spark_v3's newest metadata gzip-compressed as *.metadata.json.gz",
+            ),
+            (
+                "pyiceberg_v2",
+                pyiceberg_writer,
+                "format v2; a copy-on-write delete; relative file:// locations",
+            ),
         ):
             table = "spark_v3" if name == "spark_v3_gz" else name
             meta = v3_gz if name == "spark_v3_gz" else newest_metadata(ns / table)
-            cases.append({
-                "name": name,
-                "metadata": str(meta.relative_to(root)),
-                "writer": writer,
-                "notes": notes,
-                "summary": summary(meta),
-            })
+            cases.append(
+                {
+                    "name": name,
+                    "metadata": str(meta.relative_to(root)),
+                    "writer": writer,
+                    "notes": notes,
+                    "summary": summary(meta),
+                }
+            )
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(warehouse, out)

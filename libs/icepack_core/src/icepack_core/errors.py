@@ -155,8 +155,9 @@ class TokenRevoked(TokenError):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(f"token {name!r} has been revoked; create a new one with "
-                         "`icepack token create NAME`")
+        super().__init__(
+            f"token {name!r} has been revoked; create a new one with `icepack token create NAME`"
+        )
 
 
 class TokenNameTaken(TokenError):
@@ -166,8 +167,10 @@ class TokenNameTaken(TokenError):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(f"a live token named {name!r} exists; revoke it first "
-                         f"(`icepack token revoke {name}`) or pick another name")
+        super().__init__(
+            f"a live token named {name!r} exists; revoke it first "
+            f"(`icepack token revoke {name}`) or pick another name"
+        )
 
 
 class TokenNotFound(TokenError):
@@ -217,8 +220,13 @@ class ActionRefused(PermanentError):
     @property
     def conflict(self) -> bool:
         """True for refusals about the table's state (HTTP 409), not the request (422)."""
-        return self.rule in ("TABLE_HELD", "TABLE_OPTED_OUT", "LOCATION_OVERLAP",
-                             "LOCATION_UNKNOWN", "POLICY_INVALID")
+        return self.rule in (
+            "TABLE_HELD",
+            "TABLE_OPTED_OUT",
+            "LOCATION_OVERLAP",
+            "LOCATION_UNKNOWN",
+            "POLICY_INVALID",
+        )
 
 
 class PolicyError(IcepackError, ValueError):

@@ -36,20 +36,43 @@ MAX_REASON_LENGTH = 2_000
 MAX_WHERE_LENGTH = 65_536
 # Iceberg's rewrite options (RewriteDataFiles / SizeBasedFileRewritePlanner / BinPackRewrite...,
 # 1.10). Values are plain tokens: numbers, booleans, enum names.
-REWRITE_DATA_OPTIONS = frozenset({
-    "min-input-files", "target-file-size-bytes", "min-file-size-bytes", "max-file-size-bytes",
-    "max-file-group-size-bytes", "max-files-to-rewrite", "delete-file-threshold",
-    "delete-ratio-threshold", "rewrite-all", "partial-progress.enabled",
-    "partial-progress.max-commits", "partial-progress.max-failed-commits",
-    "max-concurrent-file-group-rewrites", "use-starting-sequence-number", "rewrite-job-order",
-    "remove-dangling-deletes", "output-spec-id", "shuffle-partitions-per-file",
-    "compression-factor",
-})
-REWRITE_DELETE_OPTIONS = frozenset({
-    "min-input-files", "target-file-size-bytes", "min-file-size-bytes", "max-file-size-bytes",
-    "max-file-group-size-bytes", "rewrite-all", "partial-progress.enabled",
-    "partial-progress.max-commits", "max-concurrent-file-group-rewrites", "rewrite-job-order",
-})
+REWRITE_DATA_OPTIONS = frozenset(
+    {
+        "min-input-files",
+        "target-file-size-bytes",
+        "min-file-size-bytes",
+        "max-file-size-bytes",
+        "max-file-group-size-bytes",
+        "max-files-to-rewrite",
+        "delete-file-threshold",
+        "delete-ratio-threshold",
+        "rewrite-all",
+        "partial-progress.enabled",
+        "partial-progress.max-commits",
+        "partial-progress.max-failed-commits",
+        "max-concurrent-file-group-rewrites",
+        "use-starting-sequence-number",
+        "rewrite-job-order",
+        "remove-dangling-deletes",
+        "output-spec-id",
+        "shuffle-partitions-per-file",
+        "compression-factor",
+    }
+)
+REWRITE_DELETE_OPTIONS = frozenset(
+    {
+        "min-input-files",
+        "target-file-size-bytes",
+        "min-file-size-bytes",
+        "max-file-size-bytes",
+        "max-file-group-size-bytes",
+        "rewrite-all",
+        "partial-progress.enabled",
+        "partial-progress.max-commits",
+        "max-concurrent-file-group-rewrites",
+        "rewrite-job-order",
+    }
+)
 _OPTION_VALUE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -139,7 +162,8 @@ class RewriteDataFiles(_Intent):
 class RewritePositionDeleteFiles(_Intent):
     action: Literal[Action.REWRITE_POSITION_DELETE_FILES] = Action.REWRITE_POSITION_DELETE_FILES
     params: RewritePositionDeleteFilesParams = Field(
-        default_factory=RewritePositionDeleteFilesParams)
+        default_factory=RewritePositionDeleteFilesParams
+    )
 
 
 class RewriteManifests(_Intent):
@@ -158,7 +182,10 @@ class RemoveOrphanFiles(_Intent):
 
 
 Intent = Annotated[
-    RewriteDataFiles | RewritePositionDeleteFiles | RewriteManifests | ExpireSnapshots
+    RewriteDataFiles
+    | RewritePositionDeleteFiles
+    | RewriteManifests
+    | ExpireSnapshots
     | RemoveOrphanFiles,
     Field(discriminator="action"),
 ]
@@ -182,14 +209,16 @@ def _message(exc: ValidationError, prefix: str) -> tuple[str, str]:
     text = str(first["msg"]).removeprefix("Value error, ")
     if first["type"] == "union_tag_invalid":
         text = f"unknown action {first.get('input', {}).get('action')!r}; known: " + ", ".join(
-            a.value for a in Action)
+            a.value for a in Action
+        )
     elif first["type"] == "union_tag_not_found":
-        text = "each action needs an \"action\" name"
+        text = 'each action needs an "action" name'
     elif first["type"] == "model_attributes_type" or first["type"] == "dict_type":
         text = f"must be an object, got {type(first.get('input')).__name__}"
     problems = "; ".join(
         f"{_where(tuple(e['loc']), prefix)}: {str(e['msg']).removeprefix('Value error, ')}"
-        for e in exc.errors()[1:3])
+        for e in exc.errors()[1:3]
+    )
     message = f"{field}: {text}" + (f" (also {problems})" if problems else "")
     return message, field
 

@@ -162,7 +162,9 @@ def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | Non
 PROPERTY_OVERRIDES: dict[str, tuple[PolicyType, str]] = {
     "icepack.compaction.enabled": (PolicyType.DATA_COMPACTION, "enable"),
     "icepack.compaction.target-file-size-bytes": (
-        PolicyType.DATA_COMPACTION, "target_file_size_bytes"),
+        PolicyType.DATA_COMPACTION,
+        "target_file_size_bytes",
+    ),
     "icepack.compaction.min-input-files": (PolicyType.DATA_COMPACTION, "min_input_files"),
     "icepack.manifests.enabled": (PolicyType.METADATA_COMPACTION, "enable"),
     "icepack.manifests.max-count": (PolicyType.METADATA_COMPACTION, "max_manifests"),
@@ -227,8 +229,9 @@ def resolve(
             att = chosen[policy_type][1]
             raw[policy_type] = dict(att.config)
             enabled[policy_type] = att.enabled
-            sources[policy_type] = att.scope if att.scope != "namespace" else (
-                f"namespace {att.namespace}")
+            sources[policy_type] = (
+                att.scope if att.scope != "namespace" else (f"namespace {att.namespace}")
+            )
         else:
             raw[policy_type] = {}
             enabled[policy_type] = DEFAULT_ENABLED[policy_type]
@@ -244,8 +247,10 @@ def resolve(
                     enabled[policy_type] = False
                     sources[policy_type] = f"{sources[policy_type]} + property {key}"
                 elif sources[policy_type] == "default":
-                    sources[policy_type] = (f"default (property {key}=true ignored: only an "
-                                            "operator policy enables orphan removal)")
+                    sources[policy_type] = (
+                        f"default (property {key}=true ignored: only an "
+                        "operator policy enables orphan removal)"
+                    )
                 continue
             if field == "enable":
                 enabled[policy_type] = _parse_bool(key, value)
@@ -257,11 +262,15 @@ def resolve(
                     if number < floor:
                         raise PolicyError(
                             f"table property {key}={value!r} is below the {floor:g} h of the "
-                            "policy; a table property may only raise it")
+                            "policy; a table property may only raise it"
+                        )
                 raw[policy_type][field] = int(number) if number.is_integer() else number
             sources[policy_type] = f"{sources[policy_type]} + property {key}"
-        elif key.startswith("icepack.") and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS) \
-                and not key.startswith("icepack.spark.sql."):
+        elif (
+            key.startswith("icepack.")
+            and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS)
+            and not key.startswith("icepack.spark.sql.")
+        ):
             raise PolicyError(f"unknown table property {key!r}")
 
     maintenance = _parse_bool(MAINTENANCE_ENABLED, properties.get(MAINTENANCE_ENABLED, "true"))

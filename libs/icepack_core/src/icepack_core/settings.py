@@ -168,9 +168,7 @@ class CatalogConfig(BaseModel):
 class Settings(BaseSettings):
     """Every setting of every service. Defaults suit a laptop; deploy overlays set the rest."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="ignore", case_sensitive=False
-    )
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", case_sensitive=False)
 
     database_url: SecretStr = SecretStr("postgresql://postgres@127.0.0.1:5432/icepack")
     data_dir: Path = Path(".icepack")
@@ -286,8 +284,12 @@ class Settings(BaseSettings):
             values.append(self.gateway_hook_token.get_secret_value())
         values += [v for k, v in self.spark_conf.items() if _secret_key(k)]
         for catalog in self.catalogs:
-            for secret in (catalog.credential, catalog.client_secret, catalog.token,
-                           catalog.s3_secret_access_key):
+            for secret in (
+                catalog.credential,
+                catalog.client_secret,
+                catalog.token,
+                catalog.s3_secret_access_key,
+            ):
                 if secret is not None:
                     value = secret.get_secret_value()
                     values += [value, value.partition(":")[2]]

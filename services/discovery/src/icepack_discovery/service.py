@@ -27,20 +27,31 @@ class DiscoveryService(Service):
         discovery = Discovery(ctx.settings, ctx.pool)
         watchers: list[CatalogWatcher | SqsWatcher] = [
             CatalogWatcher(ctx.pool, discovery.catalogs, cfg)
-            for cfg in discovery.configs if cfg.notify]
-        watchers += [SqsWatcher(ctx.pool, discovery.catalogs, cfg)
-                     for cfg in discovery.configs if cfg.sqs_queue_url]
+            for cfg in discovery.configs
+            if cfg.notify
+        ]
+        watchers += [
+            SqsWatcher(ctx.pool, discovery.catalogs, cfg)
+            for cfg in discovery.configs
+            if cfg.sqs_queue_url
+        ]
 
         async def once() -> DiscoveryResult:
             result = await discovery.run_once()
-            ctx.log.info("discovery.pass", discovered=result.discovered, changed=result.changed,
-                         dropped=result.dropped, failed=sorted(result.errors))
+            ctx.log.info(
+                "discovery.pass",
+                discovered=result.discovered,
+                changed=result.changed,
+                dropped=result.dropped,
+                failed=sorted(result.errors),
+            )
             return result
 
         hints = HintConsumer(ctx.pool, discovery.catalogs, {c.name: c for c in discovery.configs})
         await asyncio.gather(
-            loop_every(ctx.settings.discovery_interval_seconds, ctx.stop, once, ctx.log,
-                       "discovery"),
+            loop_every(
+                ctx.settings.discovery_interval_seconds, ctx.stop, once, ctx.log, "discovery"
+            ),
             hints.run(ctx.stop, ctx.listener.subscribe([Topic.CATALOG_HINTED])),
             *(watcher.run(ctx.stop) for watcher in watchers),
         )

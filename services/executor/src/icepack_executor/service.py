@@ -28,21 +28,26 @@ from icepack_core.telemetry.logs import redact_text
 from icepack_core.types import Topic
 
 
-async def fail_alone(queue: JobQueue, job: Job, exc: BaseException, stop: asyncio.Event,
-                     log: Any) -> None:
+async def fail_alone(
+    queue: JobQueue, job: Job, exc: BaseException, stop: asyncio.Event, log: Any
+) -> None:
     """Fail ``job`` for ``exc`` with a fenced write: permanently, unless the database was
     unreachable (then the job is retried later). Never raises; a job whose fence moved on
     belongs to another executor, and one we cannot reach the database for is reaped later."""
     error = redact_text(f"executor error: {type(exc).__name__}: {exc}")[:4000]
     log.error("executor.job_crashed", job_id=job.id, table_id=job.table_id, error=error)
     try:
-        await retry_db(lambda: queue.fail(job, error, retryable=is_transient(exc)), stop, log,
-                       "executor.fail")
+        await retry_db(
+            lambda: queue.fail(job, error, retryable=is_transient(exc)), stop, log, "executor.fail"
+        )
     except StaleFence:
         log.info("executor.job_taken_over", job_id=job.id)
     except Exception as again:  # the lease expires and the reaper hands the job back
-        log.error("executor.fail_failed", job_id=job.id,
-                  error=redact_text(f"{type(again).__name__}: {again}"))
+        log.error(
+            "executor.fail_failed",
+            job_id=job.id,
+            error=redact_text(f"{type(again).__name__}: {again}"),
+        )
 
 
 class ExecutorService(Service):
@@ -62,10 +67,12 @@ class ExecutorService(Service):
                 try:
                     job = await retry_db(
                         lambda: queue.claim(ctx.worker_id, s.job_lease_seconds),
-                        ctx.stop, ctx.log, "executor.claim")
+                        ctx.stop,
+                        ctx.log,
+                        "executor.claim",
+                    )
                 except Exception as exc:  # not an outage, but no reason to end the process
-                    ctx.log.exception("executor.claim_failed",
-                                      error=f"{type(exc).__name__}: {exc}")
+                    ctx.log.exception("executor.claim_failed", error=f"{type(exc).__name__}: {exc}")
                     await pause(ctx.stop, 1.0)
                     continue
                 if job is None:

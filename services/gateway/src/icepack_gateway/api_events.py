@@ -20,9 +20,16 @@ from icepack_gateway.state import gateway
 
 def event_json(row: asyncpg.Record) -> dict[str, Any]:
     event = {k: row[k] for k in ("id", "topic", "payload", "traceparent", "created_at")}
-    event["table"] = None if row["table_id"] is None else {
-        "id": row["table_id"], "catalog": row["catalog"], "namespace": row["namespace"],
-        "name": row["table_name"]}
+    event["table"] = (
+        None
+        if row["table_id"] is None
+        else {
+            "id": row["table_id"],
+            "catalog": row["catalog"],
+            "namespace": row["namespace"],
+            "name": row["table_name"],
+        }
+    )
     return event
 
 
@@ -32,13 +39,22 @@ async def list_events(call: Call[NoParams, EventsQuery, NoBody]) -> Response:
     before = decode_cursor(q.cursor, "events", (int,))
     pool = gateway(call.request).pool
     table_id = await table_id_filter(pool, q)
-    rows = await pool.fetch(load_query("event_page"), q.topic, table_id,
-                            before[0] if before else None, size)
+    rows = await pool.fetch(
+        load_query("event_page"), q.topic, table_id, before[0] if before else None, size
+    )
     next_cursor = encode_cursor("events", [rows[-1]["id"]]) if len(rows) == size else None
     return ApiResponse({"items": [event_json(r) for r in rows], "next_cursor": next_cursor})
 
 
 endpoints: list[AnyEndpoint] = [
-    Endpoint("GET", "/events", "Outbox events newest first", list_events, NoParams, EventsQuery,
-             NoBody, {200: ok(models.EventPage), 404: error("table= names an unknown table")}),
+    Endpoint(
+        "GET",
+        "/events",
+        "Outbox events newest first",
+        list_events,
+        NoParams,
+        EventsQuery,
+        NoBody,
+        {200: ok(models.EventPage), 404: error("table= names an unknown table")},
+    ),
 ]

@@ -30,9 +30,11 @@ class HoldReleaseIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    reason: str | None = Field(default=None, max_length=MAX_REASON,
-                               description="why the hold can go (kept in the "
-                                           "table.hold_released event)")
+    reason: str | None = Field(
+        default=None,
+        max_length=MAX_REASON,
+        description="why the hold can go (kept in the table.hold_released event)",
+    )
 
 
 def released_by(request: Request) -> str:
@@ -45,8 +47,9 @@ async def release(call: Call[TablePath, NoParams, HoldReleaseIn]) -> Response:
     catalog, namespace, name = call.path.catalog, call.path.namespace, call.path.table
     table = await find_table(pool, catalog, namespace, name)
     try:
-        done = await release_hold(pool, table["id"], released_by=released_by(call.request),
-                                  reason=call.body.reason)
+        done = await release_hold(
+            pool, table["id"], released_by=released_by(call.request), reason=call.body.reason
+        )
     except ValueError as exc:
         raise InvalidParameter("reason", str(exc).removeprefix("reason ")) from None
     except TableNotHeld as exc:
@@ -54,15 +57,25 @@ async def release(call: Call[TablePath, NoParams, HoldReleaseIn]) -> Response:
     except UnknownTableId:  # deleted between the look-up and the lock
         raise TableNotFound(catalog, namespace, name) from None
     after = await pool.fetchrow(load_query("table_find"), catalog, namespace, name)
-    return ApiResponse({"table": table_json(after) if after is not None else None,
-                        "released": done.to_json()})
+    return ApiResponse(
+        {"table": table_json(after) if after is not None else None, "released": done.to_json()}
+    )
 
 
 endpoints: list[AnyEndpoint] = [
-    Endpoint("POST", "/tables/{catalog}/{namespace}/{table}/hold/release",
-             "Release the table's maintenance hold (who and why go to the "
-             "table.hold_released event)", release, TablePath, NoParams, HoldReleaseIn,
-             {200: ok(models.HoldReleased), 404: error("unknown table (TABLE_NOT_FOUND)"),
-              409: error("the table is not on hold (TABLE_NOT_HELD)")},
-             body_required=False),
+    Endpoint(
+        "POST",
+        "/tables/{catalog}/{namespace}/{table}/hold/release",
+        "Release the table's maintenance hold (who and why go to the table.hold_released event)",
+        release,
+        TablePath,
+        NoParams,
+        HoldReleaseIn,
+        {
+            200: ok(models.HoldReleased),
+            404: error("unknown table (TABLE_NOT_FOUND)"),
+            409: error("the table is not on hold (TABLE_NOT_HELD)"),
+        },
+        body_required=False,
+    ),
 ]

@@ -48,8 +48,10 @@ class TableChange(BaseModel):
     namespace: list[Ident] | Ident = Field(description="levels, or levels joined by '.'")
     table: Ident
     metadata_location: Location | None = Field(
-        default=None, validation_alias=AliasChoices("metadata-location", "metadata_location"),
-        description="the new metadata file, when the catalog knows it")
+        default=None,
+        validation_alias=AliasChoices("metadata-location", "metadata_location"),
+        description="the new metadata file, when the catalog knows it",
+    )
 
     @field_validator("namespace")
     @classmethod
@@ -91,23 +93,45 @@ async def catalog_event(call: Call[NoParams, NoParams, CloudEvent]) -> Response:
     check_hook_token(call.request.headers, state.hook_token)
     change = call.body.data
     if change.catalog not in state.catalogs:
-        raise UnknownCatalog(f"catalog {change.catalog!r} is not watched by this Icepack "
-                             f"(watched: {', '.join(sorted(state.catalogs)) or 'none'})")
+        raise UnknownCatalog(
+            f"catalog {change.catalog!r} is not watched by this Icepack "
+            f"(watched: {', '.join(sorted(state.catalogs)) or 'none'})"
+        )
     levels = change.levels()
     async with state.pool.acquire() as conn, conn.transaction():
-        created, received = await record_hint(conn, change.catalog, levels, change.table,
-                                              change.metadata_location)
-    return ApiResponse({"accepted": True, "coalesced": not created, "received": received,
-                        "table": {"catalog": change.catalog, "namespace": join_namespace(levels),
-                                  "name": change.table}}, status_code=202)
+        created, received = await record_hint(
+            conn, change.catalog, levels, change.table, change.metadata_location
+        )
+    return ApiResponse(
+        {
+            "accepted": True,
+            "coalesced": not created,
+            "received": received,
+            "table": {
+                "catalog": change.catalog,
+                "namespace": join_namespace(levels),
+                "name": change.table,
+            },
+        },
+        status_code=202,
+    )
 
 
 endpoints: list[AnyEndpoint] = [
-    Endpoint("POST", "/hooks/catalog-events",
-             "A catalog reports a table change (CloudEvents, structured JSON); discovery "
-             "refreshes that one table", catalog_event, NoParams, NoParams, CloudEvent,
-             {202: ok(models.HookAccepted, "recorded (coalesced with a waiting one)"),
-              401: error("missing or wrong hook token (HOOK_TOKEN_INVALID)"),
-              403: error("no hook token is configured (HOOK_DISABLED)"),
-              404: error("a catalog Icepack does not watch (CATALOG_NOT_FOUND)")}),
+    Endpoint(
+        "POST",
+        "/hooks/catalog-events",
+        "A catalog reports a table change (CloudEvents, structured JSON); discovery "
+        "refreshes that one table",
+        catalog_event,
+        NoParams,
+        NoParams,
+        CloudEvent,
+        {
+            202: ok(models.HookAccepted, "recorded (coalesced with a waiting one)"),
+            401: error("missing or wrong hook token (HOOK_TOKEN_INVALID)"),
+            403: error("no hook token is configured (HOOK_DISABLED)"),
+            404: error("a catalog Icepack does not watch (CATALOG_NOT_FOUND)"),
+        },
+    ),
 ]

@@ -35,14 +35,22 @@ ACTION_KEYS = tuple(models.JobAction.model_fields)
 def job_json(row: asyncpg.Record) -> dict[str, Any]:
     """A job row joined with its table (``job_page`` / ``job_detail``)."""
     job = {k: row[k] for k in JOB_KEYS}
-    job["table"] = None if row["table_id"] is None else {
-        "id": row["table_id"], "catalog": row["catalog"], "namespace": row["namespace"],
-        "name": row["table_name"]}
+    job["table"] = (
+        None
+        if row["table_id"] is None
+        else {
+            "id": row["table_id"],
+            "catalog": row["catalog"],
+            "namespace": row["namespace"],
+            "name": row["table_name"],
+        }
+    )
     return job
 
 
-async def jobs_with_actions(pool: asyncpg.Pool, rows: Sequence[asyncpg.Record]
-                            ) -> list[dict[str, Any]]:
+async def jobs_with_actions(
+    pool: asyncpg.Pool, rows: Sequence[asyncpg.Record]
+) -> list[dict[str, Any]]:
     jobs = [job_json(r) for r in rows]
     by_id: dict[int, list[dict[str, Any]]] = {j["id"]: [] for j in jobs}
     for action in await pool.fetch(load_query("job_actions_of"), list(by_id)):
@@ -68,8 +76,13 @@ async def list_jobs(call: Call[NoParams, JobsQuery, NoBody]) -> Response:
     before = decode_cursor(q.cursor, "jobs", (int,))
     pool = gateway(call.request).pool
     table_id = await table_id_filter(pool, q)
-    rows = await pool.fetch(load_query("job_page"), q.state.value if q.state else None, table_id,
-                            before[0] if before else None, size)
+    rows = await pool.fetch(
+        load_query("job_page"),
+        q.state.value if q.state else None,
+        table_id,
+        before[0] if before else None,
+        size,
+    )
     next_cursor = encode_cursor("jobs", [rows[-1]["id"]]) if len(rows) == size else None
     return ApiResponse({"items": [job_json(r) for r in rows], "next_cursor": next_cursor})
 
@@ -105,8 +118,7 @@ class JobIn(BaseModel):
     catalog: Ident
     namespace: Ident
     table: Ident
-    actions: list[dict[str, Any]] | None = Field(default=None, min_length=1,
-                                                 max_length=MAX_ACTIONS)
+    actions: list[dict[str, Any]] | None = Field(default=None, min_length=1, max_length=MAX_ACTIONS)
     priority: int = Field(default=MANUAL_PRIORITY, ge=0, le=1000)
 
 
@@ -117,15 +129,19 @@ async def _recommended(pool: asyncpg.Pool, table: asyncpg.Record) -> list[dict[s
     row = await pool.fetchrow(load_query("recommendation_latest"), table["id"])
     recommendation = row["actions"] if row is not None else None
     if not isinstance(recommendation, dict):
-        raise Conflict("NOTHING_RECOMMENDED",
-                       f"{label} has no recommendation yet; name the actions to run")
+        raise Conflict(
+            "NOTHING_RECOMMENDED", f"{label} has no recommendation yet; name the actions to run"
+        )
     actions = recommendation.get("actions") or []
     if not actions:
-        skipped = "; ".join(f"{s.get('action')}: {s.get('reason')}"
-                            for s in recommendation.get("skipped") or [])
-        raise Conflict("NOTHING_RECOMMENDED",
-                       f"the planner recommends nothing for {label}"
-                       f"{f' ({skipped})' if skipped else ''}; name the actions to run")
+        skipped = "; ".join(
+            f"{s.get('action')}: {s.get('reason')}" for s in recommendation.get("skipped") or []
+        )
+        raise Conflict(
+            "NOTHING_RECOMMENDED",
+            f"the planner recommends nothing for {label}"
+            f"{f' ({skipped})' if skipped else ''}; name the actions to run",
+        )
     # Only what an intent holds: the recommendation adds an estimated benefit per action.
     return [{k: a[k] for k in ("action", "params", "reason") if k in a} for a in actions]
 
@@ -134,9 +150,14 @@ async def _admit(state: GatewayState, table: asyncpg.Record, intents: list[Inten
     """The safety choke point (``icepack_core.safety.admission.admit``) as HTTP errors: 409 for the
     table's state, 422 naming the parameter for a broken floor."""
     try:
-        await admit(state.pool, table, intents, now=datetime.now(UTC),
-                    expiry_min_age_hours=state.expiry_min_age_hours,
-                    default_cadence_hours=state.cadence_hours)
+        await admit(
+            state.pool,
+            table,
+            intents,
+            now=datetime.now(UTC),
+            expiry_min_age_hours=state.expiry_min_age_hours,
+            default_cadence_hours=state.cadence_hours,
+        )
     except ActionRefused as exc:
         if exc.conflict:
             raise Conflict(exc.rule, str(exc)) from None
@@ -160,12 +181,18 @@ async def submit_job(call: Call[NoParams, NoParams, JobIn]) -> Response:
         raise InvalidParameter(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
     await _admit(state, table, intents)
     enqueued = await state.jobs.enqueue(
-        table["id"], intents_json(intents), dedupe_key=f"table:{table['id']}",
-        priority=spec.priority, trigger=JobTrigger.MANUAL)
+        table["id"],
+        intents_json(intents),
+        dedupe_key=f"table:{table['id']}",
+        priority=spec.priority,
+        trigger=JobTrigger.MANUAL,
+    )
     row = await pool.fetchrow(load_query("job_detail"), enqueued.job.id)
     assert row is not None  # enqueued (or found) in this request; jobs are pruned only when done
-    return ApiResponse({"job": job_json(row), "created": enqueued.created},
-                       status_code=201 if enqueued.created else 200)
+    return ApiResponse(
+        {"job": job_json(row), "created": enqueued.created},
+        status_code=201 if enqueued.created else 200,
+    )
 
 
 async def cancel_job(call: Call[JobPath, NoParams, NoBody]) -> Response:
@@ -175,8 +202,10 @@ async def cancel_job(call: Call[JobPath, NoParams, NoBody]) -> Response:
     if before is None:
         raise JobNotFound(job_id)
     if before["state"] in (JobState.SUCCEEDED, JobState.FAILED):
-        raise Conflict("JOB_ALREADY_FINISHED",
-                       f"job {job_id} already finished ({before['state']}); nothing to cancel")
+        raise Conflict(
+            "JOB_ALREADY_FINISHED",
+            f"job {job_id} already finished ({before['state']}); nothing to cancel",
+        )
     if before["state"] != JobState.CANCELLED:
         await state.jobs.cancel(job_id)
     row = await state.pool.fetchrow(load_query("job_detail"), job_id)
@@ -186,21 +215,58 @@ async def cancel_job(call: Call[JobPath, NoParams, NoBody]) -> Response:
     return ApiResponse({"job": job_json(row), "cancelled": row["state"] == JobState.CANCELLED})
 
 
-REFUSED = ("refused: table held or opted out (TABLE_HELD, ...), or NOTHING_RECOMMENDED "
-           "without actions")
+REFUSED = (
+    "refused: table held or opted out (TABLE_HELD, ...), or NOTHING_RECOMMENDED without actions"
+)
 NO_JOB = {404: error("no such job (JOB_NOT_FOUND)")}
 endpoints: list[AnyEndpoint] = [
-    Endpoint("GET", "/jobs", "Jobs newest first", list_jobs, NoParams, JobsQuery, NoBody,
-             {200: ok(models.JobPage), 404: error("table= names an unknown table")}),
-    Endpoint("POST", "/jobs", "Queue maintenance for a table (deduplicated per table)",
-             submit_job, NoParams, NoParams, JobIn,
-             {201: ok(models.JobSubmitted, "created"),
-              200: ok(models.JobSubmitted, "a job for the table is already active"),
-              404: error("unknown or dropped table (TABLE_NOT_FOUND)"), 409: error(REFUSED)}),
-    Endpoint("GET", "/jobs/{id}", "One job with its actions and their impact", job_detail,
-             JobPath, NoParams, NoBody, {200: ok(models.JobWithActions), **NO_JOB}),
-    Endpoint("POST", "/jobs/{id}/cancel", "Cancel a queued job, or ask a running one to stop",
-             cancel_job, JobPath, NoParams, NoBody,
-             {200: ok(models.JobCancelled), **NO_JOB,
-              409: error("the job already finished (JOB_ALREADY_FINISHED)")}),
+    Endpoint(
+        "GET",
+        "/jobs",
+        "Jobs newest first",
+        list_jobs,
+        NoParams,
+        JobsQuery,
+        NoBody,
+        {200: ok(models.JobPage), 404: error("table= names an unknown table")},
+    ),
+    Endpoint(
+        "POST",
+        "/jobs",
+        "Queue maintenance for a table (deduplicated per table)",
+        submit_job,
+        NoParams,
+        NoParams,
+        JobIn,
+        {
+            201: ok(models.JobSubmitted, "created"),
+            200: ok(models.JobSubmitted, "a job for the table is already active"),
+            404: error("unknown or dropped table (TABLE_NOT_FOUND)"),
+            409: error(REFUSED),
+        },
+    ),
+    Endpoint(
+        "GET",
+        "/jobs/{id}",
+        "One job with its actions and their impact",
+        job_detail,
+        JobPath,
+        NoParams,
+        NoBody,
+        {200: ok(models.JobWithActions), **NO_JOB},
+    ),
+    Endpoint(
+        "POST",
+        "/jobs/{id}/cancel",
+        "Cancel a queued job, or ask a running one to stop",
+        cancel_job,
+        JobPath,
+        NoParams,
+        NoBody,
+        {
+            200: ok(models.JobCancelled),
+            **NO_JOB,
+            409: error("the job already finished (JOB_ALREADY_FINISHED)"),
+        },
+    ),
 ]

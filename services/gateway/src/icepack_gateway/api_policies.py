@@ -44,8 +44,13 @@ def policy_json(row: asyncpg.Record) -> dict[str, Any]:
 async def list_policies(call: Call[NoParams, PoliciesQuery, NoBody]) -> Response:
     q = call.query
     rows = await gateway(call.request).pool.fetch(
-        load_query("policy_list"), q.policy_type.value if q.policy_type else None, q.scope,
-        q.catalog, q.namespace, q.table)
+        load_query("policy_list"),
+        q.policy_type.value if q.policy_type else None,
+        q.scope,
+        q.catalog,
+        q.namespace,
+        q.table,
+    )
     return ApiResponse({"items": [policy_json(r) for r in rows]})
 
 
@@ -57,20 +62,32 @@ async def put_policy(call: Call[PolicyPath, NoParams, PolicyIn]) -> Response:
     if table is not None:
         assert namespace is not None
         await find_table(pool, catalog, namespace, table, allow_dropped=False)
-    row = await pool.fetchrow(load_query("policy_upsert"), path.policy_type.value, path.scope,
-                              catalog, namespace, table, call.body.enabled, config)
+    row = await pool.fetchrow(
+        load_query("policy_upsert"),
+        path.policy_type.value,
+        path.scope,
+        catalog,
+        namespace,
+        table,
+        call.body.enabled,
+        config,
+    )
     assert row is not None  # an upsert always returns its row
-    return ApiResponse({"policy": policy_json(row), "created": row["created"]},
-                       status_code=201 if row["created"] else 200)
+    return ApiResponse(
+        {"policy": policy_json(row), "created": row["created"]},
+        status_code=201 if row["created"] else 200,
+    )
 
 
 async def delete_policy(call: Call[PolicyPath, NoParams, NoBody]) -> Response:
     path = call.path
     deleted = await gateway(call.request).pool.fetchval(
-        load_query("policy_delete"), path.policy_type.value, path.scope, *path.target())
+        load_query("policy_delete"), path.policy_type.value, path.scope, *path.target()
+    )
     if deleted is None:
-        raise NotFound("POLICY_NOT_FOUND",
-                       f"no {path.policy_type.value} policy at that {path.scope}")
+        raise NotFound(
+            "POLICY_NOT_FOUND", f"no {path.policy_type.value} policy at that {path.scope}"
+        )
     return Response(status_code=204)
 
 
@@ -101,20 +118,28 @@ def _proposed_target(p: ProposedPolicy) -> tuple[str | None, str | None]:
     namespace = p.namespace if p.scope != "catalog" else None
     name = p.table if p.scope == "table" else None
     if (p.scope != "catalog" and not namespace) or (p.scope == "table" and not name):
-        raise InvalidParameter("policies", f"a {p.scope} policy needs namespace"
-                                           f"{' and table' if p.scope == 'table' else ''}")
+        raise InvalidParameter(
+            "policies",
+            f"a {p.scope} policy needs namespace{' and table' if p.scope == 'table' else ''}",
+        )
     return namespace, name
 
 
 def _policy_json(policy: EffectivePolicy) -> dict[str, Any]:
-    configs = {PolicyType.DATA_COMPACTION: policy.data_compaction,
-               PolicyType.METADATA_COMPACTION: policy.metadata_compaction,
-               PolicyType.SNAPSHOT_EXPIRY: policy.snapshot_expiry,
-               PolicyType.ORPHAN_FILE_REMOVAL: policy.orphan_file_removal}
-    return {"maintenance_enabled": policy.maintenance_enabled,
-            "cadence_hours": policy.cadence_hours, "sources": dict(policy.sources),
-            "policies": {t.value: None if c is None else c.model_dump(mode="json")
-                         for t, c in configs.items()}}
+    configs = {
+        PolicyType.DATA_COMPACTION: policy.data_compaction,
+        PolicyType.METADATA_COMPACTION: policy.metadata_compaction,
+        PolicyType.SNAPSHOT_EXPIRY: policy.snapshot_expiry,
+        PolicyType.ORPHAN_FILE_REMOVAL: policy.orphan_file_removal,
+    }
+    return {
+        "maintenance_enabled": policy.maintenance_enabled,
+        "cadence_hours": policy.cadence_hours,
+        "sources": dict(policy.sources),
+        "policies": {
+            t.value: None if c is None else c.model_dump(mode="json") for t, c in configs.items()
+        },
+    }
 
 
 async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
@@ -125,14 +150,24 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
     pool = gateway(call.request).pool
     table = await find_table(pool, spec.catalog, spec.namespace, spec.table)
     stored = await pool.fetch(load_query("policy_list"), None, None, table["catalog"], None, None)
-    attachments = {(r["policy_type"], r["scope"], r["namespace"], r["table_name"]):
-                   PolicyAttachment(r["policy_type"], r["scope"], r["catalog"], r["namespace"],
-                                    r["table_name"], r["enabled"], r["config"]) for r in stored}
+    attachments = {
+        (r["policy_type"], r["scope"], r["namespace"], r["table_name"]): PolicyAttachment(
+            r["policy_type"],
+            r["scope"],
+            r["catalog"],
+            r["namespace"],
+            r["table_name"],
+            r["enabled"],
+            r["config"],
+        )
+        for r in stored
+    }
     for p in spec.policies:
         namespace, name = _proposed_target(p)
         validated_config(p.policy_type, PolicyIn(enabled=p.enabled, config=p.config))
         attachments[(p.policy_type.value, p.scope, namespace, name)] = PolicyAttachment(
-            p.policy_type.value, p.scope, table["catalog"], namespace, name, p.enabled, p.config)
+            p.policy_type.value, p.scope, table["catalog"], namespace, name, p.enabled, p.config
+        )
     properties = {str(k): str(v) for k, v in (table["properties"] or {}).items()}
     try:
         policy = resolve(attachments.values(), table["namespace"], table["name"], properties)
@@ -141,15 +176,26 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
     status = await pool.fetchrow(load_query("status_latest"), table["id"])
     recommendation = None
     if status is not None:
-        last_runs = {r["action"]: r["finished_at"]
-                     for r in await pool.fetch(load_query("job_last_runs"), table["id"])}
+        last_runs = {
+            r["action"]: r["finished_at"]
+            for r in await pool.fetch(load_query("job_last_runs"), table["id"])
+        }
         target = properties.get("write.target-file-size-bytes", "")
         recommendation = recommend(
-            status["status"], policy, last_runs, datetime.now(UTC),
-            target_file_size_bytes=int(target) if target.isdigit() else None).to_json()
-    return ApiResponse({"table": table_json(table), "effective_policy": _policy_json(policy),
-                        "status_snapshot_id": status["id"] if status else None,
-                        "recommendation": recommendation})
+            status["status"],
+            policy,
+            last_runs,
+            datetime.now(UTC),
+            target_file_size_bytes=int(target) if target.isdigit() else None,
+        ).to_json()
+    return ApiResponse(
+        {
+            "table": table_json(table),
+            "effective_policy": _policy_json(policy),
+            "status_snapshot_id": status["id"] if status else None,
+            "recommendation": recommendation,
+        }
+    )
 
 
 class FleetSimulateIn(BaseModel):
@@ -168,8 +214,11 @@ async def simulate_fleet(call: Call[NoParams, NoParams, FleetSimulateIn]) -> Res
     proposed = []
     for p in spec.policies:
         namespace, name = _proposed_target(p)
-        proposed.append(PolicyAttachment(p.policy_type.value, p.scope, catalog, namespace, name,
-                                         p.enabled, p.config))
+        proposed.append(
+            PolicyAttachment(
+                p.policy_type.value, p.scope, catalog, namespace, name, p.enabled, p.config
+            )
+        )
     pool = gateway(call.request).pool
     planner = Planner(load_settings(), pool, JobQueue(pool))
     try:
@@ -187,25 +236,71 @@ PATHS: dict[Scope, str] = {
 }
 NO_TABLE = {404: error("unknown table (TABLE_NOT_FOUND)")}
 endpoints: list[AnyEndpoint] = [
-    Endpoint("GET", "/policies", "Maintenance policies", list_policies, NoParams, PoliciesQuery,
-             NoBody, {200: ok(models.PolicyList)}),
-    Endpoint("POST", "/policies/simulate",
-             "Effective policy of a table and what it would lead to now (writes nothing; "
-             "`policies` in the body are tried as if stored)", simulate, NoParams, NoParams,
-             SimulateIn, {200: ok(models.Simulation), **NO_TABLE}),
-    Endpoint("POST", "/policies/simulate/fleet",
-             "Which tables of a catalog proposed policies would change, with their new actions "
-             "and the estimated files/bytes affected (writes nothing, enqueues nothing)",
-             simulate_fleet, NoParams, NoParams, FleetSimulateIn,
-             {200: ok(models.FleetSimulation)}),
-    *(Endpoint[PolicyPath, NoParams, PolicyIn](
-        "PUT", path, f"Create or replace a {scope}-level policy", put_policy, SCOPE_PATHS[scope],
-        NoParams, PolicyIn, {200: ok(models.PolicyStored, "replaced"),
-                             201: ok(models.PolicyStored, "created"), **NO_TABLE},
-        name=f"put_{scope}_policy") for scope, path in PATHS.items()),
-    *(Endpoint[PolicyPath, NoParams, NoBody](
-        "DELETE", path, f"Remove a {scope}-level policy", delete_policy, SCOPE_PATHS[scope],
-        NoParams, NoBody, {204: Reply("removed", media_type=None),
-                           404: error("no such policy (POLICY_NOT_FOUND)")},
-        name=f"delete_{scope}_policy") for scope, path in PATHS.items()),
+    Endpoint(
+        "GET",
+        "/policies",
+        "Maintenance policies",
+        list_policies,
+        NoParams,
+        PoliciesQuery,
+        NoBody,
+        {200: ok(models.PolicyList)},
+    ),
+    Endpoint(
+        "POST",
+        "/policies/simulate",
+        "Effective policy of a table and what it would lead to now (writes nothing; "
+        "`policies` in the body are tried as if stored)",
+        simulate,
+        NoParams,
+        NoParams,
+        SimulateIn,
+        {200: ok(models.Simulation), **NO_TABLE},
+    ),
+    Endpoint(
+        "POST",
+        "/policies/simulate/fleet",
+        "Which tables of a catalog proposed policies would change, with their new actions "
+        "and the estimated files/bytes affected (writes nothing, enqueues nothing)",
+        simulate_fleet,
+        NoParams,
+        NoParams,
+        FleetSimulateIn,
+        {200: ok(models.FleetSimulation)},
+    ),
+    *(
+        Endpoint[PolicyPath, NoParams, PolicyIn](
+            "PUT",
+            path,
+            f"Create or replace a {scope}-level policy",
+            put_policy,
+            SCOPE_PATHS[scope],
+            NoParams,
+            PolicyIn,
+            {
+                200: ok(models.PolicyStored, "replaced"),
+                201: ok(models.PolicyStored, "created"),
+                **NO_TABLE,
+            },
+            name=f"put_{scope}_policy",
+        )
+        for scope, path in PATHS.items()
+    ),
+    *(
+        Endpoint[PolicyPath, NoParams, NoBody](
+            "DELETE",
+            path,
+            f"Remove a {scope}-level policy",
+            delete_policy,
+            SCOPE_PATHS[scope],
+            NoParams,
+            NoBody,
+            {
+                204: Reply("removed", media_type=None),
+                404: error("no such policy (POLICY_NOT_FOUND)"),
+            },
+            name=f"delete_{scope}_policy",
+        )
+        for scope, path in PATHS.items()
+    ),
 ]

@@ -41,9 +41,14 @@ def _issue_summary(issues: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 def _list_item(row: asyncpg.Record) -> dict[str, Any]:
     status = row["status"] or {}
     return {
-        "id": row["id"], "catalog": row["catalog"], "namespace": row["namespace"],
-        "name": row["name"], "health": row["health"], "score": row["score"],
-        "issues": _issue_summary(row["issues"]), "assessed_at": row["assessed_at"],
+        "id": row["id"],
+        "catalog": row["catalog"],
+        "namespace": row["namespace"],
+        "name": row["name"],
+        "health": row["health"],
+        "score": row["score"],
+        "issues": _issue_summary(row["issues"]),
+        "assessed_at": row["assessed_at"],
         "inspected_at": row["inspected_at"],
         "metrics": {k: status.get(k) for k in LIST_METRICS} if row["status"] else None,
     }
@@ -72,21 +77,34 @@ async def list_tables(call: Call[NoParams, TablesQuery, NoBody]) -> Response:
     pool = gateway(call.request).pool
     if sort is Sort.NAME:
         key = decode_cursor(q.cursor, "tables:name", (str, str, str)) or ["", "", ""]
-        rows = await _fetch_planned(pool, load_query("table_page_by_name"), *filters, *key,
-                                    size)
+        rows = await _fetch_planned(pool, load_query("table_page_by_name"), *filters, *key, size)
     else:
-        key = (decode_cursor(q.cursor, f"tables:{sort.value}", (int, str, str, str))
-               or [-1000, "", "", ""])
+        key = decode_cursor(q.cursor, f"tables:{sort.value}", (int, str, str, str)) or [
+            -1000,
+            "",
+            "",
+            "",
+        ]
         if not -1000 <= key[0] <= 1000:
             raise InvalidCursor("is not a cursor this API returned")
-        rows = await _fetch_planned(pool, load_query("table_page_by_score"), *filters,
-                                    *key[1:], size, sort is Sort.SCORE_DESC, key[0])
+        rows = await _fetch_planned(
+            pool,
+            load_query("table_page_by_score"),
+            *filters,
+            *key[1:],
+            size,
+            sort is Sort.SCORE_DESC,
+            key[0],
+        )
     next_cursor = None
     if len(rows) == size:
         last = rows[-1]
         tail = [last["catalog"], last["namespace"], last["name"]]
-        next_cursor = (encode_cursor("tables:name", tail) if sort is Sort.NAME
-                       else encode_cursor(f"tables:{sort.value}", [last["sort_key"], *tail]))
+        next_cursor = (
+            encode_cursor("tables:name", tail)
+            if sort is Sort.NAME
+            else encode_cursor(f"tables:{sort.value}", [last["sort_key"], *tail])
+        )
     return ApiResponse({"items": [_list_item(r) for r in rows], "next_cursor": next_cursor})
 
 
@@ -95,11 +113,13 @@ async def summary(call: Call[NoParams, NoParams, NoBody]) -> Response:
     async with gateway(call.request).pool.acquire() as conn:  # one connection, one reset
         for row in await conn.fetch(load_query("health_fleet_counts")):
             health[row["health"]] = row["tables"]
-        issues = {r["code"]: r["tables"]
-                  for r in await conn.fetch(load_query("health_issue_counts"))}
+        issues = {
+            r["code"]: r["tables"] for r in await conn.fetch(load_query("health_issue_counts"))
+        }
         queue = {r["state"]: r["jobs"] for r in await conn.fetch(load_query("job_queue_depth"))}
-    return ApiResponse({"tables": sum(health.values()), "health": health, "issues": issues,
-                        "jobs": queue})
+    return ApiResponse(
+        {"tables": sum(health.values()), "health": health, "issues": issues, "jobs": queue}
+    )
 
 
 def _health_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
@@ -128,9 +148,14 @@ def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict
         actions, skipped = stored.get("actions") or [], stored.get("skipped") or []
     else:
         actions, skipped = stored if isinstance(stored, list) else [], []
-    return {"id": row["id"], "status_snapshot_id": row["status_snapshot_id"],
-            "actions": actions, "skipped": skipped, "job_id": row["job_id"],
-            "created_at": row["created_at"]}
+    return {
+        "id": row["id"],
+        "status_snapshot_id": row["status_snapshot_id"],
+        "actions": actions,
+        "skipped": skipped,
+        "job_id": row["job_id"],
+        "created_at": row["created_at"],
+    }
 
 
 async def table_detail(call: Call[TablePath, NoParams, NoBody]) -> Response:
@@ -141,13 +166,21 @@ async def table_detail(call: Call[TablePath, NoParams, NoBody]) -> Response:
         row = await conn.fetchrow(load_query("table_detail"), catalog, namespace, name)
         if row is None:
             raise TableNotFound(catalog, namespace, name)
-        job = (await conn.fetchrow(load_query("job_detail"), row["job_id"])
-               if row["job_id"] is not None else None)
+        job = (
+            await conn.fetchrow(load_query("job_detail"), row["job_id"])
+            if row["job_id"] is not None
+            else None
+        )
     latest_job = job_json(job) if job is not None else None
-    return ApiResponse({
-        "table": table_json(row), "health": row["health"], "status": row["status"],
-        "recommendation": _recommendation_json(row["recommendation"]), "latest_job": latest_job,
-    })
+    return ApiResponse(
+        {
+            "table": table_json(row),
+            "health": row["health"],
+            "status": row["status"],
+            "recommendation": _recommendation_json(row["recommendation"]),
+            "latest_job": latest_job,
+        }
+    )
 
 
 async def table_status(call: Call[TablePath, NoParams, NoBody]) -> Response:
@@ -164,8 +197,9 @@ async def status_history(call: Call[TablePath, StatusHistoryQuery, NoBody]) -> R
     before = decode_cursor(call.query.cursor, "status", (int,))
     pool = gateway(call.request).pool
     table = await find_table(pool, *ref(call.path))
-    rows = await pool.fetch(load_query("status_history"), table["id"],
-                            before[0] if before else None, size)
+    rows = await pool.fetch(
+        load_query("status_history"), table["id"], before[0] if before else None, size
+    )
     next_cursor = encode_cursor("status", [rows[-1]["id"]]) if len(rows) == size else None
     # Oldest first, the order a chart draws; the cursor pages further into the past.
     return ApiResponse({"items": [dict(r) for r in reversed(rows)], "next_cursor": next_cursor})
@@ -185,21 +219,23 @@ async def table_recommendation(call: Call[TablePath, NoParams, NoBody]) -> Respo
     table = await find_table(pool, *ref(call.path))
     row = await pool.fetchrow(load_query("recommendation_latest"), table["id"])
     if row is None:
-        raise NotFound("NO_RECOMMENDATION", "the planner has not recommended anything for the "
-                                            "table yet")
+        raise NotFound(
+            "NO_RECOMMENDATION", "the planner has not recommended anything for the table yet"
+        )
     return ApiResponse(_recommendation_json(row))
 
 
-async def table_jobs(call: Call[TablePath, Page, NoBody], *, with_actions: bool = False
-                     ) -> Response:
+async def table_jobs(
+    call: Call[TablePath, Page, NoBody], *, with_actions: bool = False
+) -> Response:
     size = call.query.limit
     before = decode_cursor(call.query.cursor, "jobs", (int,))
     pool = gateway(call.request).pool
     table = await find_table(pool, *ref(call.path))
-    rows = await pool.fetch(load_query("job_page"), None, table["id"],
-                            before[0] if before else None, size)
-    items = (await jobs_with_actions(pool, rows) if with_actions
-             else [job_json(r) for r in rows])
+    rows = await pool.fetch(
+        load_query("job_page"), None, table["id"], before[0] if before else None, size
+    )
+    items = await jobs_with_actions(pool, rows) if with_actions else [job_json(r) for r in rows]
     next_cursor = encode_cursor("jobs", [rows[-1]["id"]]) if len(rows) == size else None
     return ApiResponse({"items": items, "next_cursor": next_cursor})
 
@@ -216,28 +252,103 @@ def ref(path: TablePath) -> tuple[str, str, str]:
 T = "/tables/{catalog}/{namespace}/{table}"
 NO_TABLE = {404: error("unknown table (TABLE_NOT_FOUND)")}
 endpoints: list[AnyEndpoint] = [
-    Endpoint("GET", "/tables", "Tables still in their catalog, paged", list_tables,
-             NoParams, TablesQuery, NoBody, {200: ok(models.TablePage)}),
-    Endpoint("GET", "/summary", "Fleet counts: tables by health and issue, jobs by state",
-             summary, NoParams, NoParams, NoBody, {200: ok(models.Summary)}),
-    Endpoint("GET", T, "One table: latest health, status, recommendation and job",
-             table_detail, TablePath, NoParams, NoBody,
-             {200: ok(models.TableDetail), **NO_TABLE}),
-    Endpoint("GET", f"{T}/status", "Latest status snapshot", table_status, TablePath,
-             NoParams, NoBody, {200: ok(models.StatusSnapshot),
-                                404: error("TABLE_NOT_FOUND, or NO_STATUS: not inspected yet")}),
-    Endpoint("GET", f"{T}/status/history", "Metric history, oldest first", status_history,
-             TablePath, StatusHistoryQuery, NoBody, {200: ok(models.StatusPage), **NO_TABLE}),
-    Endpoint("GET", f"{T}/health", "Latest health assessment", table_health, TablePath,
-             NoParams, NoBody, {200: ok(models.HealthAssessment),
-                                404: error("TABLE_NOT_FOUND, or NO_HEALTH: not assessed yet")}),
-    Endpoint("GET", f"{T}/maintenance/recommendation", "Latest recommendation",
-             table_recommendation, TablePath, NoParams, NoBody,
-             {200: ok(models.Recommendation),
-              404: error("TABLE_NOT_FOUND, or NO_RECOMMENDATION: none yet")}),
-    Endpoint("GET", f"{T}/jobs", "The table's jobs, newest first", table_jobs, TablePath, Page,
-             NoBody, {200: ok(models.JobPage), **NO_TABLE}),
-    Endpoint("GET", f"{T}/history", "Maintenance history: jobs with actions and impact",
-             table_history, TablePath, HistoryQuery, NoBody,
-             {200: ok(models.HistoryPage), **NO_TABLE}),
+    Endpoint(
+        "GET",
+        "/tables",
+        "Tables still in their catalog, paged",
+        list_tables,
+        NoParams,
+        TablesQuery,
+        NoBody,
+        {200: ok(models.TablePage)},
+    ),
+    Endpoint(
+        "GET",
+        "/summary",
+        "Fleet counts: tables by health and issue, jobs by state",
+        summary,
+        NoParams,
+        NoParams,
+        NoBody,
+        {200: ok(models.Summary)},
+    ),
+    Endpoint(
+        "GET",
+        T,
+        "One table: latest health, status, recommendation and job",
+        table_detail,
+        TablePath,
+        NoParams,
+        NoBody,
+        {200: ok(models.TableDetail), **NO_TABLE},
+    ),
+    Endpoint(
+        "GET",
+        f"{T}/status",
+        "Latest status snapshot",
+        table_status,
+        TablePath,
+        NoParams,
+        NoBody,
+        {
+            200: ok(models.StatusSnapshot),
+            404: error("TABLE_NOT_FOUND, or NO_STATUS: not inspected yet"),
+        },
+    ),
+    Endpoint(
+        "GET",
+        f"{T}/status/history",
+        "Metric history, oldest first",
+        status_history,
+        TablePath,
+        StatusHistoryQuery,
+        NoBody,
+        {200: ok(models.StatusPage), **NO_TABLE},
+    ),
+    Endpoint(
+        "GET",
+        f"{T}/health",
+        "Latest health assessment",
+        table_health,
+        TablePath,
+        NoParams,
+        NoBody,
+        {
+            200: ok(models.HealthAssessment),
+            404: error("TABLE_NOT_FOUND, or NO_HEALTH: not assessed yet"),
+        },
+    ),
+    Endpoint(
+        "GET",
+        f"{T}/maintenance/recommendation",
+        "Latest recommendation",
+        table_recommendation,
+        TablePath,
+        NoParams,
+        NoBody,
+        {
+            200: ok(models.Recommendation),
+            404: error("TABLE_NOT_FOUND, or NO_RECOMMENDATION: none yet"),
+        },
+    ),
+    Endpoint(
+        "GET",
+        f"{T}/jobs",
+        "The table's jobs, newest first",
+        table_jobs,
+        TablePath,
+        Page,
+        NoBody,
+        {200: ok(models.JobPage), **NO_TABLE},
+    ),
+    Endpoint(
+        "GET",
+        f"{T}/history",
+        "Maintenance history: jobs with actions and impact",
+        table_history,
+        TablePath,
+        HistoryQuery,
+        NoBody,
+        {200: ok(models.HistoryPage), **NO_TABLE},
+    ),
 ]

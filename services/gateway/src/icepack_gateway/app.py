@@ -59,18 +59,33 @@ async def to_ui(_call: Call[NoParams, AnyParams, NoBody]) -> Response:
 
 # Every route of the gateway and its contract, in the order they match.
 ENDPOINTS: list[AnyEndpoint] = [
-    Endpoint("GET", "/", "Redirect to the web UI", to_ui, NoParams, AnyParams, NoBody,
-             {307: Reply("redirect to /ui/", media_type=None)}),
-    *openapi.endpoints, *metrics.endpoints, *api_tables.endpoints, *api_holds.endpoints,
-    *api_jobs.endpoints, *api_events.endpoints, *api_policies.endpoints, *api_hooks.endpoints,
+    Endpoint(
+        "GET",
+        "/",
+        "Redirect to the web UI",
+        to_ui,
+        NoParams,
+        AnyParams,
+        NoBody,
+        {307: Reply("redirect to /ui/", media_type=None)},
+    ),
+    *openapi.endpoints,
+    *metrics.endpoints,
+    *api_tables.endpoints,
+    *api_holds.endpoints,
+    *api_jobs.endpoints,
+    *api_events.endpoints,
+    *api_policies.endpoints,
+    *api_hooks.endpoints,
 ]
 OPENAPI = openapi.build(ENDPOINTS)
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
     log.error("gateway.unhandled", path=request.url.path, error=repr(exc))
-    return ApiResponse(error_body("INTERNAL", "unexpected error; see the gateway log"),
-                       status_code=500)
+    return ApiResponse(
+        error_body("INTERNAL", "unexpected error; see the gateway log"), status_code=500
+    )
 
 
 def api_routes() -> list[BaseRoute]:
@@ -79,7 +94,10 @@ def api_routes() -> list[BaseRoute]:
 
 
 def create_app(
-    pool: asyncpg.Pool, *, health: bool = True, ready: ReadyCheck | None = None,
+    pool: asyncpg.Pool,
+    *,
+    health: bool = True,
+    ready: ReadyCheck | None = None,
     settings: Settings | None = None,
 ) -> Starlette:
     """The gateway app on ``pool``; with ``health`` it serves ``/healthz`` + ``/readyz`` too.
@@ -93,17 +111,26 @@ def create_app(
     app = Starlette(
         routes=routes,
         # Outermost first: ids, metrics, then the body cap before auth and any parsing.
-        middleware=[Middleware(RequestIds), Middleware(metrics.RequestMetrics),
-                    Middleware(BodyLimit, max_bytes=settings.gateway_max_body_bytes),
-                    Middleware(BearerAuth, tokens=tokens, read_auth=settings.gateway_read_auth)],
+        middleware=[
+            Middleware(RequestIds),
+            Middleware(metrics.RequestMetrics),
+            Middleware(BodyLimit, max_bytes=settings.gateway_max_body_bytes),
+            Middleware(BearerAuth, tokens=tokens, read_auth=settings.gateway_read_auth),
+        ],
         exception_handlers={**exception_handlers(), Exception: internal_error},
     )
     app.state.openapi = OPENAPI
     app.state.gateway = GatewayState(
-        pool=pool, jobs=JobQueue(pool), tokens=tokens,
+        pool=pool,
+        jobs=JobQueue(pool),
+        tokens=tokens,
         expiry_min_age_hours=settings.expiry_min_age_hours,
         cadence_hours=settings.maintenance_cadence_hours,
-        hook_token=(settings.gateway_hook_token.get_secret_value()
-                    if settings.gateway_hook_token is not None else None),
-        catalogs=frozenset(c.name for c in settings.effective_catalogs()))
+        hook_token=(
+            settings.gateway_hook_token.get_secret_value()
+            if settings.gateway_hook_token is not None
+            else None
+        ),
+        catalogs=frozenset(c.name for c in settings.effective_catalogs()),
+    )
     return app

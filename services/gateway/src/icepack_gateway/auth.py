@@ -55,8 +55,9 @@ class BearerAuth:
         self.read_auth = read_auth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not needs_token(scope["method"], scope["path"],
-                                                      self.read_auth):
+        if scope["type"] != "http" or not needs_token(
+            scope["method"], scope["path"], self.read_auth
+        ):
             await self.app(scope, receive, send)
             return
         try:
@@ -65,9 +66,9 @@ class BearerAuth:
             await error_response(exc)(scope, receive, send)
             return
         except DATABASE_DOWN:
-            await error_response(DatabaseUnavailable(
-                "cannot check the token: the Icepack database did not answer"))(
-                scope, receive, send)
+            await error_response(
+                DatabaseUnavailable("cannot check the token: the Icepack database did not answer")
+            )(scope, receive, send)
             return
         # Handlers and logs can tell who asked: request.state.token.
         scope.setdefault("state", {})["token"] = token

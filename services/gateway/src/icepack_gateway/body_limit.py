@@ -25,8 +25,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.strip().isdigit() \
-                and int(declared) > self.max_bytes:
+        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
             await error_response(BodyTooLarge(self.max_bytes))(scope, receive, send)
             return
         chunks: list[bytes] = []

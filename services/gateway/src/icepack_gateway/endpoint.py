@@ -114,8 +114,7 @@ class Endpoint(Generic[P, Q, B]):
     async def parse_body(self, request: Request) -> B:
         if self.body is NoBody:
             return self.body()
-        raw: Any = await json_body(request) if self.body_required or await request.body() \
-            else {}
+        raw: Any = await json_body(request) if self.body_required or await request.body() else {}
         return self.body.model_validate(raw)
 
 
@@ -132,8 +131,9 @@ def parse_params(model: type[P], values: Mapping[str, Any]) -> P:
         unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden")
         if unknown:
             known = ", ".join(sorted(model.model_fields)) or "none"
-            raise InvalidParameter(unknown[0], f"is not a parameter of this endpoint "
-                                               f"(known: {known})") from None
+            raise InvalidParameter(
+                unknown[0], f"is not a parameter of this endpoint (known: {known})"
+            ) from None
         first = errors[0]
         name = str(first["loc"][0]) if first["loc"] else "parameters"
         raise InvalidParameter(name, first["msg"].removeprefix("Value error, ")) from None
@@ -145,11 +145,11 @@ def routes(endpoints: Iterable[AnyEndpoint]) -> list[Route]:
 
 # -- the OpenAPI document ---------------------------------------------------------------------
 
+
 def _models(endpoints: Iterable[AnyEndpoint]) -> list[type[BaseModel]]:
     seen: dict[type[BaseModel], None] = {}
     for e in endpoints:
-        for model in (e.path_params, e.query, e.body,
-                      *(r.model for r in e.responses.values())):
+        for model in (e.path_params, e.query, e.body, *(r.model for r in e.responses.values())):
             if model is not None and model not in (NoParams, NoBody, AnyParams):
                 seen[model] = None
     return list(seen)
@@ -171,9 +171,12 @@ def _parameters(schema: dict[str, Any], where: str) -> list[dict[str, Any]]:
     required = set(schema.get("required", ()))
     out = []
     for name, prop in schema.get("properties", {}).items():
-        param: dict[str, Any] = {"name": name, "in": where,
-                                 "required": where == "path" or name in required,
-                                 "schema": _parameter_schema(prop)}
+        param: dict[str, Any] = {
+            "name": name,
+            "in": where,
+            "required": where == "path" or name in required,
+            "schema": _parameter_schema(prop),
+        }
         if "description" in prop:
             param["description"] = prop["description"]
         out.append(param)
@@ -183,8 +186,9 @@ def _parameters(schema: dict[str, Any], where: str) -> list[dict[str, Any]]:
 def _content(reply: Reply) -> dict[str, Any]:
     out: dict[str, Any] = {"description": reply.description}
     if reply.model is not None:
-        out["content"] = {reply.media_type: {"schema": {"$ref": REF.format(
-            model=reply.model.__name__)}}}
+        out["content"] = {
+            reply.media_type: {"schema": {"$ref": REF.format(model=reply.model.__name__)}}
+        }
     elif reply.media_type is not None:
         out["content"] = {reply.media_type: {"schema": {"type": "string"}}}
     return out
@@ -200,29 +204,36 @@ def _operation(e: AnyEndpoint, schemas: dict[str, Any], error: Reply) -> dict[st
     if e.body is not NoBody:
         defaults["413"] = "the body is over ICEPACK_GATEWAY_MAX_BODY_BYTES (BODY_TOO_LARGE)"
     if needs_token(e.method, e.path, read_auth=True):
-        defaults["401"] = ("no token, or one that matches none (AUTH_REQUIRED, INVALID_TOKEN)"
-                           + ("" if e.method != "GET" else "; reads only with "
-                              "ICEPACK_GATEWAY_READ_AUTH=true"))
+        defaults["401"] = "no token, or one that matches none (AUTH_REQUIRED, INVALID_TOKEN)" + (
+            "" if e.method != "GET" else "; reads only with ICEPACK_GATEWAY_READ_AUTH=true"
+        )
         defaults["403"] = "the token was revoked (TOKEN_REVOKED)"
     for status, text in defaults.items():
         responses.setdefault(status, _content(Reply(text, error.model)))
     operation: dict[str, Any] = {
         "summary": e.summary,
         "operationId": e.operation_id,
-        "parameters": [*_parameters(schemas.get(e.path_params.__name__, {}), "path"),
-                       *_parameters(schemas.get(e.query.__name__, {}), "query")],
+        "parameters": [
+            *_parameters(schemas.get(e.path_params.__name__, {}), "path"),
+            *_parameters(schemas.get(e.query.__name__, {}), "query"),
+        ],
         "responses": dict(sorted(responses.items())),
     }
     if e.body is not NoBody:
-        operation["requestBody"] = {"required": e.body_required, "content": {
-            "application/json": {"schema": {"$ref": REF.format(model=e.body.__name__)}}}}
+        operation["requestBody"] = {
+            "required": e.body_required,
+            "content": {
+                "application/json": {"schema": {"$ref": REF.format(model=e.body.__name__)}}
+            },
+        }
     if needs_token(e.method, e.path, read_auth=False):
         operation["security"] = [{"bearer": []}]
     return operation
 
 
-def document(endpoints: Iterable[AnyEndpoint], *, error: Reply,
-             info: Mapping[str, Any]) -> dict[str, Any]:
+def document(
+    endpoints: Iterable[AnyEndpoint], *, error: Reply, info: Mapping[str, Any]
+) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``endpoints``; ``error`` is the reply every route may give
     besides its own (422, 503, 400 with a cursor, 413 with a body, 401/403 with a token)."""
     endpoints = list(endpoints)
@@ -237,7 +248,12 @@ def document(endpoints: Iterable[AnyEndpoint], *, error: Reply,
         paths.setdefault(e.path, {})[e.method.lower()] = _operation(e, schemas, error)
     # Parameter models are spread into each operation's parameters, not referenced.
     components = {k: v for k, v in sorted(schemas.items()) if k not in params}
-    return {"openapi": "3.1.0", "info": dict(info), "paths": paths,
-            "components": {"schemas": components,
-                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}}
-
+    return {
+        "openapi": "3.1.0",
+        "info": dict(info),
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -79,8 +79,9 @@ class BodyTooLarge(IcepackError):
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        super().__init__(f"request body is larger than {limit} bytes "
-                         f"(ICEPACK_GATEWAY_MAX_BODY_BYTES={limit})")
+        super().__init__(
+            f"request body is larger than {limit} bytes (ICEPACK_GATEWAY_MAX_BODY_BYTES={limit})"
+        )
 
 
 class Conflict(IcepackError):
@@ -180,30 +181,38 @@ async def icepack_error(_request: Request, exc: Exception) -> Response:
 
 async def validation_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ValidationError)
-    detail = [{"loc": list(e["loc"]), "message": e["msg"], "type": e["type"]}
-              for e in exc.errors(include_url=False, include_input=False)]
+    detail = [
+        {"loc": list(e["loc"]), "message": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False, include_input=False)
+    ]
     fields = ", ".join(sorted({".".join(str(p) for p in d["loc"]) or "body" for d in detail}))
-    return ApiResponse(error_body("INVALID_PARAMETER", f"invalid request body: {fields}", detail),
-                       status_code=422)
+    return ApiResponse(
+        error_body("INVALID_PARAMETER", f"invalid request body: {fields}", detail), status_code=422
+    )
 
 
 async def json_error(_request: Request, exc: Exception) -> Response:
-    return ApiResponse(error_body("INVALID_PARAMETER", f"request body is not JSON: {exc}"),
-                       status_code=422)
+    return ApiResponse(
+        error_body("INVALID_PARAMETER", f"request body is not JSON: {exc}"), status_code=422
+    )
 
 
 async def http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
     code = codes.get(exc.status_code, f"HTTP_{exc.status_code}")
-    return ApiResponse(error_body(code, str(exc.detail)), status_code=exc.status_code,
-                       headers=exc.headers)
+    return ApiResponse(
+        error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+    )
 
 
 async def database_down(request: Request, exc: Exception) -> Response:
     log.warning("gateway.database_unavailable", path=request.url.path, error=repr(exc))
-    return error_response(DatabaseUnavailable(
-        f"the Icepack database did not answer ({type(exc).__name__}); retry shortly"))
+    return error_response(
+        DatabaseUnavailable(
+            f"the Icepack database did not answer ({type(exc).__name__}); retry shortly"
+        )
+    )
 
 
 def exception_handlers() -> dict[Any, Any]:

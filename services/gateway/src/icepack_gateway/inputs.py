@@ -38,6 +38,7 @@ class Params(BaseModel):
 
 # -- path parameters --------------------------------------------------------------------------
 
+
 class TablePath(Params):
     catalog: Ident
     namespace: Ident
@@ -87,10 +88,14 @@ class TablePolicyPath(PolicyPath):
 
 
 SCOPE_PATHS: dict[Scope, type[PolicyPath]] = {
-    "catalog": CatalogPolicyPath, "namespace": NamespacePolicyPath, "table": TablePolicyPath}
+    "catalog": CatalogPolicyPath,
+    "namespace": NamespacePolicyPath,
+    "table": TablePolicyPath,
+}
 
 
 # -- query parameters -------------------------------------------------------------------------
+
 
 class Page(Params):
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
@@ -116,8 +121,9 @@ class TablesQuery(Page):
     namespace: Ident | None = None
     health: Health | None = None
     # A pattern, not the IssueCode enum: a well-formed code no table has is an empty page.
-    issue: str | None = Field(None, pattern=r"^[A-Z][A-Z0-9_]{0,63}$",
-                              description="an issue code such as SMALL_FILES")
+    issue: str | None = Field(
+        None, pattern=r"^[A-Z][A-Z0-9_]{0,63}$", description="an issue code such as SMALL_FILES"
+    )
     q: Ident | None = Field(None, description="substring of catalog.namespace.table")
     sort: Sort = Field(Sort.SCORE, description="score: worst first; -score: best first")
 
@@ -133,8 +139,9 @@ class JobsQuery(TableFilter):
 
 class EventsQuery(TableFilter):
     # A pattern, not the Topic enum: the UI's filter box sends any well-formed topic.
-    topic: str | None = Field(None, pattern=r"^[a-z]+\.[a-z_]+$",
-                              description="a topic such as job.finished")
+    topic: str | None = Field(
+        None, pattern=r"^[a-z]+\.[a-z_]+$", description="a topic such as job.finished"
+    )
 
 
 class PoliciesQuery(Params):

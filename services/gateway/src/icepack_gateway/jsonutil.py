@@ -20,8 +20,9 @@ def _default(value: object) -> object:
 
 
 def dumps(content: Any) -> bytes:
-    return json.dumps(content, default=_default, ensure_ascii=False, allow_nan=False,
-                      separators=(",", ":")).encode("utf-8")
+    return json.dumps(
+        content, default=_default, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    ).encode("utf-8")
 
 
 class ApiResponse(JSONResponse):

@@ -42,8 +42,9 @@ async def read_fleet(pool: asyncpg.Pool) -> FleetReading:
     reading = FleetReading()
     async with pool.acquire() as conn:
         for row in await conn.fetch(load_query("job_queue_depth")):
-            reading.queue.append((row["state"], row["jobs"], row["claimable"],
-                                  row["oldest_age_seconds"]))
+            reading.queue.append(
+                (row["state"], row["jobs"], row["claimable"], row["oldest_age_seconds"])
+            )
         reading.health = {h.value: 0 for h in Health}
         for row in await conn.fetch(load_query("health_fleet_counts")):
             reading.health[row["health"]] = row["tables"]
@@ -61,10 +62,12 @@ class FleetCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         r = self.reading
-        jobs = GaugeMetricFamily("icepack_queue_jobs", "Jobs by state (v_queue).",
-                                 labels=["state"])
-        oldest = GaugeMetricFamily("icepack_queue_oldest_job_age_seconds",
-                                   "Age of the oldest job in each state.", labels=["state"])
+        jobs = GaugeMetricFamily("icepack_queue_jobs", "Jobs by state (v_queue).", labels=["state"])
+        oldest = GaugeMetricFamily(
+            "icepack_queue_oldest_job_age_seconds",
+            "Age of the oldest job in each state.",
+            labels=["state"],
+        )
         claimable = 0
         for state, count, due, age in r.queue:
             jobs.add_metric([state], count)
@@ -73,22 +76,32 @@ class FleetCollector(Collector):
                 oldest.add_metric([state], age)
         yield jobs
         yield oldest
-        yield GaugeMetricFamily("icepack_queue_claimable_jobs",
-                                "Queued jobs that are due (what KEDA scales executors on).",
-                                value=claimable)
-        tables = GaugeMetricFamily("icepack_tables", "Tables still in their catalog, by the "
-                                   "health of their latest assessment.", labels=["health"])
+        yield GaugeMetricFamily(
+            "icepack_queue_claimable_jobs",
+            "Queued jobs that are due (what KEDA scales executors on).",
+            value=claimable,
+        )
+        tables = GaugeMetricFamily(
+            "icepack_tables",
+            "Tables still in their catalog, by the health of their latest assessment.",
+            labels=["health"],
+        )
         for health, count in sorted(r.health.items()):
             tables.add_metric([health], count)
         yield tables
-        lag = GaugeMetricFamily("icepack_consumer_lag_events",
-                                "Outbox events each consumer has not read yet.",
-                                labels=["consumer"])
+        lag = GaugeMetricFamily(
+            "icepack_consumer_lag_events",
+            "Outbox events each consumer has not read yet.",
+            labels=["consumer"],
+        )
         for consumer, count in sorted(r.lag.items()):
             lag.add_metric([consumer], count)
         yield lag
-        yield GaugeMetricFamily("icepack_gateway_scrape_read_seconds",
-                                "Time this scrape spent reading Postgres.", value=r.read_seconds)
+        yield GaugeMetricFamily(
+            "icepack_gateway_scrape_read_seconds",
+            "Time this scrape spent reading Postgres.",
+            value=r.read_seconds,
+        )
 
 
 async def metrics_endpoint(call: Call[NoParams, AnyParams, NoBody]) -> Response:
@@ -106,7 +119,8 @@ class RequestMetrics:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.duration = metrics.get_meter("icepack.gateway").create_histogram(
-            "http.server.request.duration", unit="s", description="Gateway request duration.")
+            "http.server.request.duration", unit="s", description="Gateway request duration."
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,13 +140,25 @@ class RequestMetrics:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.duration.record(time.perf_counter() - start, {
-                "http.request.method": scope["method"], "http.route": template,
-                "http.response.status_code": status})
+            self.duration.record(
+                time.perf_counter() - start,
+                {
+                    "http.request.method": scope["method"],
+                    "http.route": template,
+                    "http.response.status_code": status,
+                },
+            )
 
 
 endpoints: list[AnyEndpoint] = [
-    Endpoint("GET", "/metrics", "Prometheus metrics (fleet gauges read at scrape time)",
-             metrics_endpoint, NoParams, AnyParams, NoBody,
-             {200: Reply("Prometheus text format", media_type="text/plain")}),
+    Endpoint(
+        "GET",
+        "/metrics",
+        "Prometheus metrics (fleet gauges read at scrape time)",
+        metrics_endpoint,
+        NoParams,
+        AnyParams,
+        NoBody,
+        {200: Reply("Prometheus text format", media_type="text/plain")},
+    ),
 ]

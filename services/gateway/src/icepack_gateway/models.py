@@ -41,7 +41,7 @@ class Model(BaseModel):
 
 
 class ErrorDetail(Model):
-    loc: list[str | int] = Field(description="where in the body, e.g. [\"actions\", 0]")
+    loc: list[str | int] = Field(description='where in the body, e.g. ["actions", 0]')
     message: str
     type: str = Field(description="pydantic's error type, e.g. missing")
 
@@ -74,7 +74,8 @@ class Table(Model):
     last_seen_at: datetime
     dropped_at: datetime | None
     maintenance_hold: JSONObject | None = Field(
-        description="set when a verification failed: {reason, action, evidence, at}")
+        description="set when a verification failed: {reason, action, evidence, at}"
+    )
 
 
 class IssueSummary(Model):
@@ -111,8 +112,9 @@ class TableListItem(Model):
 
 class TablePage(Model):
     items: list[TableListItem]
-    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; "
-                                                "null at the end")
+    next_cursor: str | None = Field(
+        description="pass as ?cursor= for the next page; null at the end"
+    )
 
 
 class Summary(Model):
@@ -172,8 +174,7 @@ class SkippedAction(Model):
 class Recommendation(Model):
     id: int
     status_snapshot_id: int | None
-    actions: list[RecommendedAction] = Field(description="what the planner proposes, in run "
-                                                         "order")
+    actions: list[RecommendedAction] = Field(description="what the planner proposes, in run order")
     skipped: list[SkippedAction] = Field(description="what it did not propose, and why")
     job_id: int | None
     created_at: datetime
@@ -204,7 +205,8 @@ class Job(Model):
     result: JSONObject | None
     traceparent: str | None
     cancel_requested_at: datetime | None = Field(
-        description="set by a cancel; a running job stops at its next heartbeat")
+        description="set by a cancel; a running job stops at its next heartbeat"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -313,18 +315,17 @@ class PolicyConfigs(Model):
     """Each type's effective config; null when the type is disabled for the table."""
 
     data_compaction: DataCompactionConfig | None = Field(alias="system.data-compaction")
-    metadata_compaction: MetadataCompactionConfig | None = Field(
-        alias="system.metadata-compaction")
+    metadata_compaction: MetadataCompactionConfig | None = Field(alias="system.metadata-compaction")
     snapshot_expiry: SnapshotExpiryConfig | None = Field(alias="system.snapshot-expiry")
-    orphan_file_removal: OrphanFileRemovalConfig | None = Field(
-        alias="system.orphan-file-removal")
+    orphan_file_removal: OrphanFileRemovalConfig | None = Field(alias="system.orphan-file-removal")
 
 
 class EffectivePolicy(Model):
     maintenance_enabled: bool
     cadence_hours: float
-    sources: dict[PolicyType, str] = Field(description="where each came from: default, "
-                                                       "catalog, namespace NS, table, ...")
+    sources: dict[PolicyType, str] = Field(
+        description="where each came from: default, catalog, namespace NS, table, ..."
+    )
     policies: PolicyConfigs
 
 

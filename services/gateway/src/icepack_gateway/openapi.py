@@ -23,9 +23,12 @@ from icepack_gateway.endpoint import (
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.models import error, ok
 
-INFO = {"title": "Icepack gateway", "version": "0.1.0",
-        "description": "Read APIs over Icepack's Postgres state, and operator writes "
-                       "(bearer token from `icepack token create NAME`)."}
+INFO = {
+    "title": "Icepack gateway",
+    "version": "0.1.0",
+    "description": "Read APIs over Icepack's Postgres state, and operator writes "
+    "(bearer token from `icepack token create NAME`).",
+}
 
 
 def build(endpoints: list[AnyEndpoint]) -> dict[str, Any]:
@@ -38,10 +41,27 @@ async def serve(call: Call[NoParams, AnyParams, NoBody]) -> Response:
 
 
 endpoints: list[AnyEndpoint] = [
-    Endpoint("GET", "/openapi.json", "This document", serve, NoParams, AnyParams, NoBody,
-             {200: ok(models.OpenApiDocument)}),
-    Endpoint("GET", "/healthz", "Liveness", None, NoParams, AnyParams, NoBody,
-             {200: ok(models.Alive)}),
-    Endpoint("GET", "/readyz", "Readiness: database reachable", None, NoParams, AnyParams,
-             NoBody, {200: ok(models.Ready), 503: ok(models.NotReady, "not ready, and why")}),
+    Endpoint(
+        "GET",
+        "/openapi.json",
+        "This document",
+        serve,
+        NoParams,
+        AnyParams,
+        NoBody,
+        {200: ok(models.OpenApiDocument)},
+    ),
+    Endpoint(
+        "GET", "/healthz", "Liveness", None, NoParams, AnyParams, NoBody, {200: ok(models.Alive)}
+    ),
+    Endpoint(
+        "GET",
+        "/readyz",
+        "Readiness: database reachable",
+        None,
+        NoParams,
+        AnyParams,
+        NoBody,
+        {200: ok(models.Ready), 503: ok(models.NotReady, "not ready, and why")},
+    ),
 ]

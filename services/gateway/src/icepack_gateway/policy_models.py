@@ -24,9 +24,10 @@ class PolicyIn(BaseModel):
     config: dict[str, Any] = Field(
         default_factory=dict,
         description="keys of the config model of the policy type in the path "
-                    "(DataCompactionConfig, MetadataCompactionConfig, SnapshotExpiryConfig, "
-                    "OrphanFileRemovalConfig); "
-                    "unknown keys are refused, only the keys given are stored")
+        "(DataCompactionConfig, MetadataCompactionConfig, SnapshotExpiryConfig, "
+        "OrphanFileRemovalConfig); "
+        "unknown keys are refused, only the keys given are stored",
+    )
 
 
 def validated_config(policy_type: PolicyType, body: PolicyIn) -> dict[str, Any]:

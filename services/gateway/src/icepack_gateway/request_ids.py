@@ -31,6 +31,5 @@ class RequestIds:
                 message["headers"] = [*message["headers"], (HEADER, request_id.encode())]
             await send(message)
 
-        with structlog.contextvars.bound_contextvars(request_id=request_id,
-                                                     path=scope.get("path")):
+        with structlog.contextvars.bound_contextvars(request_id=request_id, path=scope.get("path")):
             await self.app(scope, receive, send_with_id)

@@ -29,8 +29,14 @@ class PlannerService(Service):
         queue = JobQueue(ctx.pool, Backoff(s.job_backoff_base_seconds, s.job_backoff_cap_seconds))
         planner = Planner(s, ctx.pool, queue)
         work = WorkQueue(ctx.pool, ctx.service, ctx.worker_id, s.work_lease_seconds)
-        upkeep = QueueUpkeep(ctx.pool, queue, work, s.job_retention_days * 86400,
-                             s.event_retention_hours * 3600, ctx.log)
+        upkeep = QueueUpkeep(
+            ctx.pool,
+            queue,
+            work,
+            s.job_retention_days * 86400,
+            s.event_retention_hours * 3600,
+            ctx.log,
+        )
 
         async def plan(item: WorkItem) -> None:
             await planner.plan(item.table_id)

@@ -50,8 +50,14 @@ class TokenInfo:
 
     @classmethod
     def from_record(cls, row: asyncpg.Record) -> TokenInfo:
-        return cls(row["id"], row["name"], row["key_id"], row["created_at"],
-                   row["last_used_at"], row["revoked_at"])
+        return cls(
+            row["id"],
+            row["name"],
+            row["key_id"],
+            row["created_at"],
+            row["last_used_at"],
+            row["revoked_at"],
+        )
 
 
 def hash_token(token: str) -> bytes:
@@ -81,12 +87,15 @@ class TokenStore:
             TokenNameTaken: a live token already has that name.
         """
         if not TOKEN_NAME.match(name):
-            raise ValueError(f"token name {name!r} must be 1-64 letters, digits or _.@- "
-                             "(starting with a letter or digit)")
+            raise ValueError(
+                f"token name {name!r} must be 1-64 letters, digits or _.@- "
+                "(starting with a letter or digit)"
+            )
         key_id, token = new_token()
         try:
-            row = await self.pool.fetchrow(load_query("token_insert"), name, key_id,
-                                           hash_token(token))
+            row = await self.pool.fetchrow(
+                load_query("token_insert"), name, key_id, hash_token(token)
+            )
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name == "api_tokens_active_name":
                 raise TokenNameTaken(name) from exc
@@ -103,8 +112,9 @@ class TokenStore:
             TokenRevoked: it matches a revoked token.
         """
         if not token:
-            raise TokenMissing("this endpoint needs an operator token: "
-                               "send `Authorization: Bearer <token>`")
+            raise TokenMissing(
+                "this endpoint needs an operator token: send `Authorization: Bearer <token>`"
+            )
         match = _TOKEN.match(token)
         row = None
         if match is not None:

@@ -12,21 +12,35 @@ import typer
 
 from icepack_core.cli import holds, maintain, ops, read, services
 
-app = typer.Typer(help="Icepack: a control plane for Apache Iceberg table maintenance.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Icepack: a control plane for Apache Iceberg table maintenance.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 Command = Callable[..., None]
 GROUPS: dict[str, tuple[str, dict[str, Command]]] = {
-    "token": ("Operator API tokens for the gateway's write endpoints.",
-              {"create": ops.token_create, "revoke": ops.token_revoke, "list": ops.token_list}),
-    "hold": ("Maintenance holds: why automatic maintenance of a table stopped, and releasing it.",
-             {"show": holds.hold_show, "list": holds.hold_list, "release": holds.hold_release}),
+    "token": (
+        "Operator API tokens for the gateway's write endpoints.",
+        {"create": ops.token_create, "revoke": ops.token_revoke, "list": ops.token_list},
+    ),
+    "hold": (
+        "Maintenance holds: why automatic maintenance of a table stopped, and releasing it.",
+        {"show": holds.hold_show, "list": holds.hold_list, "release": holds.hold_release},
+    ),
 }
 COMMANDS: dict[str, Command] = {
-    "migrate": services.migrate, "service": services.service, "up": services.up,
+    "migrate": services.migrate,
+    "service": services.service,
+    "up": services.up,
     "demo": services.demo,
-    "tables": read.tables, "status": read.status, "health": read.health,
-    "recommend": maintain.recommend_cmd, "maintain": maintain.maintain_cmd,
-    "jobs": ops.jobs, "job": ops.job, "events": ops.events,
+    "tables": read.tables,
+    "status": read.status,
+    "health": read.health,
+    "recommend": maintain.recommend_cmd,
+    "maintain": maintain.maintain_cmd,
+    "jobs": ops.jobs,
+    "job": ops.job,
+    "events": ops.events,
 }
 for name, command in COMMANDS.items():
     app.command(name)(command)

@@ -26,8 +26,10 @@ from icepack_core.safety.holds import clean_reason, hold_reason, release_hold
 from icepack_core.telemetry.logs import setup_logging
 from icepack_core.types import join_namespace, split_namespace
 
-TableArg = Annotated[str, typer.Argument(help="CATALOG.NAMESPACE.TABLE (or NAMESPACE.TABLE "
-                                              "with one catalog configured)")]
+TableArg = Annotated[
+    str,
+    typer.Argument(help="CATALOG.NAMESPACE.TABLE (or NAMESPACE.TABLE with one catalog configured)"),
+]
 
 
 def candidates(name: str, catalogs: list[str]) -> list[tuple[str, str, str]]:
@@ -55,12 +57,16 @@ async def resolve(pool: asyncpg.Pool, name: str, catalogs: list[str]) -> asyncpg
     Raises:
         typer.BadParameter: the name is malformed, or two recorded tables match it.
     """
-    rows = [r for c in candidates(name, catalogs)
-            if (r := await pool.fetchrow(load_query("table_find"), *c)) is not None]
+    rows = [
+        r
+        for c in candidates(name, catalogs)
+        if (r := await pool.fetchrow(load_query("table_find"), *c)) is not None
+    ]
     if len(rows) > 1:
         names = ", ".join(f"{r['catalog']}.{r['namespace']}.{r['name']}" for r in rows)
-        raise typer.BadParameter(f"{name!r} matches several tables ({names}); name the catalog "
-                                 "first", param_hint="TABLE")
+        raise typer.BadParameter(
+            f"{name!r} matches several tables ({names}); name the catalog first", param_hint="TABLE"
+        )
     return rows[0] if rows else None
 
 
@@ -93,8 +99,9 @@ def _hold_lines(hold: Any) -> list[str]:
 
 
 def _unknown(name: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] table {escape(name)!r} is not known to Icepack",
-              highlight=False)
+    err.print(
+        f"[bold red]error:[/] table {escape(name)!r} is not known to Icepack", highlight=False
+    )
     return typer.Exit(1)
 
 
@@ -111,8 +118,12 @@ def hold_show(table: TableArg, as_json: JsonOpt = False) -> None:
     if hold is None:
         out.print(f"{_label(row)} is not on hold", highlight=False, markup=False)
         return
-    out.print(f"{_label(row)} is ON HOLD (no automatic maintenance until an operator runs "
-              f"`icepack hold release`)", highlight=False, markup=False)
+    out.print(
+        f"{_label(row)} is ON HOLD (no automatic maintenance until an operator runs "
+        f"`icepack hold release`)",
+        highlight=False,
+        markup=False,
+    )
     for line in _hold_lines(hold):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 
@@ -130,15 +141,20 @@ def hold_list(as_json: JsonOpt = False) -> None:
     for r in rows:
         hold = r["maintenance_hold"]
         extra = hold if isinstance(hold, dict) else {}
-        grid.add_row(_label(r), str(extra.get("at") or "-"), str(extra.get("action") or "-"),
-                     hold_reason(hold))
+        grid.add_row(
+            _label(r),
+            str(extra.get("at") or "-"),
+            str(extra.get("action") or "-"),
+            hold_reason(hold),
+        )
     out.print(grid)
 
 
 def hold_release(
     table: TableArg,
-    reason: Annotated[str | None, typer.Option(
-        help="why the hold can go (kept in the table.hold_released event)")] = None,
+    reason: Annotated[
+        str | None, typer.Option(help="why the hold can go (kept in the table.hold_released event)")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Release TABLE's maintenance hold, so the planner and POST /jobs maintain it again."""
@@ -167,8 +183,12 @@ def hold_release(
     if as_json:
         print_json(done.to_json())
         return
-    out.print(f"released the hold on {done.table} (event {done.event_id}); automatic "
-              "maintenance resumes at its next planning", highlight=False, markup=False)
+    out.print(
+        f"released the hold on {done.table} (event {done.event_id}); automatic "
+        "maintenance resumes at its next planning",
+        highlight=False,
+        markup=False,
+    )
     out.print("previous hold:", highlight=False, markup=False)
     for line in _hold_lines(done.previous_hold):
         out.print(line, highlight=False, markup=False, soft_wrap=True)

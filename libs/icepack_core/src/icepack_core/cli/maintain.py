@@ -89,16 +89,23 @@ def _settings(**overrides: Any) -> Settings:
     return load_cli_settings(**overrides)
 
 
-async def _record_table(pool: asyncpg.Pool, ref: TableRef, location: str,
-                        properties: dict[str, str]) -> dict[str, Any]:
+async def _record_table(
+    pool: asyncpg.Pool, ref: TableRef, location: str, properties: dict[str, str]
+) -> dict[str, Any]:
     """Make Icepack know the table as discovery would (same queries, same events)."""
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(load_query("table_lock_catalog"), ref.catalog)
         row = await conn.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
         payload: dict[str, Any] = {"metadata_location": location, "source": "cli"}
         if row is None:
-            table_id = await conn.fetchval(load_query("table_insert"), ref.catalog,
-                                           ref.namespace, ref.name, location, properties)
+            table_id = await conn.fetchval(
+                load_query("table_insert"),
+                ref.catalog,
+                ref.namespace,
+                ref.name,
+                location,
+                properties,
+            )
             await events.publish(conn, Topic.TABLE_DISCOVERED, table_id=table_id, payload=payload)
         else:
             table_id = row["id"]
@@ -113,8 +120,9 @@ async def _record_table(pool: asyncpg.Pool, ref: TableRef, location: str,
     return dict(fresh)
 
 
-async def observe(settings: Settings, pool: asyncpg.Pool, ref: TableRef, *,
-                  write: bool) -> Observed:
+async def observe(
+    settings: Settings, pool: asyncpg.Pool, ref: TableRef, *, write: bool
+) -> Observed:
     """Inspect the table, find (with ``write``: record) its row, recommend. Raises Refused."""
     cache = ManifestStatsStore(pool) if write else MemoryManifestCache()
     inspector = Inspector(settings, cache=cache)
@@ -128,23 +136,36 @@ async def observe(settings: Settings, pool: asyncpg.Pool, ref: TableRef, *,
         row = await _record_table(pool, ref, table.metadata_location, properties)
     else:
         found = await pool.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
-        row = dict(found) if found else {"id": None, "catalog": ref.catalog,
-                                         "namespace": ref.namespace, "name": ref.name,
-                                         "maintenance_hold": None}
+        row = (
+            dict(found)
+            if found
+            else {
+                "id": None,
+                "catalog": ref.catalog,
+                "namespace": ref.namespace,
+                "name": ref.name,
+                "maintenance_hold": None,
+            }
+        )
     row["properties"] = properties  # the catalog's current properties, whatever discovery saw
     planner = Planner(settings, pool, JobQueue(pool))
     try:
-        policy = resolve(await planner.attachments(ref.catalog), ref.namespace, ref.name,
-                         properties, settings.maintenance_cadence_hours)
+        policy = resolve(
+            await planner.attachments(ref.catalog),
+            ref.namespace,
+            ref.name,
+            properties,
+            settings.maintenance_cadence_hours,
+        )
     except PolicyError as exc:
         raise Refused(f"invalid policy for {ref}: {exc}") from None
-    rec = await planner.recommend_for(cast(asyncpg.Record, row),
-                                      status.model_dump(mode="json"), datetime.now(UTC))
+    rec = await planner.recommend_for(
+        cast(asyncpg.Record, row), status.model_dump(mode="json"), datetime.now(UTC)
+    )
     return Observed(ref, status, assess(status), row, policy, rec)
 
 
-def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Intent],
-                                                                         list[Skip]]:
+def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Intent], list[Skip]]:
     """The intents to run and the named ones left out (why). Without ``requested``: what
     ``recommend`` shows. With it: those of the named actions the recommendation proposes when
     the cadence is set aside (an operator asking now overrides "not again within 24 h").
@@ -157,35 +178,52 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Int
     rec = obs.recommendation
     if requested is not None:
         target = obs.row["properties"].get(TARGET_FILE_SIZE_PROPERTY)
-        rec = recommend(obs.status.model_dump(mode="json"), obs.policy, {}, datetime.now(UTC),
-                        target_file_size_bytes=int(target) if target and target.isdigit()
-                        else None)
+        rec = recommend(
+            obs.status.model_dump(mode="json"),
+            obs.policy,
+            {},
+            datetime.now(UTC),
+            target_file_size_bytes=int(target) if target and target.isdigit() else None,
+        )
     wanted = set(requested or ACTION_NAMES)
-    chosen = [{"action": a.action, "params": a.params, "reason": a.reason}
-              for a in rec.actions if a.action in wanted]
-    return (parse_intents(chosen) if chosen else [],
-            [s for s in rec.skipped if s.action in wanted or s.action == "*"])
+    chosen = [
+        {"action": a.action, "params": a.params, "reason": a.reason}
+        for a in rec.actions
+        if a.action in wanted
+    ]
+    return (
+        parse_intents(chosen) if chosen else [],
+        [s for s in rec.skipped if s.action in wanted or s.action == "*"],
+    )
 
 
-async def check_admitted(settings: Settings, pool: asyncpg.Pool, obs: Observed,
-                         intents: list[Intent]) -> str | None:
+async def check_admitted(
+    settings: Settings, pool: asyncpg.Pool, obs: Observed, intents: list[Intent]
+) -> str | None:
     """The safety choke point, before anything is enqueued; the orphan location if any.
     Raises Refused naming the rule."""
     if obs.row.get("id") is None and any(isinstance(i, RemoveOrphanFiles) for i in intents):
-        raise Refused(f"{obs.ref} is not known to Icepack yet; orphan removal needs every "
-                      "table's location (run discovery or `icepack maintain` without --dry-run)")
+        raise Refused(
+            f"{obs.ref} is not known to Icepack yet; orphan removal needs every "
+            "table's location (run discovery or `icepack maintain` without --dry-run)"
+        )
     try:
-        admission = await admit(pool, cast(asyncpg.Record, obs.row), intents,
-                                now=datetime.now(UTC),
-                                expiry_min_age_hours=settings.expiry_min_age_hours,
-                                default_cadence_hours=settings.maintenance_cadence_hours)
+        admission = await admit(
+            pool,
+            cast(asyncpg.Record, obs.row),
+            intents,
+            now=datetime.now(UTC),
+            expiry_min_age_hours=settings.expiry_min_age_hours,
+            default_cadence_hours=settings.maintenance_cadence_hours,
+        )
     except ActionRefused as exc:
         raise Refused(f"refused ({exc.rule}): {exc}") from None
     return admission.location
 
 
-def planned_sql(ref: TableRef, properties: dict[str, str], intent: Intent,
-                location: str | None = None) -> list[str]:
+def planned_sql(
+    ref: TableRef, properties: dict[str, str], intent: Intent, location: str | None = None
+) -> list[str]:
     """The statements ``TableMaintenance`` sends for one action, in order."""
     levels = ref.levels
     name, args = procedure_args(intent, SqlTableRef(levels, ref.name), location=location)
@@ -204,40 +242,57 @@ def _parse_actions(raw: str | None) -> list[str] | None:
     if not names or unknown:
         raise typer.BadParameter(
             f"unknown action(s) {', '.join(unknown) or '(none given)'}; choose from "
-            f"{', '.join(ACTION_NAMES)}", param_hint="--actions")
+            f"{', '.join(ACTION_NAMES)}",
+            param_hint="--actions",
+        )
     return list(dict.fromkeys(names))
 
 
-async def _enqueue_and_claim(queue: JobQueue, pool: asyncpg.Pool, table_id: int,
-                             actions: list[dict[str, Any]], lease_seconds: float) -> Job:
+async def _enqueue_and_claim(
+    queue: JobQueue,
+    pool: asyncpg.Pool,
+    table_id: int,
+    actions: list[dict[str, Any]],
+    lease_seconds: float,
+) -> Job:
     """Enqueue a ``cli`` job and claim it in one transaction, so no executor can take it;
     Refused when another job is queued or running for the table (its dedupe key)."""
     async with pool.acquire() as conn, conn.transaction():
-        enqueued = await queue.enqueue(table_id, actions, dedupe_key=f"table:{table_id}",
-                                       priority=0, max_attempts=1, trigger=JobTrigger.CLI,
-                                       conn=conn)
+        enqueued = await queue.enqueue(
+            table_id,
+            actions,
+            dedupe_key=f"table:{table_id}",
+            priority=0,
+            max_attempts=1,
+            trigger=JobTrigger.CLI,
+            conn=conn,
+        )
         if not enqueued.created:
             other = enqueued.job
-            raise Refused(f"job {other.id} ({other.trigger.value}, {other.state.value}) is "
-                          "already queued or running for this table; let it finish or cancel "
-                          f"it (icepack job {other.id})")
+            raise Refused(
+                f"job {other.id} ({other.trigger.value}, {other.state.value}) is "
+                "already queued or running for this table; let it finish or cancel "
+                f"it (icepack job {other.id})"
+            )
         job = await queue.claim_id(enqueued.job.id, OWNER, lease_seconds, conn)
         assert job is not None  # inserted by this transaction: nobody else can see it yet
     return job
 
 
-async def run_maintenance(settings: Settings, pool: asyncpg.Pool, obs: Observed,
-                          intents: list[Intent], progress: Progress
-                          ) -> tuple[Job, list[ActionRecord]]:
+async def run_maintenance(
+    settings: Settings, pool: asyncpg.Pool, obs: Observed, intents: list[Intent], progress: Progress
+) -> tuple[Job, list[ActionRecord]]:
     """Run ``actions`` as a ``cli`` job: lock, lease, ``JobExecution``, fenced finish.
     Refused (nothing ran) when the table is locked or busy."""
     table_id: int = obs.row["id"]
     locks, queue = TableLocks(pool), JobQueue(pool)
     holder = await locks.holder(table_id)
     if holder is not None:
-        raise Refused(f"{obs.ref} is locked by {holder.owner}"
-                      f"{f' (job {holder.job_id})' if holder.job_id else ''} until "
-                      f"{holder.expires_at:%Y-%m-%d %H:%M:%S}; try again later")
+        raise Refused(
+            f"{obs.ref} is locked by {holder.owner}"
+            f"{f' (job {holder.job_id})' if holder.job_id else ''} until "
+            f"{holder.expires_at:%Y-%m-%d %H:%M:%S}; try again later"
+        )
     lease = settings.job_lease_seconds
     actions = intents_json(intents)
     job = await _enqueue_and_claim(queue, pool, table_id, actions, lease)
@@ -248,14 +303,22 @@ async def run_maintenance(settings: Settings, pool: asyncpg.Pool, obs: Observed,
         records.append(action)  # the runner has stored it under the job's fence
         mark = "[green]✓[/]" if action.state == "succeeded" else "[red]✗[/]"
         seconds = (action.finished_at - action.started_at).total_seconds()
-        changes = ", ".join(f"{label} {_change(action.impact, key)}" for label, key in (
-            ("data files", "data_file_count"), ("delete files", "position_delete_file_count"),
-            ("snapshots", "snapshot_count")) if _change(action.impact, key))
-        progress.console.print(f"{mark} {action.action} {seconds:.1f} s  {changes}",
-                               highlight=False, soft_wrap=True)
+        changes = ", ".join(
+            f"{label} {_change(action.impact, key)}"
+            for label, key in (
+                ("data files", "data_file_count"),
+                ("delete files", "position_delete_file_count"),
+                ("snapshots", "snapshot_count"),
+            )
+            if _change(action.impact, key)
+        )
+        progress.console.print(
+            f"{mark} {action.action} {seconds:.1f} s  {changes}", highlight=False, soft_wrap=True
+        )
         following = actions[len(records)]["action"] if len(records) < len(actions) else "done"
-        progress.update(task, advance=1,
-                        description=f"{following} ({len(records) + 1}/{len(actions)})")
+        progress.update(
+            task, advance=1, description=f"{following} ({len(records) + 1}/{len(actions)})"
+        )
 
     engine = engine_for(settings)
     runner = JobRunner(pool, settings, queue, engine, OWNER, retry_failures=False)
@@ -273,24 +336,34 @@ async def run_maintenance(settings: Settings, pool: asyncpg.Pool, obs: Observed,
 
 def print_recommendation(obs: Observed) -> None:
     a, s, rec = obs.assessment, obs.status, obs.recommendation
-    colour = {"healthy": "green", "warning": "yellow", "critical": "red"}.get(a.health.value,
-                                                                             "magenta")
-    out.print(f"[bold]{obs.ref}[/]: [{colour}]{a.health.value}[/] score {a.score} "
-              f"({s.data_file_count} data files, {s.small_file_count} small, "
-              f"{s.delete_file_count} delete files, {s.snapshot_count} snapshots)",
-              highlight=False)
+    colour = {"healthy": "green", "warning": "yellow", "critical": "red"}.get(
+        a.health.value, "magenta"
+    )
+    out.print(
+        f"[bold]{obs.ref}[/]: [{colour}]{a.health.value}[/] score {a.score} "
+        f"({s.data_file_count} data files, {s.small_file_count} small, "
+        f"{s.delete_file_count} delete files, {s.snapshot_count} snapshots)",
+        highlight=False,
+    )
     for issue in a.issues:
         out.print(f"  {issue.severity:8} {issue.code}: {issue.message}", highlight=False)
     out.print("[bold]recommended:[/]" if rec.actions else "[bold]nothing to do[/]")
     for i, intent in enumerate(rec.actions, 1):
-        benefit = ", ".join(f"{k.replace('_', ' ')} {v}"
-                            for k, v in intent.estimated_benefit.items()) or "-"
-        out.print(f"  {i}. [bold]{intent.action}[/]: {intent.reason}\n"
-                  f"     parameters: {json.dumps(intent.params)}\n"
-                  f"     estimated benefit: {benefit}", highlight=False, soft_wrap=True)
+        benefit = (
+            ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in intent.estimated_benefit.items())
+            or "-"
+        )
+        out.print(
+            f"  {i}. [bold]{intent.action}[/]: {intent.reason}\n"
+            f"     parameters: {json.dumps(intent.params)}\n"
+            f"     estimated benefit: {benefit}",
+            highlight=False,
+            soft_wrap=True,
+        )
     for skip in rec.skipped:
-        out.print(f"  [dim]skipped {skip.action}: {skip.reason}[/]", highlight=False,
-                  soft_wrap=True)
+        out.print(
+            f"  [dim]skipped {skip.action}: {skip.reason}[/]", highlight=False, soft_wrap=True
+        )
 
 
 def _change(impact: dict[str, Any], key: str) -> str:
@@ -302,8 +375,9 @@ def _with_db(settings: Settings, work: Any) -> Any:
     """Run ``work(pool)`` on a small pool; every expected failure becomes a message + code."""
 
     async def go() -> Any:
-        pool = await db.create_pool(settings.model_copy(update={"db_pool_min": 1,
-                                                                "db_pool_max": 4}), "cli")
+        pool = await db.create_pool(
+            settings.model_copy(update={"db_pool_min": 1, "db_pool_max": 4}), "cli"
+        )
         try:
             return await work(pool)
         finally:
@@ -329,21 +403,33 @@ def recommend_cmd(
     ref = parse_table(table, settings)
     obs: Observed = _with_db(settings, lambda pool: observe(settings, pool, ref, write=False))
     if as_json:
-        print(json.dumps({"table": str(ref), "health": obs.assessment.model_dump(mode="json"),
-                          "recommendation": obs.recommendation.to_json()}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "table": str(ref),
+                    "health": obs.assessment.model_dump(mode="json"),
+                    "recommendation": obs.recommendation.to_json(),
+                },
+                indent=2,
+            )
+        )
     else:
         print_recommendation(obs)
 
 
 def maintain_cmd(
     table: Annotated[str, typer.Argument(help="[CATALOG.]NAMESPACE.TABLE")],
-    actions: Annotated[str | None, typer.Option(
-        help=f"comma-separated, any of: {', '.join(ACTION_NAMES)} "
-             "(default: what `icepack recommend` proposes)")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the SQL, run nothing")]
-    = False,
-    engine: Annotated[str | None, typer.Option(
-        help="local|connect|thrift (overrides ICEPACK_SPARK_ENGINE)")] = None,
+    actions: Annotated[
+        str | None,
+        typer.Option(
+            help=f"comma-separated, any of: {', '.join(ACTION_NAMES)} "
+            "(default: what `icepack recommend` proposes)"
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the SQL, run nothing")] = False,
+    engine: Annotated[
+        str | None, typer.Option(help="local|connect|thrift (overrides ICEPACK_SPARK_ENGINE)")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Maintain one table now, on Spark, bypassing the queue (recorded as a `cli` job)."""
@@ -355,29 +441,42 @@ def maintain_cmd(
         try:  # before the table is inspected or recorded: nothing half-done
             require_spark(settings.spark_engine, "icepack maintain")
         except MissingExtra as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}; or use --dry-run to print "
-                      "the SQL", highlight=False, soft_wrap=True)
+            err.print(
+                f"[bold red]error:[/] {escape(str(exc))}; or use --dry-run to print the SQL",
+                highlight=False,
+                soft_wrap=True,
+            )
             raise typer.Exit(2) from None
     ref = parse_table(table, settings)
 
-    async def work(pool: asyncpg.Pool) -> tuple[Observed, list[Intent], list[Skip], Any,
-                                                  str | None]:
+    async def work(
+        pool: asyncpg.Pool,
+    ) -> tuple[Observed, list[Intent], list[Skip], Any, str | None]:
         obs = await observe(settings, pool, ref, write=not dry_run)
         chosen, skipped = choose_actions(obs, requested)
         location = await check_admitted(settings, pool, obs, chosen) if chosen else None
         if dry_run or not chosen:
             return obs, chosen, skipped, None, location
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                      console=err, disable=as_json) as progress:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=err,
+            disable=as_json,
+        ) as progress:
             ran = await run_maintenance(settings, pool, obs, chosen, progress)
         return obs, chosen, skipped, ran, location
 
     obs, chosen, skipped, ran, location = _with_db(settings, work)
-    result: dict[str, Any] = {"table": str(ref), "actions": intents_json(chosen),
-                              "skipped": [vars(s) for s in skipped]}
+    result: dict[str, Any] = {
+        "table": str(ref),
+        "actions": intents_json(chosen),
+        "skipped": [vars(s) for s in skipped],
+    }
     if dry_run or ran is None:
-        result["sql"] = [s for a in chosen
-                         for s in planned_sql(ref, obs.row["properties"], a, location)]
+        result["sql"] = [
+            s for a in chosen for s in planned_sql(ref, obs.row["properties"], a, location)
+        ]
         if as_json:
             print(json.dumps(result | {"dry_run": dry_run, "job": None}, indent=2))
             return
@@ -390,12 +489,25 @@ def maintain_cmd(
         return
     job, records = ran
     if as_json:
-        print(json.dumps(result | {"job": job.id, "state": job.state.value, "error": job.error,
-                                   "results": [asdict(r) for r in records]},
-                         indent=2, default=str))
+        print(
+            json.dumps(
+                result
+                | {
+                    "job": job.id,
+                    "state": job.state.value,
+                    "error": job.error,
+                    "results": [asdict(r) for r in records],
+                },
+                indent=2,
+                default=str,
+            )
+        )
     else:
-        out.print(f"job {job.id} {job.state.value} ({len(records)} of {len(chosen)} actions; "
-                  f"`icepack job {job.id}` shows the SQL and impact)", highlight=False)
+        out.print(
+            f"job {job.id} {job.state.value} ({len(records)} of {len(chosen)} actions; "
+            f"`icepack job {job.id}` shows the SQL and impact)",
+            highlight=False,
+        )
         if job.error:
             err.print(f"[bold red]failed:[/] {job.error}", highlight=False)
     if job.state.value != "succeeded":

@@ -60,22 +60,55 @@ def token_list(as_json: JsonOpt = False) -> None:
     """Every token, live and revoked (never the secrets)."""
     tokens = run_with_pool(lambda pool: TokenStore(pool).list())
     if as_json:
-        print_json([{"name": t.name, "key_id": t.key_id, "created_at": t.created_at,
-                      "last_used_at": t.last_used_at, "revoked_at": t.revoked_at}
-                     for t in tokens])
+        print_json(
+            [
+                {
+                    "name": t.name,
+                    "key_id": t.key_id,
+                    "created_at": t.created_at,
+                    "last_used_at": t.last_used_at,
+                    "revoked_at": t.revoked_at,
+                }
+                for t in tokens
+            ]
+        )
         return
     table = Table("name", "key id", "created", "last used", "revoked")
     for t in tokens:
-        table.add_row(t.name, t.key_id, _when(t.created_at), _when(t.last_used_at),
-                      _when(t.revoked_at))
+        table.add_row(
+            t.name, t.key_id, _when(t.created_at), _when(t.last_used_at), _when(t.revoked_at)
+        )
     out.print(table)
 
 
-JOB_FIELDS = ("id", "state", "actions", "priority", "attempts", "max_attempts", "trigger",
-              "dedupe_key", "lease_owner", "error", "created_at", "started_at", "finished_at",
-              "cancel_requested_at")
-ACTION_FIELDS = ("action", "state", "procedure", "sql_text", "output", "impact", "error",
-                 "started_at", "finished_at", "duration_ms")
+JOB_FIELDS = (
+    "id",
+    "state",
+    "actions",
+    "priority",
+    "attempts",
+    "max_attempts",
+    "trigger",
+    "dedupe_key",
+    "lease_owner",
+    "error",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "cancel_requested_at",
+)
+ACTION_FIELDS = (
+    "action",
+    "state",
+    "procedure",
+    "sql_text",
+    "output",
+    "impact",
+    "error",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+)
 
 
 def _job_json(row: asyncpg.Record) -> dict[str, Any]:
@@ -85,15 +118,17 @@ def _job_json(row: asyncpg.Record) -> dict[str, Any]:
 
 
 def jobs(
-    state: Annotated[str | None, typer.Option(help="queued|running|succeeded|failed|cancelled")]
-    = None,
+    state: Annotated[
+        str | None, typer.Option(help="queued|running|succeeded|failed|cancelled")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
     as_json: JsonOpt = False,
 ) -> None:
     """Jobs, newest first."""
     if state is not None and state not in {s.value for s in JobState}:
-        err.print(f"[bold red]error:[/] --state must be one of "
-                  f"{', '.join(s.value for s in JobState)}")
+        err.print(
+            f"[bold red]error:[/] --state must be one of {', '.join(s.value for s in JobState)}"
+        )
         raise typer.Exit(2)
     rows = run_with_pool(lambda pool: pool.fetch(load_query("job_page"), state, None, None, limit))
     if as_json:
@@ -105,14 +140,22 @@ def jobs(
     table = Table("id", "state", "table", "actions", "trigger", "attempts", "created", "error")
     for r in rows:
         actions = ", ".join(str(a.get("action")) for a in r["actions"])
-        table.add_row(str(r["id"]), r["state"], _table_name(r), actions, r["trigger"],
-                      f"{r['attempts']}/{r['max_attempts']}", _when(r["created_at"]),
-                      (r["error"] or "")[:60])
+        table.add_row(
+            str(r["id"]),
+            r["state"],
+            _table_name(r),
+            actions,
+            r["trigger"],
+            f"{r['attempts']}/{r['max_attempts']}",
+            _when(r["created_at"]),
+            (r["error"] or "")[:60],
+        )
     out.print(table)
 
 
-def job(job_id: Annotated[int, typer.Argument(min=1, help="job id")], as_json: JsonOpt = False
-        ) -> None:
+def job(
+    job_id: Annotated[int, typer.Argument(min=1, help="job id")], as_json: JsonOpt = False
+) -> None:
     """One job with the actions it ran, their SQL and impact."""
 
     async def fetch(pool: asyncpg.Pool) -> tuple[Any, list[Any]]:
@@ -124,25 +167,39 @@ def job(job_id: Annotated[int, typer.Argument(min=1, help="job id")], as_json: J
     if row is None:
         err.print(f"[bold red]error:[/] no job with id {job_id}")
         raise typer.Exit(1)
-    detail = _job_json(row) | {"table_hold": row["table_hold"], "job_actions": [
-        {k: a[k] for k in ACTION_FIELDS}
-        | {"safety": action_safety(a["action"], a["state"], a["output"], a["impact"])}
-        for a in actions]}
+    detail = _job_json(row) | {
+        "table_hold": row["table_hold"],
+        "job_actions": [
+            {k: a[k] for k in ACTION_FIELDS}
+            | {"safety": action_safety(a["action"], a["state"], a["output"], a["impact"])}
+            for a in actions
+        ],
+    }
     if as_json:
         print_json(detail)
         return
-    out.print(f"[bold]job {row['id']}[/] {row['state']}  table {_table_name(row)}  "
-              f"trigger {row['trigger']}  attempts {row['attempts']}/{row['max_attempts']}")
+    out.print(
+        f"[bold]job {row['id']}[/] {row['state']}  table {_table_name(row)}  "
+        f"trigger {row['trigger']}  attempts {row['attempts']}/{row['max_attempts']}"
+    )
     if row["error"]:
         out.print(f"[red]error:[/] {escape(row['error'])}", highlight=False)
     if row["table_hold"]:
         reason = escape(str(row["table_hold"].get("reason")))
-        out.print(f"[red]table on hold:[/] {reason} (no automatic maintenance until an "
-                  "operator releases the hold)", highlight=False)
+        out.print(
+            f"[red]table on hold:[/] {reason} (no automatic maintenance until an "
+            "operator releases the hold)",
+            highlight=False,
+        )
     table = Table("action", "state", "ms", "sql", "impact")
     for a in actions:
-        table.add_row(a["action"], a["state"], str(a["duration_ms"]), a["sql_text"] or "",
-                      _impact_text(a["impact"]))
+        table.add_row(
+            a["action"],
+            a["state"],
+            str(a["duration_ms"]),
+            a["sql_text"] or "",
+            _impact_text(a["impact"]),
+        )
     out.print(table if actions else "no actions run yet")
     for a in detail["job_actions"]:
         for line in safety_lines(a["action"], a["safety"]):
@@ -157,10 +214,11 @@ def _impact_text(impact: dict[str, Any] | None) -> str:
     before, after = impact.get("before") or {}, impact.get("after") or {}
     if not isinstance(before, dict) or not isinstance(after, dict):
         return json.dumps(impact)
-    return "\n".join(f"{k.replace('_', ' ')} {before.get(k)} -> {after.get(k)}"
-                     for k in dict.fromkeys([*before, *after])
-                     if k not in ("record_count", "delete_record_count")
-                     and before.get(k) != after.get(k))
+    return "\n".join(
+        f"{k.replace('_', ' ')} {before.get(k)} -> {after.get(k)}"
+        for k in dict.fromkeys([*before, *after])
+        if k not in ("record_count", "delete_record_count") and before.get(k) != after.get(k)
+    )
 
 
 def safety_lines(action: str, safety: dict[str, Any]) -> list[str]:
@@ -170,39 +228,57 @@ def safety_lines(action: str, safety: dict[str, Any]) -> list[str]:
     lines = [f"{action}: {safety['verdict'].replace('_', ' ')} - {safety['summary']}"]
     live, stored = safety["live_rows"], safety["stored_rows"]
     if live["before"] is not None or live["after"] is not None:
-        how = ("verified by scanning both snapshots" if live["source"] == "verification"
-               else "from metadata, not scanned")
+        how = (
+            "verified by scanning both snapshots"
+            if live["source"] == "verification"
+            else "from metadata, not scanned"
+        )
         change = "unchanged" if live["before"] == live["after"] else "CHANGED"
         lines.append(f"  live rows    {live['before']} -> {live['after']}  {change} ({how})")
     if stored["before"] is not None or stored["after"] is not None:
         removed = safety["deleted_rows_removed"]
         note = f"  {removed} deleted rows physically removed" if removed else ""
-        lines.append(f"  stored rows  {stored['before']} -> {stored['after']}  "
-                     f"(incl. deleted){note}")
+        lines.append(
+            f"  stored rows  {stored['before']} -> {stored['after']}  (incl. deleted){note}"
+        )
     if safety["delete_files_applied"]:
         lines.append(f"  delete files applied: {safety['delete_files_applied']}")
     for r in safety["snapshots"]:
-        checksum = (f", checksum {r['checksum_before']} -> {r['checksum_after']}"
-                    if r["checksum_before"] is not None or r["checksum_after"] is not None
-                    else "")
+        checksum = (
+            f", checksum {r['checksum_before']} -> {r['checksum_after']}"
+            if r["checksum_before"] is not None or r["checksum_after"] is not None
+            else ""
+        )
         how = "start vs. newest (whole chain)" if r["checked"] == "chain" else "against its parent"
-        rolled = ("" if r["rolled_back"] is None
-                  else ", rolled back" if r["rolled_back"] else ", NOT rolled back")
-        lines.append(f"  snapshot {r['snapshot_id']} (parent {r['parent_id']}): rows "
-                     f"{r['rows_before']} -> {r['rows_after']}{checksum}; checked {how}{rolled}")
+        rolled = (
+            ""
+            if r["rolled_back"] is None
+            else ", rolled back"
+            if r["rolled_back"]
+            else ", NOT rolled back"
+        )
+        lines.append(
+            f"  snapshot {r['snapshot_id']} (parent {r['parent_id']}): rows "
+            f"{r['rows_before']} -> {r['rows_after']}{checksum}; checked {how}{rolled}"
+        )
     return lines
 
 
 def _event_json(row: asyncpg.Record) -> dict[str, Any]:
-    return {"id": row["id"], "topic": row["topic"], "created_at": row["created_at"],
-            "table": None if row["catalog"] is None else _table_name(row),
-            "payload": row["payload"]}
+    return {
+        "id": row["id"],
+        "topic": row["topic"],
+        "created_at": row["created_at"],
+        "table": None if row["catalog"] is None else _table_name(row),
+        "payload": row["payload"],
+    }
 
 
 def events(
     topic: Annotated[str | None, typer.Option(help="only this topic, e.g. job.finished")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new events")]
-    = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="keep printing new events")
+    ] = False,
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
     as_json: JsonOpt = False,
 ) -> None:
@@ -213,12 +289,13 @@ def events(
             if as_json:
                 print(json.dumps(_event_json(r), default=json_default))
             else:
-                out.print(f"{r['id']:>8}  {_when(r['created_at'])}  [bold]{r['topic']}[/]  "
-                          f"{_table_name(r)}  {json.dumps(r['payload'])}")
+                out.print(
+                    f"{r['id']:>8}  {_when(r['created_at'])}  [bold]{r['topic']}[/]  "
+                    f"{_table_name(r)}  {json.dumps(r['payload'])}"
+                )
 
     async def tail(pool: asyncpg.Pool) -> None:
-        rows = list(reversed(await pool.fetch(load_query("event_page"), topic, None, None,
-                                              limit)))
+        rows = list(reversed(await pool.fetch(load_query("event_page"), topic, None, None, limit)))
         show(rows)
         last = rows[-1]["id"] if rows else 0
         while follow:

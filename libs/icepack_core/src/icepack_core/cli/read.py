@@ -43,7 +43,8 @@ def parse_table(name: str, settings: Settings) -> TableRef:
         return TableRef(catalogs[0], join_namespace(parts[:-1]), parts[-1])
     raise typer.BadParameter(
         f"{name!r}: use CATALOG.NAMESPACE.TABLE (catalogs: {', '.join(catalogs)})"
-        if len(catalogs) > 1 else f"{name!r}: use NAMESPACE.TABLE or CATALOG.NAMESPACE.TABLE",
+        if len(catalogs) > 1
+        else f"{name!r}: use NAMESPACE.TABLE or CATALOG.NAMESPACE.TABLE",
         param_hint="TABLE",
     )
 
@@ -57,8 +58,9 @@ def _fail(message: str, as_json: bool) -> typer.Exit:
 
 
 def _print_status(status: TableStatus) -> None:
-    grid = RichTable(title=f"{status.catalog}.{status.namespace}.{status.table}".strip("."),
-                     show_header=False)
+    grid = RichTable(
+        title=f"{status.catalog}.{status.namespace}.{status.table}".strip("."), show_header=False
+    )
     for key, value in status.model_dump().items():
         grid.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
     out.print(grid)
@@ -70,7 +72,8 @@ def _assessment_json(ref: str, assessment: Assessment) -> dict[str, Any]:
 
 def _print_health(ref: str, assessment: Assessment) -> None:
     colour = {"healthy": "green", "warning": "yellow", "critical": "red"}.get(
-        assessment.health.value, "magenta")
+        assessment.health.value, "magenta"
+    )
     out.print(f"{ref}: [{colour}]{assessment.health.value}[/] score {assessment.score}")
     for issue in assessment.issues:
         out.print(f"  {issue.severity:8} {issue.code}: {issue.message}", highlight=False)
@@ -78,7 +81,6 @@ def _print_health(ref: str, assessment: Assessment) -> None:
 
 async def _inspect(settings: Settings, ref: TableRef) -> TableStatus:
     return await Inspector(settings, cache=MemoryManifestCache()).inspect(ref)
-
 
 
 def tables(as_json: JsonOpt = False) -> None:
@@ -100,26 +102,38 @@ def tables(as_json: JsonOpt = False) -> None:
 
     listed, errors = asyncio.run(go())
     if as_json:
-        out.print_json(json.dumps({
-            "tables": [{"catalog": t.ref.catalog, "namespace": t.ref.namespace,
-                        "table": t.ref.name, "metadata_location": t.metadata_location}
-                       for t in listed],
-            "errors": errors}))
+        out.print_json(
+            json.dumps(
+                {
+                    "tables": [
+                        {
+                            "catalog": t.ref.catalog,
+                            "namespace": t.ref.namespace,
+                            "table": t.ref.name,
+                            "metadata_location": t.metadata_location,
+                        }
+                        for t in listed
+                    ],
+                    "errors": errors,
+                }
+            )
+        )
     else:
         grid = RichTable("catalog", "namespace", "table", "metadata location")
         for t in listed:
-            grid.add_row(t.ref.catalog, t.ref.namespace, t.ref.name,
-                         t.metadata_location or "?")
+            grid.add_row(t.ref.catalog, t.ref.namespace, t.ref.name, t.metadata_location or "?")
         out.print(grid)
         for name, error in errors.items():
             err.print(f"[bold red]catalog {name} failed:[/] {error}", highlight=False)
     if errors:
         raise typer.Exit(1)
 
+
 def status(
     table: Annotated[str | None, typer.Argument(help="[CATALOG.]NAMESPACE.TABLE")] = None,
-    metadata_location: Annotated[str | None, typer.Option(
-        help="inspect a metadata JSON file directly, with no catalog")] = None,
+    metadata_location: Annotated[
+        str | None, typer.Option(help="inspect a metadata JSON file directly, with no catalog")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print a table's TableStatus metrics (docs/table-status.md)."""
@@ -139,10 +153,10 @@ def status(
     else:
         _print_status(status)
 
+
 def health(
     table: Annotated[str | None, typer.Argument(help="[CATALOG.]NAMESPACE.TABLE")] = None,
-    all_tables: Annotated[bool, typer.Option("--all", help="every table of every catalog")]
-    = False,
+    all_tables: Annotated[bool, typer.Option("--all", help="every table of every catalog")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Assess a table's health (or every table's with --all)."""
@@ -164,8 +178,9 @@ def health(
         return
     results, errors = asyncio.run(_health_all(settings, quiet=as_json))
     if as_json:
-        out.print_json(json.dumps({"tables": [_assessment_json(r, a) for r, a in results],
-                                   "errors": errors}))
+        out.print_json(
+            json.dumps({"tables": [_assessment_json(r, a) for r, a in results], "errors": errors})
+        )
     else:
         for ref_name, assessment in results:
             _print_health(ref_name, assessment)
@@ -189,8 +204,15 @@ async def _health_all(
         except Exception as exc:
             errors[cfg.name] = f"{type(exc).__name__}: {exc}"
     results: list[tuple[str, Assessment]] = []
-    with Progress(TextColumn("inspecting"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, disable=quiet, transient=True) as progress:
+    with Progress(
+        TextColumn("inspecting"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet,
+        transient=True,
+    ) as progress:
         task = progress.add_task("tables", total=len(refs))
         for ref in refs:
             try:

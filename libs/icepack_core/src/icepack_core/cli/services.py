@@ -78,8 +78,10 @@ def service(
 
 
 def up(
-    services: Annotated[list[str] | None, typer.Option("--service", "-s",
-                        help="run only these services (repeatable)")] = None,
+    services: Annotated[
+        list[str] | None,
+        typer.Option("--service", "-s", help="run only these services (repeatable)"),
+    ] = None,
 ) -> None:
     """Run every service locally, each in its own process, until Ctrl-C."""
     from icepack_core.local.stack import run_all
@@ -89,19 +91,26 @@ def up(
         try:  # the executor child would die and be restarted forever: say so once, up front
             require_spark(settings.spark_engine, "icepack up (the executor service)")
         except MissingExtra as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}; or leave the executor out "
-                      "(--service gateway --service discovery ...)", highlight=False,
-                      soft_wrap=True)
+            err.print(
+                f"[bold red]error:[/] {escape(str(exc))}; or leave the executor out "
+                "(--service gateway --service discovery ...)",
+                highlight=False,
+                soft_wrap=True,
+            )
             raise typer.Exit(2) from None
     raise typer.Exit(run_all(settings, services or list(SERVICE_NAMES)))
 
 
 def demo(
     duration: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
-    until_healthy: Annotated[bool, typer.Option(
-        "--until-healthy", help="exit 0 once every demo table is healthy (tests, CI)")] = False,
-    deadline: Annotated[float, typer.Option(
-        help="with --until-healthy: exit 1 if not healthy after this many seconds")] = 900.0,
+    until_healthy: Annotated[
+        bool,
+        typer.Option("--until-healthy", help="exit 0 once every demo table is healthy (tests, CI)"),
+    ] = False,
+    deadline: Annotated[
+        float,
+        typer.Option(help="with --until-healthy: exit 1 if not healthy after this many seconds"),
+    ] = 900.0,
 ) -> None:
     """Run every service on a small demo lake (written with Spark) and watch it heal."""
     from icepack_core.local.stack import run_demo

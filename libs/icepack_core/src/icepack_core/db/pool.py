@@ -33,9 +33,7 @@ def server_settings(settings: Settings, service: str) -> dict[str, str]:
 async def _init_connection(conn: Connection) -> None:
     # jsonb in and out as Python objects: callers never hand-serialise.
     for name in ("json", "jsonb"):
-        await conn.set_type_codec(
-            name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
-        )
+        await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
 async def create_pool(settings: Settings, service: str, **kwargs: Any) -> Pool:

@@ -49,7 +49,10 @@ async def pause(stop: asyncio.Event, seconds: float) -> None:
 
 
 async def survive(
-    round_: Callable[[], Awaitable[None]], stop: asyncio.Event, log: Any, what: str,
+    round_: Callable[[], Awaitable[None]],
+    stop: asyncio.Event,
+    log: Any,
+    what: str,
     pause_seconds: float = 1.0,
 ) -> None:
     """Run one round of a service loop; log whatever it raises and pause, never raise.
@@ -86,13 +89,18 @@ async def retry_db(
     def log_retry(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome is not None else None
         wait = state.next_action.sleep if state.next_action is not None else None
-        log.warning(f"{what}.db_unavailable", error=f"{type(error).__name__}: {error}",
-                    attempt=state.attempt_number, retry_in=round(wait or 0.0, 2))
+        log.warning(
+            f"{what}.db_unavailable",
+            error=f"{type(error).__name__}: {error}",
+            attempt=state.attempt_number,
+            retry_in=round(wait or 0.0, 2),
+        )
 
     retrying = AsyncRetrying(
         retry=retry_if_exception_type(TRANSIENT_DB_ERRORS),
-        wait=wait_exponential_jitter(multiplier=RETRY_INITIAL_SECONDS, max=max_wait,
-                                     jitter=RETRY_INITIAL_SECONDS),
+        wait=wait_exponential_jitter(
+            multiplier=RETRY_INITIAL_SECONDS, max=max_wait, jitter=RETRY_INITIAL_SECONDS
+        ),
         stop=lambda _state: stop.is_set(),
         sleep=lambda seconds: pause(stop, seconds),
         before_sleep=log_retry,

@@ -37,23 +37,29 @@ IDLE_SECONDS = 5.0  # a missed wake-up costs at most this
 log = structlog.get_logger("icepack.discovery.hints")
 
 
-async def record_hint(conn: Conn, catalog: str, levels: tuple[str, ...],
-                      name: str, metadata_location: str | None) -> tuple[bool, int]:
+async def record_hint(
+    conn: Conn, catalog: str, levels: tuple[str, ...], name: str, metadata_location: str | None
+) -> tuple[bool, int]:
     """Record a pushed change in the caller's transaction; returns (new row, times received)."""
     namespace = join_namespace(levels)
-    row = await conn.fetchrow(load_query("catalog_hint_upsert"), catalog, namespace, name,
-                              metadata_location)
+    row = await conn.fetchrow(
+        load_query("catalog_hint_upsert"), catalog, namespace, name, metadata_location
+    )
     assert row is not None
-    await publish(conn, Topic.CATALOG_HINTED, payload={
-        "catalog": catalog, "namespace": namespace, "table": name})
+    await publish(
+        conn,
+        Topic.CATALOG_HINTED,
+        payload={"catalog": catalog, "namespace": namespace, "table": name},
+    )
     return bool(row["created"]), int(row["received_count"])
 
 
 class HintConsumer:
     """Applies recorded hints for the catalogs in ``configs``."""
 
-    def __init__(self, pool: asyncpg.Pool, catalogs: CatalogSet,
-                 configs: Mapping[str, CatalogConfig]) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, catalogs: CatalogSet, configs: Mapping[str, CatalogConfig]
+    ) -> None:
         self.pool = pool
         self.catalogs = catalogs
         self.configs = dict(configs)
@@ -72,8 +78,9 @@ class HintConsumer:
                 log.warning("discovery.hints_failed", error=redact_text(f"{exc!r}"))
             waiters = {asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())}
             try:
-                await asyncio.wait(waiters, timeout=IDLE_SECONDS,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    waiters, timeout=IDLE_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                )
             finally:
                 for waiter in waiters:
                     waiter.cancel()
@@ -84,8 +91,9 @@ class HintConsumer:
         """Handle every due hint; returns how many were handled."""
         handled = 0
         while True:
-            hints = await self.pool.fetch(load_query("catalog_hint_claim"), CLAIM_BATCH,
-                                          CLAIM_SECONDS)
+            hints = await self.pool.fetch(
+                load_query("catalog_hint_claim"), CLAIM_BATCH, CLAIM_SECONDS
+            )
             if not hints:
                 return handled
             for hint in hints:
@@ -101,19 +109,24 @@ class HintConsumer:
             return
         try:
             if not await self._already_known(hint):
-                await refresh_table(self.pool, self.catalogs, cfg, split_namespace(key[1]),
-                                    key[2])
+                await refresh_table(self.pool, self.catalogs, cfg, split_namespace(key[1]), key[2])
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             error = redact_text(f"{type(exc).__name__}: {exc}")[:2000]
             if hint["attempts"] >= MAX_ATTEMPTS:
-                log.warning("discovery.hint_given_up", catalog=key[0], table=f"{key[1]}.{key[2]}",
-                            attempts=hint["attempts"], error=error)
+                log.warning(
+                    "discovery.hint_given_up",
+                    catalog=key[0],
+                    table=f"{key[1]}.{key[2]}",
+                    attempts=hint["attempts"],
+                    error=error,
+                )
                 await self.pool.execute(load_query("catalog_hint_drop"), *key)
             else:
-                await self.pool.execute(load_query("catalog_hint_failed"), *key,
-                                        RETRY_SECONDS * hint["attempts"], error)
+                await self.pool.execute(
+                    load_query("catalog_hint_failed"), *key, RETRY_SECONDS * hint["attempts"], error
+                )
             return
         await self.pool.execute(load_query("catalog_hint_done"), *key, hint["received_at"])
         self.applied += 1
@@ -122,10 +135,14 @@ class HintConsumer:
         """Whether the hint names the metadata location Icepack already has for a live table."""
         if hint["metadata_location"] is None:
             return False
-        row = await self.pool.fetchrow(load_query("table_get_by_name"), hint["catalog"],
-                                       hint["namespace"], hint["name"])
-        known = (row is not None and row["dropped_at"] is None
-                 and row["metadata_location"] == hint["metadata_location"])
+        row = await self.pool.fetchrow(
+            load_query("table_get_by_name"), hint["catalog"], hint["namespace"], hint["name"]
+        )
+        known = (
+            row is not None
+            and row["dropped_at"] is None
+            and row["metadata_location"] == hint["metadata_location"]
+        )
         if known:
             self.loads_saved += 1
         return known

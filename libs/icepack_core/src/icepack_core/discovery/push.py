@@ -88,9 +88,12 @@ def parse_change(payload: str) -> PushedChange | None:
         if data.get("overflow"):
             return PushedChange(catalog=str(data["catalog"]), overflow=True)
         return PushedChange(
-            catalog=str(data["catalog"]), namespace=str(data["namespace"]),
-            table=str(data["table"]), metadata_location=data.get("metadata_location"),
-            dropped=data.get("op") == "DELETE")
+            catalog=str(data["catalog"]),
+            namespace=str(data["namespace"]),
+            table=str(data["table"]),
+            metadata_location=data.get("metadata_location"),
+            dropped=data.get("op") == "DELETE",
+        )
     except (ValueError, TypeError, KeyError, AttributeError):
         log.warning("discovery.push_malformed", payload=payload[:200])
         return None
@@ -106,22 +109,31 @@ def catalog_dsn(cfg: CatalogConfig) -> str:
 class CatalogWatcher:
     """LISTENs for pushed commits of one SQL catalog and refreshes the tables they name."""
 
-    def __init__(self, pool: asyncpg.Pool, catalogs: CatalogSet, cfg: CatalogConfig,
-                 timeout: float = CATALOG_TIMEOUT_SECONDS, liveness_interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        catalogs: CatalogSet,
+        cfg: CatalogConfig,
+        timeout: float = CATALOG_TIMEOUT_SECONDS,
+        liveness_interval: float = 5.0,
+    ) -> None:
         self.pool = pool
         self.catalogs = catalogs
         self.cfg = cfg
         self.timeout = timeout
         self.pending: list[str] = []
-        self.listener = Listener(self._connect, liveness_interval, channel=CHANNEL,
-                                 on_payload=self.pending.append)
+        self.listener = Listener(
+            self._connect, liveness_interval, channel=CHANNEL, on_payload=self.pending.append
+        )
         self.applied = 0  # pushed changes applied so far (tests and logs)
         self.catch_ups = 0  # whole-catalog refreshes after a (re)connect or an overflow
 
     async def _connect(self) -> asyncpg.Connection:
         conn: asyncpg.Connection = await asyncpg.connect(
-            catalog_dsn(self.cfg), timeout=10,
-            server_settings={"application_name": APPLICATION_NAME})
+            catalog_dsn(self.cfg),
+            timeout=10,
+            server_settings={"application_name": APPLICATION_NAME},
+        )
         try:
             # The catalog creates iceberg_tables on first use: make sure it exists first.
             await self.catalogs.get(self.cfg.name)
@@ -155,8 +167,11 @@ class CatalogWatcher:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # one bad round never stops discovery
-                    log.exception("discovery.push_failed", catalog=self.cfg.name,
-                                  error=redact_text(f"{type(exc).__name__}: {exc}"))
+                    log.exception(
+                        "discovery.push_failed",
+                        catalog=self.cfg.name,
+                        error=redact_text(f"{type(exc).__name__}: {exc}"),
+                    )
         finally:
             stop_wait.cancel()
             listening.cancel()
@@ -166,12 +181,19 @@ class CatalogWatcher:
     async def _catch_up(self, why: str) -> None:
         self.catch_ups += 1
         result = await refresh_catalog(self.pool, self.catalogs, self.cfg, self.timeout)
-        log.info("discovery.push_catch_up", catalog=self.cfg.name, why=why,
-                 discovered=result.discovered, changed=result.changed, dropped=result.dropped)
+        log.info(
+            "discovery.push_catch_up",
+            catalog=self.cfg.name,
+            why=why,
+            discovered=result.discovered,
+            changed=result.changed,
+            dropped=result.dropped,
+        )
 
     async def _apply(self, payloads: list[str]) -> None:
-        changes = [c for p in payloads if (c := parse_change(p)) is not None
-                   and c.catalog == self.cfg.name]
+        changes = [
+            c for p in payloads if (c := parse_change(p)) is not None and c.catalog == self.cfg.name
+        ]
         if any(c.overflow for c in changes):
             await self._catch_up("overflow")
             return
@@ -179,6 +201,12 @@ class CatalogWatcher:
             levels = tuple(change.namespace.split("."))  # the SQL catalog's own key
             if not table_selected(self.cfg, join_namespace(levels), change.table):
                 continue
-            await apply_change(self.pool, self.cfg, levels, change.table,
-                               change.metadata_location, dropped=change.dropped)
+            await apply_change(
+                self.pool,
+                self.cfg,
+                levels,
+                change.table,
+                change.metadata_location,
+                dropped=change.dropped,
+            )
             self.applied += 1

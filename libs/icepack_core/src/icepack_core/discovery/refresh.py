@@ -83,14 +83,23 @@ class DiscoveryResult:
 
 
 async def _announce(
-    conn: asyncpg.Connection, topic: Topic, catalog: str, key: tuple[str, str], table_id: int,
+    conn: asyncpg.Connection,
+    topic: Topic,
+    catalog: str,
+    key: tuple[str, str],
+    table_id: int,
     payload: dict[str, Any] | None = None,
 ) -> None:
     """Publish one table event as the root span of that table's trace (discovery starts it)."""
     with tracer().start_as_current_span(
-        f"discovery {topic}", kind=SpanKind.PRODUCER,
-        attributes={"icepack.catalog": catalog, "icepack.namespace": key[0],
-                    "icepack.table": key[1], "icepack.table_id": table_id},
+        f"discovery {topic}",
+        kind=SpanKind.PRODUCER,
+        attributes={
+            "icepack.catalog": catalog,
+            "icepack.namespace": key[0],
+            "icepack.table": key[1],
+            "icepack.table_id": table_id,
+        },
     ):
         await publish(conn, topic, table_id=table_id, payload=payload)
 
@@ -127,8 +136,10 @@ async def _apply(
 ) -> CatalogResult:
     result = CatalogResult(cfg.name, tables=len(listed))
     await conn.execute(load_query("table_lock_catalog"), cfg.name)
-    known = {(r["namespace"], r["name"]): r
-             for r in await conn.fetch(load_query("table_list_catalog"), cfg.name)}
+    known = {
+        (r["namespace"], r["name"]): r
+        for r in await conn.fetch(load_query("table_list_catalog"), cfg.name)
+    }
     seen_unchanged: list[int] = []
     seen_keys: set[tuple[str, str]] = set()
     for item in listed:
@@ -151,44 +162,60 @@ async def _apply(
             log.warning("discovery.table_skipped", catalog=cfg.name, table=label, reason=reason)
     if seen_unchanged:
         await conn.execute(load_query("table_touch_seen"), seen_unchanged)
-    missing = {r["id"]: k for k, r in known.items()
-               if k not in seen_keys and r["dropped_at"] is None}
+    missing = {
+        r["id"]: k for k, r in known.items() if k not in seen_keys and r["dropped_at"] is None
+    }
     if missing:
         for dropped in await conn.fetch(load_query("table_mark_dropped"), list(missing)):
-            await _announce(conn, Topic.TABLE_DROPPED, cfg.name, missing[dropped["id"]],
-                            dropped["id"])
+            await _announce(
+                conn, Topic.TABLE_DROPPED, cfg.name, missing[dropped["id"]], dropped["id"]
+            )
             result.dropped += 1
     await conn.execute(load_query("catalog_status_ok"), cfg.name, len(listed), result.skipped)
     return result
 
 
 async def _apply_one(
-    conn: asyncpg.Connection, cfg: CatalogConfig, item: ListedTable,
-    row: asyncpg.Record | None, result: CatalogResult,
+    conn: asyncpg.Connection,
+    cfg: CatalogConfig,
+    item: ListedTable,
+    row: asyncpg.Record | None,
+    result: CatalogResult,
 ) -> int | None:
     """Record one listed table; returns its id when it is known and unchanged."""
     key = (item.ref.namespace, item.ref.name)
     payload: dict[str, Any] = {"metadata_location": item.metadata_location}
     if row is None:
         table_id = await conn.fetchval(
-            load_query("table_insert"), cfg.name, key[0], key[1],
-            item.metadata_location, item.properties,
+            load_query("table_insert"),
+            cfg.name,
+            key[0],
+            key[1],
+            item.metadata_location,
+            item.properties,
         )
         await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, table_id, payload)
         result.discovered += 1
     elif row["dropped_at"] is not None:
-        await conn.execute(load_query("table_update_seen"), row["id"],
-                           item.metadata_location, item.properties)
-        await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, row["id"],
-                        {**payload, "reappeared": True})
+        await conn.execute(
+            load_query("table_update_seen"), row["id"], item.metadata_location, item.properties
+        )
+        await _announce(
+            conn, Topic.TABLE_DISCOVERED, cfg.name, key, row["id"], {**payload, "reappeared": True}
+        )
         result.discovered += 1
-    elif item.metadata_location is not None and item.metadata_location != row[
-        "metadata_location"
-    ]:
-        await conn.execute(load_query("table_update_seen"), row["id"],
-                           item.metadata_location, item.properties)
-        await _announce(conn, Topic.TABLE_CHANGED, cfg.name, key, row["id"], {
-            **payload, "previous_metadata_location": row["metadata_location"]})
+    elif item.metadata_location is not None and item.metadata_location != row["metadata_location"]:
+        await conn.execute(
+            load_query("table_update_seen"), row["id"], item.metadata_location, item.properties
+        )
+        await _announce(
+            conn,
+            Topic.TABLE_CHANGED,
+            cfg.name,
+            key,
+            row["id"],
+            {**payload, "previous_metadata_location": row["metadata_location"]},
+        )
         result.changed += 1
     else:
         return int(row["id"])
@@ -196,8 +223,13 @@ async def _apply_one(
 
 
 async def apply_change(
-    pool: asyncpg.Pool, cfg: CatalogConfig, levels: tuple[str, ...], name: str,
-    metadata_location: str | None, *, dropped: bool = False,
+    pool: asyncpg.Pool,
+    cfg: CatalogConfig,
+    levels: tuple[str, ...],
+    name: str,
+    metadata_location: str | None,
+    *,
+    dropped: bool = False,
     properties: dict[str, Any] | None = None,
 ) -> CatalogResult:
     """Refresh one table of ``cfg`` from a pushed change, exactly as a poll that listed it
@@ -235,7 +267,10 @@ async def apply_change(
 
 
 async def refresh_table(
-    pool: asyncpg.Pool, catalogs: CatalogSet, cfg: CatalogConfig, levels: tuple[str, ...],
+    pool: asyncpg.Pool,
+    catalogs: CatalogSet,
+    cfg: CatalogConfig,
+    levels: tuple[str, ...],
     name: str,
 ) -> CatalogResult:
     """Load one named table from its catalog and record what it is now (a targeted refresh: no
@@ -256,8 +291,9 @@ async def refresh_table(
     except NoSuchTableError:
         return await apply_change(pool, cfg, levels, name, None, dropped=True)
     properties = dict(table.metadata.properties) if cfg.type != "sql" else {}
-    return await apply_change(pool, cfg, levels, name, table.metadata_location,
-                              properties=properties)
+    return await apply_change(
+        pool, cfg, levels, name, table.metadata_location, properties=properties
+    )
 
 
 async def refresh_catalog(
@@ -285,8 +321,14 @@ async def refresh_catalog(
         return CatalogResult(cfg.name, error=error)
     async with pool.acquire() as raw, raw.transaction():
         result = await _apply(cast(asyncpg.Connection, raw), cfg, listed)
-    log.info("discovery.catalog_refreshed", catalog=cfg.name, tables=result.tables,
-             discovered=result.discovered, changed=result.changed, dropped=result.dropped)
+    log.info(
+        "discovery.catalog_refreshed",
+        catalog=cfg.name,
+        tables=result.tables,
+        discovered=result.discovered,
+        changed=result.changed,
+        dropped=result.dropped,
+    )
     return result
 
 

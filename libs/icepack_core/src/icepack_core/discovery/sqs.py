@@ -121,8 +121,13 @@ def _s3_hints(records: list[Any]) -> list[Hint]:
 class SqsWatcher:
     """Consumes one catalog's SQS queue until stopped; see the module docstring for the rules."""
 
-    def __init__(self, pool: asyncpg.Pool, catalogs: CatalogSet, cfg: CatalogConfig,
-                 wait_seconds: int = WAIT_SECONDS) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        catalogs: CatalogSet,
+        cfg: CatalogConfig,
+        wait_seconds: int = WAIT_SECONDS,
+    ) -> None:
         assert cfg.sqs_queue_url is not None
         self.pool = pool
         self.catalogs = catalogs
@@ -138,24 +143,32 @@ class SqsWatcher:
         backoff = 1.0
         while not stop.is_set():
             try:
-                async with session.create_client("sqs", region_name=self.cfg.region,
-                                                 endpoint_url=self.cfg.sqs_endpoint) as sqs:
+                async with session.create_client(
+                    "sqs", region_name=self.cfg.region, endpoint_url=self.cfg.sqs_endpoint
+                ) as sqs:
                     while not stop.is_set():
                         await self._receive_once(sqs, stop)
                         backoff = 1.0
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the queue is unreachable: wait, then try again
-                log.warning("discovery.sqs_unavailable", catalog=self.cfg.name,
-                            error=redact_text(f"{type(exc).__name__}: {exc}"), retry_in=backoff)
+                log.warning(
+                    "discovery.sqs_unavailable",
+                    catalog=self.cfg.name,
+                    error=redact_text(f"{type(exc).__name__}: {exc}"),
+                    retry_in=backoff,
+                )
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=backoff)
                 except TimeoutError:
                     backoff = min(backoff * 2, 60.0)
 
     async def _receive_once(self, sqs: Any, stop: asyncio.Event) -> None:
-        receive = asyncio.ensure_future(sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=self.wait_seconds))
+        receive = asyncio.ensure_future(
+            sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=self.wait_seconds
+            )
+        )
         stopping = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait({receive, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -174,14 +187,20 @@ class SqsWatcher:
             done = await self._apply(parse_message(message.get("Body", "")))
         except Exception as exc:  # poison or failed: the queue's redrive policy takes over
             self.left += 1
-            log.warning("discovery.sqs_message_left", catalog=self.cfg.name,
-                        message_id=message_id, error=redact_text(f"{type(exc).__name__}: {exc}"))
+            log.warning(
+                "discovery.sqs_message_left",
+                catalog=self.cfg.name,
+                message_id=message_id,
+                error=redact_text(f"{type(exc).__name__}: {exc}"),
+            )
             return
         if not done:  # ran ahead of its commit: look again shortly
             self.left += 1
-            await sqs.change_message_visibility(QueueUrl=self.queue_url,
-                                                ReceiptHandle=message["ReceiptHandle"],
-                                                VisibilityTimeout=RETRY_SECONDS)
+            await sqs.change_message_visibility(
+                QueueUrl=self.queue_url,
+                ReceiptHandle=message["ReceiptHandle"],
+                VisibilityTimeout=RETRY_SECONDS,
+            )
             return
         await sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
         self.deleted += 1
@@ -203,8 +222,9 @@ class SqsWatcher:
             await refresh_table(self.pool, self.catalogs, self.cfg, hint.levels, hint.name)
 
     async def _refresh_for_file(self, location: str) -> bool:
-        rows = await self.pool.fetch(load_query("table_find_by_metadata_dir"), self.cfg.name,
-                                     location)
+        rows = await self.pool.fetch(
+            load_query("table_find_by_metadata_dir"), self.cfg.name, location
+        )
         if not rows:  # a table discovery does not know yet: only a listing can name it
             await refresh_catalog(self.pool, self.catalogs, self.cfg)
             return True

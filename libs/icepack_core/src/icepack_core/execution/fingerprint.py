@@ -49,17 +49,23 @@ class SparkType:
 
     @property
     def has_map(self) -> bool:
-        return self.name == "MAP" or any(a.has_map for a in self.args) \
+        return (
+            self.name == "MAP"
+            or any(a.has_map for a in self.args)
             or any(t.has_map for _, t in self.fields)
+        )
 
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<space>\s+)
   | (?P<quoted>`(?:[^`]|``)*`)
   | (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
   | (?P<word>[A-Za-z0-9_.\-]+)
   | (?P<punct>[<>(),:=])
-""", re.VERBOSE | re.DOTALL)
+""",
+    re.VERBOSE | re.DOTALL,
+)
 
 
 class _Tokens:
@@ -83,8 +89,9 @@ class _Tokens:
     def take(self, expected: str | None = None) -> tuple[str, str]:
         kind, value = self.peek()
         if kind == "end" or (expected is not None and value.upper() != expected):
-            raise SchemaUnreadable(f"expected {expected or 'a token'}, found {value!r} in "
-                                   f"{self.text[:300]!r}")
+            raise SchemaUnreadable(
+                f"expected {expected or 'a token'}, found {value!r} in {self.text[:300]!r}"
+            )
         self.pos += 1
         return kind, value
 
@@ -194,15 +201,18 @@ def canonical(expr: str, kind: SparkType, depth: int = 0) -> str:
         key, value = kind.args
         entries = f"map_entries({expr})"
         if key.has_map or value.has_map:
-            entries = (f"transform({entries}, {var} -> struct("
-                       f"{canonical(f'{var}.key', key, depth + 1)}, "
-                       f"{canonical(f'{var}.value', value, depth + 1)}))")
+            entries = (
+                f"transform({entries}, {var} -> struct("
+                f"{canonical(f'{var}.key', key, depth + 1)}, "
+                f"{canonical(f'{var}.value', value, depth + 1)}))"
+            )
         return f"array_sort({entries})"
     if kind.name == "ARRAY":
         (element,) = kind.args
         return f"transform({expr}, {var} -> {canonical(var, element, depth + 1)})"
-    parts = [canonical(f"{expr}.{quote_identifier(name)}", field, depth)
-             for name, field in kind.fields]
+    parts = [
+        canonical(f"{expr}.{quote_identifier(name)}", field, depth) for name, field in kind.fields
+    ]
     return f"if({expr} IS NULL, NULL, struct({', '.join(parts)}))"
 
 
@@ -212,8 +222,10 @@ def checksum_expression(columns: list[tuple[str, SparkType]]) -> str:
     for name, kind in columns:
         ident = quote_identifier(name)
         terms += [canonical(ident, kind), f"{ident} IS NULL"]
-    return ("coalesce(sum(cast(xxhash64(" + ", ".join(terms) + ") AS DECIMAL(38,0))), "
-            "CAST(0 AS DECIMAL(38,0)))")
+    return (
+        "coalesce(sum(cast(xxhash64(" + ", ".join(terms) + ") AS DECIMAL(38,0))), "
+        "CAST(0 AS DECIMAL(38,0)))"
+    )
 
 
 def as_int(value: Any) -> int:

@@ -52,9 +52,16 @@ from icepack_core.types import TableRef
 
 log = structlog.get_logger("icepack.maintenance")
 IMPACT_FIELDS = (
-    "data_file_count", "data_file_bytes", "small_file_count", "record_count",
-    "position_delete_file_count", "equality_delete_file_count", "deletion_vector_count",
-    "delete_record_count", "manifest_count", "snapshot_count",
+    "data_file_count",
+    "data_file_bytes",
+    "small_file_count",
+    "record_count",
+    "position_delete_file_count",
+    "equality_delete_file_count",
+    "deletion_vector_count",
+    "delete_record_count",
+    "manifest_count",
+    "snapshot_count",
 )
 # The job action under which a pending rewrite's verification is recorded.
 VERIFY_ACTION = "verify_rewrites"
@@ -62,9 +69,19 @@ VERIFY_ACTION = "verify_rewrites"
 DEFAULT_VERIFY_TIMEOUT_S = 3600.0
 # Failures that will fail again whatever we do (bad SQL, bad arguments, missing table; and
 # Python's own type errors, which a malformed action raises on every attempt).
-PERMANENT_ERRORS = frozenset({"AnalysisException", "ParseException", "IllegalArgumentException",
-                              "NoSuchTableException", "InvalidIdentifier", "PermanentError",
-                              "AttributeError", "TypeError", "KeyError"})
+PERMANENT_ERRORS = frozenset(
+    {
+        "AnalysisException",
+        "ParseException",
+        "IllegalArgumentException",
+        "NoSuchTableException",
+        "InvalidIdentifier",
+        "PermanentError",
+        "AttributeError",
+        "TypeError",
+        "KeyError",
+    }
+)
 
 
 @dataclass
@@ -97,8 +114,12 @@ def _impact(before: TableStatus | None, after: TableStatus | None) -> dict[str, 
     if before is None or after is None:
         return {}
     b, a = before.model_dump(), after.model_dump()
-    return {"before": {k: b[k] for k in IMPACT_FIELDS}, "after": {k: a[k] for k in IMPACT_FIELDS},
-            "snapshot_before": b["current_snapshot_id"], "snapshot_after": a["current_snapshot_id"]}
+    return {
+        "before": {k: b[k] for k in IMPACT_FIELDS},
+        "after": {k: a[k] for k in IMPACT_FIELDS},
+        "snapshot_before": b["current_snapshot_id"],
+        "snapshot_after": a["current_snapshot_id"],
+    }
 
 
 class JobExecution:
@@ -144,9 +165,14 @@ class JobExecution:
             raise PermanentError(f"table {table_id} is unknown or dropped")
         try:
             intents = parse_intents(actions, allow_empty=True)
-            admission = await admit(self.pool, row, intents, now=datetime.now(UTC),
-                                    expiry_min_age_hours=self.expiry_min_age_hours,
-                                    default_cadence_hours=self.default_cadence_hours)
+            admission = await admit(
+                self.pool,
+                row,
+                intents,
+                now=datetime.now(UTC),
+                expiry_min_age_hours=self.expiry_min_age_hours,
+                default_cadence_hours=self.default_cadence_hours,
+            )
         except (ActionRefused, PermanentError) as exc:
             raise PermanentError(f"refused: {exc}") from exc
         return row, intents, admission
@@ -157,13 +183,23 @@ class JobExecution:
         live = None
         if latest is not None:
             status = latest["status"]
-            live = sum(int(status.get(k, 0)) for k in (
-                "data_file_count", "position_delete_file_count", "equality_delete_file_count",
-                "deletion_vector_count", "manifest_count"))
+            live = sum(
+                int(status.get(k, 0))
+                for k in (
+                    "data_file_count",
+                    "position_delete_file_count",
+                    "equality_delete_file_count",
+                    "deletion_vector_count",
+                    "manifest_count",
+                )
+            )
         if config is None:
             return OrphanLimits(live_files=live)
-        return OrphanLimits(max_files=config.max_orphan_files,
-                            max_fraction=config.max_orphan_fraction, live_files=live)
+        return OrphanLimits(
+            max_files=config.max_orphan_files,
+            max_fraction=config.max_orphan_fraction,
+            live_files=live,
+        )
 
     async def _status(self, ref: TableRef) -> TableStatus | None:
         try:
@@ -173,8 +209,12 @@ class JobExecution:
             return None
 
     async def _maintenance(
-        self, table_id: int, job: Job | None, guard: Guard | None,
-        admission: Admission | None = None, limits: OrphanLimits | None = None,
+        self,
+        table_id: int,
+        job: Job | None,
+        guard: Guard | None,
+        admission: Admission | None = None,
+        limits: OrphanLimits | None = None,
     ) -> TableMaintenance:
         row = await self.pool.fetchrow(load_query("table_get"), table_id)
         if row is None or row["dropped_at"] is not None:
@@ -183,16 +223,27 @@ class JobExecution:
 
         async def begin(action: str, start: int | None) -> None:
             assert job is not None
-            pending = await self.pool.fetchrow(load_query("table_pending_verification_begin"),
-                                               table_id, start, job.id, job.fence, action)
+            pending = await self.pool.fetchrow(
+                load_query("table_pending_verification_begin"),
+                table_id,
+                start,
+                job.id,
+                job.fence,
+                action,
+            )
             if pending is None:
                 raise StaleFence(job.id, job.fence, f"record the start of {action}")
 
-        return TableMaintenance(self.engine, ref, row["properties"] or {},
-                                after_call=self.after_call, guard=guard,
-                                before_call=begin if job is not None else None,
-                                orphan_location=admission.location if admission else None,
-                                orphan_limits=limits)
+        return TableMaintenance(
+            self.engine,
+            ref,
+            row["properties"] or {},
+            after_call=self.after_call,
+            guard=guard,
+            before_call=begin if job is not None else None,
+            orphan_location=admission.location if admission else None,
+            orphan_limits=limits,
+        )
 
     async def run(
         self,
@@ -215,8 +266,11 @@ class JobExecution:
             StaleFence: the job was lost; any unverified rewrite is left to the next holder.
         """
         _row, intents, admission = await self.admitted(table_id, actions)
-        limits = (await self._orphan_limits(table_id, admission)
-                  if any(isinstance(i, RemoveOrphanFiles) for i in intents) else None)
+        limits = (
+            await self._orphan_limits(table_id, admission)
+            if any(isinstance(i, RemoveOrphanFiles) for i in intents)
+            else None
+        )
         maintenance = await self._maintenance(table_id, job, guard, admission, limits)
         ref = maintenance.ref
         if job is not None:
@@ -231,45 +285,77 @@ class JobExecution:
             except OrphanLimitExceeded as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, str(exc), exc.evidence)
-                await record(ActionRecord(name, "failed", started, datetime.now(UTC),
-                                          procedure=name, output=exc.evidence, error=str(exc)))
+                await record(
+                    ActionRecord(
+                        name,
+                        "failed",
+                        started,
+                        datetime.now(UTC),
+                        procedure=name,
+                        output=exc.evidence,
+                        error=str(exc),
+                    )
+                )
                 raise PermanentError(str(exc)) from exc
             except VerificationFailed as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, str(exc), exc.evidence)
                 if job is not None:
                     await self._clear(job, table_id)
-                await record(ActionRecord(
-                    name, "failed", started, datetime.now(UTC), procedure=name,
-                    output={**exc.evidence, "verification": exc.evidence}, error=str(exc)))
+                await record(
+                    ActionRecord(
+                        name,
+                        "failed",
+                        started,
+                        datetime.now(UTC),
+                        procedure=name,
+                        output={**exc.evidence, "verification": exc.evidence},
+                        error=str(exc),
+                    )
+                )
                 raise PermanentError(str(exc)) from exc
             except StaleFence:
                 raise  # lost the job: the pending verification is the next holder's
             except (PermanentError, InvalidIdentifier, ValueError) as exc:
                 self._failed(name, started)
-                await record(ActionRecord(name, "failed", started, datetime.now(UTC),
-                                          procedure=name, error=str(exc)))
+                await record(
+                    ActionRecord(
+                        name, "failed", started, datetime.now(UTC), procedure=name, error=str(exc)
+                    )
+                )
                 if job is not None:
                     await self.settle(job, table_id, record, guard, maintenance)
                 raise PermanentError(f"{name}: {exc}") from exc
             except Exception as exc:  # Spark/py4j/thrift errors: classify by type
                 self._failed(name, started)
                 message = redact_text(f"{name} failed: {type(exc).__name__}: {exc}")[:4000]
-                await record(ActionRecord(name, "failed", started, datetime.now(UTC),
-                                          procedure=name, error=message))
+                await record(
+                    ActionRecord(
+                        name, "failed", started, datetime.now(UTC), procedure=name, error=message
+                    )
+                )
                 # A rewrite may have committed partial progress before failing: verify it.
                 if job is not None:
                     await self.settle(job, table_id, record, guard, maintenance)
                 raise (RetryableError if classify(exc) else PermanentError)(message) from exc
             after = await self._status(ref)
             finished = datetime.now(UTC)
-            JOB_ACTION_DURATION.record((finished - started).total_seconds(),
-                                       {"action": name, "state": "succeeded"})
+            JOB_ACTION_DURATION.record(
+                (finished - started).total_seconds(), {"action": name, "state": "succeeded"}
+            )
             output = {**outcome.output, **outcome.verification}
-            await record(ActionRecord(
-                name, "succeeded", started, finished, procedure=outcome.procedure,
-                sql_text=redact_text(";\n".join(outcome.sql)), output=output,
-                impact=_impact(status, after)))
+            await record(
+                ActionRecord(
+                    name,
+                    "succeeded",
+                    started,
+                    finished,
+                    procedure=outcome.procedure,
+                    sql_text=redact_text(";\n".join(outcome.sql)),
+                    output=output,
+                    impact=_impact(status, after),
+                )
+            )
             if job is not None and outcome.verification:
                 start = outcome.verification["verification"]["start_snapshot_id"]
                 if not await self._clear(job, table_id, start, check_start=True):
@@ -302,69 +388,119 @@ class JobExecution:
             return None
         maintenance = maintenance or await self._maintenance(table_id, job, guard)
         started = datetime.now(UTC)
-        origin = {"job_id": pending["job_id"], "fence": pending["fence"],
-                  "action": pending["action"], "recorded_at": pending["recorded_at"].isoformat(),
-                  "start_snapshot_id": pending["start_snapshot_id"]}
+        origin = {
+            "job_id": pending["job_id"],
+            "fence": pending["fence"],
+            "action": pending["action"],
+            "recorded_at": pending["recorded_at"].isoformat(),
+            "start_snapshot_id": pending["start_snapshot_id"],
+        }
         try:
             verified = await asyncio.wait_for(
                 maintenance.verify_rewrites(pending["start_snapshot_id"], guard),
-                self.verify_timeout_seconds)
+                self.verify_timeout_seconds,
+            )
         except VerificationFailed as exc:
             evidence = {**exc.evidence, "pending": origin}
             await self._hold(table_id, VERIFY_ACTION, str(exc), evidence)
             await self._settled(pending)
-            await record(ActionRecord(VERIFY_ACTION, "failed", started, datetime.now(UTC),
-                                      output={**evidence, "verification": evidence},
-                                      error=str(exc)))
+            await record(
+                ActionRecord(
+                    VERIFY_ACTION,
+                    "failed",
+                    started,
+                    datetime.now(UTC),
+                    output={**evidence, "verification": evidence},
+                    error=str(exc),
+                )
+            )
             raise PermanentError(str(exc)) from exc
         except StaleFence:
             raise
         except Exception as exc:  # query error, timeout, engine gone: never "failed and forgotten"
             if isinstance(exc, TimeoutError):
                 await self.engine.interrupt()
-            reason = redact_text(f"rewrite of {maintenance.ref} could not be verified: "
-                                 f"{type(exc).__name__}: {exc}")[:4000]
-            evidence = {"status": "error", "start_snapshot_id": pending["start_snapshot_id"],
-                        "snapshots": [], "rollback": None, "error": reason, "pending": origin}
+            reason = redact_text(
+                f"rewrite of {maintenance.ref} could not be verified: {type(exc).__name__}: {exc}"
+            )[:4000]
+            evidence = {
+                "status": "error",
+                "start_snapshot_id": pending["start_snapshot_id"],
+                "snapshots": [],
+                "rollback": None,
+                "error": reason,
+                "pending": origin,
+            }
             await self._hold(table_id, VERIFY_ACTION, reason, evidence)
             await self._settled(pending)
-            await record(ActionRecord(VERIFY_ACTION, "failed", started, datetime.now(UTC),
-                                      output={"verification": evidence}, error=reason))
+            await record(
+                ActionRecord(
+                    VERIFY_ACTION,
+                    "failed",
+                    started,
+                    datetime.now(UTC),
+                    output={"verification": evidence},
+                    error=reason,
+                )
+            )
             raise PermanentError(reason) from exc
         evidence = {**verified["verification"], "pending": origin}
         await self._settled(pending)
-        await record(ActionRecord(VERIFY_ACTION, "succeeded", started, datetime.now(UTC),
-                                  output={"verified_snapshots": verified["verified_snapshots"],
-                                          "verification": evidence}))
+        await record(
+            ActionRecord(
+                VERIFY_ACTION,
+                "succeeded",
+                started,
+                datetime.now(UTC),
+                output={
+                    "verified_snapshots": verified["verified_snapshots"],
+                    "verification": evidence,
+                },
+            )
+        )
         return evidence
 
-    async def _clear(self, job: Job, table_id: int, start: int | None = None, *,
-                     check_start: bool = False) -> bool:
+    async def _clear(
+        self, job: Job, table_id: int, start: int | None = None, *, check_start: bool = False
+    ) -> bool:
         """Delete this job's pending row for the table once its rewrite is settled; with
         ``check_start``, only if the row starts at ``start``. False when another row is
         pending (left as it is)."""
         pending = await self.pool.fetchrow(load_query("table_pending_verification_get"), table_id)
         if pending is None:
             return True
-        if pending["job_id"] != job.id or pending["fence"] != job.fence or (
-                check_start and pending["start_snapshot_id"] != start):
+        if (
+            pending["job_id"] != job.id
+            or pending["fence"] != job.fence
+            or (check_start and pending["start_snapshot_id"] != start)
+        ):
             return False
         await self._settled(pending)
         return True
 
     async def _settled(self, pending: asyncpg.Record) -> None:
-        await self.pool.execute(load_query("table_pending_verification_settle"),
-                                pending["table_id"], pending["job_id"], pending["fence"],
-                                pending["recorded_at"])
+        await self.pool.execute(
+            load_query("table_pending_verification_settle"),
+            pending["table_id"],
+            pending["job_id"],
+            pending["fence"],
+            pending["recorded_at"],
+        )
 
     @staticmethod
     def _failed(name: str, started: datetime) -> None:
-        JOB_ACTION_DURATION.record((datetime.now(UTC) - started).total_seconds(),
-                                   {"action": name, "state": "failed"})
+        JOB_ACTION_DURATION.record(
+            (datetime.now(UTC) - started).total_seconds(), {"action": name, "state": "failed"}
+        )
 
-    async def _hold(self, table_id: int, action: str, reason: str,
-                    evidence: dict[str, Any]) -> None:
-        hold = {"reason": redact_text(reason), "action": action, "evidence": redact(evidence),
-                "at": datetime.now(UTC).isoformat()}
+    async def _hold(
+        self, table_id: int, action: str, reason: str, evidence: dict[str, Any]
+    ) -> None:
+        hold = {
+            "reason": redact_text(reason),
+            "action": action,
+            "evidence": redact(evidence),
+            "at": datetime.now(UTC).isoformat(),
+        }
         await self.pool.execute(load_query("table_hold_set"), table_id, hold)
         log.error("maintenance.table_held", table_id=table_id, reason=reason)

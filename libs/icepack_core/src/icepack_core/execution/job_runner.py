@@ -72,9 +72,12 @@ class JobRunner:
         self.retry_failures = retry_failures
         self.locks = TableLocks(pool)
         self.execution = JobExecution(
-            pool, engine, Inspector(settings, cache=ManifestStatsStore(pool)),
+            pool,
+            engine,
+            Inspector(settings, cache=ManifestStatsStore(pool)),
             expiry_min_age_hours=settings.expiry_min_age_hours,
-            default_cadence_hours=settings.maintenance_cadence_hours)
+            default_cadence_hours=settings.maintenance_cadence_hours,
+        )
 
     async def run(self, job: Job, on_record: Record | None = None) -> JobRun:
         """Run ``job`` to a terminal or re-queued state; never raises for job failures.
@@ -86,9 +89,14 @@ class JobRunner:
         Its span continues the trace of whoever enqueued it (the planner's, for planned jobs).
         """
         with tracer().start_as_current_span(
-            "executor job", context=parent_context(job.traceparent), kind=SpanKind.CONSUMER,
-            attributes={"icepack.job_id": job.id, "icepack.table_id": job.table_id or 0,
-                        "icepack.fence": job.fence},
+            "executor job",
+            context=parent_context(job.traceparent),
+            kind=SpanKind.CONSUMER,
+            attributes={
+                "icepack.job_id": job.id,
+                "icepack.table_id": job.table_id or 0,
+                "icepack.fence": job.fence,
+            },
         ):
             return await self._run(job, on_record)
 
@@ -103,8 +111,9 @@ class JobRunner:
             lock = await self.locks.acquire(
                 job.table_id, self.owner, job.fence, lease_seconds, job_id=job.id
             )
-            lease = JobLease(self.queue, job, lease_seconds, self.locks, lock,
-                             on_stop=self.engine.interrupt)
+            lease = JobLease(
+                self.queue, job, lease_seconds, self.locks, lock, on_stop=self.engine.interrupt
+            )
 
             async def record(action: ActionRecord) -> None:
                 await self.queue.record_action(job, **vars(action))
@@ -116,8 +125,9 @@ class JobRunner:
                 assert lease is not None and lease.lock is not None
                 lease.lock = await self.locks.renew(lease.lock, lease_seconds)
 
-            results = await lease.run(self.execution.run(job.table_id, job.actions, record,
-                                                         job=job, guard=guard))
+            results = await lease.run(
+                self.execution.run(job.table_id, job.actions, record, job=job, guard=guard)
+            )
             done = await self.queue.complete(job, {"actions": results})
             JOBS_FINISHED.add(1, {"outcome": "succeeded"})
             bound.info("job.succeeded", actions=len(results))
@@ -131,8 +141,15 @@ class JobRunner:
             # The lock is still ours: whatever the cancelled rewrite committed is verified now
             # (or the table held) before the job ends.
             assert job.table_id is not None and lease is not None
-            settling = JobLease(self.queue, job, lease_seconds, self.locks, lease.lock,
-                                on_stop=self.engine.interrupt, honour_cancel=False)
+            settling = JobLease(
+                self.queue,
+                job,
+                lease_seconds,
+                self.locks,
+                lease.lock,
+                on_stop=self.engine.interrupt,
+                honour_cancel=False,
+            )
             try:
                 await settling.run(self.execution.settle(job, job.table_id, record, guard))
             except PermanentError as exc:  # the table is on hold, with the evidence
@@ -158,8 +175,11 @@ class JobRunner:
             error = redact_text(f"{type(exc).__name__}: {exc}")[:4000]
             bound.exception("job.crashed", error=error)
             try:
-                done = await self.queue.fail(job, f"unexpected error: {error}",
-                                             retryable=is_transient(exc) and self.retry_failures)
+                done = await self.queue.fail(
+                    job,
+                    f"unexpected error: {error}",
+                    retryable=is_transient(exc) and self.retry_failures,
+                )
             except StaleFence:
                 bound.warning("job.abandoned", error=error)  # reaped meanwhile: not ours now
                 return JobRun(None)
@@ -167,8 +187,9 @@ class JobRunner:
             return JobRun(done)
         except asyncio.CancelledError:
             # Shutdown or Ctrl-C: hand the job back (or, for the CLI, record why it stopped).
-            await asyncio.shield(self.queue.fail(job, "stopped before it finished",
-                                                 retryable=self.retry_failures))
+            await asyncio.shield(
+                self.queue.fail(job, "stopped before it finished", retryable=self.retry_failures)
+            )
             raise
         finally:
             if lock is not None:

@@ -59,9 +59,17 @@ from icepack_core.spark.sql import (
 from icepack_core.types import REWRITES
 from icepack_core.types import TableRef as CatalogTableRef
 
-__all__ = ["ActionOutcome", "AfterCall", "BeforeCall",
-           "Fingerprint", "OrphanLimitExceeded", "OrphanLimits", "TableMaintenance",
-           "VerificationFailed", "procedure_args"]
+__all__ = [
+    "ActionOutcome",
+    "AfterCall",
+    "BeforeCall",
+    "Fingerprint",
+    "OrphanLimitExceeded",
+    "OrphanLimits",
+    "TableMaintenance",
+    "VerificationFailed",
+    "procedure_args",
+]
 
 log = structlog.get_logger("icepack.maintenance")
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
@@ -82,10 +90,15 @@ class OrphanLimits:
     def exceeded_by(self, found: int) -> str | None:
         if found > self.max_files:
             return f"{found} orphan candidates > max {self.max_files}"
-        if self.live_files is not None and found >= self.min_files \
-                and found > self.max_fraction * self.live_files:
-            return (f"{found} orphan candidates > {self.max_fraction:.0%} of "
-                    f"{self.live_files} live files")
+        if (
+            self.live_files is not None
+            and found >= self.min_files
+            and found > self.max_fraction * self.live_files
+        ):
+            return (
+                f"{found} orphan candidates > {self.max_fraction:.0%} of "
+                f"{self.live_files} live files"
+            )
         return None
 
 
@@ -161,8 +174,9 @@ class TableMaintenance:
         self.after_call = after_call
         self.before_call = before_call
         self.guard = guard
-        self.verifier = RewriteVerifier(engine, ref.catalog, self.table,
-                                        verify_checksum=verify_checksum)
+        self.verifier = RewriteVerifier(
+            engine, ref.catalog, self.table, verify_checksum=verify_checksum
+        )
         # Set by the safety choke point (safety.admission.admit) for orphan removal only.
         self.orphan_location = orphan_location
         self.orphan_limits = orphan_limits or OrphanLimits()
@@ -200,8 +214,11 @@ class TableMaintenance:
             location = await self._confirmed_location()
         name, args = procedure_args(intent, self.table, location=location)
         scope_note: dict[str, Any] = {}
-        if isinstance(intent, RewriteDataFiles) and intent.params.scope == "partitions" \
-                and "where" not in args:
+        if (
+            isinstance(intent, RewriteDataFiles)
+            and intent.params.scope == "partitions"
+            and "where" not in args
+        ):
             where, scope_note = await self.partition_scope(dict(intent.params.options))
             if where is not None:
                 args["where"] = where
@@ -217,9 +234,15 @@ class TableMaintenance:
         finally:
             await self._restore_confs(previous)
 
-    async def _call(self, intent: Intent, name: str, args: dict[str, ProcedureValue],
-                    location: str | None, statements: Sequence[str],
-                    scope_note: dict[str, Any]) -> ActionOutcome:
+    async def _call(
+        self,
+        intent: Intent,
+        name: str,
+        args: dict[str, ProcedureValue],
+        location: str | None,
+        statements: Sequence[str],
+        scope_note: dict[str, Any],
+    ) -> ActionOutcome:
         """The procedure call of one admitted intent (confs already set)."""
         start = await self.current_snapshot_id() if intent.kind in REWRITES else None
         outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
@@ -235,8 +258,13 @@ class TableMaintenance:
             if too_many is not None:
                 raise OrphanLimitExceeded(
                     f"remove_orphan_files on {self.ref} stopped before deleting: {too_many}",
-                    {"dry_run_orphans": len(paths), "orphans": paths[:1000],
-                     "location": location, "limits": vars(self.orphan_limits)})
+                    {
+                        "dry_run_orphans": len(paths),
+                        "orphans": paths[:1000],
+                        "location": location,
+                        "limits": vars(self.orphan_limits),
+                    },
+                )
         call = procedure_call(self.ref.catalog, name, args)
         outcome.sql.append(call)
         if intent.kind in REWRITES and self.before_call is not None:
@@ -250,6 +278,7 @@ class TableMaintenance:
         if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start, self.guard)
         return outcome
+
     async def _conf_value(self, key: str) -> str:
         """The session's current value of an allowlisted conf (``SPARK_CONF_UNDEFINED``)."""
         rows = await self.engine.sql(spark_conf_show(key))
@@ -270,23 +299,36 @@ class TableMaintenance:
             try:
                 await self.engine.sql(statement)
             except Exception as exc:
-                log.error("maintenance.conf_restore_failed", conf=key,
-                          error=f"{type(exc).__name__}: {exc}")
+                log.error(
+                    "maintenance.conf_restore_failed",
+                    conf=key,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
 
     async def _confirmed_location(self) -> str:
         """The location orphan removal is confined to: the one the choke point admitted, and
         still the table's location as Spark sees it now."""
         if self.orphan_location is None:
-            raise PermanentError(f"remove_orphan_files on {self.ref} was not admitted with a "
-                                 "location (icepack_core.safety.admission.admit)")
+            raise PermanentError(
+                f"remove_orphan_files on {self.ref} was not admitted with a "
+                "location (icepack_core.safety.admission.admit)"
+            )
         rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
-        current = next((str(r.get("data_type") or "").strip() for r in rows
-                        if str(r.get("col_name") or "").strip() == "Location"), None)
+        current = next(
+            (
+                str(r.get("data_type") or "").strip()
+                for r in rows
+                if str(r.get("col_name") or "").strip() == "Location"
+            ),
+            None,
+        )
         if current is None or normalize_location(current) != normalize_location(
-                self.orphan_location):
+            self.orphan_location
+        ):
             raise PermanentError(
                 f"remove_orphan_files on {self.ref}: Spark reports location {current!r}, not "
-                f"the admitted {self.orphan_location!r}; refusing")
+                f"the admitted {self.orphan_location!r}; refusing"
+            )
         return self.orphan_location
 
     async def identity_partition_columns(self) -> list[PartitionColumn] | None:
@@ -312,6 +354,7 @@ class TableMaintenance:
         then names the column and type. Scoping never fails the action: an error while
         scoping also falls back to the whole table.
         """
+
         def whole_table(reason: str) -> tuple[None, dict[str, Any]]:
             return None, {"scope": "table", "scope_reason": reason}
 
@@ -321,20 +364,30 @@ class TableMaintenance:
                 return whole_table("not identity-partitioned (a non-identity transform)")
             if not columns:
                 return whole_table("not identity-partitioned (unpartitioned)")
-            target = int(options.get("target-file-size-bytes") or self.properties.get(
-                "write.target-file-size-bytes") or DEFAULT_TARGET_FILE_SIZE)
+            target = int(
+                options.get("target-file-size-bytes")
+                or self.properties.get("write.target-file-size-bytes")
+                or DEFAULT_TARGET_FILE_SIZE
+            )
             min_files = int(options.get("min-input-files", "5"))
             scope = await scope_partitions(
-                self.engine, self.metadata_table("files"), columns,
-                undersized_bytes=int(target * 0.75), min_files=min_files,
-                max_partitions=MAX_SCOPED_PARTITIONS)
+                self.engine,
+                self.metadata_table("files"),
+                columns,
+                undersized_bytes=int(target * 0.75),
+                min_files=min_files,
+                max_partitions=MAX_SCOPED_PARTITIONS,
+            )
         except ScopeFallback as exc:
             return whole_table(exc.reason)
         except Exception as exc:  # any scoping failure must not fail the job, only widen it
             first_line = (str(exc).strip().splitlines() or [""])[0][:300]
             return whole_table(f"partition scoping failed: {type(exc).__name__}: {first_line}")
-        note = {"scope": "partitions", "partitions_selected": scope.selected,
-                "partitions_total": scope.total}
+        note = {
+            "scope": "partitions",
+            "partitions_selected": scope.selected,
+            "partitions_total": scope.total,
+        }
         return scope.where, note
 
     async def verify_rewrites(
@@ -351,9 +404,13 @@ class TableMaintenance:
 def _summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Procedure output columns as JSON-safe values (orphan listings are counted, not kept)."""
     if name == "remove_orphan_files":
-        return {"orphan_files_removed": len(rows),
-                "sample": [str(next(iter(r.values()))) for r in rows[:20]]}
+        return {
+            "orphan_files_removed": len(rows),
+            "sample": [str(next(iter(r.values()))) for r in rows[:20]],
+        }
     if not rows:
         return {}
-    return {str(k): (v if isinstance(v, int | float | str | bool) or v is None else str(v))
-            for k, v in rows[0].items()}
+    return {
+        str(k): (v if isinstance(v, int | float | str | bool) or v is None else str(v))
+        for k, v in rows[0].items()
+    }

@@ -80,8 +80,11 @@ class _Compiler:
                 if isinstance(namespace, str) and namespace and "." not in name:
                     self.names[f"{namespace}.{name}"] = t
             return t
-        if isinstance(t, dict) and isinstance(t.get("type"), str | list | dict) \
-                and t["type"] not in ("array", "map"):
+        if (
+            isinstance(t, dict)
+            and isinstance(t.get("type"), str | list | dict)
+            and t["type"] not in ("array", "map")
+        ):
             return self.resolve(t["type"])  # {"type": "long", "logicalType": ...}
         if isinstance(t, str) and t not in _PRIMITIVE_SKIP:
             if t not in self.names:
@@ -231,14 +234,16 @@ class _Compiler:
 
 
 def _required_ids(struct: StructType) -> set[int]:
-    return {f.field_id for f in struct.fields
-            if isinstance(f, NestedField) and f.required and f.initial_default is None}
+    return {
+        f.field_id
+        for f in struct.fields
+        if isinstance(f, NestedField) and f.required and f.initial_default is None
+    }
 
 
 _READ_SCHEMA = MANIFEST_ENTRY_SCHEMAS[2]
 _REQUIRED_ENTRY_IDS = _required_ids(_READ_SCHEMA.as_struct())
-_REQUIRED_DATA_FILE_IDS = _required_ids(
-    _READ_SCHEMA.find_field(DATA_FILE_ID).field_type)  # type: ignore[arg-type]
+_REQUIRED_DATA_FILE_IDS = _required_ids(_READ_SCHEMA.find_field(DATA_FILE_ID).field_type)  # type: ignore[arg-type]
 
 
 def compile_block_decoder(schema: Any) -> DecodeBlock:
@@ -256,19 +261,21 @@ def compile_block_decoder(schema: Any) -> DecodeBlock:
         raise Unsupported(f"cannot compile: {exc!r}") from exc
     if not top >= _REQUIRED_ENTRY_IDS or not comp.found >= _REQUIRED_DATA_FILE_IDS:
         raise Unsupported("a field PyIceberg requires is missing")
-    source = "\n".join([
-        "def decode_block(d, count, buf, scratch):",
-        "    read_int = d.read_int; read_ints = d.read_ints; read_utf8 = d.read_utf8",
-        "    read_int_bytes_dict = d.read_int_bytes_dict; skip = d.skip; tell = d.tell",
-        "    skip_int = d.skip_int; skip_boolean = d.skip_boolean; skip_bytes = d.skip_bytes",
-        "    skip_utf8 = d.skip_utf8; skip_float = d.skip_float; skip_double = d.skip_double",
-        "    out = []",
-        "    append = out.append",
-        "    for _ in range(count):",
-        *body,
-        "        append((status, content, fmt, part, records, size))",
-        "    return out",
-    ])
+    source = "\n".join(
+        [
+            "def decode_block(d, count, buf, scratch):",
+            "    read_int = d.read_int; read_ints = d.read_ints; read_utf8 = d.read_utf8",
+            "    read_int_bytes_dict = d.read_int_bytes_dict; skip = d.skip; tell = d.tell",
+            "    skip_int = d.skip_int; skip_boolean = d.skip_boolean; skip_bytes = d.skip_bytes",
+            "    skip_utf8 = d.skip_utf8; skip_float = d.skip_float; skip_double = d.skip_double",
+            "    out = []",
+            "    append = out.append",
+            "    for _ in range(count):",
+            *body,
+            "        append((status, content, fmt, part, records, size))",
+            "    return out",
+        ]
+    )
     namespace: dict[str, Any] = {"Unsupported": Unsupported}
     exec(compile(source, "<manifest block decoder>", "exec"), namespace)  # noqa: S102
     decode: DecodeBlock = namespace["decode_block"]

@@ -62,8 +62,15 @@ async def inspect_with_go(
     """
     exe = resolve_binary(binary)
     args = [
-        str(exe), "--metadata-location", metadata_location,
-        "--catalog", catalog, "--namespace", namespace, "--table", table,
+        str(exe),
+        "--metadata-location",
+        metadata_location,
+        "--catalog",
+        catalog,
+        "--namespace",
+        namespace,
+        "--table",
+        table,
     ]
     if small_file_bytes is not None:
         args += ["--small-file-bytes", str(small_file_bytes)]

@@ -106,8 +106,9 @@ def _severity(value: float, warning: float, critical: float) -> Severity | None:
     return None
 
 
-def _leveled(code: IssueCode, value: float, warning: float, critical: float,
-             message: str) -> Issue | None:
+def _leveled(
+    code: IssueCode, value: float, warning: float, critical: float, message: str
+) -> Issue | None:
     """The issue when ``value`` reaches ``warning`` (or ``critical``), with the crossed limit."""
     level = _severity(value, warning, critical)
     if level is None:
@@ -128,18 +129,26 @@ def small_files(status: TableStatus, t: Thresholds, now: datetime) -> Issue | No
         return None
     critical = small >= critical_from
     return Issue(
-        code=IssueCode.SMALL_FILES, severity=Severity.CRITICAL if critical else Severity.WARNING,
-        value=small, threshold=critical_from if critical else small_needed,
-        message=(f"{small} of {data} data files are smaller than "
-                 f"{status.small_file_threshold_bytes} bytes "
-                 f"({status.small_file_bytes} bytes in small files)"),
+        code=IssueCode.SMALL_FILES,
+        severity=Severity.CRITICAL if critical else Severity.WARNING,
+        value=small,
+        threshold=critical_from if critical else small_needed,
+        message=(
+            f"{small} of {data} data files are smaller than "
+            f"{status.small_file_threshold_bytes} bytes "
+            f"({status.small_file_bytes} bytes in small files)"
+        ),
     )
 
 
 def too_many_snapshots(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
-    return _leveled(IssueCode.TOO_MANY_SNAPSHOTS, status.snapshot_count, t.snapshots_warning,
-                    t.snapshots_critical,
-                    f"{status.snapshot_count} snapshots are kept in the metadata")
+    return _leveled(
+        IssueCode.TOO_MANY_SNAPSHOTS,
+        status.snapshot_count,
+        t.snapshots_warning,
+        t.snapshots_critical,
+        f"{status.snapshot_count} snapshots are kept in the metadata",
+    )
 
 
 def old_snapshots(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
@@ -148,17 +157,25 @@ def old_snapshots(status: TableStatus, t: Thresholds, now: datetime) -> Issue | 
     if oldest is None or status.snapshot_count <= 1:
         return None
     age_h = round((now - oldest).total_seconds() / 3600, 1)
-    return _leveled(IssueCode.OLD_SNAPSHOTS, age_h, t.snapshot_max_age_hours,
-                    t.snapshot_critical_age_hours,
-                    f"the oldest of {status.snapshot_count} snapshots is {age_h / 24:.1f} days old "
-                    f"(expiry keeps {t.snapshot_max_age_hours / 24:g} days)")
+    return _leveled(
+        IssueCode.OLD_SNAPSHOTS,
+        age_h,
+        t.snapshot_max_age_hours,
+        t.snapshot_critical_age_hours,
+        f"the oldest of {status.snapshot_count} snapshots is {age_h / 24:.1f} days old "
+        f"(expiry keeps {t.snapshot_max_age_hours / 24:g} days)",
+    )
 
 
 def too_many_manifests(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
-    return _leveled(IssueCode.TOO_MANY_MANIFESTS, status.manifest_count, t.manifests_warning,
-                    t.manifests_critical,
-                    f"the current snapshot has {status.manifest_count} manifests "
-                    f"({status.manifest_bytes} bytes)")
+    return _leveled(
+        IssueCode.TOO_MANY_MANIFESTS,
+        status.manifest_count,
+        t.manifests_warning,
+        t.manifests_critical,
+        f"the current snapshot has {status.manifest_count} manifests "
+        f"({status.manifest_bytes} bytes)",
+    )
 
 
 def delete_file_buildup(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
@@ -167,15 +184,27 @@ def delete_file_buildup(status: TableStatus, t: Thresholds, now: datetime) -> Is
     deletes = status.delete_file_count
     if not deletes:
         return None
-    message = (f"{deletes} delete files ({status.position_delete_file_count} position, "
-               f"{status.equality_delete_file_count} equality, "
-               f"{status.deletion_vector_count} deletion vectors) hold "
-               f"{status.delete_record_count} deletes for {status.record_count} records")
+    message = (
+        f"{deletes} delete files ({status.position_delete_file_count} position, "
+        f"{status.equality_delete_file_count} equality, "
+        f"{status.deletion_vector_count} deletion vectors) hold "
+        f"{status.delete_record_count} deletes for {status.record_count} records"
+    )
     ratio = round(status.delete_record_count / max(status.record_count, 1), 4)
-    by_ratio = _leveled(IssueCode.DELETE_FILE_BUILDUP, ratio, t.delete_ratio_warning,
-                        t.delete_ratio_critical, message)
-    by_files = _leveled(IssueCode.DELETE_FILE_BUILDUP, deletes, t.delete_files_warning,
-                        t.delete_files_critical, message)
+    by_ratio = _leveled(
+        IssueCode.DELETE_FILE_BUILDUP,
+        ratio,
+        t.delete_ratio_warning,
+        t.delete_ratio_critical,
+        message,
+    )
+    by_files = _leveled(
+        IssueCode.DELETE_FILE_BUILDUP,
+        deletes,
+        t.delete_files_warning,
+        t.delete_files_critical,
+        message,
+    )
     if by_ratio is not None and (by_files is None or by_ratio.severity == Severity.CRITICAL):
         return by_ratio
     return by_files
@@ -188,26 +217,41 @@ def partition_skew(status: TableStatus, t: Thresholds, now: datetime) -> Issue |
     skew = round(status.max_files_in_partition * status.partition_count / max(data, 1), 2)
     if skew < t.skew_ratio:
         return None
-    return Issue(code=IssueCode.PARTITION_SKEW, severity=Severity.WARNING, value=skew,
-                 threshold=t.skew_ratio,
-                 message=f"the fullest of {status.partition_count} partitions holds "
-                         f"{status.max_files_in_partition} of {data} data files "
-                         f"({skew:g}x the average)")
+    return Issue(
+        code=IssueCode.PARTITION_SKEW,
+        severity=Severity.WARNING,
+        value=skew,
+        threshold=t.skew_ratio,
+        message=f"the fullest of {status.partition_count} partitions holds "
+        f"{status.max_files_in_partition} of {data} data files "
+        f"({skew:g}x the average)",
+    )
 
 
 def metadata_log_growth(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
     if status.metadata_log_count < t.metadata_log_warning:
         return None
-    return Issue(code=IssueCode.METADATA_LOG_GROWTH, severity=Severity.WARNING,
-                 value=status.metadata_log_count, threshold=t.metadata_log_warning,
-                 message=f"{status.metadata_log_count} previous metadata files are listed in "
-                         "the metadata log")
+    return Issue(
+        code=IssueCode.METADATA_LOG_GROWTH,
+        severity=Severity.WARNING,
+        value=status.metadata_log_count,
+        threshold=t.metadata_log_warning,
+        message=f"{status.metadata_log_count} previous metadata files are listed in "
+        "the metadata log",
+    )
 
 
 Rule = Callable[[TableStatus, Thresholds, datetime], Issue | None]
 # Every health rule, in the order issues are reported.
-RULES: tuple[Rule, ...] = (small_files, too_many_snapshots, old_snapshots, too_many_manifests,
-                           delete_file_buildup, partition_skew, metadata_log_growth)
+RULES: tuple[Rule, ...] = (
+    small_files,
+    too_many_snapshots,
+    old_snapshots,
+    too_many_manifests,
+    delete_file_buildup,
+    partition_skew,
+    metadata_log_growth,
+)
 
 
 def _issues(status: TableStatus, t: Thresholds, now: datetime) -> list[Issue]:
@@ -226,8 +270,11 @@ def _score(status: TableStatus, issues: list[Issue], t: Thresholds) -> int:
             1.0, (status.position_delete_file_count + status.deletion_vector_count) / max(data, 1)
         )
         base = (40 * small_share + 40 * eq_ratio + 20 * pos_ratio) * scale
-    hygiene = sum(_HYGIENE_PENALTY[i.severity] for i in issues
-                  if i.code not in (IssueCode.SMALL_FILES, IssueCode.DELETE_FILE_BUILDUP))
+    hygiene = sum(
+        _HYGIENE_PENALTY[i.severity]
+        for i in issues
+        if i.code not in (IssueCode.SMALL_FILES, IssueCode.DELETE_FILE_BUILDUP)
+    )
     return max(0, min(100, math.floor(100 - base - hygiene + 1e-9)))
 
 
@@ -262,6 +309,11 @@ def inspection_failed(message: str) -> Assessment:
     planner must not schedule maintenance on a table it cannot read. The score is 0 so failing
     tables sort first in a worst-first listing; the issue is critical so alerts fire.
     """
-    issue = Issue(code=IssueCode.INSPECTION_FAILED, severity=Severity.CRITICAL, value=None,
-                  threshold=None, message=message)
+    issue = Issue(
+        code=IssueCode.INSPECTION_FAILED,
+        severity=Severity.CRITICAL,
+        value=None,
+        threshold=None,
+        message=message,
+    )
     return Assessment(health=Health.UNKNOWN, score=0, issues=[issue])

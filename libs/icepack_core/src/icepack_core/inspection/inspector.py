@@ -117,14 +117,12 @@ class Inspector:
             if isinstance(exc, ValueError | ValidationError) and location:
                 return await self._load_directly(catalog, ref, location)
             where = f" (metadata {location})" if location else ""
-            raise InspectionFailed(
-                f"cannot load table {ref}{where}: {_describe(exc)}"
-            ) from exc
-        return LoadedTable(table.metadata_location, table.io, MetadataView.of(table.metadata),
-                           table)
+            raise InspectionFailed(f"cannot load table {ref}{where}: {_describe(exc)}") from exc
+        return LoadedTable(
+            table.metadata_location, table.io, MetadataView.of(table.metadata), table
+        )
 
-    async def _load_directly(self, catalog: Catalog, ref: TableRef,
-                             location: str) -> LoadedTable:
+    async def _load_directly(self, catalog: Catalog, ref: TableRef, location: str) -> LoadedTable:
         def read() -> LoadedTable:
             view, io = load_metadata(location, dict(catalog.properties))
             return LoadedTable(location, io, view)
@@ -154,14 +152,23 @@ class Inspector:
         """Inspect an already loaded table with the configured inspector."""
         if self.settings.metadata_inspector == "iceberg-go":
             return await inspect_with_go(
-                table.metadata_location, catalog=ref.catalog, namespace=ref.namespace,
-                table=ref.name, binary=self.settings.go_inspector_path,
+                table.metadata_location,
+                catalog=ref.catalog,
+                namespace=ref.namespace,
+                table=ref.name,
+                binary=self.settings.go_inspector_path,
                 io_properties=dict(table.io.properties),
             )
         try:
             return await inspect_view(
-                table.view, table.io, table.metadata_location, catalog=ref.catalog,
-                namespace=ref.namespace, name=ref.name, cache=self.cache, started=started,
+                table.view,
+                table.io,
+                table.metadata_location,
+                catalog=ref.catalog,
+                namespace=ref.namespace,
+                name=ref.name,
+                cache=self.cache,
+                started=started,
             )
         except InspectionFailed:
             raise

@@ -79,20 +79,22 @@ def compile_list_decoder(schema: Any) -> DecodeList:
                 body += comp.skip(f["type"], ind)
     except (KeyError, TypeError, ValueError) as exc:
         raise Unsupported(f"cannot compile: {exc!r}") from exc
-    source = "\n".join([
-        "def decode_list(d, count):",
-        "    read_int = d.read_int; read_ints = d.read_ints; read_utf8 = d.read_utf8",
-        "    read_int_bytes_dict = d.read_int_bytes_dict; skip = d.skip; tell = d.tell",
-        "    skip_int = d.skip_int; skip_boolean = d.skip_boolean; skip_bytes = d.skip_bytes",
-        "    skip_utf8 = d.skip_utf8; skip_float = d.skip_float; skip_double = d.skip_double",
-        "    scratch = {}",
-        "    out = []",
-        "    append = out.append",
-        "    for _ in range(count):",
-        *body,
-        "        append((path, length, spec, content))",
-        "    return out",
-    ])
+    source = "\n".join(
+        [
+            "def decode_list(d, count):",
+            "    read_int = d.read_int; read_ints = d.read_ints; read_utf8 = d.read_utf8",
+            "    read_int_bytes_dict = d.read_int_bytes_dict; skip = d.skip; tell = d.tell",
+            "    skip_int = d.skip_int; skip_boolean = d.skip_boolean; skip_bytes = d.skip_bytes",
+            "    skip_utf8 = d.skip_utf8; skip_float = d.skip_float; skip_double = d.skip_double",
+            "    scratch = {}",
+            "    out = []",
+            "    append = out.append",
+            "    for _ in range(count):",
+            *body,
+            "        append((path, length, spec, content))",
+            "    return out",
+        ]
+    )
     namespace: dict[str, Any] = {"Unsupported": Unsupported}
     exec(compile(source, "<manifest list decoder>", "exec"), namespace)  # noqa: S102
     decode: DecodeList = namespace["decode_list"]
@@ -160,9 +162,10 @@ def read_list(io: FileIO, location: str) -> list[ManifestRef]:
     try:
         return scan_manifest_list(data)
     except Unsupported:
-        return [ManifestRef(m.manifest_path, m.manifest_length, m.partition_spec_id,
-                            int(m.content))
-                for m in read_manifest_list(io.new_input(location))]
+        return [
+            ManifestRef(m.manifest_path, m.manifest_length, m.partition_spec_id, int(m.content))
+            for m in read_manifest_list(io.new_input(location))
+        ]
 
 
 def inline_refs(io: FileIO, paths: list[str]) -> list[ManifestRef]:

@@ -293,8 +293,17 @@ def manifest_content(manifest: ManifestFile) -> int:
     return 1 if manifest.content == ManifestContent.DELETES else 0
 
 
-_COUNTS = ("data_files", "data_bytes", "records", "small_files", "small_bytes",
-           "position_deletes", "equality_deletes", "deletion_vectors", "delete_records")
+_COUNTS = (
+    "data_files",
+    "data_bytes",
+    "records",
+    "small_files",
+    "small_bytes",
+    "position_deletes",
+    "equality_deletes",
+    "deletion_vectors",
+    "delete_records",
+)
 
 
 @dataclass
@@ -343,9 +352,11 @@ class Totals:
 
     def consistent(self) -> bool:
         """No count is negative (subtracting an aggregate that was never added would show)."""
-        return (all(getattr(self, name) >= 0 for name in _COUNTS)
-                and all(v >= 0 for v in self.histogram.values())
-                and all(v > 0 for v in self.partitions.values()))
+        return (
+            all(getattr(self, name) >= 0 for name in _COUNTS)
+            and all(v >= 0 for v in self.histogram.values())
+            and all(v > 0 for v in self.partitions.values())
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": TOTALS_VERSION}
@@ -363,8 +374,9 @@ class Totals:
         if set(data["histogram"]) != set(histogram):
             return None
         histogram.update({k: int(v) for k, v in data["histogram"].items()})
-        totals = cls(histogram=histogram,
-                     partitions={k: int(v) for k, v in data["partitions"].items()})
+        totals = cls(
+            histogram=histogram, partitions={k: int(v) for k, v in data["partitions"].items()}
+        )
         for name in _COUNTS:
             setattr(totals, name, int(data[name]))
         return totals

@@ -65,8 +65,9 @@ class MetadataView:
         snapshot = metadata.current_snapshot()
         current = None
         if snapshot is not None:
-            current = SnapshotInfo(snapshot.snapshot_id, snapshot.timestamp_ms,
-                                   snapshot.manifest_list)
+            current = SnapshotInfo(
+                snapshot.snapshot_id, snapshot.timestamp_ms, snapshot.manifest_list
+            )
         return cls(
             format_version=metadata.format_version,
             location=metadata.location,

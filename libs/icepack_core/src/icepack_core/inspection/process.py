@@ -77,11 +77,13 @@ class TableInspections:
                 if properties != (row["properties"] or {}):
                     # Catalog listings (SQL, Glue) carry no properties; the metadata does, and
                     # the planner and executor read icepack.* overrides from this row.
-                    await self.pool.execute(load_query("table_set_properties"), table_id,
-                                            properties)
+                    await self.pool.execute(
+                        load_query("table_set_properties"), table_id, properties
+                    )
                 # Orphan removal refuses overlapping table locations (safety.admission).
-                await self.pool.execute(load_query("table_set_location"), table_id,
-                                        table.location())
+                await self.pool.execute(
+                    load_query("table_set_location"), table_id, table.location()
+                )
         except InspectionFailed as exc:
             log.warning("inspector.failed", table=str(ref), table_id=table_id, error=exc.message)
             assessment = inspection_failed(exc.message)
@@ -95,10 +97,15 @@ class TableInspections:
         async with self.pool.acquire() as raw, raw.transaction():
             conn = cast(asyncpg.Connection, raw)
             recorded = await record_inspection(conn, table_id, status, assessment)
-        log.info("inspector.recorded", table=str(ref), table_id=table_id,
-                 health=assessment.health.value, score=assessment.score,
-                 manifests_read=status.manifests_read if status else None,
-                 manifests_cached=status.manifests_cached if status else None)
+        log.info(
+            "inspector.recorded",
+            table=str(ref),
+            table_id=table_id,
+            health=assessment.health.value,
+            score=assessment.score,
+            manifests_read=status.manifests_read if status else None,
+            manifests_cached=status.manifests_cached if status else None,
+        )
         return Outcome(table_id, status, assessment, recorded)
 
     async def process(self, item: WorkItem) -> None:

@@ -67,8 +67,9 @@ class TotalsCache(Protocol):
 
     async def get_totals(self, key: str) -> CachedTotals | None: ...
 
-    async def put_totals(self, key: str, row: CachedTotals, touched: bool,
-                         rows: list[CachedManifest] | None = None) -> None:
+    async def put_totals(
+        self, key: str, row: CachedTotals, touched: bool, rows: list[CachedManifest] | None = None
+    ) -> None:
         """Store ``row`` as the table's totals and ``rows`` with it (as ``put_many`` would)."""
 
     async def touch(self, paths: list[str]) -> None: ...
@@ -98,8 +99,9 @@ class MemoryManifestCache:
     async def get_totals(self, key: str) -> CachedTotals | None:
         return self.totals.get(key)
 
-    async def put_totals(self, key: str, row: CachedTotals, touched: bool,
-                         rows: list[CachedManifest] | None = None) -> None:
+    async def put_totals(
+        self, key: str, row: CachedTotals, touched: bool, rows: list[CachedManifest] | None = None
+    ) -> None:
         await self.put_many(rows or [])
         self.totals[key] = row
 
@@ -169,8 +171,7 @@ async def _read_all(
                 ) from exc
             out.append((manifest, agg))
 
-    tasks = [asyncio.ensure_future(worker()) for _ in range(min(READ_CONCURRENCY,
-                                                                len(manifests)))]
+    tasks = [asyncio.ensure_future(worker()) for _ in range(min(READ_CONCURRENCY, len(manifests)))]
     try:
         await asyncio.gather(*tasks)
     finally:
@@ -185,12 +186,17 @@ async def _read_speculatively(
     """Each manifest's aggregate, or the exception reading it raised (not raised here)."""
     return await asyncio.gather(
         *(asyncio.to_thread(read_manifest, m, io, threshold) for m in manifests),
-        return_exceptions=True)
+        return_exceptions=True,
+    )
 
 
 async def _fold(
-    manifests: list[ManifestRef], io: FileIO, threshold: int, cache: ManifestCache | None,
-    totals: Totals, speculate: bool = False,
+    manifests: list[ManifestRef],
+    io: FileIO,
+    threshold: int,
+    cache: ManifestCache | None,
+    totals: Totals,
+    speculate: bool = False,
 ) -> tuple[int, list[CachedManifest]]:
     """Add every manifest's aggregate to ``totals``: from the cache, else read (and stored).
 
@@ -208,12 +214,13 @@ async def _fold(
     for start in range(0, len(manifests), PUT_BATCH):
         if cache is not None and pending:
             await cache.put_many(pending)
-        chunk = manifests[start:start + PUT_BATCH]
+        chunk = manifests[start : start + PUT_BATCH]
         paths = list(dict.fromkeys(m.manifest_path for m in chunk))
         attempts: list[ManifestAggregate | BaseException] | None = None
         if cache is not None and chunk and speculate and len(chunk) <= SPECULATE:
             rows, attempts = await asyncio.gather(
-                cache.get_many(paths), _read_speculatively(chunk, io, threshold))
+                cache.get_many(paths), _read_speculatively(chunk, io, threshold)
+            )
         else:
             rows = await cache.get_many(paths) if cache is not None and chunk else {}
         to_read: list[ManifestRef] = []
@@ -236,8 +243,14 @@ async def _fold(
         fresh += await _read_all(to_read, io, threshold)
         for _, agg in fresh:
             totals.add(agg)
-        pending = [CachedManifest(m.manifest_path, m.manifest_length, m.content, agg.to_json())
-                   for m, agg in fresh] if cache is not None else []
+        pending = (
+            [
+                CachedManifest(m.manifest_path, m.manifest_length, m.content, agg.to_json())
+                for m, agg in fresh
+            ]
+            if cache is not None
+            else []
+        )
         read += len(fresh)
     return read, pending
 
@@ -261,7 +274,10 @@ class _Snapshot:
 
 
 async def _aggregate(
-    snap: _Snapshot, io: FileIO, threshold: int, cache: ManifestCache | None,
+    snap: _Snapshot,
+    io: FileIO,
+    threshold: int,
+    cache: ManifestCache | None,
     previous: CachedTotals | None,
 ) -> tuple[Totals, int, int]:
     """The snapshot's merged totals, how many manifests were read and how many were cached.
@@ -284,18 +300,26 @@ async def _aggregate(
         removed = [p for p in previous.manifest_paths if p not in now]
         if totals is not None and len(before) == len(previous.manifest_paths):
             removed_rows = await cache.get_many(removed) if removed and cache else {}
-            gone = [agg for p in removed if p in removed_rows
-                    and (agg := ManifestAggregate.from_json(removed_rows[p], threshold))]
+            gone = [
+                agg
+                for p in removed
+                if p in removed_rows
+                and (agg := ManifestAggregate.from_json(removed_rows[p], threshold))
+            ]
             if len(gone) == len(removed):
                 for agg in gone:
                     totals.add(agg, -1)
-                read, pending = await _fold(added, io, threshold, cache, totals,
-                                            speculate=True)
+                read, pending = await _fold(added, io, threshold, cache, totals, speculate=True)
                 if totals.consistent():
-                    if added or removed or previous.touch_due \
-                            or previous.totals.get("manifest_list") != snap.manifest_list:
-                        await _store_totals(cache, snap, threshold, totals,
-                                            previous.touch_due, rows=pending)
+                    if (
+                        added
+                        or removed
+                        or previous.touch_due
+                        or previous.totals.get("manifest_list") != snap.manifest_list
+                    ):
+                        await _store_totals(
+                            cache, snap, threshold, totals, previous.touch_due, rows=pending
+                        )
                     else:
                         await _put(cache, pending)
                     return totals, read, len(manifests) - read
@@ -309,9 +333,15 @@ async def _aggregate(
     return totals, read, len(manifests) - read
 
 
-async def _store_totals(cache: ManifestCache | None, snap: _Snapshot, threshold: int,
-                        totals: Totals, touch_due: bool = False,
-                        touched: bool = False, rows: list[CachedManifest] | None = None) -> None:
+async def _store_totals(
+    cache: ManifestCache | None,
+    snap: _Snapshot,
+    threshold: int,
+    totals: Totals,
+    touch_due: bool = False,
+    touched: bool = False,
+    rows: list[CachedManifest] | None = None,
+) -> None:
     """Keep the totals with the manifest list they are the sum of, and that list's manifest
     count and bytes: an inspection of the same list then needs no read at all."""
     assert isinstance(cache, TotalsCache)
@@ -321,12 +351,14 @@ async def _store_totals(cache: ManifestCache | None, snap: _Snapshot, threshold:
     doc = totals.to_json()
     doc["manifest_list"] = snap.manifest_list
     doc["manifest_bytes"] = snap.manifest_bytes
-    await cache.put_totals(snap.key, CachedTotals(threshold, paths, doc),
-                           touched=touched or touch_due, rows=rows)
+    await cache.put_totals(
+        snap.key, CachedTotals(threshold, paths, doc), touched=touched or touch_due, rows=rows
+    )
 
 
-def _unchanged(previous: CachedTotals | None, manifest_list: str | None,
-               threshold: int) -> tuple[Totals, int, int] | None:
+def _unchanged(
+    previous: CachedTotals | None, manifest_list: str | None, threshold: int
+) -> tuple[Totals, int, int] | None:
     """``(totals, manifest count, manifest bytes)`` when ``previous`` was computed from this
     very manifest list (an immutable file) with this threshold, else None."""
     if previous is None or manifest_list is None or previous.small_threshold != threshold:
@@ -353,9 +385,15 @@ async def inspect_table(
 ) -> TableStatus:
     """Inspect a loaded table's current snapshot (``inspect_view`` of its metadata)."""
     return await inspect_view(
-        MetadataView.of(table.metadata), table.io, table.metadata_location,
-        catalog=catalog, namespace=namespace, name=name, cache=cache,
-        small_file_bytes=small_file_bytes, started=started,
+        MetadataView.of(table.metadata),
+        table.io,
+        table.metadata_location,
+        catalog=catalog,
+        namespace=namespace,
+        name=name,
+        cache=cache,
+        small_file_bytes=small_file_bytes,
+        started=started,
     )
 
 
@@ -393,15 +431,24 @@ async def inspect_view(
     t0 = started if started is not None else time.monotonic()
     if isinstance(cache, SessionCache):
         async with cache.session() as bound:
-            return await _inspect_view(view, io, metadata_location, catalog, namespace, name,
-                                       bound, small_file_bytes, t0)
-    return await _inspect_view(view, io, metadata_location, catalog, namespace, name, cache,
-                               small_file_bytes, t0)
+            return await _inspect_view(
+                view, io, metadata_location, catalog, namespace, name, bound, small_file_bytes, t0
+            )
+    return await _inspect_view(
+        view, io, metadata_location, catalog, namespace, name, cache, small_file_bytes, t0
+    )
 
 
 async def _inspect_view(
-    view: MetadataView, io: FileIO, metadata_location: str, catalog: str, namespace: str,
-    name: str, cache: ManifestCache | None, small_file_bytes: int | None, t0: float,
+    view: MetadataView,
+    io: FileIO,
+    metadata_location: str,
+    catalog: str,
+    namespace: str,
+    name: str,
+    cache: ManifestCache | None,
+    small_file_bytes: int | None,
+    t0: float,
 ) -> TableStatus:
     inspected_at = datetime.now(UTC)
     threshold = small_file_threshold(view.properties, small_file_bytes)
@@ -418,8 +465,9 @@ async def _inspect_view(
         if previous.touch_due:  # refresh last_used_at of the manifests (daily), same row
             assert isinstance(cache, TotalsCache)
             await cache.touch(previous.manifest_paths)
-            await cache.put_totals(key, CachedTotals(threshold, previous.manifest_paths,
-                                                     previous.totals), touched=True)
+            await cache.put_totals(
+                key, CachedTotals(threshold, previous.manifest_paths, previous.totals), touched=True
+            )
     else:
         manifests = await _list_manifests(view, io)
         snap = _Snapshot(key, current.manifest_list if current else None, manifests)
@@ -462,17 +510,20 @@ def refresh_history(status: TableStatus, view: MetadataView) -> TableStatus:
 
     Used by the age-based refresh when the current snapshot has not moved.
     """
-    return status.model_copy(update={
-        **history_metrics(view),
-        "inspected_at": format_ts(datetime.now(UTC)),
-        "inspect_ms": 0,
-        "manifests_read": 0,
-        "manifests_cached": 0,
-    })
+    return status.model_copy(
+        update={
+            **history_metrics(view),
+            "inspected_at": format_ts(datetime.now(UTC)),
+            "inspect_ms": 0,
+            "manifests_read": 0,
+            "manifests_cached": 0,
+        }
+    )
 
 
-def load_metadata(location: str, properties: dict[str, str] | None = None
-                  ) -> tuple[MetadataView, FileIO]:
+def load_metadata(
+    location: str, properties: dict[str, str] | None = None
+) -> tuple[MetadataView, FileIO]:
     """A table's metadata view and a FileIO for it, from its metadata file alone (blocking).
 
     Read by ``metadata.read_metadata``, not PyIceberg's model, so every readable table is
@@ -484,9 +535,7 @@ def load_metadata(location: str, properties: dict[str, str] | None = None
     try:
         io = load_file_io(properties or {}, location)
     except Exception as exc:
-        raise InspectionFailed(
-            f"cannot read table metadata {location}: {_describe(exc)}"
-        ) from exc
+        raise InspectionFailed(f"cannot read table metadata {location}: {_describe(exc)}") from exc
     return read_metadata(io, location), io
 
 
@@ -506,6 +555,13 @@ async def inspect_metadata_location(
     view, io = await asyncio.to_thread(load_metadata, location, properties)
     namespace, name = identity_from_location(location)
     return await inspect_view(
-        view, io, location, catalog="", namespace=namespace, name=name, cache=cache,
-        small_file_bytes=small_file_bytes, started=t0,
+        view,
+        io,
+        location,
+        catalog="",
+        namespace=namespace,
+        name=name,
+        cache=cache,
+        small_file_bytes=small_file_bytes,
+        started=t0,
     )

@@ -130,5 +130,3 @@ def describe_error(exc: BaseException) -> str:
         return f"not valid table metadata: {reasons}"
     text = str(exc).strip() or repr(exc)
     return f"{type(exc).__name__}: {text}"
-
-

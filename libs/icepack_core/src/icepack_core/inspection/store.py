@@ -94,18 +94,31 @@ class ManifestStatsStore:
             row = await conn.fetchrow(load_query("inspection_totals_get"), key)
         if row is None:
             return None
-        return CachedTotals(row["small_threshold"], list(row["manifest_paths"]), row["totals"],
-                            bool(row["touch_due"]))
+        return CachedTotals(
+            row["small_threshold"],
+            list(row["manifest_paths"]),
+            row["totals"],
+            bool(row["touch_due"]),
+        )
 
-    async def put_totals(self, key: str, row: CachedTotals, touched: bool,
-                         rows: list[CachedManifest] | None = None) -> None:
+    async def put_totals(
+        self, key: str, row: CachedTotals, touched: bool, rows: list[CachedManifest] | None = None
+    ) -> None:
         """Store the totals, and ``rows`` (manifest aggregates) in the same transaction."""
         async with self._cache_write() as conn:
             if rows:
-                await conn.executemany(load_query("manifest_stats_put"),
-                                       [(r.path, r.length, r.content, r.stats) for r in rows])
-            await conn.execute(load_query("inspection_totals_put"), key, row.small_threshold,
-                               row.manifest_paths, row.totals, touched)
+                await conn.executemany(
+                    load_query("manifest_stats_put"),
+                    [(r.path, r.length, r.content, r.stats) for r in rows],
+                )
+            await conn.execute(
+                load_query("inspection_totals_put"),
+                key,
+                row.small_threshold,
+                row.manifest_paths,
+                row.totals,
+                touched,
+            )
 
     async def touch(self, paths: list[str]) -> None:
         async with self._cache_write() as conn:

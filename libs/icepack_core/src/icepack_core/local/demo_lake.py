@@ -44,35 +44,63 @@ def _appends(spark: SparkSession, table: str, batches: int, rows: int, select: s
 
 
 def _clicks(spark: SparkSession, table: str, props: str) -> None:
-    spark.sql(f"CREATE TABLE {table} (id BIGINT, url STRING, user_id INT) USING iceberg "
-              f"TBLPROPERTIES ({props})")
-    _appends(spark, table, 20, 10, "SELECT /*+ REPARTITION(1) */ id, concat('/page/', id % 17), "
-             "cast(id % 50 AS INT) FROM range({lo}, {hi})")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT, url STRING, user_id INT) USING iceberg "
+        f"TBLPROPERTIES ({props})"
+    )
+    _appends(
+        spark,
+        table,
+        20,
+        10,
+        "SELECT /*+ REPARTITION(1) */ id, concat('/page/', id % 17), "
+        "cast(id % 50 AS INT) FROM range({lo}, {hi})",
+    )
 
 
 def _events(spark: SparkSession, table: str, props: str) -> None:
-    spark.sql(f"CREATE TABLE {table} (id BIGINT, kind STRING, at TIMESTAMP) USING iceberg "
-              f"TBLPROPERTIES ({props})")
-    _appends(spark, table, 12, 25, "SELECT /*+ REPARTITION(2) */ id, concat('evt-', id % 7), "
-             "timestamp_seconds(1700000000 + id * 60) FROM range({lo}, {hi})")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT, kind STRING, at TIMESTAMP) USING iceberg "
+        f"TBLPROPERTIES ({props})"
+    )
+    _appends(
+        spark,
+        table,
+        12,
+        25,
+        "SELECT /*+ REPARTITION(2) */ id, concat('evt-', id % 7), "
+        "timestamp_seconds(1700000000 + id * 60) FROM range({lo}, {hi})",
+    )
 
 
 def _orders(spark: SparkSession, table: str, props: str) -> None:
-    spark.sql(f"CREATE TABLE {table} (id BIGINT, customer_id INT, amount DECIMAL(10, 2)) "
-              f"USING iceberg TBLPROPERTIES ({props})")
-    _appends(spark, table, 8, 40, "SELECT id, cast(id % 40 AS INT), "
-             "cast(id * 3 % 1000 AS DECIMAL(10, 2)) FROM range({lo}, {hi})")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT, customer_id INT, amount DECIMAL(10, 2)) "
+        f"USING iceberg TBLPROPERTIES ({props})"
+    )
+    _appends(
+        spark,
+        table,
+        8,
+        40,
+        "SELECT id, cast(id % 40 AS INT), "
+        "cast(id * 3 % 1000 AS DECIMAL(10, 2)) FROM range({lo}, {hi})",
+    )
     for rest in (0, 5):  # cancelled orders: a tenth of the rows each time, in every file
         spark.sql(f"DELETE FROM {table} WHERE id % 10 = {rest}")
 
 
 def _customers(spark: SparkSession, table: str, props: str) -> None:
-    spark.sql(f"CREATE TABLE {table} (id INT, name STRING, country STRING) USING iceberg "
-              f"TBLPROPERTIES ({props})")
-    spark.sql(f"INSERT INTO {table} SELECT /*+ REPARTITION(1) */ cast(id AS INT), "
-              "concat('customer-', id), "
-              "element_at(array('DE', 'FR', 'NL', 'US'), cast(id % 4 + 1 AS INT)) "
-              "FROM range(0, 200)")
+    spark.sql(
+        f"CREATE TABLE {table} (id INT, name STRING, country STRING) USING iceberg "
+        f"TBLPROPERTIES ({props})"
+    )
+    spark.sql(
+        f"INSERT INTO {table} SELECT /*+ REPARTITION(1) */ cast(id AS INT), "
+        "concat('customer-', id), "
+        "element_at(array('DE', 'FR', 'NL', 'US'), cast(id % 4 + 1 AS INT)) "
+        "FROM range(0, 200)"
+    )
 
 
 @dataclass(frozen=True)
@@ -83,18 +111,26 @@ class DemoTable:
     properties: tuple[tuple[str, str], ...] = ()
 
     def tblproperties(self) -> str:
-        props = {"format-version": "2", "write.target-file-size-bytes": str(TARGET_FILE_SIZE),
-                 **dict(self.properties)}
-        return ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}"
-                         for k, v in props.items())
+        props = {
+            "format-version": "2",
+            "write.target-file-size-bytes": str(TARGET_FILE_SIZE),
+            **dict(self.properties),
+        }
+        return ", ".join(
+            f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in props.items()
+        )
 
 
 MERGE_ON_READ = tuple((f"write.{op}.mode", "merge-on-read") for op in ("delete", "update", "merge"))
 DEMO_TABLES: tuple[DemoTable, ...] = (  # clicks first: its snapshots are the oldest
     DemoTable("clicks", "20 one-file appends; snapshot-expiry policy of 36 s", _clicks),
     DemoTable("events", "12 appends of 2 tiny files each: SMALL_FILES", _events),
-    DemoTable("orders", "merge-on-read, 2 deletes of a tenth each: DELETE_FILE_BUILDUP",
-              _orders, MERGE_ON_READ),
+    DemoTable(
+        "orders",
+        "merge-on-read, 2 deletes of a tenth each: DELETE_FILE_BUILDUP",
+        _orders,
+        MERGE_ON_READ,
+    ),
     DemoTable("customers", "one write: healthy", _customers),
 )
 DEMO_TABLE_NAMES = tuple(sorted(t.name for t in DEMO_TABLES))
@@ -137,8 +173,9 @@ def create_demo_lake(settings: Settings, say: Callable[[str], Any] = print) -> l
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(catalog, [], NAMESPACE)}")
         for table in missing:
             say(f"  {NAMESPACE}.{table.name}: {table.shows}")
-            table.build(spark, qualified_name(catalog, [NAMESPACE], table.name),
-                        table.tblproperties())
+            table.build(
+                spark, qualified_name(catalog, [NAMESPACE], table.name), table.tblproperties()
+            )
     finally:
         spark.stop()
     return [t.name for t in missing]
@@ -146,9 +183,16 @@ def create_demo_lake(settings: Settings, say: Callable[[str], Any] = print) -> l
 
 async def attach_demo_policies(conn: asyncpg.Connection, catalog: str) -> None:
     """The table-level policy that lets the planner expire ``demo.clicks``' snapshots now."""
-    await conn.execute(load_query("policy_upsert"), PolicyType.SNAPSHOT_EXPIRY, "table", catalog,
-                       NAMESPACE, "clicks", True,
-                       {"max_snapshot_age_hours": CLICKS_EXPIRY_HOURS, "retain_last": 1})
+    await conn.execute(
+        load_query("policy_upsert"),
+        PolicyType.SNAPSHOT_EXPIRY,
+        "table",
+        catalog,
+        NAMESPACE,
+        "clicks",
+        True,
+        {"max_snapshot_age_hours": CLICKS_EXPIRY_HOURS, "retain_last": 1},
+    )
 
 
 # The live summary: read-only queries over the plain-named views and the job history.
@@ -194,14 +238,35 @@ async def read_state(conn: asyncpg.Connection, catalog: str) -> DemoState:
     jobs = await conn.fetch(_JOBS, catalog, NAMESPACE)
     queue = await conn.fetch(_QUEUE)
     return DemoState(
-        tuple((r["name"], r["health"], r["score"], r["issues"] or "", r["data_files"],
-               r["small_files"], r["snapshots"], r["delete_files"]) for r in tables),
-        tuple((r["id"], r["name"], r["state"], r["trigger"], r["actions"] or "",
-               _pair(r["before"], r["after"], "data_file_count"),
-               _pair(r["before"], r["after"], "snapshot_count"),
-               _pair(r["before"], r["after"], "position_delete_file_count"),
-               (r["error"] or "")[:80]) for r in jobs),
-        tuple((r["state"], r["jobs"]) for r in queue))
+        tuple(
+            (
+                r["name"],
+                r["health"],
+                r["score"],
+                r["issues"] or "",
+                r["data_files"],
+                r["small_files"],
+                r["snapshots"],
+                r["delete_files"],
+            )
+            for r in tables
+        ),
+        tuple(
+            (
+                r["id"],
+                r["name"],
+                r["state"],
+                r["trigger"],
+                r["actions"] or "",
+                _pair(r["before"], r["after"], "data_file_count"),
+                _pair(r["before"], r["after"], "snapshot_count"),
+                _pair(r["before"], r["after"], "position_delete_file_count"),
+                (r["error"] or "")[:80],
+            )
+            for r in jobs
+        ),
+        tuple((r["state"], r["jobs"]) for r in queue),
+    )
 
 
 def render_state(state: DemoState, elapsed: float) -> Any:
@@ -211,25 +276,51 @@ def render_state(state: DemoState, elapsed: float) -> Any:
     from rich.table import Column, Table
 
     colours = {"healthy": "green", "warning": "yellow", "critical": "red"}
-    tables = Table("table", "health", "score", Column("issues", min_width=19), "files", "snaps",
-                   "dels",
-                   title=f"demo lake ({NAMESPACE}.*) at {elapsed:.0f} s", title_justify="left",
-                   box=box.SIMPLE_HEAD, pad_edge=False)
+    tables = Table(
+        "table",
+        "health",
+        "score",
+        Column("issues", min_width=19),
+        "files",
+        "snaps",
+        "dels",
+        title=f"demo lake ({NAMESPACE}.*) at {elapsed:.0f} s",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     for name, health, score, issues, files, _small, snaps, deletes in state.tables:
         colour = colours.get(health, "magenta")
-        tables.add_row(name, f"[{colour}]{health}[/]",
-                       "-" if score is None else str(score),
-                       (issues or "-").replace(",", "\n"),
-                       *("-" if c is None else str(c) for c in (files, snaps, deletes)))
+        tables.add_row(
+            name,
+            f"[{colour}]{health}[/]",
+            "-" if score is None else str(score),
+            (issues or "-").replace(",", "\n"),
+            *("-" if c is None else str(c) for c in (files, snaps, deletes)),
+        )
     parts: list[Any] = [tables]
     if state.jobs:
-        jobs = Table("job", "state", Column("actions", min_width=29), "files", "snaps",
-                     "dels",
-                     title="maintenance jobs (before->after)", title_justify="left",
-                     box=box.SIMPLE_HEAD, pad_edge=False)
+        jobs = Table(
+            "job",
+            "state",
+            Column("actions", min_width=29),
+            "files",
+            "snaps",
+            "dels",
+            title="maintenance jobs (before->after)",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
         for job_id, name, job_state, trigger, actions, files, snaps, deletes, error in state.jobs:
-            jobs.add_row(f"{job_id} {name}", f"{job_state}\n({trigger})",
-                         (actions or "-").replace(" + ", "\n"), files, snaps, deletes)
+            jobs.add_row(
+                f"{job_id} {name}",
+                f"{job_state}\n({trigger})",
+                (actions or "-").replace(" + ", "\n"),
+                files,
+                snaps,
+                deletes,
+            )
             if error:
                 jobs.add_row("", "[red]error[/]", error, "", "", "")
         parts.append(jobs)

@@ -93,8 +93,19 @@ class LocalPostgres:
             shutil.chown(self.socket_dir, _SERVER_USER)
         if not (self.data / "PG_VERSION").exists():
             self._run(
-                [str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                 "--no-sync", "-E", "UTF8", "--locale=C"]
+                [
+                    str(self.bin / "initdb"),
+                    "-D",
+                    str(self.data),
+                    "-A",
+                    "trust",
+                    "-U",
+                    "postgres",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                ]
             )
         options = (
             f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 "
@@ -103,8 +114,19 @@ class LocalPostgres:
         if not self.durable:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
-            [str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w",
-             "-t", "60", "-o", options, "start"]
+            [
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.log),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                options,
+                "start",
+            ]
         )
         self._create_database()
         return self.dsn
@@ -113,9 +135,19 @@ class LocalPostgres:
         deadline = time.monotonic() + 30
         while True:
             proc = subprocess.run(  # noqa: S603
-                [str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
-                 "-U", "postgres", self.database],
-                capture_output=True, text=True, check=False,
+                [
+                    str(self.bin / "createdb"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-U",
+                    "postgres",
+                    self.database,
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
             )
             if proc.returncode == 0 or "already exists" in proc.stderr:
                 return

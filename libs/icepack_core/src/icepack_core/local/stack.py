@@ -26,8 +26,11 @@ from icepack_core.settings import Settings
 console = Console(stderr=True)
 STOP_GRACE_SECONDS = 30.0
 # `icepack demo`: short loops so the demo moves in seconds (each can still be overridden).
-DEMO_ENV = {"ICEPACK_DISCOVERY_INTERVAL_SECONDS": "5", "ICEPACK_POLL_INTERVAL_SECONDS": "1",
-            "ICEPACK_LOG_FORMAT": "console"}
+DEMO_ENV = {
+    "ICEPACK_DISCOVERY_INTERVAL_SECONDS": "5",
+    "ICEPACK_POLL_INTERVAL_SECONDS": "1",
+    "ICEPACK_LOG_FORMAT": "console",
+}
 DEMO_DEADLINE_SECONDS = 900.0
 WATCH_SECONDS = 3.0
 # A crashed child comes back after 1 s, 2 s, 4 s ... at most 30 s; a minute up resets that.
@@ -84,16 +87,21 @@ def run_all(
             log_dir.mkdir(parents=True, exist_ok=True)
             output = logs.enter_context((log_dir / f"{name}.log").open("ab"))
         return subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "icepack_core.cli.app", "service", name], env=child_env,
-            stdout=output, stderr=output,
+            [sys.executable, "-m", "icepack_core.cli.app", "service", name],
+            env=child_env,
+            stdout=output,
+            stderr=output,
         )
 
     children: dict[str, Child] = {}
     for name in services:
         proc = start(name)
         children[name] = Child(name, proc, time.monotonic())
-        console.print(f"started {name:<10} pid {proc.pid:<7} "
-                      f"http://{settings.http_host}:{ports[name]}/healthz", highlight=False)
+        console.print(
+            f"started {name:<10} pid {proc.pid:<7} "
+            f"http://{settings.http_host}:{ports[name]}/healthz",
+            highlight=False,
+        )
     stopping = False
     next_watch = time.monotonic() + WATCH_SECONDS
 
@@ -117,8 +125,7 @@ def run_all(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        failed += _stop_children(
-            {c.name: c.proc for c in children.values() if c.proc is not None})
+        failed += _stop_children({c.name: c.proc for c in children.values() if c.proc is not None})
         logs.close()
     return 1 if failed else 0
 
@@ -134,8 +141,11 @@ def _supervise_child(child: Child, start: Callable[[str], subprocess.Popen[bytes
         if uptime >= RESTART_RESET_AFTER_SECONDS:
             child.delay = RESTART_INITIAL_SECONDS  # it had been healthy: start over
         child.restart_at = now + child.delay
-        console.print(f"[yellow]{child.name} (pid {child.proc.pid}) exited with {code} after "
-                      f"{uptime:.0f} s; restarting it in {child.delay:g} s[/]", highlight=False)
+        console.print(
+            f"[yellow]{child.name} (pid {child.proc.pid}) exited with {code} after "
+            f"{uptime:.0f} s; restarting it in {child.delay:g} s[/]",
+            highlight=False,
+        )
         child.delay = min(child.delay * 2, RESTART_MAX_SECONDS)
         child.proc = None
         return
@@ -143,8 +153,10 @@ def _supervise_child(child: Child, start: Callable[[str], subprocess.Popen[bytes
         child.proc = start(child.name)
         child.started, child.restart_at = now, None
         child.restarts += 1
-        console.print(f"restarted {child.name:<10} pid {child.proc.pid:<7} "
-                      f"(restart {child.restarts})", highlight=False)
+        console.print(
+            f"restarted {child.name:<10} pid {child.proc.pid:<7} (restart {child.restarts})",
+            highlight=False,
+        )
 
 
 def _stop_children(children: dict[str, subprocess.Popen[bytes]]) -> list[str]:
@@ -168,8 +180,15 @@ class DemoWatch:
     """Reads the demo fleet from Postgres every few seconds, prints it when it changed, and
     says when every demo table is healthy (``run_all``'s ``watch``)."""
 
-    def __init__(self, settings: Settings, started: float, until_healthy: bool,
-                 deadline: float, ui_url: str, ports: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        started: float,
+        until_healthy: bool,
+        deadline: float,
+        ui_url: str,
+        ports: Sequence[int] = (),
+    ) -> None:
         self.settings, self.started, self.ui_url, self.ports = settings, started, ui_url, ports
         self.until_healthy, self.deadline = until_healthy, deadline
         self.catalog = settings.effective_catalogs()[0].name
@@ -205,9 +224,11 @@ class DemoWatch:
             self.last = state
         if state.healthy and self.healthy_after is None:
             self.healthy_after = elapsed
-            console.print(f"[bold green]all demo tables healthy after {elapsed:.0f} s[/] - "
-                          f"open {self.ui_url}" + ("" if self.until_healthy else
-                                                  "  (Ctrl-C to stop)"), highlight=False)
+            console.print(
+                f"[bold green]all demo tables healthy after {elapsed:.0f} s[/] - "
+                f"open {self.ui_url}" + ("" if self.until_healthy else "  (Ctrl-C to stop)"),
+                highlight=False,
+            )
         if self.until_healthy and self.healthy_after is None and elapsed >= self.deadline:
             console.print(f"[bold red]demo tables not healthy after {self.deadline:.0f} s[/]")
             self.timed_out = True
@@ -248,8 +269,7 @@ def run_demo(
     try:
         require_spark("local", "icepack demo")
     except MissingExtra as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False,
-                      soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     started = time.monotonic()
     root = (data_dir or Path(os.environ.get("ICEPACK_DATA_DIR", ".icepack"))).resolve()
@@ -257,8 +277,11 @@ def run_demo(
     server.stop()  # a server an interrupted demo left running
     console.print(f"starting PostgreSQL in {server.root} ...")
     dsn = server.start()
-    env = {**{k: os.environ.get(k, v) for k, v in DEMO_ENV.items()},
-           "ICEPACK_DATABASE_URL": dsn, "ICEPACK_DATA_DIR": str(root)}
+    env = {
+        **{k: os.environ.get(k, v) for k, v in DEMO_ENV.items()},
+        "ICEPACK_DATABASE_URL": dsn,
+        "ICEPACK_DATA_DIR": str(root),
+    }
     os.environ.update(env)
     try:
         settings = load_settings()
@@ -266,8 +289,10 @@ def run_demo(
             [sys.executable, "-m", "icepack_core.cli.app", "migrate"], check=True, env=os.environ
         )
         created = create_demo_lake(settings, say=console.print)
-        console.print(f"demo lake: {'wrote ' + ', '.join(created) if created else 'reused'} "
-                      f"(warehouse {settings.effective_catalogs()[0].warehouse})")
+        console.print(
+            f"demo lake: {'wrote ' + ', '.join(created) if created else 'reused'} "
+            f"(warehouse {settings.effective_catalogs()[0].warehouse})"
+        )
 
         async def policies() -> None:
             from icepack_core.db import pool as db
@@ -281,12 +306,21 @@ def run_demo(
         asyncio.run(policies())
         base = int(os.environ.get("ICEPACK_UP_BASE_PORT", BASE_PORT))
         ui_url = f"http://{settings.http_host}:{base}/ui"
-        console.print(f"database: psql {dsn}\nservice logs: {root / 'logs'}\nUI: {ui_url}",
-                      highlight=False)
-        watch = DemoWatch(settings, started, until_healthy, deadline, ui_url,
-                          list(service_ports(base).values()))
-        code = run_all(settings, list(PORT_OFFSETS), base_port=base, duration=duration,
-                       env=env, log_dir=root / "logs", watch=watch)
+        console.print(
+            f"database: psql {dsn}\nservice logs: {root / 'logs'}\nUI: {ui_url}", highlight=False
+        )
+        watch = DemoWatch(
+            settings, started, until_healthy, deadline, ui_url, list(service_ports(base).values())
+        )
+        code = run_all(
+            settings,
+            list(PORT_OFFSETS),
+            base_port=base,
+            duration=duration,
+            env=env,
+            log_dir=root / "logs",
+            watch=watch,
+        )
         if until_healthy and watch.healthy_after is None:
             return 1
         return code

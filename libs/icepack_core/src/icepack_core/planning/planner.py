@@ -80,32 +80,51 @@ class Planner:
         try:
             if attachments is None:
                 attachments = await self.attachments(table["catalog"])
-            policy = resolve(attachments, table["namespace"],
-                             table["name"], properties, self.settings.maintenance_cadence_hours)
+            policy = resolve(
+                attachments,
+                table["namespace"],
+                table["name"],
+                properties,
+                self.settings.maintenance_cadence_hours,
+            )
         except PolicyError as exc:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
         runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
         target = properties.get(TARGET_FILE_SIZE_PROPERTY)
         rec = recommend(
-            status, policy, {r["action"]: r["finished_at"] for r in runs}, now,
+            status,
+            policy,
+            {r["action"]: r["finished_at"] for r in runs},
+            now,
             target_file_size_bytes=int(target) if target and target.isdigit() else None,
             failures=await self.failure_streaks(table["id"]),
         )
         return await self._admissible(table, rec, now, attachments)
 
-    async def _admissible(self, table: asyncpg.Record, rec: Recommendation, now: datetime,
-                          attachments: list[PolicyAttachment]) -> Recommendation:
+    async def _admissible(
+        self,
+        table: asyncpg.Record,
+        rec: Recommendation,
+        now: datetime,
+        attachments: list[PolicyAttachment],
+    ) -> Recommendation:
         """``rec`` with every action the safety choke point would refuse moved to ``skipped``
         (with the rule and reason), so a job never carries an action the executor refuses."""
         kept, skipped = [], list(rec.skipped)
         for action in rec.actions:
             try:
-                intent = parse_intent({"action": action.action, "params": action.params,
-                                       "reason": action.reason})
-                await admit(self.pool, table, [intent], now=now,
-                            expiry_min_age_hours=self.settings.expiry_min_age_hours,
-                            default_cadence_hours=self.settings.maintenance_cadence_hours,
-                            attachments=attachments)
+                intent = parse_intent(
+                    {"action": action.action, "params": action.params, "reason": action.reason}
+                )
+                await admit(
+                    self.pool,
+                    table,
+                    [intent],
+                    now=now,
+                    expiry_min_age_hours=self.settings.expiry_min_age_hours,
+                    default_cadence_hours=self.settings.maintenance_cadence_hours,
+                    attachments=attachments,
+                )
             except ActionRefused as exc:
                 skipped.append(Skip(action.action, f"refused ({exc.rule}): {exc}"))
             except IntentError as exc:
@@ -120,9 +139,14 @@ class Planner:
         rows = await self.pool.fetch(load_query("job_failure_streaks"), table_id)
         base = self.settings.failure_backoff_base_seconds
         cap = self.settings.failure_backoff_cap_seconds
-        return {r["action"]: FailureStreak(
-            r["failures"], r["last_error"],
-            r["last_failed_at"] + failure_backoff(r["failures"], base, cap)) for r in rows}
+        return {
+            r["action"]: FailureStreak(
+                r["failures"],
+                r["last_error"],
+                r["last_failed_at"] + failure_backoff(r["failures"], base, cap),
+            )
+            for r in rows
+        }
 
     async def plan(self, table_id: int, now: datetime | None = None) -> PlanOutcome:
         """Plan one table (see module doc). Safe to repeat: at-least-once delivery."""
@@ -139,8 +163,12 @@ class Planner:
         async with self.pool.acquire() as conn, conn.transaction():
             if rec.actions:
                 # Validated like any other source: the planner's output is an intent too.
-                intents = parse_intents([{"action": a.action, "params": a.params,
-                                          "reason": a.reason} for a in rec.actions])
+                intents = parse_intents(
+                    [
+                        {"action": a.action, "params": a.params, "reason": a.reason}
+                        for a in rec.actions
+                    ]
+                )
                 enqueued = await self.queue.enqueue(
                     table_id,
                     intents_json(intents),
@@ -152,11 +180,23 @@ class Planner:
                 )
                 job_id, created = enqueued.job.id, enqueued.created
             recommendation_id: int = await conn.fetchval(
-                load_query("recommendation_insert"), table_id, latest["id"], rec.to_json(), job_id)
+                load_query("recommendation_insert"), table_id, latest["id"], rec.to_json(), job_id
+            )
             await events.publish(
-                conn, Topic.RECOMMENDATION_CREATED, table_id=table_id,
-                payload={"recommendation_id": recommendation_id, "job_id": job_id,
-                         "actions": [a.action for a in rec.actions]})
-        log.info("planner.planned", table_id=table_id, actions=[a.action for a in rec.actions],
-                 job_id=job_id, job_created=created)
+                conn,
+                Topic.RECOMMENDATION_CREATED,
+                table_id=table_id,
+                payload={
+                    "recommendation_id": recommendation_id,
+                    "job_id": job_id,
+                    "actions": [a.action for a in rec.actions],
+                },
+            )
+        log.info(
+            "planner.planned",
+            table_id=table_id,
+            actions=[a.action for a in rec.actions],
+            job_id=job_id,
+            job_created=created,
+        )
         return PlanOutcome(table_id, rec, recommendation_id, job_id, created)

@@ -57,8 +57,10 @@ class Recommendation:
     skipped: list[Skip] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"actions": [a.to_json() for a in self.actions],
-                "skipped": [asdict(s) for s in self.skipped]}
+        return {
+            "actions": [a.to_json() for a in self.actions],
+            "skipped": [asdict(s) for s in self.skipped],
+        }
 
 
 @dataclass(frozen=True)
@@ -139,10 +141,13 @@ def recommend(
             continue
         last = last_runs.get(candidate.action)
         if last is not None and now - last < cadence:
-            result.skipped.append(Skip(
-                candidate.action,
-                f"ran {_iso(last)}; cadence is {policy.cadence_hours:g} h "
-                f"(would be: {candidate.reason})"))
+            result.skipped.append(
+                Skip(
+                    candidate.action,
+                    f"ran {_iso(last)}; cadence is {policy.cadence_hours:g} h "
+                    f"(would be: {candidate.reason})",
+                )
+            )
             continue
         result.actions.append(candidate)
     result.actions.sort(key=lambda a: Action(a.action).rank)
@@ -163,7 +168,8 @@ def _rewrite_data_files(
     small, small_bytes = int(status["small_file_count"]), int(status["small_file_bytes"])
     eq_deletes = int(status["equality_delete_file_count"])
     pos_deletes = int(status["position_delete_file_count"]) + int(
-        status.get("deletion_vector_count", 0))
+        status.get("deletion_vector_count", 0)
+    )
     records = int(status.get("record_count", 0))
     deleted_share = int(status.get("delete_record_count", 0)) / records if records else 0.0
     options = {
@@ -173,43 +179,58 @@ def _rewrite_data_files(
     }
     reasons = []
     if small >= cfg.min_input_files:
-        reasons.append(f"{small} small files ({small_bytes} bytes) >= min_input_files "
-                       f"{cfg.min_input_files}")
+        reasons.append(
+            f"{small} small files ({small_bytes} bytes) >= min_input_files {cfg.min_input_files}"
+        )
     applies_deletes = False
     if cfg.rewrite_delete_files and eq_deletes >= cfg.min_delete_files:
         # Equality deletes are only ever removed by rewriting the data files they apply to.
         applies_deletes = True
         reasons.append(f"{eq_deletes} equality delete files")
-    elif cfg.rewrite_delete_files and pos_deletes and (
-            deleted_share >= cfg.delete_ratio_threshold or pos_deletes >= cfg.max_delete_files):
+    elif (
+        cfg.rewrite_delete_files
+        and pos_deletes
+        and (deleted_share >= cfg.delete_ratio_threshold or pos_deletes >= cfg.max_delete_files)
+    ):
         # Compacting position deletes keeps their records; only a data rewrite drops them.
         applies_deletes = True
-        reasons.append(f"{pos_deletes} position delete files cover {deleted_share:.0%} of "
-                       f"records (threshold {cfg.delete_ratio_threshold:.0%} or "
-                       f"{cfg.max_delete_files} files)")
+        reasons.append(
+            f"{pos_deletes} position delete files cover {deleted_share:.0%} of "
+            f"records (threshold {cfg.delete_ratio_threshold:.0%} or "
+            f"{cfg.max_delete_files} files)"
+        )
     if applies_deletes:
         options["delete-file-threshold"] = str(cfg.min_delete_files)
     if not reasons:
-        return Skip(action, f"{small} small files < min_input_files {cfg.min_input_files}"
-                    " and no delete build-up")
+        return Skip(
+            action,
+            f"{small} small files < min_input_files {cfg.min_input_files} and no delete build-up",
+        )
     params: dict[str, Any] = {"strategy": cfg.strategy, "options": options}
     if int(status.get("partition_count", 0)) > 1 and not applies_deletes:
         # The executor narrows the rewrite to partitions that have enough small files.
         params["scope"] = "partitions"
     rewrite_bytes = small_bytes
     if partitions and not applies_deletes:
-        needing = sorted((p for p in partitions if p.small_file_count >= cfg.min_input_files),
-                         key=lambda p: -p.small_file_count)[: cfg.max_partitions_per_run]
+        needing = sorted(
+            (p for p in partitions if p.small_file_count >= cfg.min_input_files),
+            key=lambda p: -p.small_file_count,
+        )[: cfg.max_partitions_per_run]
         if needing:
             params["where"] = " OR ".join(f"({p.predicate})" for p in needing)
             small = sum(p.small_file_count for p in needing)
             rewrite_bytes = sum(p.small_file_bytes for p in needing)
             reasons.append(f"scoped to {len(needing)} of {len(partitions)} partitions")
     files_after = max(1, math.ceil(rewrite_bytes / target)) if small else 0
-    return ActionIntent(action, "; ".join(reasons), params, {
-        "files_removed": max(0, small - files_after),
-        "bytes_to_rewrite": rewrite_bytes,
-    })
+    return ActionIntent(
+        action,
+        "; ".join(reasons),
+        params,
+        {
+            "files_removed": max(0, small - files_after),
+            "bytes_to_rewrite": rewrite_bytes,
+        },
+    )
 
 
 def _rewrite_position_deletes(
@@ -223,9 +244,12 @@ def _rewrite_position_deletes(
     if count < max(cfg.min_delete_files, 2):
         # One position delete file cannot be compacted into fewer.
         return Skip(action, f"{count} position delete files")
-    return ActionIntent(action, f"{count} position delete files",
-                        {"options": {"rewrite-all": "true"}},
-                        {"files_removed": count - 1})
+    return ActionIntent(
+        action,
+        f"{count} position delete files",
+        {"options": {"rewrite-all": "true"}},
+        {"files_removed": count - 1},
+    )
 
 
 def _rewrite_manifests(status: Mapping[str, Any], policy: EffectivePolicy) -> ActionIntent | Skip:
@@ -237,8 +261,12 @@ def _rewrite_manifests(status: Mapping[str, Any], policy: EffectivePolicy) -> Ac
     if count <= cfg.max_manifests:
         return Skip(action, f"{count} manifests <= max_manifests {cfg.max_manifests}")
     after = max(1, math.ceil(size / cfg.target_manifest_size_bytes))
-    return ActionIntent(action, f"{count} manifests > max_manifests {cfg.max_manifests}",
-                        {"use_caching": True}, {"manifests_removed": max(0, count - after)})
+    return ActionIntent(
+        action,
+        f"{count} manifests > max_manifests {cfg.max_manifests}",
+        {"use_caching": True},
+        {"manifests_removed": max(0, count - after)},
+    )
 
 
 def _expire_snapshots(
@@ -252,8 +280,11 @@ def _expire_snapshots(
     oldest = _parse(status.get("oldest_snapshot_at"))
     horizon = now - timedelta(hours=cfg.max_snapshot_age_hours)
     if count <= cfg.retain_last or oldest is None or oldest >= horizon:
-        return Skip(action, f"{count} snapshots, none older than "
-                    f"{cfg.max_snapshot_age_hours:g} h beyond the last {cfg.retain_last}")
+        return Skip(
+            action,
+            f"{count} snapshots, none older than "
+            f"{cfg.max_snapshot_age_hours:g} h beyond the last {cfg.retain_last}",
+        )
     return ActionIntent(
         action,
         f"oldest of {count} snapshots is from {_iso(oldest)}, older than "

@@ -86,9 +86,16 @@ async def simulate(
                 estimated[name] = estimated.get(name, 0) + value
         for name, value in estimated.items():
             totals[name] = totals.get(name, 0) + value
-        report.changes.append(TableChange(
-            row["catalog"], row["namespace"], row["name"],
-            [a.action for a in current.actions], [a.action for a in future.actions], estimated,
-            {a.action: a.reason for a in future.actions}))
+        report.changes.append(
+            TableChange(
+                row["catalog"],
+                row["namespace"],
+                row["name"],
+                [a.action for a in current.actions],
+                [a.action for a in future.actions],
+                estimated,
+                {a.action: a.reason for a in future.actions},
+            )
+        )
     report.totals = totals
     return report

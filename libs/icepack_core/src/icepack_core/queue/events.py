@@ -219,8 +219,9 @@ class Listener:
                 backoff = 0.1
                 await self._watch(conn, stop)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("events.listen_lost", channel=self.channel, error=str(exc),
-                            retry_in=backoff)
+                log.warning(
+                    "events.listen_lost", channel=self.channel, error=str(exc), retry_in=backoff
+                )
             finally:
                 self.connected.clear()
                 if conn is not None and not conn.is_closed():
@@ -276,8 +277,11 @@ async def run_consumer(
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the batch rolled back: retried from the same offset
-            log.warning("events.consume_failed", consumer=consumer.name,
-                        error=f"{type(exc).__name__}: {exc}")
+            log.warning(
+                "events.consume_failed",
+                consumer=consumer.name,
+                error=f"{type(exc).__name__}: {exc}",
+            )
         await wait_for_wake(wake, stop, poll_interval)
 
 

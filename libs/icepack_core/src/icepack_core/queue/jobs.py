@@ -106,18 +106,33 @@ class JobQueue:
         if conn is None:
             async with self.pool.acquire() as own, own.transaction():
                 return await self.enqueue(
-                    table_id, actions, dedupe_key=dedupe_key, priority=priority,
-                    max_attempts=max_attempts, trigger=trigger, not_before=not_before, conn=own,
+                    table_id,
+                    actions,
+                    dedupe_key=dedupe_key,
+                    priority=priority,
+                    max_attempts=max_attempts,
+                    trigger=trigger,
+                    not_before=not_before,
+                    conn=own,
                 )
         while True:
             row = await conn.fetchrow(
-                load_query("job_enqueue"), table_id, actions, priority, max_attempts,
-                not_before, dedupe_key, trigger.value, current_traceparent(),
+                load_query("job_enqueue"),
+                table_id,
+                actions,
+                priority,
+                max_attempts,
+                not_before,
+                dedupe_key,
+                trigger.value,
+                current_traceparent(),
             )
             if row is not None:
                 job = Job.from_record(row)
                 await events.publish(
-                    conn, Topic.JOB_ENQUEUED, table_id=table_id,
+                    conn,
+                    Topic.JOB_ENQUEUED,
+                    table_id=table_id,
                     payload={"job_id": job.id, "trigger": trigger.value},
                 )
                 return Enqueued(job, created=True)
@@ -175,8 +190,14 @@ class JobQueue:
         lost the job.
         """
         return await self._finish(
-            job, "job_fail", "fail", redact_text(error), retryable,
-            self.backoff.base_seconds, self.backoff.cap_seconds, now,
+            job,
+            "job_fail",
+            "fail",
+            redact_text(error),
+            retryable,
+            self.backoff.base_seconds,
+            self.backoff.cap_seconds,
+            now,
         )
 
     async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:
@@ -215,8 +236,11 @@ class JobQueue:
         """Return running jobs with expired leases to queued (with backoff) or fail them."""
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
-                load_query("job_reap"), limit,
-                self.backoff.base_seconds, self.backoff.cap_seconds, now,
+                load_query("job_reap"),
+                limit,
+                self.backoff.base_seconds,
+                self.backoff.cap_seconds,
+                now,
             )
             reaped = [Job.from_record(r) for r in rows]
             for job in reaped:
@@ -262,9 +286,17 @@ class JobQueue:
         """Record one action the executor ran (secrets in its SQL, output and error masked).
         Raises ``StaleFence`` when it lost the job."""
         action_id: int | None = await self.pool.fetchval(
-            load_query("job_action_record"), job.id, job.fence, action, procedure,
-            None if sql_text is None else redact_text(sql_text), state, redact(output or {}),
-            impact or {}, None if error is None else redact_text(error), started_at,
+            load_query("job_action_record"),
+            job.id,
+            job.fence,
+            action,
+            procedure,
+            None if sql_text is None else redact_text(sql_text),
+            state,
+            redact(output or {}),
+            impact or {},
+            None if error is None else redact_text(error),
+            started_at,
             finished_at,
         )
         if action_id is None:
@@ -278,7 +310,9 @@ async def _announce_start(conn: Conn, row: asyncpg.Record | None, owner: str) ->
         return None
     job = Job.from_record(row)
     await events.publish(
-        conn, Topic.JOB_STARTED, table_id=job.table_id,
+        conn,
+        Topic.JOB_STARTED,
+        table_id=job.table_id,
         payload={"job_id": job.id, "fence": job.fence, "owner": owner},
         traceparent=current_traceparent() or job.traceparent,
     )
@@ -289,7 +323,9 @@ async def _announce_transition(conn: Conn, job: Job) -> None:
     """Publish ``job.finished`` when a transition made the job terminal."""
     if job.state.terminal:
         await events.publish(
-            conn, Topic.JOB_FINISHED, table_id=job.table_id,
+            conn,
+            Topic.JOB_FINISHED,
+            table_id=job.table_id,
             payload={"job_id": job.id, "state": job.state.value, "error": job.error},
             traceparent=current_traceparent() or job.traceparent,
         )

@@ -44,8 +44,13 @@ class QueueUpkeep:
     async def reap(self) -> None:
         """Requeue (with backoff) or fail every job whose lease expired."""
         for job in await self.jobs.reap():
-            self.log.warning("job.reaped", job_id=job.id, state=job.state.value,
-                             attempts=job.attempts, error=job.error)
+            self.log.warning(
+                "job.reaped",
+                job_id=job.id,
+                state=job.state.value,
+                attempts=job.attempts,
+                error=job.error,
+            )
 
     async def prune(self) -> None:
         """Delete finished jobs and consumed events past their retention."""
@@ -56,8 +61,9 @@ class QueueUpkeep:
 
     async def replan(self) -> None:
         """Request a ``replan`` work item for each table whose recommendation went stale."""
-        rows = await self.pool.fetch(load_query("recommendation_stale_tables"),
-                                     REPLAN_INTERVAL_SECONDS, None, REPLAN_BATCH)
+        rows = await self.pool.fetch(
+            load_query("recommendation_stale_tables"), REPLAN_INTERVAL_SECONDS, None, REPLAN_BATCH
+        )
         async with self.pool.acquire() as conn, conn.transaction():
             for row in rows:
                 await self.work.request(conn, row["id"], "replan")

@@ -50,8 +50,9 @@ async def run_workers(
 
     async def one_round() -> None:
         # A database outage is waited out (retry with backoff), never fatal.
-        items = await retry_db(lambda: queue.claim(1), ctx.stop, ctx.log,
-                               f"{ctx.service}.work_claim")
+        items = await retry_db(
+            lambda: queue.claim(1), ctx.stop, ctx.log, f"{ctx.service}.work_claim"
+        )
         if not items:
             if not ctx.stop.is_set():
                 await wait_for_wake(wake, ctx.stop, ctx.settings.poll_interval_seconds)
@@ -71,8 +72,9 @@ async def run_workers(
             # claimed again when its lease expires.
             await survive(one_round, ctx.stop, ctx.log, f"{ctx.service}.worker")
 
-    workers = [asyncio.create_task(worker(), name=f"{ctx.service}.worker{i}")
-               for i in range(concurrency)]
+    workers = [
+        asyncio.create_task(worker(), name=f"{ctx.service}.worker{i}") for i in range(concurrency)
+    ]
     try:
         await asyncio.gather(*workers)
     finally:
@@ -99,11 +101,16 @@ async def _process_one(
         else:
             ctx.log.exception("work.failed", table_id=item.table_id, error=str(exc))
         error = redact_text(f"{type(exc).__name__}: {exc}")[:2000]
-        await retry_db(lambda: queue.fail(item, error, 1.0 if transient else retry_seconds),
-                       ctx.stop, ctx.log, f"{ctx.service}.work_fail")
+        await retry_db(
+            lambda: queue.fail(item, error, 1.0 if transient else retry_seconds),
+            ctx.stop,
+            ctx.log,
+            f"{ctx.service}.work_fail",
+        )
     else:
-        await retry_db(lambda: queue.complete(item), ctx.stop, ctx.log,
-                       f"{ctx.service}.work_complete")
+        await retry_db(
+            lambda: queue.complete(item), ctx.stop, ctx.log, f"{ctx.service}.work_complete"
+        )
 
 
 async def run_event_service(

@@ -59,6 +59,7 @@ class EmbeddedServer(uvicorn.Server):
 
 
 def make_server(app: Starlette, host: str, port: int) -> EmbeddedServer:
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                            lifespan="off")
+    config = uvicorn.Config(
+        app, host=host, port=port, log_config=None, access_log=False, lifespan="off"
+    )
     return EmbeddedServer(config)

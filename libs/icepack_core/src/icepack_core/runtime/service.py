@@ -85,9 +85,7 @@ def worker_id(service: str) -> str:
     return f"{service}@{socket.gethostname()}:{os.getpid()}"
 
 
-async def run_service(
-    service: Service, settings: Settings, *, serve_http: bool = True
-) -> int:
+async def run_service(service: Service, settings: Settings, *, serve_http: bool = True) -> int:
     """Run one service process to completion; returns its exit code."""
     setup_logging(service.name, settings.log_level, settings.log_format)
     log = structlog.get_logger(f"icepack.{service.name}")
@@ -106,8 +104,7 @@ async def run_service(
 
     # A database that is not up yet (or restarting) is waited for, not a reason to exit.
     await retry_db(migrated, stop, log, "service.migrate")
-    pool = await retry_db(lambda: db.create_pool(settings, service.name), stop, log,
-                          "service.pool")
+    pool = await retry_db(lambda: db.create_pool(settings, service.name), stop, log, "service.pool")
     if pool is None:  # stopped before the database ever answered
         log.info("service.stopped", exit_code=0)
         return 0
@@ -119,8 +116,13 @@ async def run_service(
     server = None
     if serve_http:
         # /metrics last: a service that serves its own (the gateway's fleet view) wins.
-        app = Starlette(routes=[*health_routes(service.name, pool, _ready(service, ctx)),
-                                *service.routes(ctx), Route("/metrics", prometheus_metrics)])
+        app = Starlette(
+            routes=[
+                *health_routes(service.name, pool, _ready(service, ctx)),
+                *service.routes(ctx),
+                Route("/metrics", prometheus_metrics),
+            ]
+        )
         port = settings.http_port
         if port is None:
             port = BASE_PORT + PORT_OFFSETS.get(service.name, 0)
@@ -171,8 +173,9 @@ async def _supervise(
     died = [t for t in done if t.cancelled() or t.exception() is not None or not stop.is_set()]
     for task in died:
         exc = task.exception() if not task.cancelled() else None
-        log.error("service.side_task_died", task=task.get_name(),
-                  error=repr(exc) if exc else "exited")
+        log.error(
+            "service.side_task_died", task=task.get_name(), error=repr(exc) if exc else "exited"
+        )
     stop.set()
     try:
         code = await asyncio.wait_for(main, timeout=30)

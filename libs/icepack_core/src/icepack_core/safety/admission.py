@@ -75,8 +75,18 @@ def location_from_metadata(metadata_location: str) -> str | None:
 async def attachments_of(pool: asyncpg.Pool, catalog: str) -> list[PolicyAttachment]:
     """The policies attached anywhere in ``catalog``."""
     rows = await pool.fetch(load_query("policy_list_catalog"), catalog)
-    return [PolicyAttachment(r["policy_type"], r["scope"], r["catalog"], r["namespace"],
-                             r["table_name"], r["enabled"], r["config"]) for r in rows]
+    return [
+        PolicyAttachment(
+            r["policy_type"],
+            r["scope"],
+            r["catalog"],
+            r["namespace"],
+            r["table_name"],
+            r["enabled"],
+            r["config"],
+        )
+        for r in rows
+    ]
 
 
 def _label(row: asyncpg.Record | dict[str, Any]) -> str:
@@ -93,11 +103,14 @@ async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
     rows = await pool.fetch(load_query("table_locations_live"))
     mine = next((r for r in rows if r["id"] == table["id"]), None)
     own = (mine["location"] if mine else None) or location_from_metadata(
-        (mine["metadata_location"] if mine else None) or "")
+        (mine["metadata_location"] if mine else None) or ""
+    )
     if not own:
-        raise ActionRefused("LOCATION_UNKNOWN",
-                            f"{_label(table)}: its location is not known yet (not inspected); "
-                            "orphan removal needs it")
+        raise ActionRefused(
+            "LOCATION_UNKNOWN",
+            f"{_label(table)}: its location is not known yet (not inspected); "
+            "orphan removal needs it",
+        )
     for other in rows:
         if other["id"] == table["id"]:
             continue
@@ -106,12 +119,14 @@ async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
             raise ActionRefused(
                 "LOCATION_UNKNOWN",
                 f"{_label(table)}: the location of {_label(other)} is not known, so orphan "
-                "removal cannot rule out deleting its files")
+                "removal cannot rule out deleting its files",
+            )
         if locations_overlap(own, theirs):
             raise ActionRefused(
                 "LOCATION_OVERLAP",
                 f"{_label(table)}: its location {own} overlaps {_label(other)} at {theirs}; "
-                "orphan removal would delete that table's files")
+                "orphan removal would delete that table's files",
+            )
     return own
 
 
@@ -140,13 +155,20 @@ async def admit(
     try:
         if attachments is None:
             attachments = await attachments_of(pool, table["catalog"])
-        policy = resolve(attachments, table["namespace"], table["name"],
-                         table["properties"] or {}, default_cadence_hours)
+        policy = resolve(
+            attachments,
+            table["namespace"],
+            table["name"],
+            table["properties"] or {},
+            default_cadence_hours,
+        )
     except PolicyError as exc:
         raise ActionRefused("POLICY_INVALID", f"{label}: invalid policy: {exc}") from None
     if not policy.maintenance_enabled:
-        raise ActionRefused("TABLE_OPTED_OUT",
-                            f"{label} opted out of maintenance (icepack.maintenance.enabled=false)")
+        raise ActionRefused(
+            "TABLE_OPTED_OUT",
+            f"{label} opted out of maintenance (icepack.maintenance.enabled=false)",
+        )
     location = None
     for index, intent in enumerate(intents):
         field = f"actions[{index}].params.older_than"
@@ -157,7 +179,9 @@ async def admit(
                     "SAFETY_FLOOR",
                     f"{field}: expire_snapshots older_than {intent.params.older_than.isoformat()}"
                     f" is newer than the {expiry_min_age_hours:g} h floor "
-                    f"({newest.isoformat()})", field)
+                    f"({newest.isoformat()})",
+                    field,
+                )
         elif isinstance(intent, RemoveOrphanFiles):
             config = policy.orphan_file_removal
             if config is None:
@@ -165,7 +189,9 @@ async def admit(
                     "ORPHAN_REMOVAL_NOT_ENABLED",
                     f"{label}: orphan removal needs an operator policy "
                     "(system.orphan-file-removal) that enables it "
-                    f"({policy.sources.get('system.orphan-file-removal', 'default')})", field)
+                    f"({policy.sources.get('system.orphan-file-removal', 'default')})",
+                    field,
+                )
             hours = _orphan_floor_hours(config)
             newest = now - timedelta(hours=hours)
             if intent.params.older_than > newest:
@@ -173,6 +199,8 @@ async def admit(
                     "SAFETY_FLOOR",
                     f"{field}: remove_orphan_files older_than "
                     f"{intent.params.older_than.isoformat()} is newer than the {hours:g} h "
-                    f"floor ({newest.isoformat()})", field)
+                    f"floor ({newest.isoformat()})",
+                    field,
+                )
             location = await _target_location(pool, table)
     return Admission(policy, location)

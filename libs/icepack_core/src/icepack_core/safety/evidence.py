@@ -20,10 +20,21 @@ from typing import Any
 from icepack_core.types import REWRITES
 
 # Actions that rewrite data (their commits must keep the live contents) ...
-DELETE_FILE_FIELDS = ("position_delete_file_count", "equality_delete_file_count",
-                      "deletion_vector_count")
-RECORD_FIELDS = ("snapshot_id", "parent_id", "rows_before", "rows_after", "checksum_before",
-                 "checksum_after", "checked", "rolled_back")
+DELETE_FILE_FIELDS = (
+    "position_delete_file_count",
+    "equality_delete_file_count",
+    "deletion_vector_count",
+)
+RECORD_FIELDS = (
+    "snapshot_id",
+    "parent_id",
+    "rows_before",
+    "rows_after",
+    "checksum_before",
+    "checksum_after",
+    "checked",
+    "rolled_back",
+)
 _MAX_DEPTH = 6  # how deep to look for snapshot records in an action's output
 
 
@@ -36,8 +47,9 @@ def _walk(value: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
     if depth > _MAX_DEPTH:
         return
     if isinstance(value, Mapping):
-        if "snapshot_id" in value and any(k in value for k in (
-                "rows_before", "rows_after", "checksum_before", "checksum_after")):
+        if "snapshot_id" in value and any(
+            k in value for k in ("rows_before", "rows_after", "checksum_before", "checksum_after")
+        ):
             yield value
             return
         for item in value.values():
@@ -68,8 +80,10 @@ def _record_ok(record: Mapping[str, Any]) -> bool:
 
 def _pair(impact: Mapping[str, Any], key: str) -> tuple[int | None, int | None]:
     before, after = impact.get("before"), impact.get("after")
-    return (_int(before.get(key)) if isinstance(before, Mapping) else None,
-            _int(after.get(key)) if isinstance(after, Mapping) else None)
+    return (
+        _int(before.get(key)) if isinstance(before, Mapping) else None,
+        _int(after.get(key)) if isinstance(after, Mapping) else None,
+    )
 
 
 def _delete_files(impact: Mapping[str, Any], side: int) -> int | None:
@@ -113,17 +127,23 @@ def action_safety(action: str, state: str, output: Any, impact: Any) -> dict[str
         source = "metadata"
     live = {"before": live_before, "after": live_after, "source": source}
     removed = None
-    if stored[0] is not None and stored[1] is not None \
-            and live_before is not None and live_after is not None:
+    if (
+        stored[0] is not None
+        and stored[1] is not None
+        and live_before is not None
+        and live_after is not None
+    ):
         removed = (stored[0] - stored[1]) - (live_before - live_after)
     applied = files[0] - files[1] if files[0] is not None and files[1] is not None else None
     rolled_back = any(r.get("rolled_back") for r in records)
 
     has_key = isinstance(output, Mapping) and (
-        "verified_snapshots" in output or "verification" in output)
+        "verified_snapshots" in output or "verification" in output
+    )
     if records:
-        verdict = "verified" if all(_record_ok(r) for r in records) and state != "failed" \
-            else "failed"
+        verdict = (
+            "verified" if all(_record_ok(r) for r in records) and state != "failed" else "failed"
+        )
     elif action not in REWRITES:
         verdict = "not_applicable"
     elif has_key and state == "succeeded":
@@ -131,15 +151,20 @@ def action_safety(action: str, state: str, output: Any, impact: Any) -> dict[str
     else:
         verdict = "unverified"
     summary = {
-        "verified": f"{len(records)} rewrite snapshot(s) checked: live rows and contents "
-                    "unchanged",
+        "verified": f"{len(records)} rewrite snapshot(s) checked: live rows and contents unchanged",
         "failed": "verification FAILED: a rewrite changed the live rows or contents"
-                  + ("; rolled back" if rolled_back else "; not rolled back"),
+        + ("; rolled back" if rolled_back else "; not rolled back"),
         "nothing_rewritten": "no rewrite snapshot was committed; nothing to verify",
         "unverified": "no verification was recorded for this rewrite",
         "not_applicable": "does not change table contents",
     }[verdict]
-    return {"verdict": verdict, "summary": summary,
-            "live_rows": live, "stored_rows": {"before": stored[0], "after": stored[1]},
-            "deleted_rows_removed": removed, "delete_files_applied": applied,
-            "snapshots": records, "rolled_back": rolled_back}
+    return {
+        "verdict": verdict,
+        "summary": summary,
+        "live_rows": live,
+        "stored_rows": {"before": stored[0], "after": stored[1]},
+        "deleted_rows_removed": removed,
+        "delete_files_applied": applied,
+        "snapshots": records,
+        "rolled_back": rolled_back,
+    }

@@ -41,10 +41,15 @@ class Release:
     event_id: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"table_id": self.table_id, "table": self.table,
-                "previous_hold": self.previous_hold, "released_by": self.released_by,
-                "reason": self.reason, "released_at": self.released_at.isoformat(),
-                "event_id": self.event_id}
+        return {
+            "table_id": self.table_id,
+            "table": self.table,
+            "previous_hold": self.previous_hold,
+            "released_by": self.released_by,
+            "reason": self.reason,
+            "released_at": self.released_at.isoformat(),
+            "event_id": self.event_id,
+        }
 
 
 def clean_reason(reason: str | None) -> str | None:
@@ -71,8 +76,9 @@ def hold_reason(hold: Any) -> str:
     return str(hold)
 
 
-async def release_hold(pool: asyncpg.Pool, table_id: int, *, released_by: str,
-                       reason: str | None = None) -> Release:
+async def release_hold(
+    pool: asyncpg.Pool, table_id: int, *, released_by: str, reason: str | None = None
+) -> Release:
     """Clear table ``table_id``'s maintenance hold and record the release.
 
     ``released_by`` names the operator (``token:NAME`` from the gateway, ``cli:USER@HOST`` from
@@ -93,15 +99,30 @@ async def release_hold(pool: asyncpg.Pool, table_id: int, *, released_by: str,
             raise UnknownTableId(table_id)
         label = f"{row['catalog']}.{row['namespace']}.{row['name']}"
         previous = row["maintenance_hold"]
-        if previous is None or await conn.fetchval(load_query("table_hold_release"),
-                                                   table_id) is None:
+        if (
+            previous is None
+            or await conn.fetchval(load_query("table_hold_release"), table_id) is None
+        ):
             raise TableNotHeld(label)
         released_at = datetime.now(UTC)
-        event_id = await events.publish(conn, Topic.TABLE_HOLD_RELEASED, table_id=table_id,
-                                        payload={"previous_hold": previous,
-                                                 "released_by": released_by, "reason": text,
-                                                 "released_at": released_at.isoformat()})
-    log.warning("maintenance.hold_released", table_id=table_id, table=label,
-                released_by=released_by, reason=text,
-                previous_reason=redact_text(hold_reason(previous)), event_id=event_id)
+        event_id = await events.publish(
+            conn,
+            Topic.TABLE_HOLD_RELEASED,
+            table_id=table_id,
+            payload={
+                "previous_hold": previous,
+                "released_by": released_by,
+                "reason": text,
+                "released_at": released_at.isoformat(),
+            },
+        )
+    log.warning(
+        "maintenance.hold_released",
+        table_id=table_id,
+        table=label,
+        released_by=released_by,
+        reason=text,
+        previous_reason=redact_text(hold_reason(previous)),
+        event_id=event_id,
+    )
     return Release(table_id, label, redact(previous), released_by, text, released_at, event_id)

@@ -36,10 +36,23 @@ from decimal import Context, Decimal, InvalidOperation
 
 from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH
 
-SUPPORTED_TYPES = frozenset({
-    "boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal", "date",
-    "timestamp", "timestamp_ntz", "string", "binary",
-})
+SUPPORTED_TYPES = frozenset(
+    {
+        "boolean",
+        "tinyint",
+        "smallint",
+        "int",
+        "bigint",
+        "float",
+        "double",
+        "decimal",
+        "date",
+        "timestamp",
+        "timestamp_ntz",
+        "string",
+        "binary",
+    }
+)
 _INT_RANGES = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
 # Spark's typed integer literals (``SqlBaseLexer``): 1Y tinyint, 1S smallint, 1 int, 1L bigint.
 _INT_SUFFIXES = {"tinyint": "Y", "smallint": "S", "int": "", "bigint": "L"}
@@ -151,7 +164,8 @@ def decode_canonical(spark_type: SparkType, text: str | None) -> PartitionValue:
         return text
     except (ValueError, OverflowError, InvalidOperation, struct.error) as exc:
         raise UnsupportedLiteral(
-            f"{spark_type} value text {text[:60]!r} cannot be decoded ({exc})") from exc
+            f"{spark_type} value text {text[:60]!r} cannot be decoded ({exc})"
+        ) from exc
 
 
 def typed_literal(spark_type: SparkType, value: PartitionValue) -> str:
@@ -180,8 +194,11 @@ def typed_literal(spark_type: SparkType, value: PartitionValue) -> str:
         if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
             raise UnsupportedLiteral(f"{value} is outside the range of {kind}")
         return f"{value}{_INT_SUFFIXES[kind]}"
-    if kind in ("float", "double") and isinstance(value, int | float) \
-            and not isinstance(value, bool):
+    if (
+        kind in ("float", "double")
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ):
         return _float_literal(kind, float(value))
     if kind == "decimal" and isinstance(value, Decimal | int) and not isinstance(value, bool):
         return _decimal_literal(spark_type, Decimal(value))
@@ -204,7 +221,8 @@ def typed_literal(spark_type: SparkType, value: PartitionValue) -> str:
     if kind == "string" and isinstance(value, str):
         return string_literal(value)
     raise UnsupportedLiteral(
-        f"cannot render {type(value).__name__} {value!r:.80} as a {spark_type} literal")
+        f"cannot render {type(value).__name__} {value!r:.80} as a {spark_type} literal"
+    )
 
 
 def string_literal(value: str) -> str:
@@ -219,7 +237,8 @@ def string_literal(value: str) -> str:
     """
     if len(value) > MAX_STRING_LITERAL_LENGTH:
         raise UnsupportedLiteral(
-            f"string value {value[:40]!r}... is longer than {MAX_STRING_LITERAL_LENGTH}")
+            f"string value {value[:40]!r}... is longer than {MAX_STRING_LITERAL_LENGTH}"
+        )
     out = ["'"]
     for ch in value:
         category = unicodedata.category(ch)

@@ -316,5 +316,7 @@ def spark_conf_statements(
             value (the message names the conf).
     """
     allowed = frozenset(allowlist)
-    return [spark_conf_set(conf, value, allowed)
-            for conf, value in spark_conf_settings(properties, allowed)]
+    return [
+        spark_conf_set(conf, value, allowed)
+        for conf, value in spark_conf_settings(properties, allowed)
+    ]

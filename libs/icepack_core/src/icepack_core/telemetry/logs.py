@@ -27,8 +27,7 @@ _NOT_SECRET_KEY = re.compile(r"^(s3[._-])?access[_-]?key[_-]?id$|token_id$|key_i
 # scheme://user:PASSWORD@host
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]+:)(?P<pw>[^@\s]+)(?=@)", re.I)
 # Authorization header values: "Bearer abc", "Basic dXNlcjpwdw==".
-_AUTH_SCHEME = re.compile(r"(?P<head>\b(?:Bearer|Basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})",
-                          re.I)
+_AUTH_SCHEME = re.compile(r"(?P<head>\b(?:Bearer|Basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", re.I)
 # key=value, key: value in quotes, ?key=value&, ;key=value (Spark Connect's ;token=...).
 _KEY_VALUE = re.compile(
     r"(?P<key>[A-Za-z0-9_.-]*(?:pass(?:word|wd)?|pwd|secret|token|credential|authorization"
@@ -85,8 +84,12 @@ def secret_key(key: str) -> bool:
 def redact(value: Any, key: str = "") -> Any:
     """``value`` (JSON-like: dicts, lists, strings, numbers) with every secret masked: values
     under secret-looking keys entirely, strings through ``redact_text``."""
-    if key and secret_key(key) and value not in (None, "", REDACTED) \
-            and not isinstance(value, bool | int | float):
+    if (
+        key
+        and secret_key(key)
+        and value not in (None, "", REDACTED)
+        and not isinstance(value, bool | int | float)
+    ):
         return REDACTED
     if isinstance(value, str):
         return redact_text(value)

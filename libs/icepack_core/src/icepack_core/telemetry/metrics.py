@@ -13,15 +13,22 @@ from opentelemetry import metrics
 _meter = metrics.get_meter("icepack")
 
 JOB_ACTION_DURATION = _meter.create_histogram(
-    "icepack.job.action.duration", unit="s",
-    description="Wall time of one maintenance action, by action and state")
+    "icepack.job.action.duration",
+    unit="s",
+    description="Wall time of one maintenance action, by action and state",
+)
 JOBS_FINISHED = _meter.create_counter(
-    "icepack.jobs.finished", description="Jobs an executor finished, by outcome")
+    "icepack.jobs.finished", description="Jobs an executor finished, by outcome"
+)
 INSPECTION_DURATION = _meter.create_histogram(
-    "icepack.inspection.duration", unit="ms",
-    description="Wall time of one table inspection, by inspector and outcome")
+    "icepack.inspection.duration",
+    unit="ms",
+    description="Wall time of one table inspection, by inspector and outcome",
+)
 MANIFESTS_READ = _meter.create_counter(
-    "icepack.inspection.manifests.read", description="Manifests decoded by inspections")
+    "icepack.inspection.manifests.read", description="Manifests decoded by inspections"
+)
 MANIFESTS_CACHED = _meter.create_counter(
     "icepack.inspection.manifests.cached",
-    description="Manifests whose aggregates came from the manifest_stats cache")
+    description="Manifests whose aggregates came from the manifest_stats cache",
+)

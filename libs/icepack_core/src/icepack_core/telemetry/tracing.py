@@ -73,13 +73,25 @@ class RedactingSpanProcessor(SpanProcessor):
         status = span.status
         if status.description:
             status = Status(status.status_code, redact_text(status.description))
-        self.inner.on_end(ReadableSpan(
-            name=span.name, context=span.context, parent=span.parent, resource=span.resource,
-            attributes=_redact_attributes(span.attributes),
-            events=[Event(e.name, _redact_attributes(e.attributes), e.timestamp)
-                    for e in span.events],
-            links=span.links, kind=span.kind, status=status, start_time=span.start_time,
-            end_time=span.end_time, instrumentation_scope=span.instrumentation_scope))
+        self.inner.on_end(
+            ReadableSpan(
+                name=span.name,
+                context=span.context,
+                parent=span.parent,
+                resource=span.resource,
+                attributes=_redact_attributes(span.attributes),
+                events=[
+                    Event(e.name, _redact_attributes(e.attributes), e.timestamp)
+                    for e in span.events
+                ],
+                links=span.links,
+                kind=span.kind,
+                status=status,
+                start_time=span.start_time,
+                end_time=span.end_time,
+                instrumentation_scope=span.instrumentation_scope,
+            )
+        )
 
     def shutdown(self) -> None:
         self.inner.shutdown()
