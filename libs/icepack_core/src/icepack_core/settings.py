@@ -110,6 +110,9 @@ class CatalogConfig(BaseModel):
     # SQL catalogs in Postgres: install a trigger on `iceberg_tables` that NOTIFYs discovery of
     # every commit, so it reacts in milliseconds; polling stays the safety net.
     notify: bool = False
+    # Limits on what discovery sends this catalog (a large fleet must never flood a catalog).
+    max_concurrent_requests: int = Field(default=8, ge=1, le=256)
+    max_requests_per_second: float = Field(default=50.0, gt=0)
     # Amazon SQS queue carrying this catalog's change events (Glue Data Catalog table state
     # changes from EventBridge, S3 ObjectCreated for *.metadata.json); credentials come from the
     # AWS default chain. `sqs_endpoint` overrides the endpoint (an emulator, a VPC endpoint).

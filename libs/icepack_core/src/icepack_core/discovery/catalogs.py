@@ -16,10 +16,10 @@ from typing import Any
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
+from icepack_core.discovery.limits import CatalogCalls, CatalogGate
 from icepack_core.settings import CatalogConfig
 from icepack_core.types import TableRef, join_namespace
 
-LOAD_CONCURRENCY = 8  # load_table calls in flight per catalog (REST servers rate-limit)
 MAX_NAMESPACE_DEPTH = 16  # guards against a catalog that lists a namespace as its own child
 
 
@@ -103,34 +103,43 @@ def table_selected(cfg: CatalogConfig, namespace: str, name: str) -> bool:
     return hit(cfg.include) and not hit(cfg.exclude)
 
 
-def _walk(catalog: Catalog, cfg: CatalogConfig) -> list[tuple[str, ...]]:
+def _walk(
+    catalog: Catalog, cfg: CatalogConfig, gate: CatalogGate, calls: CatalogCalls | None
+) -> list[tuple[str, ...]]:
     """Every table identifier under every namespace, nested ones included (blocking)."""
     found: list[tuple[str, ...]] = []
     seen: set[tuple[str, ...]] = set()
-    pending: list[tuple[str, ...]] = [tuple(ns) for ns in catalog.list_namespaces()]
+    top = gate.call("list", calls, catalog.list_namespaces)
+    pending: list[tuple[str, ...]] = [tuple(ns) for ns in top]
     while pending:
         ns = pending.pop()
         if ns in seen or len(ns) > MAX_NAMESPACE_DEPTH:
             continue
         seen.add(ns)
-        for ident in catalog.list_tables(ns):
+        for ident in gate.call("list", calls, catalog.list_tables, ns):
             ident = tuple(ident)
             if table_selected(cfg, join_namespace(ident[:-1]), ident[-1]):
                 found.append(ident)
-        for child in catalog.list_namespaces(ns):
+        for child in gate.call("list", calls, catalog.list_namespaces, ns):
             child = tuple(child)
             if len(child) > len(ns) and child not in seen:
                 pending.append(child)
     return sorted(set(found))
 
 
-async def list_tables(catalog: Catalog, cfg: CatalogConfig) -> list[TableRef]:
+async def list_tables(
+    catalog: Catalog,
+    cfg: CatalogConfig,
+    gate: CatalogGate | None = None,
+    calls: CatalogCalls | None = None,
+) -> list[TableRef]:
     """Every selected table of the catalog, nested namespaces included.
 
     Raises:
         Exception: the catalog could not be listed (the caller records the error).
     """
-    idents = await asyncio.to_thread(_walk, catalog, cfg)
+    gate = gate or gate_for(cfg)
+    idents = await asyncio.to_thread(_walk, catalog, cfg, gate, calls)
     return [TableRef(cfg.name, join_namespace(i[:-1]), i[-1]) for i in idents]
 
 
@@ -158,33 +167,49 @@ def _sql_locations(catalog: Catalog) -> dict[tuple[str, str], str | None]:
         return {(ns, name): loc for ns, name, loc in session.execute(stmt)}
 
 
-async def load_table(catalog: Catalog, ref: TableRef) -> Table:
-    """Load one table (its metadata JSON) in a thread."""
+async def load_table(
+    catalog: Catalog,
+    ref: TableRef,
+    gate: CatalogGate | None = None,
+    calls: CatalogCalls | None = None,
+) -> Table:
+    """Load one table (its metadata JSON) in a thread; through ``gate`` when given (discovery's
+    requests are limited and counted; an inspection's load is its own business)."""
     ident = (*ref.levels, ref.name)
-    return await asyncio.to_thread(catalog.load_table, ident)
+    if gate is None:
+        return await asyncio.to_thread(catalog.load_table, ident)
+    return await asyncio.to_thread(gate.call, "load", calls, catalog.load_table, ident)
 
 
-async def list_table_locations(catalog: Catalog, cfg: CatalogConfig) -> list[ListedTable]:
+async def list_table_locations(
+    catalog: Catalog,
+    cfg: CatalogConfig,
+    gate: CatalogGate | None = None,
+    calls: CatalogCalls | None = None,
+) -> list[ListedTable]:
     """Every selected table with its current metadata location.
 
-    SQL catalogs answer from their ``iceberg_tables`` rows (a broken metadata file still yields
-    its table); REST and Glue load each table, at most ``LOAD_CONCURRENCY`` at a time. A table
-    that fails to load is listed with ``metadata_location=None`` and the error, never dropped.
+    SQL catalogs answer from their ``iceberg_tables`` rows in one query (a broken metadata file
+    still yields its table); REST and Glue load each table. Every request goes through ``gate``
+    (the catalog's concurrency and rate limits; counted into ``calls``). A table that fails to
+    load is listed with ``metadata_location=None`` and the error, never dropped.
 
     Raises:
         Exception: the listing itself failed.
     """
-    refs = await list_tables(catalog, cfg)
+    gate = gate or gate_for(cfg)
+    refs = await list_tables(catalog, cfg, gate, calls)
     if cfg.type == "sql":
-        locations = await asyncio.to_thread(_sql_locations, catalog)
+        locations = await asyncio.to_thread(gate.call, "query", calls, _sql_locations, catalog)
         # The SQL catalog's own key: levels joined by "." without escaping.
         return [ListedTable(r, locations.get((".".join(r.levels), r.name))) for r in refs]
-    gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+    # At most as many threads waiting on the gate as it lets through at once.
+    slots = asyncio.Semaphore(cfg.max_concurrent_requests)
 
     async def one(ref: TableRef) -> ListedTable:
-        async with gate:
+        async with slots:
             try:
-                table = await load_table(catalog, ref)
+                table = await load_table(catalog, ref, gate, calls)
             except Exception as exc:
                 return ListedTable(ref, None, error=f"{type(exc).__name__}: {exc}")
             return ListedTable(ref, table.metadata_location, dict(table.metadata.properties))
@@ -192,11 +217,18 @@ async def list_table_locations(catalog: Catalog, cfg: CatalogConfig) -> list[Lis
     return list(await asyncio.gather(*(one(r) for r in refs)))
 
 
+def gate_for(cfg: CatalogConfig) -> CatalogGate:
+    """A gate with ``cfg``'s limits (``CatalogSet.gate`` keeps one per catalog)."""
+    return CatalogGate(cfg.name, cfg.max_concurrent_requests, cfg.max_requests_per_second)
+
+
 class CatalogSet:
-    """Loaded catalogs by name, created on first use and kept for the process's life."""
+    """Loaded catalogs by name, created on first use and kept for the process's life, each
+    with its request gate."""
 
     def __init__(self, configs: Iterable[CatalogConfig]) -> None:
         self.configs = {c.name: c for c in configs}
+        self.gates = {c.name: gate_for(c) for c in self.configs.values()}
         self._loaded: dict[str, Catalog] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 

@@ -33,6 +33,7 @@ from icepack_core.discovery.catalogs import (
     load_table,
     table_selected,
 )
+from icepack_core.discovery.limits import CatalogCalls
 from icepack_core.errors import InvalidIdentifier
 from icepack_core.queue.events import publish
 from icepack_core.settings import CatalogConfig, Settings
@@ -57,6 +58,8 @@ class CatalogResult:
     error: str | None = None
     # Tables left out of this pass, as {"table": "ns.name", "reason": ...} (catalog_status).
     skipped: list[dict[str, str]] = field(default_factory=list)
+    # Requests this pass sent the catalog, by kind (limits.KINDS), kept in catalog_status.
+    calls: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -132,7 +135,7 @@ def unfit_reason(item: ListedTable) -> str | None:
 
 
 async def _apply(
-    conn: asyncpg.Connection, cfg: CatalogConfig, listed: list[ListedTable]
+    conn: asyncpg.Connection, cfg: CatalogConfig, listed: list[ListedTable], calls: CatalogCalls
 ) -> CatalogResult:
     result = CatalogResult(cfg.name, tables=len(listed))
     await conn.execute(load_query("table_lock_catalog"), cfg.name)
@@ -171,7 +174,10 @@ async def _apply(
                 conn, Topic.TABLE_DROPPED, cfg.name, missing[dropped["id"]], dropped["id"]
             )
             result.dropped += 1
-    await conn.execute(load_query("catalog_status_ok"), cfg.name, len(listed), result.skipped)
+    await conn.execute(
+        load_query("catalog_status_ok"), cfg.name, len(listed), result.skipped, calls.as_json()
+    )
+    result.calls = calls.as_json()
     return result
 
 
@@ -287,7 +293,7 @@ async def refresh_table(
     if not table_selected(cfg, ref.namespace, name):
         return CatalogResult(cfg.name)
     try:
-        table = await load_table(catalog, ref)
+        table = await load_table(catalog, ref, catalogs.gates[cfg.name])
     except NoSuchTableError:
         return await apply_change(pool, cfg, levels, name, None, dropped=True)
     properties = dict(table.metadata.properties) if cfg.type != "sql" else {}
@@ -304,9 +310,11 @@ async def refresh_catalog(
 ) -> CatalogResult:
     """List one catalog and apply the listing; on failure record the error and keep ``tables``."""
 
+    calls = CatalogCalls()
+
     async def listing() -> list[ListedTable]:
         catalog = await catalogs.get(cfg.name)
-        return await list_table_locations(catalog, cfg)
+        return await list_table_locations(catalog, cfg, catalogs.gates[cfg.name], calls)
 
     try:
         listed = await asyncio.wait_for(listing(), time_limit)
@@ -320,7 +328,7 @@ async def refresh_catalog(
         await pool.execute(load_query("catalog_status_error"), cfg.name, error)
         return CatalogResult(cfg.name, error=error)
     async with pool.acquire() as raw, raw.transaction():
-        result = await _apply(cast(asyncpg.Connection, raw), cfg, listed)
+        result = await _apply(cast(asyncpg.Connection, raw), cfg, listed, calls)
     log.info(
         "discovery.catalog_refreshed",
         catalog=cfg.name,

@@ -239,7 +239,8 @@ class SqsWatcher:
         """Whether ``location`` is the table's metadata or in its metadata log (committed, maybe
         superseded since)."""
         catalog = await self.catalogs.get(self.cfg.name)
-        table = await load_table(catalog, TableRef(self.cfg.name, join_namespace(levels), name))
+        ref = TableRef(self.cfg.name, join_namespace(levels), name)
+        table = await load_table(catalog, ref, self.catalogs.gates[self.cfg.name])
         seen = {table.metadata_location, *(e.metadata_file for e in table.metadata.metadata_log)}
         return _same_object(location, seen)
 

@@ -25,6 +25,10 @@ INSPECTION_DURATION = _meter.create_histogram(
     unit="ms",
     description="Wall time of one table inspection, by inspector and outcome",
 )
+CATALOG_CALLS = _meter.create_counter(
+    "icepack.discovery.catalog.calls",
+    description="Requests discovery sent a catalog, by catalog and kind (list, load, query)",
+)
 MANIFESTS_READ = _meter.create_counter(
     "icepack.inspection.manifests.read", description="Manifests decoded by inspections"
 )
