@@ -219,6 +219,23 @@ async def scope_partitions(
     texts = [tuple(None if row[k] is None else str(row[k]) for k in keys) for row in rows]
     if not texts:
         return PartitionScope("false", 0, total)
+    where = await partitions_where(engine, columns, texts)
+    if len(where) > MAX_STRING_LITERAL_LENGTH // 2:  # escaping can double it as an argument
+        raise ScopeFallback(f"the partition filter is {len(where)} characters long")
+    return PartitionScope(where, len(texts), total)
+
+
+async def partitions_where(engine: SparkEngine, columns: Sequence[PartitionColumn],
+                           texts: Sequence[Sequence[str | None]]) -> str:
+    """The filter ``(a = x AND b IS NULL) OR ...`` selecting the partitions given as canonical
+    texts (``typed_literals.canonical_text_expr``, one per column, None for NULL), each literal
+    checked on the engine by a round trip.
+
+    Raises:
+        ScopeFallback: an unsupported column type, or a value that cannot be decoded or
+            rendered exactly or fails the round trip.
+    """
+    types = _column_types(columns)
     predicates = []
     checks: list[tuple[PartitionColumn, SparkType, str, str]] = []
     for partition_texts in texts:
@@ -233,10 +250,7 @@ async def scope_partitions(
             values.append(value)
         predicates.append(partition_predicate(columns, types, values))
     await _check_round_trip(engine, checks)
-    where = " OR ".join(predicates)
-    if len(where) > MAX_STRING_LITERAL_LENGTH // 2:  # escaping can double it as an argument
-        raise ScopeFallback(f"the partition filter is {len(where)} characters long")
-    return PartitionScope(where, len(texts), total)
+    return " OR ".join(predicates)
 
 
 async def _check_round_trip(
