@@ -22,8 +22,10 @@ from tests.maintenance.verify_scope_support import (
     HOT,
     HiddenFiles,
     commit_replacing_partitions,
+    commit_rewriting_deletes,
     make_partitioned_table,
     partition_fingerprint,
+    position_delete_for_another_partition,
 )
 from tests.maintenance.verify_support import (
     commit_dropping_a_file,
@@ -139,6 +141,35 @@ async def test_commit_that_also_changes_an_untouched_partition_is_caught(spark, 
     assert (violation["rows_before"], violation["rows_after"]) == (24, 23)
     assert exc.value.evidence["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before and current_snapshot(spark, table) == original
+
+
+async def test_delete_file_naming_another_partitions_file_touches_that_partition(
+        spark, engine, tmp_path):
+    name = unique_name("named")
+    table = make_partitioned_table(spark, NS, name, merge_on_read=True)
+    # A position delete file in p3 (1 of 12 rows, under the rewrite's delete-ratio threshold).
+    spark.sql(f"DELETE FROM {table} WHERE id = 3005")
+    before, original = content(spark, table), current_snapshot(spark, table)
+    at_bad: list[object] = []
+
+    async def rewrite_p3_deletes_adding_one_for_p2(_action):
+        delete = position_delete_for_another_partition(spark, NS, name, 2000, "p3")
+        commit_rewriting_deletes(spark, NS, name, tmp_path / "copies", delete)
+        at_bad.append(content(spark, table))  # what readers see at the new snapshot
+
+    # p2's own files are unchanged; whether the delete reaches p2's row is the reader's
+    # business, and the verification must agree with the oracle either way.
+    try:
+        outcome = await maintenance(
+            engine, name, after_call=rewrite_p3_deletes_adding_one_for_p2).run(NO_OP_REWRITE)
+        record, failed = outcome.verification["verification"]["snapshots"][-1], False
+    except VerificationFailed as exc:  # measured with Iceberg 1.10: the delete applies by path
+        record, failed = exc.evidence["violation"], True
+        assert exc.evidence["rollback"]["status"] == "rolled_back"
+        assert current_snapshot(spark, table) == original
+    assert record["scope"] == "partitions" and labels(record) == {"p2", "p3"}
+    assert failed == (at_bad[0] != before)
+    assert content(spark, table) == before
 
 
 async def test_rewrite_that_changes_no_file_is_proven_from_metadata(spark, engine):

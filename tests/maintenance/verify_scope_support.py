@@ -78,6 +78,59 @@ def commit_replacing_partitions(spark: Any, namespace: str, name: str,
     return int(iceberg.currentSnapshot().snapshotId())
 
 
+def position_delete_for_another_partition(spark: Any, namespace: str, name: str, row_id: int,
+                                          label: str) -> Any:
+    """A position delete file deleting row ``row_id``, labelled as partition ``part = label``
+    although the data file it names (``referenced_data_file``) is in another one. Written by a
+    real ``DELETE`` that is then rolled back, so the file exists but is not live."""
+    iceberg = load(spark, namespace, name)
+    start = int(iceberg.currentSnapshot().snapshotId())
+    existing = {str(d.location()) for d in live_delete_files(spark, namespace, name)}
+    spark.sql(f"DELETE FROM {qualified_name(CATALOG, [namespace], name)} WHERE id = {row_id}")
+    iceberg.refresh()
+    found = []
+    tasks = iceberg.newScan().planFiles().iterator()
+    while tasks.hasNext():
+        task = tasks.next()
+        found += [(delete, task.file().location()) for delete in task.deletes()
+                  if str(delete.location()) not in existing]
+    ((delete, data_path),) = found
+    iceberg.manageSnapshots().rollbackTo(start).commit()
+    return (spark._jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(iceberg.spec())
+            .copy(delete).withPartitionPath(f"part={label}").withReferencedDataFile(data_path)
+            .build())
+
+
+def live_delete_files(spark: Any, namespace: str, name: str) -> list[Any]:
+    """The live delete files, each once."""
+    iceberg = load(spark, namespace, name)
+    found: dict[str, Any] = {}
+    tasks = iceberg.newScan().planFiles().iterator()
+    while tasks.hasNext():
+        for delete in tasks.next().deletes():
+            found[str(delete.location())] = delete
+    return list(found.values())
+
+
+def commit_rewriting_deletes(spark: Any, namespace: str, name: str, aside: Path,
+                             extra: Any) -> int:
+    """A "replace" that rewrites every live delete file into a byte-identical copy (a faithful
+    rewrite) and also adds the delete file ``extra``. Returns the snapshot id."""
+    iceberg = load(spark, namespace, name)
+    rewrite = iceberg.newRewrite()
+    aside.mkdir(parents=True, exist_ok=True)
+    for delete in live_delete_files(spark, namespace, name):
+        source = local_path(delete.location())
+        copy = aside / f"copy-{source.name}"
+        shutil.copy(source, copy)
+        rewrite.deleteFile(delete)
+        rewrite.addFile(spark._jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(
+            iceberg.spec()).copy(delete).withPath(f"file:{copy}").build())
+    rewrite.addFile(extra)
+    rewrite.commit()
+    return int(iceberg.currentSnapshot().snapshotId())
+
+
 def partition_fingerprint(spark: Any, table: str, snapshot_id: int,
                           parts: tuple[str, ...]) -> tuple[int, int]:
     """Rows and Icepack's checksum of the rows with ``part`` in ``parts`` at a snapshot,

@@ -143,26 +143,31 @@ async def diff_files(engine: SparkEngine, entries_table: str, before: int, after
     """
     types = _types(layout.columns or [])
     keys = ", ".join(["spec", "pkey", *[f"c{i}" for i in range(len(types))]])
-    ref_keys = ", ".join(["e.spec", "e.pkey", *[f"e.c{i}" for i in range(len(types))]])
-    # The multiset difference: an entry identity whose count differs between the sides.
+    # One pass over the manifests of each snapshot (a CTE referenced twice would be read twice):
+    # 1. per entry identity, the multiset difference (``net`` <> 0: it changed);
+    # 2. per file path (a data file's own, a delete's referenced one), whether a changed delete
+    #    names it: that data file's partition is touched too;
+    # 3. per partition, touched or not; 4. the touched ones, plus one row for the totals.
     rows = await engine.sql(
         f"WITH e AS ({_live_entries(entries_table, before, 0, layout, types)} UNION ALL "
         f"{_live_entries(entries_table, after, 1, layout, types)}), "
-        f"changed AS (SELECT content, ref, {keys} FROM e GROUP BY content, path, {keys}, "
-        "records, bytes, seq, ref, off, len, eq "
-        "HAVING sum(CASE WHEN v = 0 THEN 1 ELSE -1 END) <> 0), "
-        f"touched AS (SELECT {keys}, max(CASE WHEN content > 0 AND pkey = '{{}}' THEN 1 ELSE 0 "
-        f"END) AS global_deletes FROM (SELECT content, {keys} FROM changed UNION ALL "
-        f"SELECT 0 AS content, {ref_keys} FROM changed JOIN e ON e.path = changed.ref "
-        f"AND e.content = 0) GROUP BY {keys}) "
-        "SELECT s.partitions, t.* FROM (SELECT count(DISTINCT spec, pkey) AS partitions "
-        "FROM e) s LEFT JOIN touched t ON true")
+        f"entries AS (SELECT content, path, ref, {keys}, "
+        "sum(CASE WHEN v = 0 THEN 1 ELSE -1 END) AS net FROM e "
+        f"GROUP BY content, path, {keys}, records, bytes, seq, ref, off, len, eq), "
+        "linked AS (SELECT *, max(CASE WHEN content > 0 AND net <> 0 THEN 1 ELSE 0 END) OVER "
+        "(PARTITION BY CASE WHEN content = 0 THEN path ELSE ref END) AS named FROM entries), "
+        f"parts AS (SELECT {keys}, max(CASE WHEN net <> 0 OR (content = 0 AND named = 1) "
+        "THEN 1 ELSE 0 END) AS touched, max(CASE WHEN content > 0 AND net <> 0 AND pkey = '{}' "
+        f"THEN 1 ELSE 0 END) AS global_deletes FROM linked GROUP BY {keys}), "
+        "ranked AS (SELECT *, count(*) OVER () AS partitions, "
+        "row_number() OVER (ORDER BY touched DESC) AS rn FROM parts) "
+        "SELECT * FROM ranked WHERE touched = 1 OR rn = 1")
     partitions = as_int(rows[0]["partitions"]) if rows else 0
     touched = tuple(
         Partition(as_int(r["spec"]), str(r["pkey"]),
                   tuple(None if r[f"c{i}"] is None else str(r[f"c{i}"])
                         for i in range(len(types))))
-        for r in rows if r.get("spec") is not None)
+        for r in rows if as_int(r["touched"]))
     unsound = None
     if any(r.get("global_deletes") and as_int(r["global_deletes"]) for r in rows):
         unsound = ("delete files changed in a partition with an empty tuple (an unpartitioned "
