@@ -5,7 +5,8 @@ On a partitioned small-files table (``bench.maintain.table``: ~2,000 data files 
 
 * Icepack's job: the planner's ``rewrite_data_files`` intent (``recommend`` on a fresh
   inspection, ``scope: partitions``) run by ``JobExecution`` (inspection before/after, the
-  scoping queries on the ``files`` table, the procedure, the checksum verification);
+  scoping queries on the ``files`` table, the procedure, the verification of every ``replace``
+  snapshot: unchanged partitions proven from metadata, the touched ones fingerprinted);
 * the same ``CALL rewrite_data_files`` (same ``where`` and options) sent directly to Spark;
 * the baseline: ``rewrite_data_files`` on the whole table with ``rewrite-all = true``.
 
@@ -49,6 +50,7 @@ from icepack_core.spark.session import build_local_session
 from icepack_core.sql_ident import TableRef as SqlTableRef
 from icepack_core.sql_ident import procedure_call
 from icepack_core.types import TableRef
+from icepack_core.verification import Comparison, RewriteVerifier
 
 MIN_INPUT_FILES = 5  # the default data-compaction policy's min_input_files
 WA_GOAL = 1.1
@@ -111,6 +113,7 @@ class Rewrite:
     sql: str = ""
     verification_scans: list[float] = field(default_factory=list)
     snapshot: int | None = None  # the table's snapshot after this rewrite (rolled back later)
+    verification_steps: dict[str, float] = field(default_factory=dict)
 
     def rewritten_bytes(self, before: FileSet) -> tuple[int, int]:
         """(``rewritten_bytes_count`` output, bytes of the files gone from ``files``)."""
@@ -172,6 +175,37 @@ class Bench:
             ).rdd.getNumPartitions()
         return found
 
+    async def verification_ab(self, start: int, end: int) -> dict[str, list[float]]:
+        """The comparison of ``start`` and ``end`` (the job's first parent and last snapshot)
+        as the verification did it before scoping (two whole-table fingerprints) and as it
+        does now (entries diff + one pruned scan), and the latter with Iceberg's row reader
+        instead of the vectorized one; round-robin, ``SCAN_REPEAT`` times."""
+        verifier = RewriteVerifier(self.engine, bench_table.CATALOG,
+                                   SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE))
+        layout = await verifier.layout()
+        found: dict[str, list[float]] = {"whole table (2 scans)": [],
+                                         "scoped (entries diff + 1 pruned scan)": [],
+                                         "scoped, Iceberg row reader": []}
+        vectorization = "spark.sql.iceberg.vectorization.enabled"
+        for _ in range(SCAN_REPEAT):
+            for name in found:
+                started = time.perf_counter()
+                if name.startswith("whole"):
+                    same = await verifier.fingerprint(start) == await verifier.fingerprint(end)
+                else:
+                    if "row reader" in name:
+                        self.spark.conf.set(vectorization, "false")
+                    try:
+                        compared = await verifier.scoped_comparison(start, end, layout)
+                    finally:
+                        self.spark.conf.unset(vectorization)
+                    same = isinstance(compared, Comparison) and compared.ok \
+                        and compared.scope["scope"] == "partitions"
+                found[name].append(time.perf_counter() - started)
+                if not same:
+                    raise RuntimeError(f"verification A/B: {name} did not verify {end}")
+        return found
+
     def rollback(self, snapshot_id: int, expected: FileSet) -> None:
         self.spark.sql(procedure_call(bench_table.CATALOG, "rollback_to_snapshot", {
             "table": SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
@@ -205,21 +239,49 @@ class Bench:
         (rec,) = records
         breakdown = {"inspections": inspector.seconds, "procedure": 0.0, "scoping": 0.0,
                      "verification": 0.0, "other statements": 0.0}
+        scans: list[float] = []
+        steps: dict[str, float] = {}
+        called = False
         for statement, took in self.engine.log:
             if statement.startswith("CALL"):
                 breakdown["procedure"] += took
+                called = True
+            elif called and not statement.startswith(("SET", "RESET")):
+                # Everything after the CALL but the conf restores is the verification:
+                # snapshot list, DESCRIBE, the entries diff, literal round trip, EXPLAIN and
+                # the fingerprint scans (count(*) + checksum, scoped or whole-table).
+                breakdown["verification"] += took
+                kind = verification_kind(statement)
+                steps[kind] = steps.get(kind, 0.0) + took
+                if kind == "fingerprint scans":
+                    scans.append(took)
             elif statement.startswith("DESCRIBE") or ".`files`" in statement:
                 breakdown["scoping"] += took
-            elif "VERSION AS OF" in statement:
-                breakdown["verification"] += took
             else:
                 breakdown["other statements"] += took
         breakdown["rest"] = seconds - sum(breakdown.values())
         call = (rec.sql_text or "").split(";\n")[-1]
-        scans = [took for statement, took in self.engine.log if "VERSION AS OF" in statement]
         return Rewrite("icepack", seconds, self.files(), rec.output,
                        await self.maintenance.fingerprint(), breakdown, call, scans,
-                       await self.maintenance.current_snapshot_id())
+                       await self.maintenance.current_snapshot_id(), steps)
+
+
+def verification_kind(statement: str) -> str:
+    """Which step of the verification a statement is (for the breakdown)."""
+    if statement.startswith("EXPLAIN"):
+        return "EXPLAIN"
+    if ".`entries`" in statement:
+        return "entries diff"
+    if statement.startswith("SELECT") and "count(*)" in statement and (
+            "VERSION AS OF" in statement or "icepack_verify_" in statement):
+        return "fingerprint scans"
+    if "TEMPORARY VIEW" in statement or statement.startswith("DROP VIEW"):
+        return "snapshot views"
+    if statement.startswith("DESCRIBE") or statement.startswith("SHOW"):
+        return "schema"
+    if ".`snapshots`" in statement or ".`history`" in statement:
+        return "snapshot list"
+    return "other"
 
 
 def mib(n: float) -> str:
@@ -294,6 +356,7 @@ class Measured:
     directs: list[Rewrite]
     scans: dict[str, Scan]  # before / icepack / whole table
     load_before: str
+    verification_ab: dict[str, list[float]]  # comparison kind -> seconds per repeat
 
 
 async def measure(spark: Any, settings: Settings, pool: asyncpg.Pool, location: str,
@@ -350,8 +413,9 @@ async def measure(spark: Any, settings: Settings, pool: asyncpg.Pool, location: 
     assert jobs[0].snapshot is not None and base.snapshot is not None
     scans = bench.scans({"before": snapshot, "icepack": jobs[0].snapshot,
                          "whole table": base.snapshot})
+    ab = await bench.verification_ab(snapshot, jobs[0].snapshot)
     return Measured(intent, snapshot, before, need, fingerprint, base, jobs, directs, scans,
-                    load_before)
+                    load_before, ab)
 
 
 def report(m: Measured) -> None:
@@ -387,12 +451,31 @@ def report(m: Measured) -> None:
           f"(goal <= {OVERHEAD_GOAL}x) {verdict(ratio <= OVERHEAD_GOAL)}")
     print("    " + ", ".join(f"{k} {v:.2f} s" for k, v in job.breakdown.items()))
     snaps = job.output.get("verified_snapshots") or []
-    print(f"    verification: {len(snaps)} replace snapshot(s) checked, "
-          f"{len(job.verification_scans)} fingerprint scans (count + checksum of the whole "
-          f"table): {', '.join(f'{t:.1f}' for t in job.verification_scans)} s")
-    rest = job.seconds - job.breakdown["verification"]
-    print(f"    job without the verification scans: {rest:.1f} s = {rest / direct.seconds:.2f}x "
+    verification = job.breakdown["verification"]
+    scanned = sum(job.verification_scans)
+    print(f"    verification: {verification:.2f} s for {len(snaps)} replace snapshot(s) = "
+          f"fingerprint scans {scanned:.2f} s ({len(job.verification_scans)} scan(s): "
+          f"{', '.join(f'{t:.2f}' for t in job.verification_scans)} s) + metadata and "
+          f"planning {verification - scanned:.2f} s")
+    print("      steps: " + ", ".join(f"{k} {v:.2f} s" for k, v in job.verification_steps.items()))
+    for snap in snaps:
+        scope = snap.get("scope", "table (pre-scoping evidence)")
+        detail = (f"{snap.get('partitions_proven')} of {snap.get('partitions_total')} "
+                  f"partitions proven from metadata, {snap.get('partitions_fingerprinted', '-')} "
+                  "fingerprinted" if "partitions_total" in snap else "")
+        reason = f"; fallback: {snap['scope_reason']}" if snap.get("scope_reason") else ""
+        print(f"      snapshot {snap['snapshot_id']} ({snap['checked']}): scope {scope}"
+              f"{', ' + detail if detail else ''}; rows {snap['rows_before']} -> "
+              f"{snap['rows_after']}{reason}")
+    rest = job.seconds - verification
+    print(f"    job without the verification: {rest:.1f} s = {rest / direct.seconds:.2f}x "
           "direct")
+    print(f"    verification A/B on the job's snapshots (round-robin, best of {SCAN_REPEAT}):")
+    whole = min(next(iter(m.verification_ab.values())))
+    for label, times in m.verification_ab.items():
+        best = min(times)
+        print(f"      {label:38s}: {best:6.2f} s  ({', '.join(f'{t:.2f}' for t in times)})"
+              f"  {whole / best:4.1f}x faster than whole table")
     print(f"  direct CALL, same where      : {direct.seconds:6.1f} s   (all runs: job "
           f"{', '.join(f'{r.seconds:.1f}' for r in m.jobs)}; direct "
           f"{', '.join(f'{r.seconds:.1f}' for r in m.directs)})")
