@@ -5,7 +5,8 @@ On a partitioned small-files table (``bench.maintain.table``: ~2,000 data files 
 
 * Icepack's job: the planner's ``rewrite_data_files`` intent (``recommend`` on a fresh
   inspection, ``scope: partitions``) run by ``JobExecution`` (inspection before/after, the
-  scoping queries on the ``files`` table, the procedure, the checksum verification);
+  scoping queries on the ``files`` table, the procedure, the verification of every ``replace``
+  snapshot: unchanged partitions proven from metadata, the touched ones fingerprinted);
 * the same ``CALL rewrite_data_files`` (same ``where`` and options) sent directly to Spark;
 * the baseline: ``rewrite_data_files`` on the whole table with ``rewrite-all = true``.
 
@@ -36,6 +37,7 @@ from icepack_core.db.migrate import migrate
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_execution import ActionRecord, JobExecution
 from icepack_core.execution.maintenance import Fingerprint, TableMaintenance
+from icepack_core.execution.verification import Comparison, RewriteVerifier
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
@@ -111,6 +113,7 @@ class Rewrite:
     sql: str = ""
     verification_scans: list[float] = field(default_factory=list)
     snapshot: int | None = None  # the table's snapshot after this rewrite (rolled back later)
+    verification_steps: dict[str, float] = field(default_factory=dict)
 
     def rewritten_bytes(self, before: FileSet) -> tuple[int, int]:
         """(``rewritten_bytes_count`` output, bytes of the files gone from ``files``)."""
@@ -138,8 +141,10 @@ class Bench:
         self.maintenance = TableMaintenance(engine, self.ref)
 
     def files(self) -> FileSet:
-        rows = self.spark.sql(f"SELECT file_path, file_size_in_bytes AS size, partition.part AS "
-                              f"part FROM {self.table}.files WHERE content = 0").collect()
+        rows = self.spark.sql(
+            f"SELECT file_path, file_size_in_bytes AS size, partition.part AS "
+            f"part FROM {self.table}.files WHERE content = 0"
+        ).collect()
         parts: dict[str, int] = {}
         for row in rows:
             parts[row["part"]] = parts.get(row["part"], 0) + 1
@@ -152,7 +157,8 @@ class Bench:
         rows = self.spark.sql(
             "SELECT partition, count(*) AS n, sum(file_size_in_bytes) AS b "
             f"FROM {self.table}.files WHERE content = 0 AND file_size_in_bytes < {threshold} "
-            f"GROUP BY partition HAVING count(*) >= {MIN_INPUT_FILES}").collect()
+            f"GROUP BY partition HAVING count(*) >= {MIN_INPUT_FILES}"
+        ).collect()
         return sum(r["n"] for r in rows), sum(r["b"] for r in rows), len(rows)
 
     def scans(self, snapshots: dict[str, int]) -> dict[str, Scan]:
@@ -161,8 +167,10 @@ class Bench:
         found = {name: Scan([], 0, []) for name in snapshots}
         for _ in range(SCAN_REPEAT):
             for name, snapshot_id in snapshots.items():
-                query = (f"SELECT part, count(*) AS n, sum(length(payload)) AS b FROM "
-                         f"{self.table} VERSION AS OF {snapshot_id} GROUP BY part ORDER BY part")
+                query = (
+                    f"SELECT part, count(*) AS n, sum(length(payload)) AS b FROM "
+                    f"{self.table} VERSION AS OF {snapshot_id} GROUP BY part ORDER BY part"
+                )
                 start = time.perf_counter()
                 found[name].result = [tuple(r) for r in self.spark.sql(query).collect()]
                 found[name].seconds.append(time.perf_counter() - start)
@@ -172,26 +180,85 @@ class Bench:
             ).rdd.getNumPartitions()
         return found
 
+    async def verification_ab(self, start: int, end: int) -> dict[str, list[float]]:
+        """The comparison of ``start`` and ``end`` (the job's first parent and last snapshot)
+        as the verification did it before scoping (two whole-table fingerprints) and as it
+        does now (entries diff + one pruned scan), and the latter with Iceberg's row reader
+        instead of the vectorized one; round-robin, ``SCAN_REPEAT`` times."""
+        verifier = RewriteVerifier(
+            self.engine,
+            bench_table.CATALOG,
+            SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
+        )
+        layout = await verifier.layout()
+        found: dict[str, list[float]] = {
+            "whole table (2 scans)": [],
+            "scoped (entries diff + 1 pruned scan)": [],
+            "scoped, Iceberg row reader": [],
+        }
+        vectorization = "spark.sql.iceberg.vectorization.enabled"
+        for _ in range(SCAN_REPEAT):
+            for name in found:
+                started = time.perf_counter()
+                if name.startswith("whole"):
+                    same = await verifier.fingerprint(start) == await verifier.fingerprint(end)
+                else:
+                    if "row reader" in name:
+                        self.spark.conf.set(vectorization, "false")
+                    try:
+                        compared = await verifier.scoped_comparison(start, end, layout)
+                    finally:
+                        self.spark.conf.unset(vectorization)
+                    same = (
+                        isinstance(compared, Comparison)
+                        and compared.ok
+                        and compared.scope["scope"] == "partitions"
+                    )
+                found[name].append(time.perf_counter() - started)
+                if not same:
+                    raise RuntimeError(f"verification A/B: {name} did not verify {end}")
+        return found
+
     def rollback(self, snapshot_id: int, expected: FileSet) -> None:
-        self.spark.sql(procedure_call(bench_table.CATALOG, "rollback_to_snapshot", {
-            "table": SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
-            "snapshot_id": snapshot_id})).collect()
+        self.spark.sql(
+            procedure_call(
+                bench_table.CATALOG,
+                "rollback_to_snapshot",
+                {
+                    "table": SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
+                    "snapshot_id": snapshot_id,
+                },
+            )
+        ).collect()
         restored = self.files()
         if restored.paths != expected.paths:
-            raise RuntimeError(f"rollback to {snapshot_id} did not restore the data files: "
-                               f"{restored.count} files, expected {expected.count}")
+            raise RuntimeError(
+                f"rollback to {snapshot_id} did not restore the data files: "
+                f"{restored.count} files, expected {expected.count}"
+            )
 
     async def direct(self, name: str, call: str) -> Rewrite:
         start = time.perf_counter()
         rows = self.spark.sql(call).collect()
         seconds = time.perf_counter() - start
         output = rows[0].asDict() if rows else {}
-        return Rewrite(name, seconds, self.files(), output,
-                       await self.maintenance.fingerprint(), sql=call,
-                       snapshot=await self.maintenance.current_snapshot_id())
+        return Rewrite(
+            name,
+            seconds,
+            self.files(),
+            output,
+            await self.maintenance.fingerprint(),
+            sql=call,
+            snapshot=await self.maintenance.current_snapshot_id(),
+        )
 
-    async def job(self, execution: JobExecution, inspector: TimedInspector, table_id: int,
-                  intent: dict[str, Any]) -> Rewrite:
+    async def job(
+        self,
+        execution: JobExecution,
+        inspector: TimedInspector,
+        table_id: int,
+        intent: dict[str, Any],
+    ) -> Rewrite:
         records: list[ActionRecord] = []
 
         async def record(rec: ActionRecord) -> None:
@@ -203,23 +270,68 @@ class Bench:
         await execution.run(table_id, [intent], record)
         seconds = time.perf_counter() - start
         (rec,) = records
-        breakdown = {"inspections": inspector.seconds, "procedure": 0.0, "scoping": 0.0,
-                     "verification": 0.0, "other statements": 0.0}
+        breakdown = {
+            "inspections": inspector.seconds,
+            "procedure": 0.0,
+            "scoping": 0.0,
+            "verification": 0.0,
+            "other statements": 0.0,
+        }
+        scans: list[float] = []
+        steps: dict[str, float] = {}
+        called = False
         for statement, took in self.engine.log:
             if statement.startswith("CALL"):
                 breakdown["procedure"] += took
+                called = True
+            elif called and not statement.startswith(("SET", "RESET")):
+                # Everything after the CALL but the conf restores is the verification:
+                # snapshot list, DESCRIBE, the entries diff, literal round trip, EXPLAIN and
+                # the fingerprint scans (count(*) + checksum, scoped or whole-table).
+                breakdown["verification"] += took
+                kind = verification_kind(statement)
+                steps[kind] = steps.get(kind, 0.0) + took
+                if kind == "fingerprint scans":
+                    scans.append(took)
             elif statement.startswith("DESCRIBE") or ".`files`" in statement:
                 breakdown["scoping"] += took
-            elif "VERSION AS OF" in statement:
-                breakdown["verification"] += took
             else:
                 breakdown["other statements"] += took
         breakdown["rest"] = seconds - sum(breakdown.values())
         call = (rec.sql_text or "").split(";\n")[-1]
-        scans = [took for statement, took in self.engine.log if "VERSION AS OF" in statement]
-        return Rewrite("icepack", seconds, self.files(), rec.output,
-                       await self.maintenance.fingerprint(), breakdown, call, scans,
-                       await self.maintenance.current_snapshot_id())
+        return Rewrite(
+            "icepack",
+            seconds,
+            self.files(),
+            rec.output,
+            await self.maintenance.fingerprint(),
+            breakdown,
+            call,
+            scans,
+            await self.maintenance.current_snapshot_id(),
+            steps,
+        )
+
+
+def verification_kind(statement: str) -> str:
+    """Which step of the verification a statement is (for the breakdown)."""
+    if statement.startswith("EXPLAIN"):
+        return "EXPLAIN"
+    if ".`entries`" in statement:
+        return "entries diff"
+    if (
+        statement.startswith("SELECT")
+        and "count(*)" in statement
+        and ("VERSION AS OF" in statement or "icepack_verify_" in statement)
+    ):
+        return "fingerprint scans"
+    if "TEMPORARY VIEW" in statement or statement.startswith("DROP VIEW"):
+        return "snapshot views"
+    if statement.startswith("DESCRIBE") or statement.startswith("SHOW"):
+        return "schema"
+    if ".`snapshots`" in statement or ".`history`" in statement:
+        return "snapshot list"
+    return "other"
 
 
 def mib(n: float) -> str:
@@ -235,8 +347,10 @@ def load() -> str:
 
 
 async def main(pairs: int, regenerate: bool) -> None:
-    with tempfile.TemporaryDirectory(prefix="icepack-bench-") as root, \
-            tempfile.TemporaryDirectory(prefix="icepack-bench-spark-") as spark_tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="icepack-bench-") as root,
+        tempfile.TemporaryDirectory(prefix="icepack-bench-spark-") as spark_tmp,
+    ):
         server = LocalPostgres(Path(root), durable=True)
         dsn = server.start()
         try:
@@ -250,10 +364,15 @@ async def run(dsn: str, spark_tmp: Path, pairs: int, regenerate: bool) -> None:
     await migrate(conn)
     await conn.close()
     settings = load_settings(
-        database_url=dsn, data_dir=bench_table.cache_dir(),
-        spark_jars_dir=bench_table.REPO_ROOT / ".cache" / "jars", spark_master="local[2]",
-        spark_conf={"spark.driver.memory": "2g",
-                    "spark.sql.warehouse.dir": str(spark_tmp / "spark-warehouse")})
+        database_url=dsn,
+        data_dir=bench_table.cache_dir(),
+        spark_jars_dir=bench_table.REPO_ROOT / ".cache" / "jars",
+        spark_master="local[2]",
+        spark_conf={
+            "spark.driver.memory": "2g",
+            "spark.sql.warehouse.dir": str(spark_tmp / "spark-warehouse"),
+        },
+    )
     started = time.perf_counter()
     spark, created = build_local_session(settings)
     spark.sparkContext.setLogLevel("ERROR")
@@ -294,25 +413,41 @@ class Measured:
     directs: list[Rewrite]
     scans: dict[str, Scan]  # before / icepack / whole table
     load_before: str
+    verification_ab: dict[str, list[float]]  # comparison kind -> seconds per repeat
 
 
-async def measure(spark: Any, settings: Settings, pool: asyncpg.Pool, location: str,
-                  pairs: int) -> Measured:
+async def measure(
+    spark: Any, settings: Settings, pool: asyncpg.Pool, location: str, pairs: int
+) -> Measured:
     engine = TimedEngine(settings, spark)
     bench = Bench(spark, engine)
     properties = {k: v for k, v in bench_table.PROPERTIES.items() if k != "format-version"}
-    table_id = await pool.fetchval(load_query("table_insert"), bench_table.CATALOG,
-                                   bench_table.NAMESPACE, bench_table.TABLE, location, properties)
+    table_id = await pool.fetchval(
+        load_query("table_insert"),
+        bench_table.CATALOG,
+        bench_table.NAMESPACE,
+        bench_table.TABLE,
+        location,
+        properties,
+    )
     inspector = TimedInspector(settings, cache=ManifestStatsStore(pool))
     execution = JobExecution(pool, engine, inspector)
 
     # The planner's intent, from a fresh inspection (which also warms the manifest cache).
     status = await inspector.inspect(bench.ref)
     policy = resolve([], bench_table.NAMESPACE, bench_table.TABLE, properties)
-    rec = recommend(status.model_dump(mode="json"), policy, {}, datetime.now(UTC),
-                    target_file_size_bytes=bench_table.TARGET_FILE_SIZE)
-    (intent,) = [{"action": a.action, "params": a.params, "reason": a.reason}
-                 for a in rec.actions if a.action == "rewrite_data_files"]
+    rec = recommend(
+        status.model_dump(mode="json"),
+        policy,
+        {},
+        datetime.now(UTC),
+        target_file_size_bytes=bench_table.TARGET_FILE_SIZE,
+    )
+    (intent,) = [
+        {"action": a.action, "params": a.params, "reason": a.reason}
+        for a in rec.actions
+        if a.action == "rewrite_data_files"
+    ]
 
     snapshot = await bench.maintenance.current_snapshot_id()
     assert snapshot is not None
@@ -328,11 +463,18 @@ async def measure(spark: Any, settings: Settings, pool: asyncpg.Pool, location: 
         print(f"  {result.name}: {result.seconds:.1f} s", flush=True)
         return result
 
-    whole_table = procedure_call(bench_table.CATALOG, "rewrite_data_files", {
-        "table": SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
-        "strategy": "binpack",
-        "options": {"rewrite-all": "true",
-                    "target-file-size-bytes": str(bench_table.TARGET_FILE_SIZE)}})
+    whole_table = procedure_call(
+        bench_table.CATALOG,
+        "rewrite_data_files",
+        {
+            "table": SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
+            "strategy": "binpack",
+            "options": {
+                "rewrite-all": "true",
+                "target-file-size-bytes": str(bench_table.TARGET_FILE_SIZE),
+            },
+        },
+    )
     # The baseline first: it reads every file once, so the later runs start equally warm.
     base = await then_rollback(lambda: bench.direct("whole table", whole_table))
     jobs: list[Rewrite] = []
@@ -340,18 +482,21 @@ async def measure(spark: Any, settings: Settings, pool: asyncpg.Pool, location: 
     for i in range(max(pairs, 1)):  # ABBA order: neither side always runs on the warmer JVM
         for kind in ("job", "direct") if i % 2 == 0 else ("direct", "job"):
             if kind == "job":
-                jobs.append(await then_rollback(
-                    lambda: bench.job(execution, inspector, table_id, intent)))
+                jobs.append(
+                    await then_rollback(lambda: bench.job(execution, inspector, table_id, intent))
+                )
             else:  # the exact CALL the job sent, where filter included
                 call = jobs[-1].sql
-                directs.append(await then_rollback(
-                    lambda c=call: bench.direct("direct", c)))
+                directs.append(await then_rollback(lambda c=call: bench.direct("direct", c)))
     # Rolled-back snapshots stay readable: scan all three states side by side.
     assert jobs[0].snapshot is not None and base.snapshot is not None
-    scans = bench.scans({"before": snapshot, "icepack": jobs[0].snapshot,
-                         "whole table": base.snapshot})
-    return Measured(intent, snapshot, before, need, fingerprint, base, jobs, directs, scans,
-                    load_before)
+    scans = bench.scans(
+        {"before": snapshot, "icepack": jobs[0].snapshot, "whole table": base.snapshot}
+    )
+    ab = await bench.verification_ab(snapshot, jobs[0].snapshot)
+    return Measured(
+        intent, snapshot, before, need, fingerprint, base, jobs, directs, scans, load_before, ab
+    )
 
 
 def report(m: Measured) -> None:
@@ -361,48 +506,94 @@ def report(m: Measured) -> None:
     need_files, need_bytes, need_parts = m.need
     hot = sorted(p for p in before.parts if before.parts[p] >= MIN_INPUT_FILES)
     print()
-    print(f"table: {before.count} data files ({mib(before.bytes).strip()}) in "
-          f"{len(before.parts)} partitions, target file size "
-          f"{mib(bench_table.TARGET_FILE_SIZE).strip()}; {need_files} files "
-          f"({mib(need_bytes).strip()}) in {need_parts} partitions ({', '.join(hot)}) need "
-          f"rewriting (< 75 % of target, >= {MIN_INPUT_FILES} in the partition)")
+    print(
+        f"table: {before.count} data files ({mib(before.bytes).strip()}) in "
+        f"{len(before.parts)} partitions, target file size "
+        f"{mib(bench_table.TARGET_FILE_SIZE).strip()}; {need_files} files "
+        f"({mib(need_bytes).strip()}) in {need_parts} partitions ({', '.join(hot)}) need "
+        f"rewriting (< 75 % of target, >= {MIN_INPUT_FILES} in the partition)"
+    )
     print(f"planner intent: {m.intent['params']}")
     print(f"icepack CALL: {job.sql}")
     print()
-    print("                                    files before -> after  bytes rewritten  "
-          "write amplification")
-    for label, r in (("icepack job (scope: partitions)", job), ("direct CALL, same where", direct),
-                     ("baseline: whole table, rewrite-all", base)):
+    print(
+        "                                    files before -> after  bytes rewritten  "
+        "write amplification"
+    )
+    for label, r in (
+        ("icepack job (scope: partitions)", job),
+        ("direct CALL, same where", direct),
+        ("baseline: whole table, rewrite-all", base),
+    ):
         out, diff = r.rewritten_bytes(before)
         wa = out / need_bytes
         goal = f"  (goal <= {WA_GOAL}) {verdict(wa <= WA_GOAL)}" if r is job else ""
         note = "" if out == diff else f"  [files diff {mib(diff).strip()}]"
-        print(f"  {label:34s} {before.count:6d} -> {r.files_after.count:5d}   {mib(out)}"
-              f"        {wa:5.2f}{goal}{note}")
+        print(
+            f"  {label:34s} {before.count:6d} -> {r.files_after.count:5d}   {mib(out)}"
+            f"        {wa:5.2f}{goal}{note}"
+        )
     ratio = job.seconds / direct.seconds
     how = f"best of {len(m.jobs)}" if len(m.jobs) > 1 else "once"
     print()
     print(f"wall time ({how} each, ABBA order; baseline once, first):")
-    print(f"  icepack job                  : {job.seconds:6.1f} s   {ratio:.2f}x direct "
-          f"(goal <= {OVERHEAD_GOAL}x) {verdict(ratio <= OVERHEAD_GOAL)}")
+    print(
+        f"  icepack job                  : {job.seconds:6.1f} s   {ratio:.2f}x direct "
+        f"(goal <= {OVERHEAD_GOAL}x) {verdict(ratio <= OVERHEAD_GOAL)}"
+    )
     print("    " + ", ".join(f"{k} {v:.2f} s" for k, v in job.breakdown.items()))
     snaps = job.output.get("verified_snapshots") or []
-    print(f"    verification: {len(snaps)} replace snapshot(s) checked, "
-          f"{len(job.verification_scans)} fingerprint scans (count + checksum of the whole "
-          f"table): {', '.join(f'{t:.1f}' for t in job.verification_scans)} s")
-    rest = job.seconds - job.breakdown["verification"]
-    print(f"    job without the verification scans: {rest:.1f} s = {rest / direct.seconds:.2f}x "
-          "direct")
-    print(f"  direct CALL, same where      : {direct.seconds:6.1f} s   (all runs: job "
-          f"{', '.join(f'{r.seconds:.1f}' for r in m.jobs)}; direct "
-          f"{', '.join(f'{r.seconds:.1f}' for r in m.directs)})")
+    verification = job.breakdown["verification"]
+    scanned = sum(job.verification_scans)
+    print(
+        f"    verification: {verification:.2f} s for {len(snaps)} replace snapshot(s) = "
+        f"fingerprint scans {scanned:.2f} s ({len(job.verification_scans)} scan(s): "
+        f"{', '.join(f'{t:.2f}' for t in job.verification_scans)} s) + metadata and "
+        f"planning {verification - scanned:.2f} s"
+    )
+    print("      steps: " + ", ".join(f"{k} {v:.2f} s" for k, v in job.verification_steps.items()))
+    for snap in snaps:
+        scope = snap.get("scope", "table (pre-scoping evidence)")
+        detail = (
+            f"{snap.get('partitions_proven')} of {snap.get('partitions_total')} "
+            f"partitions proven from metadata, {snap.get('partitions_fingerprinted', '-')} "
+            "fingerprinted"
+            if "partitions_total" in snap
+            else ""
+        )
+        reason = f"; fallback: {snap['scope_reason']}" if snap.get("scope_reason") else ""
+        print(
+            f"      snapshot {snap['snapshot_id']} ({snap['checked']}): scope {scope}"
+            f"{', ' + detail if detail else ''}; rows {snap['rows_before']} -> "
+            f"{snap['rows_after']}{reason}"
+        )
+    rest = job.seconds - verification
+    print(f"    job without the verification: {rest:.1f} s = {rest / direct.seconds:.2f}x direct")
+    print(f"    verification A/B on the job's snapshots (round-robin, best of {SCAN_REPEAT}):")
+    whole = min(next(iter(m.verification_ab.values())))
+    for label, times in m.verification_ab.items():
+        best = min(times)
+        print(
+            f"      {label:38s}: {best:6.2f} s  ({', '.join(f'{t:.2f}' for t in times)})"
+            f"  {whole / best:4.1f}x faster than whole table"
+        )
+    print(
+        f"  direct CALL, same where      : {direct.seconds:6.1f} s   (all runs: job "
+        f"{', '.join(f'{r.seconds:.1f}' for r in m.jobs)}; direct "
+        f"{', '.join(f'{r.seconds:.1f}' for r in m.directs)})"
+    )
     print(f"  baseline whole-table rewrite : {base.seconds:6.1f} s")
     scans = m.scans
     first = scans["before"]
-    print(f"full-table scan (SELECT part, count(*), sum(length(payload)) ... GROUP BY part; "
-          f"time travel to each state, round-robin, best of {SCAN_REPEAT}):")
-    for label, name in (("before", "before"), ("after icepack job", "icepack"),
-                        ("after whole-table rewrite", "whole table")):
+    print(
+        f"full-table scan (SELECT part, count(*), sum(length(payload)) ... GROUP BY part; "
+        f"time travel to each state, round-robin, best of {SCAN_REPEAT}):"
+    )
+    for label, name in (
+        ("before", "before"),
+        ("after icepack job", "icepack"),
+        ("after whole-table rewrite", "whole table"),
+    ):
         scan = scans[name]
         speedup = first.best / scan.best
         note = ""
@@ -410,27 +601,36 @@ def report(m: Measured) -> None:
             note = f"{speedup:4.1f}x faster"
             if name == "icepack":
                 note += f" (goal >= {SCAN_GOAL:.0f}x) {verdict(speedup >= SCAN_GOAL)}"
-        print(f"  {label:28s} : {scan.best:6.2f} s  ({', '.join(f'{t:.2f}' for t in scan.seconds)}"
-              f"; {scan.tasks:3d} Spark tasks)  {note}")
+        print(
+            f"  {label:28s} : {scan.best:6.2f} s  ({', '.join(f'{t:.2f}' for t in scan.seconds)}"
+            f"; {scan.tasks:3d} Spark tasks)  {note}"
+        )
     fp = m.fingerprint
     print(f"contents before: {fp.rows} rows, checksum {fp.checksum}")
     for r in [*m.jobs, *m.directs, base]:
-        print(f"  {'MATCH' if r.fingerprint == fp else 'MISMATCH'}  after {r.name}: "
-              f"{r.fingerprint.rows} rows, checksum {r.fingerprint.checksum}")
+        print(
+            f"  {'MATCH' if r.fingerprint == fp else 'MISMATCH'}  after {r.name}: "
+            f"{r.fingerprint.rows} rows, checksum {r.fingerprint.checksum}"
+        )
     for name in ("icepack", "whole table"):
         same = scans[name].result == first.result
         print(f"  {'MATCH' if same else 'MISMATCH'}  scan result per partition after {name}")
-    print(f"  rollback to snapshot {m.snapshot} restored all {before.count} data files "
-          f"after each of the {len(m.jobs) + len(m.directs) + 1} rewrites")
+    print(
+        f"  rollback to snapshot {m.snapshot} restored all {before.count} data files "
+        f"after each of the {len(m.jobs) + len(m.directs) + 1} rewrites"
+    )
     print(f"({m.load_before} before measuring, {load()} after; {os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pairs", type=int, default=2,
-                        help="icepack job / direct CALL pairs, in ABBA order (default 2)")
-    parser.add_argument("--regenerate", action="store_true",
-                        help="regenerate the cached table")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=2,
+        help="icepack job / direct CALL pairs, in ABBA order (default 2)",
+    )
+    parser.add_argument("--regenerate", action="store_true", help="regenerate the cached table")
     args = parser.parse_args()
     setup_logging("bench", level="warning", fmt="console")  # Spark's own warnings go to stderr
     asyncio.run(main(args.pairs, args.regenerate))

@@ -95,7 +95,7 @@ def split_described_name(text: str) -> tuple[str, ...]:
     while i < len(text):
         ch = text[i]
         if quoted:
-            if ch == "`" and text[i + 1:i + 2] == "`":
+            if ch == "`" and text[i + 1 : i + 2] == "`":
                 current.append("`")
                 i += 1
             elif ch == "`":
@@ -163,8 +163,9 @@ def _column_types(columns: Sequence[PartitionColumn]) -> list[SparkType]:
     return types
 
 
-def partition_predicate(columns: Sequence[PartitionColumn], types: Sequence[SparkType],
-                        values: Sequence[PartitionValue]) -> str:
+def partition_predicate(
+    columns: Sequence[PartitionColumn], types: Sequence[SparkType], values: Sequence[PartitionValue]
+) -> str:
     """``(`a` = 1 AND `b` IS NULL)`` for one partition.
 
     Raises:
@@ -203,22 +204,45 @@ async def scope_partitions(
     # struct itself would merge -0.0 with 0.0 (Spark normalises floating grouping keys), which
     # Iceberg keeps as two partitions.
     per_file = (
-        "SELECT " + ", ".join(
+        "SELECT "
+        + ", ".join(
             f"{canonical_text_expr(t, f'{partition}.{quote_identifier(c.field_name)}')} AS {k}"
-            for c, t, k in zip(columns, types, keys, strict=True))
-        + f", content, file_size_in_bytes FROM {files_table}")
+            for c, t, k in zip(columns, types, keys, strict=True)
+        )
+        + f", content, file_size_in_bytes FROM {files_table}"
+    )
     rows = await engine.sql(
         f"SELECT {', '.join(keys)}, count(*) AS files FROM ({per_file}) "
         f"WHERE content = 0 AND file_size_in_bytes < {int(undersized_bytes)} "
-        f"GROUP BY {', '.join(keys)} HAVING count(*) >= {int(min_files)}")
+        f"GROUP BY {', '.join(keys)} HAVING count(*) >= {int(min_files)}"
+    )
     total_rows = await engine.sql(
-        f"SELECT count(*) AS n FROM (SELECT DISTINCT {', '.join(keys)} FROM ({per_file}))")
+        f"SELECT count(*) AS n FROM (SELECT DISTINCT {', '.join(keys)} FROM ({per_file}))"
+    )
     total = int(total_rows[0]["n"]) if total_rows else 0
     if len(rows) > max_partitions:
         raise ScopeFallback(f"{len(rows)} partitions qualify (at most {max_partitions} scoped)")
     texts = [tuple(None if row[k] is None else str(row[k]) for k in keys) for row in rows]
     if not texts:
         return PartitionScope("false", 0, total)
+    where = await partitions_where(engine, columns, texts)
+    if len(where) > MAX_STRING_LITERAL_LENGTH // 2:  # escaping can double it as an argument
+        raise ScopeFallback(f"the partition filter is {len(where)} characters long")
+    return PartitionScope(where, len(texts), total)
+
+
+async def partitions_where(
+    engine: SparkEngine, columns: Sequence[PartitionColumn], texts: Sequence[Sequence[str | None]]
+) -> str:
+    """The filter ``(a = x AND b IS NULL) OR ...`` selecting the partitions given as canonical
+    texts (``typed_literals.canonical_text_expr``, one per column, None for NULL), each literal
+    checked on the engine by a round trip.
+
+    Raises:
+        ScopeFallback: an unsupported column type, or a value that cannot be decoded or
+            rendered exactly or fails the round trip.
+    """
+    types = _column_types(columns)
     predicates = []
     checks: list[tuple[PartitionColumn, SparkType, str, str]] = []
     for partition_texts in texts:
@@ -233,10 +257,7 @@ async def scope_partitions(
             values.append(value)
         predicates.append(partition_predicate(columns, types, values))
     await _check_round_trip(engine, checks)
-    where = " OR ".join(predicates)
-    if len(where) > MAX_STRING_LITERAL_LENGTH // 2:  # escaping can double it as an argument
-        raise ScopeFallback(f"the partition filter is {len(where)} characters long")
-    return PartitionScope(where, len(texts), total)
+    return " OR ".join(predicates)
 
 
 async def _check_round_trip(
@@ -245,12 +266,14 @@ async def _check_round_trip(
     """Evaluate every literal on the engine: its canonical text must be the one read."""
     if not checks:
         return
-    exprs = [f"{canonical_text_expr(t, literal)} AS r{i}"
-             for i, (_, t, _, literal) in enumerate(checks)]
+    exprs = [
+        f"{canonical_text_expr(t, literal)} AS r{i}" for i, (_, t, _, literal) in enumerate(checks)
+    ]
     (row,) = await engine.sql("SELECT " + ", ".join(exprs))
     for i, (column, spark_type, text, literal) in enumerate(checks):
         back = row[f"r{i}"]
         if back is None or str(back) != text:
             raise ScopeFallback(
                 f"partition column {column}: the {spark_type} literal {literal[:80]} reads back "
-                f"as {str(back)[:60]!r}, not {text[:60]!r}")
+                f"as {str(back)[:60]!r}, not {text[:60]!r}"
+            )

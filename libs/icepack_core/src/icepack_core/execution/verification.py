@@ -1,8 +1,14 @@
 """Proving a rewrite lost nothing, and undoing one that did.
 
 ``RewriteVerifier.verify(start)`` checks every ``replace`` snapshot committed on the current
-branch after ``start``: its live row count and content checksum (``fingerprint``) must equal its
-parent's. On a violation it rolls the table back to the bad snapshot's parent, but only
+branch after ``start``: its live contents must equal its parent's. Partitions whose live data
+and delete files are the same at both snapshots are proven unchanged from metadata; only the
+others (the *touched* partitions) are fingerprinted (row count and content checksum,
+``fingerprint``), in both snapshots by one partition-pruned scan (``verification_scope``).
+When scoping would not be sound or cheap (unpartitioned or transform-partitioned table, deletes
+of an unpartitioned spec changed, a filter Spark cannot answer from partition values...), the
+whole table is fingerprinted at both snapshots, and the evidence says why. On a violation it
+rolls the table back to the bad snapshot's parent, but only
 
 - when the bad snapshot is still the table's current snapshot (nothing committed on top), and
 - after ``guard`` confirmed that the caller still holds the table lock under a valid fence
@@ -16,12 +22,18 @@ committed in between and its commit was reverted, and the evidence names it. Eit
 caller puts the table on hold (``VerificationFailed``).
 
 Evidence (``verification`` dicts) is JSON-safe; checksums are decimal strings because they
-exceed the 53-bit integers a JavaScript UI can show exactly.
+exceed the 53-bit integers a JavaScript UI can show exactly. Each checked snapshot's record has
+``rows_*``/``checksum_*`` of what was fingerprinted and ``scope``: ``partitions`` (only the
+touched partitions; ``partitions_fingerprinted``, ``fingerprinted`` lists up to 20 of them),
+``none`` (no file changed: proven from metadata alone, rows and checksum 0) or ``table`` (with
+``scope_reason``); ``partitions_total`` and ``partitions_proven`` whenever the metadata
+comparison ran.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from icepack_core.errors import VerificationFailed
@@ -32,27 +44,61 @@ from icepack_core.execution.fingerprint import (
     fingerprint,
     table_columns,
 )
+from icepack_core.execution.partition_filter import ScopeFallback, identity_columns
+from icepack_core.execution.verification_scope import (
+    FileDiff,
+    TableLayout,
+    diff_files,
+    layout_from_describe,
+    partition_fingerprints,
+)
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import TableRef, procedure_call, qualified_name
+
+# Partitions named in one snapshot's evidence (the counts are always complete).
+EVIDENCE_PARTITIONS = 20
 
 # Raises when the caller no longer holds the table lock under a valid fence.
 Guard = Callable[[], Awaitable[None]]
 
 
-def snapshot_record(snapshot_id: int, parent_id: int, before: Fingerprint, after: Fingerprint,
-                    checked: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Comparison:
+    """Two snapshots compared: the fingerprints of what was scanned and how it was scoped."""
+
+    before: Fingerprint
+    after: Fingerprint
+    scope: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.before == self.after
+
+
+def snapshot_record(
+    snapshot_id: int, parent_id: int, comparison: Comparison, checked: str
+) -> dict[str, Any]:
     """One checked ``replace`` snapshot as evidence (``checked``: ``chain`` or ``parent``)."""
-    return {"snapshot_id": snapshot_id, "parent_id": parent_id,
-            "rows_before": before.rows, "rows_after": after.rows,
-            "checksum_before": str(before.checksum), "checksum_after": str(after.checksum),
-            "checked": checked, "ok": before == after}
+    before, after = comparison.before, comparison.after
+    return {
+        "snapshot_id": snapshot_id,
+        "parent_id": parent_id,
+        "rows_before": before.rows,
+        "rows_after": after.rows,
+        "checksum_before": str(before.checksum),
+        "checksum_after": str(after.checksum),
+        "checked": checked,
+        "ok": comparison.ok,
+        **comparison.scope,
+    }
 
 
 class RewriteVerifier:
     """Verification of the rewrites of one table (``catalog`` + ``table``) through ``engine``."""
 
-    def __init__(self, engine: SparkEngine, catalog: str, table: TableRef, *,
-                 verify_checksum: bool = True) -> None:
+    def __init__(
+        self, engine: SparkEngine, catalog: str, table: TableRef, *, verify_checksum: bool = True
+    ) -> None:
         self.engine = engine
         self.catalog = catalog
         self.table = table
@@ -66,7 +112,8 @@ class RewriteVerifier:
     async def current_snapshot_id(self) -> int | None:
         rows = await self.engine.sql(
             f"SELECT snapshot_id FROM {self.metadata_table('history')} "
-            "WHERE is_current_ancestor ORDER BY made_current_at DESC LIMIT 1")
+            "WHERE is_current_ancestor ORDER BY made_current_at DESC LIMIT 1"
+        )
         return as_int(rows[0]["snapshot_id"]) if rows else None
 
     async def fingerprint(self, snapshot_id: int | None = None) -> Fingerprint:
@@ -75,6 +122,70 @@ class RewriteVerifier:
             self._columns = await table_columns(self.engine, self.qualified)
         columns = self._columns if self.verify_checksum else None
         return await fingerprint(self.engine, self.qualified, snapshot_id, columns)
+
+    async def layout(self) -> TableLayout:
+        """The table's partitioning as ``DESCRIBE TABLE EXTENDED`` shows it now."""
+        rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
+        return layout_from_describe(rows, identity_columns(rows))
+
+    async def scoped_comparison(
+        self, before: int, after: int, layout: TableLayout
+    ) -> Comparison | dict[str, Any]:
+        """Compare ``before`` and ``after`` on the partitions whose files differ; or, when that
+        is not sound or cheap, the scope evidence (``scope: table``, ``scope_reason``) for a
+        whole-table comparison. Any error while scoping or in the scoped scan only widens the
+        comparison to the whole table (whose errors then propagate); cancellation
+        propagates."""
+        diff: FileDiff | None = None
+        try:
+            diff = await diff_files(
+                self.engine, self.metadata_table("entries"), before, after, layout
+            )
+            scope: dict[str, Any] = {
+                "partitions_total": diff.partitions,
+                "partitions_proven": diff.proven,
+            }
+            if diff.unsound is not None:
+                return {**scope, "scope": "table", "scope_reason": diff.unsound}
+            if not diff.touched:
+                nothing = Fingerprint(0, 0)
+                return Comparison(
+                    nothing, nothing, {**scope, "scope": "none", "partitions_fingerprinted": 0}
+                )
+            if self.verify_checksum and self._columns is None:
+                self._columns = await table_columns(self.engine, self.qualified)
+            scoped = await self._scoped_scan(before, after, layout, diff)
+        except ScopeFallback as exc:
+            return {**_counts(diff), "scope": "table", "scope_reason": exc.reason}
+        except Exception as exc:  # scoping must never fail a verification
+            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+            return {
+                **_counts(diff),
+                "scope": "table",
+                "scope_reason": f"partition scoping failed: {type(exc).__name__}: {first_line}",
+            }
+        return scoped
+
+    async def _scoped_scan(
+        self, before: int, after: int, layout: TableLayout, diff: FileDiff
+    ) -> Comparison:
+        columns = self._columns if self.verify_checksum else None
+        scoped = await partition_fingerprints(
+            self.engine, self.qualified, before, after, layout, diff.touched, columns
+        )
+        return Comparison(
+            scoped.before,
+            scoped.after,
+            {
+                **_counts(diff),
+                "scope": "partitions",
+                "partitions_fingerprinted": len(diff.touched),
+                "fingerprinted": [
+                    {"spec_id": p.spec_id, "partition": p.label}
+                    for p in diff.touched[:EVIDENCE_PARTITIONS]
+                ],
+            },
+        )
 
     async def snapshots_since(self, start: int | None) -> Rows:
         """Snapshots on the current branch after ``start``, oldest first.
@@ -86,7 +197,8 @@ class RewriteVerifier:
             "SELECT s.snapshot_id, s.parent_id, s.operation, s.committed_at "
             f"FROM {self.metadata_table('snapshots')} s "
             f"JOIN {self.metadata_table('history')} h ON h.snapshot_id = s.snapshot_id "
-            "WHERE h.is_current_ancestor")
+            "WHERE h.is_current_ancestor"
+        )
         for row in rows:  # the Thrift engine returns ids as text or int; normalise once
             row["snapshot_id"] = as_int(row["snapshot_id"])
             row["parent_id"] = as_int(row["parent_id"]) if row["parent_id"] is not None else None
@@ -107,9 +219,11 @@ class RewriteVerifier:
         (``status: verified``, ``snapshots`` checked).
 
         When nothing but replaces was committed since ``start`` (no concurrent writer), the
-        chain as a whole is checked with two scans (start vs. newest); only if that differs,
-        or other commits are interleaved, is each replace checked against its own parent.
-        Fingerprints are memoised, so consecutive replaces share scans.
+        chain as a whole is checked with one comparison (start vs. newest); only if that
+        differs, or other commits are interleaved, is each replace checked against its own
+        parent. A comparison fingerprints only the partitions whose files differ
+        (``scoped_comparison``), or the whole table when scoping is not sound; whole-table
+        fingerprints are memoised, so consecutive replaces share scans.
 
         Raises:
             VerificationFailed: a replace changed the live contents (rolled back if possible).
@@ -118,43 +232,87 @@ class RewriteVerifier:
         """
         snaps = await self.snapshots_since(start)
         replaces = [s for s in snaps if s["operation"] == "replace" and s["parent_id"] is not None]
-        evidence: dict[str, Any] = {"status": "verified", "start_snapshot_id": start,
-                                    "snapshots": [], "rollback": None}
+        evidence: dict[str, Any] = {
+            "status": "verified",
+            "start_snapshot_id": start,
+            "snapshots": [],
+            "rollback": None,
+        }
         if not replaces:
             return evidence
         memo: dict[int, Fingerprint] = {}
+        layouts: list[TableLayout | str] = []
 
         async def fp(snapshot_id: int) -> Fingerprint:
             if snapshot_id not in memo:
                 memo[snapshot_id] = await self.fingerprint(snapshot_id)
             return memo[snapshot_id]
 
+        async def compare(before: int, after: int) -> Comparison:
+            if not layouts:
+                try:
+                    layouts.append(await self.layout())
+                except Exception as exc:  # only widens the comparison
+                    layouts.append(
+                        f"DESCRIBE failed: {type(exc).__name__}: "
+                        f"{(str(exc).strip().splitlines() or [''])[0][:300]}"
+                    )
+            layout = layouts[0]
+            scoped = (
+                await self.scoped_comparison(before, after, layout)
+                if isinstance(layout, TableLayout)
+                else {"scope": "table", "scope_reason": layout}
+            )
+            if isinstance(scoped, Comparison):
+                return scoped
+            return Comparison(await fp(before), await fp(after), scoped)
+
         if start is not None and len(replaces) == len(snaps) and snaps[0]["parent_id"] == start:
-            first, last = await fp(start), await fp(snaps[-1]["snapshot_id"])
-            if first == last:
+            chain = await compare(start, snaps[-1]["snapshot_id"])
+            if chain.ok:
                 evidence["snapshots"] = [
-                    snapshot_record(s["snapshot_id"], s["parent_id"], first, last, "chain")
-                    for s in replaces]
+                    snapshot_record(s["snapshot_id"], s["parent_id"], chain, "chain")
+                    for s in replaces
+                ]
                 return evidence
         for snap in replaces:
             snapshot_id, parent_id = snap["snapshot_id"], snap["parent_id"]
-            before, after = await fp(parent_id), await fp(snapshot_id)
-            record = snapshot_record(snapshot_id, parent_id, before, after, "parent")
+            comparison = await compare(parent_id, snapshot_id)
+            record = snapshot_record(snapshot_id, parent_id, comparison, "parent")
             evidence["snapshots"].append(record)
-            if before != after:
+            if not comparison.ok:
+                before, after = comparison.before, comparison.after
                 evidence.update(status="violation", violation=record)
                 evidence["rollback"] = await self._roll_back(snapshot_id, parent_id, guard)
                 # Kept at the top level for readers of the pre-0.x evidence format.
-                evidence.update({k: record[k] for k in (
-                    "snapshot_id", "parent_id", "rows_before", "rows_after",
-                    "checksum_before", "checksum_after")})
+                evidence.update(
+                    {
+                        k: record[k]
+                        for k in (
+                            "snapshot_id",
+                            "parent_id",
+                            "rows_before",
+                            "rows_after",
+                            "checksum_before",
+                            "checksum_after",
+                        )
+                    }
+                )
                 evidence["rolled_back"] = evidence["rollback"]["status"] in (
-                    "rolled_back", "rolled_back_reverting_writer")
+                    "rolled_back",
+                    "rolled_back_reverting_writer",
+                )
+                where = (
+                    " in the rewritten partitions"
+                    if comparison.scope.get("scope") == "partitions"
+                    else ""
+                )
                 raise VerificationFailed(
                     f"rewrite snapshot {snapshot_id} changed the live contents of "
-                    f"{self.qualified}: {before.rows} rows -> {after.rows} rows"
+                    f"{self.qualified}: {before.rows} rows -> {after.rows} rows{where}"
                     f"{', checksum differs' if before.checksum != after.checksum else ''}",
-                    evidence)
+                    evidence,
+                )
         return evidence
 
     async def _roll_back(self, bad: int, parent: int, guard: Guard | None) -> dict[str, Any]:
@@ -163,22 +321,39 @@ class RewriteVerifier:
         current = await self.current_snapshot_id()
         if current != bad:
             # Rolling back would also revert the commits made on top of the bad one.
-            return {**result, "status": "not_rolled_back", "current_snapshot_id": current,
-                    "reason": "snapshots were committed on top of the bad one"}
+            return {
+                **result,
+                "status": "not_rolled_back",
+                "current_snapshot_id": current,
+                "reason": "snapshots were committed on top of the bad one",
+            }
         if guard is not None:
             await guard()  # raises when we no longer hold the table under a valid fence
-        rows = await self.engine.sql(procedure_call(
-            self.catalog, "rollback_to_snapshot", {"table": self.table, "snapshot_id": parent}))
+        rows = await self.engine.sql(
+            procedure_call(
+                self.catalog, "rollback_to_snapshot", {"table": self.table, "snapshot_id": parent}
+            )
+        )
         previous = as_int(rows[0]["previous_snapshot_id"]) if rows else None
         now = as_int(rows[0]["current_snapshot_id"]) if rows else None
         after = await self.current_snapshot_id()  # a writer may also have committed since
-        result.update(previous_snapshot_id=previous, current_snapshot_id=now,
-                      current_after_rollback=after)
+        result.update(
+            previous_snapshot_id=previous, current_snapshot_id=now, current_after_rollback=after
+        )
         if previous != bad:
             # A writer committed between the check and the rollback, and the rollback
             # reverted it: its data is still in snapshot `previous` (the hold stops expiry).
-            return {**result, "status": "rolled_back_reverting_writer",
-                    "reverted_snapshot_id": previous,
-                    "reason": f"snapshot {previous} was committed on top of {bad} while rolling "
-                              f"back and is no longer current; restore it by hand"}
+            return {
+                **result,
+                "status": "rolled_back_reverting_writer",
+                "reverted_snapshot_id": previous,
+                "reason": f"snapshot {previous} was committed on top of {bad} while rolling "
+                f"back and is no longer current; restore it by hand",
+            }
         return {**result, "status": "rolled_back"}
+
+
+def _counts(diff: FileDiff | None) -> dict[str, Any]:
+    if diff is None:
+        return {}
+    return {"partitions_total": diff.partitions, "partitions_proven": diff.proven}

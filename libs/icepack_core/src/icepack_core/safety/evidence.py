@@ -34,6 +34,7 @@ RECORD_FIELDS = (
     "checksum_after",
     "checked",
     "rolled_back",
+    "scope",
 )
 _MAX_DEPTH = 6  # how deep to look for snapshot records in an action's output
 
@@ -107,8 +108,8 @@ def action_safety(action: str, state: str, output: Any, impact: Any) -> dict[str
     rewrite snapshot kept its parent's live rows and checksum), ``failed`` (one did not),
     ``nothing_rewritten``, ``unverified`` (a rewrite without recorded evidence) or
     ``not_applicable`` (actions that never change table contents). ``live_rows`` comes from
-    the verification scans when present (``source: "verification"``), else from metadata
-    (``record_count - delete_record_count``, ``source: "metadata"``).
+    the verification scans when they covered the whole table (``source: "verification"``),
+    else from metadata (``record_count - delete_record_count``, ``source: "metadata"``).
     """
     impact = impact if isinstance(impact, Mapping) else {}
     records = verification_records(output)
@@ -117,7 +118,9 @@ def action_safety(action: str, state: str, output: Any, impact: Any) -> dict[str
     equality = _pair(impact, "equality_delete_file_count")
     files = (_delete_files(impact, 0), _delete_files(impact, 1))
 
-    if records:
+    # A scoped verification's rows are those of the partitions it fingerprinted, not the
+    # table's: live rows then come from metadata like when nothing was verified.
+    if records and all(r.get("scope") in (None, "table") for r in records):
         live_before = _int(records[0].get("rows_before"))
         live_after = _int(records[-1].get("rows_after"))
         source = "verification"

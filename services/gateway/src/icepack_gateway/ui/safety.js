@@ -60,7 +60,11 @@
     const stored = pair(impact, "record_count");
     const deleted = pair(impact, "delete_record_count");
     const equality = pair(impact, "equality_delete_file_count");
-    const rows = records.length
+    // A scoped verification's rows are those of the partitions it fingerprinted, not the
+    // table's: live rows then come from metadata like when nothing was verified.
+    const tableWide = records.every((r) => r.scope === undefined || r.scope === null
+      || r.scope === "table");
+    const rows = records.length && tableWide
       ? { before: int(records[0].rows_before), after: int(records[records.length - 1].rows_after),
           source: "verification" }
       : { before: live(stored[0], deleted[0], equality[0]),
