@@ -42,6 +42,7 @@ test-go:
 lint: uv ## ruff (lint + format) on everything, mypy strict on libs and services; no jars, no Go
 	uv sync --frozen --all-packages
 	uv run ruff check libs services tests bench scripts
+	uv run ruff format --check libs services tests bench scripts
 	uv run mypy
 
 bench: setup ## benchmarks, each beside its baseline (not tests)

@@ -47,7 +47,6 @@ from icepack_core.policy import resolve
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.engine import LocalEngine, Rows
 from icepack_core.spark.session import build_local_session
-from icepack_core.spark.sql import TableRef as SqlTableRef
 from icepack_core.spark.sql import procedure_call
 from icepack_core.telemetry.logs import setup_logging
 from icepack_core.types import TableRef
@@ -188,7 +187,7 @@ class Bench:
         verifier = RewriteVerifier(
             self.engine,
             bench_table.CATALOG,
-            SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
+            TableRef(bench_table.CATALOG, bench_table.NAMESPACE, bench_table.TABLE),
         )
         layout = await verifier.layout()
         found: dict[str, list[float]] = {
@@ -225,7 +224,9 @@ class Bench:
                 bench_table.CATALOG,
                 "rollback_to_snapshot",
                 {
-                    "table": SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
+                    "table": TableRef(
+                        bench_table.CATALOG, bench_table.NAMESPACE, bench_table.TABLE
+                    ),
                     "snapshot_id": snapshot_id,
                 },
             )
@@ -467,7 +468,7 @@ async def measure(
         bench_table.CATALOG,
         "rewrite_data_files",
         {
-            "table": SqlTableRef((bench_table.NAMESPACE,), bench_table.TABLE),
+            "table": TableRef(bench_table.CATALOG, bench_table.NAMESPACE, bench_table.TABLE),
             "strategy": "binpack",
             "options": {
                 "rewrite-all": "true",

@@ -101,3 +101,29 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
         "def f():\n    from icepack_core.cli.app import main\nfrom icepack_core import db\n"
     )
     assert sorted(imported_modules(module)) == [(2, "icepack_core.cli.app"), (3, "icepack_core.db")]
+
+
+# The shared vocabulary (docs/architecture.md, "Layout"): each is defined once, in types.py.
+VOCABULARY = (
+    "Action",
+    "PolicyType",
+    "IssueCode",
+    "Severity",
+    "Health",
+    "JobState",
+    "Topic",
+    "TableRef",
+)
+
+
+def test_the_vocabulary_is_defined_once() -> None:
+    definitions: dict[str, list[str]] = {name: [] for name in VOCABULARY}
+    for root in (CORE, SERVICES):
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef) and node.name in definitions:
+                    definitions[node.name].append(str(path.relative_to(REPO)))
+    assert {name: where for name, where in definitions.items() if len(where) != 1} == {}
+    assert all(
+        where == ["libs/icepack_core/src/icepack_core/types.py"] for where in definitions.values()
+    )

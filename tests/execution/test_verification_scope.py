@@ -13,7 +13,6 @@ import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance, VerificationFailed
 from icepack_core.spark.engine import LocalEngine
-from icepack_core.spark.sql import TableRef as SqlTableRef
 from icepack_core.spark.sql import procedure_call
 from icepack_core.types import TableRef
 from tests.execution.spark_tables import CATALOG, fingerprint, unique_name
@@ -190,7 +189,7 @@ async def test_rewrite_that_changes_no_file_is_proven_from_metadata(spark, engin
 
     async def rewrite_manifests(_action):  # a replace snapshot with the very same files
         spark.sql(
-            procedure_call(CATALOG, "rewrite_manifests", {"table": SqlTableRef((NS,), name)})
+            procedure_call(CATALOG, "rewrite_manifests", {"table": TableRef(CATALOG, NS, name)})
         ).collect()
 
     outcome = await maintenance(engine, name, after_call=rewrite_manifests).run(NO_OP_REWRITE)

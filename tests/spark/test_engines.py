@@ -15,12 +15,12 @@ import pytest
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine, LocalEngine, SparkEngine, ThriftEngine
 from icepack_core.spark.sql import (
-    TableRef,
     procedure_call,
     qualified_name,
     quote_identifier,
     spark_conf_set,
 )
+from icepack_core.types import TableRef
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -85,7 +85,7 @@ async def test_rewrite_data_files_keeps_rows_and_reports_its_output(make_engine)
         call = procedure_call(
             CATALOG,
             "rewrite_data_files",
-            {"table": TableRef((namespace,), TABLE), "options": {"min-input-files": "2"}},
+            {"table": TableRef("icepack", namespace, TABLE), "options": {"min-input-files": "2"}},
         )
         (result,) = await engine.sql(call)
 

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from icepack_core.errors import InvalidIdentifier
 from icepack_core.spark.sql import (
     ALLOWED_SPARK_CONFS,
-    TableRef,
     procedure_call,
     qualified_name,
     quote_identifier,
@@ -27,6 +26,7 @@ from icepack_core.spark.sql import (
     sql_literal,
     sql_string_literal,
 )
+from icepack_core.types import TableRef, join_namespace
 
 # Characters that break naive quoting, mixed with ordinary and non-ASCII ones.
 NASTY = "`'\";\\-/*\n\r\t\x00 .aZ9_é中😀\u202e\x7f"
@@ -126,7 +126,7 @@ def test_procedure_call_renders_table_options_and_scalars():
         "icepack",
         "rewrite_data_files",
         {
-            "table": TableRef(("db",), "t"),
+            "table": TableRef("c", "db", "t"),
             "strategy": "binpack",
             "options": {"min-input-files": "2", "partial-progress.enabled": "true"},
         },
@@ -139,13 +139,15 @@ def test_procedure_call_renders_table_options_and_scalars():
 
 
 def test_procedure_call_omits_an_empty_options_map():
-    call = procedure_call("c", "rewrite_manifests", {"table": TableRef(("d",), "t"), "options": {}})
+    call = procedure_call(
+        "c", "rewrite_manifests", {"table": TableRef("c", "d", "t"), "options": {}}
+    )
     assert call == "CALL `c`.`system`.`rewrite_manifests`(table => '`c`.`d`.`t`')"
 
 
 def test_procedure_call_refuses_unknown_procedures():
     with pytest.raises(InvalidIdentifier, match="'migrate' is not allowed"):
-        procedure_call("c", "migrate", {"table": TableRef(("d",), "t")})
+        procedure_call("c", "migrate", {"table": TableRef("c", "d", "t")})
 
 
 @pytest.mark.parametrize("arg", ["Table", "table; DROP", "x-y", "", "1a"])
@@ -236,7 +238,11 @@ def test_qualified_names_parse_back_to_the_same_parts(spark, parts):
 )
 def test_injection_attempts_stay_one_identifier(spark, attack):
     assert parse_identifier(spark, quote_identifier(attack)) == [attack]
-    call = procedure_call("icepack", "expire_snapshots", {"table": TableRef((attack,), attack)})
+    call = procedure_call(
+        "icepack",
+        "expire_snapshots",
+        {"table": TableRef("icepack", join_namespace((attack,)), attack)},
+    )
     plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(call)
     assert "Call" in plan.getClass().getSimpleName()
 
@@ -290,7 +296,9 @@ def test_table_argument_is_what_iceberg_parses_back(spark, namespace, table):
     """Iceberg reads `table => '...'` with parseMultipartIdentifier: check that whole chain."""
     try:
         call = procedure_call(
-            "icepack", "expire_snapshots", {"table": TableRef(tuple(namespace), table)}
+            "icepack",
+            "expire_snapshots",
+            {"table": TableRef("icepack", join_namespace(namespace), table)},
         )
     except InvalidIdentifier:
         return

@@ -54,7 +54,9 @@ class ErrorBody(Model):
     detail: list[ErrorDetail] | None = Field(description="each problem of an invalid body")
 
 
-class TableRef(Model):
+class TableKey(Model):
+    """A table as a job or event names it."""
+
     id: int
     catalog: str
     namespace: str
@@ -210,7 +212,7 @@ class Job(Model):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    table: TableRef | None
+    table: TableKey | None
 
 
 class JobAction(Model):
@@ -266,7 +268,7 @@ class Event(Model):
     payload: JSONObject
     traceparent: str | None
     created_at: datetime
-    table: TableRef | None
+    table: TableKey | None
 
 
 class EventPage(Model):

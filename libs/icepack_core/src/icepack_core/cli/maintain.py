@@ -56,7 +56,6 @@ from icepack_core.safety.admission import admit
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import engine_for
 from icepack_core.spark.extra import require_spark
-from icepack_core.spark.sql import TableRef as SqlTableRef
 from icepack_core.spark.sql import procedure_call, spark_conf_statements
 from icepack_core.telemetry.logs import setup_logging
 from icepack_core.types import Action, JobTrigger, TableRef, Topic
@@ -225,8 +224,7 @@ def planned_sql(
     ref: TableRef, properties: dict[str, str], intent: Intent, location: str | None = None
 ) -> list[str]:
     """The statements ``TableMaintenance`` sends for one action, in order."""
-    levels = ref.levels
-    name, args = procedure_args(intent, SqlTableRef(levels, ref.name), location=location)
+    name, args = procedure_args(intent, ref, location=location)
     statements = list(spark_conf_statements(properties))
     if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
         statements.append(procedure_call(ref.catalog, name, {**args, "dry_run": True}))

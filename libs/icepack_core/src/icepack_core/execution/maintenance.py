@@ -47,7 +47,6 @@ from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import (
     SPARK_CONF_UNDEFINED,
     ProcedureValue,
-    TableRef,
     procedure_call,
     qualified_name,
     spark_conf_reset,
@@ -56,8 +55,7 @@ from icepack_core.spark.sql import (
     spark_conf_show,
     spark_conf_statements,
 )
-from icepack_core.types import REWRITES
-from icepack_core.types import TableRef as CatalogTableRef
+from icepack_core.types import REWRITES, TableRef
 
 __all__ = [
     "ActionOutcome",
@@ -154,7 +152,7 @@ class TableMaintenance:
     def __init__(
         self,
         engine: SparkEngine,
-        ref: CatalogTableRef,
+        ref: TableRef,
         properties: Mapping[str, str] | None = None,
         *,
         verify_checksum: bool = True,
@@ -167,7 +165,7 @@ class TableMaintenance:
         self.engine = engine
         self.ref = ref
         self.levels = ref.levels
-        self.table = TableRef(self.levels, ref.name)
+        self.table = ref
         self.qualified = qualified_name(ref.catalog, self.levels, ref.name)
         self.properties = dict(properties or {})
         self.verify_checksum = verify_checksum

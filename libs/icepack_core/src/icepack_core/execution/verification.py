@@ -53,7 +53,8 @@ from icepack_core.execution.verification_scope import (
     partition_fingerprints,
 )
 from icepack_core.spark.engine import Rows, SparkEngine
-from icepack_core.spark.sql import TableRef, procedure_call, qualified_name
+from icepack_core.spark.sql import procedure_call, qualified_name
+from icepack_core.types import TableRef
 
 # Partitions named in one snapshot's evidence (the counts are always complete).
 EVIDENCE_PARTITIONS = 20
@@ -102,12 +103,12 @@ class RewriteVerifier:
         self.engine = engine
         self.catalog = catalog
         self.table = table
-        self.qualified = qualified_name(catalog, table.namespace, table.name)
+        self.qualified = qualified_name(catalog, table.levels, table.name)
         self.verify_checksum = verify_checksum
         self._columns: list[tuple[str, SparkType]] | None = None
 
     def metadata_table(self, name: str) -> str:
-        return qualified_name(self.catalog, (*self.table.namespace, self.table.name), name)
+        return qualified_name(self.catalog, (*self.table.levels, self.table.name), name)
 
     async def current_snapshot_id(self) -> int | None:
         rows = await self.engine.sql(

@@ -18,11 +18,10 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from icepack_core.errors import InvalidIdentifier
-from icepack_core.types import Action
+from icepack_core.types import Action, TableRef
 
 # Catalogs and Hive-style metastores cap names well below this; 255 also keeps log lines sane.
 MAX_IDENTIFIER_LENGTH = 255
@@ -68,19 +67,6 @@ _ARGUMENT_NAME = re.compile(r"^[a-z_]+$")
 _FORBIDDEN_FORMAT_CHARS = frozenset(
     "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class TableRef:
-    """An Iceberg table as a procedure argument: namespace levels plus table name.
-
-    ``procedure_call`` renders it as Iceberg expects, a string literal holding the quoted,
-    catalog-qualified name (``table => '`cat`.`db`.`t`'``); Iceberg parses that string with
-    Spark's ``parseMultipartIdentifier``, so quoting inside it is honoured.
-    """
-
-    namespace: tuple[str, ...]
-    name: str
 
 
 ScalarValue = bool | int | float | str | datetime
@@ -208,9 +194,10 @@ def procedure_call(catalog: str, procedure: str, args: Mapping[str, ProcedureVal
     Args:
         catalog: the Spark catalog name the table lives in.
         procedure: one of ``ALLOWED_PROCEDURES``.
-        args: named arguments, rendered in the given order. A ``TableRef`` becomes a string
-            literal holding the quoted catalog-qualified name (the catalog is included so a
-            namespace that happens to share a catalog's name is never misread); a mapping
+        args: named arguments, rendered in the given order. A ``TableRef`` (its namespace
+            levels and name, in ``catalog``) becomes a string literal holding the quoted
+            catalog-qualified name (the catalog is included so a namespace that happens to
+            share a catalog's name is never misread); a mapping
             becomes ``map('k', 'v', ...)`` (an empty mapping is omitted, which is the
             procedures' default); everything else goes through ``sql_literal``.
 
@@ -231,7 +218,7 @@ def procedure_call(catalog: str, procedure: str, args: Mapping[str, ProcedureVal
         if not isinstance(name, str) or not _ARGUMENT_NAME.match(name):
             raise InvalidIdentifier(f"procedure argument name {name!r} must match [a-z_]+")
         if isinstance(value, TableRef):
-            table_name = qualified_name(catalog, value.namespace, value.name)
+            table_name = qualified_name(catalog, value.levels, value.name)
             literal = sql_string_literal(table_name)
         elif name == "table":
             raise ValueError(f"argument 'table' must be a TableRef, got {value!r}")
