@@ -20,7 +20,8 @@ import pytest
 
 from icepack_core.discovery.catalogs import CatalogSet, load_catalog
 from icepack_core.discovery.refresh import Discovery
-from icepack_core.discovery.sqs import PoisonMessage, SqsWatcher, parse_message
+from icepack_core.discovery.sqs import SqsWatcher, parse_message
+from icepack_core.errors import PoisonMessage
 from icepack_core.settings import CatalogConfig, load_settings
 from tests.plugins.catalogs import rows
 from tests.support.waiting import eventually

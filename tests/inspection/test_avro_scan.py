@@ -31,7 +31,8 @@ from pyiceberg.types import (
     TimestampType,
 )
 
-from icepack_core.inspection.avro_scan import Unsupported, compile_block_decoder, scan_entries
+from icepack_core.errors import AvroUnsupported
+from icepack_core.inspection.avro_scan import compile_block_decoder, scan_entries
 from icepack_core.inspection.manifests import read_manifest, read_manifest_pyiceberg
 from tests.inspection.test_inspect_zoo import ZOO_TABLES
 from tests.plugins.catalogs import Zoo
@@ -49,7 +50,7 @@ def assert_fast_path_matches(table: Table) -> int:
     for snapshot in table.metadata.snapshots:
         for manifest in snapshot.manifests(table.io):
             with table.io.new_input(manifest.manifest_path).open() as f:
-                scan_entries(f.read())  # raises Unsupported if the fast path were not taken
+                scan_entries(f.read())  # raises AvroUnsupported if the fast path were not taken
             fast = read_manifest(manifest, table.io, THRESHOLD)
             assert fast == read_manifest_pyiceberg(manifest, table.io, THRESHOLD)
             seen += 1
@@ -117,7 +118,7 @@ def test_corrupt_manifest_fails_as_pyiceberg_does(zoo: Zoo, tmp_path: Path):
         data = f.read()
     truncated = tmp_path / "truncated.avro"
     truncated.write_bytes(data[: len(data) - 40])
-    with pytest.raises(Unsupported):
+    with pytest.raises(AvroUnsupported):
         scan_entries(truncated.read_bytes())
     broken = ManifestFile.from_args(
         manifest_path=str(truncated),
@@ -149,9 +150,9 @@ def test_schemas_the_scan_does_not_handle_are_refused():
             },
         ],
     }
-    with pytest.raises(Unsupported):
+    with pytest.raises(AvroUnsupported):
         compile_block_decoder(entry)
-    with pytest.raises(Unsupported):
+    with pytest.raises(AvroUnsupported):
         compile_block_decoder(json.loads('{"type": "record", "fields": []}'))
-    with pytest.raises(Unsupported):
+    with pytest.raises(AvroUnsupported):
         scan_entries(b"not avro at all")

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from icepack_core.errors import UnsupportedLiteral
 from icepack_core.spark.literals import (
     SparkType,
-    UnsupportedLiteral,
     canonical_text_expr,
     decode_canonical,
     string_literal,

@@ -12,19 +12,14 @@ from decimal import Decimal
 
 import pytest
 
+from icepack_core.errors import UnsupportedLiteral
 from icepack_core.execution.partition_filter import (
     PartitionColumn,
     identity_columns,
     partition_predicate,
     split_described_name,
 )
-from icepack_core.spark.literals import (
-    SparkType,
-    UnsupportedLiteral,
-    decode_canonical,
-    string_literal,
-    typed_literal,
-)
+from icepack_core.spark.literals import SparkType, decode_canonical, string_literal, typed_literal
 
 
 def t(text: str) -> SparkType:

@@ -269,3 +269,25 @@ class VerificationFailed(IcepackError):
     def __init__(self, message: str, evidence: dict[str, Any]) -> None:
         super().__init__(message)
         self.evidence = evidence
+
+
+class AvroUnsupported(IcepackError):
+    """This file cannot be scanned here; read it with PyIceberg instead."""
+
+
+class ScopeFallback(IcepackError):
+    """Partition scoping is not possible or not safe; ``reason`` says why (column and type)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class UnsupportedLiteral(IcepackError, ValueError):
+    """A type, or a value of a type, that cannot be written as an exact Spark SQL literal."""
+
+
+class PoisonMessage(IcepackError):
+    """An SQS message Icepack cannot understand; it is left for the queue's redrive policy."""
+
+    code = "POISON_MESSAGE"

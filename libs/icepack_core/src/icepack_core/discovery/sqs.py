@@ -34,7 +34,7 @@ from aiobotocore.session import get_session
 from icepack_core.db.queries import load_query
 from icepack_core.discovery.catalogs import CatalogSet, load_table
 from icepack_core.discovery.refresh import apply_change, refresh_catalog, refresh_table
-from icepack_core.errors import IcepackError
+from icepack_core.errors import PoisonMessage
 from icepack_core.settings import CatalogConfig
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.types import TableRef, join_namespace, split_namespace
@@ -45,12 +45,6 @@ GLUE_DETAIL_TYPE = "Glue Data Catalog Table State Change"
 GLUE_DELETES = frozenset({"DeleteTable", "BatchDeleteTable"})
 METADATA_SUFFIXES = (".metadata.json", ".metadata.json.gz", ".gz.metadata.json")
 log = structlog.get_logger("icepack.discovery.sqs")
-
-
-class PoisonMessage(IcepackError):
-    """An SQS message Icepack cannot understand; it is left for the queue's redrive policy."""
-
-    code = "POISON_MESSAGE"
 
 
 @dataclass(frozen=True, slots=True)

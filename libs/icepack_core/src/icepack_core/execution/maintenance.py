@@ -23,12 +23,12 @@ from icepack_core.errors import (
     InvalidIdentifier,
     OrphanLimitExceeded,
     PermanentError,
+    ScopeFallback,
     VerificationFailed,
 )
 from icepack_core.execution.fingerprint import Fingerprint
 from icepack_core.execution.partition_filter import (
     PartitionColumn,
-    ScopeFallback,
     identity_columns,
     scope_partitions,
 )

@@ -38,24 +38,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from icepack_core.errors import ScopeFallback, UnsupportedLiteral
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import (
     PartitionValue,
     SparkType,
-    UnsupportedLiteral,
     canonical_text_expr,
     decode_canonical,
     typed_literal,
 )
 from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, quote_identifier
-
-
-class ScopeFallback(Exception):
-    """Partition scoping is not possible or not safe; ``reason`` says why (column and type)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

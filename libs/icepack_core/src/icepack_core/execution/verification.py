@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from icepack_core.errors import VerificationFailed
+from icepack_core.errors import ScopeFallback, VerificationFailed
 from icepack_core.execution.fingerprint import (
     Fingerprint,
     SparkType,
@@ -44,7 +44,7 @@ from icepack_core.execution.fingerprint import (
     fingerprint,
     table_columns,
 )
-from icepack_core.execution.partition_filter import ScopeFallback, identity_columns
+from icepack_core.execution.partition_filter import identity_columns
 from icepack_core.execution.verification_scope import (
     FileDiff,
     TableLayout,

@@ -46,11 +46,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from icepack_core.errors import ScopeFallback, UnsupportedLiteral
 from icepack_core.execution.fingerprint import Fingerprint, SparkType, as_int, checksum_expression
-from icepack_core.execution.partition_filter import PartitionColumn, ScopeFallback, partitions_where
+from icepack_core.execution.partition_filter import PartitionColumn, partitions_where
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import SparkType as LiteralType
-from icepack_core.spark.literals import UnsupportedLiteral, canonical_text_expr
+from icepack_core.spark.literals import canonical_text_expr
 from icepack_core.spark.sql import quote_identifier, sql_string_literal
 
 # Split size of the verification scans (Iceberg's default ``read.split.target-size``).

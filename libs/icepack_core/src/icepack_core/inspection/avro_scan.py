@@ -9,7 +9,7 @@ PyIceberg's (Cython) ``BinaryDecoder``. A partition tuple is kept as its raw enc
 each distinct encoding is decoded once, with the reader PyIceberg itself builds for that
 partition type, so partition values are exactly what ``fetch_manifest_entry`` yields.
 
-The scan is an optimisation only. ``Unsupported`` (a schema shape not compiled here, an
+The scan is an optimisation only. ``AvroUnsupported`` (a schema shape not compiled here, an
 unknown codec, a value PyIceberg would reject, a block that does not end where the decoded
 entries end) makes the caller fall back to ``fetch_manifest_entry``, which then gives the
 same result or the same error as before. The PyIceberg internals used here
@@ -34,6 +34,8 @@ from pyiceberg.manifest import MANIFEST_ENTRY_SCHEMAS, FileFormat
 from pyiceberg.types import NestedField, StructType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
+from icepack_core.errors import AvroUnsupported
+
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
 STATUS_ID, DATA_FILE_ID = 0, 2
@@ -44,10 +46,6 @@ _MAX_PARTITIONS = 200_000  # decoded partition encodings kept per plan
 # One decoded entry: (status, content, file_format, partition bytes, record_count, size).
 Entry = tuple[int, int, str, bytes, int, int]
 DecodeBlock = Callable[[Any, int, bytes, dict[int, bytes]], list[Entry]]
-
-
-class Unsupported(Exception):
-    """This file cannot be scanned here; read it with PyIceberg instead."""
 
 
 _PRIMITIVE_SKIP = {
@@ -88,7 +86,7 @@ class _Compiler:
             return self.resolve(t["type"])  # {"type": "long", "logicalType": ...}
         if isinstance(t, str) and t not in _PRIMITIVE_SKIP:
             if t not in self.names:
-                raise Unsupported(f"unknown type name {t!r}")
+                raise AvroUnsupported(f"unknown type name {t!r}")
             return self.names[t]
         return t
 
@@ -105,7 +103,7 @@ class _Compiler:
         if isinstance(t, list):
             return self.union(t, ind)
         if not isinstance(t, dict):
-            raise Unsupported(f"unexpected schema node {t!r}")
+            raise AvroUnsupported(f"unexpected schema node {t!r}")
         kind = t.get("type")
         if kind == "record":
             return [line for f in t["fields"] for line in self.skip(f["type"], ind)]
@@ -117,7 +115,7 @@ class _Compiler:
             return self.blocks(self.items(t["items"]), ind)
         if kind == "map":
             return self.blocks(["skip_utf8()", *self.skip_rel(t["values"])], ind)
-        raise Unsupported(f"unsupported Avro type {kind!r}")
+        raise AvroUnsupported(f"unsupported Avro type {kind!r}")
 
     def skip_rel(self, t: Any) -> list[str]:
         """Skip code for ``t`` without indentation (re-indented by ``blocks``)."""
@@ -169,13 +167,13 @@ class _Compiler:
             body = self.skip(branch, ind + "    ")
             lines.append(ind + f"{'if' if pos == 0 else 'elif'} {u} == {pos}:")
             lines.extend(body or [ind + "    pass"])
-        lines += [ind + "else:", ind + "    raise Unsupported('union branch out of range')"]
+        lines += [ind + "else:", ind + "    raise AvroUnsupported('union branch out of range')"]
         return lines
 
     def fields_by_id(self, record: Any) -> dict[int, dict[str, Any]]:
         record = self.resolve(record)
         if not isinstance(record, dict) or record.get("type") != "record":
-            raise Unsupported("manifest entry is not a record")
+            raise AvroUnsupported("manifest entry is not a record")
         out: dict[int, dict[str, Any]] = {}
         for f in record["fields"]:
             fid = f.get("field-id")
@@ -186,14 +184,14 @@ class _Compiler:
     def read(self, f: dict[str, Any], var: str, kinds: tuple[str, ...], ind: str) -> list[str]:
         kind = f["type"]  # a bare primitive: a logical type or union would change the value
         if kind not in kinds:
-            raise Unsupported(f"field {f.get('name')!r} has type {f['type']!r}")
+            raise AvroUnsupported(f"field {f.get('name')!r} has type {f['type']!r}")
         return [ind + f"{var} = {'read_utf8' if kind == 'string' else 'read_int'}()"]
 
     def entry(self, schema: Any) -> list[str]:
         ind = "        "
         top = self.fields_by_id(schema)
         if STATUS_ID not in top or DATA_FILE_ID not in top:
-            raise Unsupported("no status or data_file field")
+            raise AvroUnsupported("no status or data_file field")
         lines: list[str] = []
         for f in self.resolve(schema)["fields"]:
             fid = f.get("field-id")
@@ -209,7 +207,7 @@ class _Compiler:
         by_id = self.fields_by_id(t)
         self.found = set(by_id)
         if not {FORMAT_ID, PARTITION_ID, RECORDS_ID, SIZE_ID} <= by_id.keys():
-            raise Unsupported("data_file lacks a required field")
+            raise AvroUnsupported("data_file lacks a required field")
         lines = [] if CONTENT_ID in by_id else [ind + "content = 0"]
         for f in self.resolve(t)["fields"]:
             fid = f.get("field-id")
@@ -224,7 +222,7 @@ class _Compiler:
             elif fid == PARTITION_ID:
                 part = self.resolve(f["type"])
                 if not isinstance(part, dict) or part.get("type") != "record":
-                    raise Unsupported("partition is not a record")
+                    raise AvroUnsupported("partition is not a record")
                 lines.append(ind + "p0 = tell()")
                 lines += self.skip(part, ind)
                 lines.append(ind + "part = buf[p0:tell()]")
@@ -250,7 +248,7 @@ def compile_block_decoder(schema: Any) -> DecodeBlock:
     """A function decoding ``n`` entries of a block written with ``schema`` (Avro JSON).
 
     Raises:
-        Unsupported: the schema has a shape this module does not compile, or PyIceberg's read
+        AvroUnsupported: the schema has a shape this module does not compile, or PyIceberg's read
             schema requires a field it lacks (PyIceberg would refuse the file).
     """
     comp = _Compiler()
@@ -258,9 +256,9 @@ def compile_block_decoder(schema: Any) -> DecodeBlock:
         body = comp.entry(schema)
         top = set(comp.fields_by_id(schema))
     except (KeyError, TypeError, ValueError) as exc:
-        raise Unsupported(f"cannot compile: {exc!r}") from exc
+        raise AvroUnsupported(f"cannot compile: {exc!r}") from exc
     if not top >= _REQUIRED_ENTRY_IDS or not comp.found >= _REQUIRED_DATA_FILE_IDS:
-        raise Unsupported("a field PyIceberg requires is missing")
+        raise AvroUnsupported("a field PyIceberg requires is missing")
     source = "\n".join(
         [
             "def decode_block(d, count, buf, scratch):",
@@ -276,7 +274,7 @@ def compile_block_decoder(schema: Any) -> DecodeBlock:
             "    return out",
         ]
     )
-    namespace: dict[str, Any] = {"Unsupported": Unsupported}
+    namespace: dict[str, Any] = {"AvroUnsupported": AvroUnsupported}
     exec(compile(source, "<manifest block decoder>", "exec"), namespace)  # noqa: S102
     decode: DecodeBlock = namespace["decode_block"]
     return decode
@@ -306,7 +304,7 @@ class Plan:
             decoder = new_decoder(raw)
             found = key_of(spec_id, self.partition_reader().read(decoder))
             if decoder.tell() != len(raw):
-                raise Unsupported("partition encoding not fully consumed")
+                raise AvroUnsupported("partition encoding not fully consumed")
             if len(self.keys) >= _MAX_PARTITIONS:
                 self.keys.clear()
             self.keys[(spec_id, raw)] = found
@@ -318,16 +316,16 @@ _plans_lock = threading.Lock()
 
 
 def plan_for(schema_json: str) -> Plan:
-    """The compiled plan of a writer schema (cached; ``Unsupported`` is cached too)."""
+    """The compiled plan of a writer schema (cached; ``AvroUnsupported`` is cached too)."""
     if schema_json in _plans:
         cached = _plans[schema_json]
         if cached is None:
-            raise Unsupported("schema not supported")
+            raise AvroUnsupported("schema not supported")
         return cached
     plan: Plan | None
     try:
         plan = Plan(schema_json, compile_block_decoder(json.loads(schema_json)))
-    except Unsupported:
+    except AvroUnsupported:
         plan = None
     except ValueError:  # not JSON
         plan = None
@@ -336,7 +334,7 @@ def plan_for(schema_json: str) -> Plan:
             _plans.clear()
         _plans[schema_json] = plan
     if plan is None:
-        raise Unsupported("schema not supported")
+        raise AvroUnsupported("schema not supported")
     return plan
 
 
@@ -344,7 +342,7 @@ _VALID_FORMATS: dict[str, bool] = {}
 
 
 def check_format(name: str) -> None:
-    """Raise ``Unsupported`` for a file format PyIceberg's enum would reject."""
+    """Raise ``AvroUnsupported`` for a file format PyIceberg's enum would reject."""
     ok = _VALID_FORMATS.get(name)
     if ok is None:
         try:
@@ -356,21 +354,21 @@ def check_format(name: str) -> None:
             _VALID_FORMATS.clear()
         _VALID_FORMATS[name] = ok
     if not ok:
-        raise Unsupported(f"unknown file format {name!r}")
+        raise AvroUnsupported(f"unknown file format {name!r}")
 
 
 def scan_entries(data: bytes) -> tuple[Plan, list[Entry]]:
     """Every entry of one manifest file's bytes (deleted ones included), decoded.
 
     Raises:
-        Unsupported: the file is not one this scan handles exactly (the caller falls back).
+        AvroUnsupported: the file is not one this scan handles exactly (the caller falls back).
     """
     try:
         return _scan(data)
-    except Unsupported:
+    except AvroUnsupported:
         raise
     except Exception as exc:  # EOF, bad varint, decompression error ... PyIceberg decides
-        raise Unsupported(f"scan failed: {exc!r}") from exc
+        raise AvroUnsupported(f"scan failed: {exc!r}") from exc
 
 
 @dataclass
@@ -387,7 +385,7 @@ class Container:
         """``(object count, decompressed block bytes)`` of every block, in order.
 
         Raises:
-            Unsupported: a sync marker does not match (a damaged file).
+            AvroUnsupported: a sync marker does not match (a damaged file).
             Exception: whatever the decoder or codec raises on a truncated or corrupt block.
         """
         d = self.decoder
@@ -398,19 +396,19 @@ class Container:
                 block = self.codec.decompress(block)
             yield count, block
             if d.read(SYNC_SIZE) != self.sync:
-                raise Unsupported("sync marker mismatch")
+                raise AvroUnsupported("sync marker mismatch")
 
 
 def open_container(data: bytes) -> Container:
     """Parse an Avro object container's header (magic, metadata map, sync marker).
 
     Raises:
-        Unsupported: not an Avro container, or a codec PyIceberg does not know.
+        AvroUnsupported: not an Avro container, or a codec PyIceberg does not know.
         Exception: whatever the decoder raises on a truncated header.
     """
     d = new_decoder(data)
     if d.read(4) != MAGIC:
-        raise Unsupported("not an Avro object container")
+        raise AvroUnsupported("not an Avro object container")
     meta: dict[str, str] = {}
     n = d.read_int()
     while n:
@@ -424,14 +422,14 @@ def open_container(data: bytes) -> Container:
     sync = d.read(SYNC_SIZE)
     codec_name = meta.get("avro.codec")
     if codec_name not in KNOWN_CODECS:
-        raise Unsupported(f"codec {codec_name!r}")
+        raise AvroUnsupported(f"codec {codec_name!r}")
     return Container(meta, sync, KNOWN_CODECS[codec_name], d, len(data))
 
 
 def _scan(data: bytes) -> tuple[Plan, list[Entry]]:
     container = open_container(data)
     if "avro.schema" not in container.meta:
-        raise Unsupported("schema missing")
+        raise AvroUnsupported("schema missing")
     plan = plan_for(container.meta["avro.schema"])
     entries: list[Entry] = []
     scratch: dict[int, bytes] = {}
@@ -439,5 +437,5 @@ def _scan(data: bytes) -> tuple[Plan, list[Entry]]:
         bd = new_decoder(block)
         entries += plan.decode_block(bd, count, block, scratch)
         if bd.tell() != len(block):
-            raise Unsupported("block not consumed exactly")
+            raise AvroUnsupported("block not consumed exactly")
     return plan, entries

@@ -27,8 +27,8 @@ from pyiceberg.avro.decoder import new_decoder
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import read_manifest_list
 
-from icepack_core.errors import InspectionFailed
-from icepack_core.inspection.avro_scan import Unsupported, _Compiler, open_container
+from icepack_core.errors import AvroUnsupported, InspectionFailed
+from icepack_core.inspection.avro_scan import _Compiler, open_container
 from icepack_core.inspection.status import describe_error
 
 PATH_ID, LENGTH_ID, SPEC_ID, CONTENT_ID = 500, 501, 502, 517
@@ -56,14 +56,14 @@ def compile_list_decoder(schema: Any) -> DecodeList:
     """A function decoding ``n`` manifest list entries written with ``schema`` (Avro JSON).
 
     Raises:
-        Unsupported: a field read here is missing or not a plain primitive of the expected type.
+        AvroUnsupported: a field read here is missing or not a plain primitive of the expected type.
     """
     comp = _Compiler()
     ind = "        "
     try:
         by_id = comp.fields_by_id(schema)
         if not {PATH_ID, LENGTH_ID, SPEC_ID} <= by_id.keys():
-            raise Unsupported("manifest list lacks manifest_path, length or spec id")
+            raise AvroUnsupported("manifest list lacks manifest_path, length or spec id")
         body: list[str] = [] if CONTENT_ID in by_id else [ind + "content = 0"]
         for f in comp.resolve(schema)["fields"]:
             fid = f.get("field-id")
@@ -78,7 +78,7 @@ def compile_list_decoder(schema: Any) -> DecodeList:
             else:
                 body += comp.skip(f["type"], ind)
     except (KeyError, TypeError, ValueError) as exc:
-        raise Unsupported(f"cannot compile: {exc!r}") from exc
+        raise AvroUnsupported(f"cannot compile: {exc!r}") from exc
     source = "\n".join(
         [
             "def decode_list(d, count):",
@@ -95,7 +95,7 @@ def compile_list_decoder(schema: Any) -> DecodeList:
             "    return out",
         ]
     )
-    namespace: dict[str, Any] = {"Unsupported": Unsupported}
+    namespace: dict[str, Any] = {"AvroUnsupported": AvroUnsupported}
     exec(compile(source, "<manifest list decoder>", "exec"), namespace)  # noqa: S102
     decode: DecodeList = namespace["decode_list"]
     return decode
@@ -109,19 +109,19 @@ def _plan_for(schema_json: str) -> DecodeList:
     if schema_json in _plans:
         found = _plans[schema_json]
         if found is None:
-            raise Unsupported("manifest list schema not supported")
+            raise AvroUnsupported("manifest list schema not supported")
         return found
     plan: DecodeList | None
     try:
         plan = compile_list_decoder(json.loads(schema_json))
-    except (Unsupported, ValueError):
+    except (AvroUnsupported, ValueError):
         plan = None
     with _plans_lock:
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()
         _plans[schema_json] = plan
     if plan is None:
-        raise Unsupported("manifest list schema not supported")
+        raise AvroUnsupported("manifest list schema not supported")
     return plan
 
 
@@ -129,7 +129,7 @@ def scan_manifest_list(data: bytes) -> list[ManifestRef]:
     """Every entry of a manifest list file's bytes.
 
     Raises:
-        Unsupported: the file is not one this scan handles exactly (the caller falls back).
+        AvroUnsupported: the file is not one this scan handles exactly (the caller falls back).
     """
     try:
         container = open_container(data)
@@ -139,15 +139,15 @@ def scan_manifest_list(data: bytes) -> list[ManifestRef]:
             d = new_decoder(block)
             for path, length, spec, content in decode(d, count):
                 if content not in (0, 1):
-                    raise Unsupported(f"manifest content {content}")
+                    raise AvroUnsupported(f"manifest content {content}")
                 out.append(ManifestRef(path, length, spec, content))
             if d.tell() != len(block):
-                raise Unsupported("block not consumed exactly")
+                raise AvroUnsupported("block not consumed exactly")
         return out
-    except Unsupported:
+    except AvroUnsupported:
         raise
     except Exception as exc:  # EOF, bad varint, decompression error ... PyIceberg decides
-        raise Unsupported(f"scan failed: {exc!r}") from exc
+        raise AvroUnsupported(f"scan failed: {exc!r}") from exc
 
 
 def read_list(io: FileIO, location: str) -> list[ManifestRef]:
@@ -161,7 +161,7 @@ def read_list(io: FileIO, location: str) -> list[ManifestRef]:
         data = stream.read()
     try:
         return scan_manifest_list(data)
-    except Unsupported:
+    except AvroUnsupported:
         return [
             ManifestRef(m.manifest_path, m.manifest_length, m.partition_spec_id, int(m.content))
             for m in read_manifest_list(io.new_input(location))

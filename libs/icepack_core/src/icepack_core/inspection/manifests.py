@@ -45,10 +45,10 @@ from pyiceberg.manifest import (
     ManifestFile,
 )
 
+from icepack_core.errors import AvroUnsupported
 from icepack_core.inspection.avro_scan import (
     Entry,
     Plan,
-    Unsupported,
     check_format,
     open_container,
     scan_entries,
@@ -187,7 +187,7 @@ def read_manifest(manifest: ManifestLike, io: FileIO, small_threshold: int) -> M
     try:
         plan, entries = scan_entries(data)
         return _aggregate_scanned(spec_id, plan, entries, small_threshold)
-    except Unsupported:
+    except AvroUnsupported:
         return read_manifest_pyiceberg(manifest, io, small_threshold, spec_id)
 
 
@@ -207,7 +207,7 @@ def _aggregate_scanned(
         if status == 2:  # DELETED
             continue
         if status != 0 and status != 1:
-            raise Unsupported(f"entry status {status}")
+            raise AvroUnsupported(f"entry status {status}")
         if content == 0:
             data_files += 1
             data_bytes += size
@@ -227,7 +227,7 @@ def _aggregate_scanned(
                 agg.position_deletes += 1
             agg.delete_records += records
         else:
-            raise Unsupported(f"data file content {content}")
+            raise AvroUnsupported(f"data file content {content}")
     for fmt in formats:
         check_format(fmt)
     for raw in raws:  # PyIceberg decodes every entry's partition; a bad one fails the read

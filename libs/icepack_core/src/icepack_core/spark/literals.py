@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Context, Decimal, InvalidOperation
 
+from icepack_core.errors import UnsupportedLiteral
 from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH
 
 SUPPORTED_TYPES = frozenset(
@@ -68,10 +69,6 @@ _NON_FINITE = {"NaN", "Infinity", "-Infinity"}
 _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 PartitionValue = None | bool | int | float | Decimal | str | bytes | date | datetime
-
-
-class UnsupportedLiteral(ValueError):
-    """A type, or a value of a type, that cannot be written as an exact Spark SQL literal."""
 
 
 @dataclass(frozen=True, slots=True)
