@@ -66,7 +66,8 @@ def make_queues(endpoint: str) -> tuple[str, str]:
     return queue, dlq
 
 
-def glue_catalog(endpoint: str, queue: str) -> tuple[CatalogConfig, Any]:
+def glue_catalog(endpoint: str, queue: str, database: str) -> tuple[CatalogConfig, Any]:
+    """A Glue catalog on moto kept to ``database`` (moto's Glue is shared by the session)."""
     bucket = f"icepack-{uuid.uuid4().hex[:8]}"
     client(endpoint, "s3").create_bucket(Bucket=bucket)
     cfg = CatalogConfig(
@@ -80,6 +81,7 @@ def glue_catalog(endpoint: str, queue: str) -> tuple[CatalogConfig, Any]:
         warehouse=f"s3://{bucket}/wh",
         sqs_queue_url=queue,
         sqs_endpoint=endpoint,
+        include=[database],
     )
     return cfg, load_catalog(cfg)
 
@@ -145,8 +147,8 @@ async def test_glue_events_refresh_the_named_table_once_even_when_duplicated(
     db, database_url, tmp_path, aws
 ):
     queue, _dlq = make_queues(aws)
-    cfg, catalog = glue_catalog(aws, queue)
     database = f"g{uuid.uuid4().hex[:6]}"
+    cfg, catalog = glue_catalog(aws, queue, database)
     catalog.create_namespace(database)
     table = catalog.create_table(f"{database}.orders", rows(0).schema)
     discovery = Discovery(
@@ -180,8 +182,8 @@ async def test_s3_metadata_notifications_refresh_the_table_whose_directory_it_is
     db, database_url, tmp_path, aws
 ):
     queue, dlq = make_queues(aws)
-    cfg, catalog = glue_catalog(aws, queue)
     database = f"g{uuid.uuid4().hex[:6]}"
+    cfg, catalog = glue_catalog(aws, queue, database)
     catalog.create_namespace(database)
     table = catalog.create_table(f"{database}.events", rows(0).schema)
     discovery = Discovery(
@@ -212,8 +214,8 @@ async def test_poison_is_left_for_the_redrive_policy_and_the_watcher_goes_on(
     db, database_url, tmp_path, aws
 ):
     queue, dlq = make_queues(aws)
-    cfg, catalog = glue_catalog(aws, queue)
     database = f"g{uuid.uuid4().hex[:6]}"
+    cfg, catalog = glue_catalog(aws, queue, database)
     catalog.create_namespace(database)
     catalog.create_table(f"{database}.late", rows(0).schema)
     sqs = client(aws, "sqs")
