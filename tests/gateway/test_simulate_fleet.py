@@ -56,6 +56,7 @@ async def test_fleet_simulation_lists_changed_tables_and_writes_nothing(client, 
     assert report["totals"] == {"snapshots_expired_at_most": 20}
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == jobs_before
     assert await db.fetchval("SELECT count(*) FROM icepack.policies") == 0
+    assert report["skipped"] == []
 
 
 async def test_fleet_simulation_rejects_a_bad_policy_naming_the_key(client, auth):
@@ -79,3 +80,28 @@ async def test_fleet_simulation_needs_a_token(client):
         "/policies/simulate/fleet", json={"catalog": "sim", "policies": []}
     )
     assert response.status_code == 401
+
+
+async def test_a_status_row_missing_fields_is_skipped_with_its_reason_not_a_500(client, db, auth):
+    # Regression (found by schemathesis): a stored status without `small_file_bytes`, as an
+    # older writer or a hand-made row may leave, made the whole fleet simulation a 500.
+    await add_table(db, "ancient", "2020-01-01T00:00:00.000Z")
+    table_id = await db.fetchval(
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('sim', 'db', 'partial') "
+        "RETURNING id"
+    )
+    await db.execute(
+        "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
+        "VALUES ($1, now(), 'pyiceberg', '{\"data_file_count\": 9, \"small_file_count\": 9}')",
+        table_id,
+    )
+    body = {
+        "catalog": "sim",
+        "policies": [{"policy_type": "system.data-compaction", "scope": "catalog"}],
+    }
+    response = await client.post("/policies/simulate/fleet", json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    report = response.json()
+    assert report["tables_evaluated"] == 2
+    (skipped,) = report["skipped"]
+    assert skipped["table"] == "sim.db.partial" and "small_file_bytes" in skipped["reason"]

@@ -355,11 +355,17 @@ class TableChange(Model):
     reasons: dict[str, str]
 
 
+class SkippedTable(Model):
+    table: str = Field(description="catalog.namespace.table")
+    reason: str = Field(description="why its stored status could not be evaluated")
+
+
 class FleetSimulation(Model):
     tables_evaluated: int
     tables_changed: int
     totals: dict[str, int]
     changes: list[TableChange]
+    skipped: list[SkippedTable]
 
 
 class HookTable(Model):

@@ -36,6 +36,9 @@ class SimulationReport:
     tables_evaluated: int = 0
     changes: list[TableChange] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)
+    # Tables whose stored status could not be evaluated ({"table", "reason"}): one malformed
+    # row is reported, never the end of the whole simulation.
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +46,7 @@ class SimulationReport:
             "tables_changed": len(self.changes),
             "totals": self.totals,
             "changes": [vars(c) for c in self.changes],
+            "skipped": self.skipped,
         }
 
 
@@ -76,8 +80,14 @@ async def simulate(
     totals: dict[str, int] = {}
     for row in await planner.pool.fetch(load_query("status_latest_per_table"), catalog):
         report.tables_evaluated += 1
-        current = await planner.recommend_for(row, row["status"], now, stored)
-        future = await planner.recommend_for(row, row["status"], now, candidate)
+        try:
+            current = await planner.recommend_for(row, row["status"], now, stored)
+            future = await planner.recommend_for(row, row["status"], now, candidate)
+        except (KeyError, TypeError, AttributeError) as exc:  # a status row missing fields
+            table = f"{row['catalog']}.{row['namespace']}.{row['name']}"
+            reason = f"status not readable: {type(exc).__name__}: {exc}"[:500]
+            report.skipped.append({"table": table, "reason": reason})
+            continue
         if _signature(current) == _signature(future):
             continue
         estimated: dict[str, int] = {}
