@@ -24,7 +24,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pyiceberg.avro.codecs import KNOWN_CODECS
 from pyiceberg.avro.decoder import new_decoder
@@ -311,31 +311,46 @@ class Plan:
         return found
 
 
-_plans: dict[str, Plan | None] = {}
-_plans_lock = threading.Lock()
+C = TypeVar("C")
+
+
+class CompiledCache(Generic[C]):
+    """Compiled decoders by writer schema (JSON text), ``limit`` at most; a schema that cannot
+    be compiled is remembered too, so it is never compiled twice. Safe across threads."""
+
+    def __init__(self, compile_schema: Callable[[str], C], limit: int, what: str) -> None:
+        self._compile = compile_schema
+        self._limit = limit
+        self._what = what
+        self._found: dict[str, C | None] = {}
+        self._lock = threading.Lock()
+
+    def get(self, schema_json: str) -> C:
+        """The compiled decoder; ``AvroUnsupported`` when the schema cannot be compiled."""
+        if schema_json in self._found:
+            cached = self._found[schema_json]
+        else:
+            try:
+                cached = self._compile(schema_json)
+            except (AvroUnsupported, ValueError):  # ValueError: not JSON
+                cached = None
+            with self._lock:
+                if len(self._found) >= self._limit:
+                    self._found.clear()
+                self._found[schema_json] = cached
+        if cached is None:
+            raise AvroUnsupported(f"{self._what} schema not supported")
+        return cached
+
+
+_plans: CompiledCache[Plan] = CompiledCache(
+    lambda text: Plan(text, compile_block_decoder(json.loads(text))), _MAX_PLANS, "manifest"
+)
 
 
 def plan_for(schema_json: str) -> Plan:
     """The compiled plan of a writer schema (cached; ``AvroUnsupported`` is cached too)."""
-    if schema_json in _plans:
-        cached = _plans[schema_json]
-        if cached is None:
-            raise AvroUnsupported("schema not supported")
-        return cached
-    plan: Plan | None
-    try:
-        plan = Plan(schema_json, compile_block_decoder(json.loads(schema_json)))
-    except AvroUnsupported:
-        plan = None
-    except ValueError:  # not JSON
-        plan = None
-    with _plans_lock:
-        if len(_plans) >= _MAX_PLANS:
-            _plans.clear()
-        _plans[schema_json] = plan
-    if plan is None:
-        raise AvroUnsupported("schema not supported")
-    return plan
+    return _plans.get(schema_json)
 
 
 _VALID_FORMATS: dict[str, bool] = {}

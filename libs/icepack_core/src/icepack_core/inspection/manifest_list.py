@@ -18,7 +18,6 @@ then has its length from the file's size and its spec id from the manifest's own
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import read_manifest_list
 
 from icepack_core.errors import AvroUnsupported, InspectionFailed
-from icepack_core.inspection.avro_scan import _Compiler, open_container
+from icepack_core.inspection.avro_scan import CompiledCache, _Compiler, open_container
 from icepack_core.inspection.status import describe_error
 
 PATH_ID, LENGTH_ID, SPEC_ID, CONTENT_ID = 500, 501, 502, 517
@@ -101,28 +100,13 @@ def compile_list_decoder(schema: Any) -> DecodeList:
     return decode
 
 
-_plans: dict[str, DecodeList | None] = {}
-_plans_lock = threading.Lock()
+_plans: CompiledCache[DecodeList] = CompiledCache(
+    lambda text: compile_list_decoder(json.loads(text)), _MAX_PLANS, "manifest list"
+)
 
 
 def _plan_for(schema_json: str) -> DecodeList:
-    if schema_json in _plans:
-        found = _plans[schema_json]
-        if found is None:
-            raise AvroUnsupported("manifest list schema not supported")
-        return found
-    plan: DecodeList | None
-    try:
-        plan = compile_list_decoder(json.loads(schema_json))
-    except (AvroUnsupported, ValueError):
-        plan = None
-    with _plans_lock:
-        if len(_plans) >= _MAX_PLANS:
-            _plans.clear()
-        _plans[schema_json] = plan
-    if plan is None:
-        raise AvroUnsupported("manifest list schema not supported")
-    return plan
+    return _plans.get(schema_json)
 
 
 def scan_manifest_list(data: bytes) -> list[ManifestRef]:
