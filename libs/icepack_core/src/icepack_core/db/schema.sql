@@ -168,6 +168,51 @@ CREATE TABLE icepack.consumer_offsets (
 
 
 --
+-- Name: deletions; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.deletions (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    table_id bigint,
+    action text NOT NULL,
+    path text NOT NULL,
+    size_bytes bigint,
+    kind text NOT NULL,
+    reason text NOT NULL,
+    state text DEFAULT 'recorded'::text NOT NULL,
+    quarantine_path text,
+    purge_after timestamp with time zone,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT deletions_action_check CHECK ((action = ANY (ARRAY['remove_orphan_files'::text, 'expire_snapshots'::text]))),
+    CONSTRAINT deletions_kind_check CHECK ((kind = ANY (ARRAY['orphan'::text, 'data'::text, 'position_delete'::text, 'equality_delete'::text, 'manifest'::text, 'manifest_list'::text, 'statistics'::text, 'partition_statistics'::text]))),
+    CONSTRAINT deletions_quarantine_has_path CHECK (((state <> 'quarantined'::text) OR ((quarantine_path IS NOT NULL) AND (purge_after IS NOT NULL)))),
+    CONSTRAINT deletions_size_bytes_check CHECK ((size_bytes >= 0)),
+    CONSTRAINT deletions_state_check CHECK ((state = ANY (ARRAY['recorded'::text, 'quarantined'::text, 'deleted'::text, 'restored'::text, 'purged'::text])))
+);
+
+
+--
+-- Name: deletions_id_seq; Type: SEQUENCE; Schema: icepack; Owner: -
+--
+
+CREATE SEQUENCE icepack.deletions_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: deletions_id_seq; Type: SEQUENCE OWNED BY; Schema: icepack; Owner: -
+--
+
+ALTER SEQUENCE icepack.deletions_id_seq OWNED BY icepack.deletions.id;
+
+
+--
 -- Name: events; Type: TABLE; Schema: icepack; Owner: -
 --
 
@@ -318,9 +363,16 @@ CREATE TABLE icepack.jobs (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     started_at timestamp with time zone,
     finished_at timestamp with time zone,
+    predicted jsonb,
+    rewrite_bytes bigint DEFAULT 0 NOT NULL,
+    benefit double precision DEFAULT 0 NOT NULL,
+    health_score double precision,
+    outcome jsonb,
     CONSTRAINT jobs_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT jobs_benefit_check CHECK ((benefit >= (0)::double precision)),
     CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT jobs_rewrite_bytes_check CHECK ((rewrite_bytes >= 0)),
     CONSTRAINT jobs_running_has_lease CHECK (((state <> 'running'::text) OR ((lease_owner IS NOT NULL) AND (lease_until IS NOT NULL)))),
     CONSTRAINT jobs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
     CONSTRAINT jobs_trigger_check CHECK ((trigger = ANY (ARRAY['manual'::text, 'planner'::text, 'cli'::text])))
@@ -599,6 +651,31 @@ ALTER SEQUENCE icepack.tables_id_seq OWNED BY icepack.tables.id;
 
 
 --
+-- Name: v_deletions; Type: VIEW; Schema: icepack; Owner: -
+--
+
+CREATE VIEW icepack.v_deletions AS
+ SELECT d.id,
+    d.job_id,
+    t.catalog,
+    t.namespace,
+    t.name AS table_name,
+    d.action,
+    d.kind,
+    d.path,
+    d.size_bytes,
+    d.state,
+    d.quarantine_path,
+    d.purge_after,
+    d.reason,
+    d.recorded_at,
+    d.changed_at
+   FROM (icepack.deletions d
+     LEFT JOIN icepack.tables t ON ((t.id = d.table_id)))
+  ORDER BY d.recorded_at DESC, d.id DESC;
+
+
+--
 -- Name: v_events_tail; Type: VIEW; Schema: icepack; Owner: -
 --
 
@@ -734,6 +811,13 @@ ALTER TABLE ONLY icepack.api_tokens ALTER COLUMN id SET DEFAULT nextval('icepack
 
 
 --
+-- Name: deletions id; Type: DEFAULT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.deletions ALTER COLUMN id SET DEFAULT nextval('icepack.deletions_id_seq'::regclass);
+
+
+--
 -- Name: events id; Type: DEFAULT; Schema: icepack; Owner: -
 --
 
@@ -827,6 +911,22 @@ ALTER TABLE ONLY icepack.catalog_status
 
 ALTER TABLE ONLY icepack.consumer_offsets
     ADD CONSTRAINT consumer_offsets_pkey PRIMARY KEY (consumer);
+
+
+--
+-- Name: deletions deletions_once_per_job; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.deletions
+    ADD CONSTRAINT deletions_once_per_job UNIQUE (job_id, path);
+
+
+--
+-- Name: deletions deletions_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.deletions
+    ADD CONSTRAINT deletions_pkey PRIMARY KEY (id);
 
 
 --
@@ -961,6 +1061,27 @@ CREATE UNIQUE INDEX api_tokens_active_name ON icepack.api_tokens USING btree (na
 --
 
 CREATE INDEX catalog_hints_due ON icepack.catalog_hints USING btree (not_before);
+
+
+--
+-- Name: deletions_job; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX deletions_job ON icepack.deletions USING btree (job_id);
+
+
+--
+-- Name: deletions_purge_due; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX deletions_purge_due ON icepack.deletions USING btree (purge_after) WHERE (state = 'quarantined'::text);
+
+
+--
+-- Name: deletions_table; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX deletions_table ON icepack.deletions USING btree (table_id, recorded_at DESC);
 
 
 --
@@ -1101,6 +1222,14 @@ CREATE TRIGGER manifest_stats_delete_forgets_totals AFTER DELETE ON icepack.mani
 --
 
 CREATE TRIGGER manifest_stats_truncate_forgets_totals AFTER TRUNCATE ON icepack.manifest_stats FOR EACH STATEMENT EXECUTE FUNCTION icepack.inspection_totals_forget_all();
+
+
+--
+-- Name: deletions deletions_table_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.deletions
+    ADD CONSTRAINT deletions_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE SET NULL;
 
 
 --

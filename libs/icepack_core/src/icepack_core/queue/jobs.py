@@ -49,6 +49,11 @@ class Job:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    predicted: dict[str, Any] | None = None
+    rewrite_bytes: int = 0
+    benefit: float = 0.0
+    health_score: float | None = None
+    outcome: dict[str, Any] | None = None
 
     @classmethod
     def from_record(cls, row: asyncpg.Record) -> Job:
@@ -97,11 +102,17 @@ class JobQueue:
         max_attempts: int = 3,
         trigger: JobTrigger = JobTrigger.PLANNER,
         not_before: datetime | None = None,
+        predicted: dict[str, Any] | None = None,
+        rewrite_bytes: int = 0,
+        benefit: float = 0.0,
+        health_score: float | None = None,
         conn: Conn | None = None,
     ) -> Enqueued:
         """Queue a job, or return the queued/running job that already holds ``dedupe_key``.
 
-        Pass ``conn`` to enqueue inside the caller's transaction.
+        ``predicted`` (per action, the planner's predicted effect), ``rewrite_bytes`` (what the
+        job charges a rewrite budget), ``benefit`` and ``health_score`` (the claim order) are
+        stored on the job. Pass ``conn`` to enqueue inside the caller's transaction.
         """
         if conn is None:
             async with self.pool.acquire() as own, own.transaction():
@@ -113,6 +124,10 @@ class JobQueue:
                     max_attempts=max_attempts,
                     trigger=trigger,
                     not_before=not_before,
+                    predicted=predicted,
+                    rewrite_bytes=rewrite_bytes,
+                    benefit=benefit,
+                    health_score=health_score,
                     conn=own,
                 )
         while True:
@@ -126,6 +141,10 @@ class JobQueue:
                 dedupe_key,
                 trigger.value,
                 current_traceparent(),
+                predicted,
+                rewrite_bytes,
+                benefit,
+                health_score,
             )
             if row is not None:
                 job = Job.from_record(row)

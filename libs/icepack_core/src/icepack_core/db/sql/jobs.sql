@@ -1,8 +1,10 @@
 -- name: job_enqueue
 -- Queue a job. With a dedupe key already queued or running, insert nothing (no row returned).
 INSERT INTO icepack.jobs
-       (table_id, actions, priority, max_attempts, not_before, dedupe_key, trigger, traceparent)
-VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now()), $6, $7, $8)
+       (table_id, actions, priority, max_attempts, not_before, dedupe_key, trigger, traceparent,
+        predicted, rewrite_bytes, benefit, health_score)
+VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now()), $6, $7, $8,
+        $9::jsonb, $10, $11, $12)
 ON CONFLICT (dedupe_key) WHERE state IN ('queued', 'running') DO NOTHING
 RETURNING *;
 
