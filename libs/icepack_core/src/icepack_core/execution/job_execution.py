@@ -393,6 +393,16 @@ class JobExecution:
         )
         if stored is None:
             raise StaleFence(job.id, job.fence, "record the outcome")
+        probes = outcome["read_probe"]
+        log.info(
+            "maintenance.outcome",
+            job_id=job.id,
+            benefit=outcome["benefit"],
+            predicted_benefit=outcome["predicted_benefit"],
+            ratio=outcome["ratio"],
+            files_planned=[probes[k].get("files_planned") for k in ("before", "after")],
+            plan_ms=[probes[k].get("plan_ms") for k in ("before", "after")],
+        )
 
     async def settle(
         self,
