@@ -42,6 +42,18 @@ def _changed_fields(*entries: Mapping[str, Any] | None) -> list[str]:
     return changed or list(SHAPE_FIELDS)
 
 
+def prediction_text(predicted: Any) -> str:
+    """One line for ``icepack recommend``: the changed shape fields, bytes rewritten, benefit."""
+    if not isinstance(predicted, Mapping):
+        return "no table shape predicted"
+    fields = [k for k in _changed_fields(predicted) if k != "data_bytes"]
+    changes = ", ".join(_changes(predicted, fields))
+    return (
+        f"{changes}; rewrites {predicted.get('rewrite_bytes')} bytes; "
+        f"benefit {predicted.get('benefit')} (objects a full scan no longer opens)"
+    )
+
+
 def _ratio(value: Any) -> str:
     return f"{value * 100:.0f} %" if isinstance(value, int | float) else "-"
 
