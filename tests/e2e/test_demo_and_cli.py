@@ -81,8 +81,12 @@ def test_recommend_dry_run_and_maintain_compact_without_losing_a_row(cli, spark,
     ]
     assert intent["reason"] and intent["params"]["strategy"] == "binpack"
     assert intent["estimated_benefit"]["files_removed"] > 0
+    predicted = intent["predicted"]
+    assert predicted["before"]["data_files"] == files_before
+    assert predicted["after"]["data_files"] == 1 and predicted["benefit"] == files_before - 1
     text = cli("recommend", f"icepack.{NS}.{name}")
     assert text.exit_code == 0 and "rewrite_data_files" in text.stdout
+    assert f"predicted: data files {files_before} -> 1" in text.stdout
     assert "skipped expire_snapshots" in text.stdout
 
     dry = cli("maintain", f"{NS}.{name}", "--dry-run")

@@ -70,7 +70,14 @@ async def test_unhealthy_table_gets_a_recommendation_and_one_job(db, planner):
     assert [a.action for a in first.recommendation.actions] == ["rewrite_data_files"]
     assert first.job_created
     job = await db.fetchrow("SELECT * FROM icepack.jobs WHERE id = $1", first.job_id)
-    assert job["priority"] == 40 and job["trigger"] == "planner"
+    # One priority band for planned jobs; the prediction orders them within it.
+    assert job["priority"] == 100 and job["trigger"] == "planner"
+    assert job["health_score"] == 40.0
+    assert job["rewrite_bytes"] == 30 and job["benefit"] == 29.0  # 30 small files -> 1
+    (predicted,) = job["predicted"]["actions"]
+    assert predicted["action"] == "rewrite_data_files" and predicted["benefit"] == 29
+    assert (predicted["before"]["data_files"], predicted["after"]["data_files"]) == (40, 11)
+    assert (predicted["before"]["snapshots"], predicted["after"]["snapshots"]) == (4, 5)
     assert job["dedupe_key"] == f"table:{table_id}"
     assert job["actions"][0]["action"] == "rewrite_data_files"
     assert "small files" in job["actions"][0]["reason"]

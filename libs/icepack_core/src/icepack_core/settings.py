@@ -219,6 +219,9 @@ class Settings(BaseSettings):
     # seconds after its n-th consecutive failure, at most cap (15 min doubling to a day).
     failure_backoff_base_seconds: float = Field(900.0, ge=0)
     failure_backoff_cap_seconds: float = Field(86_400.0, ge=0)
+    # An action whose last two runs on a table measured under 10 % of their predicted benefit
+    # is not proposed there again for this long (or until its prediction doubles).
+    throttle_hours: float = Field(168.0, ge=0)
 
     # Gateway: the largest request body it reads (bigger ones get 413 before any parsing), and
     # whether reads need a bearer token too (writes always do; probes and /metrics never).

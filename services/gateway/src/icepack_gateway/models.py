@@ -161,11 +161,88 @@ class StatusPage(Model):
     next_cursor: str | None
 
 
+class TableShape(Model):
+    """What maintenance changes in a table (``planning.prediction.Shape``)."""
+
+    data_files: int
+    data_bytes: int
+    manifests: int
+    delete_files: int = Field(description="position + equality delete files + deletion vectors")
+    snapshots: int
+
+
+class PredictedEffect(Model):
+    """An action's predicted effect on its table."""
+
+    before: TableShape
+    after: TableShape
+    rewrite_bytes: int = Field(description="bytes the action rewrites (its rewrite budget charge)")
+    benefit: int = Field(
+        description="objects a full scan no longer opens: data + delete files + manifests removed"
+    )
+
+
+class PredictedAction(Model):
+    """One action of a planned job and its predicted effect (``before``/``after`` null when the
+    action predicts no table shape: orphan removal)."""
+
+    action: Action
+    before: TableShape | None
+    after: TableShape | None
+    rewrite_bytes: int
+    benefit: int
+
+
+class JobPrediction(Model):
+    """What the planner predicted for a job, per action in run order, with the totals."""
+
+    actions: list[PredictedAction]
+    rewrite_bytes: int
+    benefit: float
+
+
+class MeasuredAction(Model):
+    """One action's measured effect (null when an inspection around it failed)."""
+
+    action: Action
+    before: TableShape | None
+    after: TableShape | None
+    benefit: int | None = Field(description="measured, same definition as the prediction's")
+    predicted_benefit: float | None = Field(description="null for a job without a prediction")
+    ratio: float | None = Field(description="measured / predicted benefit; null without one")
+
+
+class ReadProbe(Model):
+    """PyIceberg's ``table.scan().plan_files()`` on the current snapshot, timed; or why not."""
+
+    snapshot_id: int | None = None
+    files_planned: int | None = None
+    delete_files_planned: int | None = None
+    plan_ms: float | None = None
+    error: str | None = None
+
+
+class ReadProbes(Model):
+    before: ReadProbe = Field(description="before the first action")
+    after: ReadProbe = Field(description="after the last action")
+
+
+class JobOutcome(Model):
+    """What a successful job measurably did (``execution.outcome``)."""
+
+    actions: list[MeasuredAction]
+    benefit: int | None
+    predicted_benefit: float | None
+    ratio: float | None
+    read_probe: ReadProbes
+
+
 class RecommendedAction(Model):
     action: Action
     reason: str
     params: JSONObject
     estimated_benefit: dict[str, int] | None = None
+    predicted: PredictedEffect | None = None
 
 
 class SkippedAction(Model):
@@ -212,6 +289,8 @@ class Job(Model):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    predicted: JobPrediction | None = Field(description="set by the planner when it enqueues")
+    outcome: JobOutcome | None = Field(description="set when the job succeeded")
     table: TableKey | None
 
 

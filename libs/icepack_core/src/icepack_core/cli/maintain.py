@@ -28,6 +28,7 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from icepack_core.cli.common import err, load_cli_settings, out
+from icepack_core.cli.outcomes import prediction_text
 from icepack_core.cli.read import parse_table
 from icepack_core.db import pool as db
 from icepack_core.db.queries import load_query
@@ -354,7 +355,8 @@ def print_recommendation(obs: Observed) -> None:
         out.print(
             f"  {i}. [bold]{intent.action}[/]: {intent.reason}\n"
             f"     parameters: {json.dumps(intent.params)}\n"
-            f"     estimated benefit: {benefit}",
+            f"     estimated benefit: {benefit}\n"
+            f"     predicted: {prediction_text(intent.to_json()['predicted'])}",
             highlight=False,
             soft_wrap=True,
         )

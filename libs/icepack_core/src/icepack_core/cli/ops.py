@@ -16,6 +16,7 @@ from rich.table import Table
 
 from icepack_core.access.tokens import TokenStore
 from icepack_core.cli.common import JsonOpt, err, json_default, out, print_json, run_with_pool
+from icepack_core.cli.outcomes import outcome_table, probe_line
 from icepack_core.db.queries import load_query
 from icepack_core.errors import TokenNameTaken, TokenNotFound
 from icepack_core.safety.evidence import action_safety
@@ -96,6 +97,8 @@ JOB_FIELDS = (
     "started_at",
     "finished_at",
     "cancel_requested_at",
+    "predicted",
+    "outcome",
 )
 ACTION_FIELDS = (
     "action",
@@ -156,7 +159,8 @@ def jobs(
 def job(
     job_id: Annotated[int, typer.Argument(min=1, help="job id")], as_json: JsonOpt = False
 ) -> None:
-    """One job with the actions it ran, their SQL and impact."""
+    """One job with the actions it ran, their SQL and impact, and its predicted versus
+    measured effect per action."""
 
     async def fetch(pool: asyncpg.Pool) -> tuple[Any, list[Any]]:
         row = await pool.fetchrow(load_query("job_detail"), job_id)
@@ -204,6 +208,12 @@ def job(
     for a in detail["job_actions"]:
         for line in safety_lines(a["action"], a["safety"]):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
+    effects = outcome_table(row["predicted"], row["outcome"])
+    if effects is not None:
+        out.print(effects)
+    probe = probe_line(row["outcome"])
+    if probe is not None:
+        out.print(probe, highlight=False, markup=False, soft_wrap=True)
 
 
 def _impact_text(impact: dict[str, Any] | None) -> str:

@@ -6,9 +6,12 @@ Before any Spark call the job's raw actions are validated into typed intents
 orphan removal fail the job permanently with the reason. Then, for each action: inspect the
 table (incrementally, through the manifest cache), run the action through ``TableMaintenance``,
 inspect again, and hand an ``ActionRecord`` (procedure, SQL sent, output, before/after impact,
-duration) to the caller, who stores it under the job's fence. A rewrite that fails
-verification, or an orphan dry run over its limits, puts the table on hold (no automatic
-maintenance until an operator releases it) and fails the job permanently. Before a rewrite's
+duration) to the caller, who stores it under the job's fence. A job's measured outcome (per
+action the shape before/after and the benefit against the prediction, plus a read probe before
+the first action and after the last; ``execution.outcome``) is stored, fenced, once all its
+actions succeeded. A rewrite that fails verification, or an orphan dry run over its limits,
+puts the table on hold (no automatic maintenance until an operator releases it) and fails the
+job permanently. Before a rewrite's
 CALL the start snapshot is stored in ``pending_verifications``; see ``JobExecution`` for how
 that row is settled on every exit path."""
 
@@ -38,6 +41,12 @@ from icepack_core.execution.maintenance import (
     OrphanLimits,
     TableMaintenance,
     VerificationFailed,
+)
+from icepack_core.execution.outcome import (
+    job_outcome,
+    measured_action,
+    predicted_benefits,
+    read_probe,
 )
 from icepack_core.execution.verification import Guard
 from icepack_core.inspection.inspector import Inspector
@@ -277,7 +286,13 @@ class JobExecution:
             await self.settle(job, table_id, record, guard, maintenance)
         results: list[dict[str, Any]] = []
         status = await self._status(ref)
-        for intent in intents:
+        measure = job is not None and bool(intents)
+        probe_before = await read_probe(self.inspector, ref) if measure else {}
+        expected = predicted_benefits(
+            job.predicted if job else None, [i.kind.value for i in intents]
+        )
+        measured: list[dict[str, Any]] = []
+        for index, intent in enumerate(intents):
             name = intent.kind.value
             started = datetime.now(UTC)
             try:
@@ -363,8 +378,31 @@ class JobExecution:
                     # settled): verify from there before going on.
                     await self.settle(job, table_id, record, guard, maintenance)
             results.append({"action": name, **outcome.output})
+            measured.append(measured_action(name, status, after, expected[index]))
             status = after
+        if measure:
+            assert job is not None
+            probe_after = await read_probe(self.inspector, ref)
+            await self._record_outcome(job, job_outcome(measured, probe_before, probe_after))
         return results
+
+    async def _record_outcome(self, job: Job, outcome: dict[str, Any]) -> None:
+        """Store the job's measured outcome, fenced. Raises ``StaleFence`` for a lost job."""
+        stored = await self.pool.fetchval(
+            load_query("job_outcome_record"), job.id, job.fence, outcome
+        )
+        if stored is None:
+            raise StaleFence(job.id, job.fence, "record the outcome")
+        probes = outcome["read_probe"]
+        log.info(
+            "maintenance.outcome",
+            job_id=job.id,
+            benefit=outcome["benefit"],
+            predicted_benefit=outcome["predicted_benefit"],
+            ratio=outcome["ratio"],
+            files_planned=[probes[k].get("files_planned") for k in ("before", "after")],
+            plan_ms=[probes[k].get("plan_ms") for k in ("before", "after")],
+        )
 
     async def settle(
         self,

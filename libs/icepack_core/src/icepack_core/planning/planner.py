@@ -6,13 +6,20 @@ and, in one transaction, records the recommendation (with what was skipped and w
 job when there is something to do (deduped per table: never a second queued/running job), and
 publishes ``recommendation.created``. A table on hold (failed verification) gets no job, and
 an action whose jobs failed permanently rests (exponential backoff, ``failure_streaks``), so a
-table that keeps failing gets at most ``job_max_attempts`` runs per backoff window.
+table that keeps failing gets at most ``job_max_attempts`` runs per backoff window; an action
+whose measured benefit keeps falling short of its prediction is throttled (``throttles``).
+
+Planned jobs carry their prediction: ``predicted`` (per action, ``planning.prediction``),
+``rewrite_bytes`` (the sum), ``benefit`` (the sum of predicted benefits: objects a full scan no
+longer opens) and the table's ``health_score``. They all get one priority (``PLANNER_PRIORITY``);
+the claim order within it is benefit per byte rewritten, then health score.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -22,12 +29,14 @@ from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, IntentError, PolicyError
 from icepack_core.intents import intents_json, parse_intent, parse_intents
 from icepack_core.planning.recommendation import (
+    ActionIntent,
     FailureStreak,
     Recommendation,
     Skip,
     failure_backoff,
     recommend,
 )
+from icepack_core.planning.throttle import THROTTLE_RUNS, MeasuredRun, Throttle, throttle_of
 from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.queue import events
 from icepack_core.queue.jobs import JobQueue
@@ -48,9 +57,40 @@ class PlanOutcome:
     job_created: bool
 
 
-def job_priority(score: int | None) -> int:
-    """Worse health runs first: the job priority is the health score (0 = most urgent)."""
-    return 100 if score is None else max(0, min(100, int(score)))
+# Every planned job has this priority; operators' jobs keep theirs (lower runs first).
+PLANNER_PRIORITY = 100
+
+
+@dataclass(frozen=True)
+class JobPrediction:
+    """What a planned job is predicted to do, as ``JobQueue.enqueue`` stores it."""
+
+    predicted: dict[str, Any]
+    rewrite_bytes: int
+    benefit: float
+
+
+def job_prediction(actions: Sequence[ActionIntent]) -> JobPrediction:
+    """``predicted`` is ``{"actions": [{"action", "before", "after", "rewrite_bytes",
+    "benefit"}, ...], "rewrite_bytes", "benefit"}`` in the job's action order (``before`` and
+    ``after`` null for an action that predicts no shape: orphan removal)."""
+    entries: list[dict[str, Any]] = []
+    for action in actions:
+        effect = action.predicted
+        if effect is None:
+            entries.append(
+                {"action": action.action, "before": None, "after": None}
+                | {"rewrite_bytes": 0, "benefit": 0}
+            )
+        else:
+            entries.append({"action": action.action, **effect.to_json()})
+    rewrite_bytes = sum(int(e["rewrite_bytes"]) for e in entries)
+    benefit = float(sum(e["benefit"] for e in entries))
+    return JobPrediction(
+        {"actions": entries, "rewrite_bytes": rewrite_bytes, "benefit": benefit},
+        rewrite_bytes,
+        benefit,
+    )
 
 
 class Planner:
@@ -98,6 +138,7 @@ class Planner:
             now,
             target_file_size_bytes=int(target) if target and target.isdigit() else None,
             failures=await self.failure_streaks(table["id"]),
+            throttles=await self.throttles(table["id"]),
         )
         return await self._admissible(table, rec, now, attachments)
 
@@ -148,6 +189,19 @@ class Planner:
             for r in rows
         }
 
+    async def throttles(self, table_id: int) -> dict[str, Throttle]:
+        """Per action, its throttle on the table (``planning.throttle``), from the measured
+        outcomes of its newest runs (``job_outcome_history``)."""
+        rows = await self.pool.fetch(load_query("job_outcome_history"), table_id, THROTTLE_RUNS)
+        runs: dict[str, list[MeasuredRun]] = {}
+        for r in rows:  # newest first per action
+            runs.setdefault(r["action"], []).append(
+                MeasuredRun(r["finished_at"], r["predicted_benefit"], r["ratio"])
+            )
+        period = timedelta(hours=self.settings.throttle_hours)
+        found = {action: throttle_of(history, period) for action, history in runs.items()}
+        return {action: t for action, t in found.items() if t is not None}
+
     async def plan(self, table_id: int, now: datetime | None = None) -> PlanOutcome:
         """Plan one table (see module doc). Safe to repeat: at-least-once delivery."""
         now = now or datetime.now(UTC)
@@ -169,13 +223,18 @@ class Planner:
                         for a in rec.actions
                     ]
                 )
+                prediction = job_prediction(rec.actions)
                 enqueued = await self.queue.enqueue(
                     table_id,
                     intents_json(intents),
                     dedupe_key=f"table:{table_id}",
-                    priority=job_priority(health["score"] if health else None),
+                    priority=PLANNER_PRIORITY,
                     max_attempts=self.settings.job_max_attempts,
                     trigger=JobTrigger.PLANNER,
+                    predicted=prediction.predicted,
+                    rewrite_bytes=prediction.rewrite_bytes,
+                    benefit=prediction.benefit,
+                    health_score=None if health is None else float(health["score"]),
                     conn=conn,
                 )
                 job_id, created = enqueued.job.id, enqueued.created

@@ -1,9 +1,10 @@
 """From a table's status, its effective policy and its maintenance history to ordered actions.
 
 Each ``ActionIntent`` names the Iceberg procedure, its exact parameters, why it is proposed and
-what it should gain. What is *not* proposed is reported too (``Skip``), so a user can always see
-why a table was or was not maintained. Pure functions: the planner, ``icepack recommend`` and
-policy simulation share them.
+what it should gain (``predicted``: the table's shape before and after and the bytes it
+rewrites, see ``planning.prediction``). What is *not* proposed is reported too (``Skip``), so
+a user can always see why a table was or was not maintained. Pure functions: the planner,
+``icepack recommend`` and policy simulation share them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from icepack_core.planning.prediction import (
+    PredictedEffect,
+    Shape,
+    predict_expire_snapshots,
+    predict_rewrite_data_files,
+    predict_rewrite_manifests,
+    predict_rewrite_position_deletes,
+)
+from icepack_core.planning.throttle import Throttle
 from icepack_core.policy import EffectivePolicy
 from icepack_core.types import Action
 
@@ -40,9 +50,17 @@ class ActionIntent:
     reason: str
     params: dict[str, Any]
     estimated_benefit: dict[str, int]
+    # None for orphan removal: it predicts nothing about the table's shape.
+    predicted: PredictedEffect | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "action": self.action,
+            "reason": self.reason,
+            "params": self.params,
+            "estimated_benefit": self.estimated_benefit,
+            "predicted": None if self.predicted is None else self.predicted.to_json(),
+        }
 
 
 @dataclass(frozen=True)
@@ -106,6 +124,7 @@ def recommend(
     target_file_size_bytes: int | None = None,
     partitions: Sequence[PartitionStat] | None = None,
     failures: Mapping[str, FailureStreak] | None = None,
+    throttles: Mapping[str, Throttle] | None = None,
 ) -> Recommendation:
     """Ordered action intents for one table.
 
@@ -118,6 +137,8 @@ def recommend(
         partitions: per-partition small-file facts, to scope the rewrite.
         failures: per action, its permanent failures on this table; an action is skipped
             until its ``retry_after`` (so a failing table cannot loop through jobs).
+        throttles: per action, its throttle on this table (``planning.throttle``); an action
+            is skipped while the throttle is active for its predicted benefit.
     """
     result = Recommendation()
     if not policy.maintenance_enabled:
@@ -138,6 +159,11 @@ def recommend(
         streak = (failures or {}).get(candidate.action)
         if streak is not None and now < streak.retry_after:
             result.skipped.append(Skip(candidate.action, streak.reason()))
+            continue
+        throttle = (throttles or {}).get(candidate.action)
+        gain = candidate.predicted.benefit if candidate.predicted is not None else 0
+        if throttle is not None and throttle.active(now, gain):
+            result.skipped.append(Skip(candidate.action, throttle.reason(gain)))
             continue
         last = last_runs.get(candidate.action)
         if last is not None and now - last < cadence:
@@ -230,6 +256,7 @@ def _rewrite_data_files(
             "files_removed": max(0, small - files_after),
             "bytes_to_rewrite": rewrite_bytes,
         },
+        predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target),
     )
 
 
@@ -249,6 +276,7 @@ def _rewrite_position_deletes(
         f"{count} position delete files",
         {"options": {"rewrite-all": "true"}},
         {"files_removed": count - 1},
+        predict_rewrite_position_deletes(Shape.of(status), count),
     )
 
 
@@ -266,6 +294,7 @@ def _rewrite_manifests(status: Mapping[str, Any], policy: EffectivePolicy) -> Ac
         f"{count} manifests > max_manifests {cfg.max_manifests}",
         {"use_caching": True},
         {"manifests_removed": max(0, count - after)},
+        predict_rewrite_manifests(Shape.of(status), size, cfg.target_manifest_size_bytes),
     )
 
 
@@ -291,6 +320,7 @@ def _expire_snapshots(
         f"{cfg.max_snapshot_age_hours:g} h",
         {"older_than": _iso(horizon), "retain_last": cfg.retain_last},
         {"snapshots_expired_at_most": count - cfg.retain_last},
+        predict_expire_snapshots(Shape.of(status), cfg.retain_last),
     )
 
 

@@ -52,6 +52,13 @@ UPDATE icepack.jobs
  WHERE id = $1 AND fence = $2 AND state = 'running'
 RETURNING *;
 
+-- name: job_outcome_record
+-- Store a running job's measured outcome, fenced: a no-op (no row) for a lost job.
+UPDATE icepack.jobs
+   SET outcome = $3::jsonb
+ WHERE id = $1 AND fence = $2 AND state = 'running'
+RETURNING id;
+
 -- name: job_fail
 -- running -> queued (retryable, attempts left; due after capped exponential backoff with
 -- jitter) or running -> failed, fenced. $4 retryable, $5 base seconds, $6 cap seconds,

@@ -52,6 +52,32 @@ SELECT f.action, count(*)::int AS failures, max(f.finished_at) AS last_failed_at
  WHERE f.action IS NOT NULL AND (s.finished_at IS NULL OR f.finished_at > s.finished_at)
  GROUP BY f.action;
 
+-- name: job_outcome_history
+-- Per action, its newest measured runs on a table (planning.throttle): succeeded jobs whose
+-- outcome holds, for that action, a numeric predicted benefit and measured/predicted ratio;
+-- newest first, at most $2 per action. Malformed outcomes are ignored. $1 table.
+WITH runs AS (
+    SELECT j.id, j.finished_at, a.elem->>'action' AS action,
+           (a.elem->>'predicted_benefit')::float8 AS predicted_benefit,
+           (a.elem->>'ratio')::float8 AS ratio
+      FROM icepack.jobs j
+     CROSS JOIN LATERAL jsonb_array_elements(
+           CASE WHEN jsonb_typeof(j.outcome->'actions') = 'array' THEN j.outcome->'actions'
+                ELSE '[]'::jsonb END
+           ) AS a(elem)
+     WHERE j.table_id = $1 AND j.state = 'succeeded' AND j.outcome IS NOT NULL
+       AND jsonb_typeof(a.elem) = 'object'
+       AND jsonb_typeof(a.elem->'action') = 'string'
+       AND jsonb_typeof(a.elem->'predicted_benefit') = 'number'
+       AND jsonb_typeof(a.elem->'ratio') = 'number'),
+ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY action ORDER BY finished_at DESC, id DESC) AS n
+      FROM runs)
+SELECT action, finished_at, predicted_benefit, ratio
+  FROM ranked
+ WHERE n <= $2
+ ORDER BY action, n;
+
 -- name: policy_list_catalog
 -- Every policy attached in one catalog (any scope).
 SELECT policy_type, scope, catalog, namespace, table_name, enabled, config

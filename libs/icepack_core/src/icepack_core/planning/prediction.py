@@ -1,0 +1,138 @@
+"""What a maintenance action is predicted to change in its table, and what that is worth.
+
+A table's *shape* is the five numbers maintenance changes: data files, data bytes, manifests,
+delete files (position, equality and deletion vectors) and snapshots, all of the current
+snapshot (snapshots: all retained ones). A prediction is the shape before and after the action
+plus the bytes it rewrites; the executor measures the same shape before and after
+(``execution.outcome``), so prediction and measurement compare field by field.
+
+**Benefit** (one definition, used for the prediction, the measurement and the throttle): the
+objects a full scan of the current snapshot no longer has to open, i.e. data files + delete
+files + manifests removed. Snapshot expiry and orphan removal change none of these (a scan never
+opens an old snapshot or an orphan), so their benefit is 0 and they are never throttled.
+
+Pure functions, shared by the planner, ``icepack recommend`` and policy simulation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+SHAPE_FIELDS = ("data_files", "data_bytes", "manifests", "delete_files", "snapshots")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What maintenance changes in a table (see the module doc)."""
+
+    data_files: int
+    data_bytes: int
+    manifests: int
+    delete_files: int
+    snapshots: int
+
+    @classmethod
+    def of(cls, status: Mapping[str, Any]) -> Shape:
+        """The shape of a ``TableStatus`` document (docs/table-status.md); absent fields are 0."""
+
+        def count(key: str) -> int:
+            return int(status.get(key) or 0)
+
+        return cls(
+            data_files=count("data_file_count"),
+            data_bytes=count("data_file_bytes"),
+            manifests=count("manifest_count"),
+            delete_files=count("position_delete_file_count")
+            + count("equality_delete_file_count")
+            + count("deletion_vector_count"),
+            snapshots=count("snapshot_count"),
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in SHAPE_FIELDS}
+
+
+def benefit(before: Shape, after: Shape) -> int:
+    """Objects a full scan no longer opens: data files + delete files + manifests removed
+    (negative when the scan has more to open afterwards)."""
+    return (
+        (before.data_files - after.data_files)
+        + (before.delete_files - after.delete_files)
+        + (before.manifests - after.manifests)
+    )
+
+
+def ratio(measured: float, predicted: float) -> float | None:
+    """Measured over predicted benefit; None when nothing was predicted (no ratio to judge)."""
+    return None if predicted <= 0 else measured / predicted
+
+
+@dataclass(frozen=True)
+class PredictedEffect:
+    """One action's predicted effect: the table's shape before and after, and the bytes it
+    rewrites (what it charges a rewrite budget)."""
+
+    before: Shape
+    after: Shape
+    rewrite_bytes: int
+
+    @property
+    def benefit(self) -> int:
+        """The predicted benefit (never negative: no action is proposed to make scans worse)."""
+        return max(0, benefit(self.before, self.after))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+            "rewrite_bytes": self.rewrite_bytes,
+            "benefit": self.benefit,
+        }
+
+
+def predict_rewrite_data_files(
+    before: Shape, small_files: int, small_bytes: int, target_file_size: int
+) -> PredictedEffect:
+    """Bin-packing ``small_files`` files of ``small_bytes`` bytes (those in scope) into files of
+    ``target_file_size``: they become ``ceil(bytes/target)`` files (at least one, never more than
+    they were); bytes and manifests stay, one snapshot is added. Delete files are predicted to
+    stay (which of them a rewrite drops is not known from the status)."""
+    small_files, small_bytes = max(0, small_files), max(0, small_bytes)
+    if small_files == 0:
+        files_after = 0
+    else:
+        files_after = min(small_files, max(1, math.ceil(small_bytes / max(1, target_file_size))))
+    removed = min(before.data_files, small_files - files_after)
+    after = replace(before, data_files=before.data_files - removed, snapshots=before.snapshots + 1)
+    return PredictedEffect(before, after, small_bytes)
+
+
+def predict_rewrite_position_deletes(before: Shape, position_delete_files: int) -> PredictedEffect:
+    """Compacting ``position_delete_files`` position delete files into one. Their bytes are not
+    in the status, so ``rewrite_bytes`` is 0."""
+    removed = min(before.delete_files, max(0, position_delete_files - 1))
+    after = replace(
+        before, delete_files=before.delete_files - removed, snapshots=before.snapshots + 1
+    )
+    return PredictedEffect(before, after, 0)
+
+
+def predict_rewrite_manifests(
+    before: Shape, manifest_bytes: int, target_manifest_size: int
+) -> PredictedEffect:
+    """Rewriting the manifests (``manifest_bytes`` in all) into ``ceil(bytes/target)`` of them
+    (at least one, never more than before); the manifest bytes are what it rewrites."""
+    manifest_bytes = max(0, manifest_bytes)
+    wanted = max(1, math.ceil(manifest_bytes / max(1, target_manifest_size)))
+    after = replace(before, manifests=min(before.manifests, wanted), snapshots=before.snapshots + 1)
+    return PredictedEffect(before, after, manifest_bytes)
+
+
+def predict_expire_snapshots(before: Shape, retain_last: int) -> PredictedEffect:
+    """Expiring snapshots: at best only the last ``retain_last`` remain (the ages of the others
+    are not in the status, so this is the most it can expire). Benefit 0 by definition."""
+    after = replace(before, snapshots=min(before.snapshots, max(1, retain_last)))
+    return PredictedEffect(before, after, 0)
