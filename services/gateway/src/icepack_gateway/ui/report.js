@@ -1,0 +1,101 @@
+// What a job bought and what it cost: the planner's prediction beside the measured outcome
+// (jobs.predicted / jobs.outcome), the files it deleted or quarantined (the deletion ledger,
+// GET /jobs/{id}/deletions), and budget use (GET /budgets). Pure HTML builders over the
+// gateway's JSON; every value is escaped, and unexpected shapes render as "–", never throw.
+"use strict";
+
+(() => {
+  const isObj = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+  const SHAPE = [["data_files", "data files"], ["delete_files", "delete files"],
+                 ["manifests", "manifests"], ["snapshots", "snapshots"],
+                 ["data_bytes", "data bytes"]];
+
+  function esc(value) {
+    return String(value ?? "").replace(/[&<>"']/g, (c) => ({
+      "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  }
+
+  function num(v) {
+    if (v === null || v === undefined) return "–";
+    return typeof v === "number" ? v.toLocaleString("en-US") : String(v);
+  }
+
+  function bytes(v) {
+    if (typeof v !== "number") return "–";
+    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let n = v; let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+    return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+  }
+
+  function pct(ratio) {
+    return typeof ratio === "number" ? `${Math.round(ratio * 100)} %` : "–";
+  }
+
+  function change(before, after, key) {
+    if (!isObj(before) || !isObj(after)) return "–";
+    const b = before[key]; const a = after[key];
+    if (typeof b !== "number" || typeof a !== "number") return "–";
+    const show = key === "data_bytes" ? bytes : num;
+    return `${show(b)} → ${show(a)}`;
+  }
+
+  // One line for the table page's maintenance history.
+  function outcomeLine(job) {
+    const o = isObj(job.outcome) ? job.outcome : null;
+    const p = isObj(job.predicted) ? job.predicted : null;
+    if (!o && !p) return "";
+    const predicted = o && typeof o.predicted_benefit === "number" ? o.predicted_benefit
+      : p && typeof p.benefit === "number" ? p.benefit : null;
+    const measured = o && typeof o.benefit === "number" ? o.benefit : null;
+    const text = o
+      ? `benefit: predicted ${num(predicted)}, measured ${num(measured)} (${pct(o.ratio)})`
+      : `benefit: predicted ${num(predicted)}, not measured yet`;
+    return `<p class="outcome-line" data-test="outcome-line">${esc(text)}</p>`;
+  }
+
+  // The job page: per action, predicted vs measured shape change and benefit; the read probe.
+  function outcomeHtml(job) {
+    const p = isObj(job.predicted) ? job.predicted : null;
+    const o = isObj(job.outcome) ? job.outcome : null;
+    if (!p && !o) {
+      return '<p class="empty" data-test="outcome-none">No prediction: this job was not '
+        + "planned by the planner (manual or CLI), and no outcome was measured.</p>";
+    }
+    const pa = p && Array.isArray(p.actions) ? p.actions : [];
+    const oa = o && Array.isArray(o.actions) ? o.actions : [];
+    const names = [...new Set([...pa, ...oa].map((a) => a && a.action).filter(Boolean))];
+    const blocks = names.map((name) => {
+      const pr = pa.find((a) => a && a.action === name) || {};
+      const me = oa.find((a) => a && a.action === name) || {};
+      const rows = SHAPE.map(([key, label]) => `<tr><th>${esc(label)}</th>`
+        + `<td>${esc(change(pr.before, pr.after, key))}</td>`
+        + `<td>${esc(change(me.before, me.after, key))}</td></tr>`).join("");
+      const benefit = `<tr class="benefit" data-test="outcome-benefit"><th>benefit</th>`
+        + `<td>${esc(num(pr.benefit ?? me.predicted_benefit))}</td>`
+        + `<td>${esc(num(me.benefit))}${typeof me.ratio === "number"
+          ? ` (${esc(pct(me.ratio))} of predicted)` : ""}</td></tr>`;
+      const rewrite = typeof pr.rewrite_bytes === "number"
+        ? `<tr><th>bytes to rewrite</th><td>${esc(bytes(pr.rewrite_bytes))}</td><td></td></tr>` : "";
+      return `<p class="impact-title">${esc(name)}</p><div class="scroll">`
+        + `<table class="impact outcome" data-test="outcome-action"><thead><tr><th></th>`
+        + `<th>predicted</th><th>measured</th></tr></thead><tbody>${rows}${rewrite}${benefit}`
+        + "</tbody></table></div>";
+    }).join("");
+    let probe = "";
+    const rp = o && isObj(o.read_probe) ? o.read_probe : null;
+    if (rp) {
+      const side = (s) => (isObj(s) && "error" in s ? `error: ${s.error}`
+        : isObj(s) ? `${num(s.files_planned)} files, ${num(s.delete_files_planned)} delete files, `
+          + `${num(typeof s.plan_ms === "number" ? Math.round(s.plan_ms) : s.plan_ms)} ms` : "–");
+      probe = `<p class="probe" data-test="read-probe"><strong>read probe</strong> (plan a full `
+        + `scan): before ${esc(side(rp.before))}; after ${esc(side(rp.after))}</p>`;
+    }
+    const total = o ? `<p data-test="outcome-total"><strong>job benefit</strong>: predicted `
+      + `${esc(num(o.predicted_benefit))}, measured ${esc(num(o.benefit))} (${esc(pct(o.ratio))})</p>`
+      : '<p class="muted" data-test="outcome-pending">Measured when the job succeeds.</p>';
+    return `<div class="outcome" data-test="outcome">${total}${blocks}${probe}</div>`;
+  }
+
+  window.IcepackReport = { outcomeHtml, outcomeLine, bytes, pct, esc, num };
+})();
