@@ -214,6 +214,20 @@ def test_demo_until_healthy_heals_every_demo_table(spark_jars):
         assert all(state == "succeeded" for _, _, state in jobs), final
         assert re.search(r"^ *\d+ events +succeeded .* \d\d+->1 ", final, re.MULTILINE), final
         assert re.search(r"^ *\d+ orders +succeeded .* [1-9]\d*->0 *$", final, re.MULTILINE), final
+        # One measured outcome (a compaction) and one quarantine (customers' stray files).
+        outcome = re.search(
+            r"^outcome of job \d+ \((events|orders|clicks)\): benefit predicted ([\d.]+), "
+            r"measured ([\d.]+)",
+            final,
+            re.MULTILINE,
+        )
+        assert outcome is not None and float(outcome.group(3)) > 0, final
+        assert re.search(
+            r"^quarantined by job (\d+) \(customers\): 2 files, \d+ B\n"
+            r" *until .*; undo: icepack restore \1$",
+            final,
+            re.MULTILINE,
+        ), final
         assert not (data_dir / "pg" / "data" / "postmaster.pid").exists()  # Postgres stopped
         print(f"icepack demo --until-healthy took {elapsed:.0f} s")
     finally:

@@ -10,7 +10,12 @@ to health, read from Postgres.
 * ``demo.orders``: merge-on-read (format v2) with position deletes over a fifth of its rows ->
   ``DELETE_FILE_BUILDUP`` and ``SMALL_FILES``; compaction applies the deletes and the
   position-delete rewrite drops the ones left dangling.
-* ``demo.customers``: one write, healthy from the start.
+* ``demo.customers``: one write, healthy from the start, plus two stray files a writer left
+  behind three days ago (``STRAY_FILES``) under a table-level orphan-removal policy: the planner
+  proposes orphan removal, and the executor quarantines both files through the deletion ledger
+  (restorable with ``icepack restore JOB`` until the purge).
+
+The live summary shows each job's predicted and measured benefit, and what was quarantined.
 
 Every table sets ``write.target-file-size-bytes`` to 1 MiB, so "small" (under target/8) means
 something for tables of a few hundred rows. Tables that already exist are left as they are.
@@ -18,9 +23,12 @@ something for tables of a few hundred rows. Tables that already exist are left a
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from icepack_core.db.queries import load_query
 from icepack_core.discovery.catalogs import load_catalog
@@ -36,6 +44,11 @@ NAMESPACE = "demo"
 TARGET_FILE_SIZE = 1_048_576  # 1 MiB: small files (< target/8) are meaningful for tiny tables
 CLICKS_EXPIRY_HOURS = 0.01  # 36 s: demo.clicks' snapshots are expirable by the time it is planned
 Build = Callable[["SparkSession", str, str], None]  # (spark, quoted table name, TBLPROPERTIES)
+# Files no snapshot references, dated three days back: what a writer that died before its commit
+# leaves. The orphan policy below lets removal act on files older than a day.
+STRAY_FILES = ("data/00000-stray-writer-a.parquet", "data/00001-stray-writer-b.parquet")
+STRAY_AGE_SECONDS = 3 * 24 * 3600
+ORPHAN_OLDER_THAN_HOURS = 24.0
 
 
 def _appends(spark: SparkSession, table: str, batches: int, rows: int, select: str) -> None:
@@ -101,6 +114,31 @@ def _customers(spark: SparkSession, table: str, props: str) -> None:
         "element_at(array('DE', 'FR', 'NL', 'US'), cast(id % 4 + 1 AS INT)) "
         "FROM range(0, 200)"
     )
+    _plant_stray_files(spark, table)
+
+
+def _table_root(spark: SparkSession, table: str) -> str | None:
+    """The table's location as a local directory (None when it is not on the local disk)."""
+    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect():
+        if str(row["col_name"]).strip() == "Location":
+            parts = urlsplit(str(row["data_type"]).strip())
+            if parts.scheme in ("", "file"):
+                return parts.path
+    return None
+
+
+def _plant_stray_files(spark: SparkSession, table: str) -> None:
+    """Leave ``STRAY_FILES`` under the table's root, dated ``STRAY_AGE_SECONDS`` back."""
+    root = _table_root(spark, table)
+    if root is None:
+        return
+    dated = time.time() - STRAY_AGE_SECONDS
+    for relative in STRAY_FILES:
+        path = os.path.join(root, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(b"PAR1 an uncommitted write: no snapshot references this file PAR1")
+        os.utime(path, (dated, dated))
 
 
 @dataclass(frozen=True)
@@ -131,7 +169,7 @@ DEMO_TABLES: tuple[DemoTable, ...] = (  # clicks first: its snapshots are the ol
         _orders,
         MERGE_ON_READ,
     ),
-    DemoTable("customers", "one write: healthy", _customers),
+    DemoTable("customers", "one write: healthy; 2 stray files left by a writer", _customers),
 )
 DEMO_TABLE_NAMES = tuple(sorted(t.name for t in DEMO_TABLES))
 
@@ -182,7 +220,19 @@ def create_demo_lake(settings: Settings, say: Callable[[str], Any] = print) -> l
 
 
 async def attach_demo_policies(conn: asyncpg.Connection, catalog: str) -> None:
-    """The table-level policy that lets the planner expire ``demo.clicks``' snapshots now."""
+    """The table-level policies that let the planner expire ``demo.clicks``' snapshots now and
+    quarantine ``demo.customers``' stray files (older than a day: below the 72 h floor, which
+    only an explicit ``allow_unsafe_older_than`` permits; fine for a demo nobody writes to)."""
+    await conn.execute(
+        load_query("policy_upsert"),
+        PolicyType.ORPHAN_FILE_REMOVAL,
+        "table",
+        catalog,
+        NAMESPACE,
+        "customers",
+        True,
+        {"older_than_hours": ORPHAN_OLDER_THAN_HOURS, "allow_unsafe_older_than": True},
+    )
     await conn.execute(
         load_query("policy_upsert"),
         PolicyType.SNAPSHOT_EXPIRY,
@@ -204,10 +254,16 @@ _JOBS = """SELECT j.id, t.name, j.state, j.trigger, j.error,
        (SELECT a.impact -> 'before' FROM icepack.job_actions a
          WHERE a.job_id = j.id AND a.impact ? 'before' ORDER BY a.id LIMIT 1) AS before,
        (SELECT a.impact -> 'after' FROM icepack.job_actions a
-         WHERE a.job_id = j.id AND a.impact ? 'after' ORDER BY a.id DESC LIMIT 1) AS after
+         WHERE a.job_id = j.id AND a.impact ? 'after' ORDER BY a.id DESC LIMIT 1) AS after,
+       (j.outcome ->> 'predicted_benefit')::float8 AS predicted_benefit,
+       (j.outcome ->> 'benefit')::float8 AS measured_benefit
   FROM icepack.jobs j JOIN icepack.tables t ON t.id = j.table_id
  WHERE t.catalog = $1 AND t.namespace = $2 ORDER BY j.id"""
 _QUEUE = "SELECT state, jobs FROM icepack.v_queue"
+_LEDGER = """SELECT d.job_id, d.table_name, d.action, d.state, count(*) AS files,
+       coalesce(sum(d.size_bytes), 0) AS bytes, min(d.purge_after) AS purge_after
+  FROM icepack.v_deletions d WHERE d.catalog = $1 AND d.namespace = $2
+ GROUP BY d.job_id, d.table_name, d.action, d.state ORDER BY d.job_id, d.state"""
 
 
 @dataclass(frozen=True)
@@ -217,13 +273,21 @@ class DemoState:
     tables: tuple[tuple[Any, ...], ...]
     jobs: tuple[tuple[Any, ...], ...]
     queue: tuple[tuple[str, int], ...]
+    # (job id, table, predicted benefit, measured benefit) of jobs with a measured outcome
+    outcomes: tuple[tuple[Any, ...], ...] = ()
+    # (job id, table, action, state, files, bytes, purge after) from the deletion ledger
+    ledger: tuple[tuple[Any, ...], ...] = ()
 
     @property
     def healthy(self) -> bool:
-        """Every demo table assessed healthy, and no demo job queued or running."""
+        """Every demo table assessed healthy, no demo job queued or running, and the stray
+        files of ``demo.customers`` quarantined (what the demo shows of the deletion ledger)."""
         healthy = {t[0] for t in self.tables if t[1] == "healthy"}
         busy = any(j[2] in ("queued", "running") for j in self.jobs)
-        return healthy >= set(DEMO_TABLE_NAMES) and not busy
+        quarantined = sum(
+            row[4] for row in self.ledger if row[1] == "customers" and row[3] == "quarantined"
+        )
+        return healthy >= set(DEMO_TABLE_NAMES) and not busy and quarantined >= len(STRAY_FILES)
 
 
 def _pair(before: Any, after: Any, key: str) -> str:
@@ -233,10 +297,12 @@ def _pair(before: Any, after: Any, key: str) -> str:
 
 
 async def read_state(conn: asyncpg.Connection, catalog: str) -> DemoState:
-    """The demo tables' latest health, their jobs with impact, and the queue."""
+    """The demo tables' latest health, their jobs with impact and outcome, what the deletion
+    ledger holds for them, and the queue."""
     tables = await conn.fetch(_TABLES, catalog, NAMESPACE)
     jobs = await conn.fetch(_JOBS, catalog, NAMESPACE)
     queue = await conn.fetch(_QUEUE)
+    ledger = await conn.fetch(_LEDGER, catalog, NAMESPACE)
     return DemoState(
         tuple(
             (
@@ -266,6 +332,23 @@ async def read_state(conn: asyncpg.Connection, catalog: str) -> DemoState:
             for r in jobs
         ),
         tuple((r["state"], r["jobs"]) for r in queue),
+        tuple(
+            (r["id"], r["name"], r["predicted_benefit"], r["measured_benefit"])
+            for r in jobs
+            if r["measured_benefit"] is not None
+        ),
+        tuple(
+            (
+                r["job_id"],
+                r["table_name"],
+                r["action"],
+                r["state"],
+                r["files"],
+                r["bytes"],
+                r["purge_after"],
+            )
+            for r in ledger
+        ),
     )
 
 
@@ -324,5 +407,17 @@ def render_state(state: DemoState, elapsed: float) -> Any:
             if error:
                 jobs.add_row("", "[red]error[/]", error, "", "", "")
         parts.append(jobs)
+    for job_id, name, predicted, measured in state.outcomes:
+        share = f" ({measured / predicted:.0%})" if predicted else ""
+        guess = "none" if predicted is None else f"{predicted:g}"
+        parts.append(
+            f"outcome of job {job_id} ({name}): benefit predicted {guess}, "
+            f"measured {measured:g}{share}"
+        )
+    for job_id, name, _action, ledger_state, files, size, purge_after in state.ledger:
+        # Two short lines: the summary is printed 80 columns wide.
+        parts.append(f"{ledger_state} by job {job_id} ({name}): {files} files, {size} B")
+        if ledger_state == "quarantined" and purge_after is not None:
+            parts.append(f"  until {purge_after:%Y-%m-%d %H:%M}; undo: icepack restore {job_id}")
     parts.append("queue: " + ", ".join(f"{s} {n}" for s, n in state.queue))
     return Group(*parts)
