@@ -173,9 +173,20 @@ async def test_nothing_to_expire_skips_the_call(spark, engine, db, spark_catalog
     table = make_small_files_table(spark, NS, name, batches=1)
     table_id = await register(db, name)
     job, run = await run_job(db, engine, spark_catalog_settings, table_id, [expire_action()])
+    # a row an earlier attempt of the job left 'recorded' is reported, never changed
+    await db.execute(
+        "INSERT INTO icepack.deletions (job_id, table_id, action, path, kind, reason) "
+        "VALUES ($1, $2, 'expire_snapshots', 'file:/earlier', 'data', 'earlier attempt')",
+        job.id,
+        table_id,
+    )
     (result,) = await run
     assert result["expiring_snapshot_ids"] == [] and "not called" in result["expired"]
-    assert await ledger(db, job.id) == [] and snapshot_count(spark, table) == 1
+    assert result["earlier_attempt_recorded_files"] == 1
+    assert [(r["path"], r["state"]) for r in await ledger(db, job.id)] == [
+        ("file:/earlier", "recorded")
+    ]
+    assert snapshot_count(spark, table) == 1
 
 
 async def test_a_still_referenced_file_stops_the_job_before_the_call(

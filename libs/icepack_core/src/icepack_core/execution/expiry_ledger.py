@@ -104,9 +104,12 @@ class ExpiryLedger:
                 ``recorded``).
             PermanentError: see ``plan``.
         """
+        await self._note_earlier_attempts(outcome)
+        started = time.monotonic()
         plan = await self.plan(intent)
         expiring = sorted(plan.expiring)
         outcome.output["expiring_snapshot_ids"] = expiring
+        outcome.output["plan_ms"] = int((time.monotonic() - started) * 1000)
         if not expiring:
             outcome.output["expired"] = (
                 "no snapshot is expired by the retention rules: procedure not called"
@@ -117,7 +120,9 @@ class ExpiryLedger:
         recorded = await self.pool.fetch(
             load_query("deletion_expiry_recorded"), self.job_id, [f.path for f in plan.files]
         )
+        started = time.monotonic()
         live, snapshots_before = await live_view(engine, ref, plan.expiring)
+        outcome.output["check_ms"] = int((time.monotonic() - started) * 1000)
         conflicts = [
             {"path": r["path"], "kind": r["kind"], "live_in": live[r["path"]]}
             for r in recorded
@@ -148,6 +153,16 @@ class ExpiryLedger:
         outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
         after = await snapshot_ids(engine, ref)
         await self._reconcile(ref, plan, outcome.output, snapshots_before - after)
+
+    async def _note_earlier_attempts(self, outcome: ActionOutcome) -> None:
+        """Rows an earlier attempt of this job left ``recorded`` (it stopped between recording
+        and reconciling; whether their files went is unknown): counted in the output and the
+        log for an operator, never changed here."""
+        rows = await self.pool.fetch(load_query("deletion_counts_by_kind"), self.job_id, ACTION)
+        left = sum(int(r["files"]) for r in rows if r["state"] == "recorded")
+        if left:
+            outcome.output["earlier_attempt_recorded_files"] = left
+            log.warning("expiry.earlier_attempt_rows", job_id=self.job_id, files=left)
 
     async def _record(self, plan: ExpiryPlan) -> None:
         files = plan.files
