@@ -18,7 +18,7 @@ from icepack_core.execution.expiry_files import LedgerFile
 from icepack_core.execution.job_execution import JobExecution
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.queue.jobs import Backoff, JobQueue
-from icepack_core.spark.engine import LocalEngine
+from icepack_core.spark.engine import LocalEngine, ThriftEngine
 from tests.execution.spark_tables import (
     CATALOG,
     fingerprint,
@@ -259,3 +259,27 @@ async def test_a_count_mismatch_after_the_call_holds_the_table(
     assert rows and all(r["state"] == "recorded" for r in rows)
     assert forgotten and not local_path(forgotten[0]).exists()
     assert fingerprint(spark, table) == before
+
+
+async def test_the_ledger_check_runs_through_a_thrift_engine(
+    spark, thrift_server, db, spark_catalog_settings
+):
+    """The live view (``files VERSION AS OF``, ``all_manifests``, ``snapshots``) and the
+    reconciliation read rows as the Thrift engine returns them."""
+    name = unique_name("thrift")
+    table, tagged = build_table(spark, name)
+    before = fingerprint(spark, table)
+    table_id = await register(db, name)
+    engine = ThriftEngine(thrift_server.host, thrift_server.port)
+    try:
+        job, run = await run_job(db, engine, spark_catalog_settings, table_id, [expire_action()])
+        (result,) = await run
+    finally:
+        await engine.close()
+    spark.sql(f"REFRESH TABLE {table}")
+    rows = await ledger(db, job.id)
+    assert rows and all(r["state"] == "deleted" for r in rows)
+    assert int(result["deleted_data_files_count"]) == sum(r["kind"] == "data" for r in rows)
+    assert [r["path"] for r in rows if local_path(r["path"]).exists()] == []
+    assert tagged not in result["expiring_snapshot_ids"]
+    assert fingerprint(spark, table) == before and missing_referenced_files(spark, table) == []
