@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from icepack_core.errors import InvalidIdentifier
 from icepack_core.spark.sql import (
     ALLOWED_SPARK_CONFS,
+    BigintArray,
+    bigint_array_literal,
     procedure_call,
     qualified_name,
     quote_identifier,
@@ -305,3 +307,23 @@ def test_table_argument_is_what_iceberg_parses_back(spark, namespace, table):
     literal = call.split("table => ", 1)[1][:-1]
     text = spark.sql("SELECT " + literal).first()[0]
     assert parse_identifier(spark, text) == ["icepack", *namespace, table]
+
+
+@pytest.mark.spark
+@spark_settings
+@given(values=st.lists(st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1), min_size=1))
+def test_bigint_arrays_evaluate_to_the_same_bigints(spark, values):
+    """``snapshot_ids => array(...)``: Spark reads back the same ids, typed array<bigint>."""
+    literal = bigint_array_literal(BigintArray(tuple(values)))
+    row = spark.sql(f"SELECT {literal} AS a, typeof({literal}) AS t").first()
+    assert list(row["a"]) == values and row["t"] == "array<bigint>"
+    call = procedure_call("icepack", "expire_snapshots", {"snapshot_ids": BigintArray((7,))})
+    assert call.endswith("(snapshot_ids => array(7L))")
+
+
+@pytest.mark.parametrize("bad", [(), (True,), (1.5,), ("1",), (2**63,), (-(2**63) - 1,)], ids=repr)
+def test_bad_bigint_arrays_are_refused_naming_the_value(bad):
+    with pytest.raises(ValueError) as exc:
+        bigint_array_literal(BigintArray(bad))
+    if bad:
+        assert repr(bad[0]) in str(exc.value) or str(bad[0]) in str(exc.value)

@@ -261,6 +261,18 @@ class OrphanLimitExceeded(IcepackError):
         self.evidence = evidence
 
 
+class DeletionLedgerViolation(IcepackError):
+    """The deletion ledger disagrees with the table: a recorded file is still live (stopped
+    before deleting), or the procedure deleted a different number of files than recorded.
+    ``evidence`` names the paths or both counts; the table is held."""
+
+    code = "DELETION_LEDGER_VIOLATION"
+
+    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.evidence = evidence
+
+
 class VerificationFailed(IcepackError):
     """A rewrite changed the table's live contents; ``evidence`` says how and what was done."""
 

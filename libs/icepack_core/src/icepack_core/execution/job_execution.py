@@ -6,14 +6,16 @@ Before any Spark call the job's raw actions are validated into typed intents
 orphan removal fail the job permanently with the reason. Then, for each action: inspect the
 table (incrementally, through the manifest cache), run the action through ``TableMaintenance``,
 inspect again, and hand an ``ActionRecord`` (procedure, SQL sent, output, before/after impact,
-duration) to the caller, who stores it under the job's fence. A job's measured outcome (per
-action the shape before/after and the benefit against the prediction, plus a read probe before
-the first action and after the last; ``execution.outcome``) is stored, fenced, once all its
-actions succeeded. A rewrite that fails verification, or an orphan dry run over its limits,
-puts the table on hold (no automatic maintenance until an operator releases it) and fails the
-job permanently. Before a rewrite's
-CALL the start snapshot is stored in ``pending_verifications``; see ``JobExecution`` for how
-that row is settled on every exit path."""
+duration) to the caller, who stores it under the job's fence. With a job, ``expire_snapshots``
+records every file it will delete in the deletion ledger first (``expiry_ledger``). A job's
+measured outcome (per action the shape before/after and the benefit against the prediction,
+plus a read probe before the first action and after the last; ``execution.outcome``) is stored,
+fenced, once all its actions succeeded. A rewrite that fails verification, an orphan dry run
+over its limits, or an expiry whose ledger disagrees with the table (a recorded file still live,
+or other counts deleted) puts the table on hold (no automatic maintenance until an operator
+releases it) and fails the job permanently. Before a rewrite's CALL the start snapshot is stored
+in ``pending_verifications``; see ``JobExecution`` for how that row is settled on every exit
+path."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import structlog
 from icepack_core.db.queries import load_query
 from icepack_core.errors import (
     ActionRefused,
+    DeletionLedgerViolation,
     InspectionFailed,
     InvalidIdentifier,
     OrphanLimitExceeded,
@@ -36,6 +39,7 @@ from icepack_core.errors import (
     RetryableError,
     StaleFence,
 )
+from icepack_core.execution.expiry_ledger import ExpiryLedger
 from icepack_core.execution.maintenance import (
     AfterCall,
     OrphanLimits,
@@ -252,6 +256,13 @@ class JobExecution:
             before_call=begin if job is not None else None,
             orphan_location=admission.location if admission else None,
             orphan_limits=limits,
+            expiry=(
+                ExpiryLedger(
+                    self.pool, job.id, job.fence, table_id, lambda: self.inspector.load(ref)
+                )
+                if job is not None
+                else None
+            ),
         )
 
     async def run(
@@ -297,7 +308,7 @@ class JobExecution:
             started = datetime.now(UTC)
             try:
                 outcome = await maintenance.run(intent)
-            except OrphanLimitExceeded as exc:
+            except (OrphanLimitExceeded, DeletionLedgerViolation) as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, str(exc), exc.evidence)
                 await record(

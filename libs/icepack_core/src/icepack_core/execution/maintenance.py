@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -61,12 +61,14 @@ __all__ = [
     "ActionOutcome",
     "AfterCall",
     "BeforeCall",
+    "Expiry",
     "Fingerprint",
     "OrphanLimitExceeded",
     "OrphanLimits",
     "TableMaintenance",
     "VerificationFailed",
     "procedure_args",
+    "summarise",
 ]
 
 log = structlog.get_logger("icepack.maintenance")
@@ -112,6 +114,19 @@ class ActionOutcome:
 AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the procedure commits
 # Called with the start snapshot before a rewrite's CALL: the durable "to verify" record.
 BeforeCall = Callable[[str, int | None], Awaitable[None]]
+
+
+class Expiry(Protocol):
+    """Runs ``expire_snapshots`` in place of the bare CALL (``expiry_ledger.ExpiryLedger``:
+    record the files first, check them, call, reconcile). Fills ``outcome``."""
+
+    async def expire(
+        self,
+        engine: SparkEngine,
+        ref: TableRef,
+        intent: ExpireSnapshots,
+        outcome: ActionOutcome,
+    ) -> None: ...
 
 
 def procedure_args(
@@ -161,6 +176,7 @@ class TableMaintenance:
         guard: Guard | None = None,
         orphan_location: str | None = None,
         orphan_limits: OrphanLimits | None = None,
+        expiry: Expiry | None = None,
     ) -> None:
         self.engine = engine
         self.ref = ref
@@ -178,6 +194,8 @@ class TableMaintenance:
         # Set by the safety choke point (safety.admission.admit) for orphan removal only.
         self.orphan_location = orphan_location
         self.orphan_limits = orphan_limits or OrphanLimits()
+        # With a job, expiry records its files in the deletion ledger first (JobExecution).
+        self.expiry = expiry
 
     def metadata_table(self, name: str) -> str:
         return qualified_name(self.ref.catalog, (*self.levels, self.ref.name), name)
@@ -244,6 +262,9 @@ class TableMaintenance:
         """The procedure call of one admitted intent (confs already set)."""
         start = await self.current_snapshot_id() if intent.kind in REWRITES else None
         outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
+        if isinstance(intent, ExpireSnapshots) and self.expiry is not None:
+            await self.expiry.expire(self.engine, self.ref, intent, outcome)
+            return outcome
         if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
             # Always list first: the list is recorded, and too long a list stops the job.
             dry = procedure_call(self.ref.catalog, name, {**args, "dry_run": True})
@@ -269,7 +290,7 @@ class TableMaintenance:
             await self.before_call(name, start)
         started = time.monotonic()
         rows = await self.engine.sql(call)
-        outcome.output.update(_summarise(name, rows))
+        outcome.output.update(summarise(name, rows))
         outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
         if self.after_call is not None:
             await self.after_call(name)
@@ -399,7 +420,7 @@ class TableMaintenance:
         return {"verified_snapshots": evidence["snapshots"], "verification": evidence}
 
 
-def _summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Procedure output columns as JSON-safe values (orphan listings are counted, not kept)."""
     if name == "remove_orphan_files":
         return {

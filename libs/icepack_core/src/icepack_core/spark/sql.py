@@ -18,6 +18,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from icepack_core.errors import InvalidIdentifier
@@ -70,7 +71,17 @@ _FORBIDDEN_FORMAT_CHARS = frozenset(
 
 
 ScalarValue = bool | int | float | str | datetime
-ProcedureValue = ScalarValue | TableRef | Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class BigintArray:
+    """A procedure argument of type ``array<bigint>`` (``snapshot_ids``), never empty: an empty
+    ``array()`` has no element type, and an empty id list means "do not call" to Icepack."""
+
+    values: tuple[int, ...]
+
+
+ProcedureValue = ScalarValue | TableRef | Mapping[str, str] | BigintArray
 
 
 def _reject_unsafe_chars(value: str, what: str) -> None:
@@ -188,6 +199,26 @@ def _map_literal(options: Mapping[str, str]) -> str:
     return f"map({', '.join(pairs)})"
 
 
+def bigint_array_literal(values: BigintArray) -> str:
+    """``array(1L, -2L, ...)``: each element a BIGINT literal (the ``L`` suffix), so the array is
+    ``array<bigint>`` whatever the magnitudes.
+
+    Raises:
+        ValueError: no elements, an element that is not an ``int`` (``bool`` included) or is
+            outside the 64-bit range.
+    """
+    if not values.values:
+        raise ValueError("an array<bigint> argument needs at least one element")
+    items = []
+    for value in values.values:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"array<bigint> element {value!r} is not an int")
+        if abs(value) > _INT64_MAX:
+            raise ValueError(f"array<bigint> element {value} is outside the 64-bit range")
+        items.append(f"{value}L")
+    return f"array({', '.join(items)})"
+
+
 def procedure_call(catalog: str, procedure: str, args: Mapping[str, ProcedureValue]) -> str:
     """``CALL `catalog`.`system`.`procedure`(name => literal, ...)``.
 
@@ -199,7 +230,8 @@ def procedure_call(catalog: str, procedure: str, args: Mapping[str, ProcedureVal
             catalog-qualified name (the catalog is included so a namespace that happens to
             share a catalog's name is never misread); a mapping
             becomes ``map('k', 'v', ...)`` (an empty mapping is omitted, which is the
-            procedures' default); everything else goes through ``sql_literal``.
+            procedures' default); a ``BigintArray`` becomes ``array(1L, ...)``; everything
+            else goes through ``sql_literal``.
 
     Returns:
         One ``CALL`` statement, no trailing semicolon.
@@ -226,6 +258,8 @@ def procedure_call(catalog: str, procedure: str, args: Mapping[str, ProcedureVal
             if not value:
                 continue
             literal = _map_literal(value)
+        elif isinstance(value, BigintArray):
+            literal = bigint_array_literal(value)
         else:
             literal = sql_literal(value)
         rendered.append(f"{name} => {literal}")

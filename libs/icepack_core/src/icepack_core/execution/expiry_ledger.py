@@ -1,0 +1,280 @@
+"""Snapshot expiry that records every file in the deletion ledger before anything is deleted.
+
+``ExpiryLedger.expire`` replaces the bare ``CALL expire_snapshots(older_than, retain_last)``
+for a job (the executor and ``icepack maintain`` always run one):
+
+1. **Plan** from the table's metadata (PyIceberg): the snapshots the retention rules expire (E,
+   ``expiry_retention``) and the files reachable only from them (``expiry_files``). E empty:
+   no CALL, and the output says so.
+2. **Record** every file in ``icepack.deletions`` (state ``recorded``) under the job's fence.
+3. **Check** the recorded rows (read back from Postgres) against an independent view of what is
+   live, asked of Spark: the manifest lists of every snapshot outside E (``snapshots``), their
+   manifests (``all_manifests``), and the data and delete files of each of them (``files VERSION
+   AS OF``). A recorded file still live stops the job before the CALL
+   (``DeletionLedgerViolation``; the caller holds the table).
+4. **Call** ``expire_snapshots(snapshot_ids => E, older_than => epoch, retain_last)``: with the
+   epoch, Iceberg's age rule keeps every unreferenced snapshot and branch ancestor, so it removes
+   exactly E (``expiring_ids`` refused the one case it would not: a branch's own max age).
+5. **Compare** the procedure's counts per kind with the ledger's and the snapshots removed with
+   E. Equal: the rows become ``deleted``. Different: ``DeletionLedgerViolation`` with both.
+
+Statistics files have no Spark metadata table; they are checked against the metadata's records
+for the retained snapshots only (in the plan).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import structlog
+
+from icepack_core.db.queries import load_query
+from icepack_core.errors import DeletionLedgerViolation, PermanentError, StaleFence
+from icepack_core.execution.expiry_files import COUNT_COLUMNS, ExpiryPlan, plan_expiry
+from icepack_core.execution.expiry_retention import ANCIENT_MS
+from icepack_core.execution.maintenance import ActionOutcome, summarise
+from icepack_core.inspection.inspector import LoadedTable
+from icepack_core.intents import ExpireSnapshots
+from icepack_core.spark.engine import SparkEngine
+from icepack_core.spark.sql import BigintArray, procedure_call, qualified_name, sql_literal
+from icepack_core.types import TableRef
+
+log = structlog.get_logger("icepack.expiry")
+ACTION = "expire_snapshots"
+# Snapshots whose files one Spark statement reads (a UNION ALL of ``files VERSION AS OF``).
+SNAPSHOTS_PER_QUERY = 25
+EVIDENCE_PATHS = 200
+
+
+class ExpiryLedger:
+    """Record, check, call and reconcile one job's ``expire_snapshots`` (see the module)."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        job_id: int,
+        fence: int,
+        table_id: int,
+        load: Callable[[], Awaitable[LoadedTable]],
+    ) -> None:
+        self.pool = pool
+        self.job_id = job_id
+        self.fence = fence
+        self.table_id = table_id
+        self.load = load
+
+    async def plan(self, intent: ExpireSnapshots) -> ExpiryPlan:
+        """E and its files, from the table's current metadata.
+
+        Raises:
+            PermanentError: the metadata cannot be read by PyIceberg's model, or the retention
+                rules cannot be applied exactly.
+        """
+        loaded = await self.load()
+        if loaded.table is None:
+            raise PermanentError(
+                f"expire_snapshots refused: metadata {loaded.metadata_location} is not readable "
+                "by PyIceberg's model, so the files to delete cannot be recorded first"
+            )
+        metadata = loaded.table.metadata
+        older_than_ms = int(intent.params.older_than.timestamp() * 1000)
+        return await asyncio.to_thread(
+            plan_expiry,
+            metadata,
+            loaded.io,
+            older_than_ms=older_than_ms,
+            retain_last=intent.params.retain_last,
+            now_ms=int(time.time() * 1000),
+        )
+
+    async def expire(
+        self, engine: SparkEngine, ref: TableRef, intent: ExpireSnapshots, outcome: ActionOutcome
+    ) -> None:
+        """Steps 1-5 of the module; fills ``outcome`` (SQL sent, output).
+
+        Raises:
+            DeletionLedgerViolation: a recorded file is still live (nothing deleted), or the
+                procedure's counts or removed snapshots differ from the ledger.
+            StaleFence: the job lost its fence (nothing recorded, or the rows left
+                ``recorded``).
+            PermanentError: see ``plan``.
+        """
+        await self._note_earlier_attempts(outcome)
+        started = time.monotonic()
+        plan = await self.plan(intent)
+        expiring = sorted(plan.expiring)
+        outcome.output["expiring_snapshot_ids"] = expiring
+        outcome.output["plan_ms"] = int((time.monotonic() - started) * 1000)
+        if not expiring:
+            outcome.output["expired"] = (
+                "no snapshot is expired by the retention rules: procedure not called"
+            )
+            outcome.output["ledger"] = {"files": 0}
+            return
+        await self._record(plan)
+        recorded = await self.pool.fetch(
+            load_query("deletion_expiry_recorded"), self.job_id, [f.path for f in plan.files]
+        )
+        started = time.monotonic()
+        live, snapshots_before = await live_view(engine, ref, plan.expiring)
+        outcome.output["check_ms"] = int((time.monotonic() - started) * 1000)
+        conflicts = [
+            {"path": r["path"], "kind": r["kind"], "live_in": live[r["path"]]}
+            for r in recorded
+            if r["path"] in live
+        ]
+        if conflicts:
+            raise DeletionLedgerViolation(
+                f"expire_snapshots on {ref} stopped before deleting: {len(conflicts)} recorded "
+                f"file(s) are still referenced by a live snapshot, e.g. {conflicts[0]['path']}",
+                {
+                    "status": "still_referenced",
+                    "conflicts": conflicts[:EVIDENCE_PATHS],
+                    "conflict_count": len(conflicts),
+                    "expiring_snapshot_ids": expiring,
+                },
+            )
+        args: dict[str, Any] = {
+            "table": ref,
+            "older_than": datetime.fromtimestamp(ANCIENT_MS / 1000, UTC),
+            "retain_last": intent.params.retain_last,
+            "snapshot_ids": BigintArray(tuple(expiring)),
+        }
+        call = procedure_call(ref.catalog, ACTION, args)
+        outcome.sql.append(call)
+        started = time.monotonic()
+        rows = await engine.sql(call)
+        outcome.output.update(summarise(ACTION, rows))
+        outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+        after = await snapshot_ids(engine, ref)
+        await self._reconcile(ref, plan, outcome.output, snapshots_before - after)
+
+    async def _note_earlier_attempts(self, outcome: ActionOutcome) -> None:
+        """Rows an earlier attempt of this job left ``recorded`` (it stopped between recording
+        and reconciling; whether their files went is unknown): counted in the output and the
+        log for an operator, never changed here."""
+        rows = await self.pool.fetch(load_query("deletion_counts_by_kind"), self.job_id, ACTION)
+        left = sum(int(r["files"]) for r in rows if r["state"] == "recorded")
+        if left:
+            outcome.output["earlier_attempt_recorded_files"] = left
+            log.warning("expiry.earlier_attempt_rows", job_id=self.job_id, files=left)
+
+    async def _record(self, plan: ExpiryPlan) -> None:
+        files = plan.files
+        inserted = await self.pool.fetch(
+            load_query("deletion_expiry_record"),
+            self.job_id,
+            self.fence,
+            self.table_id,
+            [f.path for f in files],
+            [f.size_bytes for f in files],
+            [f.kind for f in files],
+            plan.reason(),
+        )
+        if len(inserted) == len(files):
+            return
+        if await self.pool.fetchval(load_query("job_running_fence"), self.job_id) != self.fence:
+            raise StaleFence(self.job_id, self.fence, "record the expiry's deletion ledger")
+        raise DeletionLedgerViolation(
+            f"expire_snapshots: {len(files) - len(inserted)} file(s) to delete are already in "
+            f"job {self.job_id}'s ledger as no longer 'recorded'",
+            {"status": "ledger_conflict", "expiring_snapshot_ids": sorted(plan.expiring)},
+        )
+
+    async def _reconcile(
+        self,
+        ref: TableRef,
+        plan: ExpiryPlan,
+        output: Mapping[str, Any],
+        removed: set[int],
+    ) -> None:
+        ledger = plan.counts()
+        procedure = {col: int(output.get(col) or 0) for col in ledger}
+        result: dict[str, Any] = {
+            "files": len(plan.files),
+            "bytes": sum(f.size_bytes or 0 for f in plan.files),
+            "ledger_counts": ledger,
+            "procedure_counts": procedure,
+        }
+        if procedure != ledger or removed != plan.expiring:
+            raise DeletionLedgerViolation(
+                f"expire_snapshots on {ref}: the procedure deleted {procedure} but the ledger "
+                f"recorded {ledger} (snapshots removed {sorted(removed)}, expected "
+                f"{sorted(plan.expiring)}); Icepack's view of the deleted files is wrong",
+                {
+                    "status": "count_mismatch",
+                    **result,
+                    "snapshots_removed": sorted(removed),
+                    "expiring_snapshot_ids": sorted(plan.expiring),
+                },
+            )
+        marked = await self.pool.fetch(
+            load_query("deletion_expiry_mark_deleted"),
+            self.job_id,
+            self.fence,
+            [f.path for f in plan.files],
+        )
+        if len(marked) != len(plan.files):
+            log.error(
+                "expiry.ledger_not_marked",
+                job_id=self.job_id,
+                marked=len(marked),
+                files=len(plan.files),
+            )
+            raise StaleFence(self.job_id, self.fence, "mark the expiry's ledger rows deleted")
+        if isinstance(output, dict):
+            output["ledger"] = result
+
+
+def _metadata_table(ref: TableRef, name: str) -> str:
+    return qualified_name(ref.catalog, (*ref.levels, ref.name), name)
+
+
+async def snapshot_ids(engine: SparkEngine, ref: TableRef) -> set[int]:
+    """The table's snapshot ids as Spark sees them now."""
+    rows = await engine.sql(f"SELECT snapshot_id FROM {_metadata_table(ref, 'snapshots')}")
+    return {int(r["snapshot_id"]) for r in rows}
+
+
+async def live_view(
+    engine: SparkEngine, ref: TableRef, expiring: frozenset[int]
+) -> tuple[dict[str, str], set[int]]:
+    """Every file a snapshot outside ``expiring`` references, asked of Spark: path -> where.
+    Also returns the snapshot ids Spark saw (to compare with those left after the CALL)."""
+    await engine.sql(f"REFRESH TABLE {qualified_name(ref.catalog, ref.levels, ref.name)}")
+    snaps = await engine.sql(
+        f"SELECT snapshot_id, manifest_list FROM {_metadata_table(ref, 'snapshots')}"
+    )
+    seen = {int(r["snapshot_id"]) for r in snaps}
+    kept = sorted(seen - expiring)
+    live: dict[str, str] = {}
+    for r in snaps:
+        if int(r["snapshot_id"]) in kept and r["manifest_list"]:
+            live[str(r["manifest_list"])] = f"manifest list of snapshot {r['snapshot_id']}"
+    manifests = await engine.sql(
+        f"SELECT path, reference_snapshot_id FROM {_metadata_table(ref, 'all_manifests')}"
+    )
+    for r in manifests:
+        if int(r["reference_snapshot_id"]) not in expiring:
+            live.setdefault(str(r["path"]), f"manifest of snapshot {r['reference_snapshot_id']}")
+    for batch in _batches(kept, SNAPSHOTS_PER_QUERY):
+        union = " UNION ALL ".join(
+            f"SELECT {sql_literal(sid)} AS snapshot_id, file_path "
+            f"FROM {_metadata_table(ref, 'files')} VERSION AS OF {sql_literal(sid)}"
+            for sid in batch
+        )
+        for r in await engine.sql(union):
+            live.setdefault(str(r["file_path"]), f"file of snapshot {r['snapshot_id']}")
+    return live, seen
+
+
+def _batches(items: Sequence[int], size: int) -> list[Sequence[int]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+__all__ = ["COUNT_COLUMNS", "ExpiryLedger", "live_view", "snapshot_ids"]
