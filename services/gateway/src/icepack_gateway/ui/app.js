@@ -91,6 +91,9 @@ document.addEventListener("alpine:init", () => {
     jobsOfTable: [],
     jobs: { items: [], next: null, state: "" },
     job: null,
+    deletions: null,
+    budgets: [],
+    restore: { state: "idle", job: null, created: false, message: "" },
     events: { items: [], topic: "", follow: false },
     jobTable: null,
     jobPoll: { active: false, error: "" },
@@ -121,6 +124,7 @@ document.addEventListener("alpine:init", () => {
         else if (page === "jobs") { this.view = "jobs"; await this.loadJobs(); }
         else if (page === "job" && rest.length === 1) { this.view = "job"; await this.loadJob(rest[0]); }
         else if (page === "events") { this.view = "events"; await this.loadEvents(); }
+        else if (page === "budgets") { this.view = "budgets"; await this.loadBudgets(); }
         else { this.view = "fleet"; this.error = `no page ${location.hash}`; }
       } catch (e) {
         this.fail(e);
@@ -254,7 +258,12 @@ document.addEventListener("alpine:init", () => {
     async loadJob(id) {
       this.job = null;
       this.jobTable = null;
-      await this.guarded(async () => { this.job = await api(`/jobs/${encodeURIComponent(id)}`); });
+      this.deletions = null;
+      this.restore = { state: "idle", job: null, created: false, message: "" };
+      await this.guarded(async () => {
+        const base = `/jobs/${encodeURIComponent(id)}`;
+        [this.job, this.deletions] = await Promise.all([api(base), api(`${base}/deletions`)]);
+      });
       this.pollJob(id);
       await this.loadJobTable();
     },
@@ -289,6 +298,28 @@ document.addEventListener("alpine:init", () => {
       }, JOB_POLL_MS);
     },
 
+    // POST /jobs/{id}/restore: an executor moves the job's quarantined files back.
+    async restoreJob() {
+      if (!this.job || this.restore.state === "busy") return;
+      if (!storedToken()) {
+        this.auth.editing = true;
+        this.restore = { state: "refused", job: null, created: false,
+                         message: "Restoring needs an operator token: enter it above, then "
+                                  + "click Restore again." };
+        return;
+      }
+      this.restore = { state: "busy", job: null, created: false, message: "" };
+      try {
+        const body = await api(`/jobs/${encodeURIComponent(this.job.id)}/restore`,
+                               { method: "POST" });
+        this.restore = { state: "done", job: body.job, created: body.created, message: "" };
+      } catch (e) {
+        if (e.status === 401 || e.status === 403) this.auth.editing = true;
+        this.restore = { state: "refused", job: null, created: false,
+                         message: e.reason || e.message || String(e) };
+      }
+    },
+
     async loadJobTable() {
       const t = this.job && this.job.table;
       if (!t) return;
@@ -297,6 +328,10 @@ document.addEventListener("alpine:init", () => {
         this.jobTable = (await api("/tables/" + [t.catalog, t.namespace, t.name]
           .map(encodeURIComponent).join("/"))).table;
       } catch (_) { this.jobTable = null; }
+    },
+
+    async loadBudgets() {
+      await this.guarded(async () => { this.budgets = (await api("/budgets")).items; });
     },
 
     async loadEvents() {

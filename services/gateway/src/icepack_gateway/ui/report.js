@@ -97,5 +97,44 @@
     return `<div class="outcome" data-test="outcome">${total}${blocks}${probe}</div>`;
   }
 
-  window.IcepackReport = { outcomeHtml, outcomeLine, bytes, pct, esc, num };
+  function when(ts) {
+    return ts ? new Date(ts).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })
+              : "–";
+  }
+
+  // The job page: what the job deleted or quarantined (GET /jobs/{id}/deletions).
+  function deletionsHtml(report) {
+    if (!isObj(report) || !Array.isArray(report.items)) return "";
+    if (!report.items.length) {
+      return '<p class="empty" data-test="deletions-none">This job deleted no files.</p>';
+    }
+    const states = isObj(report.by_state) ? report.by_state : {};
+    const totals = Object.entries(states).map(([state, t]) =>
+      `<span class="chip" data-test="deletions-state">${esc(state)}: ${esc(num(t.files))} files, `
+      + `${esc(bytes(t.bytes))}</span>`).join(" ");
+    const rows = report.items.map((d) => {
+      const where = d.state === "quarantined" && d.quarantine_path
+        ? `<div class="muted">in ${esc(d.quarantine_path)}; purged after ${esc(when(d.purge_after))}</div>`
+        : "";
+      return `<tr data-test="deletion-row"><td class="path">${esc(d.path)}${where}</td>`
+        + `<td>${esc(d.kind)}</td><td class="num">${esc(bytes(d.size_bytes))}</td>`
+        + `<td><span class="badge ${esc(d.state)}">${esc(d.state)}</span></td></tr>`;
+    }).join("");
+    return `<p data-test="deletions-totals"><strong>${esc(num(report.totals?.files))} files, `
+      + `${esc(bytes(report.totals?.bytes))}</strong> ${totals}</p><div class="scroll">`
+      + `<table class="impact deletions" data-test="deletions"><thead><tr><th>path</th>`
+      + `<th>kind</th><th>size</th><th>state</th></tr></thead><tbody>${rows}</tbody></table></div>`;
+  }
+
+  // The budgets page: each budget's limits beside what is used now (GET /budgets).
+  function meter(used, limit) {
+    if (typeof limit !== "number" || limit <= 0 || typeof used !== "number") return "";
+    const share = Math.min(1, used / limit);
+    return `<span class="meter${share >= 1 ? " full" : ""}" title="${esc(pct(used / limit))}">`
+      + `<span style="width:${(share * 100).toFixed(1)}%"></span></span>`;
+  }
+
+  window.IcepackReport = {
+    outcomeHtml, outcomeLine, deletionsHtml, meter, bytes, pct, esc, num, when,
+  };
 })();
