@@ -49,3 +49,30 @@ async def test_budgets_round_trip_with_use_and_oversized_jobs(
     again = await client.delete("/budgets/c", params={"namespace": "ns"}, headers=auth)
     assert again.status_code == 404 and "BUDGET_NOT_FOUND" in again.text
     assert len((await client.get("/budgets")).json()["items"]) == 1
+
+
+async def test_metrics_expose_budget_use_per_scope(
+    client: httpx.AsyncClient, auth: dict[str, str], db: asyncpg.Pool
+) -> None:
+    table_id = await db.fetchval(
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'ns', 't') RETURNING id"
+    )
+    queue = JobQueue(db)
+    await queue.enqueue(table_id, [], rewrite_bytes=300)
+    await queue.enqueue(table_id, [], rewrite_bytes=300)
+    await queue.enqueue(table_id, [], rewrite_bytes=9000)
+    await client.put("/budgets/c", json={"rewrite_bytes_per_hour": 1000}, headers=auth)
+    await client.put("/budgets/c", json={"namespace": "ns", "max_running": 3}, headers=auth)
+    assert await queue.claim("e", 60) is not None
+    text = (await client.get("/metrics")).text
+    for line in [
+        'icepack_budget_running_jobs{catalog="c",namespace=""} 1.0',
+        'icepack_budget_running_jobs{catalog="c",namespace="ns"} 1.0',
+        'icepack_budget_charged_bytes{catalog="c",namespace=""} 300.0',
+        'icepack_budget_rewrite_bytes_per_hour{catalog="c",namespace=""} 1000.0',
+        'icepack_budget_max_running_jobs{catalog="c",namespace="ns"} 3.0',
+        'icepack_budget_oversized_jobs{catalog="c",namespace=""} 1.0',
+        "icepack_queue_claimable_jobs 1.0",  # 300 more fit in 1000; 9000 never does
+    ]:
+        assert line in text, line
+    assert 'icepack_budget_max_running_jobs{catalog="c",namespace=""}' not in text
