@@ -2,7 +2,8 @@
 
 Each figure is printed beside its baseline, measured in the same run on the same server:
 * throughput: Icepack's SKIP LOCKED claim vs. a plain ``FOR UPDATE`` claim (claimers queue
-  behind each other's row locks);
+  behind each other's row locks); then Icepack's claim with every job under one maintenance
+  budget that never binds (claims of one budget scope are serialised by its advisory lock);
 * latency (event insert committed -> handler called): LISTEN/NOTIFY wake-ups vs. polling only
   (1 s poll interval, the fallback when notifications are lost).
 
@@ -23,6 +24,7 @@ import asyncpg
 from icepack_core.db import pool as icedb
 from icepack_core.db.migrate import migrate
 from icepack_core.local.postgres import LocalPostgres
+from icepack_core.queue.budgets import set_budget
 from icepack_core.queue.events import EventConsumer, Listener, publish, run_consumer
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import load_settings
@@ -59,6 +61,31 @@ async def icepack_throughput(pool: asyncpg.Pool, n: int) -> float:
     start = time.perf_counter()
     await asyncio.gather(*(claimer(i) for i in range(CLAIMERS)))
     return n / (time.perf_counter() - start)
+
+
+async def budgeted_throughput(pool: asyncpg.Pool, n: int) -> float:
+    """Claim+complete with every job under a catalog budget that never binds (max_running =
+    claimers, bytes far above use): the price of the per-scope lock and re-check alone."""
+    await pool.execute("TRUNCATE icepack.tables, icepack.budgets CASCADE")  # jobs too
+    await fill(pool, n)
+    table_id = await pool.fetchval(
+        "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('b', 'n', 't') RETURNING id"
+    )
+    await pool.execute("UPDATE icepack.jobs SET table_id = $1, rewrite_bytes = 1000", table_id)
+    await set_budget(pool, "b", None, rewrite_bytes_per_hour=2**62, max_running=CLAIMERS)
+    start = time.perf_counter()
+    queue = JobQueue(pool)
+
+    async def claimer(i: int) -> None:
+        while (job := await queue.claim(f"bench{i}", 60)) is not None:
+            await queue.complete(job)
+
+    await asyncio.gather(*(claimer(i) for i in range(CLAIMERS)))
+    elapsed = time.perf_counter() - start
+    done = await pool.fetchval("SELECT count(*) FROM icepack.jobs WHERE state = 'succeeded'")
+    assert done == n, f"{done} of {n} jobs ran"
+    await pool.execute("TRUNCATE icepack.tables, icepack.budgets CASCADE")
+    return n / elapsed
 
 
 async def naive_throughput(pool: asyncpg.Pool, n: int) -> float:
@@ -129,9 +156,11 @@ async def main(jobs: int, events: int, poll_events: int) -> None:
             pool = await icedb.create_pool(settings, "bench")
             ours = await icepack_throughput(pool, jobs)
             naive = await naive_throughput(pool, jobs)
+            budgeted = await budgeted_throughput(pool, jobs)
             print(f"claim+complete, {CLAIMERS} claimers, {jobs} jobs (fsync on):")
             print(f"  icepack SKIP LOCKED claim : {ours:8.0f} jobs/s   (goal >= 1000)")
             print(f"  baseline FOR UPDATE claim : {naive:8.0f} jobs/s")
+            print(f"  icepack claim, budgeted   : {budgeted:8.0f} jobs/s   (one catalog budget)")
             notified = await latency(pool, dsn, events, notify=True)
             polled = await latency(pool, dsn, poll_events, notify=False)
             print(f"event insert -> handler latency ({events} / {poll_events} events):")

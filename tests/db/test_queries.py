@@ -10,6 +10,7 @@ def test_every_query_has_a_statement_and_noun_first_name():
         assert sql.strip(), name
         assert name.split("_")[0] in {
             "job",
+            "budget",
             "event",
             "consumer",
             "work",
@@ -44,7 +45,4 @@ def test_unknown_query_names_itself():
 
 def test_keda_trigger_counts_only_claimable_jobs():
     sql = " ".join(load_query("job_count_claimable").split())
-    assert sql == (
-        "SELECT COALESCE(count(*), 0) FROM icepack.jobs "
-        "WHERE state = 'queued' AND not_before <= now()"
-    )
+    assert sql == ("SELECT COALESCE(count(*), 0) FROM icepack.claimable_jobs(now())")

@@ -17,9 +17,7 @@ PROBE_EXEMPT_KINDS = {"Job", "ScaledJob"}
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|CREDENTIAL|TOKEN|DATABASE_URL", re.IGNORECASE)
 # A tag made of a version, e.g. 0.1.0, 15.14-bookworm, 0.2.0-rc.1.
 VERSION_TAG = re.compile(r"^v?\d+(\.\d+)*([-.][0-9A-Za-z.-]+)?$")
-TRIGGER_QUERY = (
-    "SELECT COALESCE(count(*), 0) FROM icepack.jobs WHERE state = 'queued' AND not_before <= now()"
-)
+TRIGGER_QUERY = "SELECT COALESCE(count(*), 0) FROM icepack.claimable_jobs(now())"
 
 
 def containers(objects: list[dict[str, Any]]):

@@ -310,6 +310,32 @@ CASES: dict[tuple[str, str], list[Case]] = {
             {"catalog": "demo", "policies": []},
         ),
     ],
+    ("GET", "/budgets"): [
+        get("/budgets", "/budgets", 200),
+        get("/budgets", "/budgets?catalog=demo", 422),
+        get("/budgets", "/budgets", 503, down=True),
+    ],
+    ("PUT", "/budgets/{catalog}"): [
+        Case("PUT", "/budgets/{catalog}", "/budgets/demo", 200, {"max_running": 2}),
+        Case(
+            "PUT",
+            "/budgets/{catalog}",
+            "/budgets/demo",
+            200,
+            {"namespace": "sales", "rewrite_bytes_per_hour": 10**9, "max_running": 1},
+        ),
+        Case("PUT", "/budgets/{catalog}", "/budgets/demo", 422, {"max_running": 0}),
+        Case("PUT", "/budgets/{catalog}", "/budgets/demo", 422, {}),
+        Case("PUT", "/budgets/{catalog}", "/budgets/demo", 422, {"namespace": ""}),
+        Case("PUT", "/budgets/{catalog}", "/budgets/demo", 401, {"max_running": 2}, token=False),
+    ],
+    ("DELETE", "/budgets/{catalog}"): [
+        Case("DELETE", "/budgets/{catalog}", "/budgets/demo", 404),
+        Case("PUT", "/budgets/{catalog}", "/budgets/demo", 200, {"max_running": 2}),
+        Case("DELETE", "/budgets/{catalog}", "/budgets/demo?namespace=sales", 404),
+        Case("DELETE", "/budgets/{catalog}", "/budgets/demo", 200),
+        Case("DELETE", "/budgets/{catalog}", "/budgets/demo", 401, token=False),
+    ],
     **{("PUT", path): policy_cases(scope) for scope, path in POLICY_PATHS.items()},
     **{("DELETE", path): delete_cases(scope) for scope, path in POLICY_PATHS.items()},
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 async def add_table(db, name, oldest):
     table_id = await db.fetchval(
@@ -105,3 +107,69 @@ async def test_a_status_row_missing_fields_is_skipped_with_its_reason_not_a_500(
     assert report["tables_evaluated"] == 2
     (skipped,) = report["skipped"]
     assert skipped["table"] == "sim.db.partial" and "small_file_bytes" in skipped["reason"]
+
+
+async def add_small_files_table(db, namespace, name, small_bytes, cadence_hours=None):
+    properties = (
+        {} if cadence_hours is None else {"icepack.maintenance.cadence-hours": cadence_hours}
+    )
+    table_id = await db.fetchval(
+        "INSERT INTO icepack.tables (catalog, namespace, name, properties) "
+        "VALUES ('sim', $1, $2, $3::jsonb) RETURNING id",
+        namespace,
+        name,
+        properties,
+    )
+    status = {
+        "data_file_count": 50,
+        "data_file_bytes": small_bytes,
+        "small_file_count": 50,
+        "small_file_bytes": small_bytes,
+        "position_delete_file_count": 0,
+        "equality_delete_file_count": 0,
+        "deletion_vector_count": 0,
+        "delete_record_count": 0,
+        "manifest_count": 1,
+        "manifest_bytes": 100,
+        "snapshot_count": 1,
+        "partition_count": 1,
+        "oldest_snapshot_at": "2999-01-01T00:00:00.000Z",
+        "current_snapshot_at": "2999-01-01T00:00:00.000Z",
+    }
+    await db.execute(
+        "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, "
+        "status) VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
+        table_id,
+        status,
+    )
+
+
+async def test_fleet_simulation_reports_the_budget_the_policies_need(client, db, auth):
+    # bytes_to_rewrite / max(cadence, 1 h), summed: 4800/24 + 1000/2 + 300/1 (0.5 h counts 1 h).
+    await add_small_files_table(db, "sales", "orders", 4800)  # the default cadence: 24 h
+    await add_small_files_table(db, "sales", "items", 1000, cadence_hours="2")
+    await add_small_files_table(db, "web", "clicks", 300, cadence_hours="0.5")
+    body = {
+        "catalog": "sim",
+        "policies": [
+            {
+                "policy_type": "system.data-compaction",
+                "scope": "catalog",
+                "config": {"min_input_files": 2},
+            }
+        ],
+    }
+    response = await client.post("/policies/simulate/fleet", json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    need = response.json()["budget_needed"]
+    assert need["rewrite_bytes_per_hour"] == 200 + 500 + 300
+    assert need["backlog_bytes"] == 6100
+    assert need["peak_concurrent_jobs"] == 3
+    assert need["jobs_per_hour"] == pytest.approx(1 / 24 + 1 / 2 + 1)
+    assert need["by_namespace"]["sales"]["rewrite_bytes_per_hour"] == 700
+    assert need["by_namespace"]["web"] == {
+        "rewrite_bytes_per_hour": 300,
+        "backlog_bytes": 300,
+        "jobs_per_hour": 1.0,
+        "peak_concurrent_jobs": 1,
+    }

@@ -303,3 +303,25 @@ class PoisonMessage(IcepackError):
     """An SQS message Icepack cannot understand; it is left for the queue's redrive policy."""
 
     code = "POISON_MESSAGE"
+
+
+class BudgetInvalid(IcepackError, ValueError):
+    """A maintenance budget's scope or limit is not acceptable; ``field`` names it."""
+
+    code = "BUDGET_INVALID"
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class BudgetNotFound(IcepackError):
+    """No budget is set for this scope."""
+
+    code = "BUDGET_NOT_FOUND"
+
+    def __init__(self, catalog: str, namespace: str | None) -> None:
+        self.catalog = catalog
+        self.namespace = namespace
+        scope = catalog if namespace is None else f"{catalog} namespace {namespace!r}"
+        super().__init__(f"no budget is set for catalog {scope}")

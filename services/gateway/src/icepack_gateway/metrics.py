@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from icepack_core.db.queries import load_query
+from icepack_core.queue.budgets import BudgetUse
 from icepack_core.types import Health
 from icepack_gateway.endpoint import AnyEndpoint, AnyParams, Call, Endpoint, NoBody, NoParams, Reply
 from icepack_gateway.state import gateway
@@ -34,6 +35,7 @@ class FleetReading:
     queue: list[tuple[str, int, int, float | None]] = field(default_factory=list)
     health: dict[str, int] = field(default_factory=dict)
     lag: dict[str, int] = field(default_factory=dict)
+    budgets: list[BudgetUse] = field(default_factory=list)
     read_seconds: float = 0.0
 
 
@@ -50,6 +52,8 @@ async def read_fleet(pool: asyncpg.Pool) -> FleetReading:
             reading.health[row["health"]] = row["tables"]
         lag = await conn.fetch(load_query("consumer_lag"))
         reading.lag = {r["consumer"]: r["lag"] for r in lag}
+        budgets = await conn.fetch(load_query("budget_use_all"))
+        reading.budgets = [BudgetUse.from_record(b) for b in budgets]
     reading.read_seconds = time.perf_counter() - start
     return reading
 
@@ -78,7 +82,8 @@ class FleetCollector(Collector):
         yield oldest
         yield GaugeMetricFamily(
             "icepack_queue_claimable_jobs",
-            "Queued jobs that are due (what KEDA scales executors on).",
+            "Jobs claims in a row would take now: queued, due, within every budget (what KEDA "
+            "scales executors on).",
             value=claimable,
         )
         tables = GaugeMetricFamily(
@@ -97,11 +102,51 @@ class FleetCollector(Collector):
         for consumer, count in sorted(r.lag.items()):
             lag.add_metric([consumer], count)
         yield lag
+        yield from budget_metrics(r.budgets)
         yield GaugeMetricFamily(
             "icepack_gateway_scrape_read_seconds",
             "Time this scrape spent reading Postgres.",
             value=r.read_seconds,
         )
+
+
+def budget_metrics(budgets: list[BudgetUse]) -> Iterator[Metric]:
+    """Per budget scope (labels catalog, namespace; namespace "" = the whole catalog): its use
+    now and its limits (a limit that is unset has no sample)."""
+    labels = ["catalog", "namespace"]
+    families = {
+        "running": GaugeMetricFamily(
+            "icepack_budget_running_jobs", "Jobs running in the budget's scope.", labels=labels
+        ),
+        "max_running": GaugeMetricFamily(
+            "icepack_budget_max_running_jobs", "The budget's cap on running jobs.", labels=labels
+        ),
+        "charged": GaugeMetricFamily(
+            "icepack_budget_charged_bytes",
+            "Rewrite bytes charged in the scope over the last hour (one charge per claim).",
+            labels=labels,
+        ),
+        "per_hour": GaugeMetricFamily(
+            "icepack_budget_rewrite_bytes_per_hour",
+            "The budget's rewrite bytes per sliding hour.",
+            labels=labels,
+        ),
+        "oversized": GaugeMetricFamily(
+            "icepack_budget_oversized_jobs",
+            "Queued jobs in scope bigger than the hourly budget (they can never run).",
+            labels=labels,
+        ),
+    }
+    for b in budgets:
+        scope = [b.catalog, b.namespace or ""]
+        families["running"].add_metric(scope, b.running)
+        families["charged"].add_metric(scope, b.charged_bytes)
+        families["oversized"].add_metric(scope, len(b.oversized_jobs))
+        if b.max_running is not None:
+            families["max_running"].add_metric(scope, b.max_running)
+        if b.rewrite_bytes_per_hour is not None:
+            families["per_hour"].add_metric(scope, b.rewrite_bytes_per_hour)
+    yield from families.values()
 
 
 async def metrics_endpoint(call: Call[NoParams, AnyParams, NoBody]) -> Response:

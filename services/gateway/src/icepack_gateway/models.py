@@ -439,12 +439,31 @@ class SkippedTable(Model):
     reason: str = Field(description="why its stored status could not be evaluated")
 
 
+class BudgetNeedFigures(Model):
+    rewrite_bytes_per_hour: int = Field(
+        description="sum over tables with work of bytes_to_rewrite / max(cadence hours, 1): "
+        "the hourly rewrite budget that keeps up"
+    )
+    backlog_bytes: int = Field(description="sum of bytes_to_rewrite: the first pass, all due")
+    jobs_per_hour: float = Field(description="sum of 1 / max(cadence hours, 1)")
+    peak_concurrent_jobs: int = Field(
+        description="tables with work: one job per table at a time, all due at once"
+    )
+
+
+class BudgetNeed(BudgetNeedFigures):
+    by_namespace: dict[str, BudgetNeedFigures]
+
+
 class FleetSimulation(Model):
     tables_evaluated: int
     tables_changed: int
     totals: dict[str, int]
     changes: list[TableChange]
     skipped: list[SkippedTable]
+    budget_needed: BudgetNeed = Field(
+        description="the maintenance budget the proposed policies need (catalog, namespaces)"
+    )
 
 
 class HookTable(Model):

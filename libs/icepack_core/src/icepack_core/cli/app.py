@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import typer
 
-from icepack_core.cli import holds, maintain, ops, read, services
+from icepack_core.cli import budgets, holds, maintain, ops, read, services
 
 app = typer.Typer(
     help="Icepack: a control plane for Apache Iceberg table maintenance.",
@@ -26,6 +26,10 @@ GROUPS: dict[str, tuple[str, dict[str, Command]]] = {
     "hold": (
         "Maintenance holds: why automatic maintenance of a table stopped, and releasing it.",
         {"show": holds.hold_show, "list": holds.hold_list, "release": holds.hold_release},
+    ),
+    "budget": (
+        "Maintenance budgets: rewrite bytes per hour and running jobs per catalog or namespace.",
+        {"set": budgets.budget_set, "list": budgets.budget_list, "clear": budgets.budget_clear},
     ),
 }
 COMMANDS: dict[str, Command] = {

@@ -25,6 +25,112 @@ CREATE SCHEMA icepack;
 
 
 --
+-- Name: budget_allows(bigint, integer, bigint, bigint, bigint); Type: FUNCTION; Schema: icepack; Owner: -
+--
+
+CREATE FUNCTION icepack.budget_allows(running bigint, max_running integer, charged bigint, bytes_per_hour bigint, bytes bigint) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT (max_running IS NULL OR running < max_running)
+       AND (bytes_per_hour IS NULL OR charged + bytes <= bytes_per_hour)
+$$;
+
+
+--
+-- Name: budget_covers(text, text, text, text); Type: FUNCTION; Schema: icepack; Owner: -
+--
+
+CREATE FUNCTION icepack.budget_covers(b_catalog text, b_namespace text, t_catalog text, t_namespace text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT b_catalog = t_catalog AND (b_namespace IS NULL OR b_namespace = t_namespace)
+$$;
+
+
+--
+-- Name: budget_use(timestamp with time zone); Type: FUNCTION; Schema: icepack; Owner: -
+--
+
+CREATE FUNCTION icepack.budget_use(at timestamp with time zone) RETURNS TABLE(budget_id bigint, catalog text, namespace text, scope_key text, rewrite_bytes_per_hour bigint, max_running integer, running bigint, charged_bytes bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT b.id, b.catalog, b.namespace,
+           'icepack.budget:' || b.catalog || chr(31) || coalesce(b.namespace, ''),
+           b.rewrite_bytes_per_hour, b.max_running,
+           (SELECT count(*)
+              FROM icepack.jobs j JOIN icepack.tables t ON t.id = j.table_id
+             WHERE j.state = 'running'
+               AND icepack.budget_covers(b.catalog, b.namespace, t.catalog, t.namespace)),
+           (SELECT coalesce(sum(c.bytes), 0)::bigint
+              FROM icepack.budget_charges c
+             WHERE c.catalog = b.catalog AND c.charged_at > at - interval '1 hour'
+               AND icepack.budget_covers(b.catalog, b.namespace, c.catalog, c.namespace))
+      FROM icepack.budgets b
+$$;
+
+
+--
+-- Name: claimable_jobs(timestamp with time zone); Type: FUNCTION; Schema: icepack; Owner: -
+--
+
+CREATE FUNCTION icepack.claimable_jobs(at timestamp with time zone) RETURNS TABLE(job_id bigint)
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    b_catalog   text[];
+    b_namespace text[];
+    b_max       integer[];
+    b_hourly    bigint[];
+    b_running   bigint[];
+    b_charged   bigint[];
+    n           integer;
+    fits        boolean;
+    j           record;
+BEGIN
+    SELECT array_agg(u.catalog ORDER BY u.budget_id), array_agg(u.namespace ORDER BY u.budget_id),
+           array_agg(u.max_running ORDER BY u.budget_id),
+           array_agg(u.rewrite_bytes_per_hour ORDER BY u.budget_id),
+           array_agg(u.running ORDER BY u.budget_id), array_agg(u.charged_bytes ORDER BY u.budget_id)
+      INTO b_catalog, b_namespace, b_max, b_hourly, b_running, b_charged
+      FROM icepack.budget_use(at) u;
+    n := coalesce(cardinality(b_catalog), 0);
+    IF n = 0 THEN  -- no budgets: every due queued job
+        RETURN QUERY SELECT q.id FROM icepack.jobs q WHERE q.state = 'queued' AND q.not_before <= at;
+        RETURN;
+    END IF;
+    FOR j IN
+        SELECT q.id, q.rewrite_bytes, t.catalog, t.namespace
+          FROM icepack.jobs q LEFT JOIN icepack.tables t ON t.id = q.table_id
+         WHERE q.state = 'queued' AND q.not_before <= at
+         ORDER BY q.priority, q.benefit / greatest(q.rewrite_bytes, 1) DESC,
+                  q.health_score ASC NULLS LAST, q.id
+    LOOP
+        fits := true;
+        FOR i IN 1..n LOOP
+            IF icepack.budget_covers(b_catalog[i], b_namespace[i], j.catalog, j.namespace)
+               AND NOT icepack.budget_allows(b_running[i], b_max[i], b_charged[i], b_hourly[i],
+                                             j.rewrite_bytes) THEN
+                fits := false;
+                EXIT;
+            END IF;
+        END LOOP;
+        CONTINUE WHEN NOT fits;
+        FOR i IN 1..n LOOP
+            IF icepack.budget_covers(b_catalog[i], b_namespace[i], j.catalog, j.namespace) THEN
+                b_running[i] := b_running[i] + 1;
+                IF j.catalog IS NOT NULL AND j.rewrite_bytes > 0 THEN
+                    b_charged[i] := b_charged[i] + j.rewrite_bytes;
+                END IF;
+            END IF;
+        END LOOP;
+        job_id := j.id;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+
+--
 -- Name: events_notify(); Type: FUNCTION; Schema: icepack; Owner: -
 --
 
@@ -109,6 +215,80 @@ CREATE SEQUENCE icepack.api_tokens_id_seq
 --
 
 ALTER SEQUENCE icepack.api_tokens_id_seq OWNED BY icepack.api_tokens.id;
+
+
+--
+-- Name: budget_charges; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.budget_charges (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    catalog text NOT NULL,
+    namespace text NOT NULL,
+    bytes bigint NOT NULL,
+    charged_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT budget_charges_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT budget_charges_bytes_check CHECK ((bytes > 0))
+);
+
+
+--
+-- Name: budget_charges_id_seq; Type: SEQUENCE; Schema: icepack; Owner: -
+--
+
+CREATE SEQUENCE icepack.budget_charges_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: budget_charges_id_seq; Type: SEQUENCE OWNED BY; Schema: icepack; Owner: -
+--
+
+ALTER SEQUENCE icepack.budget_charges_id_seq OWNED BY icepack.budget_charges.id;
+
+
+--
+-- Name: budgets; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.budgets (
+    id bigint NOT NULL,
+    catalog text NOT NULL,
+    namespace text,
+    rewrite_bytes_per_hour bigint,
+    max_running integer,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT budgets_catalog_check CHECK ((catalog <> ''::text)),
+    CONSTRAINT budgets_max_running_check CHECK ((max_running > 0)),
+    CONSTRAINT budgets_namespace_check CHECK ((namespace <> ''::text)),
+    CONSTRAINT budgets_rewrite_bytes_per_hour_check CHECK ((rewrite_bytes_per_hour > 0)),
+    CONSTRAINT budgets_some_limit CHECK (((rewrite_bytes_per_hour IS NOT NULL) OR (max_running IS NOT NULL)))
+);
+
+
+--
+-- Name: budgets_id_seq; Type: SEQUENCE; Schema: icepack; Owner: -
+--
+
+CREATE SEQUENCE icepack.budgets_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: budgets_id_seq; Type: SEQUENCE OWNED BY; Schema: icepack; Owner: -
+--
+
+ALTER SEQUENCE icepack.budgets_id_seq OWNED BY icepack.budgets.id;
 
 
 --
@@ -651,6 +831,31 @@ ALTER SEQUENCE icepack.tables_id_seq OWNED BY icepack.tables.id;
 
 
 --
+-- Name: v_budget_use; Type: VIEW; Schema: icepack; Owner: -
+--
+
+CREATE VIEW icepack.v_budget_use AS
+ SELECT u.budget_id,
+    u.catalog,
+    u.namespace,
+    u.rewrite_bytes_per_hour,
+    u.max_running,
+    u.running,
+    u.charged_bytes,
+        CASE
+            WHEN (u.rewrite_bytes_per_hour IS NULL) THEN '{}'::bigint[]
+            ELSE ARRAY( SELECT j.id
+               FROM (icepack.jobs j
+                 JOIN icepack.tables t ON ((t.id = j.table_id)))
+              WHERE ((j.state = 'queued'::text) AND (j.rewrite_bytes > u.rewrite_bytes_per_hour) AND icepack.budget_covers(u.catalog, u.namespace, t.catalog, t.namespace))
+              ORDER BY j.id)
+        END AS oversized_jobs,
+    b.updated_at
+   FROM (icepack.budget_use(now()) u(budget_id, catalog, namespace, scope_key, rewrite_bytes_per_hour, max_running, running, charged_bytes)
+     JOIN icepack.budgets b ON ((b.id = u.budget_id)));
+
+
+--
 -- Name: v_deletions; Type: VIEW; Schema: icepack; Owner: -
 --
 
@@ -701,7 +906,8 @@ CREATE VIEW icepack.v_events_tail AS
 CREATE VIEW icepack.v_queue AS
  SELECT s.state,
     count(j.id) AS jobs,
-    count(j.id) FILTER (WHERE ((j.state = 'queued'::text) AND (j.not_before <= now()))) AS claimable,
+    count(j.id) FILTER (WHERE ((j.state = 'queued'::text) AND (j.id IN ( SELECT c.job_id
+           FROM icepack.claimable_jobs(now()) c(job_id))))) AS claimable,
     min(j.created_at) AS oldest_created_at
    FROM (( VALUES ('queued'::text), ('running'::text), ('succeeded'::text), ('failed'::text), ('cancelled'::text)) s(state)
      LEFT JOIN icepack.jobs j ON ((j.state = s.state)))
@@ -811,6 +1017,20 @@ ALTER TABLE ONLY icepack.api_tokens ALTER COLUMN id SET DEFAULT nextval('icepack
 
 
 --
+-- Name: budget_charges id; Type: DEFAULT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.budget_charges ALTER COLUMN id SET DEFAULT nextval('icepack.budget_charges_id_seq'::regclass);
+
+
+--
+-- Name: budgets id; Type: DEFAULT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.budgets ALTER COLUMN id SET DEFAULT nextval('icepack.budgets_id_seq'::regclass);
+
+
+--
 -- Name: deletions id; Type: DEFAULT; Schema: icepack; Owner: -
 --
 
@@ -887,6 +1107,30 @@ ALTER TABLE ONLY icepack.api_tokens
 
 ALTER TABLE ONLY icepack.api_tokens
     ADD CONSTRAINT api_tokens_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: budget_charges budget_charges_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.budget_charges
+    ADD CONSTRAINT budget_charges_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: budgets budgets_one_per_scope; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.budgets
+    ADD CONSTRAINT budgets_one_per_scope UNIQUE NULLS NOT DISTINCT (catalog, namespace);
+
+
+--
+-- Name: budgets budgets_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.budgets
+    ADD CONSTRAINT budgets_pkey PRIMARY KEY (id);
 
 
 --
@@ -1057,6 +1301,20 @@ CREATE UNIQUE INDEX api_tokens_active_name ON icepack.api_tokens USING btree (na
 
 
 --
+-- Name: budget_charges_job; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX budget_charges_job ON icepack.budget_charges USING btree (job_id);
+
+
+--
+-- Name: budget_charges_recent; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX budget_charges_recent ON icepack.budget_charges USING btree (catalog, charged_at);
+
+
+--
 -- Name: catalog_hints_due; Type: INDEX; Schema: icepack; Owner: -
 --
 
@@ -1127,10 +1385,10 @@ CREATE INDEX job_actions_job ON icepack.job_actions USING btree (job_id, id);
 
 
 --
--- Name: jobs_claimable; Type: INDEX; Schema: icepack; Owner: -
+-- Name: jobs_claim_order; Type: INDEX; Schema: icepack; Owner: -
 --
 
-CREATE INDEX jobs_claimable ON icepack.jobs USING btree (priority, id) WHERE (state = 'queued'::text);
+CREATE INDEX jobs_claim_order ON icepack.jobs USING btree (priority, ((benefit / (GREATEST(rewrite_bytes, (1)::bigint))::double precision)) DESC, health_score, id) WHERE (state = 'queued'::text);
 
 
 --
@@ -1222,6 +1480,14 @@ CREATE TRIGGER manifest_stats_delete_forgets_totals AFTER DELETE ON icepack.mani
 --
 
 CREATE TRIGGER manifest_stats_truncate_forgets_totals AFTER TRUNCATE ON icepack.manifest_stats FOR EACH STATEMENT EXECUTE FUNCTION icepack.inspection_totals_forget_all();
+
+
+--
+-- Name: budget_charges budget_charges_job_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.budget_charges
+    ADD CONSTRAINT budget_charges_job_id_fkey FOREIGN KEY (job_id) REFERENCES icepack.jobs(id) ON DELETE CASCADE;
 
 
 --

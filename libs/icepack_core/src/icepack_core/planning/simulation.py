@@ -5,19 +5,34 @@ recommendation under the stored policies is compared with the recommendation und
 policies overridden by the proposed ones (a proposed policy replaces a stored one with the same
 type and target). Tables whose actions or parameters change are reported with the estimated
 files and bytes the new plan would touch.
+
+The report also says what maintenance budget the proposed policies would need
+(``BudgetNeed``, for the catalog and per namespace), over every evaluated table whose proposed
+recommendation has actions (changed or not):
+* ``rewrite_bytes_per_hour`` = sum over those tables of ``bytes_to_rewrite / max(cadence_h, 1)``:
+  the table's predicted bytes to rewrite recur once per its maintenance cadence (its resolved
+  ``cadence_hours``; under an hour counts as one hour, the budget's window), so this is the hourly
+  rewrite budget that keeps up in steady state;
+* ``backlog_bytes`` = sum of ``bytes_to_rewrite``: what the first pass rewrites if every table is
+  due at once (an hourly budget below it spreads the first pass over several hours);
+* ``jobs_per_hour`` = sum of ``1 / max(cadence_h, 1)``;
+* ``peak_concurrent_jobs`` = the number of those tables: one job per table runs at a time (table
+  locks), so more running slots than that never help; it is reached when all are due at once.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from icepack_core.db.queries import load_query
+from icepack_core.errors import PolicyError
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import Recommendation
-from icepack_core.policy import PolicyAttachment, parse_config
+from icepack_core.policy import PolicyAttachment, parse_config, resolve
 
 
 @dataclass
@@ -32,6 +47,36 @@ class TableChange:
 
 
 @dataclass
+class BudgetNeed:
+    """The budget a set of policies needs (formulas in the module docstring)."""
+
+    bytes_rate: float = 0.0  # bytes per hour, before rounding up
+    backlog_bytes: int = 0
+    jobs_per_hour: float = 0.0
+    peak_concurrent_jobs: int = 0
+
+    @property
+    def rewrite_bytes_per_hour(self) -> int:
+        return math.ceil(self.bytes_rate)
+
+    def add(self, bytes_to_rewrite: int, cadence_hours: float) -> None:
+        """Count one table with work: ``bytes_to_rewrite`` recurring every ``cadence_hours``."""
+        hours = max(cadence_hours, 1.0)
+        self.backlog_bytes += bytes_to_rewrite
+        self.bytes_rate += bytes_to_rewrite / hours
+        self.jobs_per_hour += 1 / hours
+        self.peak_concurrent_jobs += 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rewrite_bytes_per_hour": self.rewrite_bytes_per_hour,
+            "backlog_bytes": self.backlog_bytes,
+            "jobs_per_hour": round(self.jobs_per_hour, 6),
+            "peak_concurrent_jobs": self.peak_concurrent_jobs,
+        }
+
+
+@dataclass
 class SimulationReport:
     tables_evaluated: int = 0
     changes: list[TableChange] = field(default_factory=list)
@@ -39,6 +84,8 @@ class SimulationReport:
     # Tables whose stored status could not be evaluated ({"table", "reason"}): one malformed
     # row is reported, never the end of the whole simulation.
     skipped: list[dict[str, str]] = field(default_factory=list)
+    budget: BudgetNeed = field(default_factory=BudgetNeed)
+    budget_by_namespace: dict[str, BudgetNeed] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +94,12 @@ class SimulationReport:
             "totals": self.totals,
             "changes": [vars(c) for c in self.changes],
             "skipped": self.skipped,
+            "budget_needed": {
+                **self.budget.to_json(),
+                "by_namespace": {
+                    ns: need.to_json() for ns, need in sorted(self.budget_by_namespace.items())
+                },
+            },
         }
 
 
@@ -56,6 +109,19 @@ def _key(att: PolicyAttachment) -> tuple[str, str, str | None, str | None]:
 
 def _signature(rec: Recommendation) -> list[tuple[str, str]]:
     return [(a.action, repr(sorted(a.params.items()))) for a in rec.actions]
+
+
+def _cadence(planner: Planner, row: Any, attachments: list[PolicyAttachment]) -> float:
+    """The table's maintenance cadence in hours under ``attachments`` (the default when its
+    policy does not resolve; its recommendation then has no actions anyway)."""
+    default = planner.settings.maintenance_cadence_hours
+    try:
+        policy = resolve(
+            attachments, row["namespace"], row["name"], row["properties"] or {}, default
+        )
+    except PolicyError:
+        return default
+    return policy.cadence_hours
 
 
 async def simulate(
@@ -88,6 +154,13 @@ async def simulate(
             reason = f"status not readable: {type(exc).__name__}: {exc}"[:500]
             report.skipped.append({"table": table, "reason": reason})
             continue
+        if future.actions:
+            rewrite = sum(a.estimated_benefit.get("bytes_to_rewrite", 0) for a in future.actions)
+            cadence = _cadence(planner, row, candidate)
+            report.budget.add(rewrite, cadence)
+            report.budget_by_namespace.setdefault(row["namespace"], BudgetNeed()).add(
+                rewrite, cadence
+            )
         if _signature(current) == _signature(future):
             continue
         estimated: dict[str, int] = {}

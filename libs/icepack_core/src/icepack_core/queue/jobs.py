@@ -23,6 +23,9 @@ from icepack_core.telemetry.tracing import current_traceparent
 from icepack_core.types import JobState, JobTrigger, Topic
 
 KEDA_TRIGGER_QUERY = load_query("job_count_claimable")
+# Picks per claim call: a pick fails its locked re-check only when another claimer used the
+# budget up meanwhile, so a few tries suffice; after them the executor polls again.
+_CLAIM_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,7 @@ class Job:
     outcome: dict[str, Any] | None = None
 
     @classmethod
-    def from_record(cls, row: asyncpg.Record) -> Job:
+    def from_record(cls, row: asyncpg.Record | dict[str, Any]) -> Job:
         values = dict(row)
         values["state"] = JobState(values["state"])
         values["trigger"] = JobTrigger(values["trigger"])
@@ -169,10 +172,32 @@ class JobQueue:
     async def claim(
         self, owner: str, lease_seconds: float, now: datetime | None = None
     ) -> Job | None:
-        """queued -> running for the next due job, or None when none is claimable."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(load_query("job_claim"), owner, lease_seconds, now)
-            return await _announce_start(conn, row, owner)
+        """queued -> running for the first due job in claim order that every budget covering
+        its table allows, or None when none is claimable.
+
+        Claim order: priority, then benefit per byte rewritten (highest first), then the lowest
+        health score, then age. A job no budget covers is claimed in one statement. For one
+        that budgets cover, the claim takes a transaction-level advisory lock per covering
+        budget scope (sorted, so claimers never deadlock) and checks those budgets again on a
+        fresh snapshot before claiming: two claimers can never both pass the check for a
+        budget's last slot or last bytes. When another claimer used the budget up between the
+        pick and the check, the pick is retried (each retry sees that claimer's commit).
+        """
+        for _ in range(_CLAIM_ATTEMPTS):
+            async with self.pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(load_query("job_claim"), owner, lease_seconds, now)
+                if row is None:
+                    return None
+                if row["id"] is not None:
+                    return await _announce_start(conn, _job_columns(row), owner)
+                for scope in row["scopes"]:  # sorted by the query
+                    await conn.execute(load_query("budget_scope_lock"), scope)
+                taken = await conn.fetchrow(
+                    load_query("job_claim_budgeted"), owner, lease_seconds, now, row["candidate"]
+                )
+                if taken is not None:
+                    return await _announce_start(conn, taken, owner)
+        return None
 
     async def claim_id(
         self, job_id: int, owner: str, lease_seconds: float, conn: Conn | None = None
@@ -272,7 +297,8 @@ class JobQueue:
         return int(status.split()[-1])
 
     async def claimable_count(self) -> int:
-        """What KEDA sees: queued jobs that are due."""
+        """What KEDA sees: how many claims in a row would succeed now (due, queued, within
+        every budget covering them)."""
         count: int = await self.pool.fetchval(KEDA_TRIGGER_QUERY)
         return count
 
@@ -323,7 +349,14 @@ class JobQueue:
         return action_id
 
 
-async def _announce_start(conn: Conn, row: asyncpg.Record | None, owner: str) -> Job | None:
+def _job_columns(row: asyncpg.Record) -> dict[str, Any]:
+    """A ``job_claim`` row without its pick columns (``candidate``, ``scopes``)."""
+    return {k: v for k, v in dict(row).items() if k not in ("candidate", "scopes")}
+
+
+async def _announce_start(
+    conn: Conn, row: asyncpg.Record | dict[str, Any] | None, owner: str
+) -> Job | None:
     """Publish ``job.started`` for a claimed row (None when nothing was claimed)."""
     if row is None:
         return None

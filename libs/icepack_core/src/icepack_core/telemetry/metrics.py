@@ -3,7 +3,7 @@
 Instruments are created on the global meter at import; OpenTelemetry's proxy meter binds them
 to the provider ``telemetry.setup_telemetry`` installs later. Every service exposes its own
 metrics at ``/metrics`` (Prometheus text); the gateway adds fleet gauges read from Postgres
-(queue depth by state, tables by health, consumer lag).
+(queue depth by state, tables by health, consumer lag, budget use per scope).
 """
 
 from __future__ import annotations

@@ -18,25 +18,86 @@ SELECT * FROM icepack.jobs
 SELECT * FROM icepack.jobs WHERE id = $1;
 
 -- name: job_claim
--- queued -> running: claim the next due job (priority, then age), bump its fence, lease it.
-WITH next AS (
-    SELECT id
-      FROM icepack.jobs
-     WHERE state = 'queued' AND not_before <= coalesce($3::timestamptz, now())
-     ORDER BY priority, id
-       FOR UPDATE SKIP LOCKED
-     LIMIT 1)
-UPDATE icepack.jobs j
-   SET state       = 'running',
-       lease_owner = $1,
-       lease_until = coalesce($3::timestamptz, now()) + make_interval(secs => $2),
-       fence       = j.fence + 1,
-       attempts    = j.attempts + 1,
-       started_at  = coalesce($3::timestamptz, now()),
-       error       = NULL
-  FROM next
- WHERE j.id = next.id
-RETURNING j.*;
+-- queued -> running: claim the first due job in claim order (priority, benefit per byte
+-- rewritten, worst health, age) that every budget covering its table allows (budget_allows over
+-- budget_use), bump its fence, lease it and charge it. A job covered by a budget is only picked
+-- here (candidate + the budgets' lock keys in `scopes`, no row of its own): the caller takes
+-- the scopes' advisory locks and claims it with job_claim_budgeted, which checks again.
+-- A job no budget covers is claimed in this one statement (the fast path).
+WITH use AS MATERIALIZED (
+    SELECT * FROM icepack.budget_use(coalesce($3::timestamptz, now()))),
+next AS (
+    SELECT j.id,
+           ARRAY(SELECT u.scope_key FROM use u
+                  WHERE icepack.budget_covers(u.catalog, u.namespace, t.catalog, t.namespace)
+                  ORDER BY u.scope_key) AS scopes
+      FROM icepack.jobs j
+      LEFT JOIN icepack.tables t ON t.id = j.table_id
+     WHERE j.state = 'queued' AND j.not_before <= coalesce($3::timestamptz, now())
+       AND NOT EXISTS (
+           SELECT 1 FROM use u
+            WHERE icepack.budget_covers(u.catalog, u.namespace, t.catalog, t.namespace)
+              AND NOT icepack.budget_allows(u.running, u.max_running, u.charged_bytes,
+                                            u.rewrite_bytes_per_hour, j.rewrite_bytes))
+     ORDER BY j.priority, j.benefit / greatest(j.rewrite_bytes, 1) DESC,
+              j.health_score ASC NULLS LAST, j.id
+       FOR UPDATE OF j SKIP LOCKED
+     LIMIT 1),
+taken AS (
+    UPDATE icepack.jobs j
+       SET state       = 'running',
+           lease_owner = $1,
+           lease_until = coalesce($3::timestamptz, now()) + make_interval(secs => $2),
+           fence       = j.fence + 1,
+           attempts    = j.attempts + 1,
+           started_at  = coalesce($3::timestamptz, now()),
+           error       = NULL
+      FROM next
+     WHERE j.id = next.id AND cardinality(next.scopes) = 0
+    RETURNING j.*),
+charged AS (
+    INSERT INTO icepack.budget_charges (job_id, attempt, catalog, namespace, bytes, charged_at)
+    SELECT taken.id, taken.attempts, t.catalog, t.namespace, taken.rewrite_bytes,
+           taken.started_at
+      FROM taken JOIN icepack.tables t ON t.id = taken.table_id
+     WHERE taken.rewrite_bytes > 0)
+SELECT next.id AS candidate, next.scopes, taken.*
+  FROM next LEFT JOIN taken ON true;
+
+-- name: job_claim_budgeted
+-- queued -> running for job $4 that job_claim picked (its row is locked by this transaction),
+-- after the caller took the advisory locks of every budget scope covering it: check every
+-- covering budget again on a fresh snapshot (no other claimer of those scopes is between its
+-- check and its commit), then claim and charge it. No row: a budget is used up since the pick.
+WITH use AS MATERIALIZED (
+    SELECT * FROM icepack.budget_use(coalesce($3::timestamptz, now()))),
+taken AS (
+    UPDATE icepack.jobs j
+       SET state       = 'running',
+           lease_owner = $1,
+           lease_until = coalesce($3::timestamptz, now()) + make_interval(secs => $2),
+           fence       = j.fence + 1,
+           attempts    = j.attempts + 1,
+           started_at  = coalesce($3::timestamptz, now()),
+           error       = NULL
+     WHERE j.id = $4 AND j.state = 'queued'
+       AND NOT EXISTS (
+           SELECT 1 FROM use u JOIN icepack.tables t ON t.id = j.table_id
+            WHERE icepack.budget_covers(u.catalog, u.namespace, t.catalog, t.namespace)
+              AND NOT icepack.budget_allows(u.running, u.max_running, u.charged_bytes,
+                                            u.rewrite_bytes_per_hour, j.rewrite_bytes))
+    RETURNING j.*),
+charged AS (
+    INSERT INTO icepack.budget_charges (job_id, attempt, catalog, namespace, bytes, charged_at)
+    SELECT taken.id, taken.attempts, t.catalog, t.namespace, taken.rewrite_bytes,
+           taken.started_at
+      FROM taken JOIN icepack.tables t ON t.id = taken.table_id
+     WHERE taken.rewrite_bytes > 0)
+SELECT * FROM taken;
+
+-- name: budget_scope_lock
+-- Serialise budget checks of one scope until the transaction ends (job_claim's scopes).
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0));
 
 -- name: job_heartbeat
 -- running -> running: extend the lease if the fence still matches; tells whether cancel was asked.
@@ -126,8 +187,9 @@ DELETE FROM icepack.jobs
  WHERE finished_at < coalesce($2::timestamptz, now()) - make_interval(secs => $1);
 
 -- name: job_count_claimable
--- What KEDA's postgresql trigger scales executors on: queued jobs that are due.
-SELECT COALESCE(count(*), 0) FROM icepack.jobs WHERE state = 'queued' AND not_before <= now();
+-- What KEDA's postgresql trigger scales executors on: how many jobs back-to-back claims would
+-- take now (due, queued, within every budget covering them; see icepack.claimable_jobs).
+SELECT COALESCE(count(*), 0) FROM icepack.claimable_jobs(now());
 
 -- name: job_list
 -- Jobs newest first, optionally one state and/or table, before a cursor id.
@@ -152,9 +214,37 @@ RETURNING id;
 SELECT fence FROM icepack.jobs WHERE id = $1 AND state = 'running';
 
 -- name: job_claim_id
--- queued -> running for one named job (the CLI claims the job it just enqueued).
-UPDATE icepack.jobs
-   SET state = 'running', lease_owner = $2, lease_until = now() + make_interval(secs => $3),
-       fence = fence + 1, attempts = attempts + 1, started_at = now(), error = NULL
- WHERE id = $1 AND state = 'queued'
-RETURNING *;
+-- queued -> running for one named job (the CLI claims the job it just enqueued). An operator's
+-- explicit run: budgets are not checked, but the claim is charged to them like any other.
+WITH taken AS (
+    UPDATE icepack.jobs
+       SET state = 'running', lease_owner = $2, lease_until = now() + make_interval(secs => $3),
+           fence = fence + 1, attempts = attempts + 1, started_at = now(), error = NULL
+     WHERE id = $1 AND state = 'queued'
+    RETURNING *),
+charged AS (
+    INSERT INTO icepack.budget_charges (job_id, attempt, catalog, namespace, bytes, charged_at)
+    SELECT taken.id, taken.attempts, t.catalog, t.namespace, taken.rewrite_bytes,
+           taken.started_at
+      FROM taken JOIN icepack.tables t ON t.id = taken.table_id
+     WHERE taken.rewrite_bytes > 0)
+SELECT * FROM taken;
+
+-- name: budget_set
+-- Create or replace the budget of one scope (namespace NULL = the whole catalog).
+INSERT INTO icepack.budgets (catalog, namespace, rewrite_bytes_per_hour, max_running)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (catalog, namespace) DO UPDATE
+   SET rewrite_bytes_per_hour = excluded.rewrite_bytes_per_hour,
+       max_running            = excluded.max_running,
+       updated_at             = now()
+RETURNING id;
+
+-- name: budget_clear
+-- Remove the budget of one scope.
+DELETE FROM icepack.budgets WHERE catalog = $1 AND namespace IS NOT DISTINCT FROM $2
+RETURNING id;
+
+-- name: budget_use_all
+-- Every budget with its use now (v_budget_use), catalog-wide ones first.
+SELECT * FROM icepack.v_budget_use ORDER BY catalog, namespace NULLS FIRST;
