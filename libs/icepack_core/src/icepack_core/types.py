@@ -87,6 +87,10 @@ class Action(StrEnum):
     REWRITE_MANIFESTS = "rewrite_manifests"
     EXPIRE_SNAPSHOTS = "expire_snapshots"
     REMOVE_ORPHAN_FILES = "remove_orphan_files"
+    # Ledger actions (no Spark): delete quarantined orphans after their window, or put a
+    # job's quarantined orphans back (``icepack_core.execution.quarantine``).
+    PURGE_QUARANTINE = "purge_quarantine"
+    RESTORE_QUARANTINE = "restore_quarantine"
 
     @property
     def rank(self) -> int:

@@ -33,7 +33,9 @@ from icepack_core.errors import (
     RetryableError,
     StaleFence,
 )
+from icepack_core.execution.ledger_actions import LedgerActions
 from icepack_core.execution.maintenance import (
+    ActionOutcome,
     AfterCall,
     OrphanLimits,
     TableMaintenance,
@@ -42,7 +44,7 @@ from icepack_core.execution.maintenance import (
 from icepack_core.execution.verification import Guard
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
-from icepack_core.intents import Intent, RemoveOrphanFiles, parse_intents
+from icepack_core.intents import LEDGER_INTENTS, Intent, RemoveOrphanFiles, parse_intents
 from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
 from icepack_core.spark.engine import SparkEngine
@@ -150,6 +152,8 @@ class JobExecution:
         self.default_cadence_hours = default_cadence_hours
         self.after_call = after_call
         self.verify_timeout_seconds = verify_timeout_seconds
+        # Orphan quarantine, purge and restore (the deletion ledger).
+        self.ledger = LedgerActions(pool, inspector)
 
     async def admitted(
         self, table_id: int, actions: Any
@@ -234,6 +238,7 @@ class JobExecution:
             if pending is None:
                 raise StaleFence(job.id, job.fence, f"record the start of {action}")
 
+        orphans = admission.policy.orphan_file_removal if admission else None
         return TableMaintenance(
             self.engine,
             ref,
@@ -243,6 +248,11 @@ class JobExecution:
             before_call=begin if job is not None else None,
             orphan_location=admission.location if admission else None,
             orphan_limits=limits,
+            orphan_sink=(
+                self.ledger.orphan_sink(job, table_id, ref, orphans.quarantine_days)
+                if job is not None and orphans is not None
+                else None
+            ),
         )
 
     async def run(
@@ -281,7 +291,7 @@ class JobExecution:
             name = intent.kind.value
             started = datetime.now(UTC)
             try:
-                outcome = await maintenance.run(intent)
+                outcome = await self._run_one(maintenance, intent, job, table_id)
             except OrphanLimitExceeded as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, str(exc), exc.evidence)
@@ -365,6 +375,14 @@ class JobExecution:
             results.append({"action": name, **outcome.output})
             status = after
         return results
+
+    async def _run_one(
+        self, maintenance: TableMaintenance, intent: Intent, job: Job | None, table_id: int
+    ) -> ActionOutcome:
+        """One action: a Spark procedure, or a ledger action (purge, restore) without Spark."""
+        if isinstance(intent, LEDGER_INTENTS):
+            return await self.ledger.run(intent, job, table_id, maintenance.ref)
+        return await maintenance.run(intent)
 
     async def settle(
         self,
