@@ -97,6 +97,8 @@ class Action(StrEnum):
         return list(Action).index(self)
 
 
+# Actions on the deletion ledger's files (no Spark procedure; never planned, never `maintain`ed).
+LEDGER_ACTIONS = frozenset({Action.PURGE_QUARANTINE, Action.RESTORE_QUARANTINE})
 # Actions that replace data files: verified against their parent snapshot after the commit.
 REWRITES = frozenset({Action.REWRITE_DATA_FILES, Action.REWRITE_POSITION_DELETE_FILES})
 
