@@ -210,3 +210,40 @@ async def test_quarantine_and_restore_on_seaweedfs_s3(db, seaweed: Seaweed):
         r["state"]
         for r in await db.fetch("SELECT state FROM icepack.deletions WHERE job_id = $1", job.id)
     } == {"restored"}
+
+
+async def test_resume_finishes_a_half_done_move_and_reports_a_vanished_file(db, tmp_path):
+    root = tmp_path / "t"
+    (root / "data").mkdir(parents=True)
+    location = f"file://{root}"
+    copied, vanished, plain = (root / "data" / f"{n}.parquet" for n in ("copied", "gone", "plain"))
+    for path in (copied, vanished, plain):
+        path.write_bytes(os.urandom(64))
+    digest = sha(copied.read_bytes())
+    table_id = await table_row(db, "half")
+    job = await running_job(db, table_id)
+    quarantine = ledger(db, job, table_id, location, CountingMover(PyArrowFileIO()))
+    await quarantine.record([f"file://{p}" for p in (copied, vanished, plain)], REASON)
+    # An object store's move copied the file, then the process died before deleting the source.
+    target = Path(quarantine_path(location, job.id, f"file://{copied}").removeprefix("file://"))
+    target.parent.mkdir(parents=True)
+    target.write_bytes(copied.read_bytes())
+    vanished.unlink()  # someone else deleted it meanwhile
+
+    report = await quarantine.quarantine(timedelta(days=7))
+
+    assert report.resumed == 1 and report.moved == 2
+    assert report.missing == [f"file://{vanished}"]
+    assert quarantine.mover.moves == [f"file://{plain}"]  # the copied one was not moved again
+    assert not copied.exists() and sha(target.read_bytes()) == digest
+    states = {
+        r["path"]: r["state"]
+        for r in await db.fetch(
+            "SELECT path, state FROM icepack.deletions WHERE job_id = $1", job.id
+        )
+    }
+    assert states == {
+        f"file://{copied}": "quarantined",
+        f"file://{plain}": "quarantined",
+        f"file://{vanished}": "recorded",  # never claimed as quarantined
+    }

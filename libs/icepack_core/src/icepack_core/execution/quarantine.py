@@ -274,8 +274,8 @@ class OrphanQuarantine:
         at_source = self.mover.size(path)
         in_quarantine = self.mover.size(held)
         if in_quarantine is None:
-            if at_source is not None:
-                return "resumed"
+            if at_source is not None and at_source == (row["size_bytes"] or at_source):
+                return "resumed"  # moved back by an attempt that lost its mark
             return f"its quarantine copy {held} is gone"
         if at_source is not None:
             return f"a file exists at {path} again; not overwritten"
