@@ -18,7 +18,7 @@ import pytest
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.quarantine import QUARANTINE_DIR, QUARANTINE_PREFIX
-from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.queue.jobs import Backoff, Job, JobQueue
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState, JobTrigger
 from tests.execution.spark_tables import (
@@ -205,4 +205,77 @@ async def test_orphans_are_quarantined_restored_and_purged_without_touching_the_
     )
     late_out = await output_of(db, late.id, "restore_quarantine")
     assert late_out["files_restored"] == 0 and len(late_out["already_purged"]) == 3
+    assert fingerprint(spark, table) == before and missing_referenced_files(spark, table) == []
+
+
+async def test_a_job_that_died_mid_quarantine_is_retried_from_the_ledger(
+    db, spark, runner_settings
+):
+    name = unique_name("retried")
+    table = make_small_files_table(spark, NS, name, batches=2)
+    metadata = spark.sql(
+        f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
+    ).first()["file"]
+    table_id: int = await db.fetchval(load_query("table_insert"), "icepack", NS, name, metadata, {})
+    await db.execute(
+        "INSERT INTO icepack.policies (policy_type, scope, catalog, namespace, table_name)"
+        " VALUES ('system.orphan-file-removal', 'table', 'icepack', $1, $2)",
+        NS,
+        name,
+    )
+    root = local_path(metadata).parent.parent
+    orphans = [root / "data" / f"orphan-{i:02}.parquet" for i in range(20)]
+    for path in orphans:
+        path.write_bytes(os.urandom(200))
+        os.utime(path, (WEEK_AGO, WEEK_AGO))
+    digests = {p: sha(p) for p in orphans}
+    before = fingerprint(spark, table)
+    older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
+    queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
+    await queue.enqueue(
+        table_id,
+        [{"action": "remove_orphan_files", "params": {"older_than": older_than}}],
+        trigger=JobTrigger.MANUAL,
+    )
+    engine = LocalEngine(runner_settings, session=spark)
+
+    class Died(Exception):
+        """The first attempt's process dying after its 7th move, before marking it."""
+
+    moves = 0
+
+    async def die_after_seven(_path: str) -> None:
+        nonlocal moves
+        moves += 1
+        if moves == 7:
+            raise Died("killed")
+
+    first = await queue.claim("executor@test", 60)
+    assert first is not None
+    runner = JobRunner(db, runner_settings, queue, engine, "executor@test")
+    runner.execution.ledger.after_move = die_after_seven
+    requeued = (await runner.run(first)).job
+    assert requeued is not None and requeued.state == JobState.QUEUED  # retried
+    rows = await ledger(db, first.id)
+    assert len(rows) == 20 and sum(r["state"] == "quarantined" for r in rows) == 6
+
+    second = await queue.claim("executor@test", 60)
+    assert second is not None and second.id == first.id and second.fence == first.fence + 1
+    runner.execution.ledger.after_move = None
+    done = (await runner.run(second)).job
+    assert done is not None and done.state == JobState.SUCCEEDED, done.error
+    out = await db.fetchval(
+        "SELECT output FROM icepack.job_actions WHERE job_id = $1 AND fence = $2"
+        " AND action = 'remove_orphan_files'",
+        first.id,
+        second.fence,
+    )
+    # The retry listed the 13 files still in place; the 7th was found moved and only marked.
+    assert out["dry_run_orphans"] == 13 and out["recorded"] == 0
+    assert out["files_quarantined"] == 14 and out["resumed"] == 1
+    rows = await ledger(db, first.id)
+    assert len(rows) == 20 and {r["state"] for r in rows} == {"quarantined"}
+    for row in rows:
+        original, held = local_path(row["path"]), local_path(row["quarantine_path"])
+        assert not original.exists() and sha(held) == digests[original]
     assert fingerprint(spark, table) == before and missing_referenced_files(spark, table) == []

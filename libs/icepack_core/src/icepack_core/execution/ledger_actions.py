@@ -19,6 +19,7 @@ from icepack_core.errors import PermanentError
 from icepack_core.execution.file_mover import FileMover
 from icepack_core.execution.maintenance import ActionOutcome, OrphanSink
 from icepack_core.execution.quarantine import (
+    AfterMove,
     OrphanQuarantine,
     quarantine_root,
     report_output,
@@ -50,6 +51,8 @@ class LedgerActions:
         self.inspector = inspector
         self.clock = clock
         self.batch_size = batch_size
+        # Test-only hook: runs after each quarantine move, before its row is marked.
+        self.after_move: AfterMove | None = None
 
     async def quarantine_for(
         self, job: Job, table_id: int, ref: TableRef, location: str | None = None
@@ -71,6 +74,7 @@ class LedgerActions:
         )
         if self.batch_size is not None:
             quarantine.batch_size = self.batch_size
+        quarantine.after_move = self.after_move
         return quarantine
 
     def orphan_sink(
