@@ -23,6 +23,7 @@ def test_every_query_has_a_statement_and_noun_first_name():
             "policy",
             "recommendation",
             "token",
+            "deletion",
         }, name
 
 
