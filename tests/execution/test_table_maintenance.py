@@ -190,15 +190,27 @@ async def test_orphan_removal_spares_young_and_referenced_files(spark, engine):
     assert "orphan-from-a-crashed-job" in over.value.evidence["orphans"][0]
     assert old_orphan.exists()
 
-    outcome = await maintenance(engine, name, orphan_location=table_location(spark, table)).run(
-        intent
-    )
-    assert outcome.output["dry_run_orphans"] == 1  # reported before anything was deleted
-    assert outcome.output["orphan_files_removed"] == 1
-    assert "orphan-from-a-crashed-job" in outcome.output["sample"][0]
+    # Without the deletion ledger nothing is removed: the procedure never deletes
+    # (tests/execution/test_orphan_quarantine.py runs the quarantine end to end).
+    with pytest.raises(PermanentError, match="only removed through the deletion ledger"):
+        await maintenance(engine, name, orphan_location=table_location(spark, table)).run(intent)
+    seen = []
+
+    async def sink(paths, location, older_than):
+        seen.append((paths, location, older_than))
+        return {"files_quarantined": len(paths)}
+
+    outcome = await maintenance(
+        engine, name, orphan_location=table_location(spark, table), orphan_sink=sink
+    ).run(intent)
+    assert outcome.output["dry_run_orphans"] == 1  # reported before anything was touched
+    ((paths, location, _),) = seen
+    assert len(paths) == 1 and "orphan-from-a-crashed-job" in paths[0]
+    assert location == table_location(spark, table)
     assert "prefix_mismatch_mode => 'ERROR'" in outcome.sql[-1]
+    assert "dry_run => true" in outcome.sql[-1]
     assert f"location => '{table_location(spark, table)}'" in outcome.sql[-1]
-    assert not old_orphan.exists() and in_flight.exists()
+    assert old_orphan.exists() and in_flight.exists()
     assert missing_referenced_files(spark, table) == []
     assert fingerprint(spark, table) == before
 

@@ -374,3 +374,35 @@ async def seed_many(pool: asyncpg.Pool, n: int, catalog: str = "bulk") -> None:
             catalog,
         )
         await update_latest(conn, [r["id"] for r in assessments])
+
+
+async def seed_deletions(db: asyncpg.Pool, job_id: int, table_id: int) -> None:
+    """Ledger rows of an orphan removal by ``job_id``: one file quarantined, one purged."""
+    root = "file:///lake/sales/orders"
+    held = f"{root}/data/_icepack_quarantine/job-{job_id}"
+    await db.executemany(
+        "INSERT INTO icepack.deletions (job_id, table_id, action, path, size_bytes, kind, reason,"
+        " state, quarantine_path, purge_after) VALUES"
+        " ($1, $2, 'remove_orphan_files', $3, $4, 'orphan', 'seed', $5, $6,"
+        "  now() + make_interval(days => $7))",
+        [
+            (
+                job_id,
+                table_id,
+                f"{root}/data/a.parquet",
+                10,
+                "quarantined",
+                f"{held}/data/a.parquet",
+                7,
+            ),
+            (
+                job_id,
+                table_id,
+                f"{root}/data/b.parquet",
+                20,
+                "purged",
+                f"{held}/data/b.parquet",
+                -1,
+            ),
+        ],
+    )

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from icepack_core.local.postgres import free_port
 from icepack_core.settings import load_settings
 from icepack_gateway.app import create_app
-from tests.gateway.seed import Fleet, add_table, seed_many
+from tests.gateway.seed import Fleet, add_table, seed_deletions, seed_many
 from tests.gateway.test_ui_safety import failed_verification_job
 
 NOTHING = object()
@@ -269,6 +269,19 @@ CASES: dict[tuple[str, str], list[Case]] = {
         Case("POST", "/jobs/{id}/cancel", "/jobs/999999/cancel", 404),
         Case("POST", "/jobs/{id}/cancel", "/jobs/0/cancel", 422),
     ],
+    ("GET", "/jobs/{id}/deletions"): [
+        get("/jobs/{id}/deletions", "/jobs/{done}/deletions", 200),
+        get("/jobs/{id}/deletions", "/jobs/{queued}/deletions", 200),
+        get("/jobs/{id}/deletions", "/jobs/999999/deletions", 404),
+        get("/jobs/{id}/deletions", "/jobs/abc/deletions", 422),
+    ],
+    ("POST", "/jobs/{id}/restore"): [
+        Case("POST", "/jobs/{id}/restore", "/jobs/{done}/restore", 201),
+        Case("POST", "/jobs/{id}/restore", "/jobs/{done}/restore", 200),
+        Case("POST", "/jobs/{id}/restore", "/jobs/{queued}/restore", 409),
+        Case("POST", "/jobs/{id}/restore", "/jobs/999999/restore", 404),
+        Case("POST", "/jobs/{id}/restore", "/jobs/{done}/restore", 401, token=False),
+    ],
     ("GET", "/events"): [
         get("/events", "/events", 200),
         get("/events", "/events?topic=job.finished&limit=2", 200),
@@ -406,6 +419,7 @@ async def ids(db: asyncpg.Pool, fleet: Fleet) -> dict[str, int]:
     async with db.acquire() as conn:
         await add_table(conn, "new", "fresh")
     await seed_many(db, 5)
+    await seed_deletions(db, fleet.jobs["done"], fleet.tables["sales.orders"])
     return {**fleet.jobs, "held": held}
 
 

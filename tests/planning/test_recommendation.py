@@ -7,9 +7,10 @@ from hypothesis import strategies as st
 
 from icepack_core.planning.recommendation import PartitionStat, recommend
 from icepack_core.policy import PolicyAttachment, resolve
-from icepack_core.types import Action, PolicyType
+from icepack_core.types import LEDGER_ACTIONS, Action, PolicyType
 
-ACTION_ORDER = tuple(Action)
+# The planner plans the maintenance actions, never the ledger ones (purge, restore).
+ACTION_ORDER = tuple(a for a in Action if a not in LEDGER_ACTIONS)
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 MIB = 1024 * 1024

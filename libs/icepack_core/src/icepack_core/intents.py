@@ -142,6 +142,15 @@ class RemoveOrphanFilesParams(_Model):
         return _utc(value)
 
 
+class PurgeQuarantineParams(_Model):
+    """Nothing to choose: every quarantined file of the table whose window has passed."""
+
+
+class RestoreQuarantineParams(_Model):
+    # The job whose quarantined orphans go back to their original paths.
+    job_id: int = Field(ge=1, le=2**63 - 1)
+
+
 class _Intent(_Model):
     reason: str = Field("", max_length=MAX_REASON_LENGTH)
 
@@ -181,12 +190,27 @@ class RemoveOrphanFiles(_Intent):
     params: RemoveOrphanFilesParams
 
 
+class PurgeQuarantine(_Intent):
+    action: Literal[Action.PURGE_QUARANTINE] = Action.PURGE_QUARANTINE
+    params: PurgeQuarantineParams = Field(default_factory=PurgeQuarantineParams)
+
+
+class RestoreQuarantine(_Intent):
+    action: Literal[Action.RESTORE_QUARANTINE] = Action.RESTORE_QUARANTINE
+    params: RestoreQuarantineParams
+
+
+# Actions that run through the deletion ledger and the table's FileIO, never through Spark.
+LEDGER_INTENTS = (PurgeQuarantine, RestoreQuarantine)
+
 Intent = Annotated[
     RewriteDataFiles
     | RewritePositionDeleteFiles
     | RewriteManifests
     | ExpireSnapshots
-    | RemoveOrphanFiles,
+    | RemoveOrphanFiles
+    | PurgeQuarantine
+    | RestoreQuarantine,
     Field(discriminator="action"),
 ]
 _INTENTS: TypeAdapter[list[Intent]] = TypeAdapter(list[Intent])

@@ -72,6 +72,9 @@ class OrphanFileRemovalConfig(_Config):
     # wrong location or a writer's lost commit looks like a flood of orphans.
     max_orphan_files: int = Field(10_000, ge=1)
     max_orphan_fraction: float = Field(0.10, gt=0, le=1)  # of live files, from 100 files on
+    # Orphans are moved to a quarantine prefix, not deleted; a purge job deletes them this many
+    # days later (until then ``icepack restore JOB`` puts them back).
+    quarantine_days: float = Field(7.0, gt=0)
 
     @model_validator(mode="after")
     def _safe_age(self) -> OrphanFileRemovalConfig:

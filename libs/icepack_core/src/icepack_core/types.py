@@ -87,12 +87,18 @@ class Action(StrEnum):
     REWRITE_MANIFESTS = "rewrite_manifests"
     EXPIRE_SNAPSHOTS = "expire_snapshots"
     REMOVE_ORPHAN_FILES = "remove_orphan_files"
+    # Ledger actions (no Spark): delete quarantined orphans after their window, or put a
+    # job's quarantined orphans back (``icepack_core.execution.quarantine``).
+    PURGE_QUARANTINE = "purge_quarantine"
+    RESTORE_QUARANTINE = "restore_quarantine"
 
     @property
     def rank(self) -> int:
         return list(Action).index(self)
 
 
+# Actions on the deletion ledger's files (no Spark procedure; never planned, never `maintain`ed).
+LEDGER_ACTIONS = frozenset({Action.PURGE_QUARANTINE, Action.RESTORE_QUARANTINE})
 # Actions that replace data files: verified against their parent snapshot after the commit.
 REWRITES = frozenset({Action.REWRITE_DATA_FILES, Action.REWRITE_POSITION_DELETE_FILES})
 

@@ -24,6 +24,7 @@ from icepack_core.runtime.probes import ReadyCheck, health_routes
 from icepack_core.settings import Settings, load_settings
 from icepack_gateway import (
     api_budgets,
+    api_deletions,
     api_events,
     api_holds,
     api_hooks,
@@ -76,6 +77,7 @@ ENDPOINTS: list[AnyEndpoint] = [
     *api_holds.endpoints,
     *api_jobs.endpoints,
     *api_budgets.endpoints,
+    *api_deletions.endpoints,
     *api_events.endpoints,
     *api_policies.endpoints,
     *api_hooks.endpoints,

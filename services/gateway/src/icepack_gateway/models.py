@@ -336,6 +336,39 @@ class JobSubmitted(Model):
     created: bool = Field(description="false: a job for the table was already active")
 
 
+DeletionState = Literal["recorded", "quarantined", "deleted", "restored", "purged"]
+
+
+class Deletion(Model):
+    """One row of the deletion ledger (``icepack.deletions``)."""
+
+    id: int
+    job_id: int
+    table_id: int | None
+    action: Literal["remove_orphan_files", "expire_snapshots"]
+    kind: str
+    path: str
+    size_bytes: int | None
+    state: DeletionState
+    quarantine_path: str | None
+    purge_after: datetime | None
+    reason: str
+    recorded_at: datetime
+    changed_at: datetime
+
+
+class DeletionTotal(Model):
+    files: int
+    bytes: int
+
+
+class JobDeletions(Model):
+    job_id: int
+    items: list[Deletion]
+    totals: DeletionTotal
+    by_state: dict[str, DeletionTotal] = Field(description="files and bytes per ledger state")
+
+
 class JobCancelled(Model):
     job: Job
     cancelled: bool = Field(description="false: running, asked to stop")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import typer
 
-from icepack_core.cli import budgets, holds, maintain, ops, read, services
+from icepack_core.cli import budgets, holds, maintain, ops, read, restore, services
 
 app = typer.Typer(
     help="Icepack: a control plane for Apache Iceberg table maintenance.",
@@ -42,6 +42,7 @@ COMMANDS: dict[str, Command] = {
     "health": read.health,
     "recommend": maintain.recommend_cmd,
     "maintain": maintain.maintain_cmd,
+    "restore": restore.restore_cmd,
     "jobs": ops.jobs,
     "job": ops.job,
     "events": ops.events,

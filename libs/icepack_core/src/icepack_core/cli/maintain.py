@@ -59,9 +59,9 @@ from icepack_core.spark.engine import engine_for
 from icepack_core.spark.extra import require_spark
 from icepack_core.spark.sql import procedure_call, spark_conf_statements
 from icepack_core.telemetry.logs import setup_logging
-from icepack_core.types import Action, JobTrigger, TableRef, Topic
+from icepack_core.types import LEDGER_ACTIONS, Action, JobTrigger, TableRef, Topic
 
-ACTION_NAMES = tuple(a.value for a in Action)
+ACTION_NAMES = tuple(a.value for a in Action if a not in LEDGER_ACTIONS)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 # Claim one specific job (the one this process just enqueued, in the same transaction).

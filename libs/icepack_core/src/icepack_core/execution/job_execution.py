@@ -40,7 +40,9 @@ from icepack_core.errors import (
     StaleFence,
 )
 from icepack_core.execution.expiry_ledger import ExpiryLedger
+from icepack_core.execution.ledger_actions import LedgerActions
 from icepack_core.execution.maintenance import (
+    ActionOutcome,
     AfterCall,
     OrphanLimits,
     TableMaintenance,
@@ -55,7 +57,7 @@ from icepack_core.execution.outcome import (
 from icepack_core.execution.verification import Guard
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
-from icepack_core.intents import Intent, RemoveOrphanFiles, parse_intents
+from icepack_core.intents import LEDGER_INTENTS, Intent, RemoveOrphanFiles, parse_intents
 from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
 from icepack_core.spark.engine import SparkEngine
@@ -163,6 +165,8 @@ class JobExecution:
         self.default_cadence_hours = default_cadence_hours
         self.after_call = after_call
         self.verify_timeout_seconds = verify_timeout_seconds
+        # Orphan quarantine, purge and restore (the deletion ledger).
+        self.ledger = LedgerActions(pool, inspector)
 
     async def admitted(
         self, table_id: int, actions: Any
@@ -247,6 +251,7 @@ class JobExecution:
             if pending is None:
                 raise StaleFence(job.id, job.fence, f"record the start of {action}")
 
+        orphans = admission.policy.orphan_file_removal if admission else None
         return TableMaintenance(
             self.engine,
             ref,
@@ -261,6 +266,11 @@ class JobExecution:
                     self.pool, job.id, job.fence, table_id, lambda: self.inspector.load(ref)
                 )
                 if job is not None
+                else None
+            ),
+            orphan_sink=(
+                self.ledger.orphan_sink(job, table_id, ref, orphans.quarantine_days)
+                if job is not None and orphans is not None
                 else None
             ),
         )
@@ -307,7 +317,7 @@ class JobExecution:
             name = intent.kind.value
             started = datetime.now(UTC)
             try:
-                outcome = await maintenance.run(intent)
+                outcome = await self._run_one(maintenance, intent, job, table_id)
             except (OrphanLimitExceeded, DeletionLedgerViolation) as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, str(exc), exc.evidence)
@@ -414,6 +424,14 @@ class JobExecution:
             files_planned=[probes[k].get("files_planned") for k in ("before", "after")],
             plan_ms=[probes[k].get("plan_ms") for k in ("before", "after")],
         )
+
+    async def _run_one(
+        self, maintenance: TableMaintenance, intent: Intent, job: Job | None, table_id: int
+    ) -> ActionOutcome:
+        """One action: a Spark procedure, or a ledger action (purge, restore) without Spark."""
+        if isinstance(intent, LEDGER_INTENTS):
+            return await self.ledger.run(intent, job, table_id, maintenance.ref)
+        return await maintenance.run(intent)
 
     async def settle(
         self,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
@@ -32,8 +33,10 @@ from icepack_core.execution.partition_filter import (
     identity_columns,
     scope_partitions,
 )
+from icepack_core.execution.quarantine import is_quarantined
 from icepack_core.execution.verification import Guard, RewriteVerifier
 from icepack_core.intents import (
+    LEDGER_INTENTS,
     ExpireSnapshots,
     Intent,
     RemoveOrphanFiles,
@@ -112,6 +115,10 @@ class ActionOutcome:
 
 
 AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the procedure commits
+# Takes over from an orphan dry run: given the listed paths (quarantine paths already filtered
+# out), the confined location and ``older_than``, records and quarantines them through the
+# deletion ledger (``execution.quarantine``) and returns what it did.
+OrphanSink = Callable[[list[str], str, datetime], Awaitable[dict[str, Any]]]
 # Called with the start snapshot before a rewrite's CALL: the durable "to verify" record.
 BeforeCall = Callable[[str, int | None], Awaitable[None]]
 
@@ -177,6 +184,7 @@ class TableMaintenance:
         orphan_location: str | None = None,
         orphan_limits: OrphanLimits | None = None,
         expiry: Expiry | None = None,
+        orphan_sink: OrphanSink | None = None,
     ) -> None:
         self.engine = engine
         self.ref = ref
@@ -196,6 +204,8 @@ class TableMaintenance:
         self.orphan_limits = orphan_limits or OrphanLimits()
         # With a job, expiry records its files in the deletion ledger first (JobExecution).
         self.expiry = expiry
+        # Orphans are never deleted by the procedure: without a ledger sink nothing is removed.
+        self.orphan_sink = orphan_sink
 
     def metadata_table(self, name: str) -> str:
         return qualified_name(self.ref.catalog, (*self.levels, self.ref.name), name)
@@ -225,6 +235,10 @@ class TableMaintenance:
                 partial progress before it, which the caller must still verify.
         """
         intent = action if not isinstance(action, Mapping) else parse_intent(action)
+        if isinstance(intent, LEDGER_INTENTS):
+            raise PermanentError(
+                f"{intent.kind.value} runs through the deletion ledger, not a Spark procedure"
+            )
         location = None
         if isinstance(intent, RemoveOrphanFiles):
             location = await self._confirmed_location()
@@ -270,9 +284,14 @@ class TableMaintenance:
             dry = procedure_call(self.ref.catalog, name, {**args, "dry_run": True})
             outcome.sql.append(dry)
             found = await self.engine.sql(dry)
-            paths = [str(next(iter(r.values()))) for r in found]
+            listed = [str(next(iter(r.values()))) for r in found]
+            assert location is not None  # confirmed for every orphan removal
+            # Iceberg's listing skips hidden directories; a quarantine path is never a candidate.
+            paths = [p for p in listed if not is_quarantined(location, p)]
             outcome.output["dry_run_orphans"] = len(paths)
             outcome.output["dry_run_sample"] = paths[:20]
+            if len(paths) != len(listed):
+                outcome.output["dry_run_quarantined_skipped"] = len(listed) - len(paths)
             too_many = self.orphan_limits.exceeded_by(len(paths))
             if too_many is not None:
                 raise OrphanLimitExceeded(
@@ -284,6 +303,15 @@ class TableMaintenance:
                         "limits": vars(self.orphan_limits),
                     },
                 )
+            if self.orphan_sink is None:
+                raise PermanentError(
+                    f"remove_orphan_files on {self.ref}: orphans are only removed through the "
+                    "deletion ledger (quarantine), and this run has none"
+                )
+            started = time.monotonic()
+            outcome.output.update(await self.orphan_sink(paths, location, intent.params.older_than))
+            outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+            return outcome
         call = procedure_call(self.ref.catalog, name, args)
         outcome.sql.append(call)
         if intent.kind in REWRITES and self.before_call is not None:

@@ -1,4 +1,5 @@
-"""Keeping the queue healthy: reap expired leases, prune old jobs and events, re-plan stale tables.
+"""Keeping the queue healthy: reap expired leases, prune old jobs and events, re-plan stale tables,
+and queue a ``purge_quarantine`` job for each table whose quarantined orphans are due.
 
 These loops belong to the queue, not to any one domain; the planner service runs them because
 the planner always runs, while executors are scaled to zero by KEDA when nothing is queued
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import asyncpg
 import structlog
@@ -18,11 +20,14 @@ from icepack_core.db.resilience import loop_every
 from icepack_core.queue.events import prune_events
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.queue.work_items import WorkQueue
+from icepack_core.types import Action, JobTrigger
 
 REAP_INTERVAL_SECONDS = 5.0  # an expired lease is noticed within seconds
 PRUNE_INTERVAL_SECONDS = 600.0  # pruning is cheap but need not be frequent
 REPLAN_INTERVAL_SECONDS = 900.0  # snapshot age moves slowly; a quarter hour is plenty
 REPLAN_BATCH = 1000
+PURGE_INTERVAL_SECONDS = 3600.0  # quarantine windows are days long
+PURGE_BATCH = 1000
 
 
 @dataclass
@@ -68,9 +73,39 @@ class QueueUpkeep:
             for row in rows:
                 await self.work.request(conn, row["id"], "replan")
 
+    async def purge(self, now: datetime | None = None) -> list[int]:
+        """Queue one ``purge_quarantine`` job per live, not held table with quarantined files
+        due (``deletion_purge_due_tables``), deduplicated per table; returns the job ids. The
+        executor deletes the files (it has the table's FileIO), admitted like any action."""
+        due = await self.pool.fetch(
+            load_query("deletion_purge_due_tables"), now or datetime.now(UTC), PURGE_BATCH
+        )
+        ids = []
+        for row in due:
+            enqueued = await self.jobs.enqueue(
+                row["table_id"],
+                [
+                    {
+                        "action": Action.PURGE_QUARANTINE.value,
+                        "params": {},
+                        "reason": "quarantined orphan files past their retention window",
+                    }
+                ],
+                dedupe_key=f"purge:{row['table_id']}",
+                trigger=JobTrigger.PLANNER,
+            )
+            ids.append(enqueued.job.id)
+        if ids:
+            self.log.info("quarantine.purge_queued", jobs=len(ids))
+        return ids
+
+    async def _purge(self) -> None:
+        await self.purge()
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Run the three loops until ``stop``; a failing pass is logged and retried next tick."""
+        """Run the four loops until ``stop``; a failing pass is logged and retried next tick."""
         await asyncio.gather(
+            loop_every(PURGE_INTERVAL_SECONDS, stop, self._purge, self.log, "quarantine.purge"),
             loop_every(REPLAN_INTERVAL_SECONDS, stop, self.replan, self.log, "planner.replan"),
             loop_every(REAP_INTERVAL_SECONDS, stop, self.reap, self.log, "job.reap"),
             loop_every(PRUNE_INTERVAL_SECONDS, stop, self.prune, self.log, "queue.prune"),

@@ -4,7 +4,9 @@ Every path that starts maintenance passes here: the gateway at enqueue, ``icepac
 and the executor again before any Spark call (whatever the job's source: planner, operator,
 CLI, retry). ``admit`` refuses, with a reason that names the table and the rule:
 
-- a table on hold (failed verification) or opted out (``icepack.maintenance.enabled=false``);
+- a table on hold (failed verification) or opted out (``icepack.maintenance.enabled=false``),
+  except for ``restore_quarantine`` alone: putting an operator's quarantined files back is a
+  repair, allowed on a held table (a purge on a held table is refused like any action);
 - a table whose policy or ``icepack.*`` properties are invalid;
 - expiry newer than the age floor (``ICEPACK_EXPIRY_MIN_AGE_HOURS``, default 1 h);
 - orphan removal unless an operator-attached policy enables it (a table property can disable it,
@@ -25,7 +27,7 @@ import asyncpg
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, PolicyError
-from icepack_core.intents import ExpireSnapshots, Intent, RemoveOrphanFiles
+from icepack_core.intents import ExpireSnapshots, Intent, RemoveOrphanFiles, RestoreQuarantine
 from icepack_core.policy import (
     ORPHAN_SAFE_HOURS,
     EffectivePolicy,
@@ -149,7 +151,8 @@ async def admit(
     """
     label = _label(table)
     hold = table["maintenance_hold"]
-    if hold:
+    repair_only = bool(intents) and all(isinstance(i, RestoreQuarantine) for i in intents)
+    if hold and not repair_only:
         reason = hold.get("reason") if isinstance(hold, dict) else hold
         raise ActionRefused("TABLE_HELD", f"{label} is on hold: {reason}")
     try:
@@ -164,7 +167,7 @@ async def admit(
         )
     except PolicyError as exc:
         raise ActionRefused("POLICY_INVALID", f"{label}: invalid policy: {exc}") from None
-    if not policy.maintenance_enabled:
+    if not policy.maintenance_enabled and not repair_only:
         raise ActionRefused(
             "TABLE_OPTED_OUT",
             f"{label} opted out of maintenance (icepack.maintenance.enabled=false)",

@@ -1,0 +1,123 @@
+"""The job side of the deletion ledger: orphan quarantine, purge and restore for ``JobExecution``.
+
+``LedgerActions`` loads the table through the inspector's catalogs (so the FileIO carries the
+catalog's storage properties and credentials), and hands ``OrphanQuarantine``
+(``execution.quarantine``) the running job's id and fence. It gives ``TableMaintenance`` the
+``orphan_sink`` that replaces the procedure's delete, and runs the two ledger actions
+(``purge_quarantine``, ``restore_quarantine``), which need no Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from icepack_core.errors import PermanentError
+from icepack_core.execution.file_mover import FileMover
+from icepack_core.execution.maintenance import ActionOutcome, OrphanSink
+from icepack_core.execution.quarantine import (
+    AfterMove,
+    OrphanQuarantine,
+    quarantine_root,
+    report_output,
+)
+from icepack_core.inspection.inspector import Inspector
+from icepack_core.intents import Intent, PurgeQuarantine, RestoreQuarantine
+from icepack_core.queue.jobs import Job
+from icepack_core.types import TableRef
+
+Clock = Callable[[], datetime]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LedgerActions:
+    """Ledger-backed file actions of jobs; ``clock`` decides what is due (tests pin it)."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        inspector: Inspector,
+        *,
+        clock: Clock = _utc_now,
+        batch_size: int | None = None,
+    ) -> None:
+        self.pool = pool
+        self.inspector = inspector
+        self.clock = clock
+        self.batch_size = batch_size
+        # Test-only hook: runs after each quarantine move, before its row is marked.
+        self.after_move: AfterMove | None = None
+
+    async def quarantine_for(
+        self, job: Job, table_id: int, ref: TableRef, location: str | None = None
+    ) -> OrphanQuarantine:
+        """The ledger of ``job`` on the table, moving files through the table's FileIO.
+
+        Raises:
+            InspectionFailed: the table cannot be loaded from its catalog.
+        """
+        loaded = await self.inspector.load(ref)
+        quarantine = OrphanQuarantine(
+            self.pool,
+            job.id,
+            job.fence,
+            table_id,
+            location or loaded.location(),
+            FileMover(loaded.io),
+            self.clock,
+        )
+        if self.batch_size is not None:
+            quarantine.batch_size = self.batch_size
+        quarantine.after_move = self.after_move
+        return quarantine
+
+    def orphan_sink(
+        self, job: Job, table_id: int, ref: TableRef, quarantine_days: float
+    ) -> OrphanSink:
+        """Record then quarantine what an orphan dry run listed (``TableMaintenance``)."""
+
+        async def sink(paths: list[str], location: str, older_than: datetime) -> dict[str, Any]:
+            quarantine = await self.quarantine_for(job, table_id, ref, location)
+            reason = f"not referenced by any snapshot; older than {older_than.isoformat()}"
+            recorded = await quarantine.record(paths, reason)
+            retention = timedelta(days=quarantine_days)
+            report = await quarantine.quarantine(retention)
+            return {
+                "recorded": recorded,
+                **report_output(report, "quarantined"),
+                "quarantine_root": quarantine_root(location, job.id),
+                "quarantine_days": quarantine_days,
+            }
+
+        return sink
+
+    async def run(
+        self, intent: Intent, job: Job | None, table_id: int, ref: TableRef
+    ) -> ActionOutcome:
+        """Run one ledger action (purge or restore) for ``job``.
+
+        Raises:
+            PermanentError: not a ledger action, or no job to fence the ledger writes with.
+            StaleFence: the job was lost midway (the next attempt continues from the ledger).
+        """
+        name = intent.kind.value
+        if job is None:
+            raise PermanentError(f"{name} writes the deletion ledger and needs a job")
+        quarantine = await self.quarantine_for(job, table_id, ref)
+        if isinstance(intent, PurgeQuarantine):
+            output = report_output(await quarantine.purge(), "purged")
+        elif isinstance(intent, RestoreQuarantine):
+            source = intent.params.job_id
+            output = {
+                "source_job_id": source,
+                **report_output(await quarantine.restore(source), "restored"),
+            }
+        else:
+            raise PermanentError(f"{name} is not a deletion ledger action")
+        return ActionOutcome(name, name, [], output)

@@ -1,0 +1,307 @@
+"""Orphan removal through the deletion ledger: record, quarantine, purge, restore.
+
+Nothing an orphan listing finds is deleted at once. ``OrphanQuarantine.record`` writes every
+listed path (with its size) to ``icepack.deletions`` before any file is touched; ``quarantine``
+then moves each ``recorded`` row's file to ``<location>/data/_icepack_quarantine/job-<id>/
+<path relative to the location>`` and marks the row ``quarantined`` (with ``purge_after``)
+right after its move. Every ledger write carries the running job's id and fence and is refused
+once the job is no longer its holder's (``StaleFence``).
+
+Resuming after a crash (same job, new fence) continues from the ledger, one row at a time:
+
+- source present, quarantine copy absent: move it;
+- source absent, quarantine copy present: the move happened, only its mark was lost: mark it;
+- both present (an object store's copy finished, its delete did not): when the copy has the
+  recorded size the source is deleted, else the move is redone;
+- neither present: reported as missing (someone else deleted it); the row stays ``recorded``.
+
+So every file is in exactly one of its source and its quarantine path, and none is moved twice.
+
+Iceberg's orphan listing skips every directory whose name starts with ``.`` or ``_``
+(``org.apache.iceberg.hadoop.HiddenPathFilter``), so quarantined files are never listed again;
+``is_quarantined`` filters them out of a listing anyway, in case a listing ever does not.
+
+``purge`` deletes quarantined files whose window ended (rows -> ``purged``); ``restore`` moves
+one job's quarantined files back (rows -> ``restored``), refusing a file whose original path
+exists again and reporting files already purged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from icepack_core.db.queries import load_query
+from icepack_core.errors import PermanentError, StaleFence
+from icepack_core.execution.file_mover import FileMover
+from icepack_core.safety.admission import normalize_location
+
+# "_": hidden from Iceberg's orphan listing (as "." is), and accepted by object stores that
+# refuse "."-prefixed key components (SeaweedFS table buckets deny them). Under ``data/``: such
+# stores also refuse the directory markers pyarrow writes on a move or delete anywhere else.
+QUARANTINE_DIR = "_icepack_quarantine"
+QUARANTINE_PREFIX = f"data/{QUARANTINE_DIR}"
+# Rows read and moved per round trip: bounded memory, and a killed job loses at most one batch
+# of marks (which the resume re-derives from the files).
+BATCH_SIZE = 200
+# Paths kept in an action's output (the ledger has them all).
+SAMPLE = 20
+ORPHAN_ACTION = "remove_orphan_files"
+
+# A test hook: called after each file's move, before its row is marked.
+AfterMove = Callable[[str], Awaitable[None]]
+
+
+def relative_path(location: str, path: str) -> str:
+    """``path`` relative to the table ``location`` (scheme spellings folded).
+
+    Raises:
+        PermanentError: ``path`` is not under ``location``.
+    """
+    root = normalize_location(location).rstrip("/") + "/"
+    full = normalize_location(path)
+    if not full.startswith(root) or full == root:
+        raise PermanentError(f"orphan path {path!r} is not under the table location {location!r}")
+    return full[len(root) :]
+
+
+def quarantine_root(location: str, job_id: int) -> str:
+    """Where job ``job_id`` quarantines the files of the table at ``location``."""
+    return f"{location.rstrip('/')}/{QUARANTINE_PREFIX}/job-{job_id}"
+
+
+def quarantine_path(location: str, job_id: int, path: str) -> str:
+    """The quarantine path of one orphan ``path``."""
+    return f"{quarantine_root(location, job_id)}/{relative_path(location, path)}"
+
+
+def is_quarantined(location: str, path: str) -> bool:
+    """Whether ``path`` lies in a quarantine directory of the table (any job's; any directory of
+    that name, to be safe)."""
+    try:
+        relative = relative_path(location, path)
+    except PermanentError:
+        return False
+    return QUARANTINE_DIR in relative.split("/")[:-1]
+
+
+@dataclass
+class LedgerReport:
+    """What one ledger action did; ``output`` is what its job action records."""
+
+    moved: int = 0
+    resumed: int = 0
+    bytes: int = 0
+    missing: list[str] = field(default_factory=list)
+    refused: list[dict[str, str]] = field(default_factory=list)
+    purged_before: list[str] = field(default_factory=list)
+    sample: list[str] = field(default_factory=list)
+
+    def note(self, path: str, size: int | None) -> None:
+        self.moved += 1
+        self.bytes += size or 0
+        if len(self.sample) < SAMPLE:
+            self.sample.append(path)
+
+
+@dataclass
+class OrphanQuarantine:
+    """The ledger actions of one running job (``job_id`` under ``fence``) on one table.
+
+    ``mover`` works through the table's FileIO; ``now`` is the clock (``purge_after`` and purge
+    due times are computed from it).
+    """
+
+    pool: asyncpg.Pool
+    job_id: int
+    fence: int
+    table_id: int
+    location: str
+    mover: FileMover
+    now: Callable[[], datetime]
+    batch_size: int = BATCH_SIZE
+    after_move: AfterMove | None = None
+
+    def _stale(self, what: str) -> StaleFence:
+        return StaleFence(self.job_id, self.fence, what)
+
+    async def _still_ours(self, what: str) -> None:
+        """Refuse to touch a file once the job is not ours: a lost job moves nothing more.
+        (A move racing the loss is harmless: the next attempt finds the file where it went.)"""
+        fence = await self.pool.fetchval(load_query("job_running_fence"), self.job_id)
+        if fence != self.fence:
+            raise self._stale(what)
+
+    async def record(self, paths: list[str], reason: str) -> int:
+        """Record ``paths`` (skipping quarantine paths) with their sizes, in batches; returns how
+        many rows were written (0 for paths a previous attempt already recorded).
+
+        Raises:
+            StaleFence: the job is no longer ours; nothing more was written.
+            PermanentError: a path outside the table location.
+        """
+        candidates = [p for p in paths if not is_quarantined(self.location, p)]
+        for path in candidates:
+            relative_path(self.location, path)  # refuse before writing anything
+        written = 0
+        for start in range(0, len(candidates), self.batch_size):
+            batch = candidates[start : start + self.batch_size]
+            sizes = await asyncio.to_thread(self._sizes, batch)
+            row = await self.pool.fetchrow(
+                load_query("deletion_record_batch"),
+                self.job_id,
+                self.fence,
+                self.table_id,
+                ORPHAN_ACTION,
+                "orphan",
+                reason,
+                batch,
+                sizes,
+            )
+            if row is None or not row["fenced"]:
+                raise self._stale("record orphan files in the deletion ledger")
+            written += int(row["written"])
+        return written
+
+    def _sizes(self, paths: list[str]) -> list[int | None]:
+        return [self.mover.size(p) for p in paths]
+
+    async def quarantine(self, retention: timedelta) -> LedgerReport:
+        """Move every ``recorded`` row's file of this job to quarantine (module doc)."""
+        report = LedgerReport()
+        skipped: set[int] = set()
+        while True:
+            rows = await self.pool.fetch(
+                load_query("deletion_recorded_batch"),
+                self.job_id,
+                "recorded",
+                self.batch_size + len(skipped),
+            )
+            rows = [r for r in rows if r["id"] not in skipped]
+            if not rows:
+                return report
+            for row in rows:
+                path = row["path"]
+                target = quarantine_path(self.location, self.job_id, path)
+                await self._still_ours(f"quarantine {path}")
+                outcome = await asyncio.to_thread(self._quarantine_one, path, target, row)
+                if outcome == "missing":
+                    report.missing.append(path)
+                    skipped.add(row["id"])
+                    continue
+                if self.after_move is not None:
+                    await self.after_move(path)
+                marked = await self.pool.fetchval(
+                    load_query("deletion_mark_quarantined"),
+                    self.job_id,
+                    self.fence,
+                    row["id"],
+                    target,
+                    self.now() + retention,
+                )
+                if marked is None:
+                    raise self._stale(f"mark {path} quarantined")
+                if outcome == "resumed":
+                    report.resumed += 1
+                report.note(path, row["size_bytes"])
+
+    def _quarantine_one(self, path: str, target: str, row: asyncpg.Record) -> str:
+        """Bring one file to ``target``: "moved", "resumed" (it already was) or "missing"."""
+        source_size = self.mover.size(path)
+        target_size = self.mover.size(target)
+        if source_size is None:
+            return "missing" if target_size is None else "resumed"
+        if target_size is not None and target_size == (row["size_bytes"] or source_size):
+            self.mover.delete(path)  # the copy finished, its delete did not
+            return "resumed"
+        self.mover.move(path, target)
+        return "moved"
+
+    async def purge(self) -> LedgerReport:
+        """Delete this table's quarantined files whose ``purge_after`` has passed."""
+        report = LedgerReport()
+        while True:
+            rows = await self.pool.fetch(
+                load_query("deletion_purge_due"), self.table_id, self.now(), self.batch_size
+            )
+            if not rows:
+                return report
+            for row in rows:
+                await self._still_ours(f"purge {row['quarantine_path']}")
+                await asyncio.to_thread(self.mover.delete, row["quarantine_path"])
+                await self._mark(row, "purged")
+                report.note(row["path"], row["size_bytes"])
+
+    async def restore(self, source_job: int) -> LedgerReport:
+        """Move job ``source_job``'s quarantined files of this table back to their paths."""
+        report = LedgerReport()
+        refused: set[int] = set()
+        for row in await self.pool.fetch(load_query("deletion_list_job"), source_job):
+            if row["table_id"] != self.table_id:
+                continue
+            if row["state"] == "purged":
+                report.purged_before.append(row["path"])
+        while True:
+            rows = await self.pool.fetch(
+                load_query("deletion_recorded_batch"),
+                source_job,
+                "quarantined",
+                self.batch_size + len(refused),
+            )
+            rows = [r for r in rows if r["id"] not in refused and r["table_id"] == self.table_id]
+            if not rows:
+                return report
+            for row in rows:
+                await self._still_ours(f"restore {row['path']}")
+                reason = await asyncio.to_thread(self._restore_one, row)
+                if reason is not None and reason != "resumed":
+                    report.refused.append({"path": row["path"], "reason": reason})
+                    refused.add(row["id"])
+                    continue
+                await self._mark(row, "restored")
+                if reason == "resumed":
+                    report.resumed += 1
+                report.note(row["path"], row["size_bytes"])
+
+    def _restore_one(self, row: asyncpg.Record) -> str | None:
+        """Move one file back; None when moved, "resumed" when it already was, else why not."""
+        path, held = row["path"], row["quarantine_path"]
+        at_source = self.mover.size(path)
+        in_quarantine = self.mover.size(held)
+        if in_quarantine is None:
+            if at_source is not None and at_source == (row["size_bytes"] or at_source):
+                return "resumed"  # moved back by an attempt that lost its mark
+            return f"its quarantine copy {held} is gone"
+        if at_source is not None:
+            return f"a file exists at {path} again; not overwritten"
+        self.mover.move(held, path)
+        return None
+
+    async def _mark(self, row: asyncpg.Record, state: str) -> None:
+        marked = await self.pool.fetchval(
+            load_query("deletion_mark"), self.job_id, self.fence, row["id"], state
+        )
+        if marked is None:
+            raise self._stale(f"mark {row['path']} {state}")
+
+
+def report_output(report: LedgerReport, verb: str) -> dict[str, Any]:
+    """A report as a job action's output: counts, bytes, samples and what went wrong."""
+    output: dict[str, Any] = {
+        f"files_{verb}": report.moved,
+        "bytes": report.bytes,
+        "resumed": report.resumed,
+        "sample": report.sample,
+    }
+    if report.missing:
+        output["missing"] = report.missing[:1000]
+    if report.refused:
+        output["refused"] = report.refused[:1000]
+    if report.purged_before:
+        output["already_purged"] = report.purged_before[:1000]
+    return output
