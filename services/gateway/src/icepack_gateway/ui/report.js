@@ -59,8 +59,9 @@
     const p = isObj(job.predicted) ? job.predicted : null;
     const o = isObj(job.outcome) ? job.outcome : null;
     if (!p && !o) {
-      return '<p class="empty" data-test="outcome-none">No prediction: this job was not '
-        + "planned by the planner (manual or CLI), and no outcome was measured.</p>";
+      return '<p class="empty" data-test="outcome-none">No prediction and no measured outcome '
+        + "for this job (operators' and CLI jobs carry no prediction; orphan removal and "
+        + "restores change no table shape).</p>";
     }
     const pa = p && Array.isArray(p.actions) ? p.actions : [];
     const oa = o && Array.isArray(o.actions) ? o.actions : [];
