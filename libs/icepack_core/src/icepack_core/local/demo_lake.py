@@ -394,6 +394,10 @@ def render_state(state: DemoState, elapsed: float) -> Any:
             title_justify="left",
             box=box.SIMPLE_HEAD,
             pad_edge=False,
+            # Two spaces between columns, none at the edge: the widest rows (a two-digit job
+            # id, "customers", the longest action name) still fit 80 columns unwrapped.
+            show_edge=False,
+            collapse_padding=True,
         )
         for job_id, name, job_state, trigger, actions, files, snaps, deletes, error in state.jobs:
             jobs.add_row(
