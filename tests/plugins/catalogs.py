@@ -82,7 +82,9 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
-def stop_process(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+def stop_process(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
+    """Stop a test server whose state is throw-away: SIGTERM, then SIGKILL after ``grace``
+    seconds (several of them sit out any grace given; the suite pays each wait)."""
     proc.terminate()
     try:
         proc.wait(timeout=grace)

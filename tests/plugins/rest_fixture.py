@@ -77,7 +77,7 @@ class IcebergRest:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            stop_process(self.proc, grace=5.0)
+            stop_process(self.proc)
 
 
 def _log_tail(log: Path, limit: int = 3000) -> str:

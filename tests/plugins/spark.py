@@ -240,10 +240,10 @@ def _start_server(kind: str, settings: Settings, workdir: Path, port: int) -> It
         yield server
     finally:
         # The server's state is throw-away (its warehouse is the test session's): a clean
-        # shutdown buys nothing, and a JVM that ignores SIGTERM for 30 s costs the suite 30 s.
+        # shutdown buys nothing, and a JVM that sits out SIGTERM costs the suite each second.
         process.terminate()
         try:
-            process.wait(timeout=5)
+            process.wait(timeout=2)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
