@@ -33,8 +33,11 @@ test: setup ## lint, then every test (real Postgres, Spark, catalogs; Go tests t
 	$(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory test-python
 
+# Two pytest-xdist workers; every Spark test on one of them (tests/conftest.py groups them).
+PYTEST_WORKERS ?= 2
+
 test-python:
-	uv run pytest $(PYTEST_ARGS)
+	uv run pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-go:
 	cd go-inspector && go vet ./... && go test ./...

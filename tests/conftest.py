@@ -29,7 +29,12 @@ from icepack_core.db.pool import create_pool
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.settings import Settings, load_settings
 
-pytest_plugins = ["tests.plugins.spark", "tests.plugins.catalogs", "tests.plugins.rest_fixture"]
+pytest_plugins = [
+    "tests.plugins.startup",
+    "tests.plugins.spark",
+    "tests.plugins.catalogs",
+    "tests.plugins.rest_fixture",
+]
 
 TEMPLATE = "icepack_template"
 # The fixture (anywhere in a test's fixture closure) that makes a test of each kind.
@@ -103,10 +108,11 @@ def remove_in_background(root: Path) -> None:
     deleting several GB of small files took 16-25 s at session end on this machine's ext4
     (mounted with ``discard``), and nothing reads them again.
     """
-    subprocess.Popen(
-        ["rm", "-rf", "--", str(root)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    # `sh` starts `rm` in the background and exits: `rm` outlives this process, and no child
+    # is left for the interpreter to reap.
+    subprocess.run(
+        ["sh", "-c", 'rm -rf -- "$1" >/dev/null 2>&1 &', "remove", str(root)],
+        check=True,
         start_new_session=True,
     )
 
@@ -211,3 +217,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         }
         for kind in sorted(kinds or {"unit"}):
             item.add_marker(kind)
+        if "spark" in kinds:
+            # Under pytest-xdist (`make test` runs 2 workers, --dist loadgroup) every Spark test
+            # runs on one worker: one in-process session and one Thrift and Connect server, not
+            # a copy per worker competing for the same 2 cores.
+            item.add_marker(pytest.mark.xdist_group("spark"))

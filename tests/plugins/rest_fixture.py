@@ -32,6 +32,7 @@ import pytest
 
 from icepack_core.settings import CatalogConfig
 from tests.plugins.catalogs import free_port, stop_process
+from tests.plugins.startup import record_startup
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REST_FIXTURE_DIR = REPO_ROOT / ".cache" / "rest-fixture"
@@ -41,8 +42,8 @@ START_DEADLINE_S = 60.0  # it answers after ≈2 s here
 CLIENT_ID, CLIENT_SECRET = "icepack", "fixture-secret"
 # A small JVM that starts quickly: C1 only, serial GC (the fixture serves a handful of tables).
 JVM_OPTS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms64m", "-Xmx512m", "-Xshare:auto")
-# Start-up times measured by the fixtures (seconds, to the first `GET /v1/config` answer).
-STARTUP_SECONDS: dict[str, float] = {}
+# Section of the start-up summary (seconds to the first `GET /v1/config` answer).
+SECTION = "iceberg REST fixture start-up"
 
 
 def _unavailable(message: str) -> NoReturn:
@@ -144,7 +145,7 @@ def run_rest_fixture(jar: Path, label: str = "rest-fixture") -> Iterator[Iceberg
     server = IcebergRest(f"http://127.0.0.1:{port}", warehouse.as_uri(), proc, log)
     try:
         _wait_config(server.uri, proc, log, START_DEADLINE_S)
-        STARTUP_SECONDS[label] = time.monotonic() - started
+        record_startup(SECTION, label, time.monotonic() - started)
         yield server
     finally:
         server.stop()
@@ -179,11 +180,3 @@ def iceberg_rest(rest_fixture_jar: Path) -> Iterator[IcebergRest]:
     """Iceberg's REST catalog server, shared by the session (tests use their own namespaces)."""
     with run_rest_fixture(rest_fixture_jar, "iceberg_rest") as server:
         yield server
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Report how long each REST fixture took to answer (only those a test started)."""
-    if STARTUP_SECONDS:
-        terminalreporter.section("iceberg REST fixture start-up")
-        for name, seconds in STARTUP_SECONDS.items():
-            terminalreporter.write_line(f"{name}: {seconds:.1f} s")

@@ -32,6 +32,7 @@ import pytest
 from icepack_core.local.postgres import free_port
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.session import session_conf, spark_properties
+from tests.plugins.startup import record_startup
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JARS_DIR = REPO_ROOT / ".cache" / "jars"
@@ -39,8 +40,7 @@ SPARK_DATABASE = "icepack_spark"
 SERVER_START_DEADLINE_S = 120.0
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-# Start-up times measured by the fixtures, printed at the end of the session.
-STARTUP_SECONDS: dict[str, float] = {}
+SECTION = "spark start-up"  # of the start-up summary (tests/plugins/startup.py)
 
 
 def _unavailable(message: str) -> None:
@@ -144,7 +144,7 @@ def spark(spark_catalog_settings: Settings) -> Iterator[object]:
     started = time.monotonic()
     session, created = build_local_session(spark_catalog_settings)
     session.sql("SHOW NAMESPACES IN icepack").collect()  # the catalog really answers
-    STARTUP_SECONDS["local session"] = time.monotonic() - started
+    record_startup(SECTION, "local session", time.monotonic() - started)
     try:
         yield session
     finally:
@@ -236,7 +236,7 @@ def _start_server(kind: str, settings: Settings, workdir: Path, port: int) -> It
                     f"{SERVER_START_DEADLINE_S:.0f} s; log tail:\n{server.log_tail()}"
                 )
             time.sleep(0.25)
-        STARTUP_SECONDS[f"{kind} server"] = time.monotonic() - started
+        record_startup(SECTION, f"{kind} server", time.monotonic() - started)
         yield server
     finally:
         # The server's state is throw-away (its warehouse is the test session's): a clean
@@ -265,11 +265,3 @@ def connect_server(
     """A Spark Connect server on 127.0.0.1 (client URL ``sc://127.0.0.1:PORT``)."""
     workdir = tmp_path_factory.mktemp("connect-server")
     yield from _start_server("connect", spark_catalog_settings, workdir, free_port())
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Report how long each Spark component took to start (only those a test used)."""
-    if STARTUP_SECONDS:
-        terminalreporter.section("spark start-up")
-        for name, seconds in STARTUP_SECONDS.items():
-            terminalreporter.write_line(f"{name}: {seconds:.1f} s")
