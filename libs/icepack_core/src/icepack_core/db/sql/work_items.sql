@@ -1,15 +1,23 @@
 -- name: work_request
 -- Ask a service to work on a table. Repeated requests coalesce into one row; each bumps the
--- generation so a claim in progress is re-done once it finishes.
-INSERT INTO icepack.work_items (service, table_id, reason, not_before, traceparent)
-VALUES ($1, $2, $3, coalesce($4::timestamptz, now()), $5)
-ON CONFLICT (service, table_id) DO UPDATE
-   SET generation   = icepack.work_items.generation + 1,
-       requested_at = now(),
-       reason       = EXCLUDED.reason,
-       not_before   = least(icepack.work_items.not_before, EXCLUDED.not_before),
-       traceparent  = coalesce(EXCLUDED.traceparent, icepack.work_items.traceparent)
-RETURNING generation;
+-- generation so a claim in progress is re-done once it finishes. It also NOTIFYs
+-- `work.<service>` on the event channel (delivered at commit, once per transaction): the
+-- service's workers woke on the event that caused this request too, and one that claimed before
+-- this commit found nothing and would otherwise sleep until its poll timer.
+WITH requested AS (
+    INSERT INTO icepack.work_items (service, table_id, reason, not_before, traceparent)
+    VALUES ($1, $2, $3, coalesce($4::timestamptz, now()), $5)
+    ON CONFLICT (service, table_id) DO UPDATE
+       SET generation   = icepack.work_items.generation + 1,
+           requested_at = now(),
+           reason       = EXCLUDED.reason,
+           not_before   = least(icepack.work_items.not_before, EXCLUDED.not_before),
+           traceparent  = coalesce(EXCLUDED.traceparent, icepack.work_items.traceparent)
+    RETURNING generation
+), woken AS (
+    SELECT pg_notify('icepack_events', 'work.' || $1::text)
+)
+SELECT generation FROM requested, woken;
 
 -- name: work_claim
 -- Claim up to $4 due, unclaimed (or lease-expired) items of one service for $3 seconds.
