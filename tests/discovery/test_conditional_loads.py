@@ -18,14 +18,16 @@ from pathlib import Path
 import pytest
 
 from icepack_core.discovery.catalogs import (
+    ListedTable,
     StoredEtag,
     gate_for,
     list_table_locations,
     load_catalog,
 )
 from icepack_core.discovery.limits import CatalogCalls
-from icepack_core.discovery.refresh import Discovery
+from icepack_core.discovery.refresh import Discovery, _apply, apply_change
 from icepack_core.settings import CatalogConfig
+from icepack_core.types import TableRef
 from tests.discovery.test_discovery_sql import events, last_event_id, make_settings
 from tests.plugins.catalogs import SCHEMA, rows
 from tests.plugins.rest_fixture import IcebergRest
@@ -237,3 +239,45 @@ async def test_an_unexpected_answer_to_a_conditional_load_costs_only_that_table(
         assert listed["c"].metadata_location is None
         assert "UnexpectedCatalogAnswer" in (listed["c"].error or "")
         assert listed["a"].metadata_location == stored["a"][0]
+
+
+async def test_a_location_set_without_an_etag_clears_it_and_a_304_never_moves_a_table_back(
+    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
+):
+    cfg, ns = _fixture_tables(iceberg_rest, "rest_pushed")
+    discovery = Discovery(make_settings(database_url, tmp_path, cfg), db)
+    await discovery.run_once()
+    before = await _stored(db, cfg.name)
+
+    # A pushed change (a catalog hook's hint) records a's new location without an ETag: the
+    # stored ETag belonged to the old location, so it goes, and the next pass loads a in full.
+    table = load_catalog(cfg).load_table(f"{ns}.a")
+    table.append(rows(1))
+    moved = load_catalog(cfg).load_table(f"{ns}.a").metadata_location
+    pushed = await apply_change(db, cfg, (ns,), "a", moved, properties={})
+    assert pushed.changed == 1
+    assert (await _stored(db, cfg.name))["a"] == (moved, None)
+    mark = await last_event_id(db)
+    result = (await discovery.run_once()).catalogs[0]
+    assert loads(result.calls) == {"load": 1, "conditional": 2, "not_modified": 2}
+    assert (result.changed, await events(db, mark)) == (0, [])
+    assert (await _stored(db, cfg.name))["a"][0] == moved
+
+    # A 304 read before a push landed confirms the row, whatever location it holds now: it is
+    # never taken for a move back to the location the ETag was stored with.
+    now = await _stored(db, cfg.name)
+    listing = [
+        ListedTable(TableRef(cfg.name, ns, t), loc, not_modified=True)
+        for t, loc in (
+            ("a", now["a"][0]),
+            ("b", "file:/elsewhere.metadata.json"),
+            ("c", now["c"][0]),
+        )
+    ]
+    mark = await last_event_id(db)
+    async with db.acquire() as conn, conn.transaction():
+        outcome = await _apply(conn, cfg, listing, CatalogCalls())
+    assert (outcome.changed, outcome.discovered, outcome.dropped) == (0, 0, 0)
+    assert await events(db, mark) == []
+    assert await _stored(db, cfg.name) == now
+    assert now["b"] == before["b"]
