@@ -3,9 +3,10 @@
 #
 # Usage: scripts/fetch-maven.sh SET [DEST]
 #   SET jars          tools/jars/pom.xml: the jars Icepack passes to Spark (default DEST .cache/jars)
-#   SET rest-fixture  tools/rest-fixture/pom.xml: Apache Iceberg's runnable REST catalog server for
-#                     the REST catalog tests; exactly one jar of at least 10 MiB, a thin jar
-#                     cannot run alone (default DEST .cache/rest-fixture)
+#   SET rest-fixture  tools/rest-fixture/pom.xml: Apache Iceberg's REST catalog test server
+#                     (RESTCatalogServer) and its run-time classpath, for the REST catalog tests;
+#                     the set must hold the jar with RESTCatalogServer (the iceberg-open-api
+#                     test-fixtures jar) (default DEST .cache/rest-fixture)
 #
 # Idempotent and cheap when nothing changed: DEST/.icepack-SET.stamp records the sha256 of the pom
 # and the jar names it produced; if the pom is unchanged and every jar is present, nothing is
@@ -16,8 +17,8 @@ set -euo pipefail
 
 set_name="${1:-}"
 case "$set_name" in
-    jars) one_jar_min_bytes=0 ;;
-    rest-fixture) one_jar_min_bytes=$((10 * 1024 * 1024)) ;;
+    jars) required_jar="" ;;
+    rest-fixture) required_jar="iceberg-open-api-*-test-fixtures.jar" ;;
     *) echo "fetch-maven: unknown set '${set_name}' (expected jars or rest-fixture)" >&2; exit 2 ;;
 esac
 me="fetch-maven $set_name"
@@ -72,14 +73,12 @@ if [[ ${#jars[@]} -eq 0 ]]; then
     echo "$me: maven resolved no jars from $pom" >&2
     exit 1
 fi
-if [[ $one_jar_min_bytes -gt 0 ]]; then
-    if [[ ${#jars[@]} -ne 1 ]]; then
-        echo "$me: expected one jar from $pom, maven resolved ${#jars[@]}" >&2
-        exit 1
-    fi
-    size="$(stat -c %s "$scratch/${jars[0]}")"
-    if [[ $size -lt $one_jar_min_bytes ]]; then
-        echo "$me: ${jars[0]} is only $size bytes: not the runnable (shaded) jar" >&2
+if [[ -n "$required_jar" ]]; then
+    # shellcheck disable=SC2053 # a glob on purpose
+    found_required=0
+    for jar in "${jars[@]}"; do [[ "$jar" == $required_jar ]] && found_required=1; done
+    if [[ $found_required -eq 0 ]]; then
+        echo "$me: maven resolved no $required_jar from $pom (got ${jars[*]})" >&2
         exit 1
     fi
 fi

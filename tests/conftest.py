@@ -42,7 +42,7 @@ KIND_BY_FIXTURE = {
     "pg_admin_url": "postgres",
     "spark_jars": "spark",
     "iceberg_rest": "catalog_server",
-    "rest_fixture_jar": "catalog_server",
+    "rest_fixture_classpath": "catalog_server",
     "seaweed": "catalog_server",
     "moto_glue": "catalog_server",
     "browser": "browser",

@@ -1,5 +1,5 @@
 """Discovery and inspection against Apache Iceberg's own REST catalog server (the REST fixture,
-``RESTCatalogServer`` 1.10.1), with OAuth2 client credentials: tables written through PyIceberg's
+``RESTCatalogServer`` 1.11.0), with OAuth2 client credentials: tables written through PyIceberg's
 REST catalog, exact discovery events, nested namespaces, inspection checked against PyIceberg's
 ``inspect.files()``, and a server that goes away mid-session."""
 
@@ -107,11 +107,11 @@ async def test_rest_fixture_discovery_events_and_inspection(
 
 
 async def test_rest_fixture_stopped_mid_session_keeps_known_tables(
-    db, database_url, tmp_path, rest_fixture_jar: Path
+    db, database_url, tmp_path, rest_fixture_classpath: Path
 ):
     """A second, separate server (the shared one stays up): the same Glue/SeaweedFS checks,
     then the server stops and discovery records the error without dropping anything."""
-    with run_rest_fixture(rest_fixture_jar, "second instance") as server:
+    with run_rest_fixture(rest_fixture_classpath, "second instance") as server:
         ns = _namespace()
         cfg = server.config("rest_down")
         await _discover_and_inspect(db, database_url, tmp_path, cfg, ns)

@@ -1,13 +1,15 @@
 """pytest fixtures: Apache Iceberg's own REST catalog server (the "REST fixture").
 
-``iceberg_rest`` runs ``org.apache.iceberg.rest.RESTCatalogServer`` once per session from the
-runnable jar ``scripts/fetch-maven.sh rest-fixture`` resolves
-(``org.apache.iceberg:iceberg-open-api`` 1.10.1, see ``tools/rest-fixture/pom.xml``): ``java -jar``
-with a ``file://`` warehouse in a temp dir and the server's default backend, a JdbcCatalog on
-SQLite, there in a file beside the warehouse (the default in-memory SQLite breaks under concurrent
+``iceberg_rest`` runs ``org.apache.iceberg.rest.RESTCatalogServer`` 1.11.0 once per session from
+the classpath ``scripts/fetch-maven.sh rest-fixture`` resolves into ``.cache/rest-fixture``
+(``tools/rest-fixture/pom.xml``: iceberg-core and its ``tests`` jar, the iceberg-open-api
+``test-fixtures`` jar, Jetty 12.1, sqlite-jdbc, Hadoop client): ``java -cp '<dir>/*'`` with a
+``file://`` warehouse in a temp dir and the server's default backend, a JdbcCatalog on SQLite,
+there in a file beside the warehouse (the default in-memory SQLite breaks under concurrent
 requests). It answers the OAuth2 client-credentials exchange (``POST /v1/oauth/tokens``, any client
 id and secret, token ``client-credentials-token:sub=<client id>``) but does not check tokens on
-other requests.
+other requests. ``loadTable`` answers carry an ``ETag`` (derived from the metadata location) and a
+matching ``If-None-Match`` is answered ``304 Not Modified`` (new in 1.11.0).
 
 ``run_rest_fixture`` starts another, separate instance (tests that stop a server use their own).
 The server listens on all interfaces (``RESTCatalogServer`` has no bind-address setting).
@@ -37,11 +39,12 @@ from tests.plugins.startup import record_startup
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REST_FIXTURE_DIR = REPO_ROOT / ".cache" / "rest-fixture"
 STAMP = ".icepack-rest-fixture.stamp"
-START_DEADLINE_S = 60.0  # it answers after ≈2 s here
+START_DEADLINE_S = 60.0  # it answers after ≈1.5 s here
 # Client credentials Icepack is configured with (the fixture accepts any pair).
 CLIENT_ID, CLIENT_SECRET = "icepack", "fixture-secret"
 # A small JVM that starts quickly: C1 only, serial GC (the fixture serves a handful of tables).
 JVM_OPTS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms64m", "-Xmx512m", "-Xshare:auto")
+MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
 # Section of the start-up summary (seconds to the first `GET /v1/config` answer).
 SECTION = "iceberg REST fixture start-up"
 
@@ -112,9 +115,9 @@ def _wait_config(uri: str, proc: subprocess.Popen[bytes], log: Path, timeout: fl
 
 
 @contextmanager
-def run_rest_fixture(jar: Path, label: str = "rest-fixture") -> Iterator[IcebergRest]:
+def run_rest_fixture(classpath: Path, label: str = "rest-fixture") -> Iterator[IcebergRest]:
     """One REST fixture process on a free port with its own ``file://`` warehouse; stopped
-    (and its directory removed) on exit."""
+    (and its directory removed) on exit. ``classpath`` is the directory of the fixture's jars."""
     java = shutil.which("java")
     if java is None:
         _unavailable("java is not installed (the Iceberg REST fixture is a JVM server)")
@@ -136,7 +139,7 @@ def run_rest_fixture(jar: Path, label: str = "rest-fixture") -> Iterator[Iceberg
     with log.open("wb") as out:
         started = time.monotonic()
         proc = subprocess.Popen(
-            [java, *JVM_OPTS, "-jar", str(jar.resolve())],
+            [java, *JVM_OPTS, "-cp", f"{classpath.resolve()}/*", MAIN_CLASS],
             env=env,
             cwd=root,
             stdout=out,
@@ -153,9 +156,9 @@ def run_rest_fixture(jar: Path, label: str = "rest-fixture") -> Iterator[Iceberg
 
 
 @pytest.fixture(scope="session")
-def rest_fixture_jar() -> Path:
-    """The runnable REST fixture jar in ``.cache/rest-fixture`` (``scripts/fetch-maven.sh
-    rest-fixture``, a no-op when its stamp is current)."""
+def rest_fixture_classpath() -> Path:
+    """The REST fixture's classpath directory, ``.cache/rest-fixture`` (``scripts/fetch-maven.sh
+    rest-fixture``, a no-op when its stamp is current), checked against its stamp."""
     script = REPO_ROOT / "scripts" / "fetch-maven.sh"
     result = subprocess.run(
         [str(script), "rest-fixture", str(REST_FIXTURE_DIR)],
@@ -171,12 +174,12 @@ def rest_fixture_jar() -> Path:
         )
     stamp = (REST_FIXTURE_DIR / STAMP).read_text()
     jars = [line.removeprefix("jar=") for line in stamp.splitlines() if line.startswith("jar=")]
-    assert len(jars) == 1, f"{STAMP} names {jars}"
-    return REST_FIXTURE_DIR / jars[0]
+    assert any(j.endswith("-test-fixtures.jar") for j in jars), f"{STAMP} names {jars}"
+    return REST_FIXTURE_DIR
 
 
 @pytest.fixture(scope="session")
-def iceberg_rest(rest_fixture_jar: Path) -> Iterator[IcebergRest]:
+def iceberg_rest(rest_fixture_classpath: Path) -> Iterator[IcebergRest]:
     """Iceberg's REST catalog server, shared by the session (tests use their own namespaces)."""
-    with run_rest_fixture(rest_fixture_jar, "iceberg_rest") as server:
+    with run_rest_fixture(rest_fixture_classpath, "iceberg_rest") as server:
         yield server

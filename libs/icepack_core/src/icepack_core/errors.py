@@ -325,3 +325,14 @@ class BudgetNotFound(IcepackError):
         self.namespace = namespace
         scope = catalog if namespace is None else f"{catalog} namespace {namespace!r}"
         super().__init__(f"no budget is set for catalog {scope}")
+
+
+class UnexpectedCatalogAnswer(IcepackError):
+    """A catalog answered a table load with a status discovery cannot use (a 304 to a request
+    that sent no ``If-None-Match``, a 412, a redirect); ``status`` is the HTTP status."""
+
+    code = "UNEXPECTED_CATALOG_ANSWER"
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(f"HTTP {status}: {message}")

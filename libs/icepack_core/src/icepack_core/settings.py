@@ -113,6 +113,9 @@ class CatalogConfig(BaseModel):
     # Limits on what discovery sends this catalog (a large fleet must never flood a catalog).
     max_concurrent_requests: int = Field(default=8, ge=1, le=256)
     max_requests_per_second: float = Field(default=50.0, gt=0)
+    # REST: load tables with If-None-Match and the ETag stored from the last full load, so an
+    # unchanged table costs a 304 instead of its metadata (no effect on a server without ETags).
+    conditional_loads: bool = True
     # Amazon SQS queue carrying this catalog's change events (Glue Data Catalog table state
     # changes from EventBridge, S3 ObjectCreated for *.metadata.json); credentials come from the
     # AWS default chain. `sqs_endpoint` overrides the endpoint (an emulator, a VPC endpoint).

@@ -793,6 +793,7 @@ CREATE TABLE icepack.tables (
     dropped_at timestamp with time zone,
     maintenance_hold jsonb,
     location text,
+    catalog_etag text,
     CONSTRAINT tables_seen_order CHECK ((last_seen_at >= first_seen_at))
 );
 
@@ -809,6 +810,13 @@ COMMENT ON COLUMN icepack.tables.maintenance_hold IS 'NULL, or why automatic mai
 --
 
 COMMENT ON COLUMN icepack.tables.location IS 'the table''s root location from its current metadata (NULL until first inspected)';
+
+
+--
+-- Name: COLUMN tables.catalog_etag; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.tables.catalog_etag IS 'ETag of the REST loadTable answer for metadata_location (NULL: none sent); discovery sends it as If-None-Match';
 
 
 --

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -19,6 +19,9 @@ from pyiceberg.table import Table
 from icepack_core.discovery.limits import CatalogCalls, CatalogGate
 from icepack_core.settings import CatalogConfig
 from icepack_core.types import TableRef, join_namespace
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.rest import RestCatalog
 
 MAX_NAMESPACE_DEPTH = 16  # guards against a catalog that lists a namespace as its own child
 
@@ -145,12 +148,27 @@ async def list_tables(
 
 @dataclass(frozen=True, slots=True)
 class ListedTable:
-    """A table as discovery saw it. ``metadata_location`` is None when it could not be loaded."""
+    """A table as discovery saw it. ``metadata_location`` is None when it could not be loaded.
+
+    ``etag`` is the ETag a REST full load answered with (None: none sent, or not loaded so).
+    ``not_modified``: a conditional load answered 304; ``metadata_location`` is then the stored
+    location that ETag belongs to and ``properties`` are empty (the stored ones stand).
+    """
 
     ref: TableRef
     metadata_location: str | None
     properties: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    etag: str | None = None
+    not_modified: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEtag:
+    """What discovery stored for a table after a full REST load: its location and ETag."""
+
+    metadata_location: str
+    etag: str
 
 
 def _sql_locations(catalog: Catalog) -> dict[tuple[str, str], str | None]:
@@ -186,13 +204,18 @@ async def list_table_locations(
     cfg: CatalogConfig,
     gate: CatalogGate | None = None,
     calls: CatalogCalls | None = None,
+    stored: Mapping[tuple[str, str], StoredEtag] | None = None,
 ) -> list[ListedTable]:
     """Every selected table with its current metadata location.
 
     SQL catalogs answer from their ``iceberg_tables`` rows in one query (a broken metadata file
-    still yields its table); REST and Glue load each table. Every request goes through ``gate``
-    (the catalog's concurrency and rate limits; counted into ``calls``). A table that fails to
-    load is listed with ``metadata_location=None`` and the error, never dropped.
+    still yields its table); REST and Glue load each table. A REST catalog with
+    ``conditional_loads`` (the default) loads through ``discovery.conditional``: a table in
+    ``stored`` (by ``(namespace, name)``) is loaded with ``If-None-Match`` and a 304 lists it at
+    its stored location (``not_modified``); every full load records the ETag it answered with.
+    Every request goes through ``gate`` (the catalog's concurrency and rate limits; counted into
+    ``calls``). A table that fails to load is listed with ``metadata_location=None`` and the
+    error, never dropped.
 
     Raises:
         Exception: the listing itself failed.
@@ -205,16 +228,48 @@ async def list_table_locations(
         return [ListedTable(r, locations.get((".".join(r.levels), r.name))) for r in refs]
     # At most as many threads waiting on the gate as it lets through at once.
     slots = asyncio.Semaphore(cfg.max_concurrent_requests)
+    rest = _conditional_capable(catalog, cfg)
+    known = stored or {}
 
     async def one(ref: TableRef) -> ListedTable:
         async with slots:
             try:
+                if rest is not None:
+                    return await _rest_listed(rest, ref, known.get((ref.namespace, ref.name)))
                 table = await load_table(catalog, ref, gate, calls)
             except Exception as exc:
                 return ListedTable(ref, None, error=f"{type(exc).__name__}: {exc}")
             return ListedTable(ref, table.metadata_location, dict(table.metadata.properties))
 
+    async def _rest_listed(
+        rest: RestCatalog, ref: TableRef, known_etag: StoredEtag | None
+    ) -> ListedTable:
+        from icepack_core.discovery.conditional import rest_load
+
+        ident = (*ref.levels, ref.name)
+        if known_etag is None:
+            got = await asyncio.to_thread(gate.call, "load", calls, rest_load, rest, ident, None)
+        else:
+            got = await asyncio.to_thread(
+                gate.call, "conditional", calls, rest_load, rest, ident, known_etag.etag
+            )
+            if got.not_modified:
+                gate.count("not_modified", calls)
+                return ListedTable(ref, known_etag.metadata_location, not_modified=True)
+            gate.count("load", calls)
+        return ListedTable(ref, got.metadata_location, got.properties, etag=got.etag)
+
     return list(await asyncio.gather(*(one(r) for r in refs)))
+
+
+def _conditional_capable(catalog: Catalog, cfg: CatalogConfig) -> RestCatalog | None:
+    """The ``RestCatalog`` to load through ``discovery.conditional``, or None for PyIceberg's
+    own ``load_table`` (other catalog types, or ``conditional_loads`` off)."""
+    if cfg.type != "rest" or not cfg.conditional_loads:
+        return None
+    from pyiceberg.catalog.rest import RestCatalog
+
+    return catalog if isinstance(catalog, RestCatalog) else None
 
 
 def gate_for(cfg: CatalogConfig) -> CatalogGate:

@@ -5,9 +5,17 @@ Every request discovery sends a catalog goes through that catalog's ``CatalogGat
 ``CatalogSet`` for the process's life, so the rate holds across passes), which counts it by kind
 into the pass's ``CatalogCalls`` and into the ``icepack.discovery.catalog.calls`` metric:
 
-* ``list``: listing namespaces or tables;
-* ``load``: loading one table's metadata;
+* ``list``: listing namespaces or tables (one per PyIceberg call, which follows pages itself);
+* ``load``: a full table load, one table's metadata in the answer (an unconditional load, or a
+  conditional one the catalog answered in full);
+* ``conditional``: a REST table load sent with ``If-None-Match`` (the ETag stored with the
+  table's metadata location; ``discovery.conditional``);
+* ``not_modified``: a conditional load answered ``304 Not Modified`` (the table is unchanged);
 * ``query``: the SQL catalog's one query for every metadata location.
+
+A conditional load is one request counted twice: ``conditional``, then by its answer
+``not_modified`` (304) or ``load`` (200, the table in full; nothing more when it failed). So
+``load`` is the number of tables whose metadata travelled, the cost that should follow changes.
 
 PyIceberg calls block, so the gate is used from worker threads: a ``threading`` semaphore bounds
 concurrency and a token bucket (burst = one second's worth) paces the rate.
@@ -25,7 +33,7 @@ from typing import TypeVar
 from icepack_core.telemetry.metrics import CATALOG_CALLS
 
 T = TypeVar("T")
-KINDS = ("list", "load", "query")
+KINDS = ("list", "load", "conditional", "not_modified", "query")
 
 
 @dataclass
@@ -90,6 +98,13 @@ class CatalogGate:
         self._count_lock = threading.Lock()
         self.peak_in_flight = 0  # the most requests ever in flight at once (tests, logs)
 
+    def count(self, kind: str, calls: CatalogCalls | None) -> None:
+        """Count ``kind`` into ``calls`` and the metric without sending anything (the outcome
+        of a request ``call`` already counted: ``load`` or ``not_modified``)."""
+        if calls is not None:
+            calls.add(kind)
+        CATALOG_CALLS.add(1, {"catalog": self.catalog, "kind": kind})
+
     def call(self, kind: str, calls: CatalogCalls | None, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)`` within the limits, counted as ``kind`` (blocking: call from a thread)."""
         with self._slots:
@@ -98,9 +113,7 @@ class CatalogGate:
                 self._in_flight += 1
                 self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
             try:
-                if calls is not None:
-                    calls.add(kind)
-                CATALOG_CALLS.add(1, {"catalog": self.catalog, "kind": kind})
+                self.count(kind, calls)
                 return fn(*args)
             finally:
                 with self._count_lock:

@@ -29,6 +29,7 @@ from icepack_core.db.queries import load_query
 from icepack_core.discovery.catalogs import (
     CatalogSet,
     ListedTable,
+    StoredEtag,
     list_table_locations,
     load_table,
     table_selected,
@@ -144,6 +145,7 @@ async def _apply(
         for r in await conn.fetch(load_query("table_list_catalog"), cfg.name)
     }
     seen_unchanged: list[int] = []
+    new_etags: dict[int, str] = {}
     seen_keys: set[tuple[str, str]] = set()
     for item in listed:
         key = (item.ref.namespace, item.ref.name)
@@ -153,18 +155,25 @@ async def _apply(
             try:
                 # A savepoint per written table: whatever Postgres refuses costs this table.
                 async with conn.transaction():
-                    unchanged = await _apply_one(conn, cfg, item, known.get(key), result)
+                    recorded = await _apply_one(conn, cfg, item, known.get(key), result)
             except asyncpg.PostgresError as exc:
                 reason = f"refused by Postgres: {type(exc).__name__}: {exc}"
             else:
-                if unchanged is not None:
-                    seen_unchanged.append(unchanged)
+                if recorded is not None:
+                    table_id, unchanged = recorded
+                    if unchanged:
+                        seen_unchanged.append(table_id)
+                    stored_etag = known[key]["catalog_etag"] if unchanged else None
+                    if item.etag is not None and item.etag != stored_etag:
+                        new_etags[table_id] = item.etag
         if reason is not None:
             label = ".".join(ascii(p)[1:-1] for p in key)
             result.skipped.append({"table": label, "reason": reason[:500]})
             log.warning("discovery.table_skipped", catalog=cfg.name, table=label, reason=reason)
     if seen_unchanged:
         await conn.execute(load_query("table_touch_seen"), seen_unchanged)
+    if new_etags:
+        await conn.execute(load_query("table_set_etags"), list(new_etags), list(new_etags.values()))
     missing = {
         r["id"]: k for k, r in known.items() if k not in seen_keys and r["dropped_at"] is None
     }
@@ -187,10 +196,20 @@ async def _apply_one(
     item: ListedTable,
     row: asyncpg.Record | None,
     result: CatalogResult,
-) -> int | None:
-    """Record one listed table; returns its id when it is known and unchanged."""
+) -> tuple[int, bool] | None:
+    """Record one listed table; returns its id and whether it was known and unchanged (None:
+    nothing recorded).
+
+    A 304 (``item.not_modified``) only ever confirms the live row its ETag was read from: it
+    is unchanged whatever location the row holds now (a pushed change may have moved it
+    meanwhile), and a row dropped or gone since is left to the next pass's full load.
+    """
     key = (item.ref.namespace, item.ref.name)
     payload: dict[str, Any] = {"metadata_location": item.metadata_location}
+    if item.not_modified:
+        if row is None or row["dropped_at"] is not None:
+            return None
+        return int(row["id"]), True
     if row is None:
         table_id = await conn.fetchval(
             load_query("table_insert"),
@@ -202,6 +221,7 @@ async def _apply_one(
         )
         await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, table_id, payload)
         result.discovered += 1
+        return int(table_id), False
     elif row["dropped_at"] is not None:
         await conn.execute(
             load_query("table_update_seen"), row["id"], item.metadata_location, item.properties
@@ -224,8 +244,8 @@ async def _apply_one(
         )
         result.changed += 1
     else:
-        return int(row["id"])
-    return None
+        return int(row["id"]), True
+    return int(row["id"]), False
 
 
 async def apply_change(
@@ -266,9 +286,9 @@ async def apply_change(
             result.skipped.append({"table": label, "reason": reason[:500]})
             log.warning("discovery.table_skipped", catalog=cfg.name, table=label, reason=reason)
             return result
-        unchanged = await _apply_one(conn, cfg, item, row, result)
-        if unchanged is not None:
-            await conn.execute(load_query("table_touch_seen"), [unchanged])
+        recorded = await _apply_one(conn, cfg, item, row, result)
+        if recorded is not None and recorded[1]:
+            await conn.execute(load_query("table_touch_seen"), [recorded[0]])
     return result
 
 
@@ -302,6 +322,18 @@ async def refresh_table(
     )
 
 
+async def stored_etags(pool: asyncpg.Pool, cfg: CatalogConfig) -> dict[tuple[str, str], StoredEtag]:
+    """The ETags stored for ``cfg``'s live tables, by (namespace, name), when its loads are
+    conditional (a REST catalog with ``conditional_loads``); empty otherwise."""
+    if cfg.type != "rest" or not cfg.conditional_loads:
+        return {}
+    rows = await pool.fetch(load_query("table_list_etags"), cfg.name)
+    return {
+        (r["namespace"], r["name"]): StoredEtag(r["metadata_location"], r["catalog_etag"])
+        for r in rows
+    }
+
+
 async def refresh_catalog(
     pool: asyncpg.Pool,
     catalogs: CatalogSet,
@@ -314,7 +346,8 @@ async def refresh_catalog(
 
     async def listing() -> list[ListedTable]:
         catalog = await catalogs.get(cfg.name)
-        return await list_table_locations(catalog, cfg, catalogs.gates[cfg.name], calls)
+        stored = await stored_etags(pool, cfg)
+        return await list_table_locations(catalog, cfg, catalogs.gates[cfg.name], calls, stored)
 
     try:
         listed = await asyncio.wait_for(listing(), time_limit)

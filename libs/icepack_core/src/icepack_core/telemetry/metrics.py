@@ -27,7 +27,10 @@ INSPECTION_DURATION = _meter.create_histogram(
 )
 CATALOG_CALLS = _meter.create_counter(
     "icepack.discovery.catalog.calls",
-    description="Requests discovery sent a catalog, by catalog and kind (list, load, query)",
+    description=(
+        "Requests discovery sent a catalog, by catalog and kind (list, load, conditional, "
+        "not_modified, query; a conditional load also counts its answer: load or not_modified)"
+    ),
 )
 MANIFESTS_READ = _meter.create_counter(
     "icepack.inspection.manifests.read", description="Manifests decoded by inspections"

@@ -4,25 +4,42 @@ SELECT pg_advisory_xact_lock(hashtextextended('icepack.discovery:' || $1::text, 
 
 -- name: table_list_catalog
 -- Every known table of one catalog, dropped ones included (discovery diffs against it).
-SELECT id, namespace, name, metadata_location, dropped_at
+SELECT id, namespace, name, metadata_location, dropped_at, catalog_etag
   FROM icepack.tables
  WHERE catalog = $1;
 
+-- name: table_list_etags
+-- The live tables of one catalog with a stored ETag and the metadata location it belongs to
+-- (discovery's conditional loads send it as If-None-Match).
+SELECT namespace, name, metadata_location, catalog_etag
+  FROM icepack.tables
+ WHERE catalog = $1 AND dropped_at IS NULL
+   AND catalog_etag IS NOT NULL AND metadata_location IS NOT NULL;
+
 -- name: table_insert
--- A table seen for the first time.
+-- A table seen for the first time (no ETag yet: discovery sets it with table_set_etags).
 INSERT INTO icepack.tables (catalog, namespace, name, metadata_location, properties)
 VALUES ($1, $2, $3, $4, $5::jsonb)
 RETURNING id;
 
 -- name: table_update_seen
 -- A known table seen again with a new metadata location or after being dropped: record the
--- location (keep the old one when this listing could not load it) and clear dropped_at.
+-- location (keep the old one when this listing could not load it) and clear dropped_at. A new
+-- location clears the stored ETag (it belonged to the old one; discovery sets the new one with
+-- table_set_etags in the same transaction).
 UPDATE icepack.tables
    SET metadata_location = coalesce($2, metadata_location),
        properties        = CASE WHEN $2::text IS NULL THEN properties ELSE $3::jsonb END,
+       catalog_etag      = CASE WHEN $2::text IS NULL THEN catalog_etag END,
        last_seen_at      = now(),
        dropped_at        = NULL
  WHERE id = $1;
+
+-- name: table_set_etags
+-- The ETags full loads answered for the metadata locations just recorded ($1 ids, $2 ETags).
+UPDATE icepack.tables AS t SET catalog_etag = e.etag
+  FROM unnest($1::bigint[], $2::text[]) AS e(id, etag)
+ WHERE t.id = e.id;
 
 -- name: table_touch_seen
 -- Known tables seen again unchanged.
