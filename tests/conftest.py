@@ -217,8 +217,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         }
         for kind in sorted(kinds or {"unit"}):
             item.add_marker(kind)
-        if "spark" in kinds:
-            # Under pytest-xdist (`make test` runs 2 workers, --dist loadgroup) every Spark test
-            # runs on one worker: one in-process session and one Thrift and Connect server, not
-            # a copy per worker competing for the same 2 cores.
-            item.add_marker(pytest.mark.xdist_group("spark"))
+
