@@ -217,4 +217,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         }
         for kind in sorted(kinds or {"unit"}):
             item.add_marker(kind)
-
