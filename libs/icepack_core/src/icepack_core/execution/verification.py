@@ -36,7 +36,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from icepack_core.errors import ScopeFallback, VerificationFailed
+from pyiceberg.table import Table
+
+from icepack_core.errors import MetadataDiffUnsupported, ScopeFallback, VerificationFailed
 from icepack_core.execution.fingerprint import (
     Fingerprint,
     SparkType,
@@ -44,6 +46,7 @@ from icepack_core.execution.fingerprint import (
     fingerprint,
     table_columns,
 )
+from icepack_core.execution.metadata_diff import metadata_diff
 from icepack_core.execution.partition_filter import identity_columns
 from icepack_core.execution.verification_scope import (
     FileDiff,
@@ -61,6 +64,8 @@ EVIDENCE_PARTITIONS = 20
 
 # Raises when the caller no longer holds the table lock under a valid fence.
 Guard = Callable[[], Awaitable[None]]
+# The table as PyIceberg loads it now from the catalog (None: PyIceberg could not model it).
+TableLoader = Callable[[], Awaitable[Table | None]]
 
 
 @dataclass(frozen=True)
@@ -95,12 +100,25 @@ def snapshot_record(
 
 
 class RewriteVerifier:
-    """Verification of the rewrites of one table (``catalog`` + ``table``) through ``engine``."""
+    """Verification of the rewrites of one table (``catalog`` + ``table``) through ``engine``.
+
+    ``metadata`` loads the table through the executor's own catalog: the file diff is then
+    computed from its manifests in this process (``metadata_diff``) instead of by a Spark
+    query (``diff_files``), which stays the fallback whenever that cannot be exact.
+    """
 
     def __init__(
-        self, engine: SparkEngine, catalog: str, table: TableRef, *, verify_checksum: bool = True
+        self,
+        engine: SparkEngine,
+        catalog: str,
+        table: TableRef,
+        *,
+        verify_checksum: bool = True,
+        metadata: TableLoader | None = None,
     ) -> None:
         self.engine = engine
+        self.metadata = metadata
+        self._loaded: list[Table | None] = []  # the table as loaded for the current verify()
         self.catalog = catalog
         self.table = table
         self.qualified = qualified_name(catalog, table.levels, table.name)
@@ -138,13 +156,13 @@ class RewriteVerifier:
         comparison to the whole table (whose errors then propagate); cancellation
         propagates."""
         diff: FileDiff | None = None
+        source: dict[str, Any] = {}
         try:
-            diff = await diff_files(
-                self.engine, self.metadata_table("entries"), before, after, layout
-            )
+            diff, source = await self.file_diff(before, after, layout)
             scope: dict[str, Any] = {
                 "partitions_total": diff.partitions,
                 "partitions_proven": diff.proven,
+                **source,
             }
             if diff.unsound is not None:
                 return {**scope, "scope": "table", "scope_reason": diff.unsound}
@@ -156,16 +174,50 @@ class RewriteVerifier:
             if self.verify_checksum and self._columns is None:
                 self._columns = await table_columns(self.engine, self.qualified)
             scoped = await self._scoped_scan(before, after, layout, diff)
+            scoped.scope.update(source)
         except ScopeFallback as exc:
-            return {**_counts(diff), "scope": "table", "scope_reason": exc.reason}
+            return {**_counts(diff), **source, "scope": "table", "scope_reason": exc.reason}
         except Exception as exc:  # scoping must never fail a verification
             first_line = (str(exc).strip().splitlines() or [""])[0][:300]
             return {
                 **_counts(diff),
+                **source,
                 "scope": "table",
                 "scope_reason": f"partition scoping failed: {type(exc).__name__}: {first_line}",
             }
         return scoped
+
+    async def file_diff(
+        self, before: int, after: int, layout: TableLayout
+    ) -> tuple[FileDiff, dict[str, Any]]:
+        """The live files of ``before`` and ``after`` compared per partition, and evidence of
+        how: ``files_diff`` ``metadata`` (read here) or ``engine`` (the Spark query, with
+        ``files_diff_fallback`` saying why when the metadata path was tried).
+
+        Raises:
+            ScopeUnsound | Exception: from the Spark query (the caller widens the comparison).
+        """
+        reason = None
+        if self.metadata is not None:
+            try:
+                if not self._loaded:
+                    # Loaded once per verify(), after every checked snapshot was committed.
+                    self._loaded.append(await self.metadata())
+                table = self._loaded[0]
+                if table is not None:
+                    diff = await metadata_diff(table, self.engine, before, after, layout)
+                    return diff, {"files_diff": "metadata"}
+                reason = "PyIceberg did not load the table's metadata"
+            except MetadataDiffUnsupported as exc:
+                reason = str(exc)
+            except Exception as exc:  # the Spark query decides
+                first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+                reason = f"{type(exc).__name__}: {first_line}"
+        diff = await diff_files(self.engine, self.metadata_table("entries"), before, after, layout)
+        source: dict[str, Any] = {"files_diff": "engine"}
+        if reason is not None:
+            source["files_diff_fallback"] = reason
+        return diff, source
 
     async def _scoped_scan(
         self, before: int, after: int, layout: TableLayout, diff: FileDiff
@@ -231,6 +283,7 @@ class RewriteVerifier:
             Exception: whatever ``guard`` raises before a rollback, or the engine's error when a
                 query fails; the caller holds the table or leaves the verification pending.
         """
+        self._loaded.clear()
         snaps = await self.snapshots_since(start)
         replaces = [s for s in snaps if s["operation"] == "replace" and s["parent_id"] is not None]
         evidence: dict[str, Any] = {

@@ -60,6 +60,11 @@ VERIFY_SPLIT_SIZE = 128 * 1024 * 1024
 MAX_FINGERPRINTED_PARTITIONS = 1000
 # A physical-plan line that is a Filter operator (``+- Filter (...)``), not Iceberg's pushed
 # ``[filters=...]`` inside the BatchScan line.
+# Why a changed delete file with an empty partition tuple asks for a whole-table comparison.
+UNSOUND_GLOBAL_DELETES = (
+    "delete files changed in a partition with an empty tuple (an unpartitioned "
+    "spec's deletes apply to every partition)"
+)
 _FILTER_NODE = re.compile(r"^[\s:|+\-*]*(?:\(\d+\)\s*)?Filter\b", re.MULTILINE)
 
 
@@ -196,10 +201,7 @@ async def diff_files(
     )
     unsound = None
     if any(r.get("global_deletes") and as_int(r["global_deletes"]) for r in rows):
-        unsound = (
-            "delete files changed in a partition with an empty tuple (an unpartitioned "
-            "spec's deletes apply to every partition)"
-        )
+        unsound = UNSOUND_GLOBAL_DELETES
     return FileDiff(partitions, touched, unsound)
 
 
