@@ -243,6 +243,19 @@ async def test_compaction_diff_equals_spark(partitioned_by, spark, engine, spark
     assert record["partitions_total"] == spark_diff.partitions
 
 
+async def test_v1_compaction_diff_equals_spark(spark, engine, spark_catalog_settings):
+    """Format v1 manifests have no content field and no sequence numbers (inherited as 0)."""
+    name = unique_name("v1")
+    table = make_small_files_table(spark, NS, name, batches=4, partitioned=True, fmt_version=1)
+    maintenance = maintenance_for(engine, spark_catalog_settings, name)
+    _, start, end = await verified_snapshots(maintenance, COMPACT, spark, table)
+    assert start != end
+    layout = await maintenance.verifier.layout()
+    loader = metadata_loader(spark_catalog_settings, NS, name)
+    spark_diff, python_diff = await both_diffs(maintenance.verifier, loader, start, end, layout)
+    assert comparable(python_diff) == comparable(spark_diff) and python_diff.touched
+
+
 @pytest.mark.parametrize("fmt_version", [2, 3])
 async def test_delete_rewrites_diff_equals_spark(
     fmt_version, spark, engine, spark_catalog_settings

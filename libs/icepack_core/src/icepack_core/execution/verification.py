@@ -2,7 +2,9 @@
 
 ``RewriteVerifier.verify(start)`` checks every ``replace`` snapshot committed on the current
 branch after ``start``: its live contents must equal its parent's. Partitions whose live data
-and delete files are the same at both snapshots are proven unchanged from metadata; only the
+and delete files are the same at both snapshots are proven unchanged from metadata (the
+manifests read in this process, ``metadata_diff``, when a table loader is given; else, or when
+that cannot be exact, the Spark ``entries`` query, ``verification_scope.diff_files``); only the
 others (the *touched* partitions) are fingerprinted (row count and content checksum,
 ``fingerprint``), in both snapshots by one partition-pruned scan (``verification_scope``).
 When scoping would not be sound or cheap (unpartitioned or transform-partitioned table, deletes
@@ -32,6 +34,7 @@ comparison ran.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,12 +195,14 @@ class RewriteVerifier:
     ) -> tuple[FileDiff, dict[str, Any]]:
         """The live files of ``before`` and ``after`` compared per partition, and evidence of
         how: ``files_diff`` ``metadata`` (read here) or ``engine`` (the Spark query, with
-        ``files_diff_fallback`` saying why when the metadata path was tried).
+        ``files_diff_fallback`` saying why when the metadata path was tried), and
+        ``files_diff_seconds`` (table load included).
 
         Raises:
             ScopeUnsound | Exception: from the Spark query (the caller widens the comparison).
         """
         reason = None
+        started = time.perf_counter()
         if self.metadata is not None:
             try:
                 if not self._loaded:
@@ -206,7 +211,8 @@ class RewriteVerifier:
                 table = self._loaded[0]
                 if table is not None:
                     diff = await metadata_diff(table, self.engine, before, after, layout)
-                    return diff, {"files_diff": "metadata"}
+                    took = round(time.perf_counter() - started, 3)
+                    return diff, {"files_diff": "metadata", "files_diff_seconds": took}
                 reason = "PyIceberg did not load the table's metadata"
             except MetadataDiffUnsupported as exc:
                 reason = str(exc)
@@ -214,7 +220,8 @@ class RewriteVerifier:
                 first_line = (str(exc).strip().splitlines() or [""])[0][:300]
                 reason = f"{type(exc).__name__}: {first_line}"
         diff = await diff_files(self.engine, self.metadata_table("entries"), before, after, layout)
-        source: dict[str, Any] = {"files_diff": "engine"}
+        took = round(time.perf_counter() - started, 3)
+        source: dict[str, Any] = {"files_diff": "engine", "files_diff_seconds": took}
         if reason is not None:
             source["files_diff_fallback"] = reason
         return diff, source

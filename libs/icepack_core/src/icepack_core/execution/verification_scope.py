@@ -14,11 +14,12 @@ snapshot depend only on
 
 So ``diff_files`` reads the live manifest entries of both snapshots (metadata table ``entries``
 at ``VERSION AS OF``, ``status`` EXISTING or ADDED) in one query and compares them as
-multisets. A *partition* is a key (spec id, partition tuple). A partition none of whose live
-entries differ is proven unchanged. Every other partition is *touched*, and so is the
-partition of any data file that a changed delete file names. A changed delete file whose
-partition tuple is empty (an unpartitioned spec, or an all-NULL tuple, which cannot be told
-apart from one) makes the diff ask for a whole-table comparison.
+multisets (``metadata_diff`` computes the same from the manifests in the executor's process;
+this query is its fallback and oracle). A *partition* is a key (spec id, partition tuple). A
+partition none of whose live entries differ is proven unchanged. Every other partition is
+*touched*, and so is the partition of any data file that a changed delete file names. A
+changed delete file whose partition tuple is empty (an unpartitioned spec, or an all-NULL
+tuple, which cannot be told apart from one) makes the diff ask for a whole-table comparison.
 
 ``partition_fingerprints`` then fingerprints only the touched partitions of both snapshots in
 one Spark job (``UNION ALL`` of the two snapshot reads, each a temporary view with Iceberg's
