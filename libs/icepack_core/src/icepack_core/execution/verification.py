@@ -161,7 +161,7 @@ class RewriteVerifier:
         diff: FileDiff | None = None
         source: dict[str, Any] = {}
         try:
-            diff, source = await self.file_diff(before, after, layout)
+            diff, _ = await self.file_diff(before, after, layout, source)
             scope: dict[str, Any] = {
                 "partitions_total": diff.partitions,
                 "partitions_proven": diff.proven,
@@ -191,17 +191,23 @@ class RewriteVerifier:
         return scoped
 
     async def file_diff(
-        self, before: int, after: int, layout: TableLayout
+        self,
+        before: int,
+        after: int,
+        layout: TableLayout,
+        source: dict[str, Any] | None = None,
     ) -> tuple[FileDiff, dict[str, Any]]:
         """The live files of ``before`` and ``after`` compared per partition, and evidence of
-        how: ``files_diff`` ``metadata`` (read here) or ``engine`` (the Spark query, with
-        ``files_diff_fallback`` saying why when the metadata path was tried), and
+        how (also written into ``source``, before the Spark query runs, so that it survives
+        that query's error): ``files_diff`` ``metadata`` (read here) or ``engine`` (the Spark
+        query, with ``files_diff_fallback`` saying why when the metadata path was tried), and
         ``files_diff_seconds`` (table load included).
 
         Raises:
             ScopeUnsound | Exception: from the Spark query (the caller widens the comparison).
         """
         reason = None
+        source = {} if source is None else source
         started = time.perf_counter()
         if self.metadata is not None:
             try:
@@ -212,18 +218,19 @@ class RewriteVerifier:
                 if table is not None:
                     diff = await metadata_diff(table, self.engine, before, after, layout)
                     took = round(time.perf_counter() - started, 3)
-                    return diff, {"files_diff": "metadata", "files_diff_seconds": took}
+                    source.update(files_diff="metadata", files_diff_seconds=took)
+                    return diff, source
                 reason = "PyIceberg did not load the table's metadata"
             except MetadataDiffUnsupported as exc:
                 reason = str(exc)
             except Exception as exc:  # the Spark query decides
                 first_line = (str(exc).strip().splitlines() or [""])[0][:300]
                 reason = f"{type(exc).__name__}: {first_line}"
-        diff = await diff_files(self.engine, self.metadata_table("entries"), before, after, layout)
-        took = round(time.perf_counter() - started, 3)
-        source: dict[str, Any] = {"files_diff": "engine", "files_diff_seconds": took}
+        source["files_diff"] = "engine"
         if reason is not None:
             source["files_diff_fallback"] = reason
+        diff = await diff_files(self.engine, self.metadata_table("entries"), before, after, layout)
+        source["files_diff_seconds"] = round(time.perf_counter() - started, 3)
         return diff, source
 
     async def _scoped_scan(
