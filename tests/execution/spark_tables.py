@@ -86,3 +86,18 @@ def missing_referenced_files(spark: Any, table: str) -> list[str]:
         for r in spark.sql(f"SELECT manifest_list FROM {table}.snapshots").collect()
     ]
     return [p for p in paths if not local_path(p).exists()]
+
+
+def metadata_loader(settings: Any, namespace: str, name: str) -> Any:
+    """The verifier's ``metadata`` loader as the executor builds it: the table loaded by the
+    inspector through the configured catalog (``settings``), at call time."""
+    from icepack_core.inspection.inspector import Inspector
+    from icepack_core.types import TableRef
+
+    inspector = Inspector(settings)
+    ref = TableRef(CATALOG, namespace, name)
+
+    async def load() -> Any:
+        return (await inspector.load(ref)).table
+
+    return load

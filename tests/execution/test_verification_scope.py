@@ -2,7 +2,9 @@
 touched ones fingerprinted, and anything that cannot be scoped soundly is checked table-wide.
 
 Real Spark + Iceberg tables. Faulty "rewrites" are committed through Iceberg's Java API
-(``verify_scope_support``) from the ``after_call`` hook, i.e. after the real procedure.
+(``verify_scope_support``) from the ``after_call`` hook, i.e. after the real procedure. The
+verifier computes the file diff from the metadata in Python (``metadata_diff``, as the executor
+does); ``test_verification.py`` keeps the Spark ``entries`` query path covered.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from icepack_core.execution.maintenance import TableMaintenance, VerificationFai
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import procedure_call
 from icepack_core.types import TableRef
-from tests.execution.spark_tables import CATALOG, fingerprint, unique_name
+from tests.execution.spark_tables import CATALOG, fingerprint, metadata_loader, unique_name
 from tests.execution.verify_scope_support import (
     COLD,
     HOT,
@@ -39,13 +41,18 @@ COMPACT = {"action": "rewrite_data_files", "params": {"options": {"min-input-fil
 NO_OP_REWRITE = {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "500"}}}
 
 
+SETTINGS = []  # the catalog the metadata loader reads (set by the engine fixture)
+
+
 @pytest.fixture(scope="module")
 def engine(spark, spark_catalog_settings):
+    SETTINGS[:] = [spark_catalog_settings]
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
 def maintenance(engine, name, **kwargs):
-    return TableMaintenance(engine, TableRef(CATALOG, NS, name), **kwargs)
+    loader = metadata_loader(SETTINGS[0], NS, name)
+    return TableMaintenance(engine, TableRef(CATALOG, NS, name), metadata=loader, **kwargs)
 
 
 def labels(record):
@@ -112,7 +119,7 @@ async def test_corrupted_rewritten_partition_is_caught_and_rolled_back(spark, en
     violation = evidence["violation"]
     assert evidence["status"] == "violation" and violation["snapshot_id"] == bad[0]
     assert violation["scope"] == "partitions" and labels(violation) == {"p0"}
-    assert violation["partitions_proven"] == 3
+    assert violation["partitions_proven"] == 3 and violation["files_diff"] == "metadata"
     if fault == "change a value":
         assert violation["rows_before"] == violation["rows_after"] == 12
         assert violation["checksum_before"] != violation["checksum_after"]
@@ -146,6 +153,7 @@ async def test_commit_that_also_changes_an_untouched_partition_is_caught(spark, 
     violation = exc.value.evidence["violation"]
     assert violation["snapshot_id"] == bad[0] and violation["scope"] == "partitions"
     assert labels(violation) == {"p0", "p2"} and violation["partitions_proven"] == 2
+    assert violation["files_diff"] == "metadata"
     assert (violation["rows_before"], violation["rows_after"]) == (24, 23)
     assert exc.value.evidence["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before and current_snapshot(spark, table) == original
@@ -178,6 +186,7 @@ async def test_delete_file_naming_another_partitions_file_touches_that_partition
         assert exc.evidence["rollback"]["status"] == "rolled_back"
         assert current_snapshot(spark, table) == original
     assert record["scope"] == "partitions" and labels(record) == {"p2", "p3"}
+    assert record["files_diff"] == "metadata"
     assert failed == (at_bad[0] != before)
     assert content(spark, table) == before
 

@@ -295,6 +295,11 @@ class ScopeFallback(IcepackError):
         self.reason = reason
 
 
+class MetadataDiffUnsupported(IcepackError):
+    """The verification's file diff cannot be computed exactly from metadata in this process;
+    the caller computes it with the engine instead."""
+
+
 class UnsupportedLiteral(IcepackError, ValueError):
     """A type, or a value of a type, that cannot be written as an exact Spark SQL literal."""
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import asyncpg
 import structlog
+from pyiceberg.table import Table
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import (
@@ -252,6 +253,11 @@ class JobExecution:
                 raise StaleFence(job.id, job.fence, f"record the start of {action}")
 
         orphans = admission.policy.orphan_file_removal if admission else None
+
+        async def metadata() -> Table | None:
+            # The verifier's file diff reads the manifests through the executor's own catalog.
+            return (await self.inspector.load(ref)).table
+
         return TableMaintenance(
             self.engine,
             ref,
@@ -273,6 +279,7 @@ class JobExecution:
                 if job is not None and orphans is not None
                 else None
             ),
+            metadata=metadata,
         )
 
     async def run(

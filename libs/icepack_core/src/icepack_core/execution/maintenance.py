@@ -34,7 +34,7 @@ from icepack_core.execution.partition_filter import (
     scope_partitions,
 )
 from icepack_core.execution.quarantine import is_quarantined
-from icepack_core.execution.verification import Guard, RewriteVerifier
+from icepack_core.execution.verification import Guard, RewriteVerifier, TableLoader
 from icepack_core.intents import (
     LEDGER_INTENTS,
     ExpireSnapshots,
@@ -185,6 +185,7 @@ class TableMaintenance:
         orphan_limits: OrphanLimits | None = None,
         expiry: Expiry | None = None,
         orphan_sink: OrphanSink | None = None,
+        metadata: TableLoader | None = None,
     ) -> None:
         self.engine = engine
         self.ref = ref
@@ -197,7 +198,7 @@ class TableMaintenance:
         self.before_call = before_call
         self.guard = guard
         self.verifier = RewriteVerifier(
-            engine, ref.catalog, self.table, verify_checksum=verify_checksum
+            engine, ref.catalog, self.table, verify_checksum=verify_checksum, metadata=metadata
         )
         # Set by the safety choke point (safety.admission.admit) for orphan removal only.
         self.orphan_location = orphan_location

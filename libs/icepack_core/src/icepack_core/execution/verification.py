@@ -2,7 +2,9 @@
 
 ``RewriteVerifier.verify(start)`` checks every ``replace`` snapshot committed on the current
 branch after ``start``: its live contents must equal its parent's. Partitions whose live data
-and delete files are the same at both snapshots are proven unchanged from metadata; only the
+and delete files are the same at both snapshots are proven unchanged from metadata (the
+manifests read in this process, ``metadata_diff``, when a table loader is given; else, or when
+that cannot be exact, the Spark ``entries`` query, ``verification_scope.diff_files``); only the
 others (the *touched* partitions) are fingerprinted (row count and content checksum,
 ``fingerprint``), in both snapshots by one partition-pruned scan (``verification_scope``).
 When scoping would not be sound or cheap (unpartitioned or transform-partitioned table, deletes
@@ -32,11 +34,14 @@ comparison ran.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from icepack_core.errors import ScopeFallback, VerificationFailed
+from pyiceberg.table import Table
+
+from icepack_core.errors import MetadataDiffUnsupported, ScopeFallback, VerificationFailed
 from icepack_core.execution.fingerprint import (
     Fingerprint,
     SparkType,
@@ -44,6 +49,7 @@ from icepack_core.execution.fingerprint import (
     fingerprint,
     table_columns,
 )
+from icepack_core.execution.metadata_diff import metadata_diff
 from icepack_core.execution.partition_filter import identity_columns
 from icepack_core.execution.verification_scope import (
     FileDiff,
@@ -61,6 +67,8 @@ EVIDENCE_PARTITIONS = 20
 
 # Raises when the caller no longer holds the table lock under a valid fence.
 Guard = Callable[[], Awaitable[None]]
+# The table as PyIceberg loads it now from the catalog (None: PyIceberg could not model it).
+TableLoader = Callable[[], Awaitable[Table | None]]
 
 
 @dataclass(frozen=True)
@@ -95,12 +103,25 @@ def snapshot_record(
 
 
 class RewriteVerifier:
-    """Verification of the rewrites of one table (``catalog`` + ``table``) through ``engine``."""
+    """Verification of the rewrites of one table (``catalog`` + ``table``) through ``engine``.
+
+    ``metadata`` loads the table through the executor's own catalog: the file diff is then
+    computed from its manifests in this process (``metadata_diff``) instead of by a Spark
+    query (``diff_files``), which stays the fallback whenever that cannot be exact.
+    """
 
     def __init__(
-        self, engine: SparkEngine, catalog: str, table: TableRef, *, verify_checksum: bool = True
+        self,
+        engine: SparkEngine,
+        catalog: str,
+        table: TableRef,
+        *,
+        verify_checksum: bool = True,
+        metadata: TableLoader | None = None,
     ) -> None:
         self.engine = engine
+        self.metadata = metadata
+        self._loaded: list[Table | None] = []  # the table as loaded for the current verify()
         self.catalog = catalog
         self.table = table
         self.qualified = qualified_name(catalog, table.levels, table.name)
@@ -138,13 +159,13 @@ class RewriteVerifier:
         comparison to the whole table (whose errors then propagate); cancellation
         propagates."""
         diff: FileDiff | None = None
+        source: dict[str, Any] = {}
         try:
-            diff = await diff_files(
-                self.engine, self.metadata_table("entries"), before, after, layout
-            )
+            diff, _ = await self.file_diff(before, after, layout, source)
             scope: dict[str, Any] = {
                 "partitions_total": diff.partitions,
                 "partitions_proven": diff.proven,
+                **source,
             }
             if diff.unsound is not None:
                 return {**scope, "scope": "table", "scope_reason": diff.unsound}
@@ -156,16 +177,61 @@ class RewriteVerifier:
             if self.verify_checksum and self._columns is None:
                 self._columns = await table_columns(self.engine, self.qualified)
             scoped = await self._scoped_scan(before, after, layout, diff)
+            scoped.scope.update(source)
         except ScopeFallback as exc:
-            return {**_counts(diff), "scope": "table", "scope_reason": exc.reason}
+            return {**_counts(diff), **source, "scope": "table", "scope_reason": exc.reason}
         except Exception as exc:  # scoping must never fail a verification
             first_line = (str(exc).strip().splitlines() or [""])[0][:300]
             return {
                 **_counts(diff),
+                **source,
                 "scope": "table",
                 "scope_reason": f"partition scoping failed: {type(exc).__name__}: {first_line}",
             }
         return scoped
+
+    async def file_diff(
+        self,
+        before: int,
+        after: int,
+        layout: TableLayout,
+        source: dict[str, Any] | None = None,
+    ) -> tuple[FileDiff, dict[str, Any]]:
+        """The live files of ``before`` and ``after`` compared per partition, and evidence of
+        how (also written into ``source``, before the Spark query runs, so that it survives
+        that query's error): ``files_diff`` ``metadata`` (read here) or ``engine`` (the Spark
+        query, with ``files_diff_fallback`` saying why when the metadata path was tried), and
+        ``files_diff_seconds`` (table load included).
+
+        Raises:
+            ScopeUnsound | Exception: from the Spark query (the caller widens the comparison).
+        """
+        reason = None
+        source = {} if source is None else source
+        started = time.perf_counter()
+        if self.metadata is not None:
+            try:
+                if not self._loaded:
+                    # Loaded once per verify(), after every checked snapshot was committed.
+                    self._loaded.append(await self.metadata())
+                table = self._loaded[0]
+                if table is not None:
+                    diff = await metadata_diff(table, self.engine, before, after, layout)
+                    took = round(time.perf_counter() - started, 3)
+                    source.update(files_diff="metadata", files_diff_seconds=took)
+                    return diff, source
+                reason = "PyIceberg did not load the table's metadata"
+            except MetadataDiffUnsupported as exc:
+                reason = str(exc)
+            except Exception as exc:  # the Spark query decides
+                first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+                reason = f"{type(exc).__name__}: {first_line}"
+        source["files_diff"] = "engine"
+        if reason is not None:
+            source["files_diff_fallback"] = reason
+        diff = await diff_files(self.engine, self.metadata_table("entries"), before, after, layout)
+        source["files_diff_seconds"] = round(time.perf_counter() - started, 3)
+        return diff, source
 
     async def _scoped_scan(
         self, before: int, after: int, layout: TableLayout, diff: FileDiff
@@ -231,6 +297,7 @@ class RewriteVerifier:
             Exception: whatever ``guard`` raises before a rollback, or the engine's error when a
                 query fails; the caller holds the table or leaves the verification pending.
         """
+        self._loaded.clear()
         snaps = await self.snapshots_since(start)
         replaces = [s for s in snaps if s["operation"] == "replace" and s["parent_id"] is not None]
         evidence: dict[str, Any] = {

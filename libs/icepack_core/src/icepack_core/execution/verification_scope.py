@@ -14,11 +14,12 @@ snapshot depend only on
 
 So ``diff_files`` reads the live manifest entries of both snapshots (metadata table ``entries``
 at ``VERSION AS OF``, ``status`` EXISTING or ADDED) in one query and compares them as
-multisets. A *partition* is a key (spec id, partition tuple). A partition none of whose live
-entries differ is proven unchanged. Every other partition is *touched*, and so is the
-partition of any data file that a changed delete file names. A changed delete file whose
-partition tuple is empty (an unpartitioned spec, or an all-NULL tuple, which cannot be told
-apart from one) makes the diff ask for a whole-table comparison.
+multisets (``metadata_diff`` computes the same from the manifests in the executor's process;
+this query is its fallback and oracle). A *partition* is a key (spec id, partition tuple). A
+partition none of whose live entries differ is proven unchanged. Every other partition is
+*touched*, and so is the partition of any data file that a changed delete file names. A
+changed delete file whose partition tuple is empty (an unpartitioned spec, or an all-NULL
+tuple, which cannot be told apart from one) makes the diff ask for a whole-table comparison.
 
 ``partition_fingerprints`` then fingerprints only the touched partitions of both snapshots in
 one Spark job (``UNION ALL`` of the two snapshot reads, each a temporary view with Iceberg's
@@ -60,6 +61,11 @@ VERIFY_SPLIT_SIZE = 128 * 1024 * 1024
 MAX_FINGERPRINTED_PARTITIONS = 1000
 # A physical-plan line that is a Filter operator (``+- Filter (...)``), not Iceberg's pushed
 # ``[filters=...]`` inside the BatchScan line.
+# Why a changed delete file with an empty partition tuple asks for a whole-table comparison.
+UNSOUND_GLOBAL_DELETES = (
+    "delete files changed in a partition with an empty tuple (an unpartitioned "
+    "spec's deletes apply to every partition)"
+)
 _FILTER_NODE = re.compile(r"^[\s:|+\-*]*(?:\(\d+\)\s*)?Filter\b", re.MULTILINE)
 
 
@@ -196,10 +202,7 @@ async def diff_files(
     )
     unsound = None
     if any(r.get("global_deletes") and as_int(r["global_deletes"]) for r in rows):
-        unsound = (
-            "delete files changed in a partition with an empty tuple (an unpartitioned "
-            "spec's deletes apply to every partition)"
-        )
+        unsound = UNSOUND_GLOBAL_DELETES
     return FileDiff(partitions, touched, unsound)
 
 

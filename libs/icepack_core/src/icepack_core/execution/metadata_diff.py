@@ -1,0 +1,361 @@
+"""The verification's file diff from the table's metadata, read in this process.
+
+``metadata_diff`` computes the same ``FileDiff`` as ``verification_scope.diff_files`` (whose
+docstring states the rules) without a Spark query over the ``entries`` metadata table: it reads
+the manifest lists and manifests of both snapshots through the table's PyIceberg ``FileIO``
+(each distinct manifest once) and compares the live entries (status EXISTING or ADDED) as
+multisets, with the same entry identity: content, file path, spec id, partition tuple, record
+count, file size, data sequence number, referenced data file, content offset, content size and
+equality ids.
+
+PyIceberg 0.12.0's Cython ``BinaryDecoder.read_double`` rounds every double to float32
+(measured: 1e300 reads as inf, 0.1 as 0.10000000149011612), which would merge distinct
+``double`` partition values; ``exact_doubles`` replaces each ``DoubleReader`` of the reader tree
+with one that unpacks the 8 bytes itself (``tests/execution/test_metadata_diff.py`` guards it).
+
+Manifests are read with their own writer schema, not PyIceberg's v2 read schema (which drops
+the v3 fields ``referenced_data_file``, ``content_offset`` and ``content_size_in_bytes`` that
+deletion vectors need); fields are found by their Iceberg field ids. The data sequence number
+is inherited from the manifest list as the spec says (ADDED entries, and every entry of a
+sequence-number-0 manifest).
+
+A partition is keyed by (spec id, its own partition tuple), values normalised so that keys
+compare like Spark's text keys: every NaN is one key, ``-0.0`` and ``0.0`` are two. The texts
+of the identity columns come from ``partition_text``; float and double texts are rendered by
+the engine from exact literals in one ``SELECT`` of constants (Java's text depends on the JVM),
+only for the touched partitions. Anything this module cannot do exactly (a layout column that
+is not an identity field of the current spec, a source type other than the one ``DESCRIBE``
+reported, a type without canonical text, a snapshot missing from the loaded metadata, an
+unreadable manifest) raises ``MetadataDiffUnsupported``; the caller then uses ``diff_files``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import struct
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyiceberg.avro.decoder import BinaryDecoder
+from pyiceberg.avro.file import AvroFile
+from pyiceberg.avro.reader import DoubleReader, OptionReader, Reader, StructReader
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.table import Table
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
+from pyiceberg.types import NestedField, StructType
+
+from icepack_core.errors import MetadataDiffUnsupported, UnsupportedLiteral
+from icepack_core.execution.partition_text import FLOAT_TYPES, partition_text, spark_type_of
+from icepack_core.execution.verification_scope import (
+    UNSOUND_GLOBAL_DELETES,
+    FileDiff,
+    Partition,
+    TableLayout,
+)
+from icepack_core.spark.engine import SparkEngine
+from icepack_core.spark.literals import SparkType, canonical_text_expr, typed_literal
+
+# Manifest entry field ids (Iceberg spec, "Manifests").
+STATUS, SEQUENCE, DATA_FILE = 0, 3, 2
+CONTENT, PATH, PARTITION, RECORDS, BYTES = 134, 100, 102, 103, 104
+EQUALITY_IDS, REFERENCED, OFFSET, LENGTH = 135, 143, 144, 145
+DELETED = 2
+ADDED = 1
+
+# (content, path, spec id, partition key, records, bytes, data sequence number,
+#  referenced data file, content offset, content size, equality ids)
+Identity = tuple[
+    int, str, int, tuple[Any, ...], int, int, int, str | None, int | None, int | None, Any
+]
+
+
+@dataclass(frozen=True)
+class _Live:
+    """One manifest's live entries, and each partition key's values by partition field id."""
+
+    identities: list[Identity]
+    values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]]
+
+
+@dataclass(frozen=True)
+class _Column:
+    field_id: int
+    field_name: str
+    spark_type: SparkType
+
+
+def _norm(value: Any) -> Any:
+    """A hashable key for one partition value that separates what Spark's text key does."""
+    if isinstance(value, float):
+        return ("nan",) if math.isnan(value) else ("float", value.hex())
+    if isinstance(value, list | dict):
+        raise MetadataDiffUnsupported(f"partition value {value!r:.80} is not a primitive")
+    return value
+
+
+class ExactDoubleReader(Reader):
+    """A double read as its 8 little-endian IEEE 754 bytes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def read(self, decoder: BinaryDecoder) -> float:
+        value: float = struct.unpack("<d", decoder.read(8))[0]
+        return value
+
+    def skip(self, decoder: BinaryDecoder) -> None:
+        decoder.skip(8)
+
+
+def exact_doubles(reader: Reader) -> Reader:
+    """``reader`` with every ``DoubleReader`` in its structs and options made exact."""
+    if isinstance(reader, DoubleReader):
+        return ExactDoubleReader()
+    if isinstance(reader, OptionReader):
+        return OptionReader(exact_doubles(reader.option))
+    if isinstance(reader, StructReader):
+        return StructReader(
+            tuple((pos, exact_doubles(r)) for pos, r in reader.field_readers),
+            reader.create_struct,
+            reader.struct,
+        )
+    return reader
+
+
+def _positions(struct_type: StructType) -> dict[int, int]:
+    return {f.field_id: i for i, f in enumerate(struct_type.fields)}
+
+
+def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> _Live:
+    """The live entries of one manifest, read with its own writer schema.
+
+    Raises:
+        MetadataDiffUnsupported: a required field is missing or a value is not what it must be.
+        Exception: the file system's or the Avro reader's error.
+    """
+    identities: list[Identity] = []
+    values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]] = {}
+    spec_id = manifest.partition_spec_id
+    with AvroFile[Record](io.new_input(manifest.manifest_path)) as reader:
+        # ``AvroFile`` reads every block with ``self.reader`` (built on enter).
+        reader.reader = exact_doubles(reader.reader)
+        top = _positions(reader.schema.as_struct())
+        data_field = reader.schema.find_field(DATA_FILE)
+        if STATUS not in top or DATA_FILE not in top or not isinstance(data_field, NestedField):
+            raise MetadataDiffUnsupported(f"manifest {manifest.manifest_path}: no entry fields")
+        data_type = data_field.field_type
+        if not isinstance(data_type, StructType):
+            raise MetadataDiffUnsupported(f"manifest {manifest.manifest_path}: bad data_file")
+        fields = _positions(data_type)
+        missing = {PATH, PARTITION, RECORDS, BYTES} - set(fields)
+        if missing:
+            raise MetadataDiffUnsupported(
+                f"manifest {manifest.manifest_path}: data_file lacks field ids {sorted(missing)}"
+            )
+        partition_type = data_type.fields[fields[PARTITION]].field_type
+        if not isinstance(partition_type, StructType):
+            raise MetadataDiffUnsupported(f"manifest {manifest.manifest_path}: bad partition")
+        part_ids = [f.field_id for f in partition_type.fields]
+
+        def opt(record: Any, field_id: int) -> Any:
+            return record[fields[field_id]] if field_id in fields else None
+
+        for entry in reader:
+            status = entry[top[STATUS]]
+            if status == DELETED:
+                continue
+            data = entry[top[DATA_FILE]]
+            sequence = entry[top[SEQUENCE]] if SEQUENCE in top else None
+            if sequence is None and (manifest.sequence_number == 0 or status == ADDED):
+                sequence = manifest.sequence_number
+            if sequence is None:
+                raise MetadataDiffUnsupported(
+                    f"manifest {manifest.manifest_path}: an EXISTING entry has no sequence number"
+                )
+            raw = data[fields[PARTITION]]
+            tuple_values = [raw[i] for i in range(len(part_ids))] if partitioned else []
+            key = tuple(_norm(v) for v in tuple_values)
+            values.setdefault((spec_id, key), dict(zip(part_ids, tuple_values, strict=False)))
+            equality = opt(data, EQUALITY_IDS)
+            identities.append(
+                (
+                    int(opt(data, CONTENT) or 0),
+                    str(data[fields[PATH]]),
+                    spec_id,
+                    key,
+                    int(data[fields[RECORDS]]),
+                    int(data[fields[BYTES]]),
+                    int(sequence),
+                    opt(data, REFERENCED),
+                    opt(data, OFFSET),
+                    opt(data, LENGTH),
+                    tuple(equality) if equality is not None else None,
+                )
+            )
+    return _Live(identities, values)
+
+
+def identity_columns(table: Table, layout: TableLayout) -> list[_Column]:
+    """The layout's identity columns as fields of the table's current spec, type-checked.
+
+    Raises:
+        MetadataDiffUnsupported: a column is not an identity field of the current spec by that
+            name, or its source type is not the type ``DESCRIBE`` reported.
+    """
+    spec = table.metadata.spec()
+    schema = table.metadata.schema()
+    columns = []
+    for column in layout.columns or []:
+        found = [f for f in spec.fields if f.name == column.field_name]
+        if len(found) != 1 or not isinstance(found[0].transform, IdentityTransform):
+            raise MetadataDiffUnsupported(
+                f"partition column {column} is not one identity field of the current spec"
+            )
+        try:
+            source = schema.find_field(found[0].source_id).field_type
+            spark_type = spark_type_of(source)
+            described = SparkType.parse(column.type_text)
+        except (UnsupportedLiteral, ValueError) as exc:
+            raise MetadataDiffUnsupported(f"partition column {column}: {exc}") from exc
+        if str(spark_type) != str(described):
+            raise MetadataDiffUnsupported(
+                f"partition column {column}: the metadata says {spark_type}"
+            )
+        columns.append(_Column(found[0].field_id, column.field_name, spark_type))
+    return columns
+
+
+@dataclass(frozen=True)
+class _Compared:
+    partitions: int
+    touched: list[tuple[int, tuple[Any, ...]]]
+    global_deletes: bool
+
+
+def compare(before: Iterable[Identity], after: Iterable[Identity], partitioned: bool) -> _Compared:
+    """The multiset comparison of ``diff_files``: touched partition keys and the totals."""
+    net: Counter[Identity] = Counter(before)
+    net.subtract(after)
+    keys = {(i[2], i[3]) for i in net}
+    changed = [i for i, n in net.items() if n != 0]
+    named = {i[7] for i in changed if i[0] > 0 and i[7] is not None}
+    touched = {(i[2], i[3]) for i in changed}
+    touched |= {(i[2], i[3]) for i in net if i[0] == 0 and i[1] in named}
+    global_deletes = any(
+        i[0] > 0 and (not partitioned or all(v is None for v in i[3])) for i in changed
+    )
+    return _Compared(len(keys), sorted(touched, key=repr), global_deletes)
+
+
+def _label(columns: dict[int, str], values: dict[int, Any]) -> str:
+    """The tuple as JSON for evidence, NULL fields left out like Spark's ``to_json``."""
+    shown: dict[str, Any] = {}
+    for field_id, value in values.items():
+        if value is None:
+            continue
+        name = columns.get(field_id, str(field_id))
+        if isinstance(value, bool | int | str) or (
+            isinstance(value, float) and math.isfinite(value)
+        ):
+            shown[name] = value
+        else:  # NaN/Infinity (as Spark writes them), decimals exactly, binary as hex
+            shown[name] = value.hex() if isinstance(value, bytes) else str(value)
+    return json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+
+
+def _read(table: Table, before: int, after: int, partitioned: bool) -> tuple[_Live, _Live]:
+    io = table.io
+    cache: dict[str, _Live] = {}
+    sides = []
+    for snapshot_id in (before, after):
+        snapshot = table.metadata.snapshot_by_id(snapshot_id)
+        if snapshot is None:
+            raise MetadataDiffUnsupported(f"snapshot {snapshot_id} is not in the loaded metadata")
+        identities: list[Identity] = []
+        values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]] = {}
+        for manifest in snapshot.manifests(io):
+            live = cache.get(manifest.manifest_path)
+            if live is None:
+                live = cache[manifest.manifest_path] = read_live_entries(io, manifest, partitioned)
+            identities += live.identities
+            for key, found in live.values.items():
+                values.setdefault(key, found)
+        sides.append(_Live(identities, values))
+    return sides[0], sides[1]
+
+
+async def metadata_diff(
+    table: Table, engine: SparkEngine, before: int, after: int, layout: TableLayout
+) -> FileDiff:
+    """``diff_files``'s result for ``before`` and ``after``, from ``table``'s metadata.
+
+    ``table`` must be loaded after both snapshots were committed. ``engine`` is used only to
+    render float/double partition texts of touched partitions (one constant ``SELECT``).
+
+    Raises:
+        MetadataDiffUnsupported: see the module docstring.
+        Exception: a manifest read's or the engine's error.
+    """
+    columns = identity_columns(table, layout)
+    # A snapshot's manifests and manifest list are immutable: read them off the event loop.
+    old, new = await asyncio.to_thread(_read, table, before, after, layout.partitioned)
+    result = compare(old.identities, new.identities, layout.partitioned)
+    names = {f.field_id: f.name for spec in table.metadata.specs().values() for f in spec.fields}
+    found = {**new.values, **old.values}
+    touched: list[tuple[int, str, list[Any]]] = []
+    for spec_id, key in result.touched:
+        values = found.get((spec_id, key), {})
+        touched.append((spec_id, _label(names, values), [values.get(c.field_id) for c in columns]))
+    texts = await _texts(engine, columns, [raw for _, _, raw in touched])
+    return FileDiff(
+        result.partitions,
+        tuple(
+            Partition(spec_id, label, text)
+            for (spec_id, label, _), text in zip(touched, texts, strict=True)
+        ),
+        UNSOUND_GLOBAL_DELETES if result.global_deletes else None,
+    )
+
+
+async def _texts(
+    engine: SparkEngine, columns: Sequence[_Column], rows: Sequence[Sequence[Any]]
+) -> list[tuple[str | None, ...]]:
+    """Canonical texts per touched partition; float/double ones rendered by the engine."""
+    floats: dict[tuple[str, Any], str] = {}  # (type, normalised value) -> literal
+    out: list[list[str | None]] = []
+    for row in rows:
+        texts: list[str | None] = []
+        for column, value in zip(columns, row, strict=True):
+            try:
+                if value is not None and column.spark_type.name in FLOAT_TYPES:
+                    if not isinstance(value, float | int) or isinstance(value, bool):
+                        raise UnsupportedLiteral(f"{value!r:.80} is not a number")
+                    literal = typed_literal(column.spark_type, float(value))
+                    floats.setdefault((column.spark_type.name, _norm(float(value))), literal)
+                    texts.append(None)  # filled in below
+                else:
+                    texts.append(partition_text(column.spark_type, value))
+            except UnsupportedLiteral as exc:
+                raise MetadataDiffUnsupported(
+                    f"partition column {column.field_name}: {exc}"
+                ) from exc
+        out.append(texts)
+    if floats:
+        literals = list(floats.items())
+        exprs = [
+            f"{canonical_text_expr(SparkType(kind), literal)} AS r{i}"
+            for i, ((kind, _), literal) in enumerate(literals)
+        ]
+        (answer,) = await engine.sql("SELECT " + ", ".join(exprs))
+        rendered = {key: str(answer[f"r{i}"]) for i, (key, _) in enumerate(literals)}
+        for row, texts in zip(rows, out, strict=True):
+            for i, (column, value) in enumerate(zip(columns, row, strict=True)):
+                if value is not None and column.spark_type.name in FLOAT_TYPES:
+                    texts[i] = rendered[(column.spark_type.name, _norm(float(value)))]
+    return [tuple(t) for t in out]
