@@ -315,7 +315,7 @@ def test_doubles_are_read_exactly():
     from pyiceberg.avro.decoder import new_decoder
     from pyiceberg.avro.reader import DoubleReader, OptionReader
 
-    from icepack_core.execution.metadata_diff import exact_doubles
+    from icepack_core.inspection.exact_doubles import exact_doubles
 
     reader = exact_doubles(OptionReader(DoubleReader()))
     for value in (1e300, 5e-324, 0.1, -0.0):

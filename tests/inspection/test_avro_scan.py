@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import math
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,6 +26,7 @@ from pyiceberg.types import (
     BooleanType,
     DateType,
     DecimalType,
+    DoubleType,
     LongType,
     NestedField,
     StringType,
@@ -156,3 +158,26 @@ def test_schemas_the_scan_does_not_handle_are_refused():
         compile_block_decoder(json.loads('{"type": "record", "fields": []}'))
     with pytest.raises(AvroUnsupported):
         scan_entries(b"not avro at all")
+
+
+def test_double_partition_values_are_read_exactly(scratch_catalog):
+    """PyIceberg's decoder reads doubles as float32: 0.1 and its next double collapse into one
+    partition, 1e300 and 1e301 into inf. The scan must keep all four apart."""
+    _, catalog = scratch_catalog
+    catalog.create_namespace("dbl")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "x", DoubleType(), required=False),
+    )
+    spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "x"))
+    table = catalog.create_table("dbl.t", schema, partition_spec=spec)
+    values = [0.1, math.nextafter(0.1, 1.0), 1e300, 1e301]
+    table.append(
+        pa.Table.from_pylist(
+            [{"id": i, "x": x} for i, x in enumerate(values)], schema=table.schema().as_arrow()
+        )
+    )
+    (manifest,) = table.current_snapshot().manifests(table.io)  # type: ignore[union-attr]
+    aggregate = read_manifest(manifest, table.io, THRESHOLD)
+    assert aggregate.data_files == 4
+    assert len(aggregate.partitions) == 4

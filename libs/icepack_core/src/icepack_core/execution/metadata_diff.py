@@ -8,10 +8,9 @@ multisets, with the same entry identity: content, file path, spec id, partition 
 count, file size, data sequence number, referenced data file, content offset, content size and
 equality ids.
 
-PyIceberg 0.12.0's Cython ``BinaryDecoder.read_double`` rounds every double to float32
-(measured: 1e300 reads as inf, 0.1 as 0.10000000149011612), which would merge distinct
-``double`` partition values; ``exact_doubles`` replaces each ``DoubleReader`` of the reader tree
-with one that unpacks the 8 bytes itself (``tests/execution/test_metadata_diff.py`` guards it).
+PyIceberg 0.12.0's Cython decoder reads doubles as float32, which would merge distinct
+``double`` partition values: the reader tree goes through ``inspection.exact_doubles``
+(``tests/execution/test_metadata_diff.py`` guards it).
 
 Manifests are read with their own writer schema, not PyIceberg's v2 read schema (which drops
 the v3 fields ``referenced_data_file``, ``content_offset`` and ``content_size_in_bytes`` that
@@ -34,15 +33,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import struct
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyiceberg.avro.decoder import BinaryDecoder
 from pyiceberg.avro.file import AvroFile
-from pyiceberg.avro.reader import DoubleReader, OptionReader, Reader, StructReader
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
@@ -58,6 +54,7 @@ from icepack_core.execution.verification_scope import (
     Partition,
     TableLayout,
 )
+from icepack_core.inspection.exact_doubles import exact_doubles
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import SparkType, canonical_text_expr, typed_literal
 
@@ -97,35 +94,6 @@ def _norm(value: Any) -> Any:
     if isinstance(value, list | dict):
         raise MetadataDiffUnsupported(f"partition value {value!r:.80} is not a primitive")
     return value
-
-
-class ExactDoubleReader(Reader):
-    """A double read as its 8 little-endian IEEE 754 bytes (see the module docstring)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def read(self, decoder: BinaryDecoder) -> float:
-        value: float = struct.unpack("<d", decoder.read(8))[0]
-        return value
-
-    def skip(self, decoder: BinaryDecoder) -> None:
-        decoder.skip(8)
-
-
-def exact_doubles(reader: Reader) -> Reader:
-    """``reader`` with every ``DoubleReader`` in its structs and options made exact."""
-    if isinstance(reader, DoubleReader):
-        return ExactDoubleReader()
-    if isinstance(reader, OptionReader):
-        return OptionReader(exact_doubles(reader.option))
-    if isinstance(reader, StructReader):
-        return StructReader(
-            tuple((pos, exact_doubles(r)) for pos, r in reader.field_readers),
-            reader.create_struct,
-            reader.struct,
-        )
-    return reader
 
 
 def _positions(struct_type: StructType) -> dict[int, int]:

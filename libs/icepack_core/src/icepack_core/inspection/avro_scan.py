@@ -35,6 +35,7 @@ from pyiceberg.types import NestedField, StructType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from icepack_core.errors import AvroUnsupported
+from icepack_core.inspection.exact_doubles import exact_doubles
 
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
@@ -290,11 +291,12 @@ class Plan:
     keys: dict[tuple[int, bytes], str] = field(default_factory=dict)
 
     def partition_reader(self) -> Reader:
-        """The reader PyIceberg builds for this file's partition struct (built on first use)."""
+        """The reader PyIceberg builds for this file's partition struct (built on first use),
+        with doubles read exactly (``exact_doubles``: PyIceberg's decoder rounds them)."""
         if self._partition_reader is None:
             schema = AvroSchemaConversion().avro_to_iceberg(json.loads(self.schema_json))
             partition = schema.find_field(DATA_FILE_ID).field_type.field(PARTITION_ID)  # type: ignore[attr-defined]
-            self._partition_reader = construct_reader(partition.field_type)
+            self._partition_reader = exact_doubles(construct_reader(partition.field_type))
         return self._partition_reader
 
     def partition_key(self, spec_id: int, raw: bytes, key_of: Callable[[int, Any], str]) -> str:
