@@ -8,7 +8,7 @@ JARS_DIR ?= .cache/jars
 export ICEPACK_SPARK_JARS_DIR ?= $(abspath $(JARS_DIR))
 PYTEST_ARGS ?=
 
-.PHONY: help setup uv demo test test-python test-python-spark test-python-other test-go lint bench schema clean
+.PHONY: help setup uv demo test test-python test-go lint bench schema clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -33,17 +33,8 @@ test: setup ## lint, then every test (real Postgres, Spark, catalogs; Go tests t
 	$(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory test-python
 
-# Two pytest sessions side by side: the Spark tests (one SparkSession, one Thrift and one Connect
-# server) and all the others; each prints its report when it ends, and either failing fails.
-# Exit status 5 (nothing selected, e.g. PYTEST_ARGS naming only Spark tests) is no failure.
 test-python:
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-python-spark test-python-other
-
-test-python-spark:
-	uv run pytest -m spark $(PYTEST_ARGS) || [ $$? -eq 5 ]
-
-test-python-other:
-	uv run pytest -m "not spark" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	uv run pytest $(PYTEST_ARGS)
 
 test-go:
 	cd go-inspector && go vet ./... && go test ./...

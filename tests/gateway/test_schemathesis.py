@@ -24,7 +24,7 @@ from icepack_core.access.tokens import TokenStore
 from icepack_core.local.postgres import free_port
 from tests.gateway.seed import seed_fleet, seed_many
 
-MAX_EXAMPLES = 30
+MAX_EXAMPLES = 20
 
 # Path parameters of a table seed_fleet creates (it has status, health, a recommendation
 # and jobs), so the second run reaches the handlers' database paths, not only their 404s.
