@@ -78,7 +78,7 @@ async def test_up_restarts_a_killed_child_and_leaves_the_others_running(database
             assert any("executor" in line and "exited with -9" in line for line in lines), lines
             for name, pid in first.items():
                 if name != "executor":
-                    assert pids[name] == [pid], (name, pids[name])  # never restarted
+                    assert pids[name] == [pid], (name, pids[name], lines[-60:])  # never restarted
                     assert alive(pid), name
             assert all([await ready(base + i) for i in range(5)])
             assert '"service.stopped"' not in "\n".join(lines)
