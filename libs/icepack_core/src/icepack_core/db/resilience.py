@@ -32,6 +32,9 @@ TRANSIENT_DB_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.CrashShutdownError,  # 57P02
     asyncpg.exceptions.CannotConnectNowError,  # 57P03: starting up / in recovery
     asyncpg.InternalClientError,  # a pooled connection left mid-protocol by the lost server
+    # 53300: no connection slot (server max_connections or the role's CONNECTION LIMIT); slots
+    # free up as other clients disconnect, so it is waited out like an outage.
+    asyncpg.exceptions.TooManyConnectionsError,
 )
 RETRY_INITIAL_SECONDS = 0.2
 RETRY_MAX_SECONDS = 10.0
