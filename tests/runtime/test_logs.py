@@ -103,3 +103,51 @@ def test_a_registered_secret_that_is_a_word_of_a_key_does_not_unmask_the_value(m
     monkeypatch.setattr(logs, "_KNOWN", set(logs._KNOWN))  # the registry is process-wide
     register_secrets(["secret"])  # e.g. a test catalog's client secret
     assert "abcdef123456" not in redact_text("fs.s3a.secret.key=abcdef123456")
+
+
+_WORDS = [
+    "pass",
+    "PWD",
+    "Secret",
+    "token",
+    "credential",
+    "Authorization",
+    "api_key",
+    "account.key",
+    "access-key",
+    "private_key",
+    "signature",
+]
+_FILLER = ["://", "@", "user:", "Bearer ", "/", "-", ".", " ", "&", ";", "x", "0a1b2c3d", "'", '"']
+# key<sep>value pieces, so that every keyword is also tried alone as a secret's key.
+_ASSIGNMENT = st.tuples(
+    st.sampled_from(["", "fs.", "x_"]),
+    st.sampled_from(_WORDS),
+    st.sampled_from(["", "word", ".key", "_id"]),
+    st.sampled_from(["=", " = ", "': '", '":"', ": '", ":"]),
+    st.sampled_from(["v4lue99", "***", "AKIA1"]),
+).map("".join)
+
+
+@given(
+    text=st.lists(st.one_of(st.sampled_from(_FILLER + _WORDS), _ASSIGNMENT), max_size=12).map(
+        "".join
+    )
+)
+@settings(max_examples=300)
+def test_the_prechecks_change_no_result(text):
+    """``redact_text`` skips a pattern when text lacks a character or word it needs (speed:
+    each pattern backtracks over long paths); the result must equal running every pattern."""
+    from icepack_core.telemetry import logs
+
+    every = logs._URL_PASSWORD.sub(lambda m: m.group("head") + logs.REDACTED, text)
+    every = logs._AUTH_SCHEME.sub(lambda m: m.group("head") + logs.REDACTED, every)
+    every = logs._KEY_VALUE.sub(logs._mask_key_value, every)
+    for secret in sorted(logs._KNOWN, key=len, reverse=True):
+        every = every.replace(secret, logs.REDACTED)
+    assert redact_text(text) == every
+
+
+@pytest.mark.parametrize("word", _WORDS)
+def test_each_secret_word_alone_names_a_secret_key(word):
+    assert redact_text(f"fs.{word}.value=v4lue99 and more") == f"fs.{word}.value=*** and more"

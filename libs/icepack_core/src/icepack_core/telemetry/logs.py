@@ -37,6 +37,14 @@ _KEY_VALUE = re.compile(
     r"(?P<value>[^\s&;,'\"})\]]+)",
     re.I,
 )
+# A word every _KEY_VALUE key contains. _KEY_VALUE's leading character class backtracks over
+# each run of name characters (about 1 ms for a 120-character path), so it only runs on text
+# that has such a word; without one it cannot match.
+_KEY_WORD = re.compile(
+    r"pass|pwd|secret|token|credential|authorization|api[_-]?key|account\.key|access[_-]?key"
+    r"|private[_-]?key|signature",
+    re.I,
+)
 REDACTED = "***"
 # Secret values from the configuration (``register_secrets``): masked wherever they appear,
 # whatever text carries them (a driver's error message, a Spark exception, a span attribute).
@@ -67,9 +75,11 @@ def redact_text(text: str) -> str:
     """
     # Shapes first: a configured secret that happens to be a word of a key ("secret" in
     # ``fs.s3a.secret.key=...``) must not hide the key from the key=value rule.
-    text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
+    if "@" in text:  # _URL_PASSWORD needs one (and backtracks like _KEY_VALUE)
+        text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
     text = _AUTH_SCHEME.sub(lambda m: m.group("head") + REDACTED, text)
-    text = _KEY_VALUE.sub(_mask_key_value, text)
+    if _KEY_WORD.search(text):
+        text = _KEY_VALUE.sub(_mask_key_value, text)
     for secret in sorted(_KNOWN, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
