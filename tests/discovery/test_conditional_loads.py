@@ -25,7 +25,7 @@ from icepack_core.discovery.catalogs import (
     load_catalog,
 )
 from icepack_core.discovery.limits import CatalogCalls
-from icepack_core.discovery.refresh import Discovery, _apply, apply_change
+from icepack_core.discovery.refresh import Discovery, apply_change, apply_listing
 from icepack_core.settings import CatalogConfig
 from icepack_core.types import TableRef
 from tests.discovery.test_discovery_sql import events, last_event_id, make_settings
@@ -275,8 +275,7 @@ async def test_a_location_set_without_an_etag_clears_it_and_a_304_never_moves_a_
         )
     ]
     mark = await last_event_id(db)
-    async with db.acquire() as conn, conn.transaction():
-        outcome = await _apply(conn, cfg, listing, CatalogCalls())
+    outcome = await apply_listing(db, cfg, listing, CatalogCalls())
     assert (outcome.changed, outcome.discovered, outcome.dropped) == (0, 0, 0)
     assert await events(db, mark) == []
     assert await _stored(db, cfg.name) == now

@@ -1,12 +1,14 @@
 """Discovery: list every configured catalog and refresh ``tables`` atomically, with events.
 
-Per catalog, one transaction (under a per-catalog advisory lock, so replicas do not interleave)
-diffs the listing against the known rows and writes, in that same transaction:
+Per catalog, the listing is diffed against the known rows in chunks of ``APPLY_CHUNK`` tables,
+one transaction each (under a per-catalog advisory lock, so replicas do not interleave), and
+each chunk's writes and events commit together:
 
 * a new table -> insert, ``table.discovered``;
 * a dropped table that is back -> clear ``dropped_at``, ``table.discovered``;
 * a moved metadata location -> update, ``table.changed``;
-* a known table missing from the listing -> set ``dropped_at``, ``table.dropped``.
+* a known table missing from the listing -> set ``dropped_at``, ``table.dropped`` (in a last
+  transaction, after every chunk).
 
 A listing that fails (or exceeds its timeout) never touches ``tables``: the catalog's error is
 recorded in ``catalog_status`` and the other catalogs carry on. A single table that cannot be
@@ -18,12 +20,14 @@ in ``catalog_status.skipped_tables``, and the rest of its catalog is refreshed.
 from __future__ import annotations
 
 import asyncio
+import json
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import asyncpg
 import structlog
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import Span, SpanKind
 
 from icepack_core.db.queries import load_query
 from icepack_core.discovery.catalogs import (
@@ -36,13 +40,14 @@ from icepack_core.discovery.catalogs import (
 )
 from icepack_core.discovery.limits import CatalogCalls
 from icepack_core.errors import InvalidIdentifier
-from icepack_core.queue.events import publish
+from icepack_core.queue.events import publish, publish_many
 from icepack_core.settings import CatalogConfig, Settings
 from icepack_core.spark.sql import quote_identifier
 from icepack_core.telemetry.logs import redact_text
-from icepack_core.telemetry.tracing import tracer
+from icepack_core.telemetry.tracing import current_traceparent, tracer
 from icepack_core.types import TableRef, Topic, join_namespace
 
+APPLY_CHUNK = 500  # listed tables per transaction (apply_listing)
 CATALOG_TIMEOUT_SECONDS = 120.0  # one slow catalog must not hold up the others' refresh
 log = structlog.get_logger("icepack.discovery")
 
@@ -86,16 +91,11 @@ class DiscoveryResult:
         return {c.catalog: c.error for c in self.catalogs if c.error is not None}
 
 
-async def _announce(
-    conn: asyncpg.Connection,
-    topic: Topic,
-    catalog: str,
-    key: tuple[str, str],
-    table_id: int,
-    payload: dict[str, Any] | None = None,
-) -> None:
-    """Publish one table event as the root span of that table's trace (discovery starts it)."""
-    with tracer().start_as_current_span(
+def _table_span(
+    topic: Topic, catalog: str, key: tuple[str, str], table_id: int
+) -> AbstractContextManager[Span]:
+    """The root span of one table event's trace (discovery starts it)."""
+    return tracer().start_as_current_span(
         f"discovery {topic}",
         kind=SpanKind.PRODUCER,
         attributes={
@@ -104,7 +104,19 @@ async def _announce(
             "icepack.table": key[1],
             "icepack.table_id": table_id,
         },
-    ):
+    )
+
+
+async def _announce(
+    conn: asyncpg.Connection,
+    topic: Topic,
+    catalog: str,
+    key: tuple[str, str],
+    table_id: int,
+    payload: dict[str, Any] | None = None,
+) -> None:
+    """Publish one table event as the root span of that table's trace."""
+    with _table_span(topic, catalog, key, table_id):
         await publish(conn, topic, table_id=table_id, payload=payload)
 
 
@@ -135,59 +147,189 @@ def unfit_reason(item: ListedTable) -> str | None:
     return None
 
 
-async def _apply(
-    conn: asyncpg.Connection, cfg: CatalogConfig, listed: list[ListedTable], calls: CatalogCalls
-) -> CatalogResult:
-    result = CatalogResult(cfg.name, tables=len(listed))
-    await conn.execute(load_query("table_lock_catalog"), cfg.name)
-    known = {
-        (r["namespace"], r["name"]): r
+Known = dict[tuple[str, str], tuple[int, str | None, bool]]  # key -> (id, location, dropped)
+
+
+async def known_tables(conn: asyncpg.Pool | asyncpg.Connection, cfg: CatalogConfig) -> Known:
+    """Every row of ``cfg``'s tables (dropped ones too): (id, metadata location, dropped)."""
+    return {
+        (r["namespace"], r["name"]): (
+            int(r["id"]),
+            r["metadata_location"],
+            r["dropped_at"] is not None,
+        )
         for r in await conn.fetch(load_query("table_list_catalog"), cfg.name)
     }
+
+
+async def apply_listing(
+    pool: asyncpg.Pool,
+    cfg: CatalogConfig,
+    listed: list[ListedTable],
+    calls: CatalogCalls,
+    before: Known | None = None,
+) -> CatalogResult:
+    """Diff ``listed`` against ``cfg``'s known rows and record it, APPLY_CHUNK tables per
+    transaction (each under the catalog's lock), then mark the tables the listing lacks dropped.
+
+    Chunks, not one transaction: a first pass over a large catalog commits as it goes, so the
+    inspectors start on its first tables at once (one transaction held 100,000 new tables for
+    minutes). ``before`` is the rows as they were before the listing was read (read now when
+    not given). A row written since then (a pushed change, which may be newer than the
+    listing) is left as it is, never overwritten by the listing nor marked dropped; the next
+    pass diffs it again.
+    """
+    if before is None:
+        before = await known_tables(pool, cfg)
+    result = CatalogResult(cfg.name, tables=len(listed))
+    async with pool.acquire() as raw:
+        conn = cast(asyncpg.Connection, raw)
+        seen_keys: set[tuple[str, str]] = set()
+        for start in range(0, len(listed), APPLY_CHUNK):
+            chunk = listed[start : start + APPLY_CHUNK]
+            async with conn.transaction():
+                await conn.execute(load_query("table_lock_catalog"), cfg.name)
+                await _apply_chunk(conn, cfg, chunk, before, result, seen_keys)
+        async with conn.transaction():
+            await conn.execute(load_query("table_lock_catalog"), cfg.name)
+            now = await known_tables(conn, cfg)
+            missing = {
+                table_id: key
+                for key, (table_id, location, dropped) in now.items()
+                if key not in seen_keys and not dropped and before.get(key) == now[key]
+            }
+            if missing:
+                for dropped_row in await conn.fetch(
+                    load_query("table_mark_dropped"), list(missing)
+                ):
+                    table_id = dropped_row["id"]
+                    await _announce(
+                        conn, Topic.TABLE_DROPPED, cfg.name, missing[table_id], table_id
+                    )
+                    result.dropped += 1
+            await conn.execute(
+                load_query("catalog_status_ok"),
+                cfg.name,
+                len(listed),
+                result.skipped,
+                calls.as_json(),
+            )
+    result.calls = calls.as_json()
+    return result
+
+
+async def _apply_chunk(
+    conn: asyncpg.Connection,
+    cfg: CatalogConfig,
+    chunk: list[ListedTable],
+    before: Known,
+    result: CatalogResult,
+    seen_keys: set[tuple[str, str]],
+) -> None:
+    """Record one chunk of a listing inside the caller's transaction.
+
+    An unchanged table costs no statement of its own (one UPDATE touches them all); new tables
+    are inserted and announced with one statement each for the chunk; any other write gets a
+    savepoint, so whatever Postgres refuses costs that table alone.
+    """
+    rows = await conn.fetch(
+        load_query("table_get_many_by_name"),
+        cfg.name,
+        [item.ref.namespace for item in chunk],
+        [item.ref.name for item in chunk],
+    )
+    known = {(r["namespace"], r["name"]): r for r in rows}
     seen_unchanged: list[int] = []
     new_etags: dict[int, str] = {}
-    seen_keys: set[tuple[str, str]] = set()
-    for item in listed:
+    new: list[ListedTable] = []
+    written: list[ListedTable] = []
+    for item in chunk:
         key = (item.ref.namespace, item.ref.name)
         seen_keys.add(key)  # a skipped table is still there: never mark it dropped
         reason = unfit_reason(item)
-        if reason is None:
-            try:
-                # A savepoint per written table: whatever Postgres refuses costs this table.
-                async with conn.transaction():
-                    recorded = await _apply_one(conn, cfg, item, known.get(key), result)
-            except asyncpg.PostgresError as exc:
-                reason = f"refused by Postgres: {type(exc).__name__}: {exc}"
-            else:
-                if recorded is not None:
-                    table_id, unchanged = recorded
-                    if unchanged:
-                        seen_unchanged.append(table_id)
-                    stored_etag = known[key]["catalog_etag"] if unchanged else None
-                    if item.etag is not None and item.etag != stored_etag:
-                        new_etags[table_id] = item.etag
         if reason is not None:
-            label = ".".join(ascii(p)[1:-1] for p in key)
-            result.skipped.append({"table": label, "reason": reason[:500]})
-            log.warning("discovery.table_skipped", catalog=cfg.name, table=label, reason=reason)
+            _skip(result, key, reason)
+            continue
+        row = known.get(key)
+        if row is not None and before.get(key) != (
+            int(row["id"]),
+            row["metadata_location"],
+            row["dropped_at"] is not None,
+        ):
+            continue  # written since the listing was read: the listing may be the older one
+        if item.not_modified and (row is None or row["dropped_at"] is not None):
+            continue  # a 304 only ever confirms the live row its ETag was read from
+        if row is None:
+            new.append(item)
+        elif item.not_modified or (
+            row["dropped_at"] is None and item.metadata_location in (None, row["metadata_location"])
+        ):
+            seen_unchanged.append(int(row["id"]))
+            if item.etag is not None and item.etag != row["catalog_etag"]:
+                new_etags[int(row["id"])] = item.etag
+        else:
+            written.append(item)
+    inserted = await _insert_new(conn, cfg, new, result)
+    if inserted is None:  # the chunk's insert was refused: one table at a time finds which
+        written.extend(new)
+        inserted = {}
+    for item in written:
+        key = (item.ref.namespace, item.ref.name)
+        try:
+            async with conn.transaction():
+                recorded = await _apply_one(conn, cfg, item, known.get(key), result)
+        except asyncpg.PostgresError as exc:
+            _skip(result, key, f"refused by Postgres: {type(exc).__name__}: {exc}")
+            continue
+        if recorded is not None:
+            inserted[key] = recorded[0]
+    for item in chunk:
+        table_id = inserted.get((item.ref.namespace, item.ref.name))
+        if table_id is not None and item.etag is not None:
+            new_etags[table_id] = item.etag
     if seen_unchanged:
         await conn.execute(load_query("table_touch_seen"), seen_unchanged)
     if new_etags:
         await conn.execute(load_query("table_set_etags"), list(new_etags), list(new_etags.values()))
-    missing = {
-        r["id"]: k for k, r in known.items() if k not in seen_keys and r["dropped_at"] is None
-    }
-    if missing:
-        for dropped in await conn.fetch(load_query("table_mark_dropped"), list(missing)):
-            await _announce(
-                conn, Topic.TABLE_DROPPED, cfg.name, missing[dropped["id"]], dropped["id"]
+
+
+async def _insert_new(
+    conn: asyncpg.Connection, cfg: CatalogConfig, items: list[ListedTable], result: CatalogResult
+) -> dict[tuple[str, str], int] | None:
+    """Insert and announce (``table.discovered``) tables seen for the first time, in one
+    savepoint; their ids by (namespace, name), or None when Postgres refused the batch (it is
+    rolled back; the caller then records them one by one)."""
+    if not items:
+        return {}
+    try:
+        async with conn.transaction():
+            rows = await conn.fetch(
+                load_query("table_insert_many"),
+                cfg.name,
+                [item.ref.namespace for item in items],
+                [item.ref.name for item in items],
+                [item.metadata_location for item in items],
+                [json.dumps(item.properties) for item in items],
             )
-            result.dropped += 1
-    await conn.execute(
-        load_query("catalog_status_ok"), cfg.name, len(listed), result.skipped, calls.as_json()
-    )
-    result.calls = calls.as_json()
-    return result
+            ids = {(r["namespace"], r["name"]): int(r["id"]) for r in rows}
+            announced = []
+            for item in items:
+                key = (item.ref.namespace, item.ref.name)
+                with _table_span(Topic.TABLE_DISCOVERED, cfg.name, key, ids[key]):
+                    payload = {"metadata_location": item.metadata_location}
+                    announced.append((ids[key], payload, current_traceparent()))
+            await publish_many(conn, Topic.TABLE_DISCOVERED, announced)
+    except asyncpg.PostgresError as exc:
+        log.info("discovery.batch_refused", catalog=cfg.name, tables=len(items), error=str(exc))
+        return None
+    result.discovered += len(ids)
+    return ids
+
+
+def _skip(result: CatalogResult, key: tuple[str, str], reason: str) -> None:
+    label = ".".join(ascii(p)[1:-1] for p in key)
+    result.skipped.append({"table": label, "reason": reason[:500]})
+    log.warning("discovery.table_skipped", catalog=result.catalog, table=label, reason=reason)
 
 
 async def _apply_one(
@@ -282,9 +424,7 @@ async def apply_change(
         item = ListedTable(ref, metadata_location, properties or {})
         reason = unfit_reason(item)
         if reason is not None:
-            label = ".".join(ascii(p)[1:-1] for p in key)
-            result.skipped.append({"table": label, "reason": reason[:500]})
-            log.warning("discovery.table_skipped", catalog=cfg.name, table=label, reason=reason)
+            _skip(result, key, reason)
             return result
         recorded = await _apply_one(conn, cfg, item, row, result)
         if recorded is not None and recorded[1]:
@@ -344,13 +484,15 @@ async def refresh_catalog(
 
     calls = CatalogCalls()
 
-    async def listing() -> list[ListedTable]:
+    async def listing() -> tuple[Known, list[ListedTable]]:
         catalog = await catalogs.get(cfg.name)
+        before = await known_tables(pool, cfg)  # read first: see apply_listing
         stored = await stored_etags(pool, cfg)
-        return await list_table_locations(catalog, cfg, catalogs.gates[cfg.name], calls, stored)
+        listed = await list_table_locations(catalog, cfg, catalogs.gates[cfg.name], calls, stored)
+        return before, listed
 
     try:
-        listed = await asyncio.wait_for(listing(), time_limit)
+        before, listed = await asyncio.wait_for(listing(), time_limit)
     except Exception as exc:
         catalogs.forget(cfg.name)  # reconnect (and re-authenticate) next time
         detail = str(exc).strip() or repr(exc)
@@ -360,8 +502,7 @@ async def refresh_catalog(
         log.warning("discovery.catalog_failed", catalog=cfg.name, error=error)
         await pool.execute(load_query("catalog_status_error"), cfg.name, error)
         return CatalogResult(cfg.name, error=error)
-    async with pool.acquire() as raw, raw.transaction():
-        result = await _apply(cast(asyncpg.Connection, raw), cfg, listed, calls)
+    result = await apply_listing(pool, cfg, listed, calls, before)
     log.info(
         "discovery.catalog_refreshed",
         catalog=cfg.name,

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
+import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -79,6 +80,22 @@ async def publish(
         traceparent or current_traceparent(),
     )
     return event_id
+
+
+async def publish_many(
+    conn: Conn, topic: str, events: Sequence[tuple[int | None, dict[str, Any], str | None]]
+) -> None:
+    """Append one ``topic`` event per (table id, payload, traceparent), in that order, with one
+    statement inside the caller's transaction (payloads redacted as in ``publish``)."""
+    if not events:
+        return
+    await conn.execute(
+        load_query("event_publish_many"),
+        topic,
+        [table_id for table_id, _, _ in events],
+        [json.dumps(redact(payload)) for _, payload, _ in events],
+        [traceparent for _, _, traceparent in events],
+    )
 
 
 Handler = Callable[[Conn, Event], Awaitable[None]]

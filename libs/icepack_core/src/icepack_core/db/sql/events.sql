@@ -4,6 +4,14 @@ INSERT INTO icepack.events (topic, table_id, payload, traceparent)
 VALUES ($1, $2, $3::jsonb, $4)
 RETURNING id;
 
+-- name: event_publish_many
+-- Append one event per row of the arrays ($2 table ids, $3 JSON payloads, $4 traceparents), in
+-- array order, inside the caller's transaction (discovery's new tables: one statement a chunk).
+INSERT INTO icepack.events (topic, table_id, payload, traceparent)
+SELECT $1, e.table_id, e.payload::jsonb, e.traceparent
+  FROM unnest($2::bigint[], $3::text[], $4::text[]) WITH ORDINALITY AS e(table_id, payload, traceparent, n)
+ ORDER BY e.n;
+
 -- name: event_read_after
 -- Events after a consumer's (xid, id) cursor whose transactions are all finished: below the
 -- oldest running xid nothing can still appear, so a late commit is read late, never skipped.

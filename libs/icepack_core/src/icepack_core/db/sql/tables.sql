@@ -22,6 +22,22 @@ INSERT INTO icepack.tables (catalog, namespace, name, metadata_location, propert
 VALUES ($1, $2, $3, $4, $5::jsonb)
 RETURNING id;
 
+-- name: table_insert_many
+-- Tables seen for the first time, one per row of the arrays ($2 namespaces, $3 names, $4
+-- locations, $5 JSON properties); their ids by name.
+INSERT INTO icepack.tables (catalog, namespace, name, metadata_location, properties)
+SELECT $1, t.namespace, t.name, t.metadata_location, t.properties::jsonb
+  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])
+       AS t(namespace, name, metadata_location, properties)
+RETURNING id, namespace, name;
+
+-- name: table_get_many_by_name
+-- The rows of a catalog's tables named by ($2 namespaces, $3 names), dropped ones included
+-- (discovery diffs each chunk of a listing against them).
+SELECT t.id, t.namespace, t.name, t.metadata_location, t.dropped_at, t.catalog_etag
+  FROM unnest($2::text[], $3::text[]) AS k(namespace, name)
+  JOIN icepack.tables t ON t.catalog = $1 AND t.namespace = k.namespace AND t.name = k.name;
+
 -- name: table_update_seen
 -- A known table seen again with a new metadata location or after being dropped: record the
 -- location (keep the old one when this listing could not load it) and clear dropped_at. A new
