@@ -60,11 +60,11 @@ async def _fetch_planned(pool: asyncpg.Pool, query: str, *args: Any) -> list[asy
     asyncpg prepares every statement, and after five executions Postgres may switch a prepared
     statement to a generic plan. For the optional-filter keyset pages that plan cannot use the
     score or name index order (it sorts the fleet: ~20 ms instead of ~1 ms), and whether it is
-    chosen depends on which pages the connection served first. The setting lasts until the
-    pool resets the connection (``RESET ALL``) on release.
+    chosen depends on which pages the connection served first. ``SET LOCAL``: the setting ends
+    with this read's transaction (pooled connections keep no session state, ``db.pool``).
     """
-    async with pool.acquire() as conn:
-        await conn.execute("SET plan_cache_mode = force_custom_plan")
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         rows: list[asyncpg.Record] = await conn.fetch(query, *args)
         return rows
 
