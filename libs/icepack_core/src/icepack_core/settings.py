@@ -207,6 +207,9 @@ class Settings(BaseSettings):
     # Loops. Discovery every minute is what a catalog of thousands of tables tolerates.
     discovery_interval_seconds: float = Field(60.0, gt=0)
     poll_interval_seconds: float = Field(5.0, gt=0)  # event/queue poll if a NOTIFY is missed
+    # Work items an inspector or planner process works on at once. Each item is a chain of short
+    # queries, so a process with few in flight waits on round trips, not on its CPU.
+    worker_concurrency: int = Field(6, ge=1, le=64)
     inspector_refresh_seconds: float = Field(3600.0, gt=0)  # age metrics without new events
     maintenance_cadence_hours: float = Field(24.0, ge=0)
     # Safety floor for expire_snapshots, whoever asks: never expire what is younger than this.

@@ -39,7 +39,12 @@ class InspectorService(Service):
                 ctx.log.info("inspector.refresh_queued", tables=queued)
 
         await asyncio.gather(
-            run_event_service(ctx, [str(t) for t in TOPICS], inspections.process),
+            run_event_service(
+                ctx,
+                [str(t) for t in TOPICS],
+                inspections.process,
+                concurrency=ctx.settings.worker_concurrency,
+            ),
             loop_every(check_every, ctx.stop, refresh, ctx.log, "inspector.refresh"),
         )
         return 0

@@ -42,7 +42,9 @@ class PlannerService(Service):
             await planner.plan(item.table_id)
 
         await asyncio.gather(
-            run_event_service(ctx, [str(t) for t in TOPICS], plan),
+            run_event_service(
+                ctx, [str(t) for t in TOPICS], plan, concurrency=s.worker_concurrency
+            ),
             upkeep.run(ctx.stop),
         )
         return 0
