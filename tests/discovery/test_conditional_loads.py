@@ -25,7 +25,7 @@ from icepack_core.discovery.catalogs import (
     load_catalog,
 )
 from icepack_core.discovery.limits import CatalogCalls
-from icepack_core.discovery.refresh import Discovery, apply_change, apply_listing
+from icepack_core.discovery.refresh import Discovery, apply_change, apply_listing, refresh_table
 from icepack_core.settings import CatalogConfig
 from icepack_core.types import TableRef
 from tests.discovery.test_discovery_sql import events, last_event_id, make_settings
@@ -280,3 +280,28 @@ async def test_a_location_set_without_an_etag_clears_it_and_a_304_never_moves_a_
     assert await events(db, mark) == []
     assert await _stored(db, cfg.name) == now
     assert now["b"] == before["b"]
+
+
+async def test_a_targeted_refresh_stores_the_etag_so_the_next_poll_gets_a_304(
+    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
+):
+    """A hint or an SQS message refreshes one table by a full load (``refresh_table``); the
+    ETag that load answered is stored, so the next poll's load of the table is a 304."""
+    cfg, ns = _fixture_tables(iceberg_rest, "rest_targeted")
+    discovery = Discovery(make_settings(database_url, tmp_path, cfg), db)
+    await discovery.run_once()
+    catalog = load_catalog(cfg)
+    catalog.load_table(f"{ns}.b").append(rows(2))
+    now_b = catalog.load_table(f"{ns}.b").metadata_location
+
+    refreshed = await refresh_table(db, discovery.catalogs, cfg, (ns,), "b")
+    assert refreshed.changed == 1
+    location, etag = (await _stored(db, cfg.name))["b"]
+    assert location == now_b and etag is not None
+
+    mark = await last_event_id(db)
+    after = (await discovery.run_once()).catalogs[0]
+    assert loads(after.calls) == {"conditional": 3, "not_modified": 3}  # no full load of b
+    assert await events(db, mark) == []
+    assert (await refresh_table(db, discovery.catalogs, cfg, (ns,), "b")).changed == 0
+    assert (await _stored(db, cfg.name))["b"] == (now_b, etag)  # unchanged: same ETag kept

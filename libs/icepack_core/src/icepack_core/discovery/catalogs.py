@@ -199,6 +199,29 @@ async def load_table(
     return await asyncio.to_thread(gate.call, "load", calls, catalog.load_table, ident)
 
 
+async def load_listed(
+    catalog: Catalog, cfg: CatalogConfig, ref: TableRef, gate: CatalogGate
+) -> ListedTable:
+    """One table as a listing lists it, by one full load through ``gate`` (a targeted refresh):
+    with its ETag from a REST catalog with ``conditional_loads``, so the next poll's load of it
+    is conditional; without properties from a SQL catalog (its listing has none either).
+
+    Raises:
+        NoSuchTableError: the catalog has no such table.
+        Exception: the catalog could not be reached or the table loaded.
+    """
+    rest = _conditional_capable(catalog, cfg)
+    if rest is not None:
+        from icepack_core.discovery.conditional import rest_load
+
+        ident = (*ref.levels, ref.name)
+        got = await asyncio.to_thread(gate.call, "load", None, rest_load, rest, ident, None)
+        return ListedTable(ref, got.metadata_location, got.properties, etag=got.etag)
+    table = await load_table(catalog, ref, gate)
+    properties = dict(table.metadata.properties) if cfg.type != "sql" else {}
+    return ListedTable(ref, table.metadata_location, properties)
+
+
 async def list_table_locations(
     catalog: Catalog,
     cfg: CatalogConfig,

@@ -35,7 +35,7 @@ from icepack_core.discovery.catalogs import (
     ListedTable,
     StoredEtag,
     list_table_locations,
-    load_table,
+    load_listed,
     table_selected,
 )
 from icepack_core.discovery.limits import CatalogCalls
@@ -399,14 +399,15 @@ async def apply_change(
     *,
     dropped: bool = False,
     properties: dict[str, Any] | None = None,
+    etag: str | None = None,
 ) -> CatalogResult:
     """Refresh one table of ``cfg`` from a pushed change, exactly as a poll that listed it
     would: the same rows and events, in one transaction under the catalog's lock.
 
     ``dropped`` marks the table dropped (``table.dropped``); otherwise the table is recorded at
     ``metadata_location`` with ``properties`` (``table.discovered`` or ``table.changed``,
-    nothing when unchanged).
-    A table that cannot be recorded is skipped and logged, as in a poll.
+    nothing when unchanged), with ``etag`` when the load that read ``metadata_location``
+    answered one. A table that cannot be recorded is skipped and logged, as in a poll.
     """
     ref = TableRef(cfg.name, join_namespace(levels), name)
     key = (ref.namespace, name)
@@ -429,6 +430,8 @@ async def apply_change(
         recorded = await _apply_one(conn, cfg, item, row, result)
         if recorded is not None and recorded[1]:
             await conn.execute(load_query("table_touch_seen"), [recorded[0]])
+        if recorded is not None and etag is not None:
+            await conn.execute(load_query("table_set_etags"), [recorded[0]], [etag])
     return result
 
 
@@ -453,12 +456,17 @@ async def refresh_table(
     if not table_selected(cfg, ref.namespace, name):
         return CatalogResult(cfg.name)
     try:
-        table = await load_table(catalog, ref, catalogs.gates[cfg.name])
+        listed = await load_listed(catalog, cfg, ref, catalogs.gates[cfg.name])
     except NoSuchTableError:
         return await apply_change(pool, cfg, levels, name, None, dropped=True)
-    properties = dict(table.metadata.properties) if cfg.type != "sql" else {}
     return await apply_change(
-        pool, cfg, levels, name, table.metadata_location, properties=properties
+        pool,
+        cfg,
+        levels,
+        name,
+        listed.metadata_location,
+        properties=listed.properties,
+        etag=listed.etag,
     )
 
 
