@@ -1,12 +1,14 @@
 """The planner's unit of work: decide a table's maintenance and enqueue it.
 
-``Planner.plan(table_id)`` reads the table's newest status and health, resolves its effective
-policy, looks up when each action last ran, asks ``recommendation.recommend`` for action intents
-and, in one transaction, records the recommendation (with what was skipped and why), enqueues a
-job when there is something to do (deduped per table: never a second queued/running job), and
-publishes ``recommendation.created``. A table on hold (failed verification) gets no job, and
-an action whose jobs failed permanently rests (exponential backoff, ``failure_streaks``), so a
-table that keeps failing gets at most ``job_max_attempts`` runs per backoff window; an action
+``Planner.plan(table_id)`` reads the table's newest status and health score in one query
+(``table_plan_inputs``, which also says whether the table has any job), resolves its effective
+policy, looks up when each action last ran (only for a table with jobs: without, its history is
+empty), asks ``recommendation.recommend`` for action intents and, in one transaction, records
+the recommendation (with what was skipped and why), enqueues a job when there is something to do
+(deduped per table: never a second queued/running job), and publishes
+``recommendation.created``. A table on hold (failed verification) gets no job, and an action
+whose jobs failed permanently rests (exponential backoff, ``failure_streaks``), so a table that
+keeps failing gets at most ``job_max_attempts`` runs per backoff window; an action
 whose measured benefit keeps falling short of its prediction is throttled (``throttles``).
 
 Planned jobs carry their prediction: ``predicted`` (per action, ``planning.prediction``),
@@ -108,10 +110,14 @@ class Planner:
         status: dict[str, Any],
         now: datetime,
         attachments: list[PolicyAttachment] | None = None,
+        *,
+        has_jobs: bool = True,
     ) -> Recommendation:
         """The recommendation for one table row and its status (no writes).
 
         ``attachments`` replaces the stored policies of the table's catalog (simulation).
+        ``has_jobs=False`` says no job ever ran on the table, so its job history (cadence,
+        failure streaks, throttles) is known to be empty and is not read.
         """
         properties: dict[str, str] = table["properties"] or {}
         hold = table["maintenance_hold"]
@@ -129,16 +135,23 @@ class Planner:
             )
         except PolicyError as exc:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
-        runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
+        last_runs: dict[str, datetime] = {}
+        failures: dict[str, FailureStreak] = {}
+        throttles: dict[str, Throttle] = {}
+        if has_jobs:
+            runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
+            last_runs = {r["action"]: r["finished_at"] for r in runs}
+            failures = await self.failure_streaks(table["id"])
+            throttles = await self.throttles(table["id"])
         target = properties.get(TARGET_FILE_SIZE_PROPERTY)
         rec = recommend(
             status,
             policy,
-            {r["action"]: r["finished_at"] for r in runs},
+            last_runs,
             now,
             target_file_size_bytes=int(target) if target and target.isdigit() else None,
-            failures=await self.failure_streaks(table["id"]),
-            throttles=await self.throttles(table["id"]),
+            failures=failures,
+            throttles=throttles,
         )
         return await self._admissible(table, rec, now, attachments)
 
@@ -205,14 +218,13 @@ class Planner:
     async def plan(self, table_id: int, now: datetime | None = None) -> PlanOutcome:
         """Plan one table (see module doc). Safe to repeat: at-least-once delivery."""
         now = now or datetime.now(UTC)
-        table = await self.pool.fetchrow(load_query("table_get"), table_id)
+        # The table, its newest status and score, and whether it has any job: one round trip.
+        table = await self.pool.fetchrow(load_query("table_plan_inputs"), table_id)
         if table is None or table["dropped_at"] is not None:
             return PlanOutcome(table_id, None, None, None, False)
-        latest = await self.pool.fetchrow(load_query("status_latest"), table_id)
-        if latest is None:
+        if table["status_id"] is None:
             return PlanOutcome(table_id, None, None, None, False)  # never inspected successfully
-        health = await self.pool.fetchrow(load_query("health_latest"), table_id)
-        rec = await self.recommend_for(table, latest["status"], now)
+        rec = await self.recommend_for(table, table["status"], now, has_jobs=table["has_jobs"])
         job_id, created = None, False
         async with self.pool.acquire() as conn, conn.transaction():
             if rec.actions:
@@ -234,12 +246,16 @@ class Planner:
                     predicted=prediction.predicted,
                     rewrite_bytes=prediction.rewrite_bytes,
                     benefit=prediction.benefit,
-                    health_score=None if health is None else float(health["score"]),
+                    health_score=None if table["score"] is None else float(table["score"]),
                     conn=conn,
                 )
                 job_id, created = enqueued.job.id, enqueued.created
             recommendation_id: int = await conn.fetchval(
-                load_query("recommendation_insert"), table_id, latest["id"], rec.to_json(), job_id
+                load_query("recommendation_insert"),
+                table_id,
+                table["status_id"],
+                rec.to_json(),
+                job_id,
             )
             await events.publish(
                 conn,

@@ -23,6 +23,20 @@ SELECT id, catalog, namespace, name, dropped_at, maintenance_hold
  WHERE maintenance_hold IS NOT NULL
  ORDER BY catalog, namespace, name;
 
+-- name: table_plan_inputs
+-- What planning one table reads, in one round trip: the table row (as table_get), its newest
+-- status snapshot (status_id NULL: never inspected successfully) and assessment score, and
+-- whether any job ever ran on it (none: its job history is known to be empty, not read).
+SELECT t.id, t.catalog, t.namespace, t.name, t.metadata_location, t.properties, t.dropped_at,
+       t.maintenance_hold, t.location, s.id AS status_id, s.status, h.score,
+       EXISTS (SELECT 1 FROM icepack.jobs j WHERE j.table_id = t.id) AS has_jobs
+  FROM icepack.tables t
+  LEFT JOIN LATERAL (SELECT id, status FROM icepack.status_snapshots
+                      WHERE table_id = t.id ORDER BY id DESC LIMIT 1) s ON true
+  LEFT JOIN LATERAL (SELECT score FROM icepack.health_assessments
+                      WHERE table_id = t.id ORDER BY id DESC LIMIT 1) h ON true
+ WHERE t.id = $1;
+
 -- name: job_last_action_runs
 -- When each action last succeeded on a table (for the cadence).
 SELECT a.action, max(a.finished_at) AS finished_at
