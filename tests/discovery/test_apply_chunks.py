@@ -134,3 +134,25 @@ async def test_a_change_pushed_after_the_listing_was_read_is_kept(
         ("table.discovered", "ns.c"),
         ("table.dropped", "ns.b"),
     ]
+
+
+async def test_last_seen_moves_once_it_is_ten_minutes_old(
+    db, database_url, tmp_path, scratch_catalog
+):
+    """An unchanged table's row is not rewritten by every pass, only once ``last_seen_at`` is
+    10 minutes old."""
+    cfg, catalog = scratch_catalog
+    catalog.create_namespace("ns")
+    for name in ("a", "b"):
+        catalog.create_table(("ns", name), rows(0).schema)
+    discovery = Discovery(make_settings(database_url, tmp_path, cfg), db)
+    await discovery.run_once()
+    await db.execute(
+        "UPDATE icepack.tables SET first_seen_at = now() - interval '1 hour', "
+        "last_seen_at = now() - interval '11 minutes' WHERE name = 'a'"
+    )
+    before = dict(await db.fetch("SELECT name, last_seen_at FROM icepack.tables"))
+
+    await discovery.run_once()
+    after = dict(await db.fetch("SELECT name, last_seen_at FROM icepack.tables"))
+    assert after["a"] > before["a"] and after["b"] == before["b"]

@@ -81,9 +81,10 @@ class TableInspections:
                         load_query("table_set_properties"), table_id, properties
                     )
                 # Orphan removal refuses overlapping table locations (safety.admission).
-                await self.pool.execute(
-                    load_query("table_set_location"), table_id, table.location()
-                )
+                if table.location() != row["location"]:
+                    await self.pool.execute(
+                        load_query("table_set_location"), table_id, table.location()
+                    )
         except InspectionFailed as exc:
             log.warning("inspector.failed", table=str(ref), table_id=table_id, error=exc.message)
             assessment = inspection_failed(exc.message)
