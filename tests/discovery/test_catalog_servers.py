@@ -29,6 +29,8 @@ async def _discover_and_inspect(
     one.append(rows(3))
     one.append(rows(2, start=3))
     catalog.create_table(f"{namespace}.two", SCHEMA)
+    # Only this test's namespace: the session's servers hold other tests' tables too.
+    cfg = cfg.model_copy(update={"include": [namespace]})
     settings = load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg])
     discovery = Discovery(settings, db)
     first = await discovery.run_once()
