@@ -106,6 +106,33 @@ async def test_age_refresh_reassesses_without_reading_manifests(
     assert outcome.assessment.issue_codes() == {"OLD_SNAPSHOTS"}
 
 
+async def test_age_refresh_leaves_out_a_table_that_already_has_a_work_item(
+    db, database_url, tmp_path, zoo: Zoo
+):
+    """A table waiting for (or in) its event-driven inspection is not also queued for the age
+    refresh: that request would re-do an inspection of the same metadata."""
+    import datetime as dt
+
+    settings = load_settings(
+        database_url=database_url, data_dir=tmp_path / "d", catalogs=[zoo.config]
+    )
+    await Discovery(settings, db).run_once()
+    inspections = TableInspections(settings, db, ZOO_THRESHOLDS)
+    queue = WorkQueue(db, "inspector", "w")
+    pending = await db.fetchval("SELECT id FROM icepack.tables WHERE name = 'healthy'")
+    async with db.acquire() as conn:
+        await queue.request(conn, pending, "table.discovered")
+    (claimed,) = await queue.claim(1)
+
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=6)
+    assert await inspections.request_refresh(queue, 3600, now=later) == len(zoo.expected) - 1
+    item = await db.fetchrow(
+        "SELECT reason, generation FROM icepack.work_items WHERE table_id = $1", pending
+    )
+    assert (item["reason"], item["generation"]) == ("table.discovered", claimed.generation)
+    assert await queue.complete(claimed)  # nothing asked again: done once
+
+
 def _break_tables(catalog) -> dict[str, str]:
     """Three broken tables and one good one; returns name -> the file that is broken."""
     catalog.create_namespace("bad")

@@ -117,9 +117,10 @@ class TableInspections:
         self, queue: WorkQueue, max_age_seconds: float, now: datetime | None = None
     ) -> int:
         """Queue an age-based refresh for every table assessed longer ago than
-        ``max_age_seconds`` (or never); returns how many were queued."""
+        ``max_age_seconds`` (or never) that has no work item of ``queue``'s service yet (that
+        item assesses it anyway); returns how many were queued."""
         rows = await self.pool.fetch(
-            load_query("health_stale_tables"), max_age_seconds, now, REFRESH_BATCH
+            load_query("health_stale_tables"), max_age_seconds, now, REFRESH_BATCH, queue.service
         )
         if not rows:
             return 0

@@ -80,7 +80,9 @@ SELECT id, status_snapshot_id, health, score, issues, assessed_at
 
 -- name: health_stale_tables
 -- Tables still in their catalog whose newest assessment is older than $1 seconds (or missing):
--- the age-based refresh re-assesses them.
+-- the age-based refresh re-assesses them. A table service $4 already has a work item for is left
+-- out: that item assesses it anyway, and a second request would re-do an inspection in progress
+-- for the same metadata (at 100,000 tables, 877 of a discovery backlog were inspected twice).
 SELECT t.id
   FROM icepack.tables t
   LEFT JOIN LATERAL (SELECT assessed_at FROM icepack.health_assessments h
@@ -89,6 +91,7 @@ SELECT t.id
    AND t.metadata_location IS NOT NULL
    AND (h.assessed_at IS NULL
         OR h.assessed_at < coalesce($2::timestamptz, now()) - make_interval(secs => $1))
+   AND NOT EXISTS (SELECT 1 FROM icepack.work_items w WHERE w.service = $4 AND w.table_id = t.id)
  ORDER BY h.assessed_at NULLS FIRST
  LIMIT $3;
 
