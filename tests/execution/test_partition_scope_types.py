@@ -269,6 +269,8 @@ async def test_scoped_rewrite_selects_exactly_the_hot_partitions(
     (verified,) = outcome.verification["verified_snapshots"]
     expected = "engine" if type_name in ENGINE_DIFF else "metadata"
     assert verified["files_diff"] == expected, verified.get("files_diff_fallback")
+    # The scope is read from the manifests on the same terms as the file diff.
+    assert outcome.output["scope_source"] == expected, outcome.output.get("scope_source_fallback")
     if case.scope == "table":
         assert case.reason in outcome.output["scope_reason"]
         assert "where => " not in outcome.sql[-1]

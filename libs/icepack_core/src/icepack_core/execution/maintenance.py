@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
+from pyiceberg.table import Table
 
 from icepack_core.errors import (
     InvalidIdentifier,
@@ -28,8 +29,10 @@ from icepack_core.errors import (
     VerificationFailed,
 )
 from icepack_core.execution.fingerprint import Fingerprint
+from icepack_core.execution.metadata_scope import scope_from_metadata
 from icepack_core.execution.partition_filter import (
     PartitionColumn,
+    PartitionScope,
     identity_columns,
     scope_partitions,
 )
@@ -197,6 +200,7 @@ class TableMaintenance:
         self.after_call = after_call
         self.before_call = before_call
         self.guard = guard
+        self.metadata = metadata
         self.verifier = RewriteVerifier(
             engine, ref.catalog, self.table, verify_checksum=verify_checksum, metadata=metadata
         )
@@ -244,13 +248,15 @@ class TableMaintenance:
         if isinstance(intent, RemoveOrphanFiles):
             location = await self._confirmed_location()
         name, args = procedure_args(intent, self.table, location=location)
+        # A rewrite's table as the catalog has it now: its scope and start snapshot.
+        loaded = await self._load_metadata() if intent.kind in REWRITES else None
         scope_note: dict[str, Any] = {}
         if (
             isinstance(intent, RewriteDataFiles)
             and intent.params.scope == "partitions"
             and "where" not in args
         ):
-            where, scope_note = await self.partition_scope(dict(intent.params.options))
+            where, scope_note = await self.partition_scope(dict(intent.params.options), loaded)
             if where is not None:
                 args["where"] = where
         statements = spark_conf_statements(self.properties)
@@ -261,7 +267,7 @@ class TableMaintenance:
             for key, value in spark_conf_settings(self.properties):
                 previous[key] = await self._conf_value(key)
                 await self.engine.sql(spark_conf_set(key, value))
-            return await self._call(intent, name, args, location, statements, scope_note)
+            return await self._call(intent, name, args, location, statements, scope_note, loaded)
         finally:
             await self._restore_confs(previous)
 
@@ -273,9 +279,19 @@ class TableMaintenance:
         location: str | None,
         statements: Sequence[str],
         scope_note: dict[str, Any],
+        loaded: Table | None,
     ) -> ActionOutcome:
-        """The procedure call of one admitted intent (confs already set)."""
-        start = await self.current_snapshot_id() if intent.kind in REWRITES else None
+        """The procedure call of one admitted intent (confs already set). A rewrite starts
+        from ``loaded``'s current snapshot when the table was loaded, else from the one Spark
+        reports: either was current before the call, so every ``replace`` it commits comes
+        after it and is verified."""
+        start = None
+        if intent.kind in REWRITES:
+            start = (
+                loaded.metadata.current_snapshot_id
+                if loaded is not None
+                else await self.current_snapshot_id()
+            )
         outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
         if isinstance(intent, ExpireSnapshots) and self.expiry is not None:
             await self.expiry.expire(self.engine, self.ref, intent, outcome)
@@ -379,6 +395,21 @@ class TableMaintenance:
             )
         return self.orphan_location
 
+    async def _load_metadata(self) -> Table | None:
+        """The table through the executor's catalog (``metadata``), or None without a loader
+        or when the load fails (logged): the Spark queries then answer instead."""
+        if self.metadata is None:
+            return None
+        try:
+            return await self.metadata()
+        except Exception as exc:
+            log.warning(
+                "maintenance.metadata_load_failed",
+                table=str(self.ref),
+                error=f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}",
+            )
+            return None
+
     async def identity_partition_columns(self) -> list[PartitionColumn] | None:
         """The table's identity partition columns with their Spark types (``[]`` when
         unpartitioned); None when any partition field is not an identity transform.
@@ -390,7 +421,7 @@ class TableMaintenance:
         return identity_columns(rows)
 
     async def partition_scope(
-        self, options: Mapping[str, str]
+        self, options: Mapping[str, str], loaded: Table | None = None
     ) -> tuple[str | None, dict[str, Any]]:
         """A ``where`` filter selecting only the partitions whose small files can be compacted
         (at least ``min-input-files`` files under Iceberg's binpack threshold, 75 % of target).
@@ -401,31 +432,44 @@ class TableMaintenance:
         cannot be written as an exact literal of its column's type; ``note["scope_reason"]``
         then names the column and type. Scoping never fails the action: an error while
         scoping also falls back to the whole table.
+
+        With ``loaded`` (the table as the catalog has it now) the partitions are counted from
+        its manifests in this process (``metadata_scope``, ``note["scope_source"]`` =
+        ``metadata``); where that cannot be exact, by the Spark queries over the ``files``
+        table (``engine``, with ``scope_source_fallback`` saying why).
         """
+        source: dict[str, Any] = {}
 
         def whole_table(reason: str) -> tuple[None, dict[str, Any]]:
-            return None, {"scope": "table", "scope_reason": reason}
+            return None, {"scope": "table", "scope_reason": reason, **source}
 
+        target = int(
+            options.get("target-file-size-bytes")
+            or self.properties.get("write.target-file-size-bytes")
+            or DEFAULT_TARGET_FILE_SIZE
+        )
+        min_files = int(options.get("min-input-files", "5"))
         try:
-            columns = await self.identity_partition_columns()
-            if columns is None:
-                return whole_table("not identity-partitioned (a non-identity transform)")
-            if not columns:
-                return whole_table("not identity-partitioned (unpartitioned)")
-            target = int(
-                options.get("target-file-size-bytes")
-                or self.properties.get("write.target-file-size-bytes")
-                or DEFAULT_TARGET_FILE_SIZE
-            )
-            min_files = int(options.get("min-input-files", "5"))
-            scope = await scope_partitions(
-                self.engine,
-                self.metadata_table("files"),
-                columns,
-                undersized_bytes=int(target * 0.75),
-                min_files=min_files,
-                max_partitions=MAX_SCOPED_PARTITIONS,
-            )
+            scope = None
+            if loaded is not None:
+                try:
+                    scope = await scope_from_metadata(
+                        loaded,
+                        self.engine,
+                        undersized_bytes=int(target * 0.75),
+                        min_files=min_files,
+                        max_partitions=MAX_SCOPED_PARTITIONS,
+                    )
+                    source["scope_source"] = "metadata"
+                except ScopeFallback:
+                    source["scope_source"] = "metadata"
+                    raise
+                except Exception as exc:  # the Spark queries decide
+                    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+                    source["scope_source_fallback"] = f"{type(exc).__name__}: {first_line}"
+            if scope is None:
+                source["scope_source"] = "engine"
+                scope = await self._scope_on_engine(target, min_files)
         except ScopeFallback as exc:
             return whole_table(exc.reason)
         except Exception as exc:  # any scoping failure must not fail the job, only widen it
@@ -435,8 +479,29 @@ class TableMaintenance:
             "scope": "partitions",
             "partitions_selected": scope.selected,
             "partitions_total": scope.total,
+            **source,
         }
         return scope.where, note
+
+    async def _scope_on_engine(self, target: int, min_files: int) -> PartitionScope:
+        """``partition_scope``'s filter from ``DESCRIBE`` and the ``files`` metadata table.
+
+        Raises:
+            ScopeFallback: see ``partition_filter.scope_partitions``.
+        """
+        columns = await self.identity_partition_columns()
+        if columns is None:
+            raise ScopeFallback("not identity-partitioned (a non-identity transform)")
+        if not columns:
+            raise ScopeFallback("not identity-partitioned (unpartitioned)")
+        return await scope_partitions(
+            self.engine,
+            self.metadata_table("files"),
+            columns,
+            undersized_bytes=int(target * 0.75),
+            min_files=min_files,
+            max_partitions=MAX_SCOPED_PARTITIONS,
+        )
 
     async def verify_rewrites(
         self, start: int | None, guard: Guard | None = None

@@ -81,7 +81,10 @@ class _Live:
 
 
 @dataclass(frozen=True)
-class _Column:
+class MetadataColumn:
+    """An identity partition column: its partition field id and name, and the Spark type of
+    its source column."""
+
     field_id: int
     field_name: str
     spark_type: SparkType
@@ -169,7 +172,7 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
     return _Live(identities, values)
 
 
-def identity_columns(table: Table, layout: TableLayout) -> list[_Column]:
+def identity_columns(table: Table, layout: TableLayout) -> list[MetadataColumn]:
     """The layout's identity columns as fields of the table's current spec, type-checked.
 
     Raises:
@@ -195,7 +198,7 @@ def identity_columns(table: Table, layout: TableLayout) -> list[_Column]:
             raise MetadataDiffUnsupported(
                 f"partition column {column}: the metadata says {spark_type}"
             )
-        columns.append(_Column(found[0].field_id, column.field_name, spark_type))
+        columns.append(MetadataColumn(found[0].field_id, column.field_name, spark_type))
     return columns
 
 
@@ -280,7 +283,7 @@ async def metadata_diff(
     for spec_id, key in result.touched:
         values = found.get((spec_id, key), {})
         touched.append((spec_id, _label(names, values), [values.get(c.field_id) for c in columns]))
-    texts = await _texts(engine, columns, [raw for _, _, raw in touched])
+    texts = await canonical_texts(engine, columns, [raw for _, _, raw in touched])
     return FileDiff(
         result.partitions,
         tuple(
@@ -291,10 +294,15 @@ async def metadata_diff(
     )
 
 
-async def _texts(
-    engine: SparkEngine, columns: Sequence[_Column], rows: Sequence[Sequence[Any]]
+async def canonical_texts(
+    engine: SparkEngine, columns: Sequence[MetadataColumn], rows: Sequence[Sequence[Any]]
 ) -> list[tuple[str | None, ...]]:
-    """Canonical texts per touched partition; float/double ones rendered by the engine."""
+    """Canonical texts (``canonical_text_expr``'s, None for NULL) of partition value rows,
+    one value per column; float/double ones rendered by the engine in one constant ``SELECT``.
+
+    Raises:
+        MetadataDiffUnsupported: a value without a canonical text of its column's type.
+    """
     floats: dict[tuple[str, Any], str] = {}  # (type, normalised value) -> literal
     out: list[list[str | None]] = []
     for row in rows:

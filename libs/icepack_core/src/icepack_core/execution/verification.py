@@ -121,7 +121,8 @@ class RewriteVerifier:
     ) -> None:
         self.engine = engine
         self.metadata = metadata
-        self._loaded: list[Table | None] = []  # the table as loaded for the current verify()
+        # The table as loaded for the current verify(), or why it could not be.
+        self._loaded: list[tuple[Table | None, str | None]] = []
         self.catalog = catalog
         self.table = table
         self.qualified = qualified_name(catalog, table.levels, table.name)
@@ -211,16 +212,12 @@ class RewriteVerifier:
         started = time.perf_counter()
         if self.metadata is not None:
             try:
-                if not self._loaded:
-                    # Loaded once per verify(), after every checked snapshot was committed.
-                    self._loaded.append(await self.metadata())
-                table = self._loaded[0]
+                table, reason = await self._load()
                 if table is not None:
                     diff = await metadata_diff(table, self.engine, before, after, layout)
                     took = round(time.perf_counter() - started, 3)
                     source.update(files_diff="metadata", files_diff_seconds=took)
                     return diff, source
-                reason = "PyIceberg did not load the table's metadata"
             except MetadataDiffUnsupported as exc:
                 reason = str(exc)
             except Exception as exc:  # the Spark query decides
@@ -253,6 +250,22 @@ class RewriteVerifier:
                 ],
             },
         )
+
+    async def _load(self) -> tuple[Table | None, str | None]:
+        """The table through ``metadata``, loaded once per ``verify()`` (after every checked
+        snapshot was committed), or None and why not."""
+        if not self._loaded:
+            if self.metadata is None:
+                self._loaded.append((None, "no table loader"))
+            else:
+                try:
+                    table = await self.metadata()
+                    why = None if table is not None else "PyIceberg did not load the table"
+                    self._loaded.append((table, why))
+                except Exception as exc:
+                    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+                    self._loaded.append((None, f"{type(exc).__name__}: {first_line}"))
+        return self._loaded[0]
 
     async def snapshots_since(self, start: int | None) -> Rows:
         """Snapshots on the current branch after ``start``, oldest first.
@@ -298,7 +311,13 @@ class RewriteVerifier:
                 query fails; the caller holds the table or leaves the verification pending.
         """
         self._loaded.clear()
-        snaps = await self.snapshots_since(start)
+        # With a loader, the snapshots come from the metadata the file diff reads too.
+        loaded = (await self._load())[0] if self.metadata is not None else None
+        snaps = (
+            snapshots_after(loaded, start)
+            if loaded is not None
+            else await self.snapshots_since(start)
+        )
         replaces = [s for s in snaps if s["operation"] == "replace" and s["parent_id"] is not None]
         evidence: dict[str, Any] = {
             "status": "verified",
@@ -419,6 +438,30 @@ class RewriteVerifier:
                 f"back and is no longer current; restore it by hand",
             }
         return {**result, "status": "rolled_back"}
+
+
+def snapshots_after(table: Table, start: int | None) -> Rows:
+    """``snapshots_since`` from loaded metadata: the current snapshot's ancestors after
+    ``start`` (all that are still in the metadata when ``start`` is None or not one of them),
+    oldest first, as rows of ``snapshot_id``, ``parent_id``, ``operation``."""
+    metadata = table.metadata
+    chain: Rows = []
+    cursor = metadata.current_snapshot()
+    seen: set[int] = set()
+    while cursor is not None and cursor.snapshot_id != start and cursor.snapshot_id not in seen:
+        seen.add(cursor.snapshot_id)
+        summary = cursor.summary
+        chain.append(
+            {
+                "snapshot_id": cursor.snapshot_id,
+                "parent_id": cursor.parent_snapshot_id,
+                "operation": summary.operation.value if summary is not None else None,
+            }
+        )
+        parent = cursor.parent_snapshot_id
+        cursor = metadata.snapshot_by_id(parent) if parent is not None else None
+    chain.reverse()
+    return chain
 
 
 def _counts(diff: FileDiff | None) -> dict[str, Any]:
