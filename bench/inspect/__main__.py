@@ -45,8 +45,8 @@ import asyncpg
 
 from bench.inspect import memory
 from bench.inspect import table as bench_table
+from icepack_core.db import pool as icedb
 from icepack_core.db.migrate import migrate
-from icepack_core.db.pool import pool as icedb
 from icepack_core.inspection.inspector import Inspector, TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.local.postgres import LocalPostgres
