@@ -33,8 +33,10 @@ from pyiceberg.types import (
     TimestampType,
 )
 
-from icepack_core.errors import AvroUnsupported
-from icepack_core.inspection.avro_scan import compile_block_decoder, scan_entries
+from icepack_core.errors import AvroDamaged, AvroUnsupported
+from icepack_core.execution.metadata_diff import read_live_entries
+from icepack_core.inspection.avro_scan import check_framing, compile_block_decoder, scan_entries
+from icepack_core.inspection.manifest_list import read_list
 from icepack_core.inspection.manifests import read_manifest, read_manifest_pyiceberg
 from tests.inspection.test_inspect_zoo import ZOO_TABLES
 from tests.plugins.catalogs import Zoo
@@ -113,30 +115,69 @@ def test_typed_partitions_and_deleted_entries_scan_like_pyiceberg(
     assert len({k for a in aggs for k in a.partitions}) == 10  # b=false rows, two appends
 
 
-def test_corrupt_manifest_fails_as_pyiceberg_does(zoo: Zoo, tmp_path: Path):
-    table = zoo.table("healthy")
-    manifest = table.current_snapshot().manifests(table.io)[0]  # type: ignore[union-attr]
-    with table.io.new_input(manifest.manifest_path).open() as f:
-        data = f.read()
-    truncated = tmp_path / "truncated.avro"
-    truncated.write_bytes(data[: len(data) - 40])
-    with pytest.raises(AvroUnsupported):
-        scan_entries(truncated.read_bytes())
-    broken = ManifestFile.from_args(
-        manifest_path=str(truncated),
-        manifest_length=len(data) - 40,
+def broken_copy(manifest: ManifestFile, path: Path, length: int) -> ManifestFile:
+    return ManifestFile.from_args(
+        manifest_path=str(path),
+        manifest_length=length,
         partition_spec_id=manifest.partition_spec_id,
         content=manifest.content,
         sequence_number=manifest.sequence_number,
         min_sequence_number=manifest.min_sequence_number,
         added_snapshot_id=manifest.added_snapshot_id,
     )
-    # The fallback reads it with PyIceberg, which fails (its Cython decoder does not always
-    # fail the same way on garbage, so only the failure itself is compared).
-    with pytest.raises(Exception):  # noqa: B017
-        read_manifest_pyiceberg(broken, table.io, THRESHOLD)
-    with pytest.raises(Exception):  # noqa: B017
+
+
+def test_a_truncated_manifest_fails_without_a_fallback(zoo: Zoo, tmp_path: Path):
+    """PyIceberg's Cython decoder does not check lengths against its buffer (it copies whatever
+    memory follows), so a damaged file must fail on its framing before any decoder sees it:
+    the fast scan, the inspection's read (no fallback to PyIceberg's reader) and the
+    verification's metadata read all raise ``AvroDamaged``."""
+    table = zoo.table("healthy")
+    manifest = table.current_snapshot().manifests(table.io)[0]  # type: ignore[union-attr]
+    with table.io.new_input(manifest.manifest_path).open() as f:
+        data = f.read()
+    truncated = tmp_path / "truncated.avro"
+    truncated.write_bytes(data[: len(data) - 40])
+    broken = broken_copy(manifest, truncated, len(data) - 40)
+    with pytest.raises(AvroDamaged, match="runs past the end"):
+        scan_entries(truncated.read_bytes())
+    with pytest.raises(AvroDamaged):
         read_manifest(broken, table.io, THRESHOLD)
+    with pytest.raises(AvroDamaged):
+        read_live_entries(table.io, broken, partitioned=True)
+
+
+def test_every_truncation_of_a_manifest_and_its_list_is_caught(zoo: Zoo, tmp_path: Path):
+    """Cut at every byte: the framing check refuses the prefix, or the prefix ends exactly
+    after a block (a valid, shorter container) and reads as a prefix of the entries."""
+    table = zoo.table("healthy")
+    snapshot = table.current_snapshot()
+    assert snapshot is not None and snapshot.manifest_list
+    manifest = snapshot.manifests(table.io)[0]
+    whole = read_manifest(manifest, table.io, THRESHOLD)
+    files = {"manifest": manifest.manifest_path, "list": snapshot.manifest_list}
+    for kind, location in files.items():
+        with table.io.new_input(location).open() as f:
+            data = f.read()
+        check_framing(data)
+        accepted = 0
+        for cut in range(len(data)):
+            try:
+                check_framing(data[:cut])
+            except AvroDamaged:
+                continue
+            accepted += 1
+            if kind == "manifest":
+                prefix = tmp_path / f"prefix-{cut}.avro"
+                prefix.write_bytes(data[:cut])
+                part = read_manifest(broken_copy(manifest, prefix, cut), table.io, THRESHOLD)
+                assert part.data_files <= whole.data_files
+        assert accepted < len(data) // 10, f"{kind}: {accepted} of {len(data)} prefixes accepted"
+    list_path = tmp_path / "list.avro"
+    with table.io.new_input(snapshot.manifest_list).open() as f:
+        list_path.write_bytes(f.read()[:-1])
+    with pytest.raises(AvroDamaged):
+        read_list(table.io, str(list_path))
 
 
 def test_schemas_the_scan_does_not_handle_are_refused():

@@ -287,6 +287,13 @@ class AvroUnsupported(IcepackError):
     """This file cannot be scanned here; read it with PyIceberg instead."""
 
 
+class AvroDamaged(IcepackError):
+    """An Avro container's framing is broken (not a container, truncated, a block running past
+    the end, a sync marker mismatch). No reader may decode it: PyIceberg's Cython decoder
+    does not check lengths against its buffer, so decoding such bytes can read past the end
+    of memory; the read fails with this instead."""
+
+
 class ScopeFallback(IcepackError):
     """Partition scoping is not possible or not safe; ``reason`` says why (column and type)."""
 

@@ -42,6 +42,7 @@ from pyiceberg.avro.file import AvroFile
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import NestedField, StructType
@@ -54,6 +55,7 @@ from icepack_core.execution.verification_scope import (
     Partition,
     TableLayout,
 )
+from icepack_core.inspection.avro_scan import read_checked
 from icepack_core.inspection.exact_doubles import exact_doubles
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import SparkType, canonical_text_expr, typed_literal
@@ -113,6 +115,7 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
     identities: list[Identity] = []
     values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]] = {}
     spec_id = manifest.partition_spec_id
+    read_checked(io, manifest.manifest_path)  # no decoder sees a damaged file
     with AvroFile[Record](io.new_input(manifest.manifest_path)) as reader:
         # ``AvroFile`` reads every block with ``self.reader`` (built on enter).
         reader.reader = exact_doubles(reader.reader)
@@ -170,6 +173,17 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
                 )
             )
     return _Live(identities, values)
+
+
+def checked_manifests(snapshot: Snapshot, io: FileIO) -> list[ManifestFile]:
+    """``snapshot.manifests(io)``, its manifest list's framing checked first.
+
+    Raises:
+        AvroDamaged: the manifest list is damaged (``avro_scan.check_framing``).
+    """
+    if snapshot.manifest_list:
+        read_checked(io, snapshot.manifest_list)
+    return snapshot.manifests(io)
 
 
 def identity_columns(table: Table, layout: TableLayout) -> list[MetadataColumn]:
@@ -250,7 +264,7 @@ def _read(table: Table, before: int, after: int, partitioned: bool) -> tuple[_Li
             raise MetadataDiffUnsupported(f"snapshot {snapshot_id} is not in the loaded metadata")
         identities: list[Identity] = []
         values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]] = {}
-        for manifest in snapshot.manifests(io):
+        for manifest in checked_manifests(snapshot, io):
             live = cache.get(manifest.manifest_path)
             if live is None:
                 live = cache[manifest.manifest_path] = read_live_entries(io, manifest, partitioned)

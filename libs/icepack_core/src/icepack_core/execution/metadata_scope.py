@@ -35,6 +35,7 @@ from icepack_core.errors import MetadataDiffUnsupported, ScopeFallback, Unsuppor
 from icepack_core.execution.metadata_diff import (
     MetadataColumn,
     canonical_texts,
+    checked_manifests,
     read_live_entries,
 )
 from icepack_core.execution.partition_filter import (
@@ -92,7 +93,7 @@ def _count_files(
     if snapshot is None:
         return undersized, values
     spec_id = table.metadata.default_spec_id
-    for manifest in snapshot.manifests(table.io):
+    for manifest in checked_manifests(snapshot, table.io):
         if manifest.content != ManifestContent.DATA:
             continue
         if manifest.partition_spec_id != spec_id:

@@ -30,11 +30,12 @@ from pyiceberg.avro.codecs import KNOWN_CODECS
 from pyiceberg.avro.decoder import new_decoder
 from pyiceberg.avro.reader import Reader
 from pyiceberg.avro.resolver import construct_reader
+from pyiceberg.io import FileIO
 from pyiceberg.manifest import MANIFEST_ENTRY_SCHEMAS, FileFormat
 from pyiceberg.types import NestedField, StructType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
-from icepack_core.errors import AvroUnsupported
+from icepack_core.errors import AvroDamaged, AvroUnsupported
 from icepack_core.inspection.exact_doubles import exact_doubles
 
 MAGIC = b"Obj\x01"
@@ -382,7 +383,7 @@ def scan_entries(data: bytes) -> tuple[Plan, list[Entry]]:
     """
     try:
         return _scan(data)
-    except AvroUnsupported:
+    except (AvroUnsupported, AvroDamaged):
         raise
     except Exception as exc:  # EOF, bad varint, decompression error ... PyIceberg decides
         raise AvroUnsupported(f"scan failed: {exc!r}") from exc
@@ -408,12 +409,74 @@ class Container:
         d = self.decoder
         while d.tell() < self.size:
             count = d.read_int()
-            block = d.read_bytes()
+            block = _take(d, self.size, d.read_int())
             if self.codec is not None:
                 block = self.codec.decompress(block)
             yield count, block
-            if d.read(SYNC_SIZE) != self.sync:
-                raise AvroUnsupported("sync marker mismatch")
+            if _take(d, self.size, SYNC_SIZE) != self.sync:
+                raise AvroDamaged("sync marker mismatch")
+
+
+def _take(d: Any, size: int, n: int) -> bytes:
+    """``n`` bytes from ``d``, checked against the buffer's ``size`` first (the Cython
+    decoder's ``read`` would copy whatever memory follows the buffer).
+
+    Raises:
+        AvroDamaged: a negative length, or fewer than ``n`` bytes left.
+    """
+    left = size - d.tell()
+    if n < 0 or n > left:
+        raise AvroDamaged(
+            f"a length of {n} bytes at offset {d.tell()} runs past the end ({left} left)"
+        )
+    return d.read(n)  # type: ignore[no-any-return]
+
+
+def check_framing(data: bytes) -> None:
+    """Check that ``data`` is an Avro object container whose header and every block lie within
+    it, each block followed by the header's sync marker. Decodes nothing but lengths.
+
+    Raises:
+        AvroDamaged: the framing is broken (``AvroDamaged``'s docstring says why that matters).
+    """
+    size = len(data)
+    try:
+        d = new_decoder(data)
+        if _take(d, size, 4) != MAGIC:
+            raise AvroDamaged("not an Avro object container")
+        n = d.read_int()
+        while n:
+            if n < 0:
+                n = -n
+                d.read_int()
+            for _ in range(2 * n):  # key and value
+                _take(d, size, d.read_int())
+            n = d.read_int()
+        sync = _take(d, size, SYNC_SIZE)
+        while d.tell() < size:
+            if d.read_int() < 0:
+                raise AvroDamaged(f"a negative object count at offset {d.tell()}")
+            _take(d, size, d.read_int())
+            if _take(d, size, SYNC_SIZE) != sync:
+                raise AvroDamaged(f"sync marker mismatch at offset {d.tell() - SYNC_SIZE}")
+    except AvroDamaged:
+        raise
+    except Exception as exc:  # a varint running past the end (EOFError) ...
+        raise AvroDamaged(f"{type(exc).__name__}: {exc}") from exc
+
+
+def read_checked(io: FileIO, location: str) -> bytes:
+    """A whole Avro file's bytes, its framing checked (``check_framing``) before any decoder
+    sees them (blocking: call from a thread).
+
+    Raises:
+        AvroDamaged: see ``check_framing``.
+        Exception: the FileIO's error for a missing or unreadable file.
+    """
+    with io.new_input(location).open() as stream:
+        data = stream.read()
+    check_framing(data)
+    return data
 
 
 def open_container(data: bytes) -> Container:
@@ -424,7 +487,7 @@ def open_container(data: bytes) -> Container:
         Exception: whatever the decoder raises on a truncated header.
     """
     d = new_decoder(data)
-    if d.read(4) != MAGIC:
+    if _take(d, len(data), 4) != MAGIC:
         raise AvroUnsupported("not an Avro object container")
     meta: dict[str, str] = {}
     n = d.read_int()
@@ -433,10 +496,10 @@ def open_container(data: bytes) -> Container:
             n = -n
             d.read_int()
         for _ in range(n):
-            key = d.read_utf8()
-            meta[key] = d.read_utf8()
+            key = _take(d, len(data), d.read_int()).decode()
+            meta[key] = _take(d, len(data), d.read_int()).decode()
         n = d.read_int()
-    sync = d.read(SYNC_SIZE)
+    sync = _take(d, len(data), SYNC_SIZE)
     codec_name = meta.get("avro.codec")
     if codec_name not in KNOWN_CODECS:
         raise AvroUnsupported(f"codec {codec_name!r}")

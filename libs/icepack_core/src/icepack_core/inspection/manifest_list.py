@@ -26,8 +26,13 @@ from pyiceberg.avro.decoder import new_decoder
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import read_manifest_list
 
-from icepack_core.errors import AvroUnsupported, InspectionFailed
-from icepack_core.inspection.avro_scan import CompiledCache, _Compiler, open_container
+from icepack_core.errors import AvroDamaged, AvroUnsupported, InspectionFailed
+from icepack_core.inspection.avro_scan import (
+    CompiledCache,
+    _Compiler,
+    check_framing,
+    open_container,
+)
 from icepack_core.inspection.status import describe_error
 
 PATH_ID, LENGTH_ID, SPEC_ID, CONTENT_ID = 500, 501, 502, 517
@@ -128,7 +133,7 @@ def scan_manifest_list(data: bytes) -> list[ManifestRef]:
             if d.tell() != len(block):
                 raise AvroUnsupported("block not consumed exactly")
         return out
-    except AvroUnsupported:
+    except (AvroUnsupported, AvroDamaged):
         raise
     except Exception as exc:  # EOF, bad varint, decompression error ... PyIceberg decides
         raise AvroUnsupported(f"scan failed: {exc!r}") from exc
@@ -144,8 +149,9 @@ def read_list(io: FileIO, location: str) -> list[ManifestRef]:
     with io.new_input(location).open() as stream:
         data = stream.read()
     try:
-        return scan_manifest_list(data)
+        return scan_manifest_list(data)  # checks every length it reads (AvroDamaged)
     except AvroUnsupported:
+        check_framing(data)  # before PyIceberg's reader sees it
         return [
             ManifestRef(m.manifest_path, m.manifest_length, m.partition_spec_id, int(m.content))
             for m in read_manifest_list(io.new_input(location))
