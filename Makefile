@@ -51,7 +51,6 @@ bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.inspect
 	uv run python -m bench.maintain
 	uv run python -m bench.fleet
-	uv run python -m bench.fleet.conditional
 	uv run python -m bench.ledger
 
 schema: uv ## regenerate the schema snapshot after adding a migration

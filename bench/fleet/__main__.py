@@ -9,10 +9,13 @@ Printed, each beside its goal (and its baseline where the issue names one), in o
   with one locations query plus its namespace walk);
 * reaction, commit -> new recommendation for the committed table, p50/p99 over commits spread
   on random tables, with push (``notify: true``) and with polling alone (default 60 s poll);
-* peak RSS of each service process (VmHWM; goal <= 500 MiB).
+* peak RSS of each service process (VmHWM; goal <= 500 MiB);
+* catalog calls per discovery pass with and without conditional loads, behind Apache Iceberg's
+  REST fixture (``bench.fleet.conditional``, 1,000 tables).
 
-Run: ``uv run python -m bench.fleet [--tables N] [--commits N] [--commit-seconds S]``
-(``make bench`` runs it with the defaults: 100,000 tables, 200 commits over 120 s).
+Run: ``uv run python -m bench.fleet [--tables N] [--commits N] [--commit-seconds S]
+[--conditional-tables N]`` (``make bench`` runs it with the defaults: 100,000 tables, 200
+commits over 120 s, 1,000 tables behind the REST fixture).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import asyncpg
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 
+from bench.fleet import conditional
 from bench.fleet.clone import KINDS, build_fleet
 from icepack_core.db.migrate import migrate
 from icepack_core.db.pool import create_pool
@@ -44,6 +48,7 @@ from icepack_core.settings import load_settings
 
 GOAL_SECONDS_100K = 20 * 60
 GOAL_RSS_MIB = 500
+CONDITIONAL_CHANGES = 10  # tables changed before the conditional figure's last pass
 BASELINE_TABLES_PER_S = 58.0  # icepack up, 10,000 tables, before this bench (issue's figure)
 
 
@@ -271,7 +276,16 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-async def main(tables: int, commits: int, spread: float) -> None:
+async def main(tables: int, commits: int, spread: float, conditional_tables: int) -> None:
+    await fleet(tables, commits, spread)
+    if conditional_tables:
+        # The last figure of the issue's list, in the same run: catalog calls per pass with and
+        # without conditional loads, behind the REST fixture (``bench.fleet.conditional``).
+        print(f"catalog calls per pass, {conditional_tables} tables behind the REST fixture:")
+        await conditional.main(conditional_tables, CONDITIONAL_CHANGES)
+
+
+async def fleet(tables: int, commits: int, spread: float) -> None:
     with tempfile.TemporaryDirectory(prefix="icepack-fleet-") as tmp:
         root = Path(tmp)
         os.chmod(root, 0o755)
@@ -386,5 +400,11 @@ if __name__ == "__main__":
     parser.add_argument("--tables", type=int, default=100_000)
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--commit-seconds", type=float, default=120.0)
+    parser.add_argument(
+        "--conditional-tables",
+        type=int,
+        default=1000,
+        help="tables behind the REST fixture for the conditional-load figure (0: skip it)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.tables, args.commits, args.commit_seconds))
+    asyncio.run(main(args.tables, args.commits, args.commit_seconds, args.conditional_tables))
