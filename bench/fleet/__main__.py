@@ -281,7 +281,6 @@ async def main(tables: int, commits: int, spread: float, conditional_tables: int
     if conditional_tables:
         # The last figure of the list, in the same run: catalog calls per pass with and
         # without conditional loads, behind the REST fixture (``bench.fleet.conditional``).
-        print(f"catalog calls per pass, {conditional_tables} tables behind the REST fixture:")
         await conditional.main(conditional_tables, CONDITIONAL_CHANGES)
 
 

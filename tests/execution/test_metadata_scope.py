@@ -105,7 +105,7 @@ def every_type_table(spark):
 
 
 @settings(
-    max_examples=10,
+    max_examples=6,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     derandomize=True,
@@ -159,8 +159,8 @@ async def test_thresholds_select_the_same_partitions(spark, engine, spark_catalo
     maintenance = TableMaintenance(engine, TableRef(CATALOG, NS, name))
     loader = metadata_loader(spark_catalog_settings, NS, name)
     middle = (small + large) // 2
-    for undersized in (small, small + 1, middle, large, large + 1):
-        for min_files in (1, 2, 3, 4):
+    for undersized in (small, small + 1, large + 1):
+        for min_files in (1, 2, 4):
             metadata, oracle = await both_scopes(maintenance, loader, undersized, min_files)
             assert metadata == oracle, (undersized, min_files, metadata, oracle)
     # Independently of the oracle: the small files only, two or more per partition.
