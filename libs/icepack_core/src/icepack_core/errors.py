@@ -287,6 +287,13 @@ class AvroUnsupported(IcepackError):
     """This file cannot be scanned here; read it with PyIceberg instead."""
 
 
+def brief(exc: BaseException) -> str:
+    """``Type: first line of the message`` (at most 300 characters of it): an error as
+    evidence and logs name it when it only widens or redirects the work."""
+    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+    return f"{type(exc).__name__}: {first_line}"
+
+
 class AvroDamaged(IcepackError):
     """An Avro container's framing is broken (not a container, truncated, a block running past
     the end, a sync marker mismatch). No reader may decode it: PyIceberg's Cython decoder

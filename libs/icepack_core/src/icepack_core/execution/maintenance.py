@@ -27,6 +27,7 @@ from icepack_core.errors import (
     PermanentError,
     ScopeFallback,
     VerificationFailed,
+    brief,
 )
 from icepack_core.execution.fingerprint import Fingerprint
 from icepack_core.execution.metadata_scope import scope_from_metadata
@@ -406,7 +407,7 @@ class TableMaintenance:
             log.warning(
                 "maintenance.metadata_load_failed",
                 table=str(self.ref),
-                error=f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}",
+                error=brief(exc),
             )
             return None
 
@@ -443,15 +444,16 @@ class TableMaintenance:
         def whole_table(reason: str) -> tuple[None, dict[str, Any]]:
             return None, {"scope": "table", "scope_reason": reason, **source}
 
-        target = int(
-            options.get("target-file-size-bytes")
-            or self.properties.get("write.target-file-size-bytes")
-            or DEFAULT_TARGET_FILE_SIZE
-        )
-        min_files = int(options.get("min-input-files", "5"))
         try:
+            target = int(
+                options.get("target-file-size-bytes")
+                or self.properties.get("write.target-file-size-bytes")
+                or DEFAULT_TARGET_FILE_SIZE
+            )
+            min_files = int(options.get("min-input-files", "5"))
             scope = None
             if loaded is not None:
+                source["scope_source"] = "metadata"  # its ScopeFallback is the answer
                 try:
                     scope = await scope_from_metadata(
                         loaded,
@@ -460,21 +462,17 @@ class TableMaintenance:
                         min_files=min_files,
                         max_partitions=MAX_SCOPED_PARTITIONS,
                     )
-                    source["scope_source"] = "metadata"
                 except ScopeFallback:
-                    source["scope_source"] = "metadata"
                     raise
                 except Exception as exc:  # the Spark queries decide
-                    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-                    source["scope_source_fallback"] = f"{type(exc).__name__}: {first_line}"
+                    source["scope_source_fallback"] = brief(exc)
             if scope is None:
                 source["scope_source"] = "engine"
                 scope = await self._scope_on_engine(target, min_files)
         except ScopeFallback as exc:
             return whole_table(exc.reason)
         except Exception as exc:  # any scoping failure must not fail the job, only widen it
-            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-            return whole_table(f"partition scoping failed: {type(exc).__name__}: {first_line}")
+            return whole_table(f"partition scoping failed: {brief(exc)}")
         note = {
             "scope": "partitions",
             "partitions_selected": scope.selected,

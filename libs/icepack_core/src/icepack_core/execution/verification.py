@@ -41,7 +41,12 @@ from typing import Any
 
 from pyiceberg.table import Table
 
-from icepack_core.errors import MetadataDiffUnsupported, ScopeFallback, VerificationFailed
+from icepack_core.errors import (
+    MetadataDiffUnsupported,
+    ScopeFallback,
+    VerificationFailed,
+    brief,
+)
 from icepack_core.execution.fingerprint import (
     Fingerprint,
     SparkType,
@@ -182,12 +187,11 @@ class RewriteVerifier:
         except ScopeFallback as exc:
             return {**_counts(diff), **source, "scope": "table", "scope_reason": exc.reason}
         except Exception as exc:  # scoping must never fail a verification
-            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
             return {
                 **_counts(diff),
                 **source,
                 "scope": "table",
-                "scope_reason": f"partition scoping failed: {type(exc).__name__}: {first_line}",
+                "scope_reason": f"partition scoping failed: {brief(exc)}",
             }
         return scoped
 
@@ -221,8 +225,7 @@ class RewriteVerifier:
             except MetadataDiffUnsupported as exc:
                 reason = str(exc)
             except Exception as exc:  # the Spark query decides
-                first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-                reason = f"{type(exc).__name__}: {first_line}"
+                reason = brief(exc)
         source["files_diff"] = "engine"
         if reason is not None:
             source["files_diff_fallback"] = reason
@@ -263,8 +266,7 @@ class RewriteVerifier:
                     why = None if table is not None else "PyIceberg did not load the table"
                     self._loaded.append((table, why))
                 except Exception as exc:
-                    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-                    self._loaded.append((None, f"{type(exc).__name__}: {first_line}"))
+                    self._loaded.append((None, brief(exc)))
         return self._loaded[0]
 
     async def snapshots_since(self, start: int | None) -> Rows:
@@ -340,10 +342,7 @@ class RewriteVerifier:
                 try:
                     layouts.append(await self.layout())
                 except Exception as exc:  # only widens the comparison
-                    layouts.append(
-                        f"DESCRIBE failed: {type(exc).__name__}: "
-                        f"{(str(exc).strip().splitlines() or [''])[0][:300]}"
-                    )
+                    layouts.append(f"DESCRIBE failed: {brief(exc)}")
             layout = layouts[0]
             scoped = (
                 await self.scoped_comparison(before, after, layout)
