@@ -17,6 +17,7 @@ import pytest
 
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
+from icepack_core.execution.ledger_actions import LedgerActions
 from icepack_core.execution.quarantine import QUARANTINE_DIR, QUARANTINE_PREFIX
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
 from icepack_core.spark.engine import LocalEngine
@@ -208,10 +209,9 @@ async def test_orphans_are_quarantined_restored_and_purged_without_touching_the_
     assert fingerprint(spark, table) == before and missing_referenced_files(spark, table) == []
 
 
-async def test_a_job_that_died_mid_quarantine_is_retried_from_the_ledger(
-    db, spark, runner_settings
-):
-    name = unique_name("retried")
+async def orphan_removal_allowed(db: Any, spark: Any, name: str) -> tuple[str, int, Path]:
+    """A two-append table, registered, with a table policy allowing orphan removal:
+    (qualified name, table id, table root)."""
     table = make_small_files_table(spark, NS, name, batches=2)
     metadata = spark.sql(
         f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
@@ -223,7 +223,14 @@ async def test_a_job_that_died_mid_quarantine_is_retried_from_the_ledger(
         NS,
         name,
     )
-    root = local_path(metadata).parent.parent
+    return table, table_id, local_path(metadata).parent.parent
+
+
+async def test_a_job_that_died_mid_quarantine_is_retried_from_the_ledger(
+    db, spark, runner_settings
+):
+    name = unique_name("retried")
+    table, table_id, root = await orphan_removal_allowed(db, spark, name)
     orphans = [root / "data" / f"orphan-{i:02}.parquet" for i in range(20)]
     for path in orphans:
         path.write_bytes(os.urandom(200))
@@ -279,3 +286,118 @@ async def test_a_job_that_died_mid_quarantine_is_retried_from_the_ledger(
         original, held = local_path(row["path"]), local_path(row["quarantine_path"])
         assert not original.exists() and sha(held) == digests[original]
     assert fingerprint(spark, table) == before and missing_referenced_files(spark, table) == []
+
+
+def import_old_file(spark_catalog_settings: Any, name: str, path: Path, first_id: int) -> None:
+    """Another writer's commit: ``add_files`` of a week-old Parquet file, as a migration does
+    (the file keeps its old modification time)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from icepack_core.discovery.catalogs import load_catalog
+
+    ids = [first_id, first_id + 1]
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "part": ["a", "b"],
+                "payload": [f"imported-{i}" for i in ids],
+            }
+        ),
+        path,
+    )
+    os.utime(path, (WEEK_AGO, WEEK_AGO))
+    (catalog_cfg,) = spark_catalog_settings.effective_catalogs()
+    load_catalog(catalog_cfg).load_table((NS, name)).add_files([path.as_uri()])
+
+
+def rows_of(spark_catalog_settings: Any, name: str) -> list[dict[str, Any]]:
+    """The table's live rows read by PyIceberg from the catalog (not through Spark's cache)."""
+    from icepack_core.discovery.catalogs import load_catalog
+
+    (catalog_cfg,) = spark_catalog_settings.effective_catalogs()
+    rows = load_catalog(catalog_cfg).load_table((NS, name)).scan().to_arrow().to_pylist()
+    return sorted(rows, key=lambda r: r["id"])
+
+
+async def stale_setup(db: Any, spark: Any, name: str) -> tuple[str, int, Path, Path]:
+    """A two-append table Spark has cached, registered, with orphan removal allowed and one
+    week-old stray file in its data directory: (table, id, root, stray)."""
+    table, table_id, root = await orphan_removal_allowed(db, spark, name)
+    assert spark.sql(f"SELECT count(*) AS n FROM {table}").first()["n"] == 40  # cached now
+    stray = root / "data" / "orphan-stray.parquet"
+    stray.write_bytes(os.urandom(300))
+    os.utime(stray, (WEEK_AGO, WEEK_AGO))
+    return table, table_id, root, stray
+
+
+def remove_week_old() -> list[dict[str, Any]]:
+    older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
+    return [{"action": "remove_orphan_files", "params": {"older_than": older_than}}]
+
+
+async def test_a_file_another_writer_committed_since_spark_cached_the_table_is_kept(
+    db, spark, runner_settings, spark_catalog_settings
+):
+    """Iceberg's Spark catalog caches a loaded table until 30 s after its last access, so a
+    long-lived executor session can hold metadata older than the catalog's. The dry run must
+    list from the catalog's metadata: a file another writer committed since is no orphan."""
+    name = unique_name("stale")
+    table, table_id, root, stray = await stale_setup(db, spark, name)
+    imported = root / "data" / "imported-by-a-migration.parquet"
+    import_old_file(spark_catalog_settings, name, imported, 1000)
+    before = rows_of(spark_catalog_settings, name)
+    assert len(before) == 42
+
+    job = await run_one(db, runner_settings, spark, table_id, remove_week_old())
+
+    assert job.state == JobState.SUCCEEDED, job.error
+    output = await output_of(db, job.id, "remove_orphan_files")
+    assert output["dry_run_orphans"] == 1 and "kept_referenced" not in output  # a fresh view
+    assert imported.exists()
+    assert {local_path(r["path"]) for r in await ledger(db, job.id)} == {stray}
+    assert rows_of(spark_catalog_settings, name) == before
+    spark.sql(f"REFRESH TABLE {table}")
+    assert missing_referenced_files(spark, table) == []
+
+
+async def test_a_file_committed_between_the_listing_and_the_quarantine_is_kept(
+    db, spark, runner_settings, spark_catalog_settings
+):
+    """The listing is checked against the catalog's metadata read after it: a file another
+    writer commits once the dry run has named it is kept, and the output says so."""
+    name = unique_name("race")
+    table, table_id, root, stray = await stale_setup(db, spark, name)
+    imported = root / "data" / "imported-after-the-listing.parquet"
+    imported.write_bytes(b"placeholder")  # listed as an orphan by the dry run
+    os.utime(imported, (WEEK_AGO, WEEK_AGO))
+    ledger_actions = LedgerActions.orphan_sink
+
+    def commit_first(self: Any, *args: Any) -> Any:
+        sink = ledger_actions(self, *args)
+
+        async def after_listing(paths: list[str], location: str, older_than: datetime) -> Any:
+            assert {local_path(p) for p in paths} == {stray, imported}
+            import_old_file(spark_catalog_settings, name, imported, 2000)
+            return await sink(paths, location, older_than)
+
+        return after_listing
+
+    before_import = rows_of(spark_catalog_settings, name)
+    LedgerActions.orphan_sink = commit_first  # type: ignore[method-assign]
+    try:
+        job = await run_one(db, runner_settings, spark, table_id, remove_week_old())
+    finally:
+        LedgerActions.orphan_sink = ledger_actions  # type: ignore[method-assign]
+
+    assert job.state == JobState.SUCCEEDED, job.error
+    output = await output_of(db, job.id, "remove_orphan_files")
+    assert output["dry_run_orphans"] == 2 and output["kept_referenced"] == 1
+    assert [local_path(p) for p in output["kept_referenced_sample"]] == [imported]
+    assert output["files_quarantined"] == 1 and imported.exists()
+    assert {local_path(r["path"]) for r in await ledger(db, job.id)} == {stray}
+    after = rows_of(spark_catalog_settings, name)
+    assert len(after) == len(before_import) + 2
+    spark.sql(f"REFRESH TABLE {table}")
+    assert missing_referenced_files(spark, table) == []

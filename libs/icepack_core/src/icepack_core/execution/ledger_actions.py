@@ -5,35 +5,80 @@ catalog's storage properties and credentials), and hands ``OrphanQuarantine``
 (``execution.quarantine``) the running job's id and fence. It gives ``TableMaintenance`` the
 ``orphan_sink`` that replaces the procedure's delete, and runs the two ledger actions
 (``purge_quarantine``, ``restore_quarantine``), which need no Spark.
+
+The sink trusts no listing: a listed path the table's current metadata references (read from
+the catalog just before the quarantine, ``referenced_files``) is kept and reported
+(``kept_referenced``), and when those references cannot be read nothing is moved.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import structlog
 
-from icepack_core.errors import PermanentError
+from icepack_core.errors import PermanentError, brief
 from icepack_core.execution.file_mover import FileMover
 from icepack_core.execution.maintenance import ActionOutcome, OrphanSink
 from icepack_core.execution.quarantine import (
+    SAMPLE,
     AfterMove,
     OrphanQuarantine,
     quarantine_root,
     report_output,
 )
-from icepack_core.inspection.inspector import Inspector
+from icepack_core.execution.referenced_files import referenced_paths, split_referenced
+from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.intents import Intent, PurgeQuarantine, RestoreQuarantine
 from icepack_core.queue.jobs import Job
 from icepack_core.types import TableRef
+
+log = structlog.get_logger("icepack.ledger")
 
 Clock = Callable[[], datetime]
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+async def unreferenced(
+    loaded: LoadedTable, listed: list[str], ref: TableRef
+) -> tuple[list[str], list[str]]:
+    """``listed`` split into (free, kept): kept are the paths the table's current metadata
+    references (``referenced_files``), which a listing from an older view can name.
+
+    Raises:
+        PermanentError: the references cannot be read, so no listed path can be trusted.
+    """
+    if loaded.table is None:
+        raise PermanentError(
+            f"remove_orphan_files on {ref}: the table's metadata is not one PyIceberg's model "
+            "reads, so the orphan listing cannot be checked against it; nothing was moved"
+        )
+    table = loaded.table
+    try:
+        referenced = await asyncio.to_thread(
+            referenced_paths, table.metadata, loaded.io, loaded.metadata_location
+        )
+    except Exception as exc:
+        raise PermanentError(
+            f"remove_orphan_files on {ref}: cannot read the files the table references "
+            f"({brief(exc)}); nothing was moved"
+        ) from exc
+    free, kept = split_referenced(listed, referenced)
+    if kept:
+        log.warning(
+            "orphans.referenced_kept",
+            table=str(ref),
+            kept=len(kept),
+            sample=kept[:SAMPLE],
+        )
+    return free, kept
 
 
 class LedgerActions:
@@ -63,6 +108,11 @@ class LedgerActions:
             InspectionFailed: the table cannot be loaded from its catalog.
         """
         loaded = await self.inspector.load(ref)
+        return self._quarantine(job, table_id, loaded, location)
+
+    def _quarantine(
+        self, job: Job, table_id: int, loaded: LoadedTable, location: str | None
+    ) -> OrphanQuarantine:
         quarantine = OrphanQuarantine(
             self.pool,
             job.id,
@@ -83,17 +133,23 @@ class LedgerActions:
         """Record then quarantine what an orphan dry run listed (``TableMaintenance``)."""
 
         async def sink(paths: list[str], location: str, older_than: datetime) -> dict[str, Any]:
-            quarantine = await self.quarantine_for(job, table_id, ref, location)
+            loaded = await self.inspector.load(ref)
+            paths, kept = await unreferenced(loaded, paths, ref)
+            quarantine = self._quarantine(job, table_id, loaded, location)
             reason = f"not referenced by any snapshot; older than {older_than.isoformat()}"
             recorded = await quarantine.record(paths, reason)
             retention = timedelta(days=quarantine_days)
             report = await quarantine.quarantine(retention)
-            return {
+            output: dict[str, Any] = {
                 "recorded": recorded,
                 **report_output(report, "quarantined"),
                 "quarantine_root": quarantine_root(location, job.id),
                 "quarantine_days": quarantine_days,
             }
+            if kept:
+                output["kept_referenced"] = len(kept)
+                output["kept_referenced_sample"] = kept[:SAMPLE]
+            return output
 
         return sink
 

@@ -245,6 +245,11 @@ class TableMaintenance:
             raise PermanentError(
                 f"{intent.kind.value} runs through the deletion ledger, not a Spark procedure"
             )
+        # Iceberg's Spark catalog caches a loaded table until 30 s after its last access, so a
+        # session that keeps maintaining a table keeps the metadata it first loaded. Every
+        # action starts from the catalog's: an orphan listing from an older view would name
+        # files committed since as orphans.
+        await self.engine.sql(f"REFRESH TABLE {self.qualified}")
         location = None
         if isinstance(intent, RemoveOrphanFiles):
             location = await self._confirmed_location()
