@@ -157,6 +157,41 @@ async def test_orphan_removal_refuses_overlapping_locations_in_any_catalog(
         assert admission.location == f"{WH}/db/t"
 
 
+@pytest.mark.parametrize(
+    ("properties", "metadata_dir", "named"),
+    [
+        ({"write.data.path": f"{WH}/db/t/data/shared"}, None, "write.data.path"),
+        ({"write.object-storage.path": "s3a://elsewhere/x"}, None, None),
+        ({"write.object-storage.path": f"{WH}/db"}, None, "write.object-storage.path"),
+        ({"write.metadata.path": f"{WH}/db/t/meta"}, None, "write.metadata.path"),
+        ({"write.folder-storage.path": "/lake/wh/db/t/old"}, None, "write.folder-storage.path"),
+        ({}, f"{WH}/db/t/other-metadata", "metadata file"),
+        ({"write.data.path": f"{WH}/db/t_v2/data"}, f"{WH}/db/t_v2/metadata", None),
+    ],
+)
+async def test_orphan_removal_refuses_another_tables_files_under_the_location(
+    db, properties, metadata_dir, named
+):
+    """A table elsewhere whose data, metadata or object-storage path lies in the target's
+    location has its files there too: they would look like orphans."""
+    table = await add(db, "t", f"{WH}/db/t")
+    await attach_orphan_policy(db, {})
+    other = await add(db, "writer", f"{WH}/other/writer", namespace="ns", properties=properties)
+    if metadata_dir is not None:
+        await db.execute(
+            "UPDATE icepack.tables SET metadata_location = $2 WHERE id = $1",
+            other["id"],
+            f"{metadata_dir}/00009-y.metadata.json",
+        )
+    if named is None:
+        admission = await admit(db, table, orphans(100), now=NOW, expiry_min_age_hours=1)
+        assert admission.location == f"{WH}/db/t"
+        return
+    error = await refused(db, table, orphans(100))
+    assert error.rule == "LOCATION_OVERLAP" and f"({named})" in str(error)
+    assert "lake.ns.writer" in str(error)
+
+
 async def test_dropped_tables_do_not_block_and_unknown_locations_do(db):
     table = await add(db, "t", f"{WH}/db/t")
     await attach_orphan_policy(db, {})

@@ -11,8 +11,10 @@ CLI, retry). ``admit`` refuses, with a reason that names the table and the rule:
 - expiry newer than the age floor (``ICEPACK_EXPIRY_MIN_AGE_HOURS``, default 1 h);
 - orphan removal unless an operator-attached policy enables it (a table property can disable it,
   never enable it), newer than the policy's age (never below 72 h unless that policy says
-  ``allow_unsafe_older_than``), or when any known table of any catalog has a location equal
-  to, under or over the target's (its files would look like orphans).
+  ``allow_unsafe_older_than``), or when any known table of any catalog has a location, a
+  metadata directory or a write path (``write.data.path``, ``write.metadata.path``,
+  ``write.object-storage.path``, ``write.folder-storage.path``) equal to, under or over the
+  target's location (its files would look like orphans).
 """
 
 from __future__ import annotations
@@ -101,6 +103,32 @@ def _orphan_floor_hours(config: OrphanFileRemovalConfig) -> float:
     return max(ORPHAN_SAFE_HOURS, config.older_than_hours)
 
 
+# Table properties that put a table's files outside its location (Iceberg's
+# ``TableProperties``: data, metadata and object-storage paths, and the older folder-storage one).
+WRITE_PATH_PROPERTIES = (
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
+
+
+def file_roots(row: asyncpg.Record | dict[str, Any]) -> list[tuple[str, str]]:
+    """Where a known table's files can be, as (what, path): its location (or the root its
+    metadata location implies), the directory of its current metadata file, and every write
+    path its properties set. Empty when not even a root can be derived."""
+    roots: list[tuple[str, str]] = []
+    metadata_location = row["metadata_location"] or ""
+    root = row["location"] or location_from_metadata(metadata_location)
+    if root:
+        roots.append(("location", root))
+    if "/" in metadata_location:
+        roots.append(("metadata file", metadata_location.rsplit("/", 1)[0]))
+    properties = row["properties"] or {}
+    roots += [(key, properties[key]) for key in WRITE_PATH_PROPERTIES if properties.get(key)]
+    return roots
+
+
 async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
     rows = await pool.fetch(load_query("table_locations_live"))
     mine = next((r for r in rows if r["id"] == table["id"]), None)
@@ -116,19 +144,21 @@ async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
     for other in rows:
         if other["id"] == table["id"]:
             continue
-        theirs = other["location"] or location_from_metadata(other["metadata_location"] or "")
-        if theirs is None:
+        roots = file_roots(other)
+        if not any(what == "location" for what, _ in roots):
             raise ActionRefused(
                 "LOCATION_UNKNOWN",
                 f"{_label(table)}: the location of {_label(other)} is not known, so orphan "
                 "removal cannot rule out deleting its files",
             )
-        if locations_overlap(own, theirs):
-            raise ActionRefused(
-                "LOCATION_OVERLAP",
-                f"{_label(table)}: its location {own} overlaps {_label(other)} at {theirs}; "
-                "orphan removal would delete that table's files",
-            )
+        for what, theirs in roots:
+            if locations_overlap(own, theirs):
+                where = "" if what == "location" else f" ({what})"
+                raise ActionRefused(
+                    "LOCATION_OVERLAP",
+                    f"{_label(table)}: its location {own} overlaps {_label(other)} at "
+                    f"{theirs}{where}; orphan removal would delete that table's files",
+                )
     return own
 
 

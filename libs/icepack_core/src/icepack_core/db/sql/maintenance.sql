@@ -135,8 +135,8 @@ UPDATE icepack.tables SET location = $2 WHERE id = $1 AND location IS DISTINCT F
 
 -- name: table_locations_live
 -- Every live table of every catalog with its known root location (or, until inspected, its
--- metadata location), for the orphan-removal overlap check.
-SELECT id, catalog, namespace, name, location, metadata_location
+-- metadata location) and its properties (write paths), for the orphan-removal overlap check.
+SELECT id, catalog, namespace, name, location, metadata_location, properties
   FROM icepack.tables
  WHERE dropped_at IS NULL;
 
