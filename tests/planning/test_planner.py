@@ -230,3 +230,22 @@ async def test_job_history_is_read_only_for_a_table_that_has_jobs(db, planner):
     outcome = await planner.plan(table_id, now=NOW)
     assert outcome.job_id is not None
     assert (await db.fetchrow(load_query("table_plan_inputs"), table_id))["has_jobs"] is True
+
+
+async def test_a_table_whose_gc_is_disabled_gets_no_expiry_job(db, planner):
+    """``gc.enabled=false``: the choke point refuses expiry, so the planner skips it with the
+    reason instead of enqueueing a job that Iceberg would refuse (a twin without the property
+    is planned an expiry from the same status)."""
+    old = status(snapshot_count=60, oldest_snapshot_at="2026-09-01T00:00:00.000Z")
+    shared = await add_table(db, "shared_files", old, properties={"gc.enabled": "false"})
+    twin = await add_table(db, "twin", old)
+
+    planned = await planner.plan(shared, now=NOW)
+    assert "expire_snapshots" not in [a.action for a in planned.recommendation.actions]
+    (skip,) = [s for s in planned.recommendation.skipped if s.action == "expire_snapshots"]
+    assert "GC_DISABLED" in skip.reason and "gc.enabled='false'" in skip.reason
+    assert not planned.job_created
+    assert await db.fetchval("SELECT count(*) FROM icepack.jobs WHERE table_id = $1", shared) == 0
+
+    control = await planner.plan(twin, now=NOW)
+    assert [a.action for a in control.recommendation.actions] == ["expire_snapshots"]

@@ -102,6 +102,27 @@ async def test_expiry_floor(db):
     await admit(db, table, expire(1.5), now=NOW, expiry_min_age_hours=1)
 
 
+@pytest.mark.parametrize(
+    ("value", "enabled"),
+    [(None, True), ("true", True), ("TRUE", True), ("false", False), ("no", False), ("", False)],
+)
+async def test_expiry_and_orphan_removal_respect_gc_enabled_as_iceberg_reads_it(db, value, enabled):
+    """Iceberg deletes a table's files only when ``gc.enabled`` parses as true
+    (``Boolean.parseBoolean``: anything but a case-insensitive ``true`` is false)."""
+    properties = {} if value is None else {"gc.enabled": value}
+    table = await add(db, "t", f"{WH}/db/t", properties=properties)
+    await attach_orphan_policy(db, {})
+    rewrite = parse_intents([{"action": "rewrite_data_files"}])
+    await admit(db, table, rewrite, now=NOW, expiry_min_age_hours=1)  # deletes nothing
+    for intents in (expire(2), orphans(100)):
+        if enabled:
+            await admit(db, table, intents, now=NOW, expiry_min_age_hours=1)
+            continue
+        error = await refused(db, table, intents)
+        assert error.rule == "GC_DISABLED" and error.conflict
+        assert f"gc.enabled={value!r}" in str(error) and "lake.db.t" in str(error)
+
+
 async def test_orphan_removal_needs_an_operator_policy_a_property_cannot_enable_it(db):
     table = await add(db, "t", f"{WH}/db/t", properties={"icepack.orphan-removal.enabled": "true"})
     error = await refused(db, table, orphans(100))

@@ -206,8 +206,8 @@ class ActionRefused(PermanentError):
     """A rule forbids running these actions on this table; ``rule`` says which.
 
     ``rule`` is one of ``TABLE_HELD``, ``TABLE_OPTED_OUT``, ``POLICY_INVALID``, ``SAFETY_FLOOR``,
-    ``ORPHAN_REMOVAL_NOT_ENABLED``, ``LOCATION_OVERLAP``, ``LOCATION_UNKNOWN``; ``field`` names
-    the offending parameter when there is one.
+    ``GC_DISABLED``, ``ORPHAN_REMOVAL_NOT_ENABLED``, ``LOCATION_OVERLAP``, ``LOCATION_UNKNOWN``;
+    ``field`` names the offending parameter when there is one.
     """
 
     code = "ACTION_REFUSED"
@@ -223,6 +223,7 @@ class ActionRefused(PermanentError):
         return self.rule in (
             "TABLE_HELD",
             "TABLE_OPTED_OUT",
+            "GC_DISABLED",
             "LOCATION_OVERLAP",
             "LOCATION_UNKNOWN",
             "POLICY_INVALID",

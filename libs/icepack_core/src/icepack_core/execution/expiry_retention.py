@@ -25,9 +25,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from icepack_core.errors import PermanentError
+from icepack_core.safety.admission import gc_enabled
 
 MAX_REF_AGE_PROPERTY = "history.expire.max-ref-age-ms"
-GC_ENABLED_PROPERTY = "gc.enabled"
 MAIN_BRANCH = "main"
 # How far ahead the forced set is checked: longer than any expiry should take to be called.
 DRIFT_MARGIN_MS = 15 * 60 * 1000
@@ -80,7 +80,7 @@ class Retention:
             PermanentError: ``history.expire.max-ref-age-ms`` is not an integer, or GC is
                 disabled (``gc.enabled=false``: Iceberg refuses to expire, and so do we).
         """
-        if properties.get(GC_ENABLED_PROPERTY, "true").strip().lower() == "false":
+        if not gc_enabled(properties):
             raise PermanentError(
                 "expire_snapshots refused: the table has gc.enabled=false (its files may be "
                 "shared with other tables)"

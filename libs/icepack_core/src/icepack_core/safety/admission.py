@@ -9,6 +9,8 @@ CLI, retry). ``admit`` refuses, with a reason that names the table and the rule:
   repair, allowed on a held table (a purge on a held table is refused like any action);
 - a table whose policy or ``icepack.*`` properties are invalid;
 - expiry newer than the age floor (``ICEPACK_EXPIRY_MIN_AGE_HOURS``, default 1 h);
+- expiry and orphan removal on a table whose ``gc.enabled`` is not ``true`` (Iceberg's own
+  reading of it: its files may be shared with other tables);
 - orphan removal unless an operator-attached policy enables it (a table property can disable it,
   never enable it), newer than the policy's age (never below 72 h unless that policy says
   ``allow_unsafe_older_than``), or when any known table of any catalog has a location, a
@@ -19,7 +21,7 @@ CLI, retry). ``admit`` refuses, with a reason that names the table and the rule:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -101,6 +103,17 @@ def _orphan_floor_hours(config: OrphanFileRemovalConfig) -> float:
     if config.allow_unsafe_older_than:
         return config.older_than_hours
     return max(ORPHAN_SAFE_HOURS, config.older_than_hours)
+
+
+GC_ENABLED_PROPERTY = "gc.enabled"
+
+
+def gc_enabled(properties: Mapping[str, str]) -> bool:
+    """Whether a table allows deleting its files, read as Iceberg reads ``gc.enabled``
+    (``PropertyUtil.propertyAsBoolean``: only a case-insensitive ``true`` is true; absent is
+    true)."""
+    value = properties.get(GC_ENABLED_PROPERTY)
+    return value is None or value.lower() == "true"
 
 
 # Table properties that put a table's files outside its location (Iceberg's
@@ -205,6 +218,16 @@ async def admit(
     location = None
     for index, intent in enumerate(intents):
         field = f"actions[{index}].params.older_than"
+        if isinstance(intent, ExpireSnapshots | RemoveOrphanFiles) and not gc_enabled(
+            table["properties"] or {}
+        ):
+            value = (table["properties"] or {})[GC_ENABLED_PROPERTY]
+            raise ActionRefused(
+                "GC_DISABLED",
+                f"{label}: {intent.kind.value} deletes files, and the table has "
+                f"{GC_ENABLED_PROPERTY}={value!r} (its files may be shared with other tables; "
+                "Iceberg refuses it too)",
+            )
         if isinstance(intent, ExpireSnapshots):
             newest = now - timedelta(hours=expiry_min_age_hours)
             if intent.params.older_than > newest:
