@@ -19,9 +19,12 @@ import hashlib
 import math
 import struct
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from icepack_core.spark.sql import qualified_name
@@ -186,34 +189,43 @@ def _pyiceberg_table(catalog: Any) -> ZooTable:
 
 
 def build_zoo(spark: Any, pyiceberg_catalog: Any) -> list[ZooTable]:
-    """Create every zoo table in namespace ``adv`` (once per test session)."""
+    """Create every zoo table in namespace ``adv`` (once per test session).
+
+    Tables are written three at a time (one Spark session takes SQL from several threads):
+    most of each append is the commit's round trips, not work for the cores."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(CATALOG, [], NAMESPACE)}")
-    tables = [
-        _partition_table(spark, kind, spark_type, values)
-        for kind, (spark_type, values) in PARTITION_TYPES.items()
-    ]
-    tables.append(_nested_table(spark))
-    tables.append(_plain_table(spark, "v1", "format v1", 1))
-    tables.append(_plain_table(spark, "v3", "format v3", 3))
     mor = {"write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read"}
-    for version, kind in ((2, "position deletes (v2)"), (3, "deletion vectors (v3)")):
+
+    def merge_on_read(version: int, kind: str) -> list[ZooTable]:
         table = _plain_table(spark, f"mor_v{version}", kind, version, mor)
         spark.sql(f"DELETE FROM {table.qualified} WHERE id % 4 = 0")
-        tables.append(table)
-    outer = _plain_table(spark, "outer_t", "holds another table's location", 2)
-    tables.append(outer)
-    tables.append(
-        _plain_table(
-            spark,
-            "inner_t",
-            "location inside another table's",
-            2,
-            location=_location(spark, outer) + "/inner_t",
+        return [table]
+
+    def nested_locations() -> list[ZooTable]:
+        outer = _plain_table(spark, "outer_t", "holds another table's location", 2)
+        inner_location = _location(spark, outer) + "/inner_t"
+        inner = _plain_table(
+            spark, "inner_t", "location inside another table's", 2, location=inner_location
         )
-    )
-    tables.append(_plain_table(spark, "we'ird `name`; -- ünï 🧊", "awkward name", 2))
-    tables.append(_pyiceberg_table(pyiceberg_catalog))
-    return tables
+        return [outer, inner]
+
+    builders: list[Callable[[], list[ZooTable]]] = [
+        partial(lambda k, t, v: [_partition_table(spark, k, t, v)], kind, spark_type, values)
+        for kind, (spark_type, values) in PARTITION_TYPES.items()
+    ]
+    builders += [
+        lambda: [_nested_table(spark)],
+        lambda: [_plain_table(spark, "v1", "format v1", 1)],
+        lambda: [_plain_table(spark, "v3", "format v3", 3)],
+        partial(merge_on_read, 2, "position deletes (v2)"),
+        partial(merge_on_read, 3, "deletion vectors (v3)"),
+        nested_locations,
+        lambda: [_plain_table(spark, "we'ird `name`; -- ünï 🧊", "awkward name", 2)],
+        lambda: [_pyiceberg_table(pyiceberg_catalog)],
+    ]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        groups = list(pool.map(lambda build: build(), builders))
+    return [table for group in groups for table in group]
 
 
 def _canonical(value: Any) -> Any:
