@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -160,7 +161,7 @@ class DemoTable:
 
 
 MERGE_ON_READ = tuple((f"write.{op}.mode", "merge-on-read") for op in ("delete", "update", "merge"))
-DEMO_TABLES: tuple[DemoTable, ...] = (  # clicks first: its snapshots are the oldest
+DEMO_TABLES: tuple[DemoTable, ...] = (
     DemoTable("clicks", "20 one-file appends; snapshot-expiry policy of 36 s", _clicks),
     DemoTable("events", "12 appends of 2 tiny files each: SMALL_FILES", _events),
     DemoTable(
@@ -211,9 +212,15 @@ def create_demo_lake(settings: Settings, say: Callable[[str], Any] = print) -> l
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(catalog, [], NAMESPACE)}")
         for table in missing:
             say(f"  {NAMESPACE}.{table.name}: {table.shows}")
-            table.build(
-                spark, qualified_name(catalog, [NAMESPACE], table.name), table.tblproperties()
-            )
+
+        def build(table: DemoTable) -> None:
+            name = qualified_name(catalog, [NAMESPACE], table.name)
+            table.build(spark, name, table.tblproperties())
+
+        # All at once on the one session: each append mostly waits on its commit, so the
+        # tables take about as long together as the longest alone.
+        with ThreadPoolExecutor(max_workers=len(missing)) as pool:
+            list(pool.map(build, missing))  # list(): the first error is raised here
     finally:
         spark.stop()
     return [t.name for t in missing]
