@@ -1,10 +1,17 @@
-"""``referenced_paths`` against Spark's own metadata tables as the oracle: every file a snapshot
-references (data, delete files, manifests, manifest lists, metadata files) is in the set, after
-appends, merge-on-read deletes, a compaction and an expiry."""
+"""``referenced_paths`` against two oracles: Spark's own metadata tables (every file a snapshot
+references: data, delete files, manifests, manifest lists, metadata files, after appends,
+merge-on-read deletes, a compaction and an expiry), and PyIceberg's model on the in-repo tables
+of every kind (tests/data/tables-icepack), including the v1 table whose snapshots list their
+manifests inline, which PyIceberg's model does not read."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.table import StaticTable
 
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.execution.referenced_files import referenced_paths, split_referenced
@@ -36,7 +43,7 @@ def test_every_file_spark_says_is_referenced_is_in_the_set(spark, spark_catalog_
     (catalog_cfg,) = spark_catalog_settings.effective_catalogs()
     loaded = load_catalog(catalog_cfg).load_table((NS, name))
 
-    referenced = referenced_paths(loaded.metadata, loaded.io, loaded.metadata_location)
+    referenced = referenced_paths(loaded.io, loaded.metadata_location)
 
     oracle = spark_references(spark, table)
     assert len(oracle) > 10
@@ -49,3 +56,40 @@ def test_every_file_spark_says_is_referenced_is_in_the_set(spark, spark_catalog_
         [stray[0], live.replace("file:///", "file:/"), stray[1]], referenced
     )
     assert free == stray and kept == [live.replace("file:///", "file:/")]
+
+
+TABLES = Path(__file__).resolve().parents[1] / "data" / "tables-icepack"
+CASES = {c["name"]: c for c in json.loads((TABLES / "tables.json").read_text())}
+
+
+def pyiceberg_references(metadata: str) -> set[str]:
+    """Every file PyIceberg's model of the table references (its own readers)."""
+    table = StaticTable.from_metadata(metadata)
+    paths = {metadata, *(e.metadata_file for e in table.metadata.metadata_log)}
+    for snapshot in table.metadata.snapshots:
+        paths.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            paths.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                paths.add(entry.data_file.file_path)
+    return {normalize_location(p) for p in paths}
+
+
+@pytest.mark.parametrize("name", ["spark_v1", "spark_v2", "spark_v3", "pyiceberg_v2"])
+def test_the_references_of_every_kind_of_table_equal_pyiceberg_s(name, monkeypatch):
+    monkeypatch.chdir(TABLES)  # the tables' locations are relative to it
+    metadata = CASES[name]["metadata"]
+    assert referenced_paths(PyArrowFileIO(), metadata) == pyiceberg_references(metadata)
+
+
+def test_a_v1_table_listing_its_manifests_inline_references_its_twin_s_files(monkeypatch):
+    """spark_v1_inline is spark_v1 with each snapshot's manifests inline and the manifest
+    lists removed (paths renamed): every manifest and content file of the twin is referenced."""
+    monkeypatch.chdir(TABLES)
+    inline = referenced_paths(PyArrowFileIO(), CASES["spark_v1_inline"]["metadata"])
+    twin = pyiceberg_references(CASES["spark_v1"]["metadata"])
+    renamed = {p.replace("/spark_v1/", "/spark_v1_inline/") for p in twin}
+    content_and_manifests = {p for p in renamed if p.endswith(".avro") or p.endswith(".parquet")}
+    lists = {p for p in content_and_manifests if "/snap-" in p}  # removed from the copy
+    assert len(content_and_manifests - lists) > 3
+    assert content_and_manifests - lists <= inline

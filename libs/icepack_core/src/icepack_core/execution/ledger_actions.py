@@ -55,16 +55,8 @@ async def unreferenced(
     Raises:
         PermanentError: the references cannot be read, so no listed path can be trusted.
     """
-    if loaded.table is None:
-        raise PermanentError(
-            f"remove_orphan_files on {ref}: the table's metadata is not one PyIceberg's model "
-            "reads, so the orphan listing cannot be checked against it; nothing was moved"
-        )
-    table = loaded.table
     try:
-        referenced = await asyncio.to_thread(
-            referenced_paths, table.metadata, loaded.io, loaded.metadata_location
-        )
+        referenced = await asyncio.to_thread(referenced_paths, loaded.io, loaded.metadata_location)
     except Exception as exc:
         raise PermanentError(
             f"remove_orphan_files on {ref}: cannot read the files the table references "

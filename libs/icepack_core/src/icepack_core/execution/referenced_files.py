@@ -8,7 +8,8 @@ metadata. And a commit can land between the listing and the quarantine. A path i
 
 The set is wide on purpose (a wider set only keeps more files):
 
-* every snapshot's manifest list, and every manifest those lists name;
+* every snapshot's manifest list, and every manifest those lists name (or a v1 snapshot
+  lists inline);
 * every entry of those manifests, whatever its status (a DELETED entry's file may still be
   live in an older snapshot's manifest);
 * the statistics and partition-statistics files;
@@ -19,54 +20,79 @@ Paths are compared as ``normalize_location`` gives them (``file:/x`` and ``file:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from typing import Any
 
+from pyiceberg.avro.file import AvroFile
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import ManifestFile
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.typedef import Record
+from pyiceberg.types import StructType
 
-from icepack_core.execution.metadata_diff import checked_manifests
 from icepack_core.inspection.avro_scan import read_checked
+from icepack_core.inspection.manifest_list import read_list
+from icepack_core.inspection.metadata import decompress
 from icepack_core.safety.admission import normalize_location
 
-
-def _manifests(metadata: TableMetadata, io: FileIO) -> dict[str, ManifestFile]:
-    """Every manifest any snapshot's list names, by path (each list read once)."""
-    out: dict[str, ManifestFile] = {}
-    for snapshot in metadata.snapshots:
-        for manifest in checked_manifests(snapshot, io):
-            out.setdefault(manifest.manifest_path, manifest)
-    return out
+# Manifest entry field ids (Iceberg spec, "Manifests"): the entry's data_file, and its path.
+DATA_FILE, FILE_PATH = 2, 100
 
 
-def _entry_paths(manifests: Iterable[ManifestFile], io: FileIO) -> set[str]:
-    paths: set[str] = set()
-    for manifest in manifests:
-        read_checked(io, manifest.manifest_path)  # no decoder sees a damaged file
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-            paths.add(entry.data_file.file_path)
-    return paths
+def _entry_paths(io: FileIO, manifest_path: str) -> set[str]:
+    """The file path of every entry of one manifest, whatever its status (read with the
+    manifest's own writer schema, so any format version)."""
+    read_checked(io, manifest_path)  # no decoder sees a damaged file
+    with AvroFile[Record](io.new_input(manifest_path)) as reader:
+        schema = reader.schema.as_struct()
+        top = {f.field_id: i for i, f in enumerate(schema.fields)}
+        data_type = schema.fields[top[DATA_FILE]].field_type
+        if not isinstance(data_type, StructType):
+            raise ValueError(f"manifest {manifest_path}: data_file is not a struct")
+        path_at = {f.field_id: i for i, f in enumerate(data_type.fields)}[FILE_PATH]
+        return {str(entry[top[DATA_FILE]][path_at]) for entry in reader}
 
 
-def referenced_paths(
-    metadata: TableMetadata, io: FileIO, metadata_location: str | None
-) -> frozenset[str]:
-    """The normalized paths of every file ``metadata`` references (blocking: reads every
-    manifest list and manifest of every snapshot; call from a thread).
+def _strings(items: Any, key: str) -> list[str]:
+    """``item[key]`` of every object in a metadata list, each required to be a string."""
+    found = [item[key] for item in items or []]
+    if not all(isinstance(value, str) for value in found):
+        raise ValueError(f"a {key} in the table metadata is not a string")
+    return found
+
+
+def referenced_paths(io: FileIO, metadata_location: str) -> frozenset[str]:
+    """The normalized paths of every file the metadata at ``metadata_location`` references
+    (blocking: reads every manifest list and manifest of every snapshot; call from a thread).
+
+    Read from the metadata file itself, not PyIceberg's model of it, so every table Iceberg
+    reads is covered (v1 snapshots listing their manifests inline, gzip metadata).
 
     Raises:
         AvroDamaged: a manifest list or manifest is damaged.
-        Exception: whatever the FileIO or PyIceberg's readers raise for a missing or corrupt
-            file. A caller must then treat every listed path as possibly referenced.
+        Exception: whatever the FileIO or the readers raise for a missing or corrupt file, or a
+            ``ValueError``/``KeyError`` for metadata that is not what the spec says. A caller
+            must then treat every listed path as possibly referenced.
     """
-    manifests = _manifests(metadata, io)
-    paths = set(manifests) | _entry_paths(manifests.values(), io)
-    paths.update(s.manifest_list for s in metadata.snapshots if s.manifest_list)
-    paths.update(s.statistics_path for s in metadata.statistics)
-    paths.update(s.statistics_path for s in metadata.partition_statistics)
-    paths.update(entry.metadata_file for entry in metadata.metadata_log)
-    if metadata_location:
-        paths.add(metadata_location)
+    with io.new_input(metadata_location).open() as stream:
+        doc = json.loads(decompress(stream.read()))
+    paths = {metadata_location}
+    manifests: set[str] = set()
+    for snapshot in doc.get("snapshots") or []:
+        listed = snapshot.get("manifest-list")
+        if listed:
+            paths.add(listed)
+            manifests.update(ref.manifest_path for ref in read_list(io, listed))
+        else:  # a v1 snapshot listing its manifests inline
+            inline = snapshot.get("manifests") or []
+            if not all(isinstance(path, str) for path in inline):
+                raise ValueError("a snapshot's inline manifests are not a list of paths")
+            manifests.update(inline)
+    paths |= manifests
+    for manifest in sorted(manifests):
+        paths |= _entry_paths(io, manifest)
+    for key in ("statistics", "partition-statistics"):
+        paths.update(_strings(doc.get(key), "statistics-path"))
+    paths.update(_strings(doc.get("metadata-log"), "metadata-file"))
     return frozenset(normalize_location(p) for p in paths)
 
 
