@@ -12,6 +12,7 @@ import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -247,3 +248,59 @@ async def test_resume_finishes_a_half_done_move_and_reports_a_vanished_file(db, 
         f"file://{plain}": "quarantined",
         f"file://{vanished}": "recorded",  # never claimed as quarantined
     }
+
+
+class CountingPool:
+    """The test's pool, counting the statements the quarantine sends through it."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool, self.calls = pool, 0
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.pool, name)
+
+        async def counted(*args: Any) -> Any:
+            self.calls += 1
+            return await method(*args)
+
+        return counted
+
+
+async def test_a_job_that_loses_its_fence_mid_quarantine_moves_at_most_one_more_file(db, tmp_path):
+    """Each file costs one round trip (the fenced mark proves the fence for the next move),
+    and a fence lost mid-run stops the quarantine: the move already under way lands, its mark
+    is refused, nothing after it moves."""
+    location = f"file://{tmp_path}/wh/t"
+    paths = []
+    for i in range(12):
+        path = tmp_path / "wh" / "t" / "data" / f"orphan-{i:02}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(64))
+        paths.append(f"file://{path}")
+    table_id = await table_row(db, "fenced")
+    job = await running_job(db, table_id)
+    pool = CountingPool(db)
+    mover = CountingMover(PyArrowFileIO())
+    quarantine = OrphanQuarantine(
+        pool, job.id, job.fence, table_id, location, mover, lambda: datetime.now(UTC)
+    )  # type: ignore[arg-type]
+    assert await quarantine.record(paths, REASON) == 12
+    pool.calls = 0
+
+    async def steal_after_the_fifth(_path: str) -> None:
+        if len(mover.moves) == 5:  # another executor re-claims the job now
+            await db.execute("UPDATE icepack.jobs SET fence = fence + 1 WHERE id = $1", job.id)
+
+    quarantine.after_move = steal_after_the_fifth
+    with pytest.raises(StaleFence):
+        await quarantine.quarantine(timedelta(days=7))
+
+    assert len(mover.moves) == 5  # none after the loss
+    # One batch read, one fence check, then one fenced mark per file (the 5th refused).
+    assert pool.calls == 1 + 1 + 5
+    states = dict(
+        await db.fetch(
+            "SELECT state, count(*) FROM icepack.deletions WHERE job_id = $1 GROUP BY 1", job.id
+        )
+    )
+    assert states == {"quarantined": 4, "recorded": 8}

@@ -132,7 +132,10 @@ class OrphanQuarantine:
 
     async def _still_ours(self, what: str) -> None:
         """Refuse to touch a file once the job is not ours: a lost job moves nothing more.
-        (A move racing the loss is harmless: the next attempt finds the file where it went.)"""
+        (A move racing the loss is harmless: the next attempt finds the file where it went.)
+
+        Skipped right after a successful mark: the mark's fenced UPDATE proved the same thing
+        one round trip earlier, so each file costs one round trip, not two."""
         fence = await self.pool.fetchval(load_query("job_running_fence"), self.job_id)
         if fence != self.fence:
             raise self._stale(what)
@@ -175,6 +178,7 @@ class OrphanQuarantine:
         """Move every ``recorded`` row's file of this job to quarantine (module doc)."""
         report = LedgerReport()
         skipped: set[int] = set()
+        proven = False  # the last round trip proved the fence (see _still_ours)
         while True:
             rows = await self.pool.fetch(
                 load_query("deletion_recorded_batch"),
@@ -188,7 +192,9 @@ class OrphanQuarantine:
             for row in rows:
                 path = row["path"]
                 target = quarantine_path(self.location, self.job_id, path)
-                await self._still_ours(f"quarantine {path}")
+                if not proven:
+                    await self._still_ours(f"quarantine {path}")
+                proven = False
                 outcome = await asyncio.to_thread(self._quarantine_one, path, target, row)
                 if outcome == "missing":
                     report.missing.append(path)
@@ -206,6 +212,7 @@ class OrphanQuarantine:
                 )
                 if marked is None:
                     raise self._stale(f"mark {path} quarantined")
+                proven = True
                 if outcome == "resumed":
                     report.resumed += 1
                 report.note(path, row["size_bytes"])
@@ -225,6 +232,7 @@ class OrphanQuarantine:
     async def purge(self) -> LedgerReport:
         """Delete this table's quarantined files whose ``purge_after`` has passed."""
         report = LedgerReport()
+        proven = False
         while True:
             rows = await self.pool.fetch(
                 load_query("deletion_purge_due"), self.table_id, self.now(), self.batch_size
@@ -232,15 +240,18 @@ class OrphanQuarantine:
             if not rows:
                 return report
             for row in rows:
-                await self._still_ours(f"purge {row['quarantine_path']}")
+                if not proven:
+                    await self._still_ours(f"purge {row['quarantine_path']}")
                 await asyncio.to_thread(self.mover.delete, row["quarantine_path"])
                 await self._mark(row, "purged")
+                proven = True
                 report.note(row["path"], row["size_bytes"])
 
     async def restore(self, source_job: int) -> LedgerReport:
         """Move job ``source_job``'s quarantined files of this table back to their paths."""
         report = LedgerReport()
         refused: set[int] = set()
+        proven = False
         for row in await self.pool.fetch(load_query("deletion_list_job"), source_job):
             if row["table_id"] != self.table_id:
                 continue
@@ -257,13 +268,16 @@ class OrphanQuarantine:
             if not rows:
                 return report
             for row in rows:
-                await self._still_ours(f"restore {row['path']}")
+                if not proven:
+                    await self._still_ours(f"restore {row['path']}")
+                proven = False
                 reason = await asyncio.to_thread(self._restore_one, row)
                 if reason is not None and reason != "resumed":
                     report.refused.append({"path": row["path"], "reason": reason})
                     refused.add(row["id"])
                     continue
                 await self._mark(row, "restored")
+                proven = True
                 if reason == "resumed":
                     report.resumed += 1
                 report.note(row["path"], row["size_bytes"])
