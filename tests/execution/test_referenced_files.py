@@ -7,13 +7,16 @@ manifests inline, which PyIceberg's model does not read."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from pyiceberg.io import InputFile, InputStream
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import StaticTable
 
 from icepack_core.discovery.catalogs import load_catalog
+from icepack_core.execution.metadata_diff import checked_manifests, read_live_entries
 from icepack_core.execution.referenced_files import referenced_paths, split_referenced
 from icepack_core.safety.admission import normalize_location
 from tests.execution.spark_tables import make_small_files_table, unique_name
@@ -93,3 +96,49 @@ def test_a_v1_table_listing_its_manifests_inline_references_its_twin_s_files(mon
     lists = {p for p in content_and_manifests if "/snap-" in p}  # removed from the copy
     assert len(content_and_manifests - lists) > 3
     assert content_and_manifests - lists <= inline
+
+
+class CountingIO(PyArrowFileIO):
+    """The local FileIO, counting how often each file is opened for reading."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: Counter[str] = Counter()
+
+    def new_input(self, location: str) -> InputFile:
+        inner = super().new_input(location)
+        opened = self.opened
+
+        class Counted(InputFile):
+            def __len__(self) -> int:
+                return len(inner)
+
+            def exists(self) -> bool:
+                return inner.exists()
+
+            def open(self, seekable: bool = True) -> InputStream:
+                opened[location] += 1
+                return inner.open(seekable)
+
+        return Counted(location)
+
+
+@pytest.mark.parametrize("name", ["spark_v2", "spark_v3", "pyiceberg_v2"])
+def test_every_manifest_and_manifest_list_is_read_once(name, monkeypatch):
+    """The framing check and the decoder share one read: against object storage each read is
+    a request, and the reference check and the verification's file diff read every manifest."""
+    monkeypatch.chdir(TABLES)
+    metadata = CASES[name]["metadata"]
+    io = CountingIO()
+    referenced = referenced_paths(io, metadata)
+    avro = {p: n for p, n in io.opened.items() if p.endswith(".avro")}
+    assert len(avro) >= 2
+    assert set(avro.values()) == {1}, avro
+    assert {normalize_location(p) for p in avro} <= referenced
+
+    table = StaticTable.from_metadata(metadata)
+    for snapshot in table.metadata.snapshots:  # the verification's file diff, one snapshot
+        io = CountingIO()
+        for manifest in checked_manifests(snapshot, io):
+            read_live_entries(io, manifest, partitioned=bool(table.spec().fields))
+        assert len(io.opened) >= 2 and set(io.opened.values()) == {1}, io.opened

@@ -40,7 +40,7 @@ from typing import Any
 
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import ManifestFile
+from pyiceberg.manifest import ManifestFile, read_manifest_list
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.transforms import IdentityTransform
@@ -55,7 +55,7 @@ from icepack_core.execution.verification_scope import (
     Partition,
     TableLayout,
 )
-from icepack_core.inspection.avro_scan import read_checked
+from icepack_core.inspection.avro_scan import checked_input
 from icepack_core.inspection.exact_doubles import exact_doubles
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import SparkType, canonical_text_expr, typed_literal
@@ -115,8 +115,8 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
     identities: list[Identity] = []
     values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]] = {}
     spec_id = manifest.partition_spec_id
-    read_checked(io, manifest.manifest_path)  # no decoder sees a damaged file
-    with AvroFile[Record](io.new_input(manifest.manifest_path)) as reader:
+    # Framing checked before the decoder sees the bytes, which are read once.
+    with AvroFile[Record](checked_input(io, manifest.manifest_path)) as reader:
         # ``AvroFile`` reads every block with ``self.reader`` (built on enter).
         reader.reader = exact_doubles(reader.reader)
         top = _positions(reader.schema.as_struct())
@@ -176,14 +176,15 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
 
 
 def checked_manifests(snapshot: Snapshot, io: FileIO) -> list[ManifestFile]:
-    """``snapshot.manifests(io)``, its manifest list's framing checked first.
+    """``snapshot.manifests(io)``, its manifest list read once and its framing checked before
+    PyIceberg's reader decodes it.
 
     Raises:
         AvroDamaged: the manifest list is damaged (``avro_scan.check_framing``).
     """
-    if snapshot.manifest_list:
-        read_checked(io, snapshot.manifest_list)
-    return snapshot.manifests(io)
+    if not snapshot.manifest_list:
+        return snapshot.manifests(io)
+    return list(read_manifest_list(checked_input(io, snapshot.manifest_list)))
 
 
 def identity_columns(table: Table, layout: TableLayout) -> list[MetadataColumn]:

@@ -29,7 +29,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.typedef import Record
 from pyiceberg.types import StructType
 
-from icepack_core.inspection.avro_scan import read_checked
+from icepack_core.inspection.avro_scan import checked_input
 from icepack_core.inspection.manifest_list import read_list
 from icepack_core.inspection.metadata import decompress
 from icepack_core.safety.admission import normalize_location
@@ -41,8 +41,7 @@ DATA_FILE, FILE_PATH = 2, 100
 def _entry_paths(io: FileIO, manifest_path: str) -> set[str]:
     """The file path of every entry of one manifest, whatever its status (read with the
     manifest's own writer schema, so any format version)."""
-    read_checked(io, manifest_path)  # no decoder sees a damaged file
-    with AvroFile[Record](io.new_input(manifest_path)) as reader:
+    with AvroFile[Record](checked_input(io, manifest_path)) as reader:  # framing checked
         schema = reader.schema.as_struct()
         top = {f.field_id: i for i, f in enumerate(schema.fields)}
         data_type = schema.fields[top[DATA_FILE]].field_type

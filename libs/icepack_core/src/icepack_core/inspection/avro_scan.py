@@ -24,13 +24,14 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from io import BytesIO
 from typing import Any, Generic, TypeVar
 
 from pyiceberg.avro.codecs import KNOWN_CODECS
 from pyiceberg.avro.decoder import new_decoder
 from pyiceberg.avro.reader import Reader
 from pyiceberg.avro.resolver import construct_reader
-from pyiceberg.io import FileIO
+from pyiceberg.io import FileIO, InputFile, InputStream
 from pyiceberg.manifest import MANIFEST_ENTRY_SCHEMAS, FileFormat
 from pyiceberg.types import NestedField, StructType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
@@ -477,6 +478,35 @@ def read_checked(io: FileIO, location: str) -> bytes:
         data = stream.read()
     check_framing(data)
     return data
+
+
+class CheckedInput(InputFile):
+    """An Avro file read once and framing-checked (``read_checked``), served to PyIceberg's
+    readers from memory: the decoder sees exactly the bytes that were checked, and the store
+    is asked once per file, not twice."""
+
+    def __init__(self, location: str, data: bytes) -> None:
+        super().__init__(location)
+        self._data = data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def exists(self) -> bool:
+        return True
+
+    def open(self, seekable: bool = True) -> InputStream:
+        return BytesIO(self._data)
+
+
+def checked_input(file_io: FileIO, location: str) -> CheckedInput:
+    """``read_checked`` of ``location`` as an ``InputFile`` (blocking: call from a thread).
+
+    Raises:
+        AvroDamaged: see ``check_framing``.
+        Exception: the FileIO's error for a missing or unreadable file.
+    """
+    return CheckedInput(location, read_checked(file_io, location))
 
 
 def open_container(data: bytes) -> Container:

@@ -28,6 +28,7 @@ from pyiceberg.manifest import read_manifest_list
 
 from icepack_core.errors import AvroDamaged, AvroUnsupported, InspectionFailed
 from icepack_core.inspection.avro_scan import (
+    CheckedInput,
     CompiledCache,
     _Compiler,
     check_framing,
@@ -154,7 +155,7 @@ def read_list(io: FileIO, location: str) -> list[ManifestRef]:
         check_framing(data)  # before PyIceberg's reader sees it
         return [
             ManifestRef(m.manifest_path, m.manifest_length, m.partition_spec_id, int(m.content))
-            for m in read_manifest_list(io.new_input(location))
+            for m in read_manifest_list(CheckedInput(location, data))
         ]
 
 

@@ -48,6 +48,7 @@ from pyiceberg.manifest import (
 
 from icepack_core.errors import AvroUnsupported
 from icepack_core.inspection.avro_scan import (
+    CheckedInput,
     Entry,
     Plan,
     check_format,
@@ -202,7 +203,9 @@ def read_manifest(manifest: ManifestLike, io: FileIO, small_threshold: int) -> M
             return _aggregate_scanned(spec_id, plan, entries, small_threshold)
     except AvroUnsupported:
         check_framing(data)
-        return read_manifest_pyiceberg(manifest, io, small_threshold, spec_id)
+        return read_manifest_pyiceberg(
+            manifest, io, small_threshold, spec_id, CheckedInput(manifest.manifest_path, data)
+        )
 
 
 def _aggregate_scanned(
@@ -255,10 +258,15 @@ def _aggregate_scanned(
 
 
 def read_manifest_pyiceberg(
-    manifest: ManifestLike, io: FileIO, small_threshold: int, spec_id: int | None = None
+    manifest: ManifestLike,
+    io: FileIO,
+    small_threshold: int,
+    spec_id: int | None = None,
+    checked: CheckedInput | None = None,
 ) -> ManifestAggregate:
     """``read_manifest`` through PyIceberg's Avro reader (the reference path), entry by entry
-    as ``ManifestFile.fetch_manifest_entry`` reads them, without holding them all.
+    as ``ManifestFile.fetch_manifest_entry`` reads them, without holding them all. ``checked``
+    is the manifest already read and framing-checked; without it the file is read from ``io``.
 
     Raises:
         Exception: whatever the FileIO or Avro reader raises for a missing or corrupt file.
@@ -267,7 +275,7 @@ def read_manifest_pyiceberg(
     if spec_id is None:
         spec_id = manifest.partition_spec_id or 0
     with AvroFile[ManifestEntry](
-        io.new_input(manifest.manifest_path),
+        checked if checked is not None else io.new_input(manifest.manifest_path),
         MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION],
         read_types={-1: ManifestEntry, 2: DataFile},
         read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
