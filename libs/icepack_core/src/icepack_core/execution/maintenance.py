@@ -248,8 +248,10 @@ class TableMaintenance:
         # Iceberg's Spark catalog caches a loaded table until 30 s after its last access, so a
         # session that keeps maintaining a table keeps the metadata it first loaded. Every
         # action starts from the catalog's: an orphan listing from an older view would name
-        # files committed since as orphans.
-        await self.engine.sql(f"REFRESH TABLE {self.qualified}")
+        # files committed since as orphans. An expiry through the ledger refreshes at the point
+        # that matters, right before its check (``expiry_ledger.live_view``).
+        if not (isinstance(intent, ExpireSnapshots) and self.expiry is not None):
+            await self.engine.sql(f"REFRESH TABLE {self.qualified}")
         location = None
         if isinstance(intent, RemoveOrphanFiles):
             location = await self._confirmed_location()
