@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from icepack_core.discovery.refresh import Discovery
+from icepack_core.discovery.catalogs import CatalogSet
+from icepack_core.discovery.refresh import Discovery, refresh_table
+from icepack_core.inspection.process import TableInspections
 from icepack_core.settings import CatalogConfig, load_settings
 from tests.plugins.catalogs import rows
 
@@ -122,3 +124,35 @@ async def test_a_broken_catalog_records_an_error_and_keeps_its_tables(
     assert status["last_error"] and status["last_ok_at"] is not None
     down = await db.fetchrow("SELECT * FROM icepack.catalog_status WHERE catalog='down'")
     assert down["last_ok_at"] is None and down["last_error"]
+
+
+async def test_a_commit_seen_by_a_sql_listing_keeps_the_stored_properties(
+    db, database_url, tmp_path, scratch_catalog
+):
+    """A SQL catalog's listing (and a targeted refresh of it) carries no properties. The stored
+    ones come from the inspector and are what the planner and admission read (an opt-out, the
+    write paths of the overlap check, gc.enabled): a commit must not wipe them."""
+    cfg, catalog = scratch_catalog
+    catalog.create_namespace("ns")
+    table = catalog.create_table(
+        "ns.opted_out", rows(0).schema, properties={"icepack.maintenance.enabled": "false"}
+    )
+    settings = make_settings(database_url, tmp_path, cfg)
+    discovery = Discovery(settings, db)
+    await discovery.run_once()
+    table_id = await db.fetchval("SELECT id FROM icepack.tables WHERE name = 'opted_out'")
+    await TableInspections(settings, db).inspect_and_record(table_id)
+    stored = await db.fetchval("SELECT properties FROM icepack.tables WHERE id = $1", table_id)
+    assert stored["icepack.maintenance.enabled"] == "false"
+
+    table.append(rows(3))
+    assert (await discovery.run_once()).changed == 1
+    table.append(rows(3))
+    pushed = await refresh_table(db, CatalogSet([cfg]), cfg, ("ns",), "opted_out")
+    assert pushed.changed == 1
+
+    row = await db.fetchrow(
+        "SELECT metadata_location, properties FROM icepack.tables WHERE id = $1", table_id
+    )
+    assert row["metadata_location"] == catalog.load_table("ns.opted_out").metadata_location
+    assert row["properties"] == stored

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.catalog import Catalog
@@ -152,12 +152,15 @@ class ListedTable:
 
     ``etag`` is the ETag a REST full load answered with (None: none sent, or not loaded so).
     ``not_modified``: a conditional load answered 304; ``metadata_location`` is then the stored
-    location that ETag belongs to and ``properties`` are empty (the stored ones stand).
+    location that ETag belongs to.
+
+    ``properties`` is None when this sighting did not read them (a SQL catalog's listing, a 304,
+    a failed load): the stored ones stand. ``{}`` means the table has none.
     """
 
     ref: TableRef
     metadata_location: str | None
-    properties: dict[str, Any] = field(default_factory=dict)
+    properties: dict[str, Any] | None = None
     error: str | None = None
     etag: str | None = None
     not_modified: bool = False
@@ -183,6 +186,24 @@ def _sql_locations(catalog: Catalog) -> dict[tuple[str, str], str | None]:
     ).where(IcebergTables.catalog_name == catalog.name)
     with Session(catalog.engine) as session:
         return {(ns, name): loc for ns, name, loc in session.execute(stmt)}
+
+
+def sql_table_row(catalog: Catalog, namespace: str, name: str) -> tuple[bool, str | None]:
+    """Whether a SQL catalog has the table ``namespace``/``name`` (its own key: levels joined by
+    "." unescaped), and its metadata location, from the catalog's own row (blocking)."""
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    assert isinstance(catalog, SqlCatalog)
+    stmt = select(IcebergTables.metadata_location).where(
+        IcebergTables.catalog_name == catalog.name,
+        IcebergTables.table_namespace == namespace,
+        IcebergTables.table_name == name,
+    )
+    with Session(catalog.engine) as session:
+        found = session.execute(stmt).first()
+    return (False, None) if found is None else (True, found[0])
 
 
 async def load_table(
@@ -218,7 +239,7 @@ async def load_listed(
         got = await asyncio.to_thread(gate.call, "load", None, rest_load, rest, ident, None)
         return ListedTable(ref, got.metadata_location, got.properties, etag=got.etag)
     table = await load_table(catalog, ref, gate)
-    properties = dict(table.metadata.properties) if cfg.type != "sql" else {}
+    properties = dict(table.metadata.properties) if cfg.type != "sql" else None
     return ListedTable(ref, table.metadata_location, properties)
 
 

@@ -133,7 +133,7 @@ def unfit_reason(item: ListedTable) -> str | None:
         except InvalidIdentifier as exc:
             return f"invalid name: {exc}"
     texts: list[tuple[str, Any]] = [("metadata location", item.metadata_location)]
-    for key, value in item.properties.items():
+    for key, value in (item.properties or {}).items():
         texts += [(f"property name {key!a}", key), (f"property {key!a}", value)]
     for label, text in texts:
         if not isinstance(text, str):
@@ -309,7 +309,7 @@ async def _insert_new(
                 [item.ref.namespace for item in items],
                 [item.ref.name for item in items],
                 [item.metadata_location for item in items],
-                [json.dumps(item.properties) for item in items],
+                [json.dumps(item.properties or {}) for item in items],
             )
             ids = {(r["namespace"], r["name"]): int(r["id"]) for r in rows}
             announced = []
@@ -359,7 +359,7 @@ async def _apply_one(
             key[0],
             key[1],
             item.metadata_location,
-            item.properties,
+            item.properties or {},
         )
         await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, table_id, payload)
         result.discovered += 1
@@ -405,7 +405,8 @@ async def apply_change(
     would: the same rows and events, in one transaction under the catalog's lock.
 
     ``dropped`` marks the table dropped (``table.dropped``); otherwise the table is recorded at
-    ``metadata_location`` with ``properties`` (``table.discovered`` or ``table.changed``,
+    ``metadata_location`` with ``properties`` (None: not read, the stored ones stand;
+    ``table.discovered`` or ``table.changed``,
     nothing when unchanged), with ``etag`` when the load that read ``metadata_location``
     answered one. A table that cannot be recorded is skipped and logged, as in a poll.
     """
@@ -422,7 +423,7 @@ async def apply_change(
                     await _announce(conn, Topic.TABLE_DROPPED, cfg.name, key, gone["id"])
                     result.dropped += 1
             return result
-        item = ListedTable(ref, metadata_location, properties or {})
+        item = ListedTable(ref, metadata_location, properties)
         reason = unfit_reason(item)
         if reason is not None:
             _skip(result, key, reason)

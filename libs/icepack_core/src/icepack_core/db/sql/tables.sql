@@ -40,12 +40,15 @@ SELECT t.id, t.namespace, t.name, t.metadata_location, t.dropped_at, t.catalog_e
 
 -- name: table_update_seen
 -- A known table seen again with a new metadata location or after being dropped: record the
--- location (keep the old one when this listing could not load it) and clear dropped_at. A new
+-- location (keep the old one when this listing could not load it) and clear dropped_at. The
+-- properties are replaced only when this sighting read them with the location ($3 NULL: a SQL
+-- catalog's listing has none; the stored ones, which safety rules read, stand). A new
 -- location clears the stored ETag (it belonged to the old one; discovery sets the new one with
 -- table_set_etags in the same transaction).
 UPDATE icepack.tables
    SET metadata_location = coalesce($2, metadata_location),
-       properties        = CASE WHEN $2::text IS NULL THEN properties ELSE $3::jsonb END,
+       properties        = CASE WHEN $2::text IS NULL OR $3::jsonb IS NULL THEN properties
+                                ELSE $3::jsonb END,
        catalog_etag      = CASE WHEN $2::text IS NULL THEN catalog_etag END,
        last_seen_at      = now(),
        dropped_at        = NULL
