@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 from collections.abc import AsyncIterator, Callable
 
 import asyncpg
@@ -19,6 +20,7 @@ import pytest
 from icepack_core.discovery.catalogs import CatalogSet
 from icepack_core.discovery.push import (
     APPLICATION_NAME,
+    CHANNEL,
     CatalogWatcher,
     catalog_dsn,
     parse_change,
@@ -173,3 +175,45 @@ def test_malformed_notifications_are_ignored_not_fatal():
         ' "metadata_location": null}'
     )
     assert change is not None and change.dropped and change.namespace == "a.b"
+
+
+async def test_a_forged_notification_changes_only_what_the_catalog_says(db, scratch_catalog):
+    """Any role that can connect to the catalog's database can NOTIFY. A notification names a
+    table to look at; whether it exists and where its metadata is come from the catalog's row."""
+    cfg, catalog = scratch_catalog
+    cfg = cfg.model_copy(update={"notify": True})
+    catalog.create_namespace("ns")
+    catalog.create_table("ns.real", rows(0).schema)
+    real = catalog.load_table("ns.real").metadata_location
+    forged = [
+        {"op": "DELETE", "catalog": cfg.name, "namespace": "ns", "table": "real"},
+        {
+            "op": "UPDATE",
+            "catalog": cfg.name,
+            "namespace": "ns",
+            "table": "real",
+            "metadata_location": "file:///elsewhere/00009-x.metadata.json",
+        },
+        {
+            "op": "INSERT",
+            "catalog": cfg.name,
+            "namespace": "ns",
+            "table": "ghost",
+            "metadata_location": "file:///elsewhere/00001-y.metadata.json",
+        },
+    ]
+    async with watching(db, cfg) as watcher:
+        await wait_until_events(db, "real", ["table.discovered"])
+        conn = await asyncpg.connect(catalog_dsn(cfg))
+        try:
+            for payload in forged:
+                await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, json.dumps(payload))
+        finally:
+            await conn.close()
+        await wait_until(lambda: watcher.applied >= 3, DEADLINE, "the notifications handled")
+    row = await db.fetchrow(
+        "SELECT metadata_location, dropped_at FROM icepack.tables WHERE name = 'real'"
+    )
+    assert row["dropped_at"] is None and row["metadata_location"] == real
+    assert [t for t, _ in await table_events(db, "real")] == ["table.discovered"]
+    assert await db.fetchval("SELECT count(*) FROM icepack.tables WHERE name = 'ghost'") == 0

@@ -7,6 +7,11 @@ with ``notify: true``, discovery installs (idempotently) a trigger on that table
 ``CatalogWatcher`` LISTENs on the catalog's database and refreshes just that table, through the
 same code as a poll (``refresh.apply_change``), in the same transaction as its events.
 
+A notification is only a hint of which table to look at. Any role that can connect to the
+catalog's database can ``NOTIFY``, so the table's location, and whether it still exists, are
+read from the catalog's own row, never taken from the payload: a forged "dropped" would
+otherwise take a live table out of the location-overlap checks of orphan removal.
+
 The trigger must never break a writer's commit: it catches every error of its own, and a
 payload too large for ``NOTIFY`` (8000 bytes) becomes ``{"overflow": true}``, on which the
 watcher refreshes the whole catalog. After every (re)connect the watcher refreshes the whole
@@ -25,7 +30,7 @@ from typing import Any
 import asyncpg
 import structlog
 
-from icepack_core.discovery.catalogs import CatalogSet, table_selected
+from icepack_core.discovery.catalogs import CatalogSet, sql_table_row, table_selected
 from icepack_core.discovery.refresh import CATALOG_TIMEOUT_SECONDS, apply_change, refresh_catalog
 from icepack_core.queue.events import Listener
 from icepack_core.settings import CatalogConfig
@@ -201,12 +206,17 @@ class CatalogWatcher:
             levels = tuple(change.namespace.split("."))  # the SQL catalog's own key
             if not table_selected(self.cfg, join_namespace(levels), change.table):
                 continue
-            await apply_change(
-                self.pool,
-                self.cfg,
-                levels,
+            catalog = await self.catalogs.get(self.cfg.name)
+            exists, location = await asyncio.to_thread(
+                self.catalogs.gates[self.cfg.name].call,
+                "query",
+                None,
+                sql_table_row,
+                catalog,
+                change.namespace,
                 change.table,
-                change.metadata_location,
-                dropped=change.dropped,
+            )
+            await apply_change(
+                self.pool, self.cfg, levels, change.table, location, dropped=not exists
             )
             self.applied += 1
