@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
+from icepack_core.db.queries import load_query
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.errors import PermanentError, StaleFence
 from icepack_core.execution.file_mover import FileMover
@@ -30,6 +31,7 @@ from icepack_core.execution.quarantine import (
     relative_path,
 )
 from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.safety.admission import normalize_location
 from icepack_core.settings import CatalogConfig
 from tests.plugins.catalogs import SCHEMA, Seaweed, rows
 
@@ -304,3 +306,49 @@ async def test_a_job_that_loses_its_fence_mid_quarantine_moves_at_most_one_more_
         )
     )
     assert states == {"quarantined": 4, "recorded": 8}
+
+
+async def test_the_quarantine_moves_only_orphan_rows_and_never_a_referenced_one(db, tmp_path):
+    """One job can expire snapshots and remove orphans: the expiry's ``recorded`` rows (left by
+    an attempt that died before its CALL) are the expiry's, never the quarantine's to move. And
+    a row an earlier attempt recorded is checked against the current references like a new
+    listing: a writer may have committed the file since."""
+    location = (tmp_path / "t").as_uri()
+    data = tmp_path / "t" / "data"
+    data.mkdir(parents=True)
+    files = {name: data / f"{name}.parquet" for name in ("orphan", "now-referenced", "expiring")}
+    for path in files.values():
+        path.write_bytes(os.urandom(300))
+    table_id = await table_row(db, "mixed")
+    job = await running_job(db, table_id)
+    expiring = files["expiring"].as_uri()
+    await db.fetch(  # the expiry ledger's own query, as ExpiryLedger._record sends it
+        load_query("deletion_expiry_record"),
+        job.id,
+        job.fence,
+        table_id,
+        [expiring],
+        [300],
+        ["data"],
+        "expired by a snapshot expiry",
+    )
+    mover = CountingMover(PyArrowFileIO())
+    quarantine = ledger(db, job, table_id, location, mover)
+    orphans = [files["orphan"].as_uri(), files["now-referenced"].as_uri()]
+    assert await quarantine.record(orphans, REASON) == 2
+    referenced = frozenset({normalize_location(files["now-referenced"].as_uri())})
+
+    report = await quarantine.quarantine(timedelta(days=7), referenced)
+
+    assert mover.moves == [files["orphan"].as_uri()]
+    assert report.kept_referenced == [files["now-referenced"].as_uri()]
+    assert files["now-referenced"].exists() and files["expiring"].exists()
+    states = {
+        r["path"]: (r["action"], r["state"])
+        for r in await db.fetch("SELECT * FROM icepack.deletions WHERE job_id = $1", job.id)
+    }
+    assert states == {
+        files["orphan"].as_uri(): ("remove_orphan_files", "quarantined"),
+        files["now-referenced"].as_uri(): ("remove_orphan_files", "recorded"),
+        expiring: ("expire_snapshots", "recorded"),
+    }

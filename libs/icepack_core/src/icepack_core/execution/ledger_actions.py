@@ -48,9 +48,10 @@ def _utc_now() -> datetime:
 
 async def unreferenced(
     loaded: LoadedTable, listed: list[str], ref: TableRef
-) -> tuple[list[str], list[str]]:
-    """``listed`` split into (free, kept): kept are the paths the table's current metadata
-    references (``referenced_files``), which a listing from an older view can name.
+) -> tuple[list[str], list[str], frozenset[str]]:
+    """``listed`` split into (free, kept), and the reference set they were split by: kept are
+    the paths the table's current metadata references (``referenced_files``), which a listing
+    from an older view can name.
 
     Raises:
         PermanentError: the references cannot be read, so no listed path can be trusted.
@@ -70,7 +71,7 @@ async def unreferenced(
             kept=len(kept),
             sample=kept[:SAMPLE],
         )
-    return free, kept
+    return free, kept, referenced
 
 
 class LedgerActions:
@@ -126,12 +127,13 @@ class LedgerActions:
 
         async def sink(paths: list[str], location: str, older_than: datetime) -> dict[str, Any]:
             loaded = await self.inspector.load(ref)
-            paths, kept = await unreferenced(loaded, paths, ref)
+            paths, kept, referenced = await unreferenced(loaded, paths, ref)
             quarantine = self._quarantine(job, table_id, loaded, location)
             reason = f"not referenced by any snapshot; older than {older_than.isoformat()}"
             recorded = await quarantine.record(paths, reason)
             retention = timedelta(days=quarantine_days)
-            report = await quarantine.quarantine(retention)
+            # Rows an earlier attempt recorded are checked against the same fresh references.
+            report = await quarantine.quarantine(retention, referenced)
             output: dict[str, Any] = {
                 "recorded": recorded,
                 **report_output(report, "quarantined"),

@@ -16,6 +16,9 @@ Resuming after a crash (same job, new fence) continues from the ledger, one row 
 - neither present: reported as missing (someone else deleted it); the row stays ``recorded``.
 
 So every file is in exactly one of its source and its quarantine path, and none is moved twice.
+Only the job's orphan rows are moved (an expiry in the same job keeps its own rows), and none
+whose path the table's current metadata references (``quarantine``'s ``referenced``), whichever
+attempt recorded it.
 
 Iceberg's orphan listing skips every directory whose name starts with ``.`` or ``_``
 (``org.apache.iceberg.hadoop.HiddenPathFilter``), so quarantined files are never listed again;
@@ -98,6 +101,7 @@ class LedgerReport:
     resumed: int = 0
     bytes: int = 0
     missing: list[str] = field(default_factory=list)
+    kept_referenced: list[str] = field(default_factory=list)
     refused: list[dict[str, str]] = field(default_factory=list)
     purged_before: list[str] = field(default_factory=list)
     sample: list[str] = field(default_factory=list)
@@ -174,8 +178,16 @@ class OrphanQuarantine:
     def _sizes(self, paths: list[str]) -> list[int | None]:
         return [self.mover.size(p) for p in paths]
 
-    async def quarantine(self, retention: timedelta) -> LedgerReport:
-        """Move every ``recorded`` row's file of this job to quarantine (module doc)."""
+    async def quarantine(
+        self, retention: timedelta, referenced: frozenset[str] | None = None
+    ) -> LedgerReport:
+        """Move every ``recorded`` orphan row's file of this job to quarantine (module doc).
+
+        ``referenced``: the normalized paths the table's current metadata references
+        (``referenced_files``). A row whose path is in it is not moved, whichever attempt
+        recorded it: a commit since that attempt may reference the file now. It stays
+        ``recorded`` and is reported in ``kept_referenced``.
+        """
         report = LedgerReport()
         skipped: set[int] = set()
         proven = False  # the last round trip proved the fence (see _still_ours)
@@ -185,12 +197,17 @@ class OrphanQuarantine:
                 self.job_id,
                 "recorded",
                 self.batch_size + len(skipped),
+                ORPHAN_ACTION,
             )
             rows = [r for r in rows if r["id"] not in skipped]
             if not rows:
                 return report
             for row in rows:
                 path = row["path"]
+                if referenced is not None and normalize_location(path) in referenced:
+                    report.kept_referenced.append(path)
+                    skipped.add(row["id"])
+                    continue
                 target = quarantine_path(self.location, self.job_id, path)
                 if not proven:
                     await self._still_ours(f"quarantine {path}")
@@ -263,6 +280,7 @@ class OrphanQuarantine:
                 source_job,
                 "quarantined",
                 self.batch_size + len(refused),
+                ORPHAN_ACTION,
             )
             rows = [r for r in rows if r["id"] not in refused and r["table_id"] == self.table_id]
             if not rows:
@@ -314,6 +332,8 @@ def report_output(report: LedgerReport, verb: str) -> dict[str, Any]:
     }
     if report.missing:
         output["missing"] = report.missing[:1000]
+    if report.kept_referenced:
+        output["kept_referenced_recorded"] = report.kept_referenced[:1000]
     if report.refused:
         output["refused"] = report.refused[:1000]
     if report.purged_before:

@@ -20,9 +20,10 @@ WITH fenced AS (
 SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT count(*) FROM written) AS written;
 
 -- name: deletion_recorded_batch
--- The next rows of job $1 in state $2, oldest first, at most $3.
+-- The next rows of job $1 in state $2 recorded by action $4, oldest first, at most $3 (a job
+-- that expires snapshots and removes orphans holds rows of both under one id).
 SELECT * FROM icepack.deletions
- WHERE job_id = $1 AND state = $2
+ WHERE job_id = $1 AND state = $2 AND action = $4
  ORDER BY id
  LIMIT $3;
 
