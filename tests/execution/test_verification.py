@@ -335,3 +335,34 @@ async def test_successful_rewrite_stores_its_evidence_and_clears_the_record(
     assert output["verification"]["snapshots"][0]["ok"] is True
     assert await pending_row(db, table_id) is None
     assert content(spark, table) == before
+
+
+async def test_a_writer_in_another_process_is_never_reverted_by_the_rollback(
+    spark, engine, spark_catalog_settings
+):
+    """Spark's catalog caches the table: a commit made on top of the bad snapshot by another
+    client (PyIceberg here) is invisible to the session until a refresh. The rollback must see
+    it and leave the table alone rather than revert the writer and report a clean rollback."""
+    from icepack_core.discovery.catalogs import load_catalog
+
+    name = unique_name("otherwriter")
+    table = make_all_types_table(spark, NS, name)
+    (catalog_cfg,) = spark_catalog_settings.effective_catalogs()
+    bad: list[int] = []
+    writer: list[int] = []
+
+    async def drop_then_another_process_commits(_action):
+        bad.append(commit_dropping_a_file(spark, NS, name))
+        other = load_catalog(catalog_cfg).load_table((NS, name))
+        other.append(other.scan(row_filter="id = 2").to_arrow())
+        writer.append(load_catalog(catalog_cfg).load_table((NS, name)).metadata.current_snapshot_id)
+
+    with pytest.raises(VerificationFailed) as exc:
+        await maintenance(engine, name, after_call=drop_then_another_process_commits).run(
+            NO_OP_REWRITE
+        )
+    rollback = exc.value.evidence["rollback"]
+    assert rollback["status"] == "not_rolled_back", rollback
+    assert rollback["current_snapshot_id"] == writer[0] and rollback["bad_snapshot_id"] == bad[0]
+    spark.sql(f"REFRESH TABLE {table}")
+    assert current_snapshot(spark, table) == writer[0]

@@ -329,6 +329,9 @@ class RewriteVerifier:
         }
         if not replaces:
             return evidence
+        # Spark reads each snapshot through its cached table (Iceberg's CachingCatalog), which
+        # may not know a commit another client made since the CALL.
+        await self.engine.sql(f"REFRESH TABLE {self.qualified}")
         memo: dict[int, Fingerprint] = {}
         layouts: list[TableLayout | str] = []
 
@@ -404,6 +407,10 @@ class RewriteVerifier:
     async def _roll_back(self, bad: int, parent: int, guard: Guard | None) -> dict[str, Any]:
         """Make ``parent`` current again if ``bad`` still is; say exactly what happened."""
         result: dict[str, Any] = {"to_snapshot_id": parent, "bad_snapshot_id": bad}
+        # The check and the procedure must see the catalog's current snapshot, not the one
+        # Spark cached: a writer in another process may have committed on top of the bad one,
+        # and rolling back would revert it while reporting a clean rollback.
+        await self.engine.sql(f"REFRESH TABLE {self.qualified}")
         current = await self.current_snapshot_id()
         if current != bad:
             # Rolling back would also revert the commits made on top of the bad one.
