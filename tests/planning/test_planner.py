@@ -130,6 +130,42 @@ async def test_invalid_table_property_is_reported_not_crashed_on(db, planner):
     assert "icepack.snapshot-expiry.retain-last" in outcome.recommendation.skipped[0].reason
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("icepack.snapshot-expiry.max-age-hours", "100000000"),  # before: OverflowError
+        ("icepack.maintenance.cadence-hours", "1e11"),  # before: OverflowError
+        ("icepack.maintenance.cadence-hours", "0"),  # before: a no-op job looped at once
+        ("icepack.maintenance.cadence-hours", "0.1"),
+    ],
+)
+async def test_a_duration_out_of_range_is_reported_not_crashed_on(db, planner, key, value):
+    """Every value a table property can hold ends in a plan or a reason naming it: a planner
+    exception would retry the table's work item forever and never plan it."""
+    table_id = await add_table(
+        db,
+        f"range-{abs(hash((key, value)))}",
+        status(small_file_count=30, small_file_bytes=30),
+        properties={key: value, "write.target-file-size-bytes": "²"},
+    )
+    outcome = await planner.plan(table_id, now=NOW)
+    assert outcome.job_id is None
+    assert key in outcome.recommendation.skipped[0].reason
+
+
+async def test_a_target_file_size_no_writer_could_mean_is_ignored(db, planner):
+    """``'²'.isdigit()`` is true and ``int('²')`` raises; 5,000 digits exceed Python's limit."""
+    for i, target in enumerate(["²", "9" * 5000, "-5", "0", str(2**63), " 64"]):
+        table_id = await add_table(
+            db,
+            f"target-{i}",
+            status(small_file_count=30, small_file_bytes=30),
+            properties={"write.target-file-size-bytes": target},
+        )
+        outcome = await planner.plan(table_id, now=NOW)
+        assert outcome.job_id is not None, target  # planned with Iceberg's default target
+
+
 async def test_cadence_uses_the_action_history(db, planner):
     table_id = await add_table(db, "recent", status(small_file_count=30, small_file_bytes=30))
     job_id = await db.fetchval(

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from icepack_core.errors import PolicyError
-from icepack_core.types import PolicyType
+from icepack_core.types import MAX_HOURS, MIN_CADENCE_HOURS, PolicyType
 
 POLICY_TYPES = tuple(PolicyType)
 
@@ -57,14 +57,14 @@ class MetadataCompactionConfig(_Config):
 class SnapshotExpiryConfig(_Config):
     """Expire snapshots older than a max age, keeping the newest ``retain_last``."""
 
-    max_snapshot_age_hours: float = Field(120.0, gt=0)  # Iceberg's default: 5 days
+    max_snapshot_age_hours: float = Field(120.0, gt=0, le=MAX_HOURS)  # Iceberg's default: 5 days
     retain_last: int = Field(1, ge=1)
 
 
 class OrphanFileRemovalConfig(_Config):
     """Delete files no snapshot references (``remove_orphan_files``); off unless enabled."""
 
-    older_than_hours: float = Field(ORPHAN_SAFE_HOURS, gt=0)
+    older_than_hours: float = Field(ORPHAN_SAFE_HOURS, gt=0, le=MAX_HOURS)
     # Going below 72 h risks deleting files of in-flight writers; only an explicit opt-in.
     allow_unsafe_older_than: bool = False
     dry_run_first: bool = True
@@ -74,7 +74,7 @@ class OrphanFileRemovalConfig(_Config):
     max_orphan_fraction: float = Field(0.10, gt=0, le=1)  # of live files, from 100 files on
     # Orphans are moved to a quarantine prefix, not deleted; a purge job deletes them this many
     # days later (until then ``icepack restore JOB`` puts them back).
-    quarantine_days: float = Field(7.0, gt=0)
+    quarantine_days: float = Field(7.0, gt=0, le=MAX_HOURS / 24)
 
     @model_validator(mode="after")
     def _safe_age(self) -> OrphanFileRemovalConfig:
@@ -280,8 +280,20 @@ def resolve(
     cadence = default_cadence_hours
     if CADENCE_HOURS in properties:
         cadence = _parse_number(CADENCE_HOURS, properties[CADENCE_HOURS])
+        if not MIN_CADENCE_HOURS <= cadence <= MAX_HOURS:
+            raise PolicyError(
+                f"table property {CADENCE_HOURS}={properties[CADENCE_HOURS]!r} must be between "
+                f"{MIN_CADENCE_HOURS:g} and {MAX_HOURS} hours"
+            )
 
-    configs = {t: parse_config(t, raw[t]) if enabled[t] else None for t in POLICY_TYPES}
+    configs: dict[str, _Config | None] = {}
+    for policy_type in POLICY_TYPES:
+        try:
+            configs[policy_type] = (
+                parse_config(policy_type, raw[policy_type]) if enabled[policy_type] else None
+            )
+        except PolicyError as exc:  # name where the bad value came from (a property?)
+            raise PolicyError(f"{exc} (from {sources[policy_type]})") from None
     return EffectivePolicy(
         maintenance_enabled=maintenance,
         cadence_hours=cadence,

@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from icepack_core.errors import ConfigError
 from icepack_core.telemetry.logs import redact_text, register_secrets
 from icepack_core.telemetry.logs import secret_key as _secret_key
+from icepack_core.types import MAX_HOURS, MIN_CADENCE_HOURS
 
 ENV_PREFIX = "ICEPACK_"
 _CATALOG_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -211,9 +212,9 @@ class Settings(BaseSettings):
     # queries, so a process with few in flight waits on round trips, not on its CPU.
     worker_concurrency: int = Field(6, ge=1, le=64)
     inspector_refresh_seconds: float = Field(3600.0, gt=0)  # age metrics without new events
-    maintenance_cadence_hours: float = Field(24.0, ge=0)
+    maintenance_cadence_hours: float = Field(24.0, ge=MIN_CADENCE_HOURS, le=MAX_HOURS)
     # Safety floor for expire_snapshots, whoever asks: never expire what is younger than this.
-    expiry_min_age_hours: float = Field(1.0, ge=0)
+    expiry_min_age_hours: float = Field(1.0, ge=0, le=MAX_HOURS)
 
     # Jobs: a lease long enough to survive a GC pause, heartbeats at a third of it.
     job_lease_seconds: float = Field(120.0, gt=0)
@@ -227,7 +228,7 @@ class Settings(BaseSettings):
     failure_backoff_cap_seconds: float = Field(86_400.0, ge=0)
     # An action whose last two runs on a table measured under 10 % of their predicted benefit
     # is not proposed there again for this long (or until its prediction doubles).
-    throttle_hours: float = Field(168.0, ge=0)
+    throttle_hours: float = Field(168.0, ge=0, le=MAX_HOURS)
 
     # Gateway: the largest request body it reads (bigger ones get 413 before any parsing), and
     # whether reads need a bearer token too (writes always do; probes and /metrics never).
@@ -238,8 +239,8 @@ class Settings(BaseSettings):
     gateway_hook_token: SecretStr | None = None
 
     # Retention of hot tables.
-    event_retention_hours: float = Field(168.0, gt=0)
-    job_retention_days: float = Field(30.0, gt=0)
+    event_retention_hours: float = Field(168.0, gt=0, le=MAX_HOURS)
+    job_retention_days: float = Field(30.0, gt=0, le=MAX_HOURS / 24)
 
     @field_validator("database_url")
     @classmethod

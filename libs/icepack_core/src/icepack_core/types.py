@@ -154,3 +154,12 @@ class TableRef:
 
     def __str__(self) -> str:
         return f"{self.catalog}.{self.namespace}.{self.name}"
+
+
+# The longest duration, in hours, a policy, a table property or a setting may give: any real
+# retention fits, and ``now - timedelta(hours=...)`` stays a date (a larger value raised
+# OverflowError in the planner on every retry).
+MAX_HOURS = 24 * 365 * 100
+# The shortest maintenance cadence: an action that finds nothing to do (an expiry whose old
+# snapshots a tag keeps) comes back at most this often, never in a loop of jobs.
+MIN_CADENCE_HOURS = 0.25

@@ -44,10 +44,10 @@ from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.maintenance import procedure_args
 from icepack_core.inspection.health import Assessment, assess
 from icepack_core.inspection.inspector import Inspector, MemoryManifestCache
-from icepack_core.inspection.status import TableStatus
+from icepack_core.inspection.status import TableStatus, target_file_size
 from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.intents import Intent, RemoveOrphanFiles, intents_json, parse_intents
-from icepack_core.planning.planner import TARGET_FILE_SIZE_PROPERTY, Planner
+from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import Recommendation, Skip, recommend
 from icepack_core.policy import EffectivePolicy, resolve
 from icepack_core.queue import events
@@ -177,13 +177,12 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Int
         raise Refused(f"{obs.ref}: icepack.maintenance.enabled=false")
     rec = obs.recommendation
     if requested is not None:
-        target = obs.row["properties"].get(TARGET_FILE_SIZE_PROPERTY)
         rec = recommend(
             obs.status.model_dump(mode="json"),
             obs.policy,
             {},
             datetime.now(UTC),
-            target_file_size_bytes=int(target) if target and target.isdigit() else None,
+            target_file_size_bytes=target_file_size(obs.row["properties"]),
         )
     wanted = set(requested or ACTION_NAMES)
     chosen = [

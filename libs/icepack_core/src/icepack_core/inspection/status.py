@@ -6,6 +6,8 @@ This module only holds the model and its small formatting helpers; computing a s
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -41,18 +43,22 @@ def empty_histogram() -> dict[str, int]:
     return {name: 0 for name, _ in HISTOGRAM_BUCKETS}
 
 
+def target_file_size(properties: Mapping[str, Any]) -> int | None:
+    """The table's ``write.target-file-size-bytes`` when it is a positive whole number that
+    fits Iceberg's Java ``long`` (ASCII digits only), else None: Iceberg's default applies.
+    Any string a writer put there yields one of the two, never an exception."""
+    raw = properties.get(TARGET_FILE_SIZE_PROPERTY)
+    if not isinstance(raw, str) or re.fullmatch(r"[0-9]{1,19}", raw) is None:
+        return None
+    value = int(raw)
+    return value if 0 < value < 2**63 else None
+
+
 def small_file_threshold(properties: dict[str, str], override: int | None = None) -> int:
     """Files strictly smaller than this are small: target file size / 8 (Amoro's *fragment*)."""
     if override is not None:
         return override
-    raw = properties.get(TARGET_FILE_SIZE_PROPERTY)
-    try:
-        target = int(raw) if raw is not None else DEFAULT_TARGET_FILE_SIZE
-    except ValueError:
-        target = DEFAULT_TARGET_FILE_SIZE
-    if target <= 0:
-        target = DEFAULT_TARGET_FILE_SIZE
-    return target // 8
+    return (target_file_size(properties) or DEFAULT_TARGET_FILE_SIZE) // 8
 
 
 def format_ts(value: datetime | int | None) -> str | None:

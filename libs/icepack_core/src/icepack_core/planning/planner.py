@@ -29,6 +29,7 @@ import structlog
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, IntentError, PolicyError
+from icepack_core.inspection.status import target_file_size
 from icepack_core.intents import intents_json, parse_intent, parse_intents
 from icepack_core.planning.recommendation import (
     ActionIntent,
@@ -47,7 +48,6 @@ from icepack_core.settings import Settings
 from icepack_core.types import JobTrigger, Topic
 
 log = structlog.get_logger("icepack.planner")
-TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
 
 
 @dataclass(frozen=True)
@@ -143,13 +143,12 @@ class Planner:
             last_runs = {r["action"]: r["finished_at"] for r in runs}
             failures = await self.failure_streaks(table["id"])
             throttles = await self.throttles(table["id"])
-        target = properties.get(TARGET_FILE_SIZE_PROPERTY)
         rec = recommend(
             status,
             policy,
             last_runs,
             now,
-            target_file_size_bytes=int(target) if target and target.isdigit() else None,
+            target_file_size_bytes=target_file_size(properties),
             failures=failures,
             throttles=throttles,
         )
