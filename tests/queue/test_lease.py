@@ -86,3 +86,22 @@ async def test_operator_cancel_stops_the_work(db):
     await canceller
     assert stopped.calls == 1
     assert (await queue.finish_cancelled(job)).state.value == "cancelled"
+
+
+async def test_a_heartbeat_that_hangs_stops_the_work_before_the_lease_expires(db):
+    """A renewal blocked in the database (here: another session holds the job's row lock, as a
+    half-open connection would leave it waiting) must not keep the work running past its lease:
+    once the lease expires another executor may take the job."""
+    queue = JobQueue(db)
+    await queue.enqueue(None, [])
+    lease_seconds = 1.5
+    job = await queue.claim("w", lease_seconds)
+    stopped = StopRecorder()
+    lease = JobLease(queue, job, lease_seconds, on_stop=stopped)
+    async with db.acquire() as blocker, blocker.transaction():
+        await blocker.execute("SELECT 1 FROM icepack.jobs WHERE id = $1 FOR UPDATE", job.id)
+        # Before the fix the renewal waited on the lock for as long as it was held, and the
+        # work ran on: this deadline (not the lease) ended it, with a TimeoutError.
+        with pytest.raises(LeaseLost):
+            await asyncio.wait_for(lease.run(never_ends()), STOP_DEADLINE_S)
+    assert lease.lost.is_set() and stopped.calls == 1 and lease.renewals == 0

@@ -18,7 +18,7 @@ import asyncpg
 import structlog
 
 from icepack_core.errors import CancelRequested, LeaseLost, StaleFence
-from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.queue.jobs import Heartbeat, Job, JobQueue
 from icepack_core.queue.locks import TableLock, TableLocks
 
 T = TypeVar("T")
@@ -82,9 +82,10 @@ class JobLease:
         while not work.done():
             await asyncio.sleep(interval)
             try:
-                beat = await self.queue.heartbeat(self.job, self.lease_seconds)
-                if self.locks is not None and self.lock is not None:
-                    self.lock = await self.locks.renew(self.lock, self.lease_seconds)
+                # A renewal that hangs (a half-open connection, a locked row) must not outlive
+                # the lease: after it expires another executor may take the job and the table,
+                # and this one would run on beside it. A timeout counts as a failed renewal.
+                beat = await asyncio.wait_for(self._renew(), timeout=interval)
                 deadline = time.monotonic() + self.lease_seconds
                 self.renewals += 1
                 if beat.cancel_requested and self.honour_cancel:
@@ -97,14 +98,21 @@ class JobLease:
                 await self._stop(work)
                 return
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                # The database is unreachable: keep trying until the lease would expire, then
-                # stop the work ourselves, since another executor may take the job after that.
+                # The database is unreachable (a renewal that timed out is an OSError): keep
+                # trying until the lease would expire, then stop the work ourselves, since
+                # another executor may take the job after that.
                 if time.monotonic() + interval >= deadline:
                     log.error("job.lease_expiring", job_id=self.job.id, error=str(exc))
                     self.lost.set()
                     await self._stop(work)
                     return
                 log.warning("job.heartbeat_failed", job_id=self.job.id, error=str(exc))
+
+    async def _renew(self) -> Heartbeat:
+        beat = await self.queue.heartbeat(self.job, self.lease_seconds)
+        if self.locks is not None and self.lock is not None:
+            self.lock = await self.locks.renew(self.lock, self.lease_seconds)
+        return beat
 
     async def _stop(self, work: asyncio.Task[Any]) -> None:
         work.cancel()
