@@ -34,7 +34,9 @@ names = st.text(st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, ma
 
 
 def spark_types() -> st.SearchStrategy[SparkType]:
-    leaves = st.sampled_from(PRIMITIVES).map(lambda t: SparkType(t.split("(")[0]))
+    leaves = st.sampled_from(PRIMITIVES).map(
+        lambda t: SparkType(t.split("(")[0], params=t[len(t.split("(")[0]) :])
+    )
     return st.recursive(
         leaves,
         lambda inner: st.one_of(
@@ -67,13 +69,14 @@ def render(kind: SparkType, comments: bool) -> str:
             suffix = " NOT NULL COMMENT 'a \\'c\\' \\\\x <,>:' ')'" if comments else ""
             fields.append(f"{quote_if_needed(name)}: {render(field, comments)}{suffix}")
         return f"STRUCT<{', '.join(fields)}>"
-    return "DECIMAL(38,10)" if kind.name == "DECIMAL" else kind.name
+    return kind.name + kind.params
 
 
 @settings(max_examples=300, deadline=None)
 @given(spark_types(), st.booleans())
 def test_every_rendered_type_parses_back_to_itself(kind, comments):
     assert parse_type(render(kind, comments)) == kind
+    assert parse_type(kind.sql) == kind  # what the checksum casts to is the same type
 
 
 @settings(max_examples=100, deadline=None)

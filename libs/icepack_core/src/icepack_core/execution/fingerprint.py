@@ -41,11 +41,25 @@ class Fingerprint:
 @dataclass(frozen=True)
 class SparkType:
     """A parsed Spark SQL type: ``name`` is upper case (``MAP``, ``DECIMAL``...); ``args`` are
-    the element types (ARRAY: one, MAP: key and value); ``fields`` the struct's (name, type)."""
+    the element types (ARRAY: one, MAP: key and value); ``fields`` the struct's (name, type);
+    ``params`` a primitive's parameters as written (``(10,2)`` of a ``DECIMAL``)."""
 
     name: str
     args: tuple[SparkType, ...] = ()
     fields: tuple[tuple[str, SparkType], ...] = ()
+    params: str = ""
+
+    @property
+    def sql(self) -> str:
+        """The type as Spark SQL text (field names quoted), e.g. for a ``CAST``."""
+        if self.name == "ARRAY":
+            return f"ARRAY<{self.args[0].sql}>"
+        if self.name == "MAP":
+            return f"MAP<{self.args[0].sql}, {self.args[1].sql}>"
+        if self.name == "STRUCT":
+            inner = ", ".join(f"{quote_identifier(n)}: {t.sql}" for n, t in self.fields)
+            return f"STRUCT<{inner}>"
+        return self.name + self.params
 
     @property
     def has_map(self) -> bool:
@@ -136,10 +150,14 @@ def _type(tokens: _Tokens) -> SparkType:
             fields.append((field, _type(tokens)))
             _column_suffix(tokens)
         return SparkType(name, fields=tuple(fields))
-    if tokens.accept("("):  # DECIMAL(p,s), VARCHAR(n): the parameters do not matter here
+    params: list[str] = []
+    if tokens.accept("("):  # DECIMAL(p,s), VARCHAR(n)
         while not tokens.accept(")"):
-            tokens.take()
-    return SparkType(name)
+            lexeme, text = tokens.take()
+            if lexeme != "word" and text != ",":
+                raise SchemaUnreadable(f"unexpected {text!r} in the parameters of {name}")
+            params.append(text)
+    return SparkType(name, params=f"({''.join(params)})" if params else "")
 
 
 def _column_suffix(tokens: _Tokens) -> None:
@@ -217,11 +235,17 @@ def canonical(expr: str, kind: SparkType, depth: int = 0) -> str:
 
 
 def checksum_expression(columns: list[tuple[str, SparkType]]) -> str:
-    """The aggregate: ``coalesce(sum(xxhash64(<canonical row>)), 0)`` as ``DECIMAL(38,0)``."""
+    """The aggregate: ``coalesce(sum(xxhash64(<canonical row>)), 0)`` as ``DECIMAL(38,0)``.
+
+    Each column is cast to its type in ``columns`` (the table's current schema) first. A time
+    travel read uses the snapshot's own schema, so a parent committed before a type was widened
+    (``int`` to ``bigint``, ``float`` to ``double``, a wider ``decimal``) reads the old type,
+    whose hash differs for the same value; the cast is exact for every widening Iceberg allows,
+    and Spark drops it where the type already is the current one."""
     terms: list[str] = []
     for name, kind in columns:
         ident = quote_identifier(name)
-        terms += [canonical(ident, kind), f"{ident} IS NULL"]
+        terms += [canonical(f"(CAST({ident} AS {kind.sql}))", kind), f"{ident} IS NULL"]
     return (
         "coalesce(sum(cast(xxhash64(" + ", ".join(terms) + ") AS DECIMAL(38,0))), "
         "CAST(0 AS DECIMAL(38,0)))"
