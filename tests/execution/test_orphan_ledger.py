@@ -352,3 +352,40 @@ async def test_the_quarantine_moves_only_orphan_rows_and_never_a_referenced_one(
         files["now-referenced"].as_uri(): ("remove_orphan_files", "recorded"),
         expiring: ("expire_snapshots", "recorded"),
     }
+
+
+async def test_a_cancel_mid_move_still_marks_the_moved_file(db, tmp_path):
+    """Cancelling the work (an operator's cancel, a lost lease) cannot stop the thread moving a
+    file. The mark must follow the move, or the ledger would say ``recorded`` (untouched) for a
+    file sitting in quarantine, where neither restore nor purge looks."""
+    location = (tmp_path / "t").as_uri()
+    data = tmp_path / "t" / "data"
+    data.mkdir(parents=True)
+    orphans = [data / f"orphan-{i}.parquet" for i in range(3)]
+    for path in orphans:
+        path.write_bytes(os.urandom(200))
+    table_id = await table_row(db, "cancelled")
+    job = await running_job(db, table_id)
+    quarantine = ledger(db, job, table_id, location, FileMover(PyArrowFileIO()))
+    assert await quarantine.record([p.as_uri() for p in orphans], REASON) == 3
+    task: asyncio.Task[Any] | None = None
+
+    async def cancel_between_move_and_mark(_path: str) -> None:
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(0.2)  # the cancel lands while this file's step is under way
+
+    quarantine.after_move = cancel_between_move_and_mark
+    task = asyncio.create_task(quarantine.quarantine(timedelta(days=7)))
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    rows = await db.fetch("SELECT * FROM icepack.deletions WHERE job_id = $1", job.id)
+    moved = [r for r in rows if not local_file(r["path"]).exists()]
+    assert len(moved) == 1 and moved[0]["state"] == "quarantined"
+    assert local_file(moved[0]["quarantine_path"]).exists()
+    assert sorted(r["state"] for r in rows) == ["quarantined", "recorded", "recorded"]
+
+
+def local_file(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))

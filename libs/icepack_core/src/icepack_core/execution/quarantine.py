@@ -32,6 +32,7 @@ exists again and reporting files already purged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -212,27 +213,46 @@ class OrphanQuarantine:
                 if not proven:
                     await self._still_ours(f"quarantine {path}")
                 proven = False
-                outcome = await asyncio.to_thread(self._quarantine_one, path, target, row)
+                step = asyncio.ensure_future(self._move_and_mark(row, target, retention))
+                try:
+                    outcome, marked = await asyncio.shield(step)
+                except asyncio.CancelledError:
+                    # A cancel (operator, lost lease) cannot stop the move's thread: let the move
+                    # and its mark finish, so the ledger says where the file is, then stop.
+                    with contextlib.suppress(Exception):
+                        await step
+                    raise
                 if outcome == "missing":
                     report.missing.append(path)
                     skipped.add(row["id"])
                     continue
-                if self.after_move is not None:
-                    await self.after_move(path)
-                marked = await self.pool.fetchval(
-                    load_query("deletion_mark_quarantined"),
-                    self.job_id,
-                    self.fence,
-                    row["id"],
-                    target,
-                    self.now() + retention,
-                )
-                if marked is None:
+                if not marked:
                     raise self._stale(f"mark {path} quarantined")
                 proven = True
                 if outcome == "resumed":
                     report.resumed += 1
                 report.note(path, row["size_bytes"])
+
+    async def _move_and_mark(
+        self, row: asyncpg.Record, target: str, retention: timedelta
+    ) -> tuple[str, bool]:
+        """Move one row's file (``_quarantine_one``) and mark the row under the fence: the
+        outcome, and whether the mark was accepted (a missing file is not marked)."""
+        path = row["path"]
+        outcome = await asyncio.to_thread(self._quarantine_one, path, target, row)
+        if outcome == "missing":
+            return outcome, False
+        if self.after_move is not None:
+            await self.after_move(path)
+        marked = await self.pool.fetchval(
+            load_query("deletion_mark_quarantined"),
+            self.job_id,
+            self.fence,
+            row["id"],
+            target,
+            self.now() + retention,
+        )
+        return outcome, marked is not None
 
     def _quarantine_one(self, path: str, target: str, row: asyncpg.Record) -> str:
         """Bring one file to ``target``: "moved", "resumed" (it already was) or "missing"."""
