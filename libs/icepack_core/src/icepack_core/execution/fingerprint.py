@@ -5,8 +5,10 @@
 Spark's hash functions accept every type but maps (``DATATYPE_MISMATCH.HASH_MAP_TYPE``), and a
 map's entry order is not part of its value, so the canonical form replaces every map, at any
 depth, by its entries sorted (``array_sort(map_entries(m))``), recursing with ``transform`` into
-arrays and by field into structs that contain a map. Columns without a map are hashed as they
-are. Each column is followed by its ``IS NULL`` flag, so ``(NULL, 1)`` and ``(1, NULL)`` differ.
+arrays and by field into structs. Spark's hash skips NULLs inside arrays and structs and does
+not count array elements, so every nested value carries its ``IS NULL`` flag and every array
+and map its size (``canonical``). Each column is followed by its ``IS NULL`` flag too, so
+``(NULL, 1)`` and ``(1, NULL)`` differ.
 
 Floats: ``xxhash64`` hashes ``doubleToLongBits`` (every NaN the same) and maps ``-0.0`` to
 ``0.0``, so NaN payloads and the sign of zero are normalised; a rewrite never changes either.
@@ -60,14 +62,6 @@ class SparkType:
             inner = ", ".join(f"{quote_identifier(n)}: {t.sql}" for n, t in self.fields)
             return f"STRUCT<{inner}>"
         return self.name + self.params
-
-    @property
-    def has_map(self) -> bool:
-        return (
-            self.name == "MAP"
-            or any(a.has_map for a in self.args)
-            or any(t.has_map for _, t in self.fields)
-        )
 
 
 _TOKEN = re.compile(
@@ -210,27 +204,37 @@ def parse_columns(ddl: str) -> list[tuple[str, SparkType]]:
 
 
 def canonical(expr: str, kind: SparkType, depth: int = 0) -> str:
-    """``expr`` (of type ``kind``) as an expression Spark's hashes accept, equal for equal values:
-    maps become their entries sorted by key (keys are unique, so the order is total)."""
-    if not kind.has_map:
+    """``expr`` (of type ``kind``) as an expression Spark's hashes accept, equal exactly for
+    equal values.
+
+    Spark's ``xxhash64`` skips a NULL inside an array or a struct and chains array elements
+    without their count, so ``[1, NULL]``, ``[NULL, 1]`` and ``[1]``, ``[[1], [2]]`` and
+    ``[[1, 2]]``, or a NULL struct and a struct of NULLs would hash alike: every nested value is
+    paired with its ``IS NULL`` flag and every array and map with its size. Maps (which Spark
+    refuses to hash) become their entries sorted by key (keys are unique, so the order is
+    total). Primitives are hashed as they are."""
+    if kind.name not in ("ARRAY", "MAP", "STRUCT"):
         return expr
     var = f"_e{depth}"
     if kind.name == "MAP":
         key, value = kind.args
-        entries = f"map_entries({expr})"
-        if key.has_map or value.has_map:
-            entries = (
-                f"transform({entries}, {var} -> struct("
-                f"{canonical(f'{var}.key', key, depth + 1)}, "
-                f"{canonical(f'{var}.value', value, depth + 1)}))"
-            )
-        return f"array_sort({entries})"
+        entries = (
+            f"transform(map_entries({expr}), {var} -> struct("
+            f"{canonical(f'{var}.key', key, depth + 1)}, "
+            f"{canonical(f'{var}.value', value, depth + 1)}, {var}.value IS NULL))"
+        )
+        return f"if({expr} IS NULL, NULL, struct(size({expr}), array_sort({entries})))"
     if kind.name == "ARRAY":
         (element,) = kind.args
-        return f"transform({expr}, {var} -> {canonical(var, element, depth + 1)})"
-    parts = [
-        canonical(f"{expr}.{quote_identifier(name)}", field, depth) for name, field in kind.fields
-    ]
+        items = (
+            f"transform({expr}, {var} -> struct("
+            f"{canonical(var, element, depth + 1)}, {var} IS NULL))"
+        )
+        return f"if({expr} IS NULL, NULL, struct(size({expr}), {items}))"
+    parts: list[str] = []
+    for name, field in kind.fields:
+        ref = f"{expr}.{quote_identifier(name)}"
+        parts += [canonical(ref, field, depth), f"{ref} IS NULL"]
     return f"if({expr} IS NULL, NULL, struct({', '.join(parts)}))"
 
 
