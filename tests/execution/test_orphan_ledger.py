@@ -389,3 +389,40 @@ async def test_a_cancel_mid_move_still_marks_the_moved_file(db, tmp_path):
 
 def local_file(uri: str) -> Path:
     return Path(uri.removeprefix("file://"))
+
+
+async def test_restore_finishes_a_copy_back_whose_delete_was_lost(db, tmp_path):
+    """On an object store a move is a copy then a delete. A restore killed between the two
+    leaves the file at its path and in quarantine: the next restore finishes it (the bytes are
+    the same) instead of refusing it for ever, and the purge never sees the row afterwards. A
+    different file at the path is still refused."""
+    location = (tmp_path / "t").as_uri()
+    data = tmp_path / "t" / "data"
+    data.mkdir(parents=True)
+    back, taken = data / "copied-back.parquet", data / "taken.parquet"
+    for path in (back, taken):
+        path.write_bytes(os.urandom(256))
+    original = back.read_bytes()
+    table_id = await table_row(db, "copied")
+    job = await running_job(db, table_id)
+    mover = FileMover(PyArrowFileIO())
+    quarantine = ledger(db, job, table_id, location, mover)
+    assert await quarantine.record([back.as_uri(), taken.as_uri()], REASON) == 2
+    assert (await quarantine.quarantine(timedelta(days=7))).moved == 2
+    held = {
+        r["path"]: local_file(r["quarantine_path"])
+        for r in await db.fetch("SELECT * FROM icepack.deletions WHERE job_id = $1", job.id)
+    }
+    back.write_bytes(held[back.as_uri()].read_bytes())  # the copy back, its delete lost
+    taken.write_bytes(os.urandom(256))  # another file, same size, now at the path
+
+    report = await quarantine.restore(job.id)
+
+    assert report.resumed == 1 and [r["path"] for r in report.refused] == [taken.as_uri()]
+    assert back.read_bytes() == original and not held[back.as_uri()].exists()
+    assert held[taken.as_uri()].exists()
+    states = {
+        r["path"]: r["state"]
+        for r in await db.fetch("SELECT * FROM icepack.deletions WHERE job_id = $1", job.id)
+    }
+    assert states == {back.as_uri(): "restored", taken.as_uri(): "quarantined"}

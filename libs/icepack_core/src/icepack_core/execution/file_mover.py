@@ -70,6 +70,16 @@ class FileMover:
             shutil.copyfileobj(reader, writer, COPY_CHUNK)
         self.io.delete(source)
 
+    def same_bytes(self, first: str, second: str) -> bool:
+        """Whether two files hold exactly the same bytes (read in chunks, compared as read)."""
+        with self.io.new_input(first).open() as a, self.io.new_input(second).open() as b:
+            while True:
+                chunk = a.read(COPY_CHUNK)
+                if chunk != b.read(COPY_CHUNK):
+                    return False
+                if not chunk:
+                    return True
+
     def delete(self, location: str) -> bool:
         """Delete one file; False when there was none."""
         try:

@@ -26,7 +26,8 @@ Iceberg's orphan listing skips every directory whose name starts with ``.`` or `
 
 ``purge`` deletes quarantined files whose window ended (rows -> ``purged``); ``restore`` moves
 one job's quarantined files back (rows -> ``restored``), refusing a file whose original path
-exists again and reporting files already purged.
+exists again with other bytes (the same bytes: a copy back whose delete was lost, finished) and
+reporting files already purged.
 """
 
 from __future__ import annotations
@@ -330,6 +331,10 @@ class OrphanQuarantine:
                 return "resumed"  # moved back by an attempt that lost its mark
             return f"its quarantine copy {held} is gone"
         if at_source is not None:
+            if at_source == in_quarantine and self.mover.same_bytes(path, held):
+                # An object store's copy back finished, its delete did not: finish it.
+                self.mover.delete(held)
+                return "resumed"
             return f"a file exists at {path} again; not overwritten"
         self.mover.move(held, path)
         return None
