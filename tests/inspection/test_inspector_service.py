@@ -184,3 +184,31 @@ async def test_broken_tables_fail_with_their_cause_and_others_carry_on(
         assert Path(broken[name]).name in issue.message
     rows_ = await db.fetch("SELECT issues FROM icepack.health_assessments WHERE health='unknown'")
     assert len(rows_) == 3 and all(json.dumps(r["issues"]) for r in rows_)
+
+
+@pytest.mark.parametrize(
+    ("properties", "named"),
+    [({"note": "a\x00b"}, "'note'"), ({"ok": "x", "n\x00te": "b"}, "property name 'n\\x00te'")],
+)
+async def test_a_property_postgres_cannot_store_fails_the_table_not_the_worker(
+    db, database_url, tmp_path, scratch_catalog, properties, named
+):
+    """A SQL catalog's listing carries no properties, so discovery records the table; the
+    inspector reads them from the metadata. Postgres refuses a NUL: the table gets an
+    INSPECTION_FAILED naming the property instead of an exception retried every 30 s."""
+    cfg, catalog = scratch_catalog
+    catalog.create_namespace("ns")
+    catalog.create_table("ns.nul", rows(0).schema, properties=properties)
+    catalog.create_table("ns.fine", rows(0).schema)
+    settings = load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg])
+    await Discovery(settings, db).run_once()
+    inspections = TableInspections(settings, db, ZOO_THRESHOLDS)
+    ids = {r["name"]: r["id"] for r in await db.fetch("SELECT id, name FROM icepack.tables")}
+
+    failed = await inspections.inspect_and_record(ids["nul"], "table.discovered")
+    fine = await inspections.inspect_and_record(ids["fine"], "table.discovered")
+
+    assert failed.status is None and failed.assessment is not None
+    (issue,) = failed.assessment.issues
+    assert issue.code == "INSPECTION_FAILED" and named in issue.message and "NUL" in issue.message
+    assert fine.status is not None

@@ -30,6 +30,7 @@ import structlog
 from opentelemetry.trace import Span, SpanKind
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.text import unstorable, unstorable_properties
 from icepack_core.discovery.catalogs import (
     CatalogSet,
     ListedTable,
@@ -132,19 +133,9 @@ def unfit_reason(item: ListedTable) -> str | None:
             quote_identifier(part)
         except InvalidIdentifier as exc:
             return f"invalid name: {exc}"
-    texts: list[tuple[str, Any]] = [("metadata location", item.metadata_location)]
-    for key, value in (item.properties or {}).items():
-        texts += [(f"property name {key!a}", key), (f"property {key!a}", value)]
-    for label, text in texts:
-        if not isinstance(text, str):
-            continue
-        if "\x00" in text:
-            return f"NUL byte in {label}"
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return f"{label} is not valid Unicode (lone surrogate)"
-    return None
+    return unstorable("metadata location", item.metadata_location) or unstorable_properties(
+        item.properties or {}
+    )
 
 
 Known = dict[tuple[str, str], tuple[int, str | None, bool]]  # key -> (id, location, dropped)

@@ -15,6 +15,7 @@ import asyncpg
 import structlog
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.text import unstorable_properties
 from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.health import Assessment, Thresholds, assess, inspection_failed
 from icepack_core.inspection.inspector import Inspector
@@ -72,8 +73,11 @@ class TableInspections:
             else:
                 started = time.monotonic()
                 table = await self.inspector.load(ref, row["metadata_location"])
-                status = await self.inspector.inspect_loaded(ref, table, started)
                 properties = dict(table.properties)
+                unfit = unstorable_properties(properties)
+                if unfit is not None:  # Postgres refuses it: a reason, not a retry for ever
+                    raise InspectionFailed(f"the table's properties cannot be recorded: {unfit}")
+                status = await self.inspector.inspect_loaded(ref, table, started)
                 if properties != (row["properties"] or {}):
                     # Catalog listings (SQL, Glue) carry no properties; the metadata does, and
                     # the planner and executor read icepack.* overrides from this row.
