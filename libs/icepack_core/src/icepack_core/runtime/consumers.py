@@ -88,8 +88,10 @@ async def _process_one(
     ctx: ServiceContext, queue: WorkQueue, process: Process, item: WorkItem, retry_seconds: float
 ) -> None:
     """Process one claimed item and record the outcome. One table's failure never stops the
-    service: it is recorded on the item, which is retried after ``retry_seconds`` (soon, when
-    the database was only unreachable)."""
+    service: it is recorded on the item, which is retried after ``retry_backoff`` of its
+    attempts (after 1 s when the database was only unreachable). The item's lease is renewed
+    while it is processed, so a long one is not claimed a second time."""
+    beat = asyncio.create_task(_keep_claimed(queue, item), name=f"work{item.table_id}.lease")
     try:
         await process(item)
     except asyncio.CancelledError:
@@ -101,8 +103,9 @@ async def _process_one(
         else:
             ctx.log.exception("work.failed", table_id=item.table_id, error=str(exc))
         error = redact_text(f"{type(exc).__name__}: {exc}")[:2000]
+        delay = 1.0 if transient else retry_backoff(item.attempts, retry_seconds)
         await retry_db(
-            lambda: queue.fail(item, error, 1.0 if transient else retry_seconds),
+            lambda: queue.fail(item, error, delay),
             ctx.stop,
             ctx.log,
             f"{ctx.service}.work_fail",
@@ -111,6 +114,33 @@ async def _process_one(
         await retry_db(
             lambda: queue.complete(item), ctx.stop, ctx.log, f"{ctx.service}.work_complete"
         )
+    finally:
+        beat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beat
+
+
+# The longest wait between two attempts at a failing item: an item that fails for good (a
+# table Icepack cannot handle) costs one attempt an hour, not one every 30 s.
+MAX_RETRY_SECONDS = 3600.0
+
+
+def retry_backoff(attempts: int, base: float) -> float:
+    """Seconds before the next attempt of an item that failed its ``attempts``-th attempt:
+    ``base`` doubled per attempt, at most ``MAX_RETRY_SECONDS``."""
+    return float(min(base * 2 ** min(max(attempts - 1, 0), 20), MAX_RETRY_SECONDS))
+
+
+async def _keep_claimed(queue: WorkQueue, item: WorkItem) -> None:
+    """Renew ``item``'s lease every third of it until cancelled or the item is no longer ours.
+    A failed renewal is only a risk of the item being processed twice, never a loss."""
+    while True:
+        await asyncio.sleep(queue.lease_seconds / 3)
+        try:
+            if not await queue.heartbeat(item):
+                return
+        except Exception:  # noqa: S112 - the next beat tries again
+            continue
 
 
 async def run_event_service(
