@@ -64,6 +64,18 @@ def test_rest_credential_must_have_both_parts(monkeypatch):
         load_settings()
 
 
+@pytest.mark.parametrize(
+    "uri", ["htps://u:s3cr3t@polaris/api", "postgresql://u:s3cr3t@db/cat?password=s3cr3t"]
+)
+def test_a_configuration_error_never_quotes_a_password(monkeypatch, uri):
+    """Settings that fail to load never registered their secrets: the error message itself
+    must not carry a password a mistyped value quotes."""
+    monkeypatch.setenv("ICEPACK_CATALOGS", json.dumps([{"name": "r", "type": "rest", "uri": uri}]))
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert "uri" in str(info.value) and "s3cr3t" not in str(info.value)
+
+
 def test_catalog_secret_comes_from_its_own_variable_and_is_never_printed(monkeypatch):
     monkeypatch.setenv("ICEPACK_DATABASE_URL", "postgresql://icepack:hunter2@db:5432/icepack")
     monkeypatch.setenv(

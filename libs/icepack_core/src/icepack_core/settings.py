@@ -359,7 +359,10 @@ def load_settings(**overrides: Any) -> Settings:
                 lines.append(message)
             else:
                 lines.append(f"{variable}: {message}")
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
+        # The secrets are not registered yet (the settings did not load): mask what a message
+        # may quote, such as a mistyped URI carrying a password.
+        text = redact_text("invalid configuration:\n  " + "\n  ".join(lines))
+        raise ConfigError(text) from None
     except SettingsError as exc:
         field = re.search(r'field "([a-z_]+)"', str(exc))
         variable = f"{ENV_PREFIX}{field.group(1).upper()}" if field else "an ICEPACK_* variable"
