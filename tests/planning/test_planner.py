@@ -285,3 +285,18 @@ async def test_a_table_whose_gc_is_disabled_gets_no_expiry_job(db, planner):
 
     control = await planner.plan(twin, now=NOW)
     assert [a.action for a in control.recommendation.actions] == ["expire_snapshots"]
+
+
+async def test_an_operator_s_cancel_is_not_undone_by_the_next_plan(db, planner):
+    """The cancel's own ``job.finished`` wakes the planner: without this rule it enqueued the
+    same job again at once. A cancelled action comes back after the cadence."""
+    table_id = await add_table(db, "cancelled", status(small_file_count=30, small_file_bytes=30))
+    first = await planner.plan(table_id, now=datetime.now(UTC))
+    assert first.job_id is not None
+    assert (await JobQueue(db).cancel(first.job_id)).state.value == "cancelled"
+
+    again = await planner.plan(table_id, now=datetime.now(UTC))
+    assert again.job_id is None
+    assert any("cancelled by an operator" in s.reason for s in again.recommendation.skipped)
+    later = await planner.plan(table_id, now=datetime.now(UTC) + timedelta(hours=25))
+    assert later.job_id is not None and later.job_id != first.job_id

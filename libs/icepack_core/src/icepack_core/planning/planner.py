@@ -138,9 +138,12 @@ class Planner:
         last_runs: dict[str, datetime] = {}
         failures: dict[str, FailureStreak] = {}
         throttles: dict[str, Throttle] = {}
+        cancelled: dict[str, datetime] = {}
         if has_jobs:
             runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
             last_runs = {r["action"]: r["finished_at"] for r in runs}
+            stops = await self.pool.fetch(load_query("job_cancelled_actions"), table["id"])
+            cancelled = {r["action"]: r["cancelled_at"] for r in stops}
             failures = await self.failure_streaks(table["id"])
             throttles = await self.throttles(table["id"])
         rec = recommend(
@@ -151,6 +154,7 @@ class Planner:
             target_file_size_bytes=target_file_size(properties),
             failures=failures,
             throttles=throttles,
+            cancelled=cancelled,
         )
         return await self._admissible(table, rec, now, attachments)
 

@@ -125,6 +125,7 @@ def recommend(
     partitions: Sequence[PartitionStat] | None = None,
     failures: Mapping[str, FailureStreak] | None = None,
     throttles: Mapping[str, Throttle] | None = None,
+    cancelled: Mapping[str, datetime] | None = None,
 ) -> Recommendation:
     """Ordered action intents for one table.
 
@@ -139,6 +140,9 @@ def recommend(
             until its ``retry_after`` (so a failing table cannot loop through jobs).
         throttles: per action, its throttle on this table (``planning.throttle``); an action
             is skipped while the throttle is active for its predicted benefit.
+        cancelled: per action, when an operator last cancelled a job naming it on this table;
+            the action is not proposed again within the cadence (a cancel would otherwise be
+            undone by the re-plan its own ``job.finished`` wakes).
     """
     result = Recommendation()
     if not policy.maintenance_enabled:
@@ -164,6 +168,16 @@ def recommend(
         gain = candidate.predicted.benefit if candidate.predicted is not None else 0
         if throttle is not None and throttle.active(now, gain):
             result.skipped.append(Skip(candidate.action, throttle.reason(gain)))
+            continue
+        stopped = (cancelled or {}).get(candidate.action)
+        if stopped is not None and now - stopped < cadence:
+            result.skipped.append(
+                Skip(
+                    candidate.action,
+                    f"cancelled by an operator {_iso(stopped)}; cadence is "
+                    f"{policy.cadence_hours:g} h (would be: {candidate.reason})",
+                )
+            )
             continue
         last = last_runs.get(candidate.action)
         if last is not None and now - last < cadence:

@@ -44,6 +44,19 @@ SELECT a.action, max(a.finished_at) AS finished_at
  WHERE j.table_id = $1 AND a.state = 'succeeded'
  GROUP BY a.action;
 
+-- name: job_cancelled_actions
+-- When each action named by a table's cancelled jobs was last cancelled (an operator's "not
+-- now": the planner does not propose it again within the cadence). Malformed `actions` are
+-- ignored. $1 table.
+SELECT a.elem->>'action' AS action, max(j.finished_at) AS cancelled_at
+  FROM icepack.jobs j
+ CROSS JOIN LATERAL jsonb_array_elements(
+       CASE WHEN jsonb_typeof(j.actions) = 'array' THEN j.actions ELSE '[]'::jsonb END
+       ) AS a(elem)
+ WHERE j.table_id = $1 AND j.state = 'cancelled' AND j.finished_at IS NOT NULL
+   AND jsonb_typeof(a.elem) = 'object' AND a.elem->>'action' IS NOT NULL
+ GROUP BY 1;
+
 -- name: job_failure_streaks
 -- Per action named by a table's permanently failed jobs: how many such jobs finished since the
 -- action last succeeded on that table, when the newest did and its error (the planner backs
