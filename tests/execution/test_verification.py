@@ -399,3 +399,37 @@ async def test_a_rewrite_after_a_type_was_widened_is_verified_not_rolled_back(sp
     assert evidence["status"] == "verified", evidence
     assert all(s["ok"] for s in evidence["snapshots"]) and evidence["snapshots"]
     assert content(spark, table) == before
+
+
+REWRITE_MANIFESTS = {"action": "rewrite_manifests", "params": {}}
+
+
+async def test_a_manifest_rewrite_is_verified_from_metadata_without_a_scan(spark, engine):
+    from tests.execution.spark_tables import make_small_files_table
+
+    name = unique_name("manifests")
+    table = make_small_files_table(spark, NS, name, batches=6)
+    before = content(spark, table)
+
+    outcome = await maintenance(engine, name).run(REWRITE_MANIFESTS)
+
+    evidence = outcome.verification["verification"]
+    assert evidence["status"] == "verified" and evidence["snapshots"], evidence
+    assert all(s["ok"] and s["scope"] == "none" for s in evidence["snapshots"])
+    assert content(spark, table) == before
+
+
+async def test_a_manifest_rewrite_that_loses_a_file_is_caught_and_rolled_back(spark, engine):
+    from tests.execution.spark_tables import make_small_files_table
+
+    name = unique_name("manifestsbad")
+    table = make_small_files_table(spark, NS, name, batches=6)
+    before = content(spark, table)
+
+    async def drop(_action):
+        commit_dropping_a_file(spark, NS, name)
+
+    with pytest.raises(VerificationFailed) as exc:
+        await maintenance(engine, name, after_call=drop).run(REWRITE_MANIFESTS)
+    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert content(spark, table) == before

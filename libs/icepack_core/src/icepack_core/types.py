@@ -99,8 +99,12 @@ class Action(StrEnum):
 
 # Actions on the deletion ledger's files (no Spark procedure; never planned, never `maintain`ed).
 LEDGER_ACTIONS = frozenset({Action.PURGE_QUARANTINE, Action.RESTORE_QUARANTINE})
-# Actions that replace data files: verified against their parent snapshot after the commit.
-REWRITES = frozenset({Action.REWRITE_DATA_FILES, Action.REWRITE_POSITION_DELETE_FILES})
+# Actions that commit `replace` snapshots: each is verified against its parent after the commit.
+# A manifest rewrite must leave every live file entry as it was: its check is the file diff from
+# metadata, which finds nothing touched and scans nothing unless an entry changed.
+REWRITES = frozenset(
+    {Action.REWRITE_DATA_FILES, Action.REWRITE_POSITION_DELETE_FILES, Action.REWRITE_MANIFESTS}
+)
 
 
 class PolicyType(StrEnum):
