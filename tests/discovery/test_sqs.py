@@ -272,3 +272,47 @@ def test_only_metadata_files_matter_and_keys_are_decoded():
     (hint,) = parse_message(event)
     assert hint.location == "s3://b/wh/db/t/metadata/00001-a=b.metadata.json"
     assert parse_message('{"Event": "s3:TestEvent"}') == []
+
+
+async def test_without_a_redrive_policy_nothing_is_looked_at_for_ever(
+    db, database_url, tmp_path, aws, monkeypatch
+):
+    """A metadata file no commit ever made a table's is given up after MAX_EARLY_RECEIVES
+    receives (the queue has no dead-letter queue to take it), and notifications for tables
+    discovery does not know (here: outside the catalog's ``include``) refresh the whole catalog
+    at most once per UNKNOWN_REFRESH_SECONDS, not once each."""
+    from icepack_core.discovery import sqs as sqs_module
+
+    monkeypatch.setattr(sqs_module, "MAX_EARLY_RECEIVES", 2)
+    passes = 0
+    real_refresh = sqs_module.refresh_catalog
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal passes
+        passes += 1
+        return await real_refresh(*args, **kwargs)
+
+    monkeypatch.setattr(sqs_module, "refresh_catalog", counted)
+    sqs = client(aws, "sqs")
+    queue = sqs.create_queue(
+        QueueName=f"icepack-plain-{uuid.uuid4().hex[:8]}", Attributes={"VisibilityTimeout": "1"}
+    )["QueueUrl"]
+    database = f"g{uuid.uuid4().hex[:6]}"
+    cfg, catalog = glue_catalog(aws, queue, database)
+    catalog.create_namespace(database)
+    catalog.create_table(f"{database}.known", rows(0).schema)
+    await Discovery(
+        load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg]), db
+    ).run_once()
+    location = catalog.load_table(f"{database}.known").metadata_location
+    never = location.rsplit("/", 1)[0] + "/99999-never-committed.metadata.json"
+    bucket = location.removeprefix("s3://").split("/", 1)[0]
+    sqs.send_message(QueueUrl=queue, MessageBody=s3_event(never))
+    for i in range(3):
+        other = f"s3://{bucket}/other/t{i}/metadata/00001-{i}.metadata.json"
+        sqs.send_message(QueueUrl=queue, MessageBody=s3_event(other))
+
+    async with consuming(db, cfg) as watcher:
+        await eventually(lambda: _deleted(watcher, 4), timeout=DEADLINE, what="all four handled")
+    assert queue_depth(aws, queue) == 0
+    assert passes == 1

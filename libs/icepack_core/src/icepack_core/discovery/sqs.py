@@ -8,7 +8,9 @@ A catalog configured with ``sqs_queue_url`` gets an ``SqsWatcher``: it long-poll
   (``refresh.refresh_table``: one load, no listing), a deleted one is marked dropped;
 * S3 event notifications whose ``ObjectCreated`` records name a ``*.metadata.json`` file: the
   known table whose metadata lives in that directory is refreshed; a file of a table discovery
-  does not know yet refreshes the whole catalog.
+  does not know yet refreshes the whole catalog, at most once per ``UNKNOWN_REFRESH_SECONDS``
+  (a busy table the catalog's ``include``/``exclude`` leaves out is never known: each of its
+  commits would otherwise cost a full pass; the poll catches what the limit skips).
 
 A message is deleted only after what it caused is committed to the outbox, so a crash between
 the two replays it, and a replay (or an SQS duplicate) changes nothing: refreshing a table that
@@ -16,13 +18,16 @@ did not change writes no event. A message that cannot be parsed, or whose refres
 left on the queue: it becomes visible again and, after the queue's ``maxReceiveCount``, the
 queue's redrive policy moves it to its dead-letter queue. An S3 notification can arrive before
 the writer's catalog commit; when the file is not yet the table's metadata (nor in its metadata
-log), the message is made visible again after ``RETRY_SECONDS`` instead of being deleted.
+log), the message is made visible again after ``RETRY_SECONDS`` instead of being deleted, up to
+``MAX_EARLY_RECEIVES`` receives: a file no commit ever made the table's (a failed writer) is
+then deleted and logged, on a queue without a redrive policy too (the poll stays the net).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus
@@ -41,6 +46,8 @@ from icepack_core.types import TableRef, join_namespace, split_namespace
 
 WAIT_SECONDS = 20  # SQS long polling: the longest wait the API allows
 RETRY_SECONDS = 5  # an S3 notification that ran ahead of its commit is looked at again then
+MAX_EARLY_RECEIVES = 60  # about 5 minutes of looking again
+UNKNOWN_REFRESH_SECONDS = 60.0
 GLUE_DETAIL_TYPE = "Glue Data Catalog Table State Change"
 GLUE_DELETES = frozenset({"DeleteTable", "BatchDeleteTable"})
 METADATA_SUFFIXES = (".metadata.json", ".metadata.json.gz", ".gz.metadata.json")
@@ -129,6 +136,7 @@ class SqsWatcher:
         self.queue_url = cfg.sqs_queue_url
         self.wait_seconds = wait_seconds
         self.deleted = 0  # messages handled and deleted (tests and logs)
+        self._unknown_refreshed_at = -UNKNOWN_REFRESH_SECONDS  # the first one runs at once
         self.left = 0  # messages left on the queue (poison, failed or early)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -160,7 +168,10 @@ class SqsWatcher:
     async def _receive_once(self, sqs: Any, stop: asyncio.Event) -> None:
         receive = asyncio.ensure_future(
             sqs.receive_message(
-                QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=self.wait_seconds
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=self.wait_seconds,
+                AttributeNames=["ApproximateReceiveCount"],
             )
         )
         stopping = asyncio.ensure_future(stop.wait())
@@ -188,7 +199,15 @@ class SqsWatcher:
                 error=redact_text(f"{type(exc).__name__}: {exc}"),
             )
             return
-        if not done:  # ran ahead of its commit: look again shortly
+        receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+        if not done and receives >= MAX_EARLY_RECEIVES:
+            log.warning(
+                "discovery.sqs_never_committed",
+                catalog=self.cfg.name,
+                message_id=message_id,
+                receives=receives,
+            )
+        elif not done:  # ran ahead of its commit: look again shortly
             self.left += 1
             await sqs.change_message_visibility(
                 QueueUrl=self.queue_url,
@@ -220,7 +239,9 @@ class SqsWatcher:
             load_query("table_find_by_metadata_dir"), self.cfg.name, location
         )
         if not rows:  # a table discovery does not know yet: only a listing can name it
-            await refresh_catalog(self.pool, self.catalogs, self.cfg)
+            if time.monotonic() - self._unknown_refreshed_at >= UNKNOWN_REFRESH_SECONDS:
+                self._unknown_refreshed_at = time.monotonic()
+                await refresh_catalog(self.pool, self.catalogs, self.cfg)
             return True
         committed = True
         for row in rows:
