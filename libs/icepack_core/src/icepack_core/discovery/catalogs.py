@@ -12,6 +12,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -73,8 +74,28 @@ def catalog_properties(cfg: CatalogConfig) -> dict[str, str]:
     return props
 
 
+# Every catalog request ends: PyIceberg sets no timeout, and a request to a catalog that never
+# answers (a half-open connection, a locked catalog table) held its worker thread for ever.
+# Threads are shared (asyncio.to_thread), so one hung catalog starved every other catalog's
+# discovery and every inspection. (connect, read) seconds for REST; SQL gets the same bounds.
+REQUEST_TIMEOUT = (10.0, 60.0)
+
+
+def _bounded_sql_uri(uri: str) -> str:
+    """A Postgres catalog URI with a connect timeout and a statement timeout, unless it sets
+    its own (``connect_timeout`` / ``options``)."""
+    if not uri.startswith("postgresql"):
+        return uri
+    parts = urlsplit(uri)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    query.setdefault("connect_timeout", str(int(REQUEST_TIMEOUT[0])))
+    query.setdefault("options", f"-c statement_timeout={int(REQUEST_TIMEOUT[1] * 1000)}")
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
 def load_catalog(cfg: CatalogConfig) -> Catalog:
-    """A PyIceberg catalog for ``cfg`` (blocking: REST fetches its config, SQL connects).
+    """A PyIceberg catalog for ``cfg`` (blocking: REST fetches its config, SQL connects), whose
+    every request is bounded by ``REQUEST_TIMEOUT``.
 
     Raises:
         Exception: whatever PyIceberg raises for an unreachable or misconfigured catalog.
@@ -83,11 +104,24 @@ def load_catalog(cfg: CatalogConfig) -> Catalog:
     if cfg.type == "sql":
         from pyiceberg.catalog.sql import SqlCatalog
 
-        return SqlCatalog(cfg.name, **props)
+        return SqlCatalog(cfg.name, **{**props, "uri": _bounded_sql_uri(props["uri"])})
     if cfg.type == "rest":
         from pyiceberg.catalog.rest import RestCatalog
+        from requests import Session
 
-        return RestCatalog(cfg.name, **props)
+        class BoundedRestCatalog(RestCatalog):
+            def _create_session(self) -> Session:
+                session = super()._create_session()
+                unbounded = session.request
+
+                def request(method: str, url: str, **kwargs: Any) -> Any:
+                    kwargs.setdefault("timeout", REQUEST_TIMEOUT)
+                    return unbounded(method, url, **kwargs)
+
+                session.request = request  # type: ignore[method-assign,assignment]
+                return session
+
+        return BoundedRestCatalog(cfg.name, **props)
     from pyiceberg.catalog.glue import GlueCatalog
 
     return GlueCatalog(cfg.name, **props)
