@@ -27,6 +27,7 @@ from icepack_core.execution.quarantine import (
     QUARANTINE_PREFIX,
     OrphanQuarantine,
     is_quarantined,
+    movable,
     quarantine_path,
     relative_path,
 )
@@ -426,3 +427,40 @@ async def test_restore_finishes_a_copy_back_whose_delete_was_lost(db, tmp_path):
         for r in await db.fetch("SELECT * FROM icepack.deletions WHERE job_id = $1", job.id)
     }
     assert states == {back.as_uri(): "restored", taken.as_uri(): "quarantined"}
+
+
+async def test_names_the_quarantine_path_cannot_carry_exactly_are_kept(db, tmp_path):
+    """The quarantine path comes from the normalised location, which strips whitespace and
+    drops a URL's ``?query`` and ``#fragment``: ``x.bin`` and ``x.bin `` would share one copy
+    (the second move overwriting the first, or deleting its source as "already copied"). Such
+    names are kept where they are and reported; the others move."""
+    location = f"file://{tmp_path / 't'}"
+    data = tmp_path / "t" / "data"
+    data.mkdir(parents=True)
+    names = ["plain.bin", "x.bin", "x.bin ", "y.bin?v=1", "z.bin#frag"]
+    for name in names:
+        (data / name).write_bytes(os.urandom(100 + len(name)))
+    listed = [f"file://{data / name}" for name in names]
+    table_id = await table_row(db, "odd")
+    job = await running_job(db, table_id)
+    mover = CountingMover(PyArrowFileIO())
+    quarantine = ledger(db, job, table_id, location, mover)
+
+    assert await quarantine.record(listed, REASON) == 1
+    assert sorted(quarantine.unusual) == sorted(listed[1:])
+    report = await quarantine.quarantine(timedelta(days=7))
+
+    assert mover.moves == [listed[0]] and report.moved == 1
+    assert all((data / name).exists() for name in names[1:])
+
+
+@given(st.lists(st.text(alphabet="ab ?#/.%\t", min_size=1, max_size=6), max_size=8))
+def test_movable_paths_never_share_a_quarantine_path(names):
+    location = "s3://bucket/t"
+    paths = [f"{location}/data/{name}" for name in names]
+    ok, kept = movable(location, paths)
+    assert sorted(ok + kept) == sorted(paths)
+    targets = [quarantine_path(location, 1, p) for p in ok]
+    assert len(set(targets)) == len(targets)
+    for target, path in zip(targets, ok, strict=True):  # the name exactly, nothing dropped
+        assert target.endswith("/" + path.removeprefix(f"{location}/"))

@@ -143,6 +143,8 @@ class LedgerActions:
             if kept:
                 output["kept_referenced"] = len(kept)
                 output["kept_referenced_sample"] = kept[:SAMPLE]
+            if quarantine.unusual:
+                output["kept_unusual_names"] = quarantine.unusual[:SAMPLE]
             return output
 
         return sink

@@ -85,6 +85,31 @@ def quarantine_path(location: str, job_id: int, path: str) -> str:
     return f"{quarantine_root(location, job_id)}/{relative_path(location, path)}"
 
 
+def movable(location: str, paths: list[str]) -> tuple[list[str], list[str]]:
+    """``paths`` split into (movable, kept): a path is kept when the location normalisation that
+    names its quarantine path would not name it exactly: surrounding whitespace, a tab, CR or
+    LF anywhere (``urlsplit`` deletes them), a ``?`` or ``#`` (a URL's query and fragment are
+    dropped), a trailing ``/``, or another listed path
+    mapping to the same quarantine path. Moving such a file could overwrite another's copy, or
+    act on a different object than the one recorded."""
+    seen: dict[str, list[str]] = {}
+    for path in paths:
+        try:
+            seen.setdefault(relative_path(location, path), []).append(path)
+        except PermanentError:
+            seen.setdefault(path, []).append(path)  # refused by ``record`` with its reason
+    ok: list[str] = []
+    kept: list[str] = []
+    for path in paths:
+        odd = path != path.strip() or path.endswith("/") or any(c in path for c in "?#\t\r\n")
+        try:
+            shared = len(seen[relative_path(location, path)]) > 1
+        except PermanentError:
+            shared = False
+        (kept if odd or shared else ok).append(path)
+    return ok, kept
+
+
 def is_quarantined(location: str, path: str) -> bool:
     """Whether ``path`` lies in a quarantine directory of the table (any job's; any directory of
     that name, to be safe)."""
@@ -132,6 +157,8 @@ class OrphanQuarantine:
     now: Callable[[], datetime]
     batch_size: int = BATCH_SIZE
     after_move: AfterMove | None = None
+    # Paths the last ``record`` kept because their names cannot be moved exactly (``movable``).
+    unusual: list[str] = field(default_factory=list)
 
     def _stale(self, what: str) -> StaleFence:
         return StaleFence(self.job_id, self.fence, what)
@@ -154,7 +181,9 @@ class OrphanQuarantine:
             StaleFence: the job is no longer ours; nothing more was written.
             PermanentError: a path outside the table location.
         """
-        candidates = [p for p in paths if not is_quarantined(self.location, p)]
+        candidates, self.unusual = movable(
+            self.location, [p for p in paths if not is_quarantined(self.location, p)]
+        )
         for path in candidates:
             relative_path(self.location, path)  # refuse before writing anything
         written = 0
