@@ -87,11 +87,10 @@ def quarantine_path(location: str, job_id: int, path: str) -> str:
 
 def movable(location: str, paths: list[str]) -> tuple[list[str], list[str]]:
     """``paths`` split into (movable, kept): a path is kept when the location normalisation that
-    names its quarantine path would not name it exactly: surrounding whitespace, a tab, CR or
-    LF anywhere (``urlsplit`` deletes them), a ``?`` or ``#`` (a URL's query and fragment are
-    dropped), a trailing ``/``, or another listed path
-    mapping to the same quarantine path. Moving such a file could overwrite another's copy, or
-    act on a different object than the one recorded."""
+    names its quarantine path would not name it exactly (surrounding whitespace; a tab, CR or LF
+    anywhere, which ``urlsplit`` deletes; a ``?`` or ``#``, whose query and fragment it drops; a
+    trailing ``/``), or when another listed path maps to the same quarantine path. Moving such a
+    file could overwrite another's copy, or act on another object than the one recorded."""
     seen: dict[str, list[str]] = {}
     for path in paths:
         try:
