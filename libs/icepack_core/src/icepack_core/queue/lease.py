@@ -85,7 +85,8 @@ class JobLease:
                 # A renewal that hangs (a half-open connection, a locked row) must not outlive
                 # the lease: after it expires another executor may take the job and the table,
                 # and this one would run on beside it. A timeout counts as a failed renewal.
-                beat = await asyncio.wait_for(self._renew(), timeout=interval)
+                left = max(deadline - time.monotonic(), 0.001)
+                beat = await asyncio.wait_for(self._renew(), timeout=left)
                 deadline = time.monotonic() + self.lease_seconds
                 self.renewals += 1
                 if beat.cancel_requested and self.honour_cancel:
