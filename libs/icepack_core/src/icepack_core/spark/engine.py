@@ -14,6 +14,7 @@ leases, fences, locks").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
@@ -58,7 +59,17 @@ class SparkEngine(ABC):
         async with self._lock:
             if self._closed:  # checked under the lock: a close() may have been waiting too
                 raise RuntimeError(f"{self.kind} Spark engine is closed")
-            return await self._run(self._execute, statement)
+            running = asyncio.ensure_future(self._run(self._execute, statement))
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                # Cancelling cannot stop the statement's thread: a rewrite's CALL may go on
+                # committing (``interrupt`` cancels only Spark's running jobs). The lock is
+                # held until it ends, so the next statement on this engine (the verification
+                # after a cancel) sees every commit it made.
+                with contextlib.suppress(Exception):
+                    await running
+                raise
 
     async def close(self) -> None:
         """Release the session/connection this engine opened (idempotent)."""
