@@ -208,8 +208,11 @@ class StoredEtag:
     etag: str
 
 
-def _sql_locations(catalog: Catalog) -> dict[tuple[str, str], str | None]:
-    """Metadata locations straight from the SQL catalog's own table, without reading files."""
+def _sql_locations(
+    catalog: Catalog, key: tuple[str, str] | None = None
+) -> dict[tuple[str, str], str | None]:
+    """Metadata locations straight from the SQL catalog's own table, without reading files:
+    every table's, or only the one of ``key`` (namespace, name) when given (blocking)."""
     from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
     from sqlalchemy import select
     from sqlalchemy.orm import Session
@@ -218,6 +221,10 @@ def _sql_locations(catalog: Catalog) -> dict[tuple[str, str], str | None]:
     stmt = select(
         IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location
     ).where(IcebergTables.catalog_name == catalog.name)
+    if key is not None:
+        stmt = stmt.where(
+            IcebergTables.table_namespace == key[0], IcebergTables.table_name == key[1]
+        )
     with Session(catalog.engine) as session:
         return {(ns, name): loc for ns, name, loc in session.execute(stmt)}
 
@@ -225,19 +232,8 @@ def _sql_locations(catalog: Catalog) -> dict[tuple[str, str], str | None]:
 def sql_table_row(catalog: Catalog, namespace: str, name: str) -> tuple[bool, str | None]:
     """Whether a SQL catalog has the table ``namespace``/``name`` (its own key: levels joined by
     "." unescaped), and its metadata location, from the catalog's own row (blocking)."""
-    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
-    assert isinstance(catalog, SqlCatalog)
-    stmt = select(IcebergTables.metadata_location).where(
-        IcebergTables.catalog_name == catalog.name,
-        IcebergTables.table_namespace == namespace,
-        IcebergTables.table_name == name,
-    )
-    with Session(catalog.engine) as session:
-        found = session.execute(stmt).first()
-    return (False, None) if found is None else (True, found[0])
+    found = _sql_locations(catalog, (namespace, name))
+    return (namespace, name) in found, found.get((namespace, name))
 
 
 async def load_table(
