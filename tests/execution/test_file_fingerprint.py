@@ -1,0 +1,289 @@
+"""The verification's in-process reader (``file_fingerprint``) on real Parquet files.
+
+Files are written by PyArrow with PyIceberg's own schema conversion (``schema_to_pyarrow``,
+which puts the Iceberg field ids into the Parquet schema, as every Iceberg writer does) and read
+by the real DuckDB. The reader must find every change of any value of every primitive type
+(and a NULL in place of a value), see the same rows in other files or another order as equal,
+read columns by field id (renamed, widened, added later), and refuse what it cannot read
+exactly. Its use inside a verification, on tables written by Spark, is in
+``test_verification_scope.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IntegerType,
+    ListType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
+)
+
+from icepack_core.execution.file_fingerprint import (
+    InProcessUnsupported,
+    ListedFile,
+    PartitionFiles,
+    TouchedFiles,
+    compare_files,
+    duckdb_string_literal,
+    reader_blocker,
+)
+
+COLUMNS: list[tuple[str, Any, Any, Any]] = [
+    # name, Iceberg type, a value, another value
+    ("b", BooleanType(), True, False),
+    ("i", IntegerType(), 7, 8),
+    ("l", LongType(), 1 << 40, (1 << 40) + 1),
+    ("f", FloatType(), 1.5, -1.5),
+    ("d", DoubleType(), 0.0, -0.0),  # a sign is a value
+    ("dec", DecimalType(10, 2), Decimal("12.30"), Decimal("12.31")),
+    ("day", DateType(), dt.date(2024, 2, 29), dt.date(2024, 3, 1)),
+    ("t", TimeType(), dt.time(12, 0, 0, 1), dt.time(12, 0, 0, 2)),
+    ("ts", TimestampType(), dt.datetime(2024, 1, 1, 0, 0, 0, 1), dt.datetime(2024, 1, 1)),
+    (
+        "tstz",
+        TimestamptzType(),
+        dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
+        dt.datetime(2024, 1, 1, 0, 0, 1, tzinfo=dt.UTC),
+    ),
+    ("s", StringType(), "a", "a "),
+    ("u", UUIDType(), uuid.UUID(int=1).bytes, uuid.UUID(int=2).bytes),
+    ("fx", FixedType(4), b"\x00\x01\x02\x03", b"\x00\x01\x02\x04"),
+    ("bin", BinaryType(), b"", b"\x00"),
+]
+SCHEMA = Schema(
+    *(
+        NestedField(i + 1, name, kind, required=False)
+        for i, (name, kind, _, _) in enumerate(COLUMNS)
+    )
+)
+
+
+def row(which: int) -> dict[str, Any]:
+    """A row with every column set (``which`` picks value or other value per column)."""
+    return {name: (a if (which >> i) % 2 == 0 else b) for i, (name, _, a, b) in enumerate(COLUMNS)}
+
+
+ROWS = [row(0), row(0b1010101), row(-1 & 0x3FFF), {name: None for name, *_ in COLUMNS}]
+_counter = itertools.count()
+
+
+def write(directory: Path, rows: list[dict[str, Any]], schema: Schema = SCHEMA) -> ListedFile:
+    path = directory / f"f{next(_counter)}.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema_to_pyarrow(schema)), path)
+    return ListedFile(f"file:{path}", len(rows), "PARQUET")
+
+
+def one_partition(before: list[ListedFile], after: list[ListedFile]) -> TouchedFiles:
+    return TouchedFiles((PartitionFiles('spec 0 {"p":1}', tuple(before), tuple(after)),), None)
+
+
+def test_the_same_rows_in_other_files_and_order_are_equal(tmp_path):
+    before = [write(tmp_path, ROWS)]
+    after = [write(tmp_path, ROWS[2:][::-1]), write(tmp_path, ROWS[:2][::-1])]
+    compared = compare_files(SCHEMA, one_partition(before, after))
+    assert compared.differs is None
+    assert compared.before == compared.after and compared.before.rows == 4
+    assert compared.before.checksum != 0
+
+
+@pytest.mark.parametrize("column", [name for name, *_ in COLUMNS])
+@pytest.mark.parametrize("change", ["other value", "NULL"])
+def test_any_changed_value_of_any_type_differs(tmp_path, column, change):
+    changed = [dict(r) for r in ROWS]
+    a, b = next((a, b) for name, _, a, b in COLUMNS if name == column)
+    changed[0][column] = None if change == "NULL" else (b if changed[0][column] == a else a)
+    compared = compare_files(
+        SCHEMA, one_partition([write(tmp_path, ROWS)], [write(tmp_path, changed)])
+    )
+    assert compared.before.rows == compared.after.rows == 4
+    assert compared.differs == 'partition spec 0 {"p":1}: 4 rows -> 4 rows, checksum differs'
+
+
+def test_a_lost_or_duplicated_row_or_an_emptied_partition_differs(tmp_path):
+    full = write(tmp_path, ROWS)
+    lost = compare_files(SCHEMA, one_partition([full], [write(tmp_path, ROWS[1:])]))
+    assert lost.differs == 'partition spec 0 {"p":1}: 4 rows -> 3 rows'
+    twice = compare_files(SCHEMA, one_partition([full], [full, write(tmp_path, ROWS[:1])]))
+    assert twice.differs is not None and twice.after.rows == 5
+    emptied = compare_files(SCHEMA, one_partition([full], []))
+    assert emptied.differs is not None and emptied.after.rows == 0
+
+
+def test_partitions_are_compared_one_by_one(tmp_path):
+    """Two rows trading partitions keep the totals but not the partitions: a difference."""
+    x, y = write(tmp_path, ROWS[:2]), write(tmp_path, ROWS[2:])
+    x2, y2 = write(tmp_path, [ROWS[0], ROWS[2]]), write(tmp_path, [ROWS[1], ROWS[3]])
+    files = TouchedFiles((PartitionFiles("x", (x,), (x2,)), PartitionFiles("y", (y,), (y2,))), None)
+    assert compare_files(SCHEMA, files).differs == "partition x: 2 rows -> 2 rows, checksum differs"
+    # As one partition (the totals alone) the same files are equal.
+    merged = TouchedFiles((PartitionFiles("all", (x, y), (x2, y2)),), None)
+    assert compare_files(SCHEMA, merged).differs is None
+
+
+def test_columns_are_read_by_field_id_renamed_widened_or_added_later(tmp_path):
+    old = Schema(
+        NestedField(1, "id_before_rename", IntegerType(), required=False),
+        NestedField(2, "x", FloatType(), required=False),
+    )
+    current = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "x", DoubleType(), required=False),
+        NestedField(3, "added", StringType(), required=False),
+    )
+    before = write(tmp_path, [{"id_before_rename": 1, "x": 0.5}], old)
+    same = write(tmp_path, [{"id": 1, "x": 0.5, "added": None}], current)
+    compared = compare_files(current, one_partition([before], [same]))
+    assert compared.differs is None and compared.before.rows == 1
+    other = write(tmp_path, [{"id": 1, "x": 0.5, "added": "v"}], current)
+    assert compare_files(current, one_partition([before], [other])).differs is not None
+
+
+def test_counts_only_without_checksum(tmp_path):
+    changed = [dict(r, s="z") for r in ROWS]
+    compared = compare_files(
+        SCHEMA,
+        one_partition([write(tmp_path, ROWS)], [write(tmp_path, changed)]),
+        checksum=False,
+    )
+    assert compared.differs is None and compared.before.checksum == 0
+
+
+def test_a_record_count_the_manifest_contradicts_is_never_a_verdict(tmp_path):
+    listed = write(tmp_path, ROWS)
+    miscounted = ListedFile(listed.path, 3, "PARQUET")
+    with pytest.raises(
+        InProcessUnsupported, match="4 rows read from 1 files, the manifests list 3"
+    ):
+        compare_files(SCHEMA, one_partition([listed], [miscounted]))
+
+
+def test_a_missing_file_raises(tmp_path):
+    gone = ListedFile(f"file:{tmp_path}/gone.parquet", 1, "PARQUET")
+    with pytest.raises(Exception, match=r"gone\.parquet"):
+        compare_files(SCHEMA, one_partition([write(tmp_path, ROWS)], [gone]))
+
+
+def listed(path: str, file_format: str = "PARQUET") -> TouchedFiles:
+    return one_partition([ListedFile(path, 1, file_format)], [])
+
+
+@pytest.mark.parametrize(
+    ("schema", "properties", "files", "reason"),
+    [
+        (SCHEMA, {}, TouchedFiles((), "delete files in a touched partition"), "delete files"),
+        (SCHEMA, {"schema.name-mapping.default": "[]"}, listed("/a.parquet"), "name mapping"),
+        (
+            Schema(NestedField(1, "xs", ListType(2, LongType()), required=False)),
+            {},
+            listed("/a.parquet"),
+            "column 'xs'",
+        ),
+        (
+            Schema(NestedField(1, "v", LongType(), required=False, initial_default=5)),
+            {},
+            listed("/a.parquet"),
+            "initial default",
+        ),
+        (SCHEMA, {}, listed("/a.orc", "ORC"), "format ORC"),
+        (SCHEMA, {}, listed("s3://bucket/a.parquet"), "not on the local file system"),
+        (SCHEMA, {}, listed("file:/a%20b.parquet"), "not a plain absolute path"),
+        (SCHEMA, {}, listed("relative/a.parquet"), "not a plain absolute path"),
+    ],
+)
+def test_what_it_cannot_read_exactly_is_named(schema, properties, files, reason):
+    found = reader_blocker(schema, properties, files)
+    assert found is not None and reason in found
+    if not properties:  # the reader itself refuses too (it is not given the properties)
+        with pytest.raises(InProcessUnsupported, match=reason):
+            compare_files(schema, files)
+
+
+def test_readable_files_have_no_blocker():
+    assert reader_blocker(SCHEMA, {}, listed("file:/tmp/a.parquet")) is None
+    assert reader_blocker(SCHEMA, {}, listed("/tmp/a b.parquet")) is None
+
+
+VALUES = st.tuples(st.integers(-(2**63), 2**63 - 1), st.one_of(st.none(), st.text(max_size=5)))
+FLAT = Schema(
+    NestedField(1, "k", LongType(), required=False),
+    NestedField(2, "v", StringType(), required=False),
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(VALUES, min_size=1, max_size=12),
+    cuts=st.lists(st.integers(0, 12), max_size=3),
+    seed=st.randoms(use_true_random=False),
+    victim=st.integers(0, 11),
+    fault=st.sampled_from(["none", "drop", "duplicate"]),
+)
+def test_equal_exactly_when_the_multiset_of_rows_is_equal(
+    tmp_path, rows, cuts, seed, victim, fault
+):
+    as_dicts = [{"k": k, "v": v} for k, v in rows]
+    shuffled = list(as_dicts)
+    seed.shuffle(shuffled)
+    victim %= len(shuffled)
+    if fault == "drop":
+        shuffled.pop(victim)
+    elif fault == "duplicate":
+        shuffled.append(shuffled[victim])
+    bounds = sorted({0, len(shuffled), *(c for c in cuts if c <= len(shuffled))})
+    after = [write(tmp_path, shuffled[a:b], FLAT) for a, b in itertools.pairwise(bounds) if b > a]
+    compared = compare_files(FLAT, one_partition([write(tmp_path, as_dicts, FLAT)], after))
+    assert (compared.differs is None) == (fault == "none")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_a_path_literal_reads_back_as_itself_or_is_refused(text):
+    import duckdb
+
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        with pytest.raises(InProcessUnsupported, match="control character"):
+            duckdb_string_literal(text)
+        return
+    connection = duckdb.connect(":memory:")
+    try:
+        (value,) = connection.execute(f"SELECT {duckdb_string_literal(text)}").fetchone()
+    finally:
+        connection.close()
+    assert value == text
+
+
+def test_a_file_whose_name_has_quotes_and_spaces_is_read(tmp_path):
+    odd = tmp_path / 'it\'s a "file" \\ ;.parquet'
+    pq.write_table(pa.Table.from_pylist(ROWS, schema=schema_to_pyarrow(SCHEMA)), odd)
+    compared = compare_files(
+        SCHEMA, one_partition([ListedFile(str(odd), 4, "PARQUET")], [write(tmp_path, ROWS)])
+    )
+    assert compared.differs is None and compared.before.rows == 4
