@@ -190,6 +190,7 @@ class TableMaintenance:
         expiry: Expiry | None = None,
         orphan_sink: OrphanSink | None = None,
         metadata: TableLoader | None = None,
+        in_process_reader: bool = True,
     ) -> None:
         self.engine = engine
         self.ref = ref
@@ -203,7 +204,12 @@ class TableMaintenance:
         self.guard = guard
         self.metadata = metadata
         self.verifier = RewriteVerifier(
-            engine, ref.catalog, self.table, verify_checksum=verify_checksum, metadata=metadata
+            engine,
+            ref.catalog,
+            self.table,
+            verify_checksum=verify_checksum,
+            metadata=metadata,
+            in_process=in_process_reader,
         )
         # Set by the safety choke point (safety.admission.admit) for orphan removal only.
         self.orphan_location = orphan_location

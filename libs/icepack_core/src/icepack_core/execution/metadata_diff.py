@@ -48,6 +48,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import NestedField, StructType
 
 from icepack_core.errors import MetadataDiffUnsupported, UnsupportedLiteral
+from icepack_core.execution.file_fingerprint import ListedFile, PartitionFiles, TouchedFiles
 from icepack_core.execution.partition_text import FLOAT_TYPES, partition_text, spark_type_of
 from icepack_core.execution.verification_scope import (
     UNSOUND_GLOBAL_DELETES,
@@ -62,7 +63,7 @@ from icepack_core.spark.literals import SparkType, canonical_text_expr, typed_li
 
 # Manifest entry field ids (Iceberg spec, "Manifests").
 STATUS, SEQUENCE, DATA_FILE = 0, 3, 2
-CONTENT, PATH, PARTITION, RECORDS, BYTES = 134, 100, 102, 103, 104
+CONTENT, PATH, FORMAT, PARTITION, RECORDS, BYTES = 134, 100, 101, 102, 103, 104
 EQUALITY_IDS, REFERENCED, OFFSET, LENGTH = 135, 143, 144, 145
 DELETED = 2
 ADDED = 1
@@ -80,6 +81,7 @@ class _Live:
 
     identities: list[Identity]
     values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]]
+    formats: dict[str, str]  # file path -> file format
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
     """
     identities: list[Identity] = []
     values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]] = {}
+    formats: dict[str, str] = {}
     spec_id = manifest.partition_spec_id
     # Framing checked before the decoder sees the bytes, which are read once.
     with AvroFile[Record](checked_input(io, manifest.manifest_path)) as reader:
@@ -157,6 +160,7 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
             key = tuple(_norm(v) for v in tuple_values)
             values.setdefault((spec_id, key), dict(zip(part_ids, tuple_values, strict=False)))
             equality = opt(data, EQUALITY_IDS)
+            formats[str(data[fields[PATH]])] = str(opt(data, FORMAT) or "")
             identities.append(
                 (
                     int(opt(data, CONTENT) or 0),
@@ -172,7 +176,7 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
                     tuple(equality) if equality is not None else None,
                 )
             )
-    return _Live(identities, values)
+    return _Live(identities, values, formats)
 
 
 def checked_manifests(snapshot: Snapshot, io: FileIO) -> list[ManifestFile]:
@@ -265,14 +269,16 @@ def _read(table: Table, before: int, after: int, partitioned: bool) -> tuple[_Li
             raise MetadataDiffUnsupported(f"snapshot {snapshot_id} is not in the loaded metadata")
         identities: list[Identity] = []
         values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]] = {}
+        formats: dict[str, str] = {}
         for manifest in checked_manifests(snapshot, io):
             live = cache.get(manifest.manifest_path)
             if live is None:
                 live = cache[manifest.manifest_path] = read_live_entries(io, manifest, partitioned)
             identities += live.identities
+            formats.update(live.formats)
             for key, found in live.values.items():
                 values.setdefault(key, found)
-        sides.append(_Live(identities, values))
+        sides.append(_Live(identities, values, formats))
     return sides[0], sides[1]
 
 
@@ -306,7 +312,51 @@ async def metadata_diff(
             for (spec_id, label, _), text in zip(touched, texts, strict=True)
         ),
         UNSOUND_GLOBAL_DELETES if result.global_deletes else None,
+        touched_files(
+            old,
+            new,
+            {
+                key: f"spec {key[0]} {label}"
+                for key, (_, label, _) in zip(result.touched, touched, strict=True)
+            },
+            layout.partitioned,
+        ),
     )
+
+
+def touched_files(
+    old: _Live, new: _Live, touched: dict[tuple[int, tuple[Any, ...]], str], partitioned: bool
+) -> TouchedFiles:
+    """Each ``touched`` key's live data files at both sides (named by the key's label), and
+    why delete files make their rows differ from the files' rows (``TouchedFiles.blocker``): a
+    live delete file in a touched partition, of an unpartitioned spec (or an all-NULL tuple,
+    which cannot be told apart from one), or naming a touched data file, at either snapshot."""
+    blocker: str | None = None
+    listed: dict[tuple[int, tuple[Any, ...]], tuple[list[ListedFile], list[ListedFile]]] = {
+        key: ([], []) for key in touched
+    }
+    data_paths = {
+        i[1]
+        for live in (old, new)
+        for i in live.identities
+        if i[0] == 0 and (i[2], i[3]) in touched
+    }
+    for side, live in enumerate((old, new)):
+        for i in live.identities:
+            content, path, key = i[0], i[1], (i[2], i[3])
+            if content > 0:
+                if key in touched:
+                    blocker = blocker or "delete files in a touched partition"
+                elif not partitioned or all(v is None for v in key[1]):
+                    blocker = blocker or "delete files of an unpartitioned spec"
+                elif i[7] is not None and i[7] in data_paths:
+                    blocker = blocker or "a delete file names a touched data file"
+            elif key in touched:
+                listed[key][side].append(ListedFile(path, i[4], live.formats.get(path, "")))
+    partitions = tuple(
+        PartitionFiles(touched[key], tuple(b), tuple(a)) for key, (b, a) in listed.items()
+    )
+    return TouchedFiles(partitions, blocker)
 
 
 async def canonical_texts(

@@ -5,8 +5,10 @@ branch after ``start``: its live contents must equal its parent's. Partitions wh
 and delete files are the same at both snapshots are proven unchanged from metadata (the
 manifests read in this process, ``metadata_diff``, when a table loader is given; else, or when
 that cannot be exact, the Spark ``entries`` query, ``verification_scope.diff_files``); only the
-others (the *touched* partitions) are fingerprinted (row count and content checksum,
-``fingerprint``), in both snapshots by one partition-pruned scan (``verification_scope``).
+others (the *touched* partitions) are fingerprinted (row count and content checksum):
+when no delete file applies to them, first by reading their files in this process
+(``file_fingerprint``), which can only prove them equal; otherwise, or when it does not, in
+both snapshots by one partition-pruned Spark scan (``fingerprint``, ``verification_scope``).
 When scoping would not be sound or cheap (unpartitioned or transform-partitioned table, deletes
 of an unpartitioned spec changed, a filter Spark cannot answer from partition values...), the
 whole table is fingerprinted at both snapshots, and the evidence says why. On a violation it
@@ -34,6 +36,7 @@ comparison ran.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -46,6 +49,11 @@ from icepack_core.errors import (
     ScopeFallback,
     VerificationFailed,
     brief,
+)
+from icepack_core.execution.file_fingerprint import (
+    InProcessUnsupported,
+    compare_files,
+    reader_blocker,
 )
 from icepack_core.execution.fingerprint import (
     Fingerprint,
@@ -123,9 +131,11 @@ class RewriteVerifier:
         *,
         verify_checksum: bool = True,
         metadata: TableLoader | None = None,
+        in_process: bool = True,
     ) -> None:
         self.engine = engine
         self.metadata = metadata
+        self.in_process = in_process
         # The table as loaded for the current verify(), or why it could not be.
         self._loaded: list[tuple[Table | None, str | None]] = []
         self.catalog = catalog
@@ -180,6 +190,9 @@ class RewriteVerifier:
                 return Comparison(
                     nothing, nothing, {**scope, "scope": "none", "partitions_fingerprinted": 0}
                 )
+            read = await self._read_in_process(diff, source)
+            if read is not None:
+                return read
             if self.verify_checksum and self._columns is None:
                 self._columns = await table_columns(self.engine, self.qualified)
             scoped = await self._scoped_scan(before, after, layout, diff)
@@ -233,6 +246,42 @@ class RewriteVerifier:
         source["files_diff_seconds"] = round(time.perf_counter() - started, 3)
         return diff, source
 
+    async def _read_in_process(self, diff: FileDiff, source: dict[str, Any]) -> Comparison | None:
+        """The touched partitions proven equal by reading their files in this process
+        (``file_fingerprint``); None when that reader cannot prove it -- it cannot read them
+        exactly, or they differ -- with the reason in ``source["reader_fallback"]``: the Spark
+        scan then decides."""
+        if not self.in_process or diff.files is None:
+            return None
+        table, _ = await self._load()  # file_diff loaded it, or diff.files would be None
+        if table is None:
+            return None
+        schema = table.metadata.schema()
+        blocker = reader_blocker(schema, table.metadata.properties, diff.files)
+        if blocker is not None:
+            source["reader_fallback"] = blocker
+            return None
+        started = time.perf_counter()
+        try:
+            compared = await asyncio.to_thread(
+                compare_files, schema, diff.files, checksum=self.verify_checksum
+            )
+        except InProcessUnsupported as exc:
+            source["reader_fallback"] = exc.reason
+            return None
+        except Exception as exc:  # the Spark scan decides
+            source["reader_fallback"] = brief(exc)
+            return None
+        if compared.differs is not None:
+            source["reader_fallback"] = f"the in-process read differs ({compared.differs})"
+            return None
+        note = {
+            **self._scoped_note(diff),
+            "reader": "in_process",
+            "reader_seconds": round(time.perf_counter() - started, 3),
+        }
+        return Comparison(compared.before, compared.after, {**note, **source})
+
     async def _scoped_scan(
         self, before: int, after: int, layout: TableLayout, diff: FileDiff
     ) -> Comparison:
@@ -241,18 +290,20 @@ class RewriteVerifier:
             self.engine, self.qualified, before, after, layout, diff.touched, columns
         )
         return Comparison(
-            scoped.before,
-            scoped.after,
-            {
-                **_counts(diff),
-                "scope": "partitions",
-                "partitions_fingerprinted": len(diff.touched),
-                "fingerprinted": [
-                    {"spec_id": p.spec_id, "partition": p.label}
-                    for p in diff.touched[:EVIDENCE_PARTITIONS]
-                ],
-            },
+            scoped.before, scoped.after, {**self._scoped_note(diff), "reader": "engine"}
         )
+
+    @staticmethod
+    def _scoped_note(diff: FileDiff) -> dict[str, Any]:
+        return {
+            **_counts(diff),
+            "scope": "partitions",
+            "partitions_fingerprinted": len(diff.touched),
+            "fingerprinted": [
+                {"spec_id": p.spec_id, "partition": p.label}
+                for p in diff.touched[:EVIDENCE_PARTITIONS]
+            ],
+        }
 
     async def _load(self) -> tuple[Table | None, str | None]:
         """The table through ``metadata``, loaded once per ``verify()`` (after every checked

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icepack_core.errors import ScopeFallback, UnsupportedLiteral
+from icepack_core.execution.file_fingerprint import TouchedFiles
 from icepack_core.execution.fingerprint import Fingerprint, SparkType, as_int, checksum_expression
 from icepack_core.execution.partition_filter import PartitionColumn, partitions_where
 from icepack_core.spark.engine import SparkEngine
@@ -90,6 +91,8 @@ class FileDiff:
     partitions: int  # distinct keys live at either snapshot
     touched: tuple[Partition, ...]
     unsound: str | None  # why only a whole-table comparison is sound, else None
+    # The touched partitions' live files, when the diff read them (``metadata_diff``).
+    files: TouchedFiles | None = None
 
     @property
     def proven(self) -> int:
