@@ -213,6 +213,12 @@ def listed(path: str, file_format: str = "PARQUET") -> TouchedFiles:
         (SCHEMA, {}, listed("/a.orc", "ORC"), "format ORC"),
         (SCHEMA, {}, listed("s3://bucket/a.parquet"), "not on the local file system"),
         (SCHEMA, {}, listed("file:/a%20b.parquet"), "not a plain absolute path"),
+        # DuckDB expands globs; urlsplit drops an empty query or fragment.
+        (SCHEMA, {}, listed("/t/f[1].parquet"), "not a plain absolute path"),
+        (SCHEMA, {}, listed("/t/f*.parquet"), "not a plain absolute path"),
+        (SCHEMA, {}, listed("/t/f.parquet?"), "not a plain absolute path"),
+        (SCHEMA, {}, listed("file:/t/f.parquet#"), "not a plain absolute path"),
+        (SCHEMA, {}, listed("/t/back\\slash.parquet"), "not a plain absolute path"),
         (SCHEMA, {}, listed("relative/a.parquet"), "not a plain absolute path"),
     ],
 )
@@ -281,9 +287,98 @@ def test_a_path_literal_reads_back_as_itself_or_is_refused(text):
 
 
 def test_a_file_whose_name_has_quotes_and_spaces_is_read(tmp_path):
-    odd = tmp_path / 'it\'s a "file" \\ ;.parquet'
+    odd = tmp_path / 'it\'s a "file" ;.parquet'
     pq.write_table(pa.Table.from_pylist(ROWS, schema=schema_to_pyarrow(SCHEMA)), odd)
     compared = compare_files(
         SCHEMA, one_partition([ListedFile(str(odd), 4, "PARQUET")], [write(tmp_path, ROWS)])
     )
     assert compared.differs is None and compared.before.rows == 4
+
+
+def test_a_file_without_field_ids_is_refused_not_read_as_nulls(tmp_path):
+    """Iceberg reads such a file by column position; DuckDB's field-id map would read NULLs,
+    so two different id-less files would compare equal."""
+    plain = tmp_path / "no_ids.parquet"
+    pq.write_table(pa.table({"k": [1, 2], "v": ["a", "b"]}), plain)
+    files = one_partition([ListedFile(str(plain), 2, "PARQUET")], [])
+    with pytest.raises(InProcessUnsupported, match="without a field id"):
+        compare_files(FLAT, files)
+
+
+def with_types(*fields: tuple[int, str, pa.DataType]) -> pa.Schema:
+    return pa.schema(
+        [pa.field(name, kind, metadata={"PARQUET:field_id": str(i)}) for i, name, kind in fields]
+    )
+
+
+@pytest.mark.parametrize(
+    ("iceberg", "stored", "value"),
+    [
+        (FloatType(), pa.float64(), 0.1000000001),  # narrowed by the cast
+        (DecimalType(10, 2), pa.decimal128(10, 3), Decimal("1.234")),  # rescaled
+        (IntegerType(), pa.int64(), 5),  # a long where an int is declared
+        (StringType(), pa.binary(), b"x"),  # not UTF-8 annotated
+        (TimestamptzType(), pa.timestamp("us"), dt.datetime(2024, 3, 10, 2, 30)),
+        (TimestampType(), pa.timestamp("ns"), dt.datetime(2024, 1, 1)),  # truncated
+    ],
+)
+def test_a_one_sided_file_stored_otherwise_than_iceberg_reads_it_is_refused(
+    tmp_path, iceberg, stored, value
+):
+    current = Schema(NestedField(1, "c", iceberg, required=False))
+    odd = tmp_path / f"odd{next(_counter)}.parquet"
+    pq.write_table(pa.Table.from_pylist([{"c": value}], schema=with_types((1, "c", stored))), odd)
+    files = one_partition([ListedFile(str(odd), 1, "PARQUET")], [])
+    with pytest.raises(InProcessUnsupported, match=r"field 1 \("):
+        compare_files(current, files)
+    # The same file on both sides adds the same rows to each: it is not checked.
+    same = one_partition([ListedFile(str(odd), 1, "PARQUET")], [ListedFile(str(odd), 1, "PARQUET")])
+    assert compare_files(current, same).differs is None
+
+
+def test_a_side_of_empty_files_counts_zero(tmp_path):
+    empty = write(tmp_path, [])
+    compared = compare_files(SCHEMA, one_partition([empty], [write(tmp_path, ROWS[:1])]))
+    assert compared.before.rows == 0 and compared.before.checksum == 0
+    assert compared.differs == 'partition spec 0 {"p":1}: 0 rows -> 1 rows'
+
+
+def live(*entries: tuple[int, str, int, tuple[Any, ...], str | None]) -> Any:
+    """A snapshot's live entries: (content, path, spec id, partition key, referenced file)."""
+    from icepack_core.execution.metadata_diff import _Live
+
+    identities = [
+        (content, path, spec, key, 1, 10, 1, ref, None, None, None)
+        for content, path, spec, key, ref in entries
+    ]
+    return _Live(identities, {}, {path: "PARQUET" for _, path, *_ in entries})
+
+
+@pytest.mark.parametrize(
+    ("delete", "blocker"),
+    [
+        (None, None),
+        ((1, "/d/a-del", 0, ("a",), None), "delete files in a touched partition"),
+        ((2, "/d/eq", 1, (), None), "delete files of an unpartitioned spec"),
+        ((1, "/d/b-del", 0, ("b",), "/d/a1"), "a delete file names a touched data file"),
+        # In another partition, naming nothing by field: it may still name /d/a1 by its
+        # file_path bounds, which readers honour in any partition.
+        ((1, "/d/b-del", 0, ("b",), None), "a position delete file may name a touched data file"),
+        ((2, "/d/b-eq", 0, ("b",), None), None),  # equality deletes stay in their partition
+    ],
+)
+def test_touched_files_lists_each_side_and_names_what_deletes_block(delete, blocker):
+    from icepack_core.execution.metadata_diff import touched_files
+
+    before = [(0, "/d/a1", 0, ("a",), None), (0, "/d/a2", 0, ("a",), None)]
+    before += [(0, "/d/b1", 0, ("b",), None)]
+    after = [(0, "/d/a3", 0, ("a",), None), (0, "/d/b1", 0, ("b",), None)]
+    extra = [delete] if delete is not None else []
+    files = touched_files(
+        live(*before, *extra), live(*after, *extra), {(0, ("a",)): "spec 0 a"}, True
+    )
+    (partition,) = files.partitions
+    assert partition.key == "spec 0 a"
+    assert [f.path for f in partition.before] == ["/d/a1", "/d/a2"]
+    assert [f.path for f in partition.after] == ["/d/a3"]
+    assert files.blocker == blocker

@@ -330,7 +330,8 @@ def touched_files(
     """Each ``touched`` key's live data files at both sides (named by the key's label), and
     why delete files make their rows differ from the files' rows (``TouchedFiles.blocker``): a
     live delete file in a touched partition, of an unpartitioned spec (or an all-NULL tuple,
-    which cannot be told apart from one), or naming a touched data file, at either snapshot."""
+    which cannot be told apart from one), naming a touched data file, or a position delete
+    file without ``referenced_data_file`` anywhere, at either snapshot."""
     blocker: str | None = None
     listed: dict[tuple[int, tuple[Any, ...]], tuple[list[ListedFile], list[ListedFile]]] = {
         key: ([], []) for key in touched
@@ -351,6 +352,10 @@ def touched_files(
                     blocker = blocker or "delete files of an unpartitioned spec"
                 elif i[7] is not None and i[7] in data_paths:
                     blocker = blocker or "a delete file names a touched data file"
+                elif content == 1 and i[7] is None:
+                    # Readers also match a position delete to a data file by equal file_path
+                    # bounds, in any partition; the bounds are not read here.
+                    blocker = blocker or "a position delete file may name a touched data file"
             elif key in touched:
                 listed[key][side].append(ListedFile(path, i[4], live.formats.get(path, "")))
     partitions = tuple(
