@@ -375,10 +375,27 @@ def test_touched_files_lists_each_side_and_names_what_deletes_block(delete, bloc
     after = [(0, "/d/a3", 0, ("a",), None), (0, "/d/b1", 0, ("b",), None)]
     extra = [delete] if delete is not None else []
     files = touched_files(
-        live(*before, *extra), live(*after, *extra), {(0, ("a",)): "spec 0 a"}, True
+        live(*before, *extra),
+        live(*after, *extra),
+        {(0, ("a",)): "spec 0 a"},
+        True,
+        {0: frozenset({7})},
     )
     (partition,) = files.partitions
-    assert partition.key == "spec 0 a"
+    assert partition.key == "spec 0 a" and partition.constant == frozenset({7})
     assert [f.path for f in partition.before] == ["/d/a1", "/d/a2"]
     assert [f.path for f in partition.after] == ["/d/a3"]
     assert files.blocker == blocker
+
+
+def test_identity_partition_columns_are_the_partitions_constant_not_read(tmp_path):
+    """Iceberg's readers show an identity partition column's value from the partition tuple,
+    whatever the file stores there; so does this reader, by not reading it."""
+    stored_a = write(tmp_path, [{"k": 1, "v": "a"}], FLAT)
+    stored_b = write(tmp_path, [{"k": 1, "v": "b"}], FLAT)
+    constant_v = TouchedFiles(
+        (PartitionFiles("p", (stored_a,), (stored_b,), frozenset({2})),), None
+    )
+    assert compare_files(FLAT, constant_v).differs is None
+    read_v = TouchedFiles((PartitionFiles("p", (stored_a,), (stored_b,)),), None)
+    assert compare_files(FLAT, read_v).differs == "partition p: 1 rows -> 1 rows, checksum differs"

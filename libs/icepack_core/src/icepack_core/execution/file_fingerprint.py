@@ -19,6 +19,9 @@ reader is the table's own, decides instead. Comparing per partition also catches
 with another partition than its rows (Spark shows an identity column's value from the label,
 this reader from the file), and makes a rewrite that moves rows across specs a Spark decision.
 
+An identity partition source column of the partition's spec is not read: Iceberg's readers
+show its value from the partition tuple, the same at both sides of one partition.
+
 A file on one side only must be stored as Iceberg reads it (``_check_encodings``): field ids on
 every column, and each column's Parquet type Iceberg's encoding of its current type or of one
 Iceberg promotes to it, so DuckDB's cast is never lossy. A file on both sides adds the same rows
@@ -111,11 +114,14 @@ class ListedFile:
 @dataclass(frozen=True)
 class PartitionFiles:
     """One touched partition's live data files at ``before`` and at ``after``; ``key`` names
-    it in messages (spec id and partition tuple)."""
+    it in messages (spec id and partition tuple). ``constant`` holds the field ids of its
+    spec's identity partition sources: Iceberg's readers take those values from the partition
+    tuple, the same at both sides of one partition, not from the files, so they are not read."""
 
     key: str
     before: tuple[ListedFile, ...]
     after: tuple[ListedFile, ...]
+    constant: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -209,15 +215,23 @@ def reader_blocker(
     return None
 
 
-def _schema_map(schema: Schema) -> str:
-    """The ``read_parquet`` schema map: field id -> generated name, declared type. Only
-    integers and this module's type names reach the SQL: never a name from the catalog."""
+def _query(schema: Schema, constant: frozenset[int], checksum: bool) -> str:
+    """``SELECT count, checksum FROM read_parquet(%s, schema = <map>)`` over the columns of
+    ``schema`` not in ``constant``; ``%s`` is for the file list. The schema map names each
+    field id's column ``c<position>`` with its declared type: only integers and this module's
+    type names reach the SQL, never a name from the catalog."""
+    read = [(i, c) for i, c in enumerate(schema.fields) if c.field_id not in constant]
     entries = [
-        f"{int(column.field_id)}: {{name: 'c{i}', type: '{duckdb_type(column.field_type)}', "
+        f"{int(c.field_id)}: {{name: 'c{i}', type: '{duckdb_type(c.field_type)}', "
         "default_value: NULL}"
-        for i, column in enumerate(schema.fields)
+        for i, c in read
     ]
-    return "MAP {" + ", ".join(entries) + "}"
+    names = [f"c{i}" for i, _ in read]
+    # DuckDB hashes -0.0 like 0.0 (they compare equal); a sign is a value, so it is hashed too.
+    names += [f"signbit(c{i})" for i, c in read if isinstance(c.field_type, FloatType | DoubleType)]
+    hashed = f"coalesce(sum(hash({', '.join(names)})::HUGEINT), 0)" if checksum and names else "0"
+    schema_map = "MAP {" + ", ".join(entries) + "}" if entries else "MAP {}"
+    return f"SELECT count(*) AS n, {hashed} AS h FROM read_parquet(%s, schema = {schema_map})"
 
 
 def compare_files(schema: Schema, files: TouchedFiles, *, checksum: bool = True) -> FileComparison:
@@ -236,16 +250,6 @@ def compare_files(schema: Schema, files: TouchedFiles, *, checksum: bool = True)
     blocker = reader_blocker(schema, {}, files)
     if blocker is not None:
         raise InProcessUnsupported(blocker)
-    names = [f"c{i}" for i in range(len(schema.fields))]
-    # DuckDB hashes -0.0 like 0.0 (they compare equal); a sign is a value, so it is hashed too.
-    names += [
-        f"signbit(c{i})"
-        for i, column in enumerate(schema.fields)
-        if isinstance(column.field_type, FloatType | DoubleType)
-    ]
-    hashed = f"coalesce(sum(hash({', '.join(names)})::HUGEINT), 0)" if checksum and names else "0"
-    select = f"SELECT count(*) AS n, {hashed} AS h"
-    schema_map = _schema_map(schema)
     totals = [Fingerprint(0, 0), Fingerprint(0, 0)]
     differs = None
     connection = duckdb.connect(":memory:")
@@ -257,6 +261,8 @@ def compare_files(schema: Schema, files: TouchedFiles, *, checksum: bool = True)
         # An aggregate over streamed row groups needs little; past this DuckDB fails the read
         # (the Spark scan decides) instead of growing the executor.
         connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        # The encoding check below parses the footers the reads then need again.
+        connection.execute("SET parquet_metadata_cache = true")
         # A timestamp without zone is cast to TIMESTAMPTZ through the session zone.
         connection.execute("SET TimeZone = 'UTC'")
         # A file on both sides adds the same rows to both, however it is read; a file on one
@@ -266,8 +272,9 @@ def compare_files(schema: Schema, files: TouchedFiles, *, checksum: bool = True)
         one_sided = sorted(before_paths ^ after_paths)
         _check_encodings(connection, schema, [local_path(p) for p in one_sided])
         for partition in files.partitions:
-            before = _read(connection, select, schema_map, partition.before, checksum)
-            after = _read(connection, select, schema_map, partition.after, checksum)
+            query = _query(schema, partition.constant, checksum)
+            before = _read(connection, query, partition.before)
+            after = _read(connection, query, partition.after)
             totals = [_plus(totals[0], before), _plus(totals[1], after)]
             if before != after:  # not a verdict: the Spark scan reads them all again
                 differs = f"partition {partition.key}: {before.rows} rows -> {after.rows} rows"
@@ -376,21 +383,22 @@ def _plus(a: Fingerprint, b: Fingerprint) -> Fingerprint:
     return Fingerprint(a.rows + b.rows, a.checksum + b.checksum)
 
 
-def _read(
-    connection: Any, select: str, schema_map: str, side: Sequence[ListedFile], checksum: bool
-) -> Fingerprint:
+def _read(connection: Any, query: str, side: Sequence[ListedFile]) -> Fingerprint:
+    """Row count and checksum of one side of one partition (``query`` from ``_query``).
+
+    Raises:
+        InProcessUnsupported: the rows read differ from the manifests' record count.
+    """
     if not side:
         return Fingerprint(0, 0)
     expected = sum(f.records for f in side)
     # The list is written into the statement, quoted, instead of bound: binding any Python
     # value makes DuckDB import pandas first (1.1 s, once per process).
     paths = "[" + ", ".join(duckdb_string_literal(local_path(f.path)) for f in side) + "]"
-    row = connection.execute(
-        f"{select} FROM read_parquet({paths}, schema = {schema_map})"
-    ).fetchone()
+    row = connection.execute(query.replace("%s", paths, 1)).fetchone()
     rows = as_int(row[0])
     if rows != expected:
         raise InProcessUnsupported(
             f"{rows} rows read from {len(side)} files, the manifests list {expected}"
         )
-    return Fingerprint(rows, as_int(row[1]) if checksum else 0)
+    return Fingerprint(rows, as_int(row[1]))

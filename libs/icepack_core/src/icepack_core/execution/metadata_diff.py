@@ -320,14 +320,26 @@ async def metadata_diff(
                 for key, (_, label, _) in zip(result.touched, touched, strict=True)
             },
             layout.partitioned,
+            {
+                spec_id: frozenset(
+                    f.source_id for f in spec.fields if isinstance(f.transform, IdentityTransform)
+                )
+                for spec_id, spec in table.metadata.specs().items()
+            },
         ),
     )
 
 
 def touched_files(
-    old: _Live, new: _Live, touched: dict[tuple[int, tuple[Any, ...]], str], partitioned: bool
+    old: _Live,
+    new: _Live,
+    touched: dict[tuple[int, tuple[Any, ...]], str],
+    partitioned: bool,
+    identity_sources: dict[int, frozenset[int]] | None = None,
 ) -> TouchedFiles:
-    """Each ``touched`` key's live data files at both sides (named by the key's label), and
+    """Each ``touched`` key's live data files at both sides (named by the key's label, with its
+    spec's identity partition source ids from ``identity_sources``: their values are constants
+    of the partition, ``PartitionFiles.constant``), and
     why delete files make their rows differ from the files' rows (``TouchedFiles.blocker``): a
     live delete file in a touched partition, of an unpartitioned spec (or an all-NULL tuple,
     which cannot be told apart from one), naming a touched data file, or a position delete
@@ -359,7 +371,10 @@ def touched_files(
             elif key in touched:
                 listed[key][side].append(ListedFile(path, i[4], live.formats.get(path, "")))
     partitions = tuple(
-        PartitionFiles(touched[key], tuple(b), tuple(a)) for key, (b, a) in listed.items()
+        PartitionFiles(
+            touched[key], tuple(b), tuple(a), (identity_sources or {}).get(key[0], frozenset())
+        )
+        for key, (b, a) in listed.items()
     )
     return TouchedFiles(partitions, blocker)
 
