@@ -234,20 +234,26 @@ def _query(schema: Schema, constant: frozenset[int], checksum: bool) -> str:
     return f"SELECT count(*) AS n, {hashed} AS h FROM read_parquet(%s, schema = {schema_map})"
 
 
-def compare_files(schema: Schema, files: TouchedFiles, *, checksum: bool = True) -> FileComparison:
+def compare_files(
+    schema: Schema,
+    files: TouchedFiles,
+    *,
+    properties: Mapping[str, str] | None = None,
+    checksum: bool = True,
+) -> FileComparison:
     """Row count and checksum (0 without ``checksum``) of each touched partition's rows at both
-    snapshots, read with ``schema`` (the table's current one), compared partition by partition.
-    Blocking.
+    snapshots, read with ``schema`` and ``properties`` (the table's current ones), compared
+    partition by partition. Blocking.
 
     Raises:
-        InProcessUnsupported: ``reader_blocker`` (without properties) found a reason, a file
+        InProcessUnsupported: ``reader_blocker`` found a reason, a file
             on one side only is not stored as Iceberg would read it (``_check_encodings``),
             or the rows read differ from the manifests' record counts.
         Exception: DuckDB's error (a missing or unreadable file, a value that does not cast).
     """
     import duckdb  # the executor's dependency (icepack-core[spark]); imported when used
 
-    blocker = reader_blocker(schema, {}, files)
+    blocker = reader_blocker(schema, properties or {}, files)
     if blocker is not None:
         raise InProcessUnsupported(blocker)
     totals = [Fingerprint(0, 0), Fingerprint(0, 0)]

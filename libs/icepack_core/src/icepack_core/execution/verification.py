@@ -50,11 +50,7 @@ from icepack_core.errors import (
     VerificationFailed,
     brief,
 )
-from icepack_core.execution.file_fingerprint import (
-    InProcessUnsupported,
-    compare_files,
-    reader_blocker,
-)
+from icepack_core.execution.file_fingerprint import InProcessUnsupported, compare_files
 from icepack_core.execution.fingerprint import (
     Fingerprint,
     SparkType,
@@ -256,15 +252,14 @@ class RewriteVerifier:
         table, _ = await self._load()  # file_diff loaded it, or diff.files would be None
         if table is None:
             return None
-        schema = table.metadata.schema()
-        blocker = reader_blocker(schema, table.metadata.properties, diff.files)
-        if blocker is not None:
-            source["reader_fallback"] = blocker
-            return None
         started = time.perf_counter()
         try:
             compared = await asyncio.to_thread(
-                compare_files, schema, diff.files, checksum=self.verify_checksum
+                compare_files,
+                table.metadata.schema(),
+                diff.files,
+                properties=table.metadata.properties,
+                checksum=self.verify_checksum,
             )
         except InProcessUnsupported as exc:
             source["reader_fallback"] = exc.reason
