@@ -44,8 +44,8 @@ from pyiceberg.types import (
     UUIDType,
 )
 
+from icepack_core.errors import InProcessUnsupported
 from icepack_core.execution.file_fingerprint import (
-    InProcessUnsupported,
     ListedFile,
     PartitionFiles,
     TouchedFiles,
@@ -212,7 +212,6 @@ def listed(path: str, file_format: str = "PARQUET") -> TouchedFiles:
         ),
         (SCHEMA, {}, listed("/a.orc", "ORC"), "format ORC"),
         (SCHEMA, {}, listed("s3://bucket/a.parquet"), "not on the local file system"),
-        (SCHEMA, {}, listed("file:/a%20b.parquet"), "not a plain absolute path"),
         # DuckDB expands globs; urlsplit drops an empty query or fragment.
         (SCHEMA, {}, listed("/t/f[1].parquet"), "not a plain absolute path"),
         (SCHEMA, {}, listed("/t/f*.parquet"), "not a plain absolute path"),
@@ -233,6 +232,24 @@ def test_what_it_cannot_read_exactly_is_named(schema, properties, files, reason)
 def test_readable_files_have_no_blocker():
     assert reader_blocker(SCHEMA, {}, listed("file:/tmp/a.parquet")) is None
     assert reader_blocker(SCHEMA, {}, listed("/tmp/a b.parquet")) is None
+    assert reader_blocker(SCHEMA, {}, listed("file:/tmp/p=it%27s/a.parquet")) is None
+
+
+def test_a_percent_escape_in_a_location_names_the_file_by_its_text(tmp_path):
+    """Iceberg's file IO takes a location's text as the file's name (Spark writes the partition
+    value ``it's`` as the directory ``p=it%27s``): the escape is never decoded, so a file that
+    the decoded name would reach instead is not read."""
+    (tmp_path / "p=it%27s").mkdir()
+    (tmp_path / "p=it's").mkdir()
+    escaped = tmp_path / "p=it%27s" / "f.parquet"
+    pq.write_table(pa.Table.from_pylist(ROWS[:2], schema=schema_to_pyarrow(SCHEMA)), escaped)
+    decoy = tmp_path / "p=it's" / "f.parquet"
+    pq.write_table(pa.Table.from_pylist(ROWS[2:], schema=schema_to_pyarrow(SCHEMA)), decoy)
+    location = ListedFile(f"file:{escaped}", 2, "PARQUET")
+    same = compare_files(SCHEMA, one_partition([location], [write(tmp_path, ROWS[:2])]))
+    assert same.differs is None and same.before.rows == 2
+    other = compare_files(SCHEMA, one_partition([location], [write(tmp_path, ROWS[2:])]))
+    assert other.differs is not None
 
 
 VALUES = st.tuples(st.integers(-(2**63), 2**63 - 1), st.one_of(st.none(), st.text(max_size=5)))
@@ -399,3 +416,38 @@ def test_identity_partition_columns_are_the_partitions_constant_not_read(tmp_pat
     assert compare_files(FLAT, constant_v).differs is None
     read_v = TouchedFiles((PartitionFiles("p", (stored_a,), (stored_b,)),), None)
     assert compare_files(FLAT, read_v).differs == "partition p: 1 rows -> 1 rows, checksum differs"
+
+
+def with_dropped_struct(tmp_path: Path, leaf_id: str | None) -> ListedFile:
+    """A file of ``FLAT``'s columns plus a struct the table has since dropped (id 9), whose
+    leaf carries ``leaf_id`` (None: no field id)."""
+    metadata = {"PARQUET:field_id": leaf_id} if leaf_id is not None else None
+    stored = pa.schema(
+        [
+            pa.field("k", pa.int64(), metadata={"PARQUET:field_id": "1"}),
+            pa.field("v", pa.string(), metadata={"PARQUET:field_id": "2"}),
+            pa.field(
+                "gone",
+                pa.struct([pa.field("x", pa.int32(), metadata=metadata)]),
+                metadata={"PARQUET:field_id": "9"},
+            ),
+        ]
+    )
+    path = tmp_path / f"dropped{next(_counter)}.parquet"
+    row = {"k": 1, "v": "a", "gone": {"x": 1}}
+    pq.write_table(pa.Table.from_pylist([row], schema=stored), path)
+    return ListedFile(str(path), 1, "PARQUET")
+
+
+def test_a_nested_leaf_without_a_field_id_is_refused(tmp_path):
+    """A column the table dropped may survive in old files: its leaves need ids too, or the
+    file was not written by an Iceberg writer."""
+    files = one_partition([with_dropped_struct(tmp_path, None)], [])
+    with pytest.raises(InProcessUnsupported, match="without a field id"):
+        compare_files(FLAT, files)
+
+
+def test_a_dropped_nested_column_with_ids_does_not_stop_the_read(tmp_path):
+    new = write(tmp_path, [{"k": 1, "v": "a"}], FLAT)
+    compared = compare_files(FLAT, one_partition([with_dropped_struct(tmp_path, "10")], [new]))
+    assert compared.differs is None and compared.after.rows == 1

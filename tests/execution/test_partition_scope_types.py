@@ -144,8 +144,11 @@ CASES = {
 
 
 SETTINGS: list[Settings] = []  # the catalog the verifier's metadata loader reads
-# Source types the metadata file diff has no canonical text for: the Spark diff runs instead.
+# Source types the metadata scope has no canonical text for: the Spark query scopes instead.
 ENGINE_DIFF = {"uuid", "fixed"}
+# PyIceberg 0.12's Avro reader fails (EOFError) on the manifest Spark writes for the append of
+# the fixed[2] value X'0102': the verification's manifest diff falls back to Spark's.
+MANIFEST_UNREADABLE = {"fixed"}
 
 
 @pytest.fixture(scope="module")
@@ -267,9 +270,17 @@ async def test_scoped_rewrite_selects_exactly_the_hot_partitions(
     )
     assert outcome.output["scope"] == case.scope, outcome.output.get("scope_reason")
     (verified,) = outcome.verification["verified_snapshots"]
+    # The verification's proof needs no partition text: its file diff is read from the
+    # manifests and its touched partitions in process, with no Spark query, for every type
+    # whose manifests PyIceberg decodes.
+    if type_name in MANIFEST_UNREADABLE:
+        assert verified["reader_fallback"].startswith("manifest diff: EOFError"), verified
+        assert verified["reader"] == "engine" and verified["files_diff"] == "engine"
+    else:
+        assert verified["files_diff"] == "metadata", verified.get("files_diff_fallback")
+        assert verified["reader"] == "in_process", verified.get("reader_fallback")
+    # The scope is a Spark filter: read from the manifests only where each value has a text.
     expected = "engine" if type_name in ENGINE_DIFF else "metadata"
-    assert verified["files_diff"] == expected, verified.get("files_diff_fallback")
-    # The scope is read from the manifests on the same terms as the file diff.
     assert outcome.output["scope_source"] == expected, outcome.output.get("scope_source_fallback")
     if case.scope == "table":
         assert case.reason in outcome.output["scope_reason"]

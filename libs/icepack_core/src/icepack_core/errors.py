@@ -356,3 +356,12 @@ class UnexpectedCatalogAnswer(IcepackError):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         super().__init__(f"HTTP {status}: {message}")
+
+
+class InProcessUnsupported(IcepackError):
+    """The verification cannot read the touched partitions exactly in this process; ``reason``
+    says why (the Spark scan decides instead)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

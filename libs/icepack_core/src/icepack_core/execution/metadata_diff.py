@@ -35,7 +35,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyiceberg.avro.file import AvroFile
@@ -282,6 +282,51 @@ def _read(table: Table, before: int, after: int, partitioned: bool) -> tuple[_Li
     return sides[0], sides[1]
 
 
+def is_partitioned(table: Table) -> bool:
+    """Whether any partition spec of ``table`` has a field: Spark's ``_partition`` tuple is the
+    union of every spec's fields, so this is ``TableLayout.partitioned`` without a ``DESCRIBE``
+    (a spec of void transforms only counts as partitioned here; its tuples are all NULL, which
+    the delete rules treat as unpartitioned)."""
+    return any(spec.fields for spec in table.metadata.specs().values())
+
+
+def manifest_diff(
+    table: Table, before: int, after: int, partitioned: bool
+) -> tuple[FileDiff, list[dict[int, Any]]]:
+    """``before`` and ``after`` compared from ``table``'s manifests alone, asking no engine:
+    the ``FileDiff`` without canonical texts (each ``Partition.texts`` is empty) and each
+    touched partition's values by partition field id. Blocking (reads the manifests).
+
+    Raises:
+        MetadataDiffUnsupported: a snapshot is not in the loaded metadata.
+        Exception: a manifest read's error.
+    """
+    old, new = _read(table, before, after, partitioned)
+    result = compare(old.identities, new.identities, partitioned)
+    names = {f.field_id: f.name for spec in table.metadata.specs().values() for f in spec.fields}
+    found = {**new.values, **old.values}
+    values = [found.get(key, {}) for key in result.touched]
+    labels = [_label(names, v) for v in values]
+    files = touched_files(
+        old,
+        new,
+        {key: f"spec {key[0]} {label}" for key, label in zip(result.touched, labels, strict=True)},
+        partitioned,
+        {
+            spec_id: frozenset(
+                f.source_id for f in spec.fields if isinstance(f.transform, IdentityTransform)
+            )
+            for spec_id, spec in table.metadata.specs().items()
+        },
+    )
+    touched = tuple(
+        Partition(spec_id, label, ())
+        for (spec_id, _), label in zip(result.touched, labels, strict=True)
+    )
+    unsound = UNSOUND_GLOBAL_DELETES if result.global_deletes else None
+    return FileDiff(result.partitions, touched, unsound, files), values
+
+
 async def metadata_diff(
     table: Table, engine: SparkEngine, before: int, after: int, layout: TableLayout
 ) -> FileDiff:
@@ -296,36 +341,15 @@ async def metadata_diff(
     """
     columns = identity_columns(table, layout)
     # A snapshot's manifests and manifest list are immutable: read them off the event loop.
-    old, new = await asyncio.to_thread(_read, table, before, after, layout.partitioned)
-    result = compare(old.identities, new.identities, layout.partitioned)
-    names = {f.field_id: f.name for spec in table.metadata.specs().values() for f in spec.fields}
-    found = {**new.values, **old.values}
-    touched: list[tuple[int, str, list[Any]]] = []
-    for spec_id, key in result.touched:
-        values = found.get((spec_id, key), {})
-        touched.append((spec_id, _label(names, values), [values.get(c.field_id) for c in columns]))
-    texts = await canonical_texts(engine, columns, [raw for _, _, raw in touched])
-    return FileDiff(
-        result.partitions,
-        tuple(
-            Partition(spec_id, label, text)
-            for (spec_id, label, _), text in zip(touched, texts, strict=True)
-        ),
-        UNSOUND_GLOBAL_DELETES if result.global_deletes else None,
-        touched_files(
-            old,
-            new,
-            {
-                key: f"spec {key[0]} {label}"
-                for key, (_, label, _) in zip(result.touched, touched, strict=True)
-            },
-            layout.partitioned,
-            {
-                spec_id: frozenset(
-                    f.source_id for f in spec.fields if isinstance(f.transform, IdentityTransform)
-                )
-                for spec_id, spec in table.metadata.specs().items()
-            },
+    diff, values = await asyncio.to_thread(manifest_diff, table, before, after, layout.partitioned)
+    texts = await canonical_texts(
+        engine, columns, [[v.get(c.field_id) for c in columns] for v in values]
+    )
+    return replace(
+        diff,
+        touched=tuple(
+            replace(partition, texts=text)
+            for partition, text in zip(diff.touched, texts, strict=True)
         ),
     )
 

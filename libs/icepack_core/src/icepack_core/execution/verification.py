@@ -9,6 +9,9 @@ others (the *touched* partitions) are fingerprinted (row count and content check
 when no delete file applies to them, first by reading their files in this process
 (``file_fingerprint``), which can only prove them equal; otherwise, or when it does not, in
 both snapshots by one partition-pruned Spark scan (``fingerprint``, ``verification_scope``).
+With a table loader, that first attempt asks Spark nothing (``proven_in_process``: the file
+diff from the manifests, partitioning from the metadata); Spark's view of the table
+(``REFRESH TABLE``, then ``DESCRIBE``) is read only when it proves nothing.
 When scoping would not be sound or cheap (unpartitioned or transform-partitioned table, deletes
 of an unpartitioned spec changed, a filter Spark cannot answer from partition values...), the
 whole table is fingerprinted at both snapshots, and the evidence says why. On a violation it
@@ -45,12 +48,13 @@ from typing import Any
 from pyiceberg.table import Table
 
 from icepack_core.errors import (
+    InProcessUnsupported,
     MetadataDiffUnsupported,
     ScopeFallback,
     VerificationFailed,
     brief,
 )
-from icepack_core.execution.file_fingerprint import InProcessUnsupported, compare_files
+from icepack_core.execution.file_fingerprint import compare_files
 from icepack_core.execution.fingerprint import (
     Fingerprint,
     SparkType,
@@ -58,7 +62,7 @@ from icepack_core.execution.fingerprint import (
     fingerprint,
     table_columns,
 )
-from icepack_core.execution.metadata_diff import metadata_diff
+from icepack_core.execution.metadata_diff import is_partitioned, manifest_diff, metadata_diff
 from icepack_core.execution.partition_filter import identity_columns
 from icepack_core.execution.verification_scope import (
     FileDiff,
@@ -162,16 +166,54 @@ class RewriteVerifier:
         rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
         return layout_from_describe(rows, identity_columns(rows))
 
+    async def proven_in_process(
+        self, before: int, after: int, source: dict[str, Any]
+    ) -> Comparison | None:
+        """``before`` and ``after`` proven equal without asking Spark anything: the file diff
+        from the manifests (partitioning from the metadata, no ``DESCRIBE``) and the touched
+        partitions read in this process. None when that proves nothing -- no loader, a diff
+        that needs a whole-table comparison, delete files, a difference... -- with
+        ``source`` holding the evidence so far (``reader_fallback``: why the read did not
+        prove it); ``scoped_comparison`` then decides with Spark's view of the table."""
+        if not self.in_process or self.metadata is None:
+            return None
+        table, _ = await self._load()
+        if table is None:
+            return None  # scoped_comparison records why
+        started = time.perf_counter()
+        try:
+            diff, _ = await asyncio.to_thread(
+                manifest_diff, table, before, after, is_partitioned(table)
+            )
+        except Exception as exc:  # the Spark-side path decides, and says why
+            source["reader_fallback"] = f"manifest diff: {brief(exc)}"
+            return None
+        took = round(time.perf_counter() - started, 3)
+        source.update(files_diff="metadata", files_diff_seconds=took)
+        if diff.unsound is not None:
+            return None
+        if not diff.touched:
+            nothing = Fingerprint(0, 0)
+            scope = {**_counts(diff), **source, "scope": "none", "partitions_fingerprinted": 0}
+            return Comparison(nothing, nothing, scope)
+        return await self._read_in_process(table, diff, source)
+
     async def scoped_comparison(
-        self, before: int, after: int, layout: TableLayout
+        self,
+        before: int,
+        after: int,
+        layout: TableLayout,
+        source: dict[str, Any] | None = None,
     ) -> Comparison | dict[str, Any]:
         """Compare ``before`` and ``after`` on the partitions whose files differ; or, when that
         is not sound or cheap, the scope evidence (``scope: table``, ``scope_reason``) for a
         whole-table comparison. Any error while scoping or in the scoped scan only widens the
         comparison to the whole table (whose errors then propagate); cancellation
-        propagates."""
+        propagates. ``source``: the evidence of a ``proven_in_process`` that proved nothing
+        (its read is not tried again)."""
         diff: FileDiff | None = None
-        source: dict[str, Any] = {}
+        tried = source is not None and "reader_fallback" in source
+        source = {} if source is None else source
         try:
             diff, _ = await self.file_diff(before, after, layout, source)
             scope: dict[str, Any] = {
@@ -186,9 +228,11 @@ class RewriteVerifier:
                 return Comparison(
                     nothing, nothing, {**scope, "scope": "none", "partitions_fingerprinted": 0}
                 )
-            read = await self._read_in_process(diff, source)
-            if read is not None:
-                return read
+            if not tried and self.in_process and diff.files is not None:
+                table, _ = await self._load()  # file_diff loaded it, or diff.files is None
+                read = await self._read_in_process(table, diff, source) if table else None
+                if read is not None:
+                    return read
             if self.verify_checksum and self._columns is None:
                 self._columns = await table_columns(self.engine, self.qualified)
             scoped = await self._scoped_scan(before, after, layout, diff)
@@ -242,15 +286,15 @@ class RewriteVerifier:
         source["files_diff_seconds"] = round(time.perf_counter() - started, 3)
         return diff, source
 
-    async def _read_in_process(self, diff: FileDiff, source: dict[str, Any]) -> Comparison | None:
+    async def _read_in_process(
+        self, table: Table, diff: FileDiff, source: dict[str, Any]
+    ) -> Comparison | None:
         """The touched partitions proven equal by reading their files in this process
         (``file_fingerprint``); None when that reader cannot prove it -- it cannot read them
         exactly, or they differ -- with the reason in ``source["reader_fallback"]``: the Spark
         scan then decides."""
-        if not self.in_process or diff.files is None:
-            return None
-        table, _ = await self._load()  # file_diff loaded it, or diff.files would be None
-        if table is None:
+        if diff.files is None:
+            source["reader_fallback"] = "the file diff did not list the files"
             return None
         started = time.perf_counter()
         try:
@@ -375,11 +419,20 @@ class RewriteVerifier:
         }
         if not replaces:
             return evidence
-        # Spark reads each snapshot through its cached table (Iceberg's CachingCatalog), which
-        # may not know a commit another client made since the CALL.
-        await self.engine.sql(f"REFRESH TABLE {self.qualified}")
         memo: dict[int, Fingerprint] = {}
         layouts: list[TableLayout | str] = []
+
+        async def spark_layout() -> TableLayout | str:
+            """Spark's view of the table, refreshed once per verify() on first use: Spark
+            reads each snapshot through its cached table (Iceberg's CachingCatalog), which may
+            not know a commit another client made since the CALL."""
+            if not layouts:
+                await self.engine.sql(f"REFRESH TABLE {self.qualified}")
+                try:
+                    layouts.append(await self.layout())
+                except Exception as exc:  # only widens the comparison
+                    layouts.append(f"DESCRIBE failed: {brief(exc)}")
+            return layouts[0]
 
         async def fp(snapshot_id: int) -> Fingerprint:
             if snapshot_id not in memo:
@@ -387,16 +440,15 @@ class RewriteVerifier:
             return memo[snapshot_id]
 
         async def compare(before: int, after: int) -> Comparison:
-            if not layouts:
-                try:
-                    layouts.append(await self.layout())
-                except Exception as exc:  # only widens the comparison
-                    layouts.append(f"DESCRIBE failed: {brief(exc)}")
-            layout = layouts[0]
+            source: dict[str, Any] = {}
+            proven = await self.proven_in_process(before, after, source)
+            if proven is not None:
+                return proven
+            layout = await spark_layout()
             scoped = (
-                await self.scoped_comparison(before, after, layout)
+                await self.scoped_comparison(before, after, layout, source)
                 if isinstance(layout, TableLayout)
-                else {"scope": "table", "scope_reason": layout}
+                else {**source, "scope": "table", "scope_reason": layout}
             )
             if isinstance(scoped, Comparison):
                 return scoped
