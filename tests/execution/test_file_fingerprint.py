@@ -51,6 +51,7 @@ from icepack_core.execution.file_fingerprint import (
     TouchedFiles,
     compare_files,
     duckdb_string_literal,
+    local_path,
     reader_blocker,
 )
 
@@ -219,6 +220,12 @@ def listed(path: str, file_format: str = "PARQUET") -> TouchedFiles:
         (SCHEMA, {}, listed("file:/t/f.parquet#"), "not a plain absolute path"),
         (SCHEMA, {}, listed("/t/back\\slash.parquet"), "not a plain absolute path"),
         (SCHEMA, {}, listed("relative/a.parquet"), "not a plain absolute path"),
+        # urlsplit would drop the tab, the leading space, an authority-less "//".
+        (SCHEMA, {}, listed("file:/t/a\tb.parquet"), "not a plain absolute path"),
+        (SCHEMA, {}, listed(" file:/t/a.parquet"), "not a plain absolute path"),
+        (SCHEMA, {}, listed("file:////t/a.parquet"), "not a plain absolute path"),
+        (SCHEMA, {}, listed("//host/t/a.parquet"), "not on the local file system"),
+        (SCHEMA, {}, listed("file://host/t/a.parquet"), "not on the local file system"),
     ],
 )
 def test_what_it_cannot_read_exactly_is_named(schema, properties, files, reason):
@@ -233,6 +240,20 @@ def test_readable_files_have_no_blocker():
     assert reader_blocker(SCHEMA, {}, listed("file:/tmp/a.parquet")) is None
     assert reader_blocker(SCHEMA, {}, listed("/tmp/a b.parquet")) is None
     assert reader_blocker(SCHEMA, {}, listed("file:/tmp/p=it%27s/a.parquet")) is None
+    assert reader_blocker(SCHEMA, {}, listed("file:///tmp/a.parquet")) is None
+    assert reader_blocker(SCHEMA, {}, listed("file://localhost/tmp/a.parquet")) is None
+
+
+@given(st.text())
+def test_a_local_path_is_the_locations_own_text_after_its_prefix(location):
+    """Whatever the text, the path read is the location's own tail, never a rewrite of it."""
+    try:
+        path = local_path(location)
+    except InProcessUnsupported:
+        return
+    assert location.endswith(path) and path.startswith("/") and not path.startswith("//")
+    prefix = location[: len(location) - len(path)]
+    assert prefix in ("", "file:", "file://", "file://localhost")
 
 
 def test_a_percent_escape_in_a_location_names_the_file_by_its_text(tmp_path):

@@ -49,7 +49,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
@@ -93,6 +92,7 @@ _DUCKDB_TYPES: dict[type[IcebergType], str] = {
 NAME_MAPPING = "schema.name-mapping.default"
 _NOT_PLAIN = re.compile(r"[?#*\[\]{}\\]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")  # RFC 3986's scheme, as ``re.match`` anchors
 MEMORY_LIMIT = "1GB"
 
 
@@ -156,23 +156,38 @@ def duckdb_type(kind: IcebergType) -> str:
 
 
 def local_path(location: str) -> str:
-    """The local file system path of a data file location: its path as written, ``%`` kept
-    (Iceberg's Hadoop and PyArrow file IO name the file by the location's text, and Spark
+    """The local file system path of a data file location: ``/p``, ``file:/p``,
+    ``file:///p`` or ``file://localhost/p`` give ``/p``, the rest of the text as written, ``%``
+    kept (Iceberg's Hadoop and PyArrow file IO name the file by the location's text, and Spark
     writes an identity partition value such as ``it's`` as the directory ``p=it%27s``).
 
+    Parsed by hand, not with ``urlsplit``: that drops tabs and newlines anywhere and leading
+    spaces, and cuts a query or fragment off, so it could name another file than Iceberg does.
+
     Raises:
-        InProcessUnsupported: not a local location, or one that DuckDB or URL parsing would
-            read as another file.
+        InProcessUnsupported: not a local location, or one that DuckDB could read as another
+            file (a glob character, ``?``, ``#``, a backslash, a control character, ``//``).
     """
-    parts = urlsplit(location)
-    if parts.scheme not in ("", "file") or parts.netloc not in ("", "localhost"):
-        raise InProcessUnsupported(f"location {location!r:.120} is not on the local file system")
-    # DuckDB expands glob patterns, and ``urlsplit`` cuts a query or fragment off (dropping
-    # an empty one) where Iceberg's Hadoop path keeps the text: any of these could name another
-    # file for DuckDB than for Iceberg.
-    if _NOT_PLAIN.search(location) or not parts.path.startswith("/"):
+    if _NOT_PLAIN.search(location) or _CONTROL.search(location):
         raise InProcessUnsupported(f"location {location!r:.120} is not a plain absolute path")
-    return parts.path
+    scheme = _SCHEME.match(location)
+    rest = location
+    if scheme is not None:
+        if scheme.group(0) != "file:":
+            raise InProcessUnsupported(
+                f"location {location!r:.120} is not on the local file system"
+            )
+        rest = location[len("file:") :]
+    if rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        if authority not in ("", "localhost") or not slash:
+            raise InProcessUnsupported(
+                f"location {location!r:.120} is not on the local file system"
+            )
+        rest = "/" + path
+    if not rest.startswith("/") or rest.startswith("//"):
+        raise InProcessUnsupported(f"location {location!r:.120} is not a plain absolute path")
+    return rest
 
 
 def duckdb_string_literal(text: str) -> str:

