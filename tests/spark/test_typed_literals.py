@@ -22,6 +22,7 @@ from icepack_core.spark.literals import (
     SparkType,
     canonical_text_expr,
     decode_canonical,
+    reads_back_by_grammar,
     string_literal,
     typed_literal,
 )
@@ -163,3 +164,57 @@ def test_string_values_survive_the_where_argument(spark, value):
     assert parsed.getClass().getSimpleName() == "EqualTo"
     assert parsed.left().sql() == "s"
     assert spark.sql("SELECT " + parsed.right().sql()).first()[0] == value
+
+
+PLAIN = "ABCXYZabcxyz0189_.:/+ -"
+
+
+@spark_settings
+@given(
+    text=st.one_of(
+        st.text(alphabet=PLAIN),
+        st.sampled_from(["", " ", "-", "0", "2026-01-01", "a/b:c+d e_f.g"]),
+    )
+)
+def test_a_plain_string_reads_back_by_grammar_and_on_spark(spark, text):
+    """``partition_filter`` skips the engine's round trip for these: Spark must agree."""
+    string = SparkType.parse("string")
+    assert reads_back_by_grammar(string, text)
+    literal = typed_literal(string, decode_canonical(string, text))
+    assert spark.sql(f"SELECT {canonical_text_expr(string, literal)}").first()[0] == text
+
+
+@pytest.mark.parametrize("type_text", ["tinyint", "smallint", "int", "bigint", "boolean"])
+@spark_settings
+@given(data=st.data())
+def test_canonical_integers_and_booleans_read_back_by_grammar_and_on_spark(spark, type_text, data):
+    kind = SparkType.parse(type_text)
+    text = str(data.draw(VALUES[type_text])).lower()
+    assert reads_back_by_grammar(kind, text)
+    literal = typed_literal(kind, decode_canonical(kind, text))
+    assert spark.sql(f"SELECT {canonical_text_expr(kind, literal)}").first()[0] == text
+
+
+@pytest.mark.parametrize(
+    ("type_text", "text"),
+    [
+        ("string", "it's"),
+        ("string", "a\\b"),
+        ("string", "new\nline"),
+        ("string", "é"),
+        ("string", "%27"),
+        ("string", "x' OR true OR 'y"),
+        ("int", "-0"),
+        ("int", "007"),
+        ("int", "+7"),
+        ("int", "1e3"),
+        ("boolean", "True"),
+        ("date", "19000"),
+        ("double", "1.0"),
+        ("decimal(10,2)", "1.50"),
+        ("timestamp", "0"),
+        ("binary", "00FF"),
+    ],
+)
+def test_anything_else_is_checked_on_the_engine(type_text, text):
+    assert not reads_back_by_grammar(SparkType.parse(type_text), text)

@@ -45,6 +45,7 @@ from icepack_core.spark.literals import (
     SparkType,
     canonical_text_expr,
     decode_canonical,
+    reads_back_by_grammar,
     typed_literal,
 )
 from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, quote_identifier
@@ -228,7 +229,8 @@ async def partitions_where(
 ) -> str:
     """The filter ``(a = x AND b IS NULL) OR ...`` selecting the partitions given as canonical
     texts (``typed_literals.canonical_text_expr``, one per column, None for NULL), each literal
-    checked on the engine by a round trip.
+    checked on the engine by a round trip unless Spark's grammar alone fixes what it reads
+    back as (``reads_back_by_grammar``).
 
     Raises:
         ScopeFallback: an unsupported column type, or a value that cannot be decoded or
@@ -243,7 +245,9 @@ async def partitions_where(
             try:
                 value = decode_canonical(spark_type, text)
                 if text is not None:
-                    checks.append((column, spark_type, text, typed_literal(spark_type, value)))
+                    literal = typed_literal(spark_type, value)
+                    if not reads_back_by_grammar(spark_type, text):
+                        checks.append((column, spark_type, text, literal))
             except UnsupportedLiteral as exc:
                 raise ScopeFallback(f"partition column {column}: {exc}") from exc
             values.append(value)

@@ -13,7 +13,9 @@ steps, both driven by the Spark type ``DESCRIBE TABLE`` prints for the column:
 2. ``typed_literal(type, value)`` renders the Python value as a literal of exactly that type.
 
 Applying ``canonical_text_expr`` to the rendered literal must give back the same text: callers
-check that round trip on the engine itself before trusting a literal (``partition_filter``).
+check that round trip on the engine itself before trusting a literal (``partition_filter``),
+except where Spark's grammar alone fixes the answer (``reads_back_by_grammar``: plain strings,
+booleans, canonical integers).
 
 Iceberg types as Spark sees them (iceberg-spark 1.10): boolean, int, long (``bigint``), float,
 double, decimal(P,S), date, string, binary map one to one; ``timestamptz`` is ``timestamp``,
@@ -220,6 +222,31 @@ def typed_literal(spark_type: SparkType, value: PartitionValue) -> str:
     raise UnsupportedLiteral(
         f"cannot render {type(value).__name__} {value!r:.80} as a {spark_type} literal"
     )
+
+
+# Canonical texts whose literal no Spark engine can read otherwise: strings of characters with
+# no escape or parser setting attached (no quote, backslash, control or non-ASCII character),
+# integers exactly as ``str(int)`` writes them.
+_PLAIN_STRING = re.compile(r"[A-Za-z0-9_.:/+ \-]*")
+_CANONICAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def reads_back_by_grammar(spark_type: SparkType, text: str) -> bool:
+    """Whether the round trip of canonical ``text`` (its ``typed_literal`` through
+    ``canonical_text_expr``) can only give ``text`` back, on any engine and under any session
+    setting, so evaluating it there would learn nothing: a string of ASCII letters, digits and
+    ``_.:/+ -`` (rendered ``'text'``), ``true``/``false``, or an integer in canonical form
+    (``typed_literal`` refuses one outside its type's range). Every other text, and every other
+    type, is checked on the engine (``tests/spark/test_typed_literals.py`` holds Spark to
+    this)."""
+    kind = spark_type.name
+    if kind == "string":
+        return _PLAIN_STRING.fullmatch(text) is not None
+    if kind == "boolean":
+        return text in ("true", "false")
+    if kind in _INT_RANGES:
+        return _CANONICAL_INTEGER.fullmatch(text) is not None
+    return False
 
 
 def string_literal(value: str) -> str:
