@@ -225,6 +225,9 @@ def listed(path: str, file_format: str = "PARQUET") -> TouchedFiles:
         (SCHEMA, {}, listed(" file:/t/a.parquet"), "not a plain absolute path"),
         (SCHEMA, {}, listed("file:////t/a.parquet"), "not a plain absolute path"),
         (SCHEMA, {}, listed("//host/t/a.parquet"), "not on the local file system"),
+        (SCHEMA, {}, listed("file:/t/link/../a.parquet"), "not a plain absolute path"),
+        (SCHEMA, {}, listed("/t/./a.parquet"), "not a plain absolute path"),
+        (SCHEMA, {}, listed("/t//a.parquet"), "not a plain absolute path"),
         (SCHEMA, {}, listed("file://host/t/a.parquet"), "not on the local file system"),
     ],
 )
@@ -252,6 +255,7 @@ def test_a_local_path_is_the_locations_own_text_after_its_prefix(location):
     except InProcessUnsupported:
         return
     assert location.endswith(path) and path.startswith("/") and not path.startswith("//")
+    assert "/../" not in path + "/" and "/./" not in path + "/"
     prefix = location[: len(location) - len(path)]
     assert prefix in ("", "file:", "file://", "file://localhost")
 

@@ -45,6 +45,7 @@ URL parsing could read as another file (a glob character, ``?``, ``#``, a backsl
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -166,7 +167,8 @@ def local_path(location: str) -> str:
 
     Raises:
         InProcessUnsupported: not a local location, or one that DuckDB could read as another
-            file (a glob character, ``?``, ``#``, a backslash, a control character, ``//``).
+            file (a glob character, ``?``, ``#``, a backslash, a control character, ``//``,
+            a ``.`` or ``..`` segment).
     """
     if _NOT_PLAIN.search(location) or _CONTROL.search(location):
         raise InProcessUnsupported(f"location {location!r:.120} is not a plain absolute path")
@@ -185,7 +187,9 @@ def local_path(location: str) -> str:
                 f"location {location!r:.120} is not on the local file system"
             )
         rest = "/" + path
-    if not rest.startswith("/") or rest.startswith("//"):
+    # Hadoop resolves ``.``/``..`` segments as text, the operating system through symlinks.
+    plain = rest.startswith("/") and not rest.startswith("//")
+    if not plain or posixpath.normpath(rest) != rest.rstrip("/"):
         raise InProcessUnsupported(f"location {location!r:.120} is not a plain absolute path")
     return rest
 
