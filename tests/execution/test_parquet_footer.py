@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyiceberg.schema import Schema
-from pyiceberg.types import IntegerType, NestedField
+from pyiceberg.types import IntegerType, NestedField, StringType
 
 from icepack_core.errors import InProcessUnsupported
 from icepack_core.execution.parquet_encoding import check_encodings
@@ -202,7 +202,23 @@ def test_each_distinct_schema_is_decoded_once(tmp_path):
         (b"not parquet at all", "no plain Parquet footer"),
         (b"PAR1" + b"\x00" * 8 + b"\xff\xff\x00\x00PAR1", "no plain Parquet footer"),
         # version 1, then a schema list of 3 structs that never comes.
-        (b"PAR1\x15\x02\x19\x3c" + b"\x04\x00\x00\x00PAR1", "ends inside its schema"),
+        (b"PAR1\x15\x02\x19\x3c" + b"\x04\x00\x00\x00PAR1", "more elements than it holds"),
+        # version 1, then version again (long-form header): readers disagree on which counts.
+        (b"PAR1\x15\x02\x05\x02\x02" + b"\x05\x00\x00\x00PAR1", "no schema before"),
+        # one schema element naming itself twice (``a``, then ``b`` by a long-form header).
+        (
+            b"PAR1\x15\x02\x19\x1c\x48\x01a\x08\x08\x01b\x00" + b"\x0c\x00\x00\x00PAR1",
+            "repeats Thrift field 4",
+        ),
+        # one schema element whose first field has no value.
+        (b"PAR1\x15\x02\x19\x1c\x15" + b"\x05\x00\x00\x00PAR1", "ends inside its schema"),
+        # a schema list claiming 2**32 elements in a footer of 9 bytes.
+        (
+            b"PAR1\x15\x02\x19\xfc\x80\x80\x80\x80\x10" + b"\x09\x00\x00\x00PAR1",
+            "more elements than it holds",
+        ),
+        # an empty schema list followed by the end of the struct, not by num_rows.
+        (b"PAR1\x15\x02\x19\x0c\x00" + b"\x05\x00\x00\x00PAR1", "not followed by num_rows"),
     ],
 )
 def test_a_file_that_is_not_plain_parquet_is_refused(tmp_path, content, reason):
@@ -210,3 +226,19 @@ def test_a_file_that_is_not_plain_parquet_is_refused(tmp_path, content, reason):
     path.write_bytes(content)
     with pytest.raises(InProcessUnsupported, match=reason):
         decode_schema(read_footer(str(path)))
+
+
+def test_a_group_where_a_column_is_declared_is_refused(tmp_path):
+    """DuckDB would cast the struct to the declared string (``{'x': 1}``)."""
+    kind = pa.struct([pa.field("x", pa.int32(), metadata={"PARQUET:field_id": "100"})])
+    path = write(tmp_path, pa.schema([pa.field("c", kind, metadata={"PARQUET:field_id": "1"})]))
+    current = Schema(NestedField(1, "c", StringType(), required=False))
+    with pytest.raises(InProcessUnsupported, match=r"field 1 \(string\) is stored as a group"):
+        check_encodings(current, [path])
+
+
+def test_two_columns_with_one_field_id_are_refused(tmp_path):
+    fields = [pa.field(n, pa.int32(), metadata={"PARQUET:field_id": "1"}) for n in ("a", "b")]
+    current = Schema(NestedField(1, "a", IntegerType(), required=False))
+    with pytest.raises(InProcessUnsupported, match="same field id"):
+        check_encodings(current, [write(tmp_path, pa.schema(fields))])

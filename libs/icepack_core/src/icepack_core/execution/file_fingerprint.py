@@ -189,7 +189,7 @@ def local_path(location: str) -> str:
         rest = "/" + path
     # Hadoop resolves ``.``/``..`` segments as text, the operating system through symlinks.
     plain = rest.startswith("/") and not rest.startswith("//")
-    if not plain or posixpath.normpath(rest) != rest.rstrip("/"):
+    if not plain or posixpath.normpath(rest) != rest:
         raise InProcessUnsupported(f"location {location!r:.120} is not a plain absolute path")
     return rest
 

@@ -136,7 +136,8 @@ def encoded_exactly(kind: IcebergType, column: SchemaElement) -> bool:
 
 def _describe(column: SchemaElement) -> str:
     annotations = [a for a in (column.logical, column.converted) if a is not None]
-    return " ".join([column.physical or "group", *annotations])
+    repeated = ["repeated"] if column.repetition == 2 else []
+    return " ".join([*repeated, column.physical or "group", *annotations])
 
 
 def check_encodings(schema: Schema, paths: Sequence[str]) -> None:
@@ -153,15 +154,26 @@ def check_encodings(schema: Schema, paths: Sequence[str]) -> None:
     reader = SchemaReader()
     for path in paths:
         elements, seen = reader.schema(path)
-        if seen:
+        if not seen:
+            _check_schema(kinds, elements[1:])  # the first element is the root
+
+
+def _check_schema(kinds: dict[int, IcebergType], elements: Sequence[SchemaElement]) -> None:
+    ids = [column.field_id for column in elements if column.field_id is not None]
+    if len(ids) != len(set(ids)):
+        raise InProcessUnsupported("a data file gives two columns the same field id")
+    for column in elements:
+        children = column.num_children
+        if (children is not None and children < 0) or (column.is_leaf and children):
+            raise InProcessUnsupported(f"a data file's schema element {column.name!r} is malformed")
+        kind = kinds.get(column.field_id) if column.field_id is not None else None
+        if not column.is_leaf:
+            if kind is not None:  # DuckDB would cast the group to the declared type
+                raise InProcessUnsupported(f"field {column.field_id} ({kind}) is stored as a group")
             continue
-        for column in elements[1:]:  # the first element is the root
-            if not column.is_leaf:
-                continue
-            if column.field_id is None:
-                raise InProcessUnsupported("a data file has a column without a field id")
-            kind = kinds.get(column.field_id)
-            if kind is not None and not encoded_exactly(kind, column):
-                raise InProcessUnsupported(
-                    f"field {column.field_id} ({kind}) is stored as {_describe(column)}"
-                )
+        if column.field_id is None:
+            raise InProcessUnsupported("a data file has a column without a field id")
+        if kind is not None and (column.repetition == 2 or not encoded_exactly(kind, column)):
+            raise InProcessUnsupported(
+                f"field {column.field_id} ({kind}) is stored as {_describe(column)}"
+            )

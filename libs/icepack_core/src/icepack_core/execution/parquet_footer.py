@@ -94,6 +94,7 @@ class SchemaElement:
     name: str
     physical: str | None
     length: int | None
+    repetition: int | None  # 0 required, 1 optional, 2 repeated
     num_children: int | None
     converted: str | None
     scale: int | None
@@ -104,7 +105,7 @@ class SchemaElement:
 
     @property
     def is_leaf(self) -> bool:
-        return not self.num_children
+        return self.physical is not None
 
 
 class _Decoder:
@@ -144,7 +145,20 @@ class _Decoder:
     def list_header(self) -> tuple[int, int]:
         header = self.byte()
         size = header >> 4
-        return (self.varint() if size == 15 else size), header & 0x0F
+        return self.bounded(self.varint() if size == 15 else size), header & 0x0F
+
+    def bounded(self, size: int) -> int:
+        """``size`` elements, each at least a byte: more than the bytes left is malformed."""
+        if size > len(self.data) - self.pos:
+            raise InProcessUnsupported("a Parquet footer lists more elements than it holds")
+        return size
+
+    def skip_element(self, kind: int) -> None:
+        """Skip one list, set or map element (a bool element is a byte there)."""
+        if kind in (_TRUE, _FALSE):
+            self.pos += 1
+        else:
+            self.skip(kind)
 
     def skip(self, kind: int) -> None:
         if kind in (_TRUE, _FALSE):
@@ -156,32 +170,38 @@ class _Decoder:
         elif kind == _DOUBLE:
             self.pos += 8
         elif kind == _BINARY:
-            self.pos += self.varint()
+            self.pos += self.bounded(self.varint())
         elif kind in (_LIST, _SET):
             size, element = self.list_header()
             for _ in range(size):
-                self.pos += 1 if element in (_TRUE, _FALSE) else 0
-                if element not in (_TRUE, _FALSE):
-                    self.skip(element)
+                self.skip_element(element)
         elif kind == _MAP:
-            size = self.varint()
+            size = self.bounded(self.varint())
             if size:
                 types = self.byte()
                 for _ in range(size):
-                    self.skip(types >> 4)
-                    self.skip(types & 0x0F)
+                    self.skip_element(types >> 4)
+                    self.skip_element(types & 0x0F)
         elif kind == _STRUCT:
             self.struct(lambda field_id, kind: self.skip(kind))
         else:
             raise InProcessUnsupported(f"a Parquet footer holds Thrift type {kind}")
 
     def struct(self, on_field: Any) -> None:
-        """Read a struct, calling ``on_field(field id, type)`` to consume each field."""
+        """Read a struct, calling ``on_field(field id, type)`` to consume each field.
+
+        Raises:
+            InProcessUnsupported: a field appears twice (readers disagree on which one wins).
+        """
         last = 0
+        seen: set[int] = set()
         while True:
             field_id, kind = self.field_header(last)
             if kind == 0:
                 return
+            if field_id in seen:
+                raise InProcessUnsupported(f"a Parquet footer repeats Thrift field {field_id}")
+            seen.add(field_id)
             on_field(field_id, kind)
             last = field_id
 
@@ -236,8 +256,9 @@ def _element(decoder: _Decoder) -> SchemaElement:
             values[field_id] = decoder.zigzag()
         elif field_id == 4 and kind == _BINARY:
             size = decoder.varint()
-            values[4] = decoder.data[decoder.pos : decoder.pos + size].decode("utf-8", "replace")
-            decoder.pos += size
+            end = decoder.pos + decoder.bounded(size)
+            values[4] = decoder.data[decoder.pos : end].decode("utf-8", "replace")
+            decoder.pos = end
         elif field_id == 10 and kind == _STRUCT:
             logical.append(_logical(decoder))
         else:
@@ -255,6 +276,7 @@ def _element(decoder: _Decoder) -> SchemaElement:
         name=str(values.get(4, "")),
         physical=enum(PHYSICAL, values.get(1)),
         length=values.get(2),
+        repetition=values.get(3),
         num_children=values.get(5),
         converted=enum(CONVERTED, values.get(6)),
         scale=values.get(7),
@@ -273,25 +295,31 @@ def decode_schema(footer: bytes) -> tuple[tuple[SchemaElement, ...], int]:
         InProcessUnsupported: no schema list before the row groups, or a malformed footer.
     """
     decoder = _Decoder(footer)
-    found: list[tuple[tuple[SchemaElement, ...], int]] = []
+    found: list[tuple[SchemaElement, ...]] = []
     last = 0
     try:
         while not found:
             field_id, kind = decoder.field_header(last)
-            if kind == 0 or field_id > 2:
+            if kind == 0 or field_id not in (1, 2) or field_id <= last:
                 raise InProcessUnsupported("a Parquet footer lists no schema before its data")
             if field_id == 2 and kind == _LIST:
                 size, element = decoder.list_header()
                 if element != _STRUCT:
                     raise InProcessUnsupported("a Parquet footer's schema is not a struct list")
-                elements = tuple(_element(decoder) for _ in range(size))
-                found.append((elements, decoder.pos))
+                found.append(tuple(_element(decoder) for _ in range(size)))
             else:
                 decoder.skip(kind)
             last = field_id
-    except IndexError as exc:
+        # The schema must be followed by ``num_rows`` (field 3), as every writer orders them;
+        # readers would take a schema list repeated further on instead of this one. That
+        # header is part of the prefix that identifies the schema.
+        if decoder.field_header(2) != (3, _I64):
+            raise InProcessUnsupported("a Parquet footer's schema is not followed by num_rows")
+    except (IndexError, RecursionError) as exc:
         raise InProcessUnsupported("a Parquet footer ends inside its schema") from exc
-    return found[0]
+    if decoder.pos > len(footer):
+        raise InProcessUnsupported("a Parquet footer ends inside its schema")
+    return found[0], decoder.pos
 
 
 def read_footer(path: str) -> bytes:
