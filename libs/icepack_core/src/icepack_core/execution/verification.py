@@ -97,6 +97,12 @@ class Comparison:
         return self.before == self.after
 
 
+def _unchanged(scope: dict[str, Any]) -> Comparison:
+    """No live file changed: proven from metadata alone, nothing scanned (``scope: none``)."""
+    nothing = Fingerprint(0, 0)
+    return Comparison(nothing, nothing, {**scope, "scope": "none", "partitions_fingerprinted": 0})
+
+
 def snapshot_record(
     snapshot_id: int, parent_id: int, comparison: Comparison, checked: str
 ) -> dict[str, Any]:
@@ -193,9 +199,7 @@ class RewriteVerifier:
         if diff.unsound is not None:
             return None
         if not diff.touched:
-            nothing = Fingerprint(0, 0)
-            scope = {**_counts(diff), **source, "scope": "none", "partitions_fingerprinted": 0}
-            return Comparison(nothing, nothing, scope)
+            return _unchanged({**_counts(diff), **source})
         return await self._read_in_process(table, diff, source)
 
     async def scoped_comparison(
@@ -224,10 +228,7 @@ class RewriteVerifier:
             if diff.unsound is not None:
                 return {**scope, "scope": "table", "scope_reason": diff.unsound}
             if not diff.touched:
-                nothing = Fingerprint(0, 0)
-                return Comparison(
-                    nothing, nothing, {**scope, "scope": "none", "partitions_fingerprinted": 0}
-                )
+                return _unchanged(scope)
             if not tried and self.in_process and diff.files is not None:
                 table, _ = await self._load()  # file_diff loaded it, or diff.files is None
                 read = await self._read_in_process(table, diff, source) if table else None
