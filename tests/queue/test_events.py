@@ -230,3 +230,35 @@ async def test_prune_keeps_events_a_consumer_has_not_read(db):
     assert remaining == old[1:]
     await slow_consumer.drain()
     assert slow.seen == old  # nothing the slow consumer needed was pruned
+
+
+async def test_listener_survives_a_connect_error_outside_asyncpgs_classes(db, settings):
+    """A ``connect`` can raise anything: discovery's push watcher builds a catalog on connect
+    (SQLAlchemy errors), and asyncpg raises ``InternalClientError`` for a connection a lost
+    server left mid-protocol. Before the fix such an error ended ``run``: the listener stopped
+    for good (and a service's main listener took the process down). The first connect here
+    fails with a plain ``RuntimeError``, injected because no real catalog fails on demand; the
+    second is the real connection."""
+    attempts = 0
+
+    async def connect():
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise RuntimeError("catalog connect failed: too many clients")
+        return await icedb.connect(settings, "test-listen-retry")
+
+    stop = asyncio.Event()
+    listener = Listener(connect, liveness_interval=0.5)
+    wake = listener.subscribe(["table.changed"])
+    task = asyncio.create_task(listener.run(stop))
+    try:
+        await eventually(lambda: _reconnected(listener), timeout=30, what="a connection")
+        assert not task.done()
+        wake.clear()
+        await publish(db, "table.changed")
+        await asyncio.wait_for(wake.wait(), 10)  # it listens: the notification arrives
+        assert attempts == 2
+    finally:
+        stop.set()
+        await task

@@ -233,3 +233,13 @@ async def test_schema_refuses_a_terminal_job_without_finished_at(db):
 
     with pytest.raises(asyncpg.CheckViolationError, match="jobs_finished_iff_terminal"):
         await db.execute("INSERT INTO icepack.jobs (state) VALUES ('succeeded')")
+
+
+async def test_an_error_text_postgres_cannot_store_is_stored_escaped(queue):
+    """A NUL byte or a lone surrogate in an error (a catalog's or Spark's message) must not make
+    the failure itself fail to record: the job would be reaped and run again."""
+    await queue.enqueue(None, ACTIONS, max_attempts=1)
+    job = await queue.claim("w1", 60)
+    failed = await queue.fail(job, "bad \x00 name \ud800 here", retryable=False)
+    assert failed.state is JobState.FAILED
+    assert failed.error == "bad \\x00 name \\ud800 here"

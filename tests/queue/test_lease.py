@@ -4,6 +4,7 @@ lost or the operator cancels."""
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
 
 from icepack_core.errors import CancelRequested, LeaseLost
@@ -105,3 +106,57 @@ async def test_a_heartbeat_that_hangs_stops_the_work_before_the_lease_expires(db
         with pytest.raises(LeaseLost):
             await asyncio.wait_for(lease.run(never_ends()), STOP_DEADLINE_S)
     assert lease.lost.is_set() and stopped.calls == 1 and lease.renewals == 0
+
+
+class FailingRenewals(JobQueue):
+    """The real queue, except that its first ``failures`` heartbeats raise asyncpg's
+    ``InternalClientError`` -- what asyncpg raises for a pooled connection a failed-over server
+    left mid-protocol. No real component here can produce that error on demand, so it is
+    injected; everything else is the real queue on the real database."""
+
+    def __init__(self, pool, failures: float):
+        super().__init__(pool)
+        self.failures = failures
+        self.failed = 0
+
+    async def heartbeat(self, job, lease_seconds):
+        if self.failed < self.failures:
+            self.failed += 1
+            raise asyncpg.InternalClientError("unexpected message in the protocol state")
+        return await super().heartbeat(job, lease_seconds)
+
+
+async def test_a_renewal_error_outside_postgres_errors_keeps_the_heartbeat_alive(db):
+    """``InternalClientError`` is neither a ``PostgresError`` nor an ``InterfaceError``. Before
+    the fix it ended the heartbeat task: nothing renewed the lease while the work ran on, and
+    another executor could take the job and its table."""
+    queue = FailingRenewals(db, failures=1)
+    await queue.enqueue(None, [])
+    lease_seconds = 6.0  # renewals every 2 s: one failed, the next renews well before expiry
+    job = await queue.claim("w", lease_seconds)
+    lease = JobLease(queue, job, lease_seconds)
+
+    async def renewed_after_the_failure() -> bool:
+        return queue.failed == 1 and lease.renewals >= 1
+
+    async def work():
+        await eventually(renewed_after_the_failure, timeout=60, what="a renewal after the error")
+        return "done"
+
+    assert await lease.run(work()) == "done"
+    assert not lease.lost.is_set()
+
+
+async def test_renewals_that_keep_failing_stop_the_work_before_the_lease_expires(db):
+    queue = FailingRenewals(db, failures=float("inf"))
+    await queue.enqueue(None, [])
+    lease_seconds = 1.5
+    job = await queue.claim("w", lease_seconds)
+    stopped = StopRecorder()
+    lease = JobLease(queue, job, lease_seconds, on_stop=stopped)
+    # Before the fix the first error ended the heartbeat and only this deadline stopped the
+    # work (a TimeoutError), not the lease.
+    with pytest.raises(LeaseLost):
+        await asyncio.wait_for(lease.run(never_ends()), STOP_DEADLINE_S)
+    assert lease.lost.is_set() and stopped.calls == 1 and lease.renewals == 0
+    assert queue.failed >= 1

@@ -101,3 +101,12 @@ async def test_release_all_hands_back_what_a_stopping_worker_holds(db):
     assert len(await queue.claim(3)) == 3
     await queue.release_all()
     assert len(await WorkQueue(db, "inspector", "next").claim(3)) == 3
+
+
+async def test_an_error_text_postgres_cannot_store_is_stored_escaped(db):
+    (table,) = await make_tables(db, 1)
+    queue = WorkQueue(db, "inspector", "w1")
+    await request(db, queue, table)
+    (item,) = await queue.claim()
+    await queue.fail(item, "catalog said \x00", retry_in=3600)
+    assert await db.fetchval("SELECT last_error FROM icepack.work_items") == "catalog said \\x00"

@@ -25,6 +25,16 @@ def unstorable(label: str, text: object) -> str | None:
     return None
 
 
+def storable(text: str) -> str:
+    """``text`` as Postgres can store it, for messages Icepack writes about something else (an
+    error, a reason): a NUL byte becomes the four characters ``\\x00`` and a lone surrogate
+    its ``\\udXXX`` escape; any other text comes back unchanged."""
+    if unstorable("text", text) is None:
+        return text
+    escaped = text.replace("\x00", "\\x00")
+    return escaped.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def unstorable_properties(properties: Mapping[str, Any]) -> str | None:
     """The first reason a table property (its name or value) cannot be stored, or None. Names
     are shown escaped."""

@@ -22,6 +22,7 @@ import structlog
 
 from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
+from icepack_core.db.text import storable
 from icepack_core.discovery.catalogs import CatalogSet
 from icepack_core.discovery.refresh import refresh_table
 from icepack_core.queue.events import publish
@@ -113,7 +114,7 @@ class HintConsumer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            error = redact_text(f"{type(exc).__name__}: {exc}")[:2000]
+            error = storable(redact_text(f"{type(exc).__name__}: {exc}"))[:2000]
             if hint["attempts"] >= MAX_ATTEMPTS:
                 log.warning(
                     "discovery.hint_given_up",

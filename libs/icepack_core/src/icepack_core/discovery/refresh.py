@@ -30,7 +30,7 @@ import structlog
 from opentelemetry.trace import Span, SpanKind
 
 from icepack_core.db.queries import load_query
-from icepack_core.db.text import unstorable, unstorable_properties
+from icepack_core.db.text import storable, unstorable, unstorable_properties
 from icepack_core.discovery.catalogs import (
     CatalogSet,
     ListedTable,
@@ -498,7 +498,7 @@ async def refresh_catalog(
         detail = str(exc).strip() or repr(exc)
         if isinstance(exc, TimeoutError):
             detail = f"listing took longer than {time_limit:g}s"
-        error = redact_text(f"{type(exc).__name__}: {detail}")[:2000]
+        error = storable(redact_text(f"{type(exc).__name__}: {detail}"))[:2000]
         log.warning("discovery.catalog_failed", catalog=cfg.name, error=error)
         await pool.execute(load_query("catalog_status_error"), cfg.name, error)
         return CatalogResult(cfg.name, error=error)

@@ -15,7 +15,7 @@ import asyncpg
 import structlog
 
 from icepack_core.db.queries import load_query
-from icepack_core.db.text import unstorable_properties
+from icepack_core.db.text import storable, unstorable_properties
 from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.health import Assessment, Thresholds, assess, inspection_failed
 from icepack_core.inspection.inspector import Inspector
@@ -91,7 +91,8 @@ class TableInspections:
                     )
         except InspectionFailed as exc:
             log.warning("inspector.failed", table=str(ref), table_id=table_id, error=exc.message)
-            assessment = inspection_failed(exc.message)
+            # The cause's text (a catalog's or a file system's message) may hold a NUL byte.
+            assessment = inspection_failed(storable(exc.message))
             INSPECTION_DURATION.record(0, {"outcome": "failed"})
         else:
             assessment = assess(status, self.thresholds, now)

@@ -235,7 +235,7 @@ class Listener:
                 self._wake(None)  # catch up on anything sent while we were away
                 backoff = 0.1
                 await self._watch(conn, stop)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except Exception as exc:  # any failed connect or watch: reconnect, never stop listening
                 log.warning(
                     "events.listen_lost", channel=self.channel, error=str(exc), retry_in=backoff
                 )

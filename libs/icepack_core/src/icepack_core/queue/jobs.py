@@ -16,6 +16,7 @@ import asyncpg
 
 from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
+from icepack_core.db.text import storable
 from icepack_core.errors import JobNotFound, StaleFence
 from icepack_core.queue import events
 from icepack_core.telemetry.logs import redact, redact_text
@@ -237,7 +238,7 @@ class JobQueue:
             job,
             "job_fail",
             "fail",
-            redact_text(error),
+            storable(redact_text(error)),
             retryable,
             self.backoff.base_seconds,
             self.backoff.cap_seconds,
@@ -246,7 +247,9 @@ class JobQueue:
 
     async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:
         """running -> cancelled, acknowledging an operator's cancel request (fenced)."""
-        return await self._finish(job, "job_finish_cancelled", "cancel", redact_text(reason))
+        return await self._finish(
+            job, "job_finish_cancelled", "cancel", storable(redact_text(reason))
+        )
 
     async def _finish(self, job: Job, query: str, operation: str, *args: Any) -> Job:
         async with self.pool.acquire() as conn, conn.transaction():

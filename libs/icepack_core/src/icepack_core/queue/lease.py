@@ -14,7 +14,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import asyncpg
 import structlog
 
 from icepack_core.errors import CancelRequested, LeaseLost, StaleFence
@@ -98,10 +97,12 @@ class JobLease:
                 self.lost.set()
                 await self._stop(work)
                 return
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                # The database is unreachable (a renewal that timed out is an OSError): keep
-                # trying until the lease would expire, then stop the work ourselves, since
-                # another executor may take the job after that.
+            except Exception as exc:
+                # A renewal that failed for any reason -- the database unreachable (a renewal
+                # that timed out is an OSError), asyncpg's InternalClientError after a
+                # failover, anything else -- did not renew: keep trying until the lease would
+                # expire, then stop the work ourselves, since another executor may take the job
+                # after that. The heartbeat itself must never end while the work runs.
                 if time.monotonic() + interval >= deadline:
                     log.error("job.lease_expiring", job_id=self.job.id, error=str(exc))
                     self.lost.set()

@@ -15,6 +15,7 @@ import asyncpg
 
 from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
+from icepack_core.db.text import storable
 from icepack_core.telemetry.tracing import current_traceparent
 
 
@@ -90,9 +91,15 @@ class WorkQueue:
         return bool(row["deleted"])
 
     async def fail(self, item: WorkItem, error: str, retry_in: float) -> None:
-        """Hand an item back after a failure, due again after ``retry_in`` seconds."""
+        """Hand an item back after a failure, due again after ``retry_in`` seconds (``error``
+        stored as Postgres can store it, ``db.text.storable``)."""
         await self.pool.execute(
-            load_query("work_fail"), self.service, item.table_id, self.worker, retry_in, error
+            load_query("work_fail"),
+            self.service,
+            item.table_id,
+            self.worker,
+            retry_in,
+            storable(error),
         )
 
     async def heartbeat(self, item: WorkItem) -> bool:
