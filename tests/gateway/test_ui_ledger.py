@@ -122,7 +122,7 @@ async def test_job_page_shows_outcome_and_quarantine_and_restores(
         assert "of predicted" in await rewrite.locator("[data-test=outcome-benefit]").inner_text()
         probe = await outcome.locator("[data-test=read-probe]").inner_text()
         assert "before 400 files" in probe and "after 21 files" in probe, probe
-        assert await page.locator("[data-test=deletions-none]").is_visible()
+        await page.locator("[data-test=deletions-none]").wait_for(state="visible")
         assert await page.locator("[data-test=restore-button]").is_hidden()
 
         await page.goto(f"{base}/ui/#/job/{orphan_job}")
@@ -132,7 +132,7 @@ async def test_job_page_shows_outcome_and_quarantine_and_restores(
         assert any(p.removeprefix("file://") in "".join(rows) for p in paths), rows
         totals = await page.locator("[data-test=deletions-totals]").inner_text()
         assert "3 files" in totals and "5.9 KiB" in totals, totals
-        assert await page.locator("[data-test=outcome-none]").is_visible()
+        await page.locator("[data-test=outcome-none]").wait_for(state="visible")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         await page.screenshot(path=str(ARTIFACTS / f"job-quarantine-{width}.png"), full_page=True)
         assert (

@@ -92,7 +92,7 @@ async def test_maintain_now_shows_every_outcome(base, browser, db, fleet: Fleet)
         await page.goto(f"{base}/ui/#/table/demo/crm/users")
         text = await click_maintain(page, "error")
         assert "Operator token needed" in text and "icepack token create" in text, text
-        assert await page.locator("[data-test=token-form]").is_visible()
+        await page.locator("[data-test=token-form]").wait_for(state="visible")
         assert await job_count(db) == jobs_before
 
         # An unknown token: 401, said so.
@@ -124,7 +124,7 @@ async def test_maintain_now_shows_every_outcome(base, browser, db, fleet: Fleet)
         await page.wait_for_function(f"({JOB_STATE})() === 'queued'")
         assert page.url.endswith(f"#/job/{fleet.jobs['queued']}")
         # Not finished, so the page says it follows the job.
-        assert await page.locator("[data-test=job-polling]").is_visible()
+        await page.locator("[data-test=job-polling]").wait_for(state="visible")
         assert await job_count(db) == jobs_before
         assert all("401" in e or "409" in e for e in errors), errors
     finally:
@@ -204,7 +204,9 @@ async def test_maintain_now_runs_the_recommendation_to_succeeded(spark, flow_set
             await page.screenshot(path=str(ARTIFACTS / "maintain-queued-1280.png"), full_page=True)
             await page.click("[data-test=maintain-job-link]")
             await page.wait_for_function(f"({JOB_STATE})() === 'queued'")
-            assert await page.locator("[data-test=job-polling]").is_visible()
+            # The page shows the job, then starts polling and Alpine renders the indicator a
+            # tick later: wait for it (an instant ``is_visible`` failed on a busy machine).
+            await page.locator("[data-test=job-polling]").wait_for(state="visible")
 
             # The real executor runs it; the open page follows it to the end by itself.
             async with running([ExecutorService()], flow_settings):
