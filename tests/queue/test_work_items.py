@@ -69,11 +69,17 @@ async def test_services_have_separate_queues(db):
     assert await WorkQueue(db, "planner", "p").claim() == []
 
 
-async def test_failed_item_waits_before_retry(db):
+async def claimed_one(db):
+    """A queue of one table's requested item, and that item, claimed."""
     (table,) = await make_tables(db, 1)
     queue = WorkQueue(db, "inspector", "w1")
     await request(db, queue, table)
     (item,) = await queue.claim()
+    return queue, item
+
+
+async def test_failed_item_waits_before_retry(db):
+    queue, item = await claimed_one(db)
     await queue.fail(item, "catalog timeout", retry_in=3600)
     assert await queue.claim() == []
     row = await db.fetchrow("SELECT last_error, claimed_by FROM icepack.work_items")
@@ -104,9 +110,6 @@ async def test_release_all_hands_back_what_a_stopping_worker_holds(db):
 
 
 async def test_an_error_text_postgres_cannot_store_is_stored_escaped(db):
-    (table,) = await make_tables(db, 1)
-    queue = WorkQueue(db, "inspector", "w1")
-    await request(db, queue, table)
-    (item,) = await queue.claim()
+    queue, item = await claimed_one(db)
     await queue.fail(item, "catalog said \x00", retry_in=3600)
     assert await db.fetchval("SELECT last_error FROM icepack.work_items") == "catalog said \\x00"
