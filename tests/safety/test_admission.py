@@ -13,12 +13,8 @@ from hypothesis import strategies as st
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused
 from icepack_core.intents import parse_intents
-from icepack_core.safety.admission import (
-    admit,
-    location_from_metadata,
-    locations_overlap,
-    normalize_location,
-)
+from icepack_core.safety.admission import admit, location_from_metadata
+from icepack_core.safety.locations import locations_overlap, normalize_location
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 WH = "file:///lake/wh"

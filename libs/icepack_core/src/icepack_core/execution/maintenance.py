@@ -49,7 +49,7 @@ from icepack_core.intents import (
     RewritePositionDeleteFiles,
     parse_intent,
 )
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.locations import location_key
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import (
     SPARK_CONF_UNDEFINED,
@@ -400,9 +400,7 @@ class TableMaintenance:
             ),
             None,
         )
-        if current is None or normalize_location(current) != normalize_location(
-            self.orphan_location
-        ):
+        if current is None or location_key(current) != location_key(self.orphan_location):
             raise PermanentError(
                 f"remove_orphan_files on {self.ref}: Spark reports location {current!r}, not "
                 f"the admitted {self.orphan_location!r}; refusing"

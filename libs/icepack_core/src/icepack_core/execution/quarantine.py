@@ -44,7 +44,7 @@ import asyncpg
 from icepack_core.db.queries import load_query
 from icepack_core.errors import PermanentError, StaleFence
 from icepack_core.execution.file_mover import FileMover
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.locations import LocationError, location_key, parse_location
 
 # "_": hidden from Iceberg's orphan listing (as "." is), and accepted by object stores that
 # refuse "."-prefixed key components (SeaweedFS table buckets deny them). Under ``data/``: such
@@ -68,11 +68,13 @@ def relative_path(location: str, path: str) -> str:
     Raises:
         PermanentError: ``path`` is not under ``location``.
     """
-    root = normalize_location(location).rstrip("/") + "/"
-    full = normalize_location(path)
-    if not full.startswith(root) or full == root:
+    try:
+        root, full = parse_location(location), parse_location(path)
+    except LocationError as exc:
+        raise PermanentError(f"orphan path {path!r}: {exc}") from None
+    if not root.contains(full) or full == root:
         raise PermanentError(f"orphan path {path!r} is not under the table location {location!r}")
-    return full[len(root) :]
+    return full.path[len(root.path) :].lstrip("/")
 
 
 def quarantine_root(location: str, job_id: int) -> str:
@@ -234,7 +236,7 @@ class OrphanQuarantine:
                 return report
             for row in rows:
                 path = row["path"]
-                if referenced is not None and normalize_location(path) in referenced:
+                if referenced is not None and location_key(path) in referenced:
                     report.kept_referenced.append(path)
                     skipped.add(row["id"])
                     continue

@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -39,9 +38,7 @@ from icepack_core.policy import (
     PolicyAttachment,
     resolve,
 )
-
-# s3a:// and s3n:// name the same objects as s3:// (Hadoop's connectors); so do gs/gcs.
-_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "wasbs": "wasb", "abfss": "abfs"}
+from icepack_core.safety.locations import locations_overlap
 
 
 @dataclass(frozen=True)
@@ -51,25 +48,6 @@ class Admission:
 
     policy: EffectivePolicy
     location: str | None = None
-
-
-def normalize_location(location: str) -> str:
-    """A location as ``scheme://authority/path`` without a trailing separator; local paths and
-    ``file:`` URIs become ``file:///abs/path``; scheme aliases (s3a, s3n) fold together."""
-    parts = urlsplit(location.strip())
-    scheme = _SCHEME_ALIASES.get(parts.scheme.lower(), parts.scheme.lower()) or "file"
-    path = parts.path.rstrip("/") or "/"
-    authority = "" if scheme == "file" else parts.netloc.lower()
-    return f"{scheme}://{authority}{path}"
-
-
-def locations_overlap(a: str, b: str) -> bool:
-    """Whether one location equals or contains the other (at a path-separator boundary:
-    ``…/t`` does not contain ``…/t_v2``)."""
-    x, y = normalize_location(a), normalize_location(b)
-    if x == y:
-        return True
-    return y.startswith(x.rstrip("/") + "/") or x.startswith(y.rstrip("/") + "/")
 
 
 def location_from_metadata(metadata_location: str) -> str | None:
