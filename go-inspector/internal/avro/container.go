@@ -201,6 +201,28 @@ func zstdDecoder(limit int64) (*zstd.Decoder, error) {
 	return actual.(*zstd.Decoder), nil
 }
 
+// readCapped appends r's bytes to buf until EOF or until buf holds limit bytes.
+// Its capacity doubles but never past max (bytes.Buffer would reach twice the
+// cap), so reading a block that is too large allocates about the cap.
+func readCapped(r io.Reader, buf []byte, limit int64) ([]byte, error) {
+	for int64(len(buf)) < limit {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(int64(max(2*cap(buf), 64<<10)), limit))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
 // decompress expands one block, never beyond MaxBlockBytes (ErrBlockTooLarge):
 // deflate reads at most the cap plus one byte, snappy's declared length is
 // checked before anything is allocated, zstd's decoder refuses larger output.
@@ -214,16 +236,16 @@ func (f *File) decompress(raw []byte) ([]byte, error) {
 		} else if err := st.inflater.(flate.Resetter).Reset(bytes.NewReader(raw), nil); err != nil {
 			return nil, err
 		}
-		buf := bytes.NewBuffer(st.scratch[:0])
-		if _, err := buf.ReadFrom(io.LimitReader(st.inflater, limit+1)); err != nil {
+		out, err := readCapped(st.inflater, st.scratch[:0], limit+1)
+		if err != nil {
 			return nil, err
 		}
-		st.scratch = buf.Bytes()
-		if int64(len(st.scratch)) > limit {
+		if int64(len(out)) > limit {
 			st.scratch = nil // do not keep a buffer of the cap's size for the next file
 			return nil, tooLarge("deflate", limit, "expands")
 		}
-		return st.scratch, nil
+		st.scratch = out
+		return out, nil
 	case "snappy":
 		// Avro's snappy blocks end with the CRC-32 of the uncompressed bytes.
 		if len(raw) < 4 {
