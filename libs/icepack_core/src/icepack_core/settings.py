@@ -198,6 +198,9 @@ class Settings(BaseSettings):
     spark_conf: dict[str, str] = Field(default_factory=dict)
     metadata_inspector: Literal["pyiceberg", "iceberg-go"] = "pyiceberg"
     go_inspector_path: Path | None = None
+    # The most bytes one compressed Avro block of a manifest (list) may expand to, in both
+    # inspectors and the executor's readers; beyond it the file is damaged (bounded_decompress).
+    avro_max_block_bytes: int = Field(64 * 1024 * 1024, ge=64 * 1024)
 
     # Database sessions: short, so no service can hold the xmin horizon (and event delivery) back.
     db_pool_min: int = Field(1, ge=0)
