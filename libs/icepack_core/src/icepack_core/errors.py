@@ -160,6 +160,19 @@ class TokenRevoked(TokenError):
         )
 
 
+class TokenReadOnly(TokenError):
+    """A read-scoped token was presented for a write."""
+
+    code = "TOKEN_READ_ONLY"
+
+    def __init__(self, name: str, method: str, path: str) -> None:
+        self.name = name
+        super().__init__(
+            f"token {name!r} is read-only (scope read) and cannot {method} {path}; writes "
+            "need a token created with `icepack token create NAME --scope write`"
+        )
+
+
 class TokenNameTaken(TokenError):
     """A live token already has that name."""
 

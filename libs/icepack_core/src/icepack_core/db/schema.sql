@@ -191,9 +191,11 @@ CREATE TABLE icepack.api_tokens (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
+    scope text DEFAULT 'write'::text NOT NULL,
     CONSTRAINT api_tokens_key_id_check CHECK ((key_id ~ '^[a-z0-9]{12}$'::text)),
     CONSTRAINT api_tokens_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$'::text)),
     CONSTRAINT api_tokens_revoked_after_created CHECK (((revoked_at IS NULL) OR (revoked_at >= created_at))),
+    CONSTRAINT api_tokens_scope_check CHECK ((scope = ANY (ARRAY['read'::text, 'write'::text]))),
     CONSTRAINT api_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32))
 );
 
@@ -548,9 +550,13 @@ CREATE TABLE icepack.jobs (
     benefit double precision DEFAULT 0 NOT NULL,
     health_score double precision,
     outcome jsonb,
+    lock_waits integer DEFAULT 0 NOT NULL,
+    conflicts integer DEFAULT 0 NOT NULL,
     CONSTRAINT jobs_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT jobs_benefit_check CHECK ((benefit >= (0)::double precision)),
+    CONSTRAINT jobs_conflicts_check CHECK ((conflicts >= 0)),
     CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
+    CONSTRAINT jobs_lock_waits_check CHECK ((lock_waits >= 0)),
     CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT jobs_rewrite_bytes_check CHECK ((rewrite_bytes >= 0)),
     CONSTRAINT jobs_running_has_lease CHECK (((state <> 'running'::text) OR ((lease_owner IS NOT NULL) AND (lease_until IS NOT NULL)))),
@@ -576,6 +582,30 @@ CREATE SEQUENCE icepack.jobs_id_seq
 --
 
 ALTER SEQUENCE icepack.jobs_id_seq OWNED BY icepack.jobs.id;
+
+
+--
+-- Name: maintenance_deferrals; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.maintenance_deferrals (
+    table_id bigint NOT NULL,
+    action text NOT NULL,
+    conflicts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    deferred_until timestamp with time zone,
+    reason text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT maintenance_deferrals_action_check CHECK ((action <> ''::text)),
+    CONSTRAINT maintenance_deferrals_conflicts_check CHECK ((conflicts >= 0))
+);
+
+
+--
+-- Name: TABLE maintenance_deferrals; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.maintenance_deferrals IS 'commit conflicts in a row per (table, action); deferred_until: no new job for it before then';
 
 
 --
@@ -1222,6 +1252,14 @@ ALTER TABLE ONLY icepack.jobs
 
 
 --
+-- Name: maintenance_deferrals maintenance_deferrals_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.maintenance_deferrals
+    ADD CONSTRAINT maintenance_deferrals_pkey PRIMARY KEY (table_id, action);
+
+
+--
 -- Name: manifest_stats manifest_stats_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -1544,6 +1582,14 @@ ALTER TABLE ONLY icepack.job_actions
 
 ALTER TABLE ONLY icepack.jobs
     ADD CONSTRAINT jobs_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE SET NULL;
+
+
+--
+-- Name: maintenance_deferrals maintenance_deferrals_table_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.maintenance_deferrals
+    ADD CONSTRAINT maintenance_deferrals_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
 
 
 --

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
@@ -58,6 +58,8 @@ class Job:
     benefit: float = 0.0
     health_score: float | None = None
     outcome: dict[str, Any] | None = None
+    lock_waits: int = 0
+    conflicts: int = 0
 
     @classmethod
     def from_record(cls, row: asyncpg.Record | dict[str, Any]) -> Job:
@@ -89,12 +91,30 @@ class Backoff:
     cap_seconds: float = 3600.0
 
 
+# A busy table is usually free again when the job holding it ends (minutes); a writer that
+# keeps winning commit conflicts is waited out longer.
+LOCK_BACKOFF = Backoff(base_seconds=15.0, cap_seconds=600.0)
+CONFLICT_BACKOFF = Backoff(base_seconds=30.0, cap_seconds=1800.0)
+GiveBack = Literal["lock", "conflict"]
+
+
 class JobQueue:
     """Intent-named operations on ``icepack.jobs``."""
 
-    def __init__(self, pool: asyncpg.Pool, backoff: Backoff | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        backoff: Backoff | None = None,
+        *,
+        lock_backoff: Backoff = LOCK_BACKOFF,
+        conflict_backoff: Backoff = CONFLICT_BACKOFF,
+    ) -> None:
         self.pool = pool
         self.backoff = backoff or Backoff()
+        self.give_back_backoff: dict[GiveBack, Backoff] = {
+            "lock": lock_backoff,
+            "conflict": conflict_backoff,
+        }
 
     async def enqueue(
         self,
@@ -243,6 +263,27 @@ class JobQueue:
             self.backoff.base_seconds,
             self.backoff.cap_seconds,
             now,
+        )
+
+    async def give_back(
+        self, job: Job, kind: GiveBack, reason: str, *, now: datetime | None = None
+    ) -> Job:
+        """running -> queued without spending the attempt: the table was busy (``lock``: another
+        job holds its lock) or a writer won an Iceberg commit conflict (``conflict``). This
+        claim's budget charge is refunded; the job is due again after a capped exponential
+        backoff with jitter over its earlier give-backs of the same kind (``lock_waits`` or
+        ``conflicts``, counted on the job). Raises ``StaleFence`` when the caller lost the job.
+        """
+        backoff = self.give_back_backoff[kind]
+        return await self._finish(
+            job,
+            "job_give_back",
+            f"give back ({kind})",
+            kind,
+            backoff.base_seconds,
+            backoff.cap_seconds,
+            now,
+            storable(redact_text(reason)),
         )
 
     async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:
