@@ -175,6 +175,56 @@ BEGIN
 END $$;
 
 
+--
+-- Name: live_table_at(bigint); Type: FUNCTION; Schema: icepack; Owner: -
+--
+
+CREATE FUNCTION icepack.live_table_at(p_table_id bigint) RETURNS bigint
+    LANGUAGE sql STABLE
+    AS $$
+SELECT CASE
+         WHEN t.dropped_at IS NULL THEN t.id
+         WHEN t.location IS NULL THEN NULL
+         ELSE (SELECT CASE WHEN count(*) = 1 THEN min(n.id) END
+                 FROM icepack.tables n
+                WHERE n.catalog = t.catalog AND n.dropped_at IS NULL
+                  AND rtrim(n.location, '/') = rtrim(t.location, '/'))
+       END
+  FROM icepack.tables t
+ WHERE t.id = p_table_id
+$$;
+
+
+--
+-- Name: FUNCTION live_table_at(p_table_id bigint); Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON FUNCTION icepack.live_table_at(p_table_id bigint) IS 'the table itself when live; a dropped table''s single live successor at the same location (a rename); else NULL';
+
+
+--
+-- Name: restore_pending(bigint); Type: FUNCTION; Schema: icepack; Owner: -
+--
+
+CREATE FUNCTION icepack.restore_pending(p_job_id bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+SELECT EXISTS (
+  SELECT 1 FROM icepack.jobs j
+   WHERE j.state IN ('queued', 'running')
+     AND j.actions @> jsonb_build_array(jsonb_build_object(
+           'action', 'restore_quarantine', 'params', jsonb_build_object('job_id', p_job_id)))
+)
+$$;
+
+
+--
+-- Name: FUNCTION restore_pending(p_job_id bigint); Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON FUNCTION icepack.restore_pending(p_job_id bigint) IS 'true while a queued or running job restores job p_job_id''s quarantined files';
+
+
 SET default_tablespace = '';
 
 SET default_table_access_method = heap;
@@ -1368,10 +1418,10 @@ CREATE INDEX catalog_hints_due ON icepack.catalog_hints USING btree (not_before)
 
 
 --
--- Name: deletions_job; Type: INDEX; Schema: icepack; Owner: -
+-- Name: deletions_job_page; Type: INDEX; Schema: icepack; Owner: -
 --
 
-CREATE INDEX deletions_job ON icepack.deletions USING btree (job_id);
+CREATE INDEX deletions_job_page ON icepack.deletions USING btree (job_id, id);
 
 
 --

@@ -35,6 +35,7 @@ from icepack_core.execution.referenced_files import referenced_paths, split_refe
 from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.intents import Intent, PurgeQuarantine, RestoreQuarantine
 from icepack_core.queue.jobs import Job
+from icepack_core.queue.ledger import table_lineage
 from icepack_core.types import TableRef
 
 log = structlog.get_logger("icepack.ledger")
@@ -162,6 +163,8 @@ class LedgerActions:
         if job is None:
             raise PermanentError(f"{name} writes the deletion ledger and needs a job")
         quarantine = await self.quarantine_for(job, table_id, ref)
+        # Rows of the tables this one was renamed from are purged and restored with it.
+        quarantine.lineage = await table_lineage(self.pool, table_id)
         if isinstance(intent, PurgeQuarantine):
             output = report_output(await quarantine.purge(), "purged")
         elif isinstance(intent, RestoreQuarantine):

@@ -56,6 +56,8 @@ QUARANTINE_PREFIX = f"data/{QUARANTINE_DIR}"
 BATCH_SIZE = 200
 # Paths kept in an action's output (the ledger has them all).
 SAMPLE = 20
+# Paths an output lists per problem (missing, refused, already purged) at most.
+REPORTED = 1000
 ORPHAN_ACTION = "remove_orphan_files"
 
 # A test hook: called after each file's move, before its row is marked.
@@ -123,7 +125,10 @@ def is_quarantined(location: str, path: str) -> bool:
 
 @dataclass
 class LedgerReport:
-    """What one ledger action did; ``output`` is what its job action records."""
+    """What one ledger action did; ``output`` is what its job action records.
+
+    Bounded whatever the ledger's size: the problem lists keep their first ``REPORTED`` items
+    and ``counts`` has how many there were (the ledger has every row)."""
 
     moved: int = 0
     resumed: int = 0
@@ -133,12 +138,21 @@ class LedgerReport:
     refused: list[dict[str, str]] = field(default_factory=list)
     purged_before: list[str] = field(default_factory=list)
     sample: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def note(self, path: str, size: int | None) -> None:
         self.moved += 1
         self.bytes += size or 0
         if len(self.sample) < SAMPLE:
             self.sample.append(path)
+
+    def problem(self, kind: str, item: Any) -> None:
+        """Count one ``kind`` ("missing", "kept_referenced", "refused") and keep it while its
+        list is shorter than ``REPORTED``."""
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        listed: list[Any] = getattr(self, kind)
+        if len(listed) < REPORTED:
+            listed.append(item)
 
 
 @dataclass
@@ -160,6 +174,12 @@ class OrphanQuarantine:
     after_move: AfterMove | None = None
     # Paths the last ``record`` kept because their names cannot be moved exactly (``movable``).
     unusual: list[str] = field(default_factory=list)
+    # The table ids whose rows purge and restore act on: the table and the ones it was renamed
+    # from (``queue.ledger.table_lineage``); None: the table alone.
+    lineage: list[int] | None = None
+
+    def _tables(self) -> list[int]:
+        return self.lineage if self.lineage is not None else [self.table_id]
 
     def _stale(self, what: str) -> StaleFence:
         return StaleFence(self.job_id, self.fence, what)
@@ -221,24 +241,17 @@ class OrphanQuarantine:
         ``recorded`` and is reported in ``kept_referenced``.
         """
         report = LedgerReport()
-        skipped: set[int] = set()
+        after = 0  # rows are read by id: a row left as it was is passed, never read again
         proven = False  # the last round trip proved the fence (see _still_ours)
         while True:
-            rows = await self.pool.fetch(
-                load_query("deletion_recorded_batch"),
-                self.job_id,
-                "recorded",
-                self.batch_size + len(skipped),
-                ORPHAN_ACTION,
-            )
-            rows = [r for r in rows if r["id"] not in skipped]
+            rows = await self._batch(self.job_id, "recorded", after, [self.table_id])
             if not rows:
                 return report
             for row in rows:
+                after = row["id"]
                 path = row["path"]
                 if referenced is not None and location_key(path) in referenced:
-                    report.kept_referenced.append(path)
-                    skipped.add(row["id"])
+                    report.problem("kept_referenced", path)
                     continue
                 target = quarantine_path(self.location, self.job_id, path)
                 if not proven:
@@ -254,8 +267,7 @@ class OrphanQuarantine:
                         await step
                     raise
                 if outcome == "missing":
-                    report.missing.append(path)
-                    skipped.add(row["id"])
+                    report.problem("missing", path)
                     continue
                 if not marked:
                     raise self._stale(f"mark {path} quarantined")
@@ -263,6 +275,22 @@ class OrphanQuarantine:
                 if outcome == "resumed":
                     report.resumed += 1
                 report.note(path, row["size_bytes"])
+
+    async def _batch(
+        self, job_id: int, state: str, after: int, tables: list[int]
+    ) -> list[asyncpg.Record]:
+        """The next ``batch_size`` orphan rows of ``job_id`` in ``state`` after row ``after``."""
+        return list(
+            await self.pool.fetch(
+                load_query("deletion_recorded_batch"),
+                job_id,
+                state,
+                self.batch_size,
+                ORPHAN_ACTION,
+                after,
+                tables,
+            )
+        )
 
     async def _move_and_mark(
         self, row: asyncpg.Record, target: str, retention: timedelta
@@ -303,7 +331,7 @@ class OrphanQuarantine:
         proven = False
         while True:
             rows = await self.pool.fetch(
-                load_query("deletion_purge_due"), self.table_id, self.now(), self.batch_size
+                load_query("deletion_purge_due"), self._tables(), self.now(), self.batch_size
             )
             if not rows:
                 return report
@@ -316,34 +344,30 @@ class OrphanQuarantine:
                 report.note(row["path"], row["size_bytes"])
 
     async def restore(self, source_job: int) -> LedgerReport:
-        """Move job ``source_job``'s quarantined files of this table back to their paths."""
+        """Move job ``source_job``'s quarantined files of this table (or of the tables it was
+        renamed from, ``lineage``) back to their paths, a batch of rows at a time."""
         report = LedgerReport()
-        refused: set[int] = set()
-        proven = False
-        for row in await self.pool.fetch(load_query("deletion_list_job"), source_job):
-            if row["table_id"] != self.table_id:
-                continue
-            if row["state"] == "purged":
-                report.purged_before.append(row["path"])
-        while True:
-            rows = await self.pool.fetch(
-                load_query("deletion_recorded_batch"),
-                source_job,
-                "quarantined",
-                self.batch_size + len(refused),
-                ORPHAN_ACTION,
+        tables = self._tables()
+        report.purged_before = [
+            r["path"]
+            for r in await self.pool.fetch(
+                load_query("deletion_job_purged"), source_job, tables, REPORTED
             )
-            rows = [r for r in rows if r["id"] not in refused and r["table_id"] == self.table_id]
+        ]
+        after = 0  # rows are read by id: a refused row is passed, never read again
+        proven = False
+        while True:
+            rows = await self._batch(source_job, "quarantined", after, tables)
             if not rows:
                 return report
             for row in rows:
+                after = row["id"]
                 if not proven:
                     await self._still_ours(f"restore {row['path']}")
                 proven = False
                 reason = await asyncio.to_thread(self._restore_one, row)
                 if reason is not None and reason != "resumed":
-                    report.refused.append({"path": row["path"], "reason": reason})
-                    refused.add(row["id"])
+                    report.problem("refused", {"path": row["path"], "reason": reason})
                     continue
                 await self._mark(row, "restored")
                 proven = True
@@ -386,11 +410,14 @@ def report_output(report: LedgerReport, verb: str) -> dict[str, Any]:
         "sample": report.sample,
     }
     if report.missing:
-        output["missing"] = report.missing[:1000]
+        output["missing"] = report.missing[:REPORTED]
     if report.kept_referenced:
-        output["kept_referenced_recorded"] = report.kept_referenced[:1000]
+        output["kept_referenced_recorded"] = report.kept_referenced[:REPORTED]
     if report.refused:
-        output["refused"] = report.refused[:1000]
+        output["refused"] = report.refused[:REPORTED]
     if report.purged_before:
-        output["already_purged"] = report.purged_before[:1000]
+        output["already_purged"] = report.purged_before[:REPORTED]
+    for kind, count in report.counts.items():
+        if count > REPORTED:
+            output[f"{kind}_count"] = count
     return output
