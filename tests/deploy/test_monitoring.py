@@ -90,7 +90,8 @@ def test_every_alert_says_what_to_run() -> None:
 
 def test_the_prometheusrule_holds_the_rules_file(tmp_path: Path) -> None:
     """An overlay including the component renders the PrometheusRule (with the rules file's
-    groups, in the overlay's namespace) and a ServiceMonitor for the gateway's Service."""
+    groups, in the overlay's namespace), a ServiceMonitor for the gateway's Service and the
+    dashboard's ConfigMap for Grafana's sidecar."""
     kubectl = shutil.which("kubectl")
     need(kubectl is not None, "kubectl is not on PATH")
     assert kubectl is not None
@@ -122,6 +123,14 @@ def test_the_prometheusrule_holds_the_rules_file(tmp_path: Path) -> None:
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
     assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    [dashboard] = [
+        o
+        for o in objects
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "icepack-grafana-dashboard"
+    ]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = (COMPONENT / "icepack-fleet-dashboard.json").read_text()
+    assert dashboard["data"] == {"icepack-fleet.json": shipped}
     # The PrometheusRule's groups also pass promtool.
     extracted = tmp_path / "from-component.yaml"
     extracted.write_text(yaml.safe_dump(rule["spec"]))
