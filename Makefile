@@ -16,7 +16,7 @@ help: ## list the targets
 uv:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user "uv==$(UV_VERSION)"
 
-setup: uv ## install Python deps, Spark jars and go-inspector (idempotent)
+setup: uv ## install Python deps, Spark jars, go-inspector, chromium and promtool (idempotent)
 	uv sync --frozen --all-packages
 	scripts/fetch-maven.sh jars $(JARS_DIR)
 	scripts/fetch-maven.sh rest-fixture
@@ -24,6 +24,9 @@ setup: uv ## install Python deps, Spark jars and go-inspector (idempotent)
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
 	  echo "note: install Debian's chromium for the browser tests (they skip without it)"
+	@command -v promtool >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } || \
+	  echo "note: install Debian's prometheus package (promtool) for the alert rule tests (they skip without it)"
 
 demo: setup ## run Icepack on the embedded default (local Postgres, all services)
 	uv run icepack demo

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from icepack_core.db.queries import load_query
 from icepack_core.queue.budgets import BudgetUse
 from icepack_core.types import Health
+from icepack_gateway.alert_metrics import AlertCollector, read_alerting
 from icepack_gateway.endpoint import AnyEndpoint, AnyParams, Call, Endpoint, NoBody, NoParams, Reply
 from icepack_gateway.state import gateway
 
@@ -152,9 +153,12 @@ def budget_metrics(budgets: list[BudgetUse]) -> Iterator[Metric]:
 
 
 async def metrics_endpoint(call: Call[NoParams, AnyParams, NoBody]) -> Response:
-    reading = await read_fleet(gateway(call.request).pool)
+    state = gateway(call.request)
+    reading = await read_fleet(state.pool)
+    alerting = await read_alerting(state.pool, state.alerting, state.catalogs)
     fleet = CollectorRegistry(auto_describe=False)
     fleet.register(FleetCollector(reading))
+    fleet.register(AlertCollector(alerting))
     body = generate_latest(fleet) + generate_latest(REGISTRY)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 

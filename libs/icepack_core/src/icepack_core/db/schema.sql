@@ -375,7 +375,9 @@ CREATE TABLE icepack.catalog_status (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     skipped_tables jsonb DEFAULT '[]'::jsonb NOT NULL,
     last_pass_calls jsonb DEFAULT '{}'::jsonb NOT NULL,
+    last_pass_seconds double precision,
     CONSTRAINT catalog_status_error_complete CHECK (((last_error IS NULL) = (last_error_at IS NULL))),
+    CONSTRAINT catalog_status_pass_seconds_nonnegative CHECK ((last_pass_seconds >= (0)::double precision)),
     CONSTRAINT catalog_status_skipped_is_list CHECK ((jsonb_typeof(skipped_tables) = 'array'::text))
 );
 
@@ -385,6 +387,13 @@ CREATE TABLE icepack.catalog_status (
 --
 
 COMMENT ON COLUMN icepack.catalog_status.skipped_tables IS 'Tables the last successful listing skipped: [{"table": "ns.name", "reason": "..."}]';
+
+
+--
+-- Name: COLUMN catalog_status.last_pass_seconds; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.catalog_status.last_pass_seconds IS 'wall time of the last successful pass: listing the catalog and applying the listing';
 
 
 --
@@ -602,9 +611,11 @@ CREATE TABLE icepack.jobs (
     outcome jsonb,
     lock_waits integer DEFAULT 0 NOT NULL,
     conflicts integer DEFAULT 0 NOT NULL,
+    error_code text,
     CONSTRAINT jobs_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT jobs_benefit_check CHECK ((benefit >= (0)::double precision)),
     CONSTRAINT jobs_conflicts_check CHECK ((conflicts >= 0)),
+    CONSTRAINT jobs_error_code_format CHECK ((error_code ~ '^[A-Z][A-Z0-9_]{0,63}$'::text)),
     CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT jobs_lock_waits_check CHECK ((lock_waits >= 0)),
     CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts >= 1)),
@@ -613,6 +624,13 @@ CREATE TABLE icepack.jobs (
     CONSTRAINT jobs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
     CONSTRAINT jobs_trigger_check CHECK ((trigger = ANY (ARRAY['manual'::text, 'planner'::text, 'cli'::text])))
 );
+
+
+--
+-- Name: COLUMN jobs.error_code; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.jobs.error_code IS 'class of the last failure: the IcepackError code (UNEXPECTED, LEASE_EXPIRED); NULL after a claim';
 
 
 --
@@ -1077,6 +1095,56 @@ CREATE VIEW icepack.v_table_health AS
 
 
 --
+-- Name: webhook_deliveries; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.webhook_deliveries (
+    id bigint NOT NULL,
+    event_id bigint NOT NULL,
+    type text NOT NULL,
+    table_id bigint,
+    body jsonb NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    lease_until timestamp with time zone,
+    last_status integer,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT webhook_deliveries_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT webhook_deliveries_finished CHECK (((state = 'pending'::text) = (finished_at IS NULL))),
+    CONSTRAINT webhook_deliveries_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
+);
+
+
+--
+-- Name: TABLE webhook_deliveries; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.webhook_deliveries IS 'webhook notifications of chosen outbox events (CloudEvents): pending, delivered or failed, with attempts and the last error';
+
+
+--
+-- Name: webhook_deliveries_id_seq; Type: SEQUENCE; Schema: icepack; Owner: -
+--
+
+CREATE SEQUENCE icepack.webhook_deliveries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: webhook_deliveries_id_seq; Type: SEQUENCE OWNED BY; Schema: icepack; Owner: -
+--
+
+ALTER SEQUENCE icepack.webhook_deliveries_id_seq OWNED BY icepack.webhook_deliveries.id;
+
+
+--
 -- Name: work_items; Type: TABLE; Schema: icepack; Owner: -
 --
 
@@ -1179,6 +1247,13 @@ ALTER TABLE ONLY icepack.status_snapshots ALTER COLUMN id SET DEFAULT nextval('i
 --
 
 ALTER TABLE ONLY icepack.tables ALTER COLUMN id SET DEFAULT nextval('icepack.tables_id_seq'::regclass);
+
+
+--
+-- Name: webhook_deliveries id; Type: DEFAULT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.webhook_deliveries ALTER COLUMN id SET DEFAULT nextval('icepack.webhook_deliveries_id_seq'::regclass);
 
 
 --
@@ -1382,6 +1457,22 @@ ALTER TABLE ONLY icepack.tables
 
 
 --
+-- Name: webhook_deliveries webhook_deliveries_event_id_key; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_event_id_key UNIQUE (event_id);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: work_items work_items_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -1548,6 +1639,20 @@ CREATE INDEX status_snapshots_table ON icepack.status_snapshots USING btree (tab
 --
 
 CREATE INDEX table_health_latest_score ON icepack.table_health_latest USING btree (score, table_id);
+
+
+--
+-- Name: webhook_deliveries_due; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_due ON icepack.webhook_deliveries USING btree (not_before) WHERE (state = 'pending'::text);
+
+
+--
+-- Name: webhook_deliveries_finished_at; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_finished_at ON icepack.webhook_deliveries USING btree (finished_at) WHERE (state <> 'pending'::text);
 
 
 --

@@ -204,6 +204,7 @@ async def apply_listing(
                 len(listed),
                 result.skipped,
                 calls.as_json(),
+                calls.elapsed(),
             )
     result.calls = calls.as_json()
     return result

@@ -8,6 +8,7 @@ published in the same transaction as the transition they announce.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -27,6 +28,15 @@ KEDA_TRIGGER_QUERY = load_query("job_count_claimable")
 # Picks per claim call: a pick fails its locked re-check only when another claimer used the
 # budget up meanwhile, so a few tries suffice; after them the executor polls again.
 _CLAIM_ATTEMPTS = 5
+
+
+_ERROR_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+
+
+def error_code(code: str) -> str:
+    """``code`` when it is a well-formed error class (upper case, at most 64 characters; the
+    schema checks the same), else ``UNEXPECTED``: a bad class never fails the failing."""
+    return code if _ERROR_CODE.fullmatch(code) else "UNEXPECTED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +70,7 @@ class Job:
     outcome: dict[str, Any] | None = None
     lock_waits: int = 0
     conflicts: int = 0
+    error_code: str | None = None  # the class of the last failure (jobs.error_code)
 
     @classmethod
     def from_record(cls, row: asyncpg.Record | dict[str, Any]) -> Job:
@@ -247,12 +258,19 @@ class JobQueue:
         return await self._finish(job, "job_complete", "complete", redact(result or {}))
 
     async def fail(
-        self, job: Job, error: str, *, retryable: bool, now: datetime | None = None
+        self,
+        job: Job,
+        error: str,
+        *,
+        retryable: bool,
+        now: datetime | None = None,
+        code: str = "UNEXPECTED",
     ) -> Job:
         """running -> queued (retryable with attempts left, after backoff) or failed.
 
-        ``now`` pins the clock (tests simulating time). Raises ``StaleFence`` when the caller
-        lost the job.
+        ``code`` classes the error (``jobs.error_code``, a metrics label): the ``code`` of the
+        Icepack exception that failed the job, ``UNEXPECTED`` for any other. ``now`` pins the
+        clock (tests simulating time). Raises ``StaleFence`` when the caller lost the job.
         """
         return await self._finish(
             job,
@@ -263,6 +281,7 @@ class JobQueue:
             self.backoff.base_seconds,
             self.backoff.cap_seconds,
             now,
+            error_code(code),
         )
 
     async def give_back(

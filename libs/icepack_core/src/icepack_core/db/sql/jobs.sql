@@ -51,7 +51,8 @@ taken AS (
            fence       = j.fence + 1,
            attempts    = j.attempts + 1,
            started_at  = coalesce($3::timestamptz, now()),
-           error       = NULL
+           error       = NULL,
+           error_code  = NULL
       FROM next
      WHERE j.id = next.id AND cardinality(next.scopes) = 0
     RETURNING j.*),
@@ -79,7 +80,8 @@ taken AS (
            fence       = j.fence + 1,
            attempts    = j.attempts + 1,
            started_at  = coalesce($3::timestamptz, now()),
-           error       = NULL
+           error       = NULL,
+           error_code  = NULL
      WHERE j.id = $4 AND j.state = 'queued'
        AND NOT EXISTS (
            SELECT 1 FROM use u JOIN icepack.tables t ON t.id = j.table_id
@@ -122,8 +124,8 @@ RETURNING id;
 
 -- name: job_fail
 -- running -> queued (retryable, attempts left; due after capped exponential backoff with
--- jitter) or running -> failed, fenced. $4 retryable, $5 base seconds, $6 cap seconds,
--- $7 an optional pinned clock.
+-- jitter) or running -> failed, fenced. $3 the error, $4 retryable, $5 base seconds, $6 cap
+-- seconds, $7 an optional pinned clock, $8 the error's class (jobs.error_code).
 UPDATE icepack.jobs
    SET state       = CASE WHEN $4 AND attempts < max_attempts THEN 'queued' ELSE 'failed' END,
        not_before  = CASE WHEN $4 AND attempts < max_attempts
@@ -134,7 +136,8 @@ UPDATE icepack.jobs
        finished_at = CASE WHEN $4 AND attempts < max_attempts THEN NULL
                           ELSE coalesce($7::timestamptz, now()) END,
        lease_until = NULL,
-       error       = $3
+       error       = $3,
+       error_code  = $8
  WHERE id = $1 AND fence = $2 AND state = 'running'
 RETURNING *;
 
@@ -176,6 +179,7 @@ UPDATE icepack.jobs j
                           THEN NULL ELSE coalesce($4::timestamptz, now()) END,
        error = format('lease of %s expired at %s (attempt %s of %s)',
                       j.lease_owner, j.lease_until, j.attempts, j.max_attempts),
+       error_code = 'LEASE_EXPIRED',
        lease_until = NULL
   FROM expired
  WHERE j.id = expired.id
@@ -219,7 +223,8 @@ SELECT fence FROM icepack.jobs WHERE id = $1 AND state = 'running';
 WITH taken AS (
     UPDATE icepack.jobs
        SET state = 'running', lease_owner = $2, lease_until = now() + make_interval(secs => $3),
-           fence = fence + 1, attempts = attempts + 1, started_at = now(), error = NULL
+           fence = fence + 1, attempts = attempts + 1, started_at = now(), error = NULL,
+           error_code = NULL
      WHERE id = $1 AND state = 'queued'
     RETURNING *),
 charged AS (

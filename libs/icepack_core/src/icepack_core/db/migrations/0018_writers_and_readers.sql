@@ -1,4 +1,4 @@
--- 0020: working beside the writers (lock collisions and commit conflicts are not failures) and
+-- 0018: working beside the writers (lock collisions and commit conflicts are not failures) and
 -- read-only API tokens.
 
 -- A token's scope: 'read' may call every read endpoint (when ICEPACK_GATEWAY_READ_AUTH=true),
