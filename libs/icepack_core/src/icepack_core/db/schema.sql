@@ -323,6 +323,7 @@ CREATE TABLE icepack.catalog_status (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     skipped_tables jsonb DEFAULT '[]'::jsonb NOT NULL,
     last_pass_calls jsonb DEFAULT '{}'::jsonb NOT NULL,
+    listing_since timestamp with time zone,
     CONSTRAINT catalog_status_error_complete CHECK (((last_error IS NULL) = (last_error_at IS NULL))),
     CONSTRAINT catalog_status_skipped_is_list CHECK ((jsonb_typeof(skipped_tables) = 'array'::text))
 );
