@@ -9,6 +9,7 @@ wins (table > deepest namespace > catalog > defaults), as in Polaris; then table
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,6 +21,8 @@ from icepack_core.types import MAX_HOURS, MIN_CADENCE_HOURS, PolicyType
 
 POLICY_TYPES = tuple(PolicyType)
 
+# An absolute location: an optional scheme, then a path from the root or an authority.
+_ABSOLUTE_LOCATION = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.\-]*:)?/")
 # Orphan removal deletes files: anything younger than this may belong to a writer still in flight.
 ORPHAN_SAFE_HOURS = 72.0
 
@@ -59,6 +62,22 @@ class SnapshotExpiryConfig(_Config):
 
     max_snapshot_age_hours: float = Field(120.0, gt=0, le=MAX_HOURS)  # Iceberg's default: 5 days
     retain_last: int = Field(1, ge=1)
+    # Roots outside the table's own location and write paths whose files its expiry may delete
+    # (a table built with add_files over files it owns elsewhere). Only an operator-attached
+    # policy grants them (no table property maps here); another known table's roots stay
+    # refused whatever this says (``safety.confinement``).
+    delete_outside_location: list[str] = Field(default_factory=list, max_length=100)
+
+    @model_validator(mode="after")
+    def _valid_roots(self) -> SnapshotExpiryConfig:
+        # The shape only (``safety.locations`` reads them fully where they are used).
+        for index, root in enumerate(self.delete_outside_location):
+            if not _ABSOLUTE_LOCATION.match(root):
+                raise ValueError(
+                    f"delete_outside_location[{index}]: {root!r} is not an absolute location "
+                    "(scheme://authority/path or /path)"
+                )
+        return self
 
 
 class OrphanFileRemovalConfig(_Config):

@@ -376,6 +376,7 @@ CREATE TABLE icepack.catalog_status (
     skipped_tables jsonb DEFAULT '[]'::jsonb NOT NULL,
     last_pass_calls jsonb DEFAULT '{}'::jsonb NOT NULL,
     last_pass_seconds double precision,
+    listing_since timestamp with time zone,
     CONSTRAINT catalog_status_error_complete CHECK (((last_error IS NULL) = (last_error_at IS NULL))),
     CONSTRAINT catalog_status_pass_seconds_nonnegative CHECK ((last_pass_seconds >= (0)::double precision)),
     CONSTRAINT catalog_status_skipped_is_list CHECK ((jsonb_typeof(skipped_tables) = 'array'::text))

@@ -5,13 +5,17 @@ for a job (the executor and ``icepack maintain`` always run one):
 
 1. **Plan** from the table's metadata (PyIceberg): the snapshots the retention rules expire (E,
    ``expiry_retention``) and the files reachable only from them (``expiry_files``). E empty:
-   no CALL, and the output says so.
+   no CALL, and the output says so. Every planned file must pass the table's confinement rule
+   (``safety.confinement``: under its own roots, under no other known table's): a manifest
+   naming another table's files stops the job here (``DeletionOutsideTable``; the caller holds
+   the table), before anything is recorded or deleted.
 2. **Record** every file in ``icepack.deletions`` (state ``recorded``) under the job's fence.
 3. **Check** the recorded rows (read back from Postgres) against an independent view of what is
    live, asked of Spark: the manifest lists of every snapshot outside E (``snapshots``), their
    manifests (``all_manifests``), and the data and delete files of each of them (``files VERSION
-   AS OF``). A recorded file still live stops the job before the CALL
-   (``DeletionLedgerViolation``; the caller holds the table).
+   AS OF``); paths compared as the file system reads them (``still_live``). A recorded file
+   still live stops the job before the CALL (``DeletionLedgerViolation``; the caller holds the
+   table).
 4. **Call** ``expire_snapshots(snapshot_ids => E, older_than => epoch, retain_last)``: with the
    epoch, Iceberg's age rule keeps every unreferenced snapshot and branch ancestor, so it removes
    exactly E (``expiring_ids`` refused the one case it would not: a branch's own max age).
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +44,8 @@ from icepack_core.execution.expiry_retention import ANCIENT_MS
 from icepack_core.execution.maintenance import ActionOutcome, summarise
 from icepack_core.inspection.inspector import LoadedTable
 from icepack_core.intents import ExpireSnapshots
+from icepack_core.safety.confinement import Confinement, refuse_foreign
+from icepack_core.safety.locations import location_key
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.sql import BigintArray, procedure_call, qualified_name, sql_literal
 from icepack_core.types import TableRef
@@ -61,12 +67,16 @@ class ExpiryLedger:
         fence: int,
         table_id: int,
         load: Callable[[], Awaitable[LoadedTable]],
+        confine: Callable[[LoadedTable], Awaitable[Confinement]] | None = None,
     ) -> None:
         self.pool = pool
         self.job_id = job_id
         self.fence = fence
         self.table_id = table_id
         self.load = load
+        # The table's confinement rule, from the table as loaded for the plan (None: tests of
+        # the ledger mechanics alone).
+        self.confine = confine
 
     async def plan(self, intent: ExpireSnapshots) -> ExpiryPlan:
         """E and its files, from the table's current metadata.
@@ -75,6 +85,9 @@ class ExpiryLedger:
             PermanentError: the metadata cannot be read by PyIceberg's model, or the retention
                 rules cannot be applied exactly.
         """
+        return (await self._plan(intent))[0]
+
+    async def _plan(self, intent: ExpireSnapshots) -> tuple[ExpiryPlan, LoadedTable]:
         loaded = await self.load()
         if loaded.table is None:
             raise PermanentError(
@@ -83,7 +96,7 @@ class ExpiryLedger:
             )
         metadata = loaded.table.metadata
         older_than_ms = int(intent.params.older_than.timestamp() * 1000)
-        return await asyncio.to_thread(
+        plan = await asyncio.to_thread(
             plan_expiry,
             metadata,
             loaded.io,
@@ -91,6 +104,7 @@ class ExpiryLedger:
             retain_last=intent.params.retain_last,
             now_ms=int(time.time() * 1000),
         )
+        return plan, loaded
 
     async def expire(
         self, engine: SparkEngine, ref: TableRef, intent: ExpireSnapshots, outcome: ActionOutcome
@@ -100,13 +114,16 @@ class ExpiryLedger:
         Raises:
             DeletionLedgerViolation: a recorded file is still live (nothing deleted), or the
                 procedure's counts or removed snapshots differ from the ledger.
+            DeletionOutsideTable: a file to delete is not the table's (``safety.confinement``;
+                nothing recorded or deleted).
+            ActionRefused: the confinement rule cannot be established (its reason).
             StaleFence: the job lost its fence (nothing recorded, or the rows left
                 ``recorded``).
             PermanentError: see ``plan``.
         """
         await self._note_earlier_attempts(outcome)
         started = time.monotonic()
-        plan = await self.plan(intent)
+        plan, loaded = await self._plan(intent)
         expiring = sorted(plan.expiring)
         outcome.output["expiring_snapshot_ids"] = expiring
         outcome.output["plan_ms"] = int((time.monotonic() - started) * 1000)
@@ -116,6 +133,8 @@ class ExpiryLedger:
             )
             outcome.output["ledger"] = {"files": 0}
             return
+        if self.confine is not None:  # before anything is recorded or deleted
+            refuse_foreign(await self.confine(loaded), (f.path for f in plan.files), ACTION)
         await self._record(plan)
         recorded = await self.pool.fetch(
             load_query("deletion_expiry_recorded"), self.job_id, [f.path for f in plan.files]
@@ -123,11 +142,7 @@ class ExpiryLedger:
         started = time.monotonic()
         live, snapshots_before = await live_view(engine, ref, plan.expiring)
         outcome.output["check_ms"] = int((time.monotonic() - started) * 1000)
-        conflicts = [
-            {"path": r["path"], "kind": r["kind"], "live_in": live[r["path"]]}
-            for r in recorded
-            if r["path"] in live
-        ]
+        conflicts = still_live(recorded, live)
         if conflicts:
             raise DeletionLedgerViolation(
                 f"expire_snapshots on {ref} stopped before deleting: {len(conflicts)} recorded "
@@ -231,6 +246,22 @@ class ExpiryLedger:
             output["ledger"] = result
 
 
+def still_live(
+    recorded: Iterable[asyncpg.Record | Mapping[str, Any]], live: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The recorded rows (``path``, ``kind``) whose file ``live`` (path -> where) still
+    references, paths compared as the file system reads them (``safety.locations``: ``s3a://``
+    is ``s3://``, ``a//b`` is ``a/b``), not as spelled."""
+    by_key: dict[str, str] = {}
+    for path, where in live.items():
+        by_key.setdefault(location_key(path), where)
+    return [
+        {"path": r["path"], "kind": r["kind"], "live_in": by_key[key]}
+        for r in recorded
+        if (key := location_key(r["path"])) in by_key
+    ]
+
+
 def _metadata_table(ref: TableRef, name: str) -> str:
     return qualified_name(ref.catalog, (*ref.levels, ref.name), name)
 
@@ -277,4 +308,4 @@ def _batches(items: Sequence[int], size: int) -> list[Sequence[int]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-__all__ = ["COUNT_COLUMNS", "ExpiryLedger", "live_view", "snapshot_ids"]
+__all__ = ["COUNT_COLUMNS", "ExpiryLedger", "live_view", "snapshot_ids", "still_live"]
