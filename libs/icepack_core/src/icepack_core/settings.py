@@ -225,6 +225,10 @@ class Settings(BaseSettings):
     job_backoff_base_seconds: float = Field(30.0, ge=0)
     job_backoff_cap_seconds: float = Field(3600.0, ge=0)
     work_lease_seconds: float = Field(300.0, gt=0)
+    # A work item whose holder died (lease expired) waits base·2^(n-1) s after its n-th death
+    # and is parked at the limit (the inspector records INSPECTION_FAILED for its table).
+    work_max_deaths: int = Field(3, ge=1)
+    work_death_backoff_seconds: float = Field(60.0, ge=0)
     # A table whose job failed permanently gets no new job for that action for base·2^(n-1)
     # seconds after its n-th consecutive failure, at most cap (15 min doubling to a day).
     failure_backoff_base_seconds: float = Field(900.0, ge=0)
