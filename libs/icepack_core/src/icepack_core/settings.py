@@ -201,6 +201,10 @@ class Settings(BaseSettings):
     # The most bytes one compressed Avro block of a manifest (list) may expand to, in both
     # inspectors and the executor's readers; beyond it the file is damaged (bounded_decompress).
     avro_max_block_bytes: int = Field(64 * 1024 * 1024, ge=64 * 1024)
+    # A transient catalog error (dropped connection, REST 5xx/429) is retried this many times,
+    # waiting base·2^n seconds, before a table is marked INSPECTION_FAILED.
+    inspection_transient_retries: int = Field(4, ge=0, le=10)
+    inspection_retry_base_seconds: float = Field(1.0, ge=0)
 
     # Database sessions: short, so no service can hold the xmin horizon (and event delivery) back.
     db_pool_min: int = Field(1, ge=0)

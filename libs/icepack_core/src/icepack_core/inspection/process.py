@@ -91,9 +91,12 @@ class TableInspections:
                         load_query("table_set_location"), table_id, table.location()
                     )
         except InspectionFailed as exc:
-            log.warning("inspector.failed", table=str(ref), table_id=table_id, error=exc.message)
-            # The cause's text (a catalog's or a file system's message) may hold a NUL byte.
-            assessment = inspection_failed(storable(exc.message))
+            # The cause's text (a REST catalog's error body, go-inspector's stderr, a driver's
+            # message) may carry a secret, and the health API is open by default: redacted as
+            # every other sink is; it may also hold a NUL byte.
+            message = redact_text(exc.message)
+            log.warning("inspector.failed", table=str(ref), table_id=table_id, error=message)
+            assessment = inspection_failed(storable(message))
             INSPECTION_DURATION.record(0, {"outcome": "failed"})
         else:
             assessment = assess(status, self.thresholds, now)
