@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import tracemalloc
 import zlib
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,12 +17,17 @@ from pyiceberg.avro.codecs import KNOWN_CODECS
 from zstandard import ZstdCompressor
 
 from icepack_core.errors import AvroDamaged
+from icepack_core.execution.referenced_files import referenced_paths
 from icepack_core.inspection.bounded_decompress import (
+    DEFAULT_MAX_BLOCK_BYTES,
     AvroBlockTooLarge,
+    configure,
     decompress_block,
     gunzip,
     snappy_declared_length,
 )
+from tests.inspection.test_decompression_bombs import plant_bomb
+from tests.plugins.catalogs import rows
 
 
 def _deflate(data: bytes) -> bytes:
@@ -121,3 +129,45 @@ def test_gzip_metadata_is_bounded_and_multi_member() -> None:
         gunzip(gzip.compress(bytes(10 << 20)), 1 << 20)
     with pytest.raises(EOFError):
         gunzip(gzip.compress(b"x" * 1000)[:-10], 1 << 20)
+
+
+@pytest.fixture
+def small_cap() -> Iterator[int]:
+    cap = 256 * 1024
+    configure(cap)
+    try:
+        yield cap
+    finally:
+        configure(DEFAULT_MAX_BLOCK_BYTES)
+
+
+@pytest.mark.parametrize("codec", ["deflate", "snappy"])
+def test_the_executor_readers_refuse_a_bomb_in_bounded_memory(
+    scratch_catalog, small_cap, codec
+) -> None:
+    """``referenced_paths`` (orphan check) and PyIceberg's ``fetch_manifest_entry`` (expiry's
+    planner) meet a 1000x bomb: ``AvroBlockTooLarge`` (an ``AvroDamaged``), and the Python
+    heap never holds more than a few caps (tracemalloc's peak)."""
+    _, catalog = scratch_catalog
+    catalog.create_namespace("x")
+    table = catalog.create_table("x.t", rows(0).schema)
+    table.append(rows(5))
+    table = catalog.load_table("x.t")
+    (manifest,) = table.current_snapshot().manifests(table.io)
+    path = Path(manifest.manifest_path.removeprefix("file://"))
+    plant_bomb(path, codec)
+    size = path.stat().st_size  # 250 KB (deflate) or 12 MB (snappy), expanding to 250 MiB
+    for read in (
+        lambda: referenced_paths(table.io, table.metadata_location),
+        lambda: list(manifest.fetch_manifest_entry(table.io, discard_deleted=True)),
+    ):
+        tracemalloc.start()
+        try:
+            with pytest.raises(AvroBlockTooLarge):
+                read()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        # A few copies of the file itself (read, checked, handed to the reader), never the
+        # 250 MiB it expands to.
+        assert peak < 16 * small_cap + 5 * size, (peak, size)

@@ -201,6 +201,10 @@ class Settings(BaseSettings):
     # The most bytes one compressed Avro block of a manifest (list) may expand to, in both
     # inspectors and the executor's readers; beyond it the file is damaged (bounded_decompress).
     avro_max_block_bytes: int = Field(64 * 1024 * 1024, ge=64 * 1024)
+    # A transient catalog error (dropped connection, REST 5xx/429) is retried this many times,
+    # waiting base·2^n seconds, before a table is marked INSPECTION_FAILED.
+    inspection_transient_retries: int = Field(4, ge=0, le=10)
+    inspection_retry_base_seconds: float = Field(1.0, ge=0)
 
     # Database sessions: short, so no service can hold the xmin horizon (and event delivery) back.
     db_pool_min: int = Field(1, ge=0)
@@ -225,6 +229,10 @@ class Settings(BaseSettings):
     job_backoff_base_seconds: float = Field(30.0, ge=0)
     job_backoff_cap_seconds: float = Field(3600.0, ge=0)
     work_lease_seconds: float = Field(300.0, gt=0)
+    # A work item whose holder died (lease expired) waits base·2^(n-1) s after its n-th death
+    # and is parked at the limit (the inspector records INSPECTION_FAILED for its table).
+    work_max_deaths: int = Field(3, ge=1)
+    work_death_backoff_seconds: float = Field(60.0, ge=0)
     # A table whose job failed permanently gets no new job for that action for base·2^(n-1)
     # seconds after its n-th consecutive failure, at most cap (15 min doubling to a day).
     failure_backoff_base_seconds: float = Field(900.0, ge=0)

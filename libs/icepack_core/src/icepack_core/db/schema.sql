@@ -1162,8 +1162,24 @@ CREATE TABLE icepack.work_items (
     lease_until timestamp with time zone,
     attempts integer DEFAULT 0 NOT NULL,
     last_error text,
+    deaths integer DEFAULT 0 NOT NULL,
+    parked_at timestamp with time zone,
     CONSTRAINT work_items_claim_complete CHECK (((claimed_by IS NULL) = (lease_until IS NULL)))
 );
+
+
+--
+-- Name: COLUMN work_items.deaths; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.work_items.deaths IS 'times a holder died holding this item (lease expired) since it last completed';
+
+
+--
+-- Name: COLUMN work_items.parked_at; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.work_items.parked_at IS 'set when deaths reached the limit: the item is not claimed until requested again';
 
 
 --
@@ -1661,6 +1677,13 @@ CREATE INDEX webhook_deliveries_finished_at ON icepack.webhook_deliveries USING 
 --
 
 CREATE INDEX work_items_due ON icepack.work_items USING btree (service, not_before, requested_at);
+
+
+--
+-- Name: work_items_held; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX work_items_held ON icepack.work_items USING btree (service, lease_until) WHERE (lease_until IS NOT NULL);
 
 
 --

@@ -129,7 +129,8 @@ def snappy_declared_length(data: bytes) -> int:
 
 
 def _unsnappy(data: bytes, limit: int) -> bytes:
-    declared = snappy_declared_length(data[:-4])  # Avro appends a CRC-32 of the output
+    # The preamble leads the block (Avro appends a CRC-32 of the output): no copy needed.
+    declared = snappy_declared_length(data[:5])
     if declared > limit:
         raise AvroBlockTooLarge("snappy", limit, declared)
     return _ORIGINAL["snappy"].decompress(data)  # type: ignore[union-attr]
