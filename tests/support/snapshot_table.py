@@ -61,7 +61,12 @@ class BuiltTable:
     snapshot_files: int  # sum over snapshots of their live data files (Spark's rows)
 
     def data_path(self, location: str, snapshot: int, file: int) -> str:
-        return f"{location}/data/s{snapshot:05d}-f{file:03d}.parquet"
+        return data_path(location, snapshot, file)
+
+
+def data_path(location: str, snapshot: int, file: int) -> str:
+    """The path of data file ``file`` of snapshot ``snapshot`` (1-based)."""
+    return f"{location}/data/s{snapshot:05d}-f{file:03d}.parquet"
 
 
 def _data_file(path: str) -> DataFile:
@@ -98,66 +103,28 @@ def _entry(status: ManifestEntryStatus, snapshot_id: int, seq: int, path: str) -
     )
 
 
-def build_streaming_table(
-    io: FileIO, location: str, snapshots: int, files_per_snapshot: int, merge_every: int = 100
-) -> BuiltTable:
-    """Write the metadata of ``snapshots`` appends under ``location`` (see the module)."""
-    meta = f"{location}/metadata"
-    merged: list[ManifestFile] = []
-    small: list[tuple[ManifestFile, list[tuple[int, int, str]]]] = []
-    snaps: list[Snapshot] = []
-    manifests = list_entries = snapshot_files = 0
-    template = BuiltTable("", [], 0, 0, 0, 0)
-    for i in range(1, snapshots + 1):
-        sid = FIRST_ID + i
-        added = [(sid, i, template.data_path(location, i, f)) for f in range(files_per_snapshot)]
-        own = _manifest(
-            io,
-            f"{meta}/m-{i:05d}.avro",
-            sid,
-            [_entry(ManifestEntryStatus.ADDED, s, q, p) for s, q, p in added],
-        )
-        manifests += 1
-        small.append((own, added))
-        if merge_every and len(small) >= merge_every:
-            existing = [e for _, group in small for e in group]
-            block = _manifest(
-                io,
-                f"{meta}/merged-{i:05d}.avro",
-                sid,
-                [_entry(ManifestEntryStatus.EXISTING, s, q, p) for s, q, p in existing],
-            )
-            manifests += 1
-            merged.append(block)
-            small = []
-        current = merged + [m for m, _ in small]
-        list_path = f"{meta}/snap-{sid}-1-{uuid.uuid4()}.avro"
-        writer = write_manifest_list(
-            2, io.new_output(list_path), sid, sid - 1 if i > 1 else None, i, "deflate"
-        )
-        with writer:
-            writer.add_manifests(current)
-        list_entries += len(current)
-        snapshot_files += i * files_per_snapshot
-        snaps.append(
-            Snapshot(
-                snapshot_id=sid,
-                parent_snapshot_id=sid - 1 if i > 1 else None,
-                sequence_number=i,
-                timestamp_ms=START_MS + i * 1000,
-                manifest_list=list_path,
-                summary=Summary(
-                    Operation.APPEND,
-                    **{
-                        "added-data-files": str(files_per_snapshot),
-                        "total-data-files": str(i * files_per_snapshot),
-                    },
-                ),
-                schema_id=0,
-            )
-        )
+def _snapshot(io: FileIO, meta: str, i: int, current: list[ManifestFile], files: int) -> Snapshot:
+    """Snapshot ``i``: its manifest list (naming ``current``) written, its record returned."""
+    sid = FIRST_ID + i
+    parent = sid - 1 if i > 1 else None
+    list_path = f"{meta}/snap-{sid}-1-{uuid.uuid4()}.avro"
+    with write_manifest_list(2, io.new_output(list_path), sid, parent, i, "deflate") as writer:
+        writer.add_manifests(current)
+    summary = {"added-data-files": str(files), "total-data-files": str(i * files)}
+    return Snapshot(
+        snapshot_id=sid,
+        parent_snapshot_id=parent,
+        sequence_number=i,
+        timestamp_ms=START_MS + i * 1000,
+        manifest_list=list_path,
+        summary=Summary(Operation.APPEND, **summary),
+        schema_id=0,
+    )
+
+
+def _metadata(location: str, snaps: list[Snapshot]) -> TableMetadataV2:
     head = snaps[-1].snapshot_id
-    metadata = TableMetadataV2(
+    return TableMetadataV2(
         location=location,
         table_uuid=uuid.uuid4(),
         last_updated_ms=snaps[-1].timestamp_ms,
@@ -176,15 +143,40 @@ def build_streaming_table(
         sort_orders=[UNSORTED_SORT_ORDER],
         default_sort_order_id=0,
         refs={MAIN_BRANCH: SnapshotRef(snapshot_id=head, snapshot_ref_type=SnapshotRefType.BRANCH)},
-        last_sequence_number=snapshots,
+        last_sequence_number=len(snaps),
     )
+
+
+def build_streaming_table(
+    io: FileIO, location: str, snapshots: int, files_per_snapshot: int, merge_every: int = 100
+) -> BuiltTable:
+    """Write the metadata of ``snapshots`` appends under ``location`` (see the module)."""
+    meta = f"{location}/metadata"
+    merged: list[ManifestFile] = []
+    small: list[tuple[ManifestFile, list[tuple[int, int, str]]]] = []
+    snaps: list[Snapshot] = []
+    manifests = list_entries = 0
+    for i in range(1, snapshots + 1):
+        sid = FIRST_ID + i
+        added = [(sid, i, data_path(location, i, f)) for f in range(files_per_snapshot)]
+        entries = [_entry(ManifestEntryStatus.ADDED, s, q, p) for s, q, p in added]
+        small.append((_manifest(io, f"{meta}/m-{i:05d}.avro", sid, entries), added))
+        manifests += 1
+        if merge_every and len(small) >= merge_every:
+            existing = [_entry(ManifestEntryStatus.EXISTING, *e) for _, g in small for e in g]
+            merged.append(_manifest(io, f"{meta}/merged-{i:05d}.avro", sid, existing))
+            manifests += 1
+            small = []
+        current = merged + [m for m, _ in small]
+        list_entries += len(current)
+        snaps.append(_snapshot(io, meta, i, current, files_per_snapshot))
     metadata_location = f"{meta}/00001-{uuid.uuid4()}.metadata.json"
-    ToOutputFile.table_metadata(metadata, io.new_output(metadata_location))
+    ToOutputFile.table_metadata(_metadata(location, snaps), io.new_output(metadata_location))
     return BuiltTable(
         metadata_location,
         [s.snapshot_id for s in snaps],
         snapshots * files_per_snapshot,
         manifests,
         list_entries,
-        snapshot_files,
+        files_per_snapshot * snapshots * (snapshots + 1) // 2,
     )

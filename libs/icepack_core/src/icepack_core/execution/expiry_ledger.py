@@ -131,22 +131,7 @@ class ExpiryLedger:
         outcome.output["check_ms"] = int((time.monotonic() - started) * 1000)
         outcome.output["live_check"] = check.counters()
         if check.conflict_count:
-            kinds = {r["path"]: r["kind"] for r in recorded}
-            conflicts = [
-                {"path": c.path, "kind": kinds.get(c.path), "live_in": c.live_in}
-                for c in check.conflicts[:EVIDENCE_PATHS]
-            ]
-            raise DeletionLedgerViolation(
-                f"expire_snapshots on {ref} stopped before deleting: {check.conflict_count} "
-                f"recorded file(s) are still referenced by a live snapshot, e.g. "
-                f"{conflicts[0]['path']}",
-                {
-                    "status": "still_referenced",
-                    "conflicts": conflicts,
-                    "conflict_count": check.conflict_count,
-                    "expiring_snapshot_ids": expiring,
-                },
-            )
+            raise _still_live(ref, check, recorded, expiring)
         snapshots_before = check.snapshot_ids
         args: dict[str, Any] = {
             "table": ref,
@@ -267,6 +252,27 @@ class ExpiryLedger:
             output["ledger"] = result
 
 
+def _still_live(
+    ref: TableRef, check: LiveCheck, recorded: Sequence[asyncpg.Record], expiring: list[int]
+) -> DeletionLedgerViolation:
+    """The refusal of an expiry whose recorded files a kept snapshot still references."""
+    kinds = {r["path"]: r["kind"] for r in recorded}
+    conflicts = [
+        {"path": c.path, "kind": kinds.get(c.path), "live_in": c.live_in}
+        for c in check.conflicts[:EVIDENCE_PATHS]
+    ]
+    return DeletionLedgerViolation(
+        f"expire_snapshots on {ref} stopped before deleting: {check.conflict_count} recorded "
+        f"file(s) are still referenced by a live snapshot, e.g. {conflicts[0]['path']}",
+        {
+            "status": "still_referenced",
+            "conflicts": conflicts,
+            "conflict_count": check.conflict_count,
+            "expiring_snapshot_ids": expiring,
+        },
+    )
+
+
 def _metadata_table(ref: TableRef, name: str) -> str:
     return qualified_name(ref.catalog, (*ref.levels, ref.name), name)
 
@@ -294,6 +300,22 @@ def _in_list(paths: Iterable[str]) -> str:
         except ValueError:  # a path Spark SQL text cannot carry (InvalidIdentifier)
             continue
     return ", ".join(literals)
+
+
+def _sample_query(ref: TableRef, snapshot_ids: list[int], in_list: str) -> str:
+    """The recorded paths of ``in_list`` among the manifests and live files of the snapshots."""
+    ids = ", ".join(sql_literal(sid) for sid in snapshot_ids)
+    parts = [
+        f"SELECT reference_snapshot_id AS snapshot_id, path, 'manifest' AS what "
+        f"FROM {_metadata_table(ref, 'all_manifests')} "
+        f"WHERE reference_snapshot_id IN ({ids}) AND path IN ({in_list})"
+    ] + [
+        f"SELECT {sql_literal(sid)} AS snapshot_id, file_path AS path, 'file' AS what "
+        f"FROM {_metadata_table(ref, 'files')} VERSION AS OF {sql_literal(sid)} "
+        f"WHERE file_path IN ({in_list})"
+        for sid in snapshot_ids
+    ]
+    return " UNION ALL ".join(parts)
 
 
 async def spark_sample(
@@ -330,18 +352,7 @@ async def spark_sample(
     in_list = _in_list(_sample(sorted(recorded), SAMPLE_PATHS))
     if not sample_ids or not in_list:
         return conflicts, seen
-    ids = ", ".join(sql_literal(sid) for sid in sample_ids)
-    parts = [
-        f"SELECT reference_snapshot_id AS snapshot_id, path, 'manifest' AS what "
-        f"FROM {_metadata_table(ref, 'all_manifests')} "
-        f"WHERE reference_snapshot_id IN ({ids}) AND path IN ({in_list})"
-    ] + [
-        f"SELECT {sql_literal(sid)} AS snapshot_id, file_path AS path, 'file' AS what "
-        f"FROM {_metadata_table(ref, 'files')} VERSION AS OF {sql_literal(sid)} "
-        f"WHERE file_path IN ({in_list})"
-        for sid in sample_ids
-    ]
-    for r in await engine.sql(" UNION ALL ".join(parts)):
+    for r in await engine.sql(_sample_query(ref, sample_ids, in_list)):
         path = wanted.get(path_key(str(r["path"])))
         if path is not None:
             where = f"{r['what']} of snapshot {r['snapshot_id']} (Spark)"
