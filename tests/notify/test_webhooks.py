@@ -6,6 +6,7 @@ consumer and the sender as the planner runs them, and a real HTTP receiver on a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -40,6 +41,7 @@ class Receiver:
 
     port: int
     status: int = 202
+    answer: bytes = b""
     hang: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
     requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
@@ -56,8 +58,11 @@ class Receiver:
                     receiver.released.wait(30)
                     return
                 self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(receiver.answer)))
                 self.end_headers()
+                # The sender stops reading a long answer (what is tested): a broken pipe.
+                with contextlib.suppress(OSError):
+                    self.wfile.write(receiver.answer)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -243,7 +248,10 @@ async def test_history_before_webhooks_were_on_is_not_notified(
 async def test_a_failing_receiver_gets_max_attempts_then_the_delivery_fails(
     db: asyncpg.Pool, settings: Settings, receiver: Receiver, start_webhooks: Any
 ) -> None:
+    """A receiver answering 500 with a 20 MiB body (and the secret URL token in it): each try
+    keeps only the first 200 bytes, redacted; after max attempts the delivery fails."""
     receiver.status = 500
+    receiver.answer = f"server error at {URL_TOKEN} ".encode() + b"x" * (20 << 20)
     receiver.start()
     await start_webhooks(webhook_settings(settings, receiver.port, webhook_max_attempts=3))
     await place_hold(db, await table(db), action="verify", reason="x", evidence={})
@@ -252,7 +260,8 @@ async def test_a_failing_receiver_gets_max_attempts_then_the_delivery_fails(
         what="the delivery to fail for good",
     )
     assert failed["attempts"] == 3 and failed["last_status"] == 500
-    assert failed["last_error"].startswith("HTTP 500")
+    assert failed["last_error"].startswith("HTTP 500 server error at ***")
+    assert len(failed["last_error"]) < 300
     assert len(receiver.requests) == 3
 
 

@@ -331,9 +331,11 @@ class Settings(BaseSettings):
             values.append(self.spark_thrift_password.get_secret_value())
         if self.gateway_hook_token is not None:
             values.append(self.gateway_hook_token.get_secret_value())
-        for webhook_secret in (self.webhook_url, self.webhook_token):
-            if webhook_secret is not None:
-                values.append(webhook_secret.get_secret_value())
+        if self.webhook_url is not None:  # the whole URL, and its secrets wherever they appear
+            values += [self.webhook_url.get_secret_value()]
+            values += _url_secrets(self.webhook_url.get_secret_value())
+        if self.webhook_token is not None:
+            values.append(self.webhook_token.get_secret_value())
         values += [v for k, v in self.spark_conf.items() if _secret_key(k)]
         for catalog in self.catalogs:
             for secret in (

@@ -48,6 +48,7 @@ from icepack_core.types import WEBHOOK_JOB_FAILED, Topic
 CONSUMER = "webhooks"
 WAKE_TOPIC = "webhook.pending"  # NOTIFY payload of a queued delivery (webhook_delivery_enqueue)
 PRUNE_EVERY_SECONDS = 600.0
+ERROR_BYTES = 200  # of a receiver's error answer kept as the reason
 log = structlog.get_logger("icepack.webhooks")
 
 
@@ -169,25 +170,39 @@ class WebhookSender:
         )
 
     async def post(self, body: Any) -> Attempt:
-        """One POST of a CloudEvent; never raises for the receiver's sake."""
+        """One POST of a CloudEvent, bounded: at most ``timeout_seconds`` in all (a receiver
+        that trickles its answer is cut off too) and the first ``ERROR_BYTES`` of an error
+        answer read. Never raises for the receiver's sake: whatever goes wrong is the
+        attempt's error."""
         headers = {"Content-Type": CONTENT_TYPE}
         if self.config.token is not None:
             headers["Authorization"] = f"Bearer {self.config.token}"
         document = body if isinstance(body, str) else json.dumps(body)
         try:
-            response = await self.client.post(
-                self.config.url,
-                content=document.encode(),
-                headers=headers,
-                timeout=self.config.timeout_seconds,
-            )
-        except httpx.HTTPError as exc:  # refused, reset, timed out, bad TLS...
+            async with asyncio.timeout(self.config.timeout_seconds):
+                return await self._exchange(document.encode(), headers)
+        except Exception as exc:  # refused, reset, timed out, bad TLS, anything else
             # httpx names the URL in some errors: the URL is a registered secret.
             return Attempt(False, None, redact_text(f"{type(exc).__name__}: {exc}")[:1000])
-        if 200 <= response.status_code < 300:
-            return Attempt(True, response.status_code, None)
-        reason = redact_text(response.text[:200]) if response.text else ""
-        return Attempt(False, response.status_code, f"HTTP {response.status_code} {reason}")
+
+    async def _exchange(self, content: bytes, headers: dict[str, str]) -> Attempt:
+        async with self.client.stream(
+            "POST",
+            self.config.url,
+            content=content,
+            headers=headers,
+            timeout=self.config.timeout_seconds,
+        ) as response:
+            status = response.status_code
+            if 200 <= status < 300:
+                return Attempt(True, status, None)
+            answer = b""
+            async for chunk in response.aiter_bytes():
+                answer += chunk
+                if len(answer) >= ERROR_BYTES:
+                    break
+        reason = redact_text(answer[:ERROR_BYTES].decode("utf-8", "replace"))
+        return Attempt(False, status, f"HTTP {status} {reason}".strip())
 
     async def run(self, stop: asyncio.Event, wake: asyncio.Event, poll_seconds: float) -> None:
         """Deliver until ``stop``: right away while there is due work, else on a wake-up (a
