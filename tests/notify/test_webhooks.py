@@ -8,6 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -315,3 +319,67 @@ def test_webhooks_are_off_without_a_url_and_read_job_finished_for_job_failed() -
         load_settings(webhook_url="https://hooks.example/x", webhook_topics="job.failed")
     )
     assert config is not None and config.topics() == {"job.finished"}
+
+
+def planner_process(database_url: str, **env: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "icepack_core.cli.app", "service", "planner"],
+        env={
+            **os.environ,
+            "ICEPACK_DATABASE_URL": database_url,
+            "ICEPACK_HTTP_PORT": str(free_port()),
+            "ICEPACK_LOG_LEVEL": "warning",
+            "ICEPACK_POLL_INTERVAL_SECONDS": "0.2",
+            **env,
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+async def test_the_planner_process_notifies_and_forgets_its_cursor_when_turned_off(
+    db: asyncpg.Pool, database_url: str, receiver: Receiver
+) -> None:
+    """``icepack service planner`` with ICEPACK_WEBHOOK_URL delivers a hold; restarted without
+    it, it drops the ``webhooks`` cursor (so no stale consumer lags or blocks pruning)."""
+    receiver.start()
+    proc = planner_process(
+        database_url, ICEPACK_WEBHOOK_URL=f"http://127.0.0.1:{receiver.port}/hook"
+    )
+    try:
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT 1 FROM icepack.consumer_offsets WHERE consumer = $1", CONSUMER
+            ),
+            timeout=60,
+            what="the planner's webhooks cursor",
+        )
+        await place_hold(db, await table(db), action="verify", reason="held", evidence={})
+        await eventually(
+            lambda: asyncio.sleep(0, len(receiver.requests)), timeout=30, what="a delivery"
+        )
+        assert receiver.events()[0]["type"] == "dev.icepack.table.held"
+    finally:
+        stop_process(proc)
+    proc = planner_process(database_url)
+    try:
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT count(*) = 0 FROM icepack.consumer_offsets WHERE consumer = $1",
+                CONSUMER,
+            ),
+            timeout=60,
+            what="the cursor dropped",
+        )
+    finally:
+        stop_process(proc)
