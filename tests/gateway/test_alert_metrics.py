@@ -1,8 +1,8 @@
 """The alerting gauges of the gateway's ``/metrics`` (icepack_gateway.alert_metrics), read from
 a real Postgres written by the real producers: jobs through ``JobQueue`` (enqueue, claim, fail
-with the exception's code), catalog passes through discovery's ``apply_listing``, holds,
-pending verifications and quarantined files through the named statements the executor runs,
-under a claimed job's fence."""
+with the exception's code), catalog passes through discovery's ``apply_listing``, holds through
+``place_hold`` (the executor's), pending verifications and quarantined files through the named
+statements the executor runs, under a claimed job's fence."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from icepack_core.discovery.limits import CatalogCalls
 from icepack_core.discovery.refresh import apply_listing
 from icepack_core.queue.events import EventConsumer, publish
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.safety.holds import place_hold
 from icepack_core.settings import CatalogConfig, Settings
 from icepack_gateway.app import create_app
 
@@ -73,7 +74,7 @@ async def test_failures_holds_backoff_and_queue_wait(db: asyncpg.Pool) -> None:
     job = await queue.claim("executor-1", 60)
     assert job is not None
     await queue.fail(job, "rows differ", retryable=False, code="VERIFICATION_FAILED")
-    await db.execute(load_query("table_hold_set"), held_id, {"reason": "rows differ"})
+    await place_hold(db, held_id, action="rewrite_data_files", reason="rows differ", evidence={})
     await queue.enqueue(waiting_id, REWRITE)
 
     got = await scrape(db, failure_backoff_base_seconds=900)

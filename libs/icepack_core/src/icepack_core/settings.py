@@ -27,7 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from icepack_core.errors import ConfigError
 from icepack_core.telemetry.logs import redact_text, register_secrets
 from icepack_core.telemetry.logs import secret_key as _secret_key
-from icepack_core.types import MAX_HOURS, MIN_CADENCE_HOURS
+from icepack_core.types import MAX_HOURS, MIN_CADENCE_HOURS, WEBHOOK_JOB_FAILED, Topic
 
 ENV_PREFIX = "ICEPACK_"
 _CATALOG_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -249,6 +249,18 @@ class Settings(BaseSettings):
     # from operator tokens, which the hook never accepts. Unset: the hook is disabled (403).
     gateway_hook_token: SecretStr | None = None
 
+    # Webhook notifications (icepack_core.notify): the planner POSTs the chosen outbox topics
+    # as CloudEvents. No URL: off. The URL and the bearer token are secrets (receivers often
+    # carry a token in the URL). Topics: outbox topics, plus job.failed (a job.finished whose
+    # job failed), comma-separated.
+    webhook_url: SecretStr | None = None
+    webhook_token: SecretStr | None = None
+    webhook_topics: str = "table.held,job.failed"
+    webhook_timeout_seconds: float = Field(5.0, gt=0, le=60)
+    webhook_max_attempts: int = Field(12, ge=1, le=100)
+    webhook_backoff_base_seconds: float = Field(10.0, ge=0)
+    webhook_backoff_cap_seconds: float = Field(3600.0, ge=0)
+
     # Retention of hot tables.
     event_retention_hours: float = Field(168.0, gt=0, le=MAX_HOURS)
     job_retention_days: float = Field(30.0, gt=0, le=MAX_HOURS / 24)
@@ -258,6 +270,30 @@ class Settings(BaseSettings):
     def _database_url_is_postgres(cls, value: SecretStr) -> SecretStr:
         _check_postgres_url(value.get_secret_value(), "ICEPACK_DATABASE_URL")
         return value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_url_is_http(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            scheme = urlsplit(value.get_secret_value()).scheme
+            if scheme not in {"http", "https"} or not urlsplit(value.get_secret_value()).netloc:
+                raise ValueError(
+                    f"ICEPACK_WEBHOOK_URL must be an http(s) URL with a host (scheme {scheme!r})"
+                )
+        return value
+
+    @field_validator("webhook_topics")
+    @classmethod
+    def _webhook_topics_known(cls, value: str) -> str:
+        topics = [t.strip() for t in value.split(",") if t.strip()]
+        known = {t.value for t in Topic} | {WEBHOOK_JOB_FAILED}
+        unknown = [t for t in topics if t not in known]
+        if unknown or not topics:
+            raise ValueError(
+                f"ICEPACK_WEBHOOK_TOPICS: unknown topic(s) {unknown or [value]}; known: "
+                f"{sorted(known)}"
+            )
+        return ",".join(topics)
 
     @model_validator(mode="before")
     @classmethod
@@ -306,6 +342,11 @@ class Settings(BaseSettings):
             values.append(self.spark_thrift_password.get_secret_value())
         if self.gateway_hook_token is not None:
             values.append(self.gateway_hook_token.get_secret_value())
+        if self.webhook_url is not None:  # the whole URL, and its secrets wherever they appear
+            values += [self.webhook_url.get_secret_value()]
+            values += _url_secrets(self.webhook_url.get_secret_value())
+        if self.webhook_token is not None:
+            values.append(self.webhook_token.get_secret_value())
         values += [v for k, v in self.spark_conf.items() if _secret_key(k)]
         for catalog in self.catalogs:
             for secret in (

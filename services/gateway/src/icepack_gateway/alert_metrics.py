@@ -59,6 +59,8 @@ class AlertReading:
     stale_verifications: int = 0
     oldest_stale_verification: float = 0.0
     quarantine: tuple[int, int, int, int] = (0, 0, 0, 0)  # files, bytes, due files, due bytes
+    webhooks: dict[str, int] = field(default_factory=dict)  # deliveries by state
+    webhook_oldest_pending: float = 0.0
     read_seconds: float = 0.0
 
 
@@ -114,6 +116,10 @@ async def read_alerting(
         r.oldest_stale_verification = pv["oldest_stale"] or 0.0
         q = await _one(conn, load_query("deletion_quarantine_totals"))
         r.quarantine = (q["files"], q["bytes"], q["due_files"], q["due_bytes"])
+        for x in await conn.fetch(load_query("webhook_delivery_counts")):
+            r.webhooks[x["state"]] = x["deliveries"]
+            if x["state"] == "pending":
+                r.webhook_oldest_pending = x["oldest_seconds"]
     r.catalogs |= {c.catalog for c in r.catalog_status} | set(r.held) | set(r.backoff)
     r.read_seconds = time.perf_counter() - start
     return r
@@ -150,6 +156,7 @@ class AlertCollector(Collector):
         yield from self._jobs()
         yield from self._catalogs()
         yield from self._safety()
+        yield from self._webhooks()
         yield gauge(
             "icepack_gateway_alerting_read_seconds",
             "Time this scrape spent reading Postgres for the alerting gauges.",
@@ -288,4 +295,21 @@ class AlertCollector(Collector):
             "icepack_quarantine_purge_due_bytes",
             "Bytes of the quarantined files whose purge is due.",
             due_bytes,
+        )
+
+    def _webhooks(self) -> Iterator[Metric]:
+        r = self.reading
+        deliveries = gauge(
+            "icepack_webhook_deliveries",
+            "Webhook notifications by state (pending, delivered, failed; finished ones are "
+            "kept for ICEPACK_EVENT_RETENTION_HOURS).",
+            labels=["state"],
+        )
+        for state, count in sorted(r.webhooks.items()):
+            deliveries.add_metric([state], count)
+        yield deliveries
+        yield gauge(
+            "icepack_webhook_oldest_pending_seconds",
+            "Age of the oldest webhook notification not delivered yet (0: none).",
+            r.webhook_oldest_pending,
         )

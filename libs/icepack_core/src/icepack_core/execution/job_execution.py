@@ -63,8 +63,9 @@ from icepack_core.intents import LEDGER_INTENTS, Intent, RemoveOrphanFiles, pars
 from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
 from icepack_core.safety.confinement import Confinement, confinement_of
+from icepack_core.safety.holds import place_hold
 from icepack_core.spark.engine import SparkEngine
-from icepack_core.telemetry.logs import redact, redact_text
+from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.metrics import JOB_ACTION_DURATION
 from icepack_core.types import TableRef
 
@@ -598,11 +599,5 @@ class JobExecution:
     async def _hold(
         self, table_id: int, action: str, reason: str, evidence: dict[str, Any]
     ) -> None:
-        hold = {
-            "reason": redact_text(reason),
-            "action": action,
-            "evidence": redact(evidence),
-            "at": datetime.now(UTC).isoformat(),
-        }
-        await self.pool.execute(load_query("table_hold_set"), table_id, hold)
+        await place_hold(self.pool, table_id, action=action, reason=reason, evidence=evidence)
         log.error("maintenance.table_held", table_id=table_id, reason=reason)
