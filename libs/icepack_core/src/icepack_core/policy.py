@@ -59,6 +59,10 @@ class SnapshotExpiryConfig(_Config):
 
     max_snapshot_age_hours: float = Field(120.0, gt=0, le=MAX_HOURS)  # Iceberg's default: 5 days
     retain_last: int = Field(1, ge=1)
+    # Count-based retention, off unless set: keep at most this many snapshots even when they
+    # are younger than the max age (never those younger than ICEPACK_EXPIRY_MIN_AGE_HOURS).
+    # For tables committed every few seconds, whose max age alone keeps too many.
+    max_snapshots: int | None = Field(None, ge=1)
 
 
 class OrphanFileRemovalConfig(_Config):
@@ -145,6 +149,8 @@ class EffectivePolicy:
     orphan_file_removal: OrphanFileRemovalConfig | None
     # policy type -> where it came from: "default", "catalog", "namespace a.b", "table", + props
     sources: Mapping[str, str]
+    # The least time between two maintenance runs on the table (planning.due).
+    min_interval_minutes: float = 5.0
 
 
 def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | None:
@@ -174,11 +180,13 @@ PROPERTY_OVERRIDES: dict[str, tuple[PolicyType, str]] = {
     "icepack.snapshot-expiry.enabled": (PolicyType.SNAPSHOT_EXPIRY, "enable"),
     "icepack.snapshot-expiry.max-age-hours": (PolicyType.SNAPSHOT_EXPIRY, "max_snapshot_age_hours"),
     "icepack.snapshot-expiry.retain-last": (PolicyType.SNAPSHOT_EXPIRY, "retain_last"),
+    "icepack.snapshot-expiry.max-count": (PolicyType.SNAPSHOT_EXPIRY, "max_snapshots"),
     "icepack.orphan-removal.enabled": (PolicyType.ORPHAN_FILE_REMOVAL, "enable"),
     "icepack.orphan-removal.older-than-hours": (PolicyType.ORPHAN_FILE_REMOVAL, "older_than_hours"),
 }
 MAINTENANCE_ENABLED = "icepack.maintenance.enabled"
 CADENCE_HOURS = "icepack.maintenance.cadence-hours"
+MIN_INTERVAL_MINUTES = "icepack.maintenance.min-interval-minutes"
 
 
 def _parse_bool(key: str, raw: str) -> bool:
@@ -206,6 +214,7 @@ def resolve(
     table: str,
     properties: Mapping[str, str] | None = None,
     default_cadence_hours: float = 24.0,
+    default_min_interval_minutes: float = 5.0,
 ) -> EffectivePolicy:
     """The effective policy of ``namespace.table`` in its catalog.
 
@@ -271,7 +280,7 @@ def resolve(
             sources[policy_type] = f"{sources[policy_type]} + property {key}"
         elif (
             key.startswith("icepack.")
-            and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS)
+            and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS, MIN_INTERVAL_MINUTES)
             and not key.startswith("icepack.spark.sql.")
         ):
             raise PolicyError(f"unknown table property {key!r}")
@@ -284,6 +293,14 @@ def resolve(
             raise PolicyError(
                 f"table property {CADENCE_HOURS}={properties[CADENCE_HOURS]!r} must be between "
                 f"{MIN_CADENCE_HOURS:g} and {MAX_HOURS} hours"
+            )
+    min_interval = default_min_interval_minutes
+    if MIN_INTERVAL_MINUTES in properties:
+        min_interval = _parse_number(MIN_INTERVAL_MINUTES, properties[MIN_INTERVAL_MINUTES])
+        if min_interval > MAX_HOURS * 60:
+            raise PolicyError(
+                f"table property {MIN_INTERVAL_MINUTES}={properties[MIN_INTERVAL_MINUTES]!r} "
+                f"must be at most {MAX_HOURS * 60} minutes"
             )
 
     configs: dict[str, _Config | None] = {}
@@ -302,4 +319,5 @@ def resolve(
         snapshot_expiry=configs[PolicyType.SNAPSHOT_EXPIRY],  # type: ignore[arg-type]
         orphan_file_removal=configs[PolicyType.ORPHAN_FILE_REMOVAL],  # type: ignore[arg-type]
         sources=sources,
+        min_interval_minutes=min_interval,
     )
