@@ -273,7 +273,7 @@ class Planner:
             )
             # A due action held back only by the minimum interval: plan again then, even if
             # no event comes (a writer that stopped); otherwise nothing waits.
-            await conn.execute(load_query("planner_replan_set"), table_id, rec.replan_at)
+            await conn.execute(load_query("recommendation_replan_set"), table_id, rec.replan_at)
             await events.publish(
                 conn,
                 Topic.RECOMMENDATION_CREATED,

@@ -49,7 +49,7 @@ SELECT DISTINCT ON (a.action) a.action, a.finished_at,
  WHERE j.table_id = $1 AND a.state = 'succeeded'
  ORDER BY a.action, a.finished_at DESC, a.id DESC;
 
--- name: planner_replan_set
+-- name: recommendation_replan_set
 -- Plan table $1 again at $2 without an event (NULL: nothing waits; the row goes).
 WITH gone AS (
     DELETE FROM icepack.planner_replans WHERE table_id = $1 AND $2::timestamptz IS NULL)
@@ -57,7 +57,7 @@ INSERT INTO icepack.planner_replans (table_id, replan_at)
 SELECT $1, $2::timestamptz WHERE $2::timestamptz IS NOT NULL
 ON CONFLICT (table_id) DO UPDATE SET replan_at = EXCLUDED.replan_at, updated_at = now();
 
--- name: planner_replans_take_due
+-- name: recommendation_replans_take_due
 -- Take (delete) up to $2 re-plans due at $1 (NULL: now), oldest first; the
 -- caller requests their work items in the same transaction.
 DELETE FROM icepack.planner_replans p
