@@ -10,6 +10,9 @@ the recommendation (with what was skipped and why), enqueues a job when there is
 whose jobs failed permanently rests (exponential backoff, ``failure_streaks``), so a table that
 keeps failing gets at most ``job_max_attempts`` runs per backoff window; an action
 whose measured benefit keeps falling short of its prediction is throttled (``throttles``).
+Compaction, delete application and manifest rewrites are due by need (``planning.due``); when
+only the table's minimum interval holds one back, the planning records when to plan the table
+again (``planner_replans``, turned into a work item by ``queue.upkeep``).
 
 Planned jobs carry their prediction: ``predicted`` (per action, ``planning.prediction``),
 ``rewrite_bytes`` (the sum), ``benefit`` (the sum of predicted benefits: objects a full scan no

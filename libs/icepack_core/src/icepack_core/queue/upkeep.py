@@ -81,7 +81,9 @@ class QueueUpkeep:
         """Turn the re-plans that plannings asked for and that are due (``planner_replans``)
         into ``replan`` work items, in one transaction; returns the table ids."""
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(load_query("recommendation_replans_take_due"), now, REPLAN_BATCH)
+            rows = await conn.fetch(
+                load_query("recommendation_replans_take_due"), now, REPLAN_BATCH
+            )
             for row in rows:
                 await self.work.request(conn, row["table_id"], "replan")
         return [row["table_id"] for row in rows]
