@@ -62,6 +62,10 @@ class SnapshotExpiryConfig(_Config):
 
     max_snapshot_age_hours: float = Field(120.0, gt=0, le=MAX_HOURS)  # Iceberg's default: 5 days
     retain_last: int = Field(1, ge=1)
+    # Count-based retention, off unless set: keep at most this many snapshots even when they
+    # are younger than the max age (never those younger than ICEPACK_EXPIRY_MIN_AGE_HOURS).
+    # For tables committed every few seconds, whose max age alone keeps too many.
+    max_snapshots: int | None = Field(None, ge=1)
     # Roots outside the table's own location and write paths whose files its expiry may delete
     # (a table built with add_files over files it owns elsewhere). Only an operator-attached
     # policy grants them (no table property maps here); another known table's roots stay
@@ -164,6 +168,8 @@ class EffectivePolicy:
     orphan_file_removal: OrphanFileRemovalConfig | None
     # policy type -> where it came from: "default", "catalog", "namespace a.b", "table", + props
     sources: Mapping[str, str]
+    # The least time between two maintenance runs on the table (planning.due).
+    min_interval_minutes: float = 5.0
 
 
 def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | None:
@@ -193,11 +199,13 @@ PROPERTY_OVERRIDES: dict[str, tuple[PolicyType, str]] = {
     "icepack.snapshot-expiry.enabled": (PolicyType.SNAPSHOT_EXPIRY, "enable"),
     "icepack.snapshot-expiry.max-age-hours": (PolicyType.SNAPSHOT_EXPIRY, "max_snapshot_age_hours"),
     "icepack.snapshot-expiry.retain-last": (PolicyType.SNAPSHOT_EXPIRY, "retain_last"),
+    "icepack.snapshot-expiry.max-count": (PolicyType.SNAPSHOT_EXPIRY, "max_snapshots"),
     "icepack.orphan-removal.enabled": (PolicyType.ORPHAN_FILE_REMOVAL, "enable"),
     "icepack.orphan-removal.older-than-hours": (PolicyType.ORPHAN_FILE_REMOVAL, "older_than_hours"),
 }
 MAINTENANCE_ENABLED = "icepack.maintenance.enabled"
 CADENCE_HOURS = "icepack.maintenance.cadence-hours"
+MIN_INTERVAL_MINUTES = "icepack.maintenance.min-interval-minutes"
 
 
 def _parse_bool(key: str, raw: str) -> bool:
@@ -225,6 +233,7 @@ def resolve(
     table: str,
     properties: Mapping[str, str] | None = None,
     default_cadence_hours: float = 24.0,
+    default_min_interval_minutes: float = 5.0,
 ) -> EffectivePolicy:
     """The effective policy of ``namespace.table`` in its catalog.
 
@@ -290,7 +299,7 @@ def resolve(
             sources[policy_type] = f"{sources[policy_type]} + property {key}"
         elif (
             key.startswith("icepack.")
-            and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS)
+            and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS, MIN_INTERVAL_MINUTES)
             and not key.startswith("icepack.spark.sql.")
         ):
             raise PolicyError(f"unknown table property {key!r}")
@@ -303,6 +312,14 @@ def resolve(
             raise PolicyError(
                 f"table property {CADENCE_HOURS}={properties[CADENCE_HOURS]!r} must be between "
                 f"{MIN_CADENCE_HOURS:g} and {MAX_HOURS} hours"
+            )
+    min_interval = default_min_interval_minutes
+    if MIN_INTERVAL_MINUTES in properties:
+        min_interval = _parse_number(MIN_INTERVAL_MINUTES, properties[MIN_INTERVAL_MINUTES])
+        if min_interval > MAX_HOURS * 60:
+            raise PolicyError(
+                f"table property {MIN_INTERVAL_MINUTES}={properties[MIN_INTERVAL_MINUTES]!r} "
+                f"must be at most {MAX_HOURS * 60} minutes"
             )
 
     configs: dict[str, _Config | None] = {}
@@ -321,4 +338,5 @@ def resolve(
         snapshot_expiry=configs[PolicyType.SNAPSHOT_EXPIRY],  # type: ignore[arg-type]
         orphan_file_removal=configs[PolicyType.ORPHAN_FILE_REMOVAL],  # type: ignore[arg-type]
         sources=sources,
+        min_interval_minutes=min_interval,
     )

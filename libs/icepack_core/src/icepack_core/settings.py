@@ -220,6 +220,12 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(6, ge=1, le=64)
     inspector_refresh_seconds: float = Field(3600.0, gt=0)  # age metrics without new events
     maintenance_cadence_hours: float = Field(24.0, ge=MIN_CADENCE_HOURS, le=MAX_HOURS)
+    # Need-based scheduling (planning.due): the least time between two maintenance runs on one
+    # table, and the benefit (objects a scan no longer opens) a compaction, delete application
+    # or manifest rewrite must reach: min benefit + bytes rewritten / bytes per benefit.
+    maintenance_min_interval_minutes: float = Field(5.0, ge=0, le=MAX_HOURS * 60)
+    maintenance_min_benefit: float = Field(50.0, ge=0)
+    maintenance_bytes_per_benefit: int = Field(128 * 1024 * 1024, ge=1)
     # Safety floor for expire_snapshots, whoever asks: never expire what is younger than this.
     expiry_min_age_hours: float = Field(1.0, ge=0, le=MAX_HOURS)
 

@@ -714,6 +714,24 @@ COMMENT ON TABLE icepack.pending_verifications IS 'Rewrites started and not yet 
 
 
 --
+-- Name: planner_replans; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.planner_replans (
+    table_id bigint NOT NULL,
+    replan_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: TABLE planner_replans; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.planner_replans IS 'per table: when the planner plans it again without an event (an action held back only by the minimum interval)';
+
+
+--
 -- Name: policies; Type: TABLE; Schema: icepack; Owner: -
 --
 
@@ -1418,6 +1436,14 @@ ALTER TABLE ONLY icepack.pending_verifications
 
 
 --
+-- Name: planner_replans planner_replans_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.planner_replans
+    ADD CONSTRAINT planner_replans_pkey PRIMARY KEY (table_id);
+
+
+--
 -- Name: policies policies_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -1631,6 +1657,13 @@ CREATE INDEX manifest_stats_last_used ON icepack.manifest_stats USING btree (las
 
 
 --
+-- Name: planner_replans_due; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX planner_replans_due ON icepack.planner_replans USING btree (replan_at);
+
+
+--
 -- Name: policies_one_per_target; Type: INDEX; Schema: icepack; Owner: -
 --
 
@@ -1785,6 +1818,14 @@ ALTER TABLE ONLY icepack.pending_verifications
 
 ALTER TABLE ONLY icepack.pending_verifications
     ADD CONSTRAINT pending_verifications_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
+
+
+--
+-- Name: planner_replans planner_replans_table_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.planner_replans
+    ADD CONSTRAINT planner_replans_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
 
 
 --
