@@ -338,8 +338,12 @@ def _rewrite_data_files(
         )
     params: dict[str, Any] = {"strategy": cfg.strategy, "options": options}
     if int(status.get("partition_count", 0)) > 1 and not applies_deletes:
-        # The executor narrows the rewrite to partitions that have enough small files.
+        # The executor narrows the rewrite to partitions that have enough small files, at most
+        # max_partitions per run, skipping partitions still being written (metadata_scope).
         params["scope"] = "partitions"
+        params["max_partitions"] = cfg.max_partitions_per_run
+        params["open_quiet_seconds"] = cfg.open_partition_quiet_minutes * 60
+        params["open_max_small_files"] = cfg.open_partition_max_small_files
     rewrite_bytes = small_bytes
     if partitions and not applies_deletes:
         needing = sorted(
