@@ -145,6 +145,10 @@ async def test_upsert_sink_equality_deletes_are_counted_applied_and_verified(
         assert record["ok"] and record["rows_before"] == record["rows_after"], record
         assert record.get("reader") != "in_process", record
         assert record["scope"] in ("table", "partitions"), record
+    if partition == "part":  # scoped to the touched partitions, and the evidence says why
+        assert {r.get("reader_fallback") for r in evidence["snapshots"]} == {
+            "equality delete files in a touched partition"
+        }, evidence
 
     # Re-inspected: nothing left for health to count (partitioned tables).
     again = await TableInspections(runner_settings, db).inspect_and_record(table_id)
