@@ -389,10 +389,13 @@ def touched_files(
         for i in live.identities:
             content, path, key = i[0], i[1], (i[2], i[3])
             if content > 0:
+                # Named apart: equality deletes (upsert sinks) match rows by value, which
+                # only the table's own reader (the Spark scan) applies.
+                kind = "equality delete files" if content == 2 else "delete files"
                 if key in touched:
-                    blocker = blocker or "delete files in a touched partition"
+                    blocker = blocker or f"{kind} in a touched partition"
                 elif not partitioned or all(v is None for v in key[1]):
-                    blocker = blocker or "delete files of an unpartitioned spec"
+                    blocker = blocker or f"{kind} of an unpartitioned spec"
                 elif i[7] is not None and i[7] in data_paths:
                     blocker = blocker or "a delete file names a touched data file"
                 elif content == 1 and i[7] is None:

@@ -331,6 +331,10 @@ def _rewrite_data_files(
         )
     if applies_deletes:
         options["delete-file-threshold"] = str(cfg.min_delete_files)
+        # A rewrite leaves the delete files it applied live (they no longer apply to anything,
+        # but every scan still plans them and health still counts them, so the same rewrite
+        # would be proposed again): Iceberg drops them in one more commit when asked.
+        options["remove-dangling-deletes"] = "true"
     if not reasons:
         return Skip(
             action,
