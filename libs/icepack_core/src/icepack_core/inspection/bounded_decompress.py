@@ -74,7 +74,14 @@ def max_block_bytes() -> int:
     return _limit
 
 
+# Deflate expands at most 1032:1 (RFC 1951: a 258-byte match costs at least two bits); a
+# block too small to reach the cap takes the plain (faster) call.
+_DEFLATE_MAX_RATIO = 1032
+
+
 def _inflate(data: bytes, limit: int) -> bytes:
+    if (len(data) + 1) * _DEFLATE_MAX_RATIO <= limit:
+        return zlib.decompress(data, -15)
     d = zlib.decompressobj(-15)  # raw deflate, as Avro writes it
     out = d.decompress(data, limit + 1)
     if len(out) > limit:
