@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.avro.codecs import KNOWN_CODECS
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.serializers import FromInputFile
 from zstandard import ZstdCompressor
 
 from icepack_core.errors import AvroDamaged
@@ -171,3 +173,24 @@ def test_the_executor_readers_refuse_a_bomb_in_bounded_memory(
         # A few copies of the file itself (read, checked, handed to the reader), never the
         # 250 MiB it expands to.
         assert peak < 16 * small_cap + 5 * size, (peak, size)
+
+
+def test_a_gzip_metadata_bomb_fails_pyiceberg_s_metadata_read_in_bounded_memory(
+    tmp_path, small_cap
+) -> None:
+    """PyIceberg's own read of a ``*.gz.metadata.json`` (``FromInputFile.table_metadata``, which
+    every catalog's ``load_table`` calls) is bounded at 4 caps: a metadata file of 256 MiB of
+    zeros (260 KB gzipped) is refused. (PyIceberg never writes gzip metadata; Spark does with
+    ``write.metadata.compression-codec=gzip``.)"""
+    path = tmp_path / "00001-x.gz.metadata.json"
+    c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    piece = bytes(1 << 20)
+    path.write_bytes(b"".join([*(c.compress(piece) for _ in range(256)), c.flush()]))
+    tracemalloc.start()
+    try:
+        with pytest.raises(AvroBlockTooLarge, match="gzip"):
+            FromInputFile.table_metadata(PyArrowFileIO().new_input(path.as_uri()))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * small_cap + 5 * path.stat().st_size, peak

@@ -8,7 +8,9 @@ readers (``AvroFile``, ``fetch_manifest_entry``, ``read_manifest_list``, used by
 fallback, ``referenced_files``, ``metadata_diff`` and ``expiry_files``), goes through
 ``decompress_block``: ``install`` replaces the codecs of PyIceberg's registry
 (``pyiceberg.avro.codecs.KNOWN_CODECS``, the dict every PyIceberg Avro reader looks codecs up
-in) with bounded ones, process-wide, when this module is imported.
+in) with bounded ones, process-wide, when this module is imported; PyIceberg's reader of gzip
+metadata files (``serializers.GzipCompressor``, used by every catalog's ``load_table``) is
+replaced the same way.
 
 The bound is exact for every codec, and memory never exceeds it by more than one chunk:
 
@@ -31,8 +33,10 @@ import bz2
 import zlib
 from io import BytesIO
 
+from pyiceberg import serializers
 from pyiceberg.avro.codecs import KNOWN_CODECS
 from pyiceberg.avro.codecs.codec import Codec
+from pyiceberg.io import InputStream
 
 from icepack_core.errors import AvroDamaged
 
@@ -70,7 +74,14 @@ def max_block_bytes() -> int:
     return _limit
 
 
+# Deflate expands at most 1032:1 (RFC 1951: a 258-byte match costs at least two bits); a
+# block too small to reach the cap takes the plain (faster) call.
+_DEFLATE_MAX_RATIO = 1032
+
+
 def _inflate(data: bytes, limit: int) -> bytes:
+    if (len(data) + 1) * _DEFLATE_MAX_RATIO <= limit:
+        return zlib.decompress(data, -15)
     d = zlib.decompressobj(-15)  # raw deflate, as Avro writes it
     out = d.decompress(data, limit + 1)
     if len(out) > limit:
@@ -197,9 +208,19 @@ def _bounded(name: str) -> type[Codec]:
 _BOUNDED = {name: _bounded(name) for name in _DECOMPRESS}
 
 
+class BoundedGzipCompressor(serializers.GzipCompressor):
+    """PyIceberg's gzip metadata reader (``*.gz.metadata.json``, a catalog's ``load_table``),
+    bounded like ``gunzip``."""
+
+    def stream_decompressor(self, inp: InputStream) -> InputStream:
+        return BytesIO(gunzip(inp.read()))
+
+
 def install() -> None:
-    """Put the bounded codecs into PyIceberg's registry (idempotent)."""
+    """Put the bounded codecs into PyIceberg's registry, and the bounded gzip reader where
+    ``Compressor.get_compressor`` looks it up (idempotent)."""
     KNOWN_CODECS.update(_BOUNDED)  # type: ignore[arg-type]
+    serializers.GzipCompressor = BoundedGzipCompressor  # type: ignore[misc]
 
 
 install()
