@@ -1,4 +1,5 @@
-"""A busy table (another job holds its lock) is not a failure of the job that found it busy.
+"""A busy table (another job holds its lock) or a writer that won a commit conflict is not a
+failure of the job that met it.
 
 Driven through the real ``JobRunner`` (the executor's code path) against real Postgres: the job
 is claimed, its lock attempt collides with another job's lock, and the runner hands it back.
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import structlog
+
+from icepack_core.errors import CommitConflict
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.queue.budgets import list_budgets, set_budget
 from icepack_core.queue.jobs import JobQueue
@@ -77,3 +81,38 @@ async def test_lock_backoff_grows_with_the_collisions(db, settings):
         ceiling = min(600.0, 15.0 * 2**waits)
         assert 0.5 * ceiling - 1e-3 <= wait <= ceiling + 1e-3
         assert back.lock_waits == waits + 1 and back.conflicts == 0
+
+
+async def test_repeated_conflicts_hold_the_job_back_until_the_deferral_ends(db, settings):
+    """What ``JobRunner`` does when a writer wins (``_conflicted``; the Spark side is in
+    ``test_commit_conflicts``): each conflict gives the claim back; from the third in a row the
+    job is not due before the action's deferral on the table ends, and it never fails."""
+    queue = JobQueue(db)
+    table_id = await add_table(db, "hot", status(small_file_count=30))
+    job = (await queue.enqueue(table_id, [{"action": "rewrite_manifests"}], max_attempts=3)).job
+    runner = JobRunner(db, settings, queue, LocalEngine(settings), "executor@test")
+    log = structlog.get_logger("test")
+    t = datetime.now(UTC)
+    for n in range(1, 6):
+        t += timedelta(days=1)
+        claimed = await queue.claim("executor@test", 60, now=t)
+        assert claimed is not None and claimed.id == job.id
+        conflict = CommitConflict("rewrite_manifests", "ValidationException: Deleted manifest")
+        before = datetime.now(UTC)
+        run = await runner._conflicted(claimed, conflict, log)
+        back = run.job
+        assert back is not None and back.state is JobState.QUEUED
+        assert back.attempts == 0 and back.conflicts == n
+        deferral = await db.fetchrow(
+            "SELECT conflicts, deferred_until, reason FROM icepack.maintenance_deferrals "
+            "WHERE table_id = $1",
+            table_id,
+        )
+        assert deferral["conflicts"] == n
+        if n < 3:
+            assert deferral["deferred_until"] is None
+            assert back.not_before < before + timedelta(minutes=31)  # the conflict backoff
+        else:
+            assert deferral["deferred_until"] >= before + timedelta(minutes=15)
+            assert back.not_before >= deferral["deferred_until"]
+            assert back.error == deferral["reason"] and "deferred" in back.error

@@ -99,6 +99,19 @@ class RetryableError(IcepackError):
     code = "RETRYABLE"
 
 
+class CommitConflict(RetryableError):
+    """A writer committed during a maintenance action and won its commit (an Iceberg
+    ``CommitFailedException`` or concurrent-change ``ValidationException``): not a failure of
+    the table; the job gives its claim back and tries again later."""
+
+    code = "COMMIT_CONFLICT"
+
+    def __init__(self, action: str, reason: str) -> None:
+        self.action = action
+        self.reason = reason
+        super().__init__(f"{action}: commit conflict with a writer (the writer won): {reason}")
+
+
 class PermanentError(IcepackError):
     """A failure that will fail again (bad parameters, missing table)."""
 

@@ -274,6 +274,13 @@ class Job(Model):
     priority: int
     attempts: int
     max_attempts: int
+    lock_waits: int = Field(
+        description="claims given back because another job held the table (no attempt spent)"
+    )
+    conflicts: int = Field(
+        description="claims given back because a writer won an Iceberg commit conflict "
+        "(no attempt spent): > 0 means the job was conflict-retried"
+    )
     not_before: datetime
     lease_owner: str | None
     lease_until: datetime | None

@@ -32,6 +32,7 @@ from pyiceberg.table import Table
 from icepack_core.db.queries import load_query
 from icepack_core.errors import (
     ActionRefused,
+    CommitConflict,
     DeletionLedgerViolation,
     DeletionOutsideTable,
     InspectionFailed,
@@ -41,6 +42,7 @@ from icepack_core.errors import (
     RetryableError,
     StaleFence,
 )
+from icepack_core.execution.conflicts import conflict_reason
 from icepack_core.execution.expiry_ledger import ExpiryLedger
 from icepack_core.execution.ledger_actions import LedgerActions
 from icepack_core.execution.maintenance import (
@@ -60,6 +62,7 @@ from icepack_core.execution.verification import Guard
 from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.inspection.status import TableStatus
 from icepack_core.intents import LEDGER_INTENTS, Intent, RemoveOrphanFiles, parse_intents
+from icepack_core.queue.deferrals import clear_conflicts
 from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
 from icepack_core.safety.confinement import Confinement, confinement_of
@@ -400,6 +403,10 @@ class JobExecution:
                 raise PermanentError(f"{name}: {exc}") from exc
             except Exception as exc:  # Spark/py4j/thrift errors: classify by type
                 self._failed(name, started)
+                conflict = conflict_reason(exc)
+                if conflict is not None:  # a writer won: not a failure of the table
+                    await self._conflicted(name, started, conflict, job, table_id, record, guard)
+                    raise CommitConflict(name, conflict) from exc
                 message = redact_text(f"{name} failed: {type(exc).__name__}: {exc}")[:4000]
                 await record(
                     ActionRecord(
@@ -410,6 +417,7 @@ class JobExecution:
                 if job is not None:
                     await self.settle(job, table_id, record, guard, maintenance)
                 raise (RetryableError if classify(exc) else PermanentError)(message) from exc
+            await clear_conflicts(self.pool, table_id, name)
             after = await self._status(ref)
             finished = datetime.now(UTC)
             JOB_ACTION_DURATION.record(
@@ -442,6 +450,32 @@ class JobExecution:
             probe_after = await read_probe(self.inspector, ref)
             await self._record_outcome(job, job_outcome(measured, probe_before, probe_after))
         return results
+
+    async def _conflicted(
+        self,
+        name: str,
+        started: datetime,
+        conflict: str,
+        job: Job | None,
+        table_id: int,
+        record: Record,
+        guard: Guard | None,
+    ) -> None:
+        """Record an action that lost a commit conflict, and verify whatever partial progress
+        it committed before (``partial-progress.enabled``: committed groups stay)."""
+        await record(
+            ActionRecord(
+                name,
+                "failed",
+                started,
+                datetime.now(UTC),
+                procedure=name,
+                output={"conflict": conflict},
+                error=f"commit conflict with a writer (the writer won): {conflict}",
+            )
+        )
+        if job is not None:
+            await self.settle(job, table_id, record, guard)
 
     async def _record_outcome(self, job: Job, outcome: dict[str, Any]) -> None:
         """Store the job's measured outcome, fenced. Raises ``StaleFence`` for a lost job."""

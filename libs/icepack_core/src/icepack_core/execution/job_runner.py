@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 import structlog
@@ -20,6 +21,7 @@ from opentelemetry.trace import SpanKind
 from icepack_core.db.resilience import TRANSIENT_DB_ERRORS, is_transient
 from icepack_core.errors import (
     CancelRequested,
+    CommitConflict,
     LeaseLost,
     LockHeld,
     PermanentError,
@@ -29,13 +31,14 @@ from icepack_core.errors import (
 from icepack_core.execution.job_execution import ActionRecord, JobExecution, Record
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.store import ManifestStatsStore
+from icepack_core.queue.deferrals import record_conflict
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.lease import JobLease
 from icepack_core.queue.locks import TableLocks
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact_text
-from icepack_core.telemetry.metrics import JOBS_FINISHED
+from icepack_core.telemetry.metrics import COMMIT_CONFLICTS, JOBS_FINISHED
 from icepack_core.telemetry.tracing import parent_context, tracer
 
 log = structlog.get_logger("icepack.jobs")
@@ -166,6 +169,8 @@ class JobRunner:
         except (LeaseLost, StaleFence) as exc:
             bound.warning("job.abandoned", error=str(exc))  # someone else owns it now
             return JobRun(None)
+        except CommitConflict as exc:
+            return await self._conflicted(job, exc, bound)
         except (RetryableError, PermanentError) as exc:
             retryable = isinstance(exc, RetryableError)
             done = await self.queue.fail(
@@ -211,3 +216,28 @@ class JobRunner:
                     bound.info("job.lock_already_taken_over")
                 except TRANSIENT_DB_ERRORS as exc:  # its lease runs out by itself
                     bound.warning("job.lock_release_failed", error=str(exc))
+
+    async def _conflicted(self, job: Job, exc: CommitConflict, bound: Any) -> JobRun:
+        """A writer won a commit conflict: count it for the (table, action), and give the
+        claim back (no attempt, no budget spent) to try again after the conflict backoff, or
+        after the action's deferral on the table once conflicts keep coming. The CLI, which
+        nobody retries for, ends the job failed (retryable in spirit: run it again)."""
+        assert job.table_id is not None
+        deferral = await record_conflict(self.pool, job.table_id, exc.action, exc.reason)
+        deferred = deferral.deferred_until is not None
+        COMMIT_CONFLICTS.add(1, {"action": exc.action, "deferred": deferred})
+        if not self.retry_failures:
+            done = await self.queue.fail(job, str(exc), retryable=False)
+        else:
+            reason = deferral.reason if deferred and deferral.reason else str(exc)
+            done = await self.queue.give_back(
+                job, "conflict", reason, not_before=deferral.deferred_until
+            )
+        bound.info(
+            "job.commit_conflict",
+            action=exc.action,
+            conflicts_in_a_row=deferral.conflicts,
+            deferred_until=None if not deferred else str(deferral.deferred_until),
+            state=done.state.value,
+        )
+        return JobRun(done)

@@ -46,6 +46,7 @@ from icepack_core.planning.recommendation import (
 from icepack_core.planning.throttle import THROTTLE_RUNS, MeasuredRun, Throttle, throttle_of
 from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.queue import events
+from icepack_core.queue.deferrals import Deferral, active_deferrals
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.safety.admission import admit, attachments_of
 from icepack_core.settings import Settings
@@ -74,6 +75,21 @@ class JobPrediction:
     predicted: dict[str, Any]
     rewrite_bytes: int
     benefit: float
+
+
+def without_deferred(rec: Recommendation, deferred: dict[str, Deferral]) -> Recommendation:
+    """``rec`` with every action deferred on the table (writers kept winning its commits;
+    ``queue.deferrals``) moved to ``skipped``, its reason saying why and until when."""
+    if not deferred:
+        return rec
+    kept = [a for a in rec.actions if a.action not in deferred]
+    skipped = list(rec.skipped)
+    for action in rec.actions:
+        d = deferred.get(action.action)
+        if d is not None and d.deferred_until is not None:
+            until = d.deferred_until.strftime("%Y-%m-%d %H:%M:%S")
+            skipped.append(Skip(action.action, f"{d.reason}; until {until}"))
+    return Recommendation(actions=kept, skipped=skipped)
 
 
 def job_prediction(actions: Sequence[ActionIntent]) -> JobPrediction:
@@ -170,6 +186,8 @@ class Planner:
             ),
             expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
+        if has_jobs:
+            rec = without_deferred(rec, await active_deferrals(self.pool, table["id"], now))
         return await self._admissible(table, rec, now, attachments)
 
     async def _admissible(

@@ -285,13 +285,20 @@ class JobQueue:
         )
 
     async def give_back(
-        self, job: Job, kind: GiveBack, reason: str, *, now: datetime | None = None
+        self,
+        job: Job,
+        kind: GiveBack,
+        reason: str,
+        *,
+        not_before: datetime | None = None,
+        now: datetime | None = None,
     ) -> Job:
         """running -> queued without spending the attempt: the table was busy (``lock``: another
         job holds its lock) or a writer won an Iceberg commit conflict (``conflict``). This
         claim's budget charge is refunded; the job is due again after a capped exponential
         backoff with jitter over its earlier give-backs of the same kind (``lock_waits`` or
-        ``conflicts``, counted on the job). Raises ``StaleFence`` when the caller lost the job.
+        ``conflicts``, counted on the job), and never before ``not_before`` (a deferral's end).
+        Raises ``StaleFence`` when the caller lost the job.
         """
         backoff = self.give_back_backoff[kind]
         return await self._finish(
@@ -303,6 +310,7 @@ class JobQueue:
             backoff.cap_seconds,
             now,
             storable(redact_text(reason)),
+            not_before,
         )
 
     async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:

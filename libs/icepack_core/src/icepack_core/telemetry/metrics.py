@@ -20,6 +20,11 @@ JOB_ACTION_DURATION = _meter.create_histogram(
 JOBS_FINISHED = _meter.create_counter(
     "icepack.jobs.finished", description="Jobs an executor finished, by outcome"
 )
+COMMIT_CONFLICTS = _meter.create_counter(
+    "icepack.jobs.commit_conflicts",
+    description="Maintenance actions that lost an Iceberg commit conflict to a writer, by action "
+    "and outcome (retried: the job waits its backoff; deferred: the action waits on the table)",
+)
 INSPECTION_DURATION = _meter.create_histogram(
     "icepack.inspection.duration",
     unit="ms",

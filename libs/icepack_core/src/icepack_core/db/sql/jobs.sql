@@ -260,7 +260,8 @@ SELECT * FROM icepack.v_budget_use ORDER BY catalog, namespace NULLS FIRST;
 -- 'conflict'). The attempt is given back and the budget charge of this claim refunded (it
 -- rewrote nothing that counts against the table); the job is due again after a capped
 -- exponential backoff with jitter over its give-backs of that kind ($4 base, $5 cap seconds,
--- $6 an optional pinned clock). $7: the reason, kept in `error`.
+-- $6 an optional pinned clock). $7: the reason, kept in `error`. $8: an optional earliest
+-- time (a deferral's end), when later than the backoff.
 WITH refund AS (
     DELETE FROM icepack.budget_charges c
      USING icepack.jobs j
@@ -271,10 +272,12 @@ UPDATE icepack.jobs
        attempts    = greatest(attempts - 1, 0),
        lock_waits  = lock_waits + (CASE WHEN $3 = 'lock' THEN 1 ELSE 0 END),
        conflicts   = conflicts + (CASE WHEN $3 = 'conflict' THEN 1 ELSE 0 END),
-       not_before  = coalesce($6::timestamptz, now()) + make_interval(secs =>
-                     least($5::float8, $4::float8 * power(2, least(
-                         CASE WHEN $3 = 'lock' THEN lock_waits ELSE conflicts END, 30)))
-                     * (0.5 + random() * 0.5)),
+       not_before  = greatest(
+                     coalesce($6::timestamptz, now()) + make_interval(secs =>
+                         least($5::float8, $4::float8 * power(2, least(
+                             CASE WHEN $3 = 'lock' THEN lock_waits ELSE conflicts END, 30)))
+                         * (0.5 + random() * 0.5)),
+                     $8::timestamptz),
        finished_at = NULL,
        lease_until = NULL,
        error       = $7
