@@ -19,7 +19,7 @@ SERVICES = REPO / "services"
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer)
     for layer in (
-        {"types", "errors"},
+        {"types", "errors", "decompression"},
         {"telemetry"},
         {"settings"},
         {"intents", "policy"},

@@ -1,4 +1,4 @@
-"""Bounded decompression (``bounded_decompress``): exact below the cap, refused above it, for
+"""Bounded decompression (``decompression``): exact below the cap, refused above it, for
 every codec, and PyIceberg's own readers go through it."""
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.serializers import FromInputFile
 from zstandard import ZstdCompressor
 
-from icepack_core.errors import AvroDamaged
-from icepack_core.execution.referenced_files import referenced_paths
-from icepack_core.inspection.bounded_decompress import (
+from icepack_core.decompression import (
     DEFAULT_MAX_BLOCK_BYTES,
     AvroBlockTooLarge,
     configure,
@@ -28,6 +26,8 @@ from icepack_core.inspection.bounded_decompress import (
     gunzip,
     snappy_declared_length,
 )
+from icepack_core.errors import AvroDamaged
+from icepack_core.execution.referenced_files import referenced_paths
 from tests.inspection.test_decompression_bombs import plant_bomb
 from tests.plugins.catalogs import rows
 

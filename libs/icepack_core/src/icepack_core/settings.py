@@ -199,7 +199,7 @@ class Settings(BaseSettings):
     metadata_inspector: Literal["pyiceberg", "iceberg-go"] = "pyiceberg"
     go_inspector_path: Path | None = None
     # The most bytes one compressed Avro block of a manifest (list) may expand to, in both
-    # inspectors and the executor's readers; beyond it the file is damaged (bounded_decompress).
+    # inspectors and the executor's readers; beyond it the file is damaged (``decompression``).
     avro_max_block_bytes: int = Field(64 * 1024 * 1024, ge=64 * 1024)
     # A transient catalog error (dropped connection, REST 5xx/429) is retried this many times,
     # waiting base·2^n seconds, before a table is marked INSPECTION_FAILED.

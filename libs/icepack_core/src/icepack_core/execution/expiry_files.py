@@ -27,11 +27,11 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.statistics import StatisticsCommonFields
 
+from icepack_core import decompression
 from icepack_core.execution.expiry_retention import RefInfo, Retention, SnapshotNode, expiring_ids
-from icepack_core.inspection import bounded_decompress
 
 # PyIceberg's readers below decompress through the bounded codecs (installed on import).
-bounded_decompress.install()
+decompression.install()
 
 CONTENT_KINDS = {0: "data", 1: "position_delete", 2: "equality_delete"}
 # The procedure's output column counting each kind (statistics covers both statistics kinds).

@@ -36,8 +36,8 @@ from pyiceberg.manifest import MANIFEST_ENTRY_SCHEMAS, FileFormat
 from pyiceberg.types import NestedField, StructType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
+from icepack_core.decompression import decompress_block
 from icepack_core.errors import AvroDamaged, AvroUnsupported
-from icepack_core.inspection.bounded_decompress import decompress_block
 from icepack_core.inspection.exact_doubles import exact_doubles
 
 MAGIC = b"Obj\x01"
@@ -406,7 +406,7 @@ class Container:
 
         Raises:
             AvroUnsupported: a sync marker does not match (a damaged file).
-            AvroBlockTooLarge: a block expands beyond the cap (``bounded_decompress``).
+            AvroBlockTooLarge: a block expands beyond the cap (``decompression``).
             Exception: whatever the decoder or codec raises on a truncated or corrupt block.
         """
         d = self.decoder

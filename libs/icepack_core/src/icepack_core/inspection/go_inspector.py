@@ -75,7 +75,7 @@ async def inspect_with_go(
     ]
     if small_file_bytes is not None:
         args += ["--small-file-bytes", str(small_file_bytes)]
-    if max_block_bytes is not None:  # the bound of bounded_decompress, enforced in Go too
+    if max_block_bytes is not None:  # the bound of decompression, enforced in Go too
         args += ["--max-block-bytes", str(max_block_bytes)]
     env = dict(os.environ)
     for key, value in (io_properties or {}).items():

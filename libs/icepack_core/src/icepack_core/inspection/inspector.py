@@ -17,9 +17,9 @@ from pyiceberg.exceptions import ValidationError
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
+from icepack_core import decompression
 from icepack_core.discovery.catalogs import CatalogSet, load_table, metadata_location_hint
 from icepack_core.errors import InspectionFailed
-from icepack_core.inspection import bounded_decompress
 from icepack_core.inspection.go_inspector import inspect_with_go
 from icepack_core.inspection.metadata import MetadataView
 from icepack_core.inspection.pyiceberg_inspector import (
@@ -90,7 +90,7 @@ class Inspector:
         self.catalogs = catalogs or CatalogSet(settings.effective_catalogs())
         self.cache = cache
         # Every Avro read of this process (inspection, the executor's readers) is bounded.
-        bounded_decompress.configure(settings.avro_max_block_bytes)
+        decompression.configure(settings.avro_max_block_bytes)
 
     async def load(self, ref: TableRef, known_location: str | None = None) -> LoadedTable:
         """Load a table's current metadata from its catalog.

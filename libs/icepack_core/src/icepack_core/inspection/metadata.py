@@ -27,8 +27,8 @@ from typing import Any
 from pyiceberg.io import FileIO
 from pyiceberg.table.metadata import TableMetadata
 
+from icepack_core.decompression import AvroBlockTooLarge, gunzip
 from icepack_core.errors import InspectionFailed
-from icepack_core.inspection.bounded_decompress import AvroBlockTooLarge, gunzip
 from icepack_core.inspection.status import describe_error
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -97,7 +97,7 @@ def _list(doc: dict[str, Any], key: str) -> list[Any]:
 
 def decompress(raw: bytes) -> bytes:
     """``raw``, gunzipped when it starts with the gzip magic, in bounded memory
-    (``bounded_decompress.gunzip``).
+    (``decompression.gunzip``).
 
     Raises:
         MetadataError: a gzip stream that cannot be decompressed or expands beyond the cap.
