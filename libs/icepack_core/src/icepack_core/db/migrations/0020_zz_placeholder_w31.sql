@@ -1,0 +1,1 @@
+SELECT 1; -- local placeholder (w31), never committed
