@@ -3,10 +3,11 @@
 -- state), never by table.
 
 -- name: table_held_counts
--- Tables still in their catalog whose automatic maintenance is stopped, per catalog.
-SELECT catalog, count(*) AS tables
+-- Tables still in their catalog whose automatic maintenance is stopped, per catalog (every
+-- catalog with a live table, zeros included).
+SELECT catalog, count(*) FILTER (WHERE maintenance_hold IS NOT NULL) AS tables
   FROM icepack.tables
- WHERE maintenance_hold IS NOT NULL AND dropped_at IS NULL
+ WHERE dropped_at IS NULL
  GROUP BY catalog;
 
 -- name: table_backoff_counts
