@@ -7,7 +7,11 @@ One run, one Postgres, one local disk, the same number of planted orphan files e
   job's quarantine folder and mark its row (``OrphanQuarantine.record`` + ``quarantine``);
 * and restoring them all (``OrphanQuarantine.restore``), the way back an outright delete lacks.
 
-Run: ``make bench`` (or ``uv run python -m bench.ledger [--files N]``).
+Then expiry's "still live" check on a streaming table of 5,000 snapshots and 100,000 live files,
+Icepack's streaming manifest check beside the Spark check it replaced (``live_check``).
+
+Run: ``make bench`` (or ``uv run python -m bench.ledger [--files N] [--snapshots N]
+[--budget S]``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 import asyncpg
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
+from bench.ledger import live_check
 from icepack_core.db import pool as icedb
 from icepack_core.db.migrate import migrate
 from icepack_core.execution.file_mover import FileMover
@@ -123,5 +128,8 @@ async def measure(root: Path, files: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--snapshots", type=int, default=live_check.SNAPSHOTS)
+    parser.add_argument("--budget", type=float, default=180.0, help="baseline live check seconds")
     args = parser.parse_args()
     main(args.files)
+    live_check.measure(args.snapshots, args.budget)

@@ -227,6 +227,45 @@ async def test_a_still_referenced_file_stops_the_job_before_the_call(
     assert stored["state"] == "failed" and stored["output"]["conflict_count"] == 1
 
 
+async def test_the_spark_sample_stops_a_live_file_icepacks_reader_missed(
+    spark, engine, db, spark_catalog_settings, monkeypatch
+):
+    """Two planted faults at once: the plan records a data file the head still reads, and
+    Icepack's own live check (``live_conflicts``) is blinded so that it finds nothing. Spark's
+    sample (the newest kept snapshots, the head among them) still stops the job before the
+    procedure runs, and the evidence says Spark saw it."""
+    name = unique_name("sampled")
+    table, _tagged = build_table(spark, name)
+    before, count = fingerprint(spark, table), snapshot_count(spark, table)
+    live = spark.sql(f"SELECT file_path FROM {table}.files WHERE content = 0 LIMIT 1").first()[
+        "file_path"
+    ]
+    real_plan, real_check = expiry_ledger.plan_expiry, expiry_ledger.live_conflicts
+
+    def planted(*args, **kwargs):
+        plan = real_plan(*args, **kwargs)
+        return dataclasses.replace(plan, files=(*plan.files, LedgerFile(live, "data", 1)))
+
+    def blind(*args, **kwargs):
+        check = real_check(*args, **kwargs)
+        return dataclasses.replace(check, conflicts=[], conflict_count=0, _hit=set())
+
+    monkeypatch.setattr(expiry_ledger, "plan_expiry", planted)
+    monkeypatch.setattr(expiry_ledger, "live_conflicts", blind)
+    table_id = await register(db, name)
+    job, run = await run_job(db, engine, spark_catalog_settings, table_id, [expire_action()])
+    with pytest.raises(PermanentError, match="still referenced"):
+        await run
+    assert snapshot_count(spark, table) == count  # the procedure never ran
+    assert fingerprint(spark, table) == before and missing_referenced_files(spark, table) == []
+    hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id)
+    (conflict,) = hold["evidence"]["conflicts"]
+    assert conflict["path"] == live and conflict["live_in"].endswith("(Spark)")
+    rows = await ledger(db, job.id)
+    assert rows and all(r["state"] == "recorded" for r in rows)
+    assert all(local_path(r["path"]).exists() for r in rows)
+
+
 async def test_a_count_mismatch_after_the_call_holds_the_table(
     spark, engine, db, spark_catalog_settings, monkeypatch
 ):
@@ -264,8 +303,8 @@ async def test_a_count_mismatch_after_the_call_holds_the_table(
 async def test_the_ledger_check_runs_through_a_thrift_engine(
     spark, thrift_server, db, spark_catalog_settings
 ):
-    """The live view (``files VERSION AS OF``, ``all_manifests``, ``snapshots``) and the
-    reconciliation read rows as the Thrift engine returns them."""
+    """Spark's sampled live view (``files VERSION AS OF``, ``all_manifests``, ``snapshots``)
+    and the reconciliation read rows as the Thrift engine returns them."""
     name = unique_name("thrift")
     table, tagged = build_table(spark, name)
     before = fingerprint(spark, table)

@@ -109,6 +109,8 @@ func TestInvalidArgumentsExitTwo(t *testing.T) {
 		{"--metadata-location", "x", "--rest-uri", "http://127.0.0.1:1"},
 		{"--metadata-location", "x", "--prop", "novalue"},
 		{"--rest-uri", "http://127.0.0.1:1", "--identifier", "justtable"},
+		{"--metadata-location", "x", "--max-block-bytes", "0"},
+		{"--metadata-location", "x", "--max-block-bytes", "-5"},
 	} {
 		code, result, _ := invoke(t, args...)
 		if code != 2 {

@@ -198,6 +198,13 @@ class Settings(BaseSettings):
     spark_conf: dict[str, str] = Field(default_factory=dict)
     metadata_inspector: Literal["pyiceberg", "iceberg-go"] = "pyiceberg"
     go_inspector_path: Path | None = None
+    # The most bytes one compressed Avro block of a manifest (list) may expand to, in both
+    # inspectors and the executor's readers; beyond it the file is damaged (bounded_decompress).
+    avro_max_block_bytes: int = Field(64 * 1024 * 1024, ge=64 * 1024)
+    # A transient catalog error (dropped connection, REST 5xx/429) is retried this many times,
+    # waiting base·2^n seconds, before a table is marked INSPECTION_FAILED.
+    inspection_transient_retries: int = Field(4, ge=0, le=10)
+    inspection_retry_base_seconds: float = Field(1.0, ge=0)
 
     # Database sessions: short, so no service can hold the xmin horizon (and event delivery) back.
     db_pool_min: int = Field(1, ge=0)
@@ -213,6 +220,12 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(6, ge=1, le=64)
     inspector_refresh_seconds: float = Field(3600.0, gt=0)  # age metrics without new events
     maintenance_cadence_hours: float = Field(24.0, ge=MIN_CADENCE_HOURS, le=MAX_HOURS)
+    # Need-based scheduling (planning.due): the least time between two maintenance runs on one
+    # table, and the benefit (objects a scan no longer opens) a compaction, delete application
+    # or manifest rewrite must reach: min benefit + bytes rewritten / bytes per benefit.
+    maintenance_min_interval_minutes: float = Field(5.0, ge=0, le=MAX_HOURS * 60)
+    maintenance_min_benefit: float = Field(50.0, ge=0)
+    maintenance_bytes_per_benefit: int = Field(128 * 1024 * 1024, ge=1)
     # Safety floor for expire_snapshots, whoever asks: never expire what is younger than this.
     expiry_min_age_hours: float = Field(1.0, ge=0, le=MAX_HOURS)
 
@@ -222,6 +235,10 @@ class Settings(BaseSettings):
     job_backoff_base_seconds: float = Field(30.0, ge=0)
     job_backoff_cap_seconds: float = Field(3600.0, ge=0)
     work_lease_seconds: float = Field(300.0, gt=0)
+    # A work item whose holder died (lease expired) waits base·2^(n-1) s after its n-th death
+    # and is parked at the limit (the inspector records INSPECTION_FAILED for its table).
+    work_max_deaths: int = Field(3, ge=1)
+    work_death_backoff_seconds: float = Field(60.0, ge=0)
     # A table whose job failed permanently gets no new job for that action for base·2^(n-1)
     # seconds after its n-th consecutive failure, at most cap (15 min doubling to a day).
     failure_backoff_base_seconds: float = Field(900.0, ge=0)

@@ -7,77 +7,54 @@ returns it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
-from icepack_core.errors import JobNotFound
 from icepack_core.intents import RestoreQuarantine, RestoreQuarantineParams, intents_json
+from icepack_core.queue.ledger import job_page, restore_target
 from icepack_core.types import JobTrigger
 from icepack_gateway import models
 from icepack_gateway.api_jobs import MANUAL_PRIORITY, _admit, job_json
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams
 from icepack_gateway.errors import Conflict
-from icepack_gateway.inputs import JobPath
+from icepack_gateway.inputs import DeletionsQuery, JobPath
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.models import error, ok
+from icepack_gateway.params import decode_cursor, encode_cursor
 from icepack_gateway.state import gateway
 
 DELETION_KEYS = tuple(models.Deletion.model_fields)
 
 
-async def job_deletions(call: Call[JobPath, NoParams, NoBody]) -> Response:
-    job_id = call.path.id
+async def job_deletions(call: Call[JobPath, DeletionsQuery, NoBody]) -> Response:
+    job_id, q = call.path.id, call.query
+    after = decode_cursor(q.cursor, "deletions", (int,))
     pool = gateway(call.request).pool
-    rows = await pool.fetch(load_query("deletion_list_job"), job_id)
-    if not rows and await pool.fetchrow(load_query("job_detail"), job_id) is None:
-        raise JobNotFound(job_id)  # the ledger outlives pruned jobs: either one will do
-    by_state = {
-        r["state"]: {"files": r["files"], "bytes": r["bytes"]}
-        for r in await pool.fetch(load_query("deletion_job_states"), job_id)
-    }
+    page = await job_page(pool, job_id, after[0] if after else None, q.limit)
     return ApiResponse(
         {
             "job_id": job_id,
-            "items": [{k: r[k] for k in DELETION_KEYS} for r in rows],
-            "totals": {
-                "files": sum(s["files"] for s in by_state.values()),
-                "bytes": sum(s["bytes"] for s in by_state.values()),
+            "items": [{k: r[k] for k in DELETION_KEYS} for r in page.rows],
+            "next_cursor": (
+                None if page.last_id is None else encode_cursor("deletions", [page.last_id])
+            ),
+            "totals": {"files": page.files, "bytes": page.bytes},
+            "by_state": {
+                state: {"files": t.files, "bytes": t.bytes} for state, t in page.by_state.items()
             },
-            "by_state": by_state,
         }
     )
-
-
-def _nothing_restorable(job_id: int, states: dict[str, Any]) -> str:
-    if not states:
-        return f"job {job_id} recorded no deletions; nothing to restore"
-    counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
-    return f"job {job_id} has no quarantined files ({counts}); nothing to restore"
 
 
 async def restore_job(call: Call[JobPath, NoParams, NoBody]) -> Response:
     job_id = call.path.id
     state = gateway(call.request)
+    target = await restore_target(state.pool, job_id)
+    if target.table is None:
+        raise Conflict("NOTHING_TO_RESTORE", target.refusal or f"job {job_id}: nothing to restore")
+    table = target.table
+    table_id = table["id"]
     pool = state.pool
-    rows = await pool.fetch(load_query("deletion_list_job"), job_id)
-    if not rows and await pool.fetchrow(load_query("job_detail"), job_id) is None:
-        raise JobNotFound(job_id)
-    states: dict[str, int] = {}
-    for r in rows:
-        states[r["state"]] = states.get(r["state"], 0) + 1
-    tables = {r["table_id"] for r in rows if r["state"] == "quarantined"}
-    if not tables:
-        raise Conflict("NOTHING_TO_RESTORE", _nothing_restorable(job_id, states))
-    if None in tables or len(tables) > 1:
-        raise Conflict(
-            "NOTHING_TO_RESTORE", f"job {job_id}'s quarantined files belong to no single live table"
-        )
-    (table_id,) = tables
-    table = await pool.fetchrow(load_query("table_get"), table_id)
-    if table is None or table["dropped_at"] is not None:
-        raise Conflict("NOTHING_TO_RESTORE", f"job {job_id}'s table {table_id} was dropped")
     intents = [
         RestoreQuarantine(
             params=RestoreQuarantineParams(job_id=job_id),
@@ -105,10 +82,10 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "GET",
         "/jobs/{id}/deletions",
-        "The deletion ledger of a job: each file, its size and state, with totals",
+        "A page of a job's deletion ledger (each file, its size and state), with its totals",
         job_deletions,
         JobPath,
-        NoParams,
+        DeletionsQuery,
         NoBody,
         {200: ok(models.JobDeletions), **NO_JOB},
     ),

@@ -117,7 +117,7 @@ def create_app(
         # Outermost first: ids, metrics, then the body cap before auth and any parsing.
         middleware=[
             Middleware(RequestIds),
-            Middleware(metrics.RequestMetrics),
+            Middleware(metrics.RequestMetrics, methods=metrics.route_methods(routes)),
             Middleware(BodyLimit, max_bytes=settings.gateway_max_body_bytes),
             Middleware(BearerAuth, tokens=tokens, read_auth=settings.gateway_read_auth),
         ],

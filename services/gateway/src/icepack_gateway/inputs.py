@@ -110,6 +110,12 @@ class HistoryQuery(Page):
     limit: int = Field(20, ge=1, le=MAX_LIMIT)
 
 
+class DeletionsQuery(Page):
+    """A page of a job's deletion ledger, in the order the rows were recorded."""
+
+    limit: int = Field(200, ge=1, le=MAX_LIMIT)
+
+
 class Sort(StrEnum):
     SCORE = "score"  # worst first (lowest score); never-assessed tables last
     SCORE_DESC = "-score"  # best first; never-assessed tables last

@@ -363,9 +363,12 @@ class DeletionTotal(Model):
 
 
 class JobDeletions(Model):
+    """A page of a job's ledger; ``totals`` and ``by_state`` cover the whole job."""
+
     job_id: int
     items: list[Deletion]
-    totals: DeletionTotal
+    next_cursor: str | None
+    totals: DeletionTotal = Field(description="every row of the job, not only this page")
     by_state: dict[str, DeletionTotal] = Field(description="files and bytes per ledger state")
 
 

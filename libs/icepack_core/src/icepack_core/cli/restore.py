@@ -22,11 +22,11 @@ import typer
 
 from icepack_core.cli.common import err, out
 from icepack_core.cli.maintain import JsonOpt, Refused, _enqueue_and_claim, _settings, _with_db
-from icepack_core.db.queries import load_query
-from icepack_core.errors import ActionRefused
+from icepack_core.errors import ActionRefused, JobNotFound
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.intents import RestoreQuarantine, RestoreQuarantineParams, intents_json
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.queue.ledger import restore_target
 from icepack_core.safety.admission import admit
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
@@ -36,25 +36,15 @@ OWNER = "cli-restore"
 
 
 async def _source_table(pool: asyncpg.Pool, job_id: int) -> asyncpg.Record:
-    """The live table whose files ``job_id`` quarantined. Refused, with the ledger's counts,
-    when nothing of that job is restorable."""
-    rows = await pool.fetch(load_query("deletion_list_job"), job_id)
-    if not rows and await pool.fetchrow(load_query("job_detail"), job_id) is None:
-        raise Refused(f"no job {job_id}, and no deletion ledger rows of it")
-    states: dict[str, int] = {}
-    for r in rows:
-        states[r["state"]] = states.get(r["state"], 0) + 1
-    tables = {r["table_id"] for r in rows if r["state"] == "quarantined"}
-    if not tables:
-        counts = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "no deletions"
-        raise Refused(f"job {job_id} has no quarantined files ({counts}); nothing to restore")
-    if None in tables or len(tables) != 1:
-        raise Refused(f"job {job_id}'s quarantined files belong to no single live table")
-    (table_id,) = tables
-    table = await pool.fetchrow(load_query("table_get"), table_id)
-    if table is None or table["dropped_at"] is not None:
-        raise Refused(f"job {job_id}'s table {table_id} was dropped")
-    return table
+    """The live table holding the files ``job_id`` quarantined (followed through a rename).
+    Refused, with the ledger's counts, when nothing of that job is restorable."""
+    try:
+        target = await restore_target(pool, job_id)
+    except JobNotFound:
+        raise Refused(f"no job {job_id}, and no deletion ledger rows of it") from None
+    if target.table is None:
+        raise Refused(target.refusal or f"job {job_id}: nothing to restore")
+    return target.table
 
 
 async def run_restore(settings: Settings, pool: asyncpg.Pool, job_id: int) -> dict[str, Any]:

@@ -175,6 +175,56 @@ BEGIN
 END $$;
 
 
+--
+-- Name: live_table_at(bigint); Type: FUNCTION; Schema: icepack; Owner: -
+--
+
+CREATE FUNCTION icepack.live_table_at(p_table_id bigint) RETURNS bigint
+    LANGUAGE sql STABLE
+    AS $$
+SELECT CASE
+         WHEN t.dropped_at IS NULL THEN t.id
+         WHEN t.location IS NULL THEN NULL
+         ELSE (SELECT CASE WHEN count(*) = 1 THEN min(n.id) END
+                 FROM icepack.tables n
+                WHERE n.catalog = t.catalog AND n.dropped_at IS NULL
+                  AND rtrim(n.location, '/') = rtrim(t.location, '/'))
+       END
+  FROM icepack.tables t
+ WHERE t.id = p_table_id
+$$;
+
+
+--
+-- Name: FUNCTION live_table_at(p_table_id bigint); Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON FUNCTION icepack.live_table_at(p_table_id bigint) IS 'the table itself when live; a dropped table''s single live successor at the same location (a rename); else NULL';
+
+
+--
+-- Name: restore_pending(bigint); Type: FUNCTION; Schema: icepack; Owner: -
+--
+
+CREATE FUNCTION icepack.restore_pending(p_job_id bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+SELECT EXISTS (
+  SELECT 1 FROM icepack.jobs j
+   WHERE j.state IN ('queued', 'running')
+     AND j.actions @> jsonb_build_array(jsonb_build_object(
+           'action', 'restore_quarantine', 'params', jsonb_build_object('job_id', p_job_id)))
+)
+$$;
+
+
+--
+-- Name: FUNCTION restore_pending(p_job_id bigint); Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON FUNCTION icepack.restore_pending(p_job_id bigint) IS 'true while a queued or running job restores job p_job_id''s quarantined files';
+
+
 SET default_tablespace = '';
 
 SET default_table_access_method = heap;
@@ -191,9 +241,11 @@ CREATE TABLE icepack.api_tokens (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
+    scope text DEFAULT 'write'::text NOT NULL,
     CONSTRAINT api_tokens_key_id_check CHECK ((key_id ~ '^[a-z0-9]{12}$'::text)),
     CONSTRAINT api_tokens_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$'::text)),
     CONSTRAINT api_tokens_revoked_after_created CHECK (((revoked_at IS NULL) OR (revoked_at >= created_at))),
+    CONSTRAINT api_tokens_scope_check CHECK ((scope = ANY (ARRAY['read'::text, 'write'::text]))),
     CONSTRAINT api_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32))
 );
 
@@ -324,6 +376,7 @@ CREATE TABLE icepack.catalog_status (
     skipped_tables jsonb DEFAULT '[]'::jsonb NOT NULL,
     last_pass_calls jsonb DEFAULT '{}'::jsonb NOT NULL,
     last_pass_seconds double precision,
+    listing_since timestamp with time zone,
     CONSTRAINT catalog_status_error_complete CHECK (((last_error IS NULL) = (last_error_at IS NULL))),
     CONSTRAINT catalog_status_pass_seconds_nonnegative CHECK ((last_pass_seconds >= (0)::double precision)),
     CONSTRAINT catalog_status_skipped_is_list CHECK ((jsonb_typeof(skipped_tables) = 'array'::text))
@@ -557,11 +610,15 @@ CREATE TABLE icepack.jobs (
     benefit double precision DEFAULT 0 NOT NULL,
     health_score double precision,
     outcome jsonb,
+    lock_waits integer DEFAULT 0 NOT NULL,
+    conflicts integer DEFAULT 0 NOT NULL,
     error_code text,
     CONSTRAINT jobs_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT jobs_benefit_check CHECK ((benefit >= (0)::double precision)),
+    CONSTRAINT jobs_conflicts_check CHECK ((conflicts >= 0)),
     CONSTRAINT jobs_error_code_format CHECK ((error_code ~ '^[A-Z][A-Z0-9_]{0,63}$'::text)),
     CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
+    CONSTRAINT jobs_lock_waits_check CHECK ((lock_waits >= 0)),
     CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT jobs_rewrite_bytes_check CHECK ((rewrite_bytes >= 0)),
     CONSTRAINT jobs_running_has_lease CHECK (((state <> 'running'::text) OR ((lease_owner IS NOT NULL) AND (lease_until IS NOT NULL)))),
@@ -594,6 +651,30 @@ CREATE SEQUENCE icepack.jobs_id_seq
 --
 
 ALTER SEQUENCE icepack.jobs_id_seq OWNED BY icepack.jobs.id;
+
+
+--
+-- Name: maintenance_deferrals; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.maintenance_deferrals (
+    table_id bigint NOT NULL,
+    action text NOT NULL,
+    conflicts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    deferred_until timestamp with time zone,
+    reason text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT maintenance_deferrals_action_check CHECK ((action <> ''::text)),
+    CONSTRAINT maintenance_deferrals_conflicts_check CHECK ((conflicts >= 0))
+);
+
+
+--
+-- Name: TABLE maintenance_deferrals; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.maintenance_deferrals IS 'commit conflicts in a row per (table, action); deferred_until: no new job for it before then';
 
 
 --
@@ -630,6 +711,24 @@ CREATE TABLE icepack.pending_verifications (
 --
 
 COMMENT ON TABLE icepack.pending_verifications IS 'Rewrites started and not yet verified: every replace snapshot after start_snapshot_id must be checked (or the table held) before any other maintenance of the table';
+
+
+--
+-- Name: planner_replans; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.planner_replans (
+    table_id bigint NOT NULL,
+    replan_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: TABLE planner_replans; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.planner_replans IS 'per table: when the planner plans it again without an event (an action held back only by the minimum interval)';
 
 
 --
@@ -1081,8 +1180,24 @@ CREATE TABLE icepack.work_items (
     lease_until timestamp with time zone,
     attempts integer DEFAULT 0 NOT NULL,
     last_error text,
+    deaths integer DEFAULT 0 NOT NULL,
+    parked_at timestamp with time zone,
     CONSTRAINT work_items_claim_complete CHECK (((claimed_by IS NULL) = (lease_until IS NULL)))
 );
+
+
+--
+-- Name: COLUMN work_items.deaths; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.work_items.deaths IS 'times a holder died holding this item (lease expired) since it last completed';
+
+
+--
+-- Name: COLUMN work_items.parked_at; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.work_items.parked_at IS 'set when deaths reached the limit: the item is not claimed until requested again';
 
 
 --
@@ -1297,6 +1412,14 @@ ALTER TABLE ONLY icepack.jobs
 
 
 --
+-- Name: maintenance_deferrals maintenance_deferrals_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.maintenance_deferrals
+    ADD CONSTRAINT maintenance_deferrals_pkey PRIMARY KEY (table_id, action);
+
+
+--
 -- Name: manifest_stats manifest_stats_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -1310,6 +1433,14 @@ ALTER TABLE ONLY icepack.manifest_stats
 
 ALTER TABLE ONLY icepack.pending_verifications
     ADD CONSTRAINT pending_verifications_pkey PRIMARY KEY (table_id);
+
+
+--
+-- Name: planner_replans planner_replans_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.planner_replans
+    ADD CONSTRAINT planner_replans_pkey PRIMARY KEY (table_id);
 
 
 --
@@ -1421,10 +1552,10 @@ CREATE INDEX catalog_hints_due ON icepack.catalog_hints USING btree (not_before)
 
 
 --
--- Name: deletions_job; Type: INDEX; Schema: icepack; Owner: -
+-- Name: deletions_job_page; Type: INDEX; Schema: icepack; Owner: -
 --
 
-CREATE INDEX deletions_job ON icepack.deletions USING btree (job_id);
+CREATE INDEX deletions_job_page ON icepack.deletions USING btree (job_id, id);
 
 
 --
@@ -1533,6 +1664,13 @@ CREATE INDEX manifest_stats_last_used ON icepack.manifest_stats USING btree (las
 
 
 --
+-- Name: planner_replans_due; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX planner_replans_due ON icepack.planner_replans USING btree (replan_at);
+
+
+--
 -- Name: policies_one_per_target; Type: INDEX; Schema: icepack; Owner: -
 --
 
@@ -1579,6 +1717,13 @@ CREATE INDEX webhook_deliveries_finished_at ON icepack.webhook_deliveries USING 
 --
 
 CREATE INDEX work_items_due ON icepack.work_items USING btree (service, not_before, requested_at);
+
+
+--
+-- Name: work_items_held; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX work_items_held ON icepack.work_items USING btree (service, lease_until) WHERE (lease_until IS NOT NULL);
 
 
 --
@@ -1659,6 +1804,14 @@ ALTER TABLE ONLY icepack.jobs
 
 
 --
+-- Name: maintenance_deferrals maintenance_deferrals_table_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.maintenance_deferrals
+    ADD CONSTRAINT maintenance_deferrals_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
+
+
+--
 -- Name: pending_verifications pending_verifications_job_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -1672,6 +1825,14 @@ ALTER TABLE ONLY icepack.pending_verifications
 
 ALTER TABLE ONLY icepack.pending_verifications
     ADD CONSTRAINT pending_verifications_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
+
+
+--
+-- Name: planner_replans planner_replans_table_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.planner_replans
+    ADD CONSTRAINT planner_replans_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
 
 
 --

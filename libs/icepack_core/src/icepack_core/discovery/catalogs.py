@@ -18,6 +18,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icepack_core.discovery.limits import CatalogCalls, CatalogGate
+from icepack_core.inspection import bounded_decompress
 from icepack_core.settings import CatalogConfig
 from icepack_core.types import TableRef, join_namespace
 
@@ -100,6 +101,7 @@ def load_catalog(cfg: CatalogConfig) -> Catalog:
     Raises:
         Exception: whatever PyIceberg raises for an unreachable or misconfigured catalog.
     """
+    bounded_decompress.install()  # its loads of gzip metadata and Avro files are bounded
     props = catalog_properties(cfg)
     if cfg.type == "sql":
         from pyiceberg.catalog.sql import SqlCatalog

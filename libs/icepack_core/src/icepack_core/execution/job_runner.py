@@ -133,10 +133,13 @@ class JobRunner:
             bound.info("job.succeeded", actions=len(results))
             return JobRun(done)
         except LockHeld as exc:
-            done = await self.queue.fail(
-                job, str(exc), retryable=self.retry_failures, code=exc.code
-            )
-            bound.info("job.table_busy")
+            # Another job is working on the table: not this job's failure. Its attempt and
+            # budget charge are given back and it waits its turn (the CLI has no turn to wait).
+            if self.retry_failures:
+                done = await self.queue.give_back(job, "lock", str(exc))
+            else:
+                done = await self.queue.fail(job, str(exc), retryable=False, code=exc.code)
+            bound.info("job.table_busy", lock_waits=done.lock_waits)
             return JobRun(done, lock_held=True)
         except CancelRequested:
             bound.info("job.cancelled")

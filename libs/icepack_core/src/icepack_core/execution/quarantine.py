@@ -28,13 +28,18 @@ Iceberg's orphan listing skips every directory whose name starts with ``.`` or `
 one job's quarantined files back (rows -> ``restored``), refusing a file whose original path
 exists again with other bytes (the same bytes: a copy back whose delete was lost, finished) and
 reporting files already purged.
+
+Every path moved or deleted (a listed orphan, its quarantine target, a purged copy, a restore's
+source and destination) passes the table's confinement rule first (``safety.confinement``):
+one foreign path in a batch stops the action before that batch is touched
+(``DeletionOutsideTable``; the job holds the table).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,7 +49,8 @@ import asyncpg
 from icepack_core.db.queries import load_query
 from icepack_core.errors import PermanentError, StaleFence
 from icepack_core.execution.file_mover import FileMover
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.confinement import Confinement, refuse_foreign
+from icepack_core.safety.locations import LocationError, location_key, parse_location
 
 # "_": hidden from Iceberg's orphan listing (as "." is), and accepted by object stores that
 # refuse "."-prefixed key components (SeaweedFS table buckets deny them). Under ``data/``: such
@@ -56,6 +62,8 @@ QUARANTINE_PREFIX = f"data/{QUARANTINE_DIR}"
 BATCH_SIZE = 200
 # Paths kept in an action's output (the ledger has them all).
 SAMPLE = 20
+# Paths an output lists per problem (missing, refused, already purged) at most.
+REPORTED = 1000
 ORPHAN_ACTION = "remove_orphan_files"
 
 # A test hook: called after each file's move, before its row is marked.
@@ -68,11 +76,13 @@ def relative_path(location: str, path: str) -> str:
     Raises:
         PermanentError: ``path`` is not under ``location``.
     """
-    root = normalize_location(location).rstrip("/") + "/"
-    full = normalize_location(path)
-    if not full.startswith(root) or full == root:
+    try:
+        root, full = parse_location(location), parse_location(path)
+    except LocationError as exc:
+        raise PermanentError(f"orphan path {path!r}: {exc}") from None
+    if not root.contains(full) or full == root:
         raise PermanentError(f"orphan path {path!r} is not under the table location {location!r}")
-    return full[len(root) :]
+    return full.path[len(root.path) :].lstrip("/")
 
 
 def quarantine_root(location: str, job_id: int) -> str:
@@ -121,7 +131,10 @@ def is_quarantined(location: str, path: str) -> bool:
 
 @dataclass
 class LedgerReport:
-    """What one ledger action did; ``output`` is what its job action records."""
+    """What one ledger action did; ``output`` is what its job action records.
+
+    Bounded whatever the ledger's size: the problem lists keep their first ``REPORTED`` items
+    and ``counts`` has how many there were (the ledger has every row)."""
 
     moved: int = 0
     resumed: int = 0
@@ -131,12 +144,21 @@ class LedgerReport:
     refused: list[dict[str, str]] = field(default_factory=list)
     purged_before: list[str] = field(default_factory=list)
     sample: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def note(self, path: str, size: int | None) -> None:
         self.moved += 1
         self.bytes += size or 0
         if len(self.sample) < SAMPLE:
             self.sample.append(path)
+
+    def problem(self, kind: str, item: Any) -> None:
+        """Count one ``kind`` ("missing", "kept_referenced", "refused") and keep it while its
+        list is shorter than ``REPORTED``."""
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        listed: list[Any] = getattr(self, kind)
+        if len(listed) < REPORTED:
+            listed.append(item)
 
 
 @dataclass
@@ -158,6 +180,21 @@ class OrphanQuarantine:
     after_move: AfterMove | None = None
     # Paths the last ``record`` kept because their names cannot be moved exactly (``movable``).
     unusual: list[str] = field(default_factory=list)
+    # The table ids whose rows purge and restore act on: the table and the ones it was renamed
+    # from (``queue.ledger.table_lineage``); None: the table alone.
+    lineage: list[int] | None = None
+    # The table's confinement rule: every path moved or deleted must pass it (None: tests of
+    # the mechanics alone).
+    confinement: Confinement | None = None
+
+    def _tables(self) -> list[int]:
+        return self.lineage if self.lineage is not None else [self.table_id]
+
+    def _confine(self, paths: Iterable[str], action: str) -> None:
+        """Refuse (``DeletionOutsideTable``) before touching any of ``paths`` if one is not
+        the table's (``safety.confinement``)."""
+        if self.confinement is not None:
+            refuse_foreign(self.confinement, paths, action)
 
     def _stale(self, what: str) -> StaleFence:
         return StaleFence(self.job_id, self.fence, what)
@@ -185,6 +222,7 @@ class OrphanQuarantine:
         )
         for path in candidates:
             relative_path(self.location, path)  # refuse before writing anything
+        self._confine(candidates, ORPHAN_ACTION)
         written = 0
         for start in range(0, len(candidates), self.batch_size):
             batch = candidates[start : start + self.batch_size]
@@ -219,24 +257,22 @@ class OrphanQuarantine:
         ``recorded`` and is reported in ``kept_referenced``.
         """
         report = LedgerReport()
-        skipped: set[int] = set()
+        after = 0  # rows are read by id: a row left as it was is passed, never read again
         proven = False  # the last round trip proved the fence (see _still_ours)
         while True:
-            rows = await self.pool.fetch(
-                load_query("deletion_recorded_batch"),
-                self.job_id,
-                "recorded",
-                self.batch_size + len(skipped),
-                ORPHAN_ACTION,
-            )
-            rows = [r for r in rows if r["id"] not in skipped]
+            rows = await self._batch(self.job_id, "recorded", after, [self.table_id])
             if not rows:
                 return report
+            self._confine(
+                [r["path"] for r in rows]
+                + [quarantine_path(self.location, self.job_id, r["path"]) for r in rows],
+                ORPHAN_ACTION,
+            )
             for row in rows:
+                after = row["id"]
                 path = row["path"]
-                if referenced is not None and normalize_location(path) in referenced:
-                    report.kept_referenced.append(path)
-                    skipped.add(row["id"])
+                if referenced is not None and location_key(path) in referenced:
+                    report.problem("kept_referenced", path)
                     continue
                 target = quarantine_path(self.location, self.job_id, path)
                 if not proven:
@@ -252,8 +288,7 @@ class OrphanQuarantine:
                         await step
                     raise
                 if outcome == "missing":
-                    report.missing.append(path)
-                    skipped.add(row["id"])
+                    report.problem("missing", path)
                     continue
                 if not marked:
                     raise self._stale(f"mark {path} quarantined")
@@ -261,6 +296,22 @@ class OrphanQuarantine:
                 if outcome == "resumed":
                     report.resumed += 1
                 report.note(path, row["size_bytes"])
+
+    async def _batch(
+        self, job_id: int, state: str, after: int, tables: list[int]
+    ) -> list[asyncpg.Record]:
+        """The next ``batch_size`` orphan rows of ``job_id`` in ``state`` after row ``after``."""
+        return list(
+            await self.pool.fetch(
+                load_query("deletion_recorded_batch"),
+                job_id,
+                state,
+                self.batch_size,
+                ORPHAN_ACTION,
+                after,
+                tables,
+            )
+        )
 
     async def _move_and_mark(
         self, row: asyncpg.Record, target: str, retention: timedelta
@@ -301,10 +352,11 @@ class OrphanQuarantine:
         proven = False
         while True:
             rows = await self.pool.fetch(
-                load_query("deletion_purge_due"), self.table_id, self.now(), self.batch_size
+                load_query("deletion_purge_due"), self._tables(), self.now(), self.batch_size
             )
             if not rows:
                 return report
+            self._confine([r["quarantine_path"] for r in rows], "purge_quarantine")
             for row in rows:
                 if not proven:
                     await self._still_ours(f"purge {row['quarantine_path']}")
@@ -314,34 +366,34 @@ class OrphanQuarantine:
                 report.note(row["path"], row["size_bytes"])
 
     async def restore(self, source_job: int) -> LedgerReport:
-        """Move job ``source_job``'s quarantined files of this table back to their paths."""
+        """Move job ``source_job``'s quarantined files of this table (or of the tables it was
+        renamed from, ``lineage``) back to their paths, a batch of rows at a time."""
         report = LedgerReport()
-        refused: set[int] = set()
-        proven = False
-        for row in await self.pool.fetch(load_query("deletion_list_job"), source_job):
-            if row["table_id"] != self.table_id:
-                continue
-            if row["state"] == "purged":
-                report.purged_before.append(row["path"])
-        while True:
-            rows = await self.pool.fetch(
-                load_query("deletion_recorded_batch"),
-                source_job,
-                "quarantined",
-                self.batch_size + len(refused),
-                ORPHAN_ACTION,
+        tables = self._tables()
+        report.purged_before = [
+            r["path"]
+            for r in await self.pool.fetch(
+                load_query("deletion_job_purged"), source_job, tables, REPORTED
             )
-            rows = [r for r in rows if r["id"] not in refused and r["table_id"] == self.table_id]
+        ]
+        after = 0  # rows are read by id: a refused row is passed, never read again
+        proven = False
+        while True:
+            rows = await self._batch(source_job, "quarantined", after, tables)
             if not rows:
                 return report
+            self._confine(
+                [r["path"] for r in rows] + [r["quarantine_path"] for r in rows],
+                "restore_quarantine",
+            )
             for row in rows:
+                after = row["id"]
                 if not proven:
                     await self._still_ours(f"restore {row['path']}")
                 proven = False
                 reason = await asyncio.to_thread(self._restore_one, row)
                 if reason is not None and reason != "resumed":
-                    report.refused.append({"path": row["path"], "reason": reason})
-                    refused.add(row["id"])
+                    report.problem("refused", {"path": row["path"], "reason": reason})
                     continue
                 await self._mark(row, "restored")
                 proven = True
@@ -384,11 +436,14 @@ def report_output(report: LedgerReport, verb: str) -> dict[str, Any]:
         "sample": report.sample,
     }
     if report.missing:
-        output["missing"] = report.missing[:1000]
+        output["missing"] = report.missing[:REPORTED]
     if report.kept_referenced:
-        output["kept_referenced_recorded"] = report.kept_referenced[:1000]
+        output["kept_referenced_recorded"] = report.kept_referenced[:REPORTED]
     if report.refused:
-        output["refused"] = report.refused[:1000]
+        output["refused"] = report.refused[:REPORTED]
     if report.purged_before:
-        output["already_purged"] = report.purged_before[:1000]
+        output["already_purged"] = report.purged_before[:REPORTED]
+    for kind, count in report.counts.items():
+        if count > REPORTED:
+            output[f"{kind}_count"] = count
     return output

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
@@ -68,6 +68,8 @@ class Job:
     benefit: float = 0.0
     health_score: float | None = None
     outcome: dict[str, Any] | None = None
+    lock_waits: int = 0
+    conflicts: int = 0
     error_code: str | None = None  # the class of the last failure (jobs.error_code)
 
     @classmethod
@@ -100,12 +102,30 @@ class Backoff:
     cap_seconds: float = 3600.0
 
 
+# A busy table is usually free again when the job holding it ends (minutes); a writer that
+# keeps winning commit conflicts is waited out longer.
+LOCK_BACKOFF = Backoff(base_seconds=15.0, cap_seconds=600.0)
+CONFLICT_BACKOFF = Backoff(base_seconds=30.0, cap_seconds=1800.0)
+GiveBack = Literal["lock", "conflict"]
+
+
 class JobQueue:
     """Intent-named operations on ``icepack.jobs``."""
 
-    def __init__(self, pool: asyncpg.Pool, backoff: Backoff | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        backoff: Backoff | None = None,
+        *,
+        lock_backoff: Backoff = LOCK_BACKOFF,
+        conflict_backoff: Backoff = CONFLICT_BACKOFF,
+    ) -> None:
         self.pool = pool
         self.backoff = backoff or Backoff()
+        self.give_back_backoff: dict[GiveBack, Backoff] = {
+            "lock": lock_backoff,
+            "conflict": conflict_backoff,
+        }
 
     async def enqueue(
         self,
@@ -262,6 +282,27 @@ class JobQueue:
             self.backoff.cap_seconds,
             now,
             error_code(code),
+        )
+
+    async def give_back(
+        self, job: Job, kind: GiveBack, reason: str, *, now: datetime | None = None
+    ) -> Job:
+        """running -> queued without spending the attempt: the table was busy (``lock``: another
+        job holds its lock) or a writer won an Iceberg commit conflict (``conflict``). This
+        claim's budget charge is refunded; the job is due again after a capped exponential
+        backoff with jitter over its earlier give-backs of the same kind (``lock_waits`` or
+        ``conflicts``, counted on the job). Raises ``StaleFence`` when the caller lost the job.
+        """
+        backoff = self.give_back_backoff[kind]
+        return await self._finish(
+            job,
+            "job_give_back",
+            f"give back ({kind})",
+            kind,
+            backoff.base_seconds,
+            backoff.cap_seconds,
+            now,
+            storable(redact_text(reason)),
         )
 
     async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:

@@ -56,6 +56,8 @@ async function api(path, { method = "GET", json = undefined, withStatus = false 
 // The job page re-reads a job that is not finished yet at this interval (ms): often enough to
 // watch it run, rarely enough that an open tab costs the gateway nothing worth mentioning.
 const JOB_POLL_MS = 2000;
+// Ledger rows per page on the job page; "Load more" reads the next page.
+const DELETIONS_PAGE = 100;
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 let jobTimer = null;
 
@@ -238,6 +240,7 @@ document.addEventListener("alpine:init", () => {
       const m = this.maintain;
       if (m.state !== "refused") return "";
       if (m.status === 401) return "Not allowed: the token is missing or unknown";
+      if (m.code === "TOKEN_READ_ONLY") return "Not allowed: this token is read-only";
       if (m.status === 403) return "Not allowed: the token was revoked";
       if (m.status === 409) return "Refused";
       if (m.status === 422) return "Invalid request";
@@ -262,10 +265,23 @@ document.addEventListener("alpine:init", () => {
       this.restore = { state: "idle", job: null, created: false, message: "" };
       await this.guarded(async () => {
         const base = `/jobs/${encodeURIComponent(id)}`;
-        [this.job, this.deletions] = await Promise.all([api(base), api(`${base}/deletions`)]);
+        [this.job, this.deletions] = await Promise.all([
+          api(base), api(`${base}/deletions` + query({ limit: DELETIONS_PAGE }))]);
       });
       this.pollJob(id);
       await this.loadJobTable();
+    },
+
+    // The next page of the job's ledger (GET /jobs/{id}/deletions is paged; totals cover all).
+    async moreDeletions() {
+      const d = this.deletions;
+      if (!d || !d.next_cursor) return;
+      await this.guarded(async () => {
+        const page = await api(`/jobs/${encodeURIComponent(d.job_id)}/deletions`
+                               + query({ limit: DELETIONS_PAGE, cursor: d.next_cursor }));
+        if (this.deletions !== d) return;  // the page changed meanwhile
+        this.deletions = { ...page, items: d.items.concat(page.items) };
+      });
     },
 
     // Re-read an unfinished job every JOB_POLL_MS until it is terminal or the page changes.

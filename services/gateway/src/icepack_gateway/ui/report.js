@@ -103,7 +103,8 @@
               : "–";
   }
 
-  // The job page: what the job deleted or quarantined (GET /jobs/{id}/deletions).
+  // The job page: what the job deleted or quarantined (GET /jobs/{id}/deletions, one page or
+  // more of it; the totals cover every row).
   function deletionsHtml(report) {
     if (!isObj(report) || !Array.isArray(report.items)) return "";
     if (!report.items.length) {
@@ -121,8 +122,11 @@
         + `<td>${esc(d.kind)}</td><td class="num">${esc(bytes(d.size_bytes))}</td>`
         + `<td><span class="badge ${esc(d.state)}">${esc(d.state)}</span></td></tr>`;
     }).join("");
+    const shown = report.items.length < (report.totals?.files ?? 0)
+      ? ` <span class="muted" data-test="deletions-shown">(showing the first `
+        + `${esc(num(report.items.length))})</span>` : "";
     return `<p data-test="deletions-totals"><strong>${esc(num(report.totals?.files))} files, `
-      + `${esc(bytes(report.totals?.bytes))}</strong> ${totals}</p><div class="scroll">`
+      + `${esc(bytes(report.totals?.bytes))}</strong> ${totals}${shown}</p><div class="scroll">`
       + `<table class="impact deletions" data-test="deletions"><thead><tr><th>path</th>`
       + `<th>kind</th><th>size</th><th>state</th></tr></thead><tbody>${rows}</tbody></table></div>`;
   }

@@ -20,10 +20,13 @@ WITH fenced AS (
 SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT count(*) FROM written) AS written;
 
 -- name: deletion_recorded_batch
--- The next rows of job $1 in state $2 recorded by action $4, oldest first, at most $3 (a job
--- that expires snapshots and removes orphans holds rows of both under one id).
+-- The next rows of job $1 in state $2 recorded by action $4 after row id $5, oldest first, at
+-- most $3 (a job that expires snapshots and removes orphans holds rows of both under one id),
+-- of the tables in $6 (a table and the ones it was renamed from: ``table_lineage``). Read by
+-- id so that rows left as they were (kept, refused) are passed, never read again.
 SELECT * FROM icepack.deletions
- WHERE job_id = $1 AND state = $2 AND action = $4
+ WHERE job_id = $1 AND state = $2 AND action = $4 AND id > $5
+   AND table_id = ANY($6::bigint[])
  ORDER BY id
  LIMIT $3;
 
@@ -44,29 +47,69 @@ UPDATE icepack.deletions
 RETURNING id;
 
 -- name: deletion_purge_due
--- Quarantined rows of table $1 whose window ended before $2, oldest first, at most $3.
-SELECT * FROM icepack.deletions
- WHERE table_id = $1 AND state = 'quarantined' AND purge_after <= $2
- ORDER BY purge_after, id
+-- Quarantined rows of the tables in $1 (``table_lineage``) whose window ended before $2,
+-- oldest first, at most $3; never a row whose job's restore is queued or running (an
+-- operator's restore must not lose to the hourly purge).
+SELECT * FROM icepack.deletions d
+ WHERE d.table_id = ANY($1::bigint[]) AND d.state = 'quarantined' AND d.purge_after <= $2
+   AND NOT icepack.restore_pending(d.job_id)
+ ORDER BY d.purge_after, d.id
  LIMIT $3;
 
 -- name: deletion_purge_due_tables
--- Live, not held tables with quarantined files due for purging by $1, at most $2.
-SELECT DISTINCT d.table_id
-  FROM icepack.deletions d
-  JOIN icepack.tables t ON t.id = d.table_id
- WHERE d.state = 'quarantined' AND d.purge_after <= $1
-   AND t.dropped_at IS NULL AND t.maintenance_hold IS NULL
- ORDER BY d.table_id
+-- Live, not held tables with quarantined files due for purging by $1, at most $2: a row's
+-- table, or the live table it was renamed to (``live_table_at``); rows whose restore is
+-- pending are not due.
+WITH due AS (
+    SELECT DISTINCT d.table_id
+      FROM icepack.deletions d
+     WHERE d.state = 'quarantined' AND d.purge_after <= $1 AND d.table_id IS NOT NULL
+       AND NOT icepack.restore_pending(d.job_id)
+)
+SELECT DISTINCT t.id AS table_id
+  FROM due
+  JOIN icepack.tables t ON t.id = icepack.live_table_at(due.table_id)
+ WHERE t.dropped_at IS NULL AND t.maintenance_hold IS NULL
+ ORDER BY t.id
  LIMIT $2;
 
--- name: deletion_list_job
--- The ledger rows of job $1, in the order they were recorded.
+-- name: table_lineage
+-- Table $1 and every dropped table it is the live successor of (``live_table_at``: a rename),
+-- so the ledger rows of a renamed table are purged and restored with it.
+SELECT $1::bigint AS id
+UNION
+SELECT o.id
+  FROM icepack.tables t
+  JOIN icepack.tables o
+    ON o.catalog = t.catalog AND o.dropped_at IS NOT NULL
+   AND rtrim(o.location, '/') = rtrim(t.location, '/')
+ WHERE t.id = $1 AND icepack.live_table_at(o.id) = $1;
+
+-- name: deletion_page_job
+-- A page of job $1's ledger rows, in the order they were recorded: the rows after id $2 (NULL:
+-- from the start), at most $3.
 SELECT id, job_id, table_id, action, kind, path, size_bytes, state, quarantine_path,
        purge_after, reason, recorded_at, changed_at
   FROM icepack.deletions
- WHERE job_id = $1
- ORDER BY id;
+ WHERE job_id = $1 AND ($2::bigint IS NULL OR id > $2)
+ ORDER BY id
+ LIMIT $3;
+
+-- name: deletion_job_quarantined_tables
+-- The tables of job $1's quarantined rows (at most 3: a restore needs exactly one), each with
+-- the live table it is now (``live_table_at``; NULL: dropped, and no single successor).
+SELECT q.table_id, icepack.live_table_at(q.table_id) AS live_id
+  FROM (SELECT DISTINCT table_id FROM icepack.deletions
+         WHERE job_id = $1 AND state = 'quarantined') q
+ LIMIT 3;
+
+-- name: deletion_job_purged
+-- Paths of job $1's purged rows of the tables in $2, oldest first, at most $3 (a restore lists
+-- what it cannot bring back; the count is ``deletion_job_states``).
+SELECT path FROM icepack.deletions
+ WHERE job_id = $1 AND state = 'purged' AND table_id = ANY($2::bigint[])
+ ORDER BY id
+ LIMIT $3;
 
 -- name: deletion_job_states
 -- How many rows (and bytes) of job $1 are in each state.

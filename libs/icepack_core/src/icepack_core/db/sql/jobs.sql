@@ -253,3 +253,30 @@ RETURNING id;
 -- name: budget_use_all
 -- Every budget with its use now (v_budget_use), catalog-wide ones first.
 SELECT * FROM icepack.v_budget_use ORDER BY catalog, namespace NULLS FIRST;
+
+-- name: job_give_back
+-- running -> queued without spending the attempt, fenced: the claim found the table busy
+-- (another job's lock, $3 = 'lock') or lost an Iceberg commit conflict to a writer ($3 =
+-- 'conflict'). The attempt is given back and the budget charge of this claim refunded (it
+-- rewrote nothing that counts against the table); the job is due again after a capped
+-- exponential backoff with jitter over its give-backs of that kind ($4 base, $5 cap seconds,
+-- $6 an optional pinned clock). $7: the reason, kept in `error`.
+WITH refund AS (
+    DELETE FROM icepack.budget_charges c
+     USING icepack.jobs j
+     WHERE j.id = $1 AND j.fence = $2 AND j.state = 'running'
+       AND c.job_id = j.id AND c.attempt = j.attempts)
+UPDATE icepack.jobs
+   SET state       = 'queued',
+       attempts    = greatest(attempts - 1, 0),
+       lock_waits  = lock_waits + (CASE WHEN $3 = 'lock' THEN 1 ELSE 0 END),
+       conflicts   = conflicts + (CASE WHEN $3 = 'conflict' THEN 1 ELSE 0 END),
+       not_before  = coalesce($6::timestamptz, now()) + make_interval(secs =>
+                     least($5::float8, $4::float8 * power(2, least(
+                         CASE WHEN $3 = 'lock' THEN lock_waits ELSE conflicts END, 30)))
+                     * (0.5 + random() * 0.5)),
+       finished_at = NULL,
+       lease_until = NULL,
+       error       = $7
+ WHERE id = $1 AND fence = $2 AND state = 'running'
+RETURNING *;

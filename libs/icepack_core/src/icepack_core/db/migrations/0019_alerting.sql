@@ -9,10 +9,6 @@ ALTER TABLE icepack.jobs ADD COLUMN error_code text
 COMMENT ON COLUMN icepack.jobs.error_code IS
   'class of the last failure: the IcepackError code (UNEXPECTED, LEASE_EXPIRED); NULL after a claim';
 
--- Permanently failed jobs per table: the failure backoff's streaks (job_failure_streaks per
--- table, table_backoff_counts fleet-wide at each /metrics scrape) read only these.
-CREATE INDEX jobs_failed_table ON icepack.jobs (table_id, finished_at) WHERE state = 'failed';
-
 -- catalog_status.last_pass_seconds: wall time of the last successful pass (listing + apply).
 ALTER TABLE icepack.catalog_status ADD COLUMN last_pass_seconds double precision
     CONSTRAINT catalog_status_pass_seconds_nonnegative CHECK (last_pass_seconds >= 0);

@@ -1,1 +1,0 @@
-SELECT 1; -- local placeholder (w31), never committed
