@@ -61,6 +61,7 @@ bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.fleet
 	uv run python -m bench.ledger
 	uv run python -m bench.stream
+	uv run python -m bench.metrics
 
 schema: uv ## regenerate the schema snapshot after adding a migration
 	uv run python scripts/dump_schema.py

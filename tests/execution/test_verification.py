@@ -226,6 +226,11 @@ async def test_verification_that_cannot_run_holds_the_table(
         await execution.run(table_id, [NO_OP_REWRITE], record, job=job)
     hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id)
     assert hold["evidence"]["status"] == "error" and "TimeoutError" in hold["reason"]
+    # The hold is announced with it (webhooks notify table.held).
+    held = await db.fetchrow(
+        "SELECT table_id, payload FROM icepack.events WHERE topic = 'table.held'"
+    )
+    assert held["table_id"] == table_id and held["payload"]["reason"] == hold["reason"]
     verify = (await stored_actions(db, job.id))[-1]
     assert (
         verify["action"] == "verify_rewrites"

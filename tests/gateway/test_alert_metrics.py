@@ -11,11 +11,14 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from icepack_core.db.queries import load_query
 from icepack_core.discovery.limits import CatalogCalls
 from icepack_core.discovery.refresh import apply_listing
+from icepack_core.planning.planner import Planner
 from icepack_core.queue.events import EventConsumer, publish
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.safety.holds import place_hold
@@ -177,3 +180,56 @@ async def test_a_malformed_error_class_is_stored_as_unexpected(db: asyncpg.Pool,
     assert job is not None
     done = await queue.fail(job, "x", retryable=False, code=code)
     assert done.error_code == "UNEXPECTED"
+
+
+ACTIONS = ["rewrite_data_files", "expire_snapshots"]
+# Per table, its history oldest first: (action, failed?, minutes ago). Ages avoid the edges of
+# the backoff windows (15 min doubling, capped at 4 h here) by a minute or more.
+histories_st = st.lists(
+    st.lists(
+        st.tuples(
+            st.sampled_from(ACTIONS),
+            st.booleans(),
+            st.sampled_from([2, 7, 20, 45, 100, 200, 290, 400]),
+        ),
+        max_size=5,
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(histories=histories_st)
+async def test_backoff_gauge_counts_the_tables_the_planner_rests(
+    db: asyncpg.Pool, histories: list[list[tuple[str, bool, int]]]
+) -> None:
+    """The fleet-wide gauge agrees with the planner: a table counts iff ``Planner``'s
+    ``failure_streaks`` (job_failure_streaks + failure_backoff) has an action resting now."""
+    await db.execute("TRUNCATE icepack.jobs, icepack.tables, icepack.events CASCADE")
+    settings = Settings(failure_backoff_base_seconds=900, failure_backoff_cap_seconds=4 * 3600)
+    queue = JobQueue(db)
+    planner = Planner(settings, db, queue)
+    now = datetime.now(UTC)
+    resting = 0
+    for i, history in enumerate(histories):
+        table_id = await table(db, "lake", f"t{i}")
+        for action, failed, minutes in sorted(history, key=lambda h: -h[2]):
+            at = now - timedelta(minutes=minutes)
+            await queue.enqueue(table_id, [{"action": action}], not_before=at - timedelta(1))
+            job = await queue.claim("executor-1", 60, now=at - timedelta(seconds=30))
+            assert job is not None
+            if failed:
+                await queue.fail(job, "boom", retryable=False, now=at, code="PERMANENT")
+            else:
+                await queue.record_action(
+                    job, action=action, state="succeeded", started_at=at, finished_at=at
+                )
+                await queue.complete(job, {"actions": []})
+        streaks = await planner.failure_streaks(table_id)
+        resting += any(s.retry_after > datetime.now(UTC) for s in streaks.values())
+    got = await scrape(db, failure_backoff_base_seconds=900, failure_backoff_cap_seconds=4 * 3600)
+    assert got[("icepack_tables_failure_backoff", (("catalog", "lake"),))] == resting

@@ -1629,6 +1629,13 @@ CREATE UNIQUE INDEX jobs_dedupe_active ON icepack.jobs USING btree (dedupe_key) 
 
 
 --
+-- Name: jobs_failed_table; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX jobs_failed_table ON icepack.jobs USING btree (table_id, finished_at) WHERE (state = 'failed'::text);
+
+
+--
 -- Name: jobs_finished; Type: INDEX; Schema: icepack; Owner: -
 --
 

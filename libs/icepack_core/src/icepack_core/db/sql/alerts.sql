@@ -3,10 +3,11 @@
 -- state), never by table.
 
 -- name: table_held_counts
--- Tables still in their catalog whose automatic maintenance is stopped, per catalog.
-SELECT catalog, count(*) AS tables
+-- Tables still in their catalog whose automatic maintenance is stopped, per catalog (every
+-- catalog with a live table, zeros included).
+SELECT catalog, count(*) FILTER (WHERE maintenance_hold IS NOT NULL) AS tables
   FROM icepack.tables
- WHERE maintenance_hold IS NOT NULL AND dropped_at IS NULL
+ WHERE dropped_at IS NULL
  GROUP BY catalog;
 
 -- name: table_backoff_counts
@@ -14,18 +15,32 @@ SELECT catalog, count(*) AS tables
 -- per catalog: the planner's failure backoff (job_failure_streaks, fleet-wide): n permanently
 -- failed jobs naming the action since it last succeeded on the table, the newest at `last`,
 -- rest until last + least(cap, base * 2^(n-1)). $1 base seconds, $2 cap seconds.
-WITH failures AS (
-    SELECT DISTINCT j.table_id, j.id, a.elem->>'action' AS action, j.finished_at
+-- Only a (table, action) whose newest failure finished within the cap can be resting, so the
+-- streaks are counted for those alone (found through the jobs_finished index).
+WITH recent AS (
+    SELECT DISTINCT j.table_id, a.elem->>'action' AS action
       FROM icepack.jobs j
      CROSS JOIN LATERAL jsonb_array_elements(
            CASE WHEN jsonb_typeof(j.actions) = 'array' THEN j.actions ELSE '[]'::jsonb END
            ) AS a(elem)
-     WHERE j.state = 'failed' AND j.table_id IS NOT NULL AND jsonb_typeof(a.elem) = 'object'),
+     WHERE j.finished_at > now() - make_interval(secs => $2::float8)
+       AND j.state = 'failed' AND j.table_id IS NOT NULL AND jsonb_typeof(a.elem) = 'object'),
+failures AS (
+    SELECT DISTINCT r.table_id, j.id, r.action, j.finished_at
+      FROM recent r
+     CROSS JOIN LATERAL (SELECT j.id, j.finished_at, j.actions FROM icepack.jobs j
+                          WHERE j.table_id = r.table_id AND j.state = 'failed') AS j
+     CROSS JOIN LATERAL jsonb_array_elements(
+           CASE WHEN jsonb_typeof(j.actions) = 'array' THEN j.actions ELSE '[]'::jsonb END
+           ) AS a(elem)
+     WHERE jsonb_typeof(a.elem) = 'object' AND a.elem->>'action' = r.action),
 successes AS (
-    SELECT j.table_id, ja.action, max(ja.finished_at) AS finished_at
-      FROM icepack.job_actions ja JOIN icepack.jobs j ON j.id = ja.job_id
-     WHERE ja.state = 'succeeded' AND j.table_id IN (SELECT table_id FROM failures)
-     GROUP BY j.table_id, ja.action),
+    SELECT r.table_id, s.action, s.finished_at
+      FROM (SELECT DISTINCT table_id FROM recent) AS r
+     CROSS JOIN LATERAL (SELECT ja.action, max(ja.finished_at) AS finished_at
+                           FROM icepack.jobs j JOIN icepack.job_actions ja ON ja.job_id = j.id
+                          WHERE j.table_id = r.table_id AND ja.state = 'succeeded'
+                          GROUP BY ja.action) AS s),
 streaks AS (
     SELECT f.table_id, f.action, count(*) AS n, max(f.finished_at) AS last
       FROM failures f
@@ -72,14 +87,18 @@ SELECT (SELECT extract(epoch FROM now() - min(greatest(j.created_at, j.not_befor
          AS claim_latency,
        count(*) AS claimed
   FROM icepack.jobs
- WHERE started_at > now() - interval '1 hour';
+ WHERE started_at > now() - interval '1 hour'
+   -- a job claimed in the last hour runs, or finished since (indexes jobs_lease, jobs_finished)
+   AND (state = 'running' OR finished_at > now() - interval '1 hour');
 
 -- name: consumer_lag_age
--- Per consumer, how long its oldest unread event has waited (0 when it is caught up).
+-- Per consumer, how long the next event it will read has waited (0 when it is caught up): the
+-- first event after its cursor in (xid, id) order, one index probe per consumer.
 SELECT c.consumer,
        coalesce(extract(epoch FROM now() - (
-           SELECT min(e.created_at) FROM icepack.events e
-            WHERE (e.xid, e.id) > (c.last_xid, c.last_event_id))), 0)::float8 AS seconds
+           SELECT e.created_at FROM icepack.events e
+            WHERE (e.xid, e.id) > (c.last_xid, c.last_event_id)
+            ORDER BY e.xid, e.id LIMIT 1)), 0)::float8 AS seconds
   FROM icepack.consumer_offsets c
  ORDER BY c.consumer;
 
