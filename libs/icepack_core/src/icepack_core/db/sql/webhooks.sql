@@ -1,4 +1,4 @@
--- Webhook notifications (icepack_core.notify.webhooks; table webhook_deliveries, migration 0024).
+-- Webhook notifications (icepack_core.notify.webhooks; table webhook_deliveries, migration 0019).
 
 -- name: webhook_consumer_start
 -- Create the notifying consumer's cursor at the current horizon (the newest event no running
