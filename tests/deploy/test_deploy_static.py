@@ -1,5 +1,6 @@
 """Static checks with no cluster and no Docker engine: terraform fmt, hadolint, checkov, and
-the Dockerfile rules that keep images reproducible and in step with `make setup`."""
+the Dockerfile rules that keep images reproducible and in step with `make setup`. The linters
+are the pinned versions `make setup` installs (`uv tool install`); no test downloads them."""
 
 from __future__ import annotations
 
@@ -28,12 +29,31 @@ SETUP_STEPS = {
 }
 
 
-def uvx(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    uv = shutil.which("uv")
-    need(uv is not None, "uv is not on PATH (needed to run pinned linters with uvx)")
-    return subprocess.run(
-        [uv, "tool", "run", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
-    )
+def installed(tool: str, pin: str) -> str:
+    """The path of ``tool`` as ``make setup`` installs it (``uv tool install <pin>``), checked to
+    be the pinned version. Nothing is downloaded at test time: missing, it skips (fails under
+    CI=true)."""
+    path = shutil.which(tool)
+    need(path is not None, f"{tool} is not on PATH (make setup installs {pin})")
+    assert path is not None
+    version = subprocess.run(
+        [path, "--version"], capture_output=True, text=True, timeout=120, check=False
+    ).stdout
+    wanted = pin.split("==")[1]
+    assert wanted in version, f"{tool} is {version.strip()!r}, not {pin}: run make setup"
+    return path
+
+
+def run_tool(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def test_make_setup_installs_the_pinned_linters() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    for pin in (HADOLINT, CHECKOV):
+        assert re.search(rf"^[A-Z]+ := {re.escape(pin)}$", makefile, re.M), pin
+    assert 'uv tool install --quiet "$(HADOLINT)"' in makefile
+    assert 'uv tool install --quiet "$(CHECKOV)"' in makefile
 
 
 def instructions(path: Path) -> list[tuple[str, str]]:
@@ -103,7 +123,7 @@ def test_images_run_the_make_setup_steps() -> None:
 def test_hadolint() -> None:
     files = [str(p) for p in DOCKERFILES]
     config = str(DEPLOY / "docker" / ".hadolint.yaml")
-    result = uvx("--from", HADOLINT, "hadolint", "--config", config, *files)
+    result = run_tool(installed("hadolint", HADOLINT), "--config", config, *files)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -111,8 +131,8 @@ def checkov(targets: list[Path], frameworks: list[str]) -> dict:
     """One checkov run over every target with every framework (its start-up is most of its
     time): the report of each framework, by check type."""
     directories = [arg for target in targets for arg in ("-d", str(target))]
-    result = uvx(
-        CHECKOV,
+    result = run_tool(
+        installed("checkov", CHECKOV),
         *directories,
         "--framework",
         *frameworks,

@@ -168,10 +168,44 @@ async def test_glue_events_refresh_the_named_table_once_even_when_duplicated(
     assert seen[-1][1] == location
     assert queue_depth(aws, queue) == 0
 
+    catalog.drop_table(f"{database}.orders")
     sqs.send_message(QueueUrl=queue, MessageBody=glue_event(database, "orders", "DeleteTable"))
     async with consuming(db, cfg) as watcher:
         await eventually(lambda: _deleted(watcher, 1), timeout=DEADLINE, what="delete handled")
     assert [t for t, _ in await topics(db, "orders")][-1] == "table.dropped"
+
+
+async def test_a_delete_event_for_a_live_table_is_checked_with_the_catalog(
+    db, database_url, tmp_path, aws
+):
+    """A forged (or stale, reordered) ``DeleteTable`` must not take a live table out of
+    maintenance and out of the location-overlap checks: the catalog still has the table, so it
+    stays live; a later real drop is recorded."""
+    queue, _dlq = make_queues(aws)
+    database = f"g{uuid.uuid4().hex[:6]}"
+    cfg, catalog = glue_catalog(aws, queue, database)
+    catalog.create_namespace(database)
+    catalog.create_table(f"{database}.prod", rows(0).schema)
+    discovery = Discovery(
+        load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg]), db
+    )
+    assert (await discovery.run_once()).discovered == 1
+
+    sqs = client(aws, "sqs")
+    for change in ("DeleteTable", "BatchDeleteTable"):
+        sqs.send_message(QueueUrl=queue, MessageBody=glue_event(database, "prod", change))
+    async with consuming(db, cfg) as watcher:
+        await eventually(lambda: _deleted(watcher, 2), timeout=DEADLINE, what="both handled")
+    assert [t for t, _ in await topics(db, "prod")] == ["table.discovered"]
+    dropped_at = await db.fetchval("SELECT dropped_at FROM icepack.tables WHERE name = 'prod'")
+    assert dropped_at is None
+    assert queue_depth(aws, queue) == 0
+
+    catalog.drop_table(f"{database}.prod")
+    sqs.send_message(QueueUrl=queue, MessageBody=glue_event(database, "prod", "DeleteTable"))
+    async with consuming(db, cfg) as watcher:
+        await eventually(lambda: _deleted(watcher, 1), timeout=DEADLINE, what="the real drop")
+    assert [t for t, _ in await topics(db, "prod")] == ["table.discovered", "table.dropped"]
 
 
 async def _deleted(watcher: SqsWatcher, count: int) -> bool:

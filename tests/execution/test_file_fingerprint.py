@@ -401,7 +401,8 @@ def live(*entries: tuple[int, str, int, tuple[Any, ...], str | None]) -> Any:
     [
         (None, None),
         ((1, "/d/a-del", 0, ("a",), None), "delete files in a touched partition"),
-        ((2, "/d/eq", 1, (), None), "delete files of an unpartitioned spec"),
+        ((2, "/d/eq", 1, (), None), "equality delete files of an unpartitioned spec"),
+        ((2, "/d/a-eq", 0, ("a",), None), "equality delete files in a touched partition"),
         ((1, "/d/b-del", 0, ("b",), "/d/a1"), "a delete file names a touched data file"),
         # In another partition, naming nothing by field: it may still name /d/a1 by its
         # file_path bounds, which readers honour in any partition.

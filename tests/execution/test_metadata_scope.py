@@ -166,9 +166,11 @@ async def test_thresholds_select_the_same_partitions(spark, engine, spark_catalo
     # Independently of the oracle: the small files only, two or more per partition.
     metadata, _ = await both_scopes(maintenance, loader, middle, 2)
     assert metadata == PartitionScope("(`p` = 'b') OR (`p` = 'c')", 2, 4)
-    # Too many partitions is the same whole-table answer on both paths.
+    # Too many partitions: the Spark path rewrites the whole table; the manifests cap the run
+    # at the partitions with the most small files (c: 4, b: 2, then d over a, by key).
     metadata, oracle = await both_scopes(maintenance, loader, large + 1, 1, limit=3)
-    assert metadata == oracle == "fallback: 4 partitions qualify (at most 3 scoped)"
+    assert oracle == "fallback: 4 partitions qualify (at most 3 scoped)"
+    assert metadata == PartitionScope("(`p` = 'b') OR (`p` = 'c') OR (`p` = 'd')", 3, 4, deferred=1)
 
 
 async def scoped_run(spark: Any, engine: Any, settings: Any, name: str, table: str) -> Any:
@@ -205,17 +207,32 @@ async def test_a_renamed_partition_field_is_scoped_from_the_manifests(
     assert data_file_count(spark, table) == 2
 
 
-async def test_files_of_an_older_spec_are_scoped_by_spark(spark, engine, spark_catalog_settings):
+async def test_files_of_an_older_spec_are_scoped_from_the_manifests(
+    spark, engine, spark_catalog_settings
+):
+    """Partitions of both specs qualify; each is written with its own spec's fields, and the
+    older spec's filter (``p`` only) also covers the newer spec's files of that ``p``."""
     name = unique_name("evolved")
     table = create(spark, name, "id BIGINT, p STRING, q STRING", "p")
     for _ in range(2):
         spark.sql(f"INSERT INTO {table} VALUES (1, 'a', 'x')")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'z', 'x')")
     spark.sql(f"ALTER TABLE {table} ADD PARTITION FIELD q")
     for _ in range(2):
-        spark.sql(f"INSERT INTO {table} VALUES (2, 'a', 'y')")
+        spark.sql(f"INSERT INTO {table} VALUES (2, 'b', 'y')")
+    untouched = {
+        r["file_path"]
+        for r in spark.sql(f"SELECT file_path FROM {table}.files WHERE partition.p = 'z'").collect()
+    }
     outcome = await scoped_run(spark, engine, spark_catalog_settings, name, table)
-    assert outcome.output["scope_source"] == "engine", outcome.output
-    assert "partition spec 0, not the current 1" in outcome.output["scope_source_fallback"]
+    assert outcome.output["scope_source"] == "metadata", outcome.output
+    assert outcome.output["partitions_selected"] == 2
+    assert outcome.output["older_specs_scoped"] == 1
+    assert "where => '(`p` = \\'a\\') OR (`p` = \\'b\\' AND `q` = \\'y\\')'" in outcome.sql[-1]
+    assert outcome.output["rewritten_data_files_count"] == 4
+    assert untouched <= {
+        r["file_path"] for r in spark.sql(f"SELECT file_path FROM {table}.files").collect()
+    }
 
 
 async def test_a_rewrite_without_a_loader_scopes_on_the_engine(spark, engine):

@@ -32,7 +32,7 @@ from icepack_core.execution.quarantine import (
     relative_path,
 )
 from icepack_core.queue.jobs import Job, JobQueue
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.locations import normalize_location
 from icepack_core.settings import CatalogConfig
 from tests.plugins.catalogs import SCHEMA, Seaweed, rows
 

@@ -18,7 +18,7 @@ from pyiceberg.table import StaticTable
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.execution.metadata_diff import checked_manifests, read_live_entries
 from icepack_core.execution.referenced_files import referenced_paths, split_referenced
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.locations import location_key
 from tests.execution.spark_tables import make_small_files_table, unique_name
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -30,7 +30,7 @@ def spark_references(spark, table: str) -> set[str]:
     paths += [r[0] for r in spark.sql(f"SELECT path FROM {table}.all_manifests").collect()]
     paths += [r[0] for r in spark.sql(f"SELECT manifest_list FROM {table}.snapshots").collect()]
     paths += [r[0] for r in spark.sql(f"SELECT file FROM {table}.metadata_log_entries").collect()]
-    return {normalize_location(p) for p in paths}
+    return {location_key(p) for p in paths}
 
 
 def test_every_file_spark_says_is_referenced_is_in_the_set(spark, spark_catalog_settings):
@@ -51,7 +51,7 @@ def test_every_file_spark_says_is_referenced_is_in_the_set(spark, spark_catalog_
     oracle = spark_references(spark, table)
     assert len(oracle) > 10
     assert oracle <= referenced, sorted(oracle - referenced)[:5]
-    assert normalize_location(loaded.metadata_location) in referenced
+    assert location_key(loaded.metadata_location) in referenced
     data_dir = loaded.location() + "/data"
     stray = [f"{data_dir}/never-committed.parquet", f"file:{data_dir[7:]}/also-not.parquet"]
     live = sorted(p for p in oracle if p.endswith(".parquet"))[0]
@@ -75,7 +75,7 @@ def pyiceberg_references(metadata: str) -> set[str]:
             paths.add(manifest.manifest_path)
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
                 paths.add(entry.data_file.file_path)
-    return {normalize_location(p) for p in paths}
+    return {location_key(p) for p in paths}
 
 
 @pytest.mark.parametrize("name", ["spark_v1", "spark_v2", "spark_v3", "pyiceberg_v2"])
@@ -134,7 +134,7 @@ def test_every_manifest_and_manifest_list_is_read_once(name, monkeypatch):
     avro = {p: n for p, n in io.opened.items() if p.endswith(".avro")}
     assert len(avro) >= 2
     assert set(avro.values()) == {1}, avro
-    assert {normalize_location(p) for p in avro} <= referenced
+    assert {location_key(p) for p in avro} <= referenced
 
     table = StaticTable.from_metadata(metadata)
     for snapshot in table.metadata.snapshots:  # the verification's file diff, one snapshot

@@ -30,6 +30,17 @@ def test_token_create_revoke_exit_codes(cli, fleet):
     assert cli("token", "revoke", "ci").exit_code == 1
 
 
+def test_token_create_with_a_read_scope(cli, fleet):
+    created = cli("token", "create", "ui", "--scope", "read")
+    assert created.exit_code == 0, created.output
+    assert "scope read" in created.stderr
+    assert cli("token", "create", "w").exit_code == 0  # write is the default
+    listed = {t["name"]: t["scope"] for t in json.loads(cli("token", "list", "--json").stdout)}
+    assert listed == {"ui": "read", "w": "write"}
+    bad = cli("token", "create", "x", "--scope", "admin")
+    assert bad.exit_code == 2 and "must be one of: read, write" in bad.stderr
+
+
 def test_jobs_job_and_events(cli, fleet):
     jobs = json.loads(cli("jobs", "--json").stdout)
     assert {j["id"] for j in jobs} == set(fleet.jobs.values())

@@ -75,3 +75,74 @@ async def test_a_revoked_token_cannot_read(locked, db, fleet):
 
 async def test_reads_are_open_by_default(client, fleet):
     assert (await client.get("/tables")).status_code == 200
+
+
+def write_calls(fleet: Fleet) -> list[tuple[str, str, dict[str, object] | None]]:
+    """One call of every write route of the app (method, path, body), with real values."""
+    values = {
+        "catalog": "demo",
+        "namespace": "web",
+        "table": "clicks",
+        "id": str(fleet.jobs["queued"]),
+        "policy_type": "system.data-compaction",
+    }
+    bodies: dict[str, dict[str, object]] = {
+        "/jobs": {"table": "demo.web.clicks", "actions": [{"action": "rewrite_manifests"}]},
+        "/budgets/{catalog}": {"max_running": 1},
+    }
+    calls = []
+    for route in api_routes():
+        if not isinstance(route, Route):
+            continue
+        for method in sorted((route.methods or set()) - {"GET", "HEAD", "OPTIONS"}):
+            if route.path.startswith("/hooks/"):
+                continue  # the hooks check their own token, never an operator's
+            path = route.path.format(**{k: values[k] for k in route.param_convertors})
+            calls.append((method, path, bodies.get(route.path)))
+    return calls
+
+
+async def test_a_read_token_reads_everything_and_writes_nothing(locked, db, fleet):
+    """A UI reader's token: every read answers, every write is refused with 403
+    TOKEN_READ_ONLY before its handler runs (nothing changes), and a write token still writes."""
+    store = TokenStore(db)
+    reader, info = await store.create("ui-reader", "read")
+    assert info.scope == "read" and not info.may_write
+    writer, _ = await store.create("operator")
+    for path in read_paths(fleet):
+        r = await locked.get(path, headers={"Authorization": f"Bearer {reader}"})
+        assert r.status_code == 200, (path, r.status_code, r.text)
+    calls = write_calls(fleet)
+    assert {m for m, _, _ in calls} >= {"POST", "PUT", "DELETE"} and len(calls) >= 8
+    state = "SELECT (SELECT count(*) FROM icepack.jobs), (SELECT count(*) FROM icepack.budgets)"
+    before = await db.fetchrow(state)
+    for method, path, body in calls:
+        r = await locked.request(
+            method, path, json=body, headers={"Authorization": f"Bearer {reader}"}
+        )
+        if path.startswith("/policies/simulate"):  # computes an answer, changes nothing
+            assert r.status_code != 403, (method, path, r.text)
+            continue
+        assert r.status_code == 403, (method, path, r.status_code, r.text)
+        assert r.json()["code"] == "TOKEN_READ_ONLY"
+        assert "ui-reader" in r.json()["message"] and "--scope write" in r.json()["message"]
+    assert await db.fetchrow(state) == before
+    r = await locked.post(
+        f"/jobs/{fleet.jobs['queued']}/cancel", headers={"Authorization": f"Bearer {writer}"}
+    )
+    assert r.status_code == 200, r.text
+
+
+async def test_a_read_token_cannot_write_with_reads_open_either(client, db, fleet):
+    reader, _ = await TokenStore(db).create("reader", "read")
+    r = await client.post(
+        f"/jobs/{fleet.jobs['queued']}/cancel", headers={"Authorization": f"Bearer {reader}"}
+    )
+    assert r.status_code == 403 and r.json()["code"] == "TOKEN_READ_ONLY"
+    assert (await client.get(f"/jobs/{fleet.jobs['queued']}")).json()["state"] == "queued"
+
+
+async def test_a_token_scope_must_be_read_or_write(db):
+    with pytest.raises(ValueError, match="'admin' must be one of: read, write"):
+        await TokenStore(db).create("x", "admin")
+    assert await db.fetchval("SELECT count(*) FROM icepack.api_tokens") == 0

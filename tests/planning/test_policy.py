@@ -70,6 +70,25 @@ def test_table_properties_override_last():
     assert "property icepack.snapshot-expiry.retain-last" in policy.sources[SNAPSHOT_EXPIRY]
 
 
+def test_need_scheduling_properties():
+    """The minimum interval (default from the setting) and the count-based retention (off
+    unless set) come from table properties too."""
+    default = resolve([], "db", "t", default_min_interval_minutes=7)
+    assert default.min_interval_minutes == 7 and default.snapshot_expiry.max_snapshots is None
+    policy = resolve(
+        [],
+        "db",
+        "t",
+        {
+            "icepack.maintenance.min-interval-minutes": "2.5",
+            "icepack.snapshot-expiry.max-count": "1000",
+        },
+    )
+    assert policy.min_interval_minutes == 2.5
+    assert policy.snapshot_expiry.max_snapshots == 1000
+    assert "property icepack.snapshot-expiry.max-count" in policy.sources[SNAPSHOT_EXPIRY]
+
+
 def test_opt_out_property():
     assert not resolve([], "db", "t", {"icepack.maintenance.enabled": "false"}).maintenance_enabled
 
@@ -82,6 +101,11 @@ def test_opt_out_property():
         ({"icepack.snapshot-expiry.max-age-hours": "-1"}, "icepack.snapshot-expiry.max-age-hours"),
         ({"icepack.no-such-knob": "1"}, "icepack.no-such-knob"),
         ({"icepack.compaction.min-input-files": "1"}, "min_input_files"),
+        ({"icepack.maintenance.min-interval-minutes": "soon"}, "min-interval-minutes='soon'"),
+        ({"icepack.maintenance.min-interval-minutes": "-5"}, "min-interval-minutes='-5'"),
+        ({"icepack.maintenance.min-interval-minutes": "1e12"}, "at most"),
+        ({"icepack.snapshot-expiry.max-count": "0"}, "max_snapshots"),
+        ({"icepack.snapshot-expiry.max-count": "many"}, "icepack.snapshot-expiry.max-count"),
     ],
 )
 def test_invalid_property_is_rejected_naming_the_key(props, named):

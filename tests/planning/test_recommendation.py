@@ -85,6 +85,8 @@ def test_equality_deletes_force_a_rewrite_with_delete_threshold():
     rec = recommend(status(equality_delete_file_count=2), resolve([], "db", "t"), {}, NOW)
     (rewrite,) = rec.actions
     assert rewrite.params["options"]["delete-file-threshold"] == "1"
+    # The applied delete files are dropped too, or health keeps counting them.
+    assert rewrite.params["options"]["remove-dangling-deletes"] == "true"
 
 
 def test_old_snapshots_are_expired_with_exact_parameters():
@@ -119,17 +121,34 @@ def test_actions_come_in_a_safe_order():
     assert orphan.params == {"older_than": "2026-11-18 12:00:00.000", "dry_run_first": True}
 
 
-def test_cadence_skips_an_action_that_ran_recently():
+def test_below_its_threshold_a_need_action_waits_for_the_cadence():
+    """Need-based scheduling (planning.due): a compaction whose benefit (10 files a scan no
+    longer opens) is under its threshold is not proposed within the cadence of its last run
+    (the behaviour a batch table had under the cadence alone), and is after it. Before: the
+    reason said only "cadence is 24 h"; now it weighs benefit against the threshold."""
     small = status(small_file_count=40, small_file_bytes=40 * MIB)
     policy = resolve([], "db", "t")
     recent = {"rewrite_data_files": NOW - timedelta(hours=3)}
     rec = recommend(small, policy, recent, NOW)
     assert rec.actions == []
-    assert "cadence is 24 h" in next(
-        s.reason for s in rec.skipped if s.action == "rewrite_data_files"
-    )
+    reason = next(s.reason for s in rec.skipped if s.action == "rewrite_data_files")
+    assert reason.startswith(
+        "not due: benefit 10 vs threshold 50.3 = min benefit 50 + 40.0 MiB rewritten / "
+        "128.0 MiB per object; ran 2026-11-21 09:00:00"
+    ), reason
+    assert "after the cadence of 24 h" in reason and rec.replan_at is None
     later = {"rewrite_data_files": NOW - timedelta(hours=25)}
-    assert actions(recommend(small, policy, later, NOW)) == ["rewrite_data_files"]
+    (due,) = recommend(small, policy, later, NOW).actions
+    assert due.action == "rewrite_data_files" and "due: the cadence of 24 h passed" in due.reason
+
+
+def test_cadence_still_gates_the_age_based_expiry():
+    old = status(snapshot_count=50, oldest_snapshot_at="2026-11-01T00:00:00.000Z")
+    policy = resolve([], "db", "t")
+    rec = recommend(old, policy, {"expire_snapshots": NOW - timedelta(hours=3)}, NOW)
+    assert rec.actions == []
+    (skip,) = [s for s in rec.skipped if s.action == "expire_snapshots"]
+    assert "cadence is 24 h" in skip.reason
 
 
 counts = st.integers(0, 5000)
@@ -166,11 +185,20 @@ def test_recommendation_properties(
     names = actions(rec)
     if not enabled:
         assert names == []
-    # ordered, no duplicates, never orphan removal by default, never within the cadence
+    # ordered, no duplicates, never orphan removal by default; within the cadence only a
+    # need action whose benefit reaches its threshold, and nothing within the min interval
     assert names == sorted(set(names), key=ACTION_ORDER.index)
     assert "remove_orphan_files" not in names
-    if last_hours is not None and last_hours < 24:
+    if last_hours is not None and last_hours < 5 / 60:
         assert names == []
+    if last_hours is not None and last_hours < 24:
+        assert "expire_snapshots" not in names
+        for a in rec.actions:
+            assert a.by_need and "due: benefit" in a.reason
+            assert a.predicted is not None
+            assert a.predicted.benefit + a.extra_benefit >= 50 + a.predicted.rewrite_bytes / (
+                128 * MIB
+            )
     for a in rec.actions:
         assert all(v >= 0 for v in a.estimated_benefit.values())
 

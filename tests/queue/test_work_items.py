@@ -2,6 +2,7 @@
 
 import asyncio
 from collections import Counter
+from datetime import timedelta
 
 from icepack_core.queue.work_items import WorkQueue
 
@@ -92,7 +93,10 @@ async def test_expired_lease_lets_another_replica_claim(db):
     await request(db, dead, table)
     (item,) = await dead.claim()
     await db.execute("UPDATE icepack.work_items SET lease_until = now() - interval '1 s'")
-    alive = WorkQueue(db, "inspector", "alive")
+    alive = WorkQueue(db, "inspector", "alive", death_backoff_seconds=0)
+    assert await alive.claim() == []  # a dead holder's item is reaped first, never just taken
+    (reaped,) = await alive.reap()
+    assert (reaped.table_id, reaped.deaths, reaped.parked) == (table, 1, False)
     (taken,) = await alive.claim()
     assert taken.table_id == table
     assert not await dead.heartbeat(item)  # the dead one learns it lost the item
@@ -113,3 +117,39 @@ async def test_an_error_text_postgres_cannot_store_is_stored_escaped(db):
     queue, item = await claimed_one(db)
     await queue.fail(item, "catalog said \x00", retry_in=3600)
     assert await db.fetchval("SELECT last_error FROM icepack.work_items") == "catalog said \\x00"
+
+
+async def test_an_item_whose_holder_keeps_dying_backs_off_then_is_parked(db):
+    """Each death (lease expired) is counted and waited out (60 s, then 120 s); the third
+    parks the item with the reason; a new request gives it one more try, and one more death
+    parks it again (not three more)."""
+    (table,) = await make_tables(db, 1)
+    q = WorkQueue(db, "inspector", "w", lease_seconds=10, max_deaths=3, death_backoff_seconds=60)
+    await request(db, q, table)
+    t = await db.fetchval("SELECT now()")
+    waits = []
+    for death in (1, 2, 3):
+        (item,) = await q.claim(now=t)
+        assert item.table_id == table
+        t += timedelta(seconds=11)  # the holder never renewed: its lease expired
+        (dead,) = await q.reap(now=t)
+        assert (dead.deaths, dead.parked) == (death, death == 3)
+        not_before = await db.fetchval("SELECT not_before FROM icepack.work_items")
+        waits.append((not_before - t).total_seconds())
+        assert await q.claim(now=t) == []  # not handed straight back
+        t = max(t, not_before)
+    assert waits[:2] == [60.0, 120.0]
+    row = await db.fetchrow("SELECT parked_at, deaths, last_error FROM icepack.work_items")
+    assert row["parked_at"] is not None and row["deaths"] == 3
+    assert "stopped renewing its lease" in row["last_error"]
+    assert await q.claim(now=t + timedelta(days=30)) == []  # parked: never claimed
+
+    await request(db, q, table)  # the table changed: one more try
+    (item,) = await q.claim(now=t + timedelta(days=30))
+    (dead,) = await q.reap(now=t + timedelta(days=31))
+    assert (dead.deaths, dead.parked) == (3, True)
+
+    await request(db, q, table)
+    (item,) = await q.claim(now=t + timedelta(days=32))
+    assert await q.complete(item)  # done at last: the row (and its deaths) is gone
+    assert await q.pending() == 0

@@ -13,12 +13,9 @@ from hypothesis import strategies as st
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused
 from icepack_core.intents import parse_intents
-from icepack_core.safety.admission import (
-    admit,
-    location_from_metadata,
-    locations_overlap,
-    normalize_location,
-)
+from icepack_core.safety.admission import admit
+from icepack_core.safety.confinement import location_from_metadata
+from icepack_core.safety.locations import locations_overlap, normalize_location
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 WH = "file:///lake/wh"
@@ -225,6 +222,39 @@ async def test_dropped_tables_do_not_block_and_unknown_locations_do(db):
     )
     error = await refused(db, table, orphans(100))
     assert error.rule == "LOCATION_UNKNOWN" and "lake.db.mystery" in str(error)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "file:/lake/wh//db/t/sub",
+        "file:/lake/wh/x/../db/t/sub",
+        "file:/lake/wh/./db/t",
+        "/lake/wh/db/t/",
+    ],
+)
+async def test_orphan_removal_sees_every_spelling_of_an_overlap(db, spelling):
+    """Issue 28: ``//``, ``..`` and ``.`` spell the same directory to the file system."""
+    table = await add(db, "t", f"{WH}/db/t")
+    await attach_orphan_policy(db, {})
+    await add(db, "spelled", spelling, namespace="ns")
+    error = await refused(db, table, orphans(100))
+    assert error.rule == "LOCATION_OVERLAP" and "lake.ns.spelled" in str(error)
+
+
+async def test_orphan_removal_refuses_until_every_catalog_finished_a_listing(db):
+    """A table created while discovery's first pass runs is unknown: it could lie anywhere."""
+    table = await add(db, "t", f"{WH}/db/t")
+    await attach_orphan_policy(db, {})
+    await db.execute(load_query("catalog_status_listing_started"), ["lake", "other_catalog"])
+    await db.execute(load_query("catalog_status_ok"), "lake", 1, [], {})
+    error = await refused(db, table, orphans(100))
+    assert error.rule == "CATALOGS_NOT_LISTED"
+    assert "other_catalog (not listed since discovery started)" in str(error)
+    assert "lake (" not in str(error)
+    await db.execute(load_query("catalog_status_ok"), "other_catalog", 0, [], {})
+    admission = await admit(db, table, orphans(100), now=NOW, expiry_min_age_hours=1)
+    assert admission.location == f"{WH}/db/t"
 
 
 def test_location_helpers():

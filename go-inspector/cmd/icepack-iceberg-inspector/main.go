@@ -20,6 +20,7 @@ import (
 	// extension mechanism); local paths and file:// are built in.
 	_ "github.com/apache/iceberg-go/io/gocloud/s3"
 
+	"github.com/icepack-dev/icepack/go-inspector/internal/avro"
 	"github.com/icepack-dev/icepack/go-inspector/internal/inspect"
 	"github.com/icepack-dev/icepack/go-inspector/internal/output"
 )
@@ -68,6 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		namespace = fs.String("namespace", "", "namespace reported in the output (default: from the location path)")
 		tableName = fs.String("table", "", "table name reported in the output (default: from the location path)")
 		small     = fs.Int64("small-file-bytes", 0, "small-file threshold in bytes (default: write.target-file-size-bytes / 8)")
+		maxBlock  = fs.Int64("max-block-bytes", avro.DefaultMaxBlockBytes, "most bytes one compressed Avro block may expand to (larger: the file is damaged)")
 		restURI   = fs.String("rest-uri", "", "REST catalog URI (instead of --metadata-location)")
 		cred      = fs.String("credential", "", "REST catalog OAuth2 credential id:secret")
 		scope     = fs.String("scope", "", "REST catalog OAuth2 scope")
@@ -88,6 +90,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return fail(2, fmt.Errorf("%w: give exactly one of --metadata-location or --rest-uri, and no positional arguments",
 			inspect.ErrInvalidOptions))
 	}
+
+	if *maxBlock <= 0 {
+		return fail(2, fmt.Errorf("%w: --max-block-bytes must be positive, not %d", inspect.ErrInvalidOptions, *maxBlock))
+	}
+	avro.SetMaxBlockBytes(*maxBlock)
 
 	level := slog.LevelWarn
 	if *verbose {

@@ -3,10 +3,12 @@ package avro
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/snappy"
@@ -125,6 +127,9 @@ func (f *File) Blocks(fn func(count int64, d *Decoder) error) error {
 			return fmt.Errorf("%w: sync marker mismatch after a block", ErrCorrupt)
 		}
 		data, err := f.decompress(raw)
+		if errors.Is(err, ErrBlockTooLarge) {
+			return err
+		}
 		if err != nil {
 			return fmt.Errorf("%w: %s block: %w", ErrCorrupt, f.codec, err)
 		}
@@ -146,13 +151,84 @@ func (f *File) Blocks(fn func(count int64, d *Decoder) error) error {
 	return nil
 }
 
-// zstdDecoder is shared: DecodeAll is safe for concurrent use.
-var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
-	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<30))
-})
+// DefaultMaxBlockBytes is the most bytes one compressed block may expand to
+// unless SetMaxBlockBytes says otherwise (Icepack's ICEPACK_AVRO_MAX_BLOCK_BYTES).
+const DefaultMaxBlockBytes = 64 << 20
 
+// ErrBlockTooLarge reports a compressed block that expands (or, for snappy,
+// declares it expands) beyond the cap; it wraps ErrCorrupt: the file is
+// treated as damaged, and nothing beyond the cap is ever allocated.
+var ErrBlockTooLarge = errors.New("block too large")
+
+var maxBlockBytes atomic.Int64
+
+func init() { maxBlockBytes.Store(DefaultMaxBlockBytes) }
+
+// SetMaxBlockBytes sets the cap on a decompressed block for every file read
+// afterwards (process-wide: one inspection per process). n must be positive.
+func SetMaxBlockBytes(n int64) {
+	if n <= 0 {
+		panic(fmt.Sprintf("avro: max block bytes %d is not positive", n))
+	}
+	maxBlockBytes.Store(n)
+}
+
+// MaxBlockBytes is the cap in force.
+func MaxBlockBytes() int64 { return maxBlockBytes.Load() }
+
+func tooLarge(codec string, limit int64, how string) error {
+	return fmt.Errorf("%w (%w): a %s block %s, more than the %d bytes any block may expand to (ICEPACK_AVRO_MAX_BLOCK_BYTES)",
+		ErrCorrupt, ErrBlockTooLarge, codec, how, limit)
+}
+
+// zstdDecoders holds one shared decoder per cap (DecodeAll is safe for
+// concurrent use, and refuses output beyond the decoder's max memory; the
+// output is checked against the cap once more after decoding).
+var zstdDecoders sync.Map // int64 -> *zstd.Decoder
+
+func zstdDecoder(limit int64) (*zstd.Decoder, error) {
+	if d, ok := zstdDecoders.Load(limit); ok {
+		return d.(*zstd.Decoder), nil
+	}
+	// The decoder's max memory also caps a frame's window, which a small frame
+	// may declare above a small cap: allow 8 MiB (zstd's default-level window)
+	// and check the output against the cap after.
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(max(limit, 8<<20))))
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := zstdDecoders.LoadOrStore(limit, d)
+	return actual.(*zstd.Decoder), nil
+}
+
+// readCapped appends r's bytes to buf until EOF or until buf holds limit bytes.
+// Its capacity doubles but never past max (bytes.Buffer would reach twice the
+// cap), so reading a block that is too large allocates about the cap.
+func readCapped(r io.Reader, buf []byte, limit int64) ([]byte, error) {
+	for int64(len(buf)) < limit {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(int64(max(2*cap(buf), 64<<10)), limit))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// decompress expands one block, never beyond MaxBlockBytes (ErrBlockTooLarge):
+// deflate reads at most the cap plus one byte, snappy's declared length is
+// checked before anything is allocated, zstd's decoder refuses larger output.
 func (f *File) decompress(raw []byte) ([]byte, error) {
 	st := f.state
+	limit := MaxBlockBytes()
 	switch f.codec {
 	case "deflate":
 		if st.inflater == nil {
@@ -160,16 +236,27 @@ func (f *File) decompress(raw []byte) ([]byte, error) {
 		} else if err := st.inflater.(flate.Resetter).Reset(bytes.NewReader(raw), nil); err != nil {
 			return nil, err
 		}
-		buf := bytes.NewBuffer(st.scratch[:0])
-		if _, err := buf.ReadFrom(st.inflater); err != nil {
+		out, err := readCapped(st.inflater, st.scratch[:0], limit+1)
+		if err != nil {
 			return nil, err
 		}
-		st.scratch = buf.Bytes()
-		return st.scratch, nil
+		if int64(len(out)) > limit {
+			st.scratch = nil // do not keep a buffer of the cap's size for the next file
+			return nil, tooLarge("deflate", limit, "expands")
+		}
+		st.scratch = out
+		return out, nil
 	case "snappy":
 		// Avro's snappy blocks end with the CRC-32 of the uncompressed bytes.
 		if len(raw) < 4 {
 			return nil, fmt.Errorf("snappy block of %d bytes", len(raw))
+		}
+		n, err := snappy.DecodedLen(raw[:len(raw)-4])
+		if err != nil {
+			return nil, err
+		}
+		if int64(n) > limit {
+			return nil, tooLarge("snappy", limit, fmt.Sprintf("declares %d bytes", n))
 		}
 		out, err := snappy.Decode(st.scratch[:cap(st.scratch)], raw[:len(raw)-4])
 		if err != nil {
@@ -181,11 +268,15 @@ func (f *File) decompress(raw []byte) ([]byte, error) {
 		}
 		return out, nil
 	case "zstandard":
-		dec, err := zstdDecoder()
+		dec, err := zstdDecoder(limit)
 		if err != nil {
 			return nil, err
 		}
 		out, err := dec.DecodeAll(raw, st.scratch[:0])
+		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || int64(len(out)) > limit {
+			st.scratch = nil
+			return nil, tooLarge("zstandard", limit, "expands")
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -181,3 +181,91 @@ func TestEveryTruncationOfARealManifestFails(t *testing.T) {
 		}
 	}
 }
+
+// withMaxBlockBytes sets the cap for one test.
+func withMaxBlockBytes(t *testing.T, n int64) {
+	t.Helper()
+	old := MaxBlockBytes()
+	SetMaxBlockBytes(n)
+	t.Cleanup(func() { SetMaxBlockBytes(old) })
+}
+
+// A block expanding 64x beyond the cap (a decompression bomb) is refused as
+// corrupt for every codec, and reading it allocates about the cap, not the
+// block's expanded size.
+func TestBlocksBeyondTheCapAreRefused(t *testing.T) {
+	const limit = 1 << 20
+	withMaxBlockBytes(t, limit)
+	zeros := make([]byte, 64*limit)
+	for _, codec := range []string{"deflate", "snappy", "zstandard"} {
+		t.Run(codec, func(t *testing.T) {
+			bomb := container(t, codec, 1, zeros)
+			if codec == "snappy" {
+				// Snappy expands at most ~21x; its bomb is a block declaring
+				// 4 GiB, which the old reader allocated before decoding.
+				bomb = container(t, "null", 1, snappyBomb(4<<30-1))
+				bomb = bytes.Replace(bomb, []byte("\x08null"), []byte("\x0csnappy"), 1)
+			}
+			if len(bomb) >= limit {
+				t.Fatalf("the %s bomb is %d bytes, not a bomb", codec, len(bomb))
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			f, err := Open(bomb, &Reuse{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = f.Blocks(func(int64, *Decoder) error { return nil })
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, ErrBlockTooLarge) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("err = %v, want ErrBlockTooLarge wrapping ErrCorrupt", err)
+			}
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 8*limit {
+				t.Fatalf("refusing the %s bomb allocated %d bytes (cap %d)", codec, grew, limit)
+			}
+		})
+	}
+}
+
+// Up to the cap, every codec reads exactly as before; one byte more is refused.
+func TestBlocksUpToTheCapAreRead(t *testing.T) {
+	objs := objects(50)
+	for _, codec := range []string{"null", "deflate", "snappy", "zstandard"} {
+		t.Run(codec, func(t *testing.T) {
+			withMaxBlockBytes(t, int64(len(objs)))
+			f, err := Open(container(t, codec, 50, objs), &Reuse{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids, err := readIDs(f); err != nil || len(ids) != 50 {
+				t.Fatalf("ids %v err %v", ids, err)
+			}
+			if codec == "null" {
+				return // an uncompressed block is bounded by the file itself
+			}
+			SetMaxBlockBytes(int64(len(objs) - 1))
+			f, _ = Open(container(t, codec, 50, objs), &Reuse{})
+			if _, err := readIDs(f); !errors.Is(err, ErrBlockTooLarge) {
+				t.Fatalf("a block one byte over the cap: err = %v", err)
+			}
+		})
+	}
+}
+
+// snappyBomb is an Avro snappy block (CRC-32 appended) declaring declared
+// bytes and holding one literal byte followed by a copy repeating it: the
+// stream is valid up to its end, where it falls short of its declared length.
+func snappyBomb(declared uint64) []byte {
+	var b []byte
+	for declared >= 0x80 {
+		b = append(b, byte(declared)|0x80)
+		declared >>= 7
+	}
+	b = append(b, byte(declared))
+	b = append(b, 0x00, 0) // literal of one byte: 0
+	for range 1000 {
+		b = append(b, 0xfe, 0x01, 0x00) // copy 64 bytes at offset 1 (tag 2: 2-byte offset)
+	}
+	return append(b, 0, 0, 0, 0)
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+
+	"github.com/icepack-dev/icepack/go-inspector/internal/avro"
 )
 
 // tableMeta is the part of a table metadata JSON file the contract needs.
@@ -43,8 +45,15 @@ func parseMetadata(raw []byte) (*tableMeta, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
 		}
-		if raw, err = io.ReadAll(zr); err != nil {
+		// Bounded like an Avro block (four caps): a small file must not expand
+		// to take the process's memory.
+		limit := 4 * avro.MaxBlockBytes()
+		if raw, err = io.ReadAll(io.LimitReader(zr, limit+1)); err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		if int64(len(raw)) > limit {
+			return nil, fmt.Errorf("gzip: %w (%w): the metadata expands beyond %d bytes (4 x ICEPACK_AVRO_MAX_BLOCK_BYTES)",
+				avro.ErrCorrupt, avro.ErrBlockTooLarge, limit)
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))

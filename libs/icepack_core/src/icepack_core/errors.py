@@ -160,6 +160,19 @@ class TokenRevoked(TokenError):
         )
 
 
+class TokenReadOnly(TokenError):
+    """A read-scoped token was presented for a write."""
+
+    code = "TOKEN_READ_ONLY"
+
+    def __init__(self, name: str, method: str, path: str) -> None:
+        self.name = name
+        super().__init__(
+            f"token {name!r} is read-only (scope read) and cannot {method} {path}; writes "
+            "need a token created with `icepack token create NAME --scope write`"
+        )
+
+
 class TokenNameTaken(TokenError):
     """A live token already has that name."""
 
@@ -206,7 +219,8 @@ class ActionRefused(PermanentError):
     """A rule forbids running these actions on this table; ``rule`` says which.
 
     ``rule`` is one of ``TABLE_HELD``, ``TABLE_OPTED_OUT``, ``POLICY_INVALID``, ``SAFETY_FLOOR``,
-    ``GC_DISABLED``, ``ORPHAN_REMOVAL_NOT_ENABLED``, ``LOCATION_OVERLAP``, ``LOCATION_UNKNOWN``;
+    ``GC_DISABLED``, ``ORPHAN_REMOVAL_NOT_ENABLED``, ``LOCATION_OVERLAP``, ``LOCATION_UNKNOWN``,
+    ``CATALOGS_NOT_LISTED``;
     ``field`` names the offending parameter when there is one.
     """
 
@@ -268,6 +282,18 @@ class DeletionLedgerViolation(IcepackError):
     ``evidence`` names the paths or both counts; the table is held."""
 
     code = "DELETION_LEDGER_VIOLATION"
+
+    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.evidence = evidence
+
+
+class DeletionOutsideTable(IcepackError):
+    """An action would delete or move files that are not its table's (outside the table's own
+    roots, or under another known table's); nothing was deleted. ``evidence`` lists the paths
+    and, where known, the table each belongs to; the table is held."""
+
+    code = "DELETION_OUTSIDE_TABLE"
 
     def __init__(self, message: str, evidence: dict[str, Any]) -> None:
         super().__init__(message)

@@ -101,6 +101,14 @@ class RewriteDataFilesParams(_Model):
     # A filter built by icepack_core.spark.sql (planner) or given by an operator; Spark parses
     # it as an expression on this table only, passed as a quoted string argument.
     where: str | None = Field(default=None, min_length=1, max_length=MAX_WHERE_LENGTH)
+    # With scope "partitions" (execution.metadata_scope): at most this many partitions per run,
+    # those with the most small files first; the rest wait for the next run.
+    max_partitions: int = Field(default=100, ge=1, le=10_000)
+    # A partition a writer added a file to within this many seconds is open: it is compacted
+    # only once it holds more than ``open_max_small_files`` small files. 0: none is open (the
+    # planner passes the policy's ``open_partition_quiet_minutes``, default 10).
+    open_quiet_seconds: float = Field(default=0.0, ge=0, le=7 * 24 * 3600)
+    open_max_small_files: int = Field(default=100, ge=1, le=1_000_000)
 
     @field_validator("options")
     @classmethod

@@ -9,6 +9,7 @@ wins (table > deepest namespace > catalog > defaults), as in Polaris; then table
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,6 +21,8 @@ from icepack_core.types import MAX_HOURS, MIN_CADENCE_HOURS, PolicyType
 
 POLICY_TYPES = tuple(PolicyType)
 
+# An absolute location: an optional scheme, then a path from the root or an authority.
+_ABSOLUTE_LOCATION = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.\-]*:)?/")
 # Orphan removal deletes files: anything younger than this may belong to a writer still in flight.
 ORPHAN_SAFE_HOURS = 72.0
 
@@ -44,7 +47,12 @@ class DataCompactionConfig(_Config):
     # (DELETE_FILE_BUILDUP): a share of deleted records, or a number of delete files.
     delete_ratio_threshold: float = Field(0.10, gt=0, le=1)
     max_delete_files: int = Field(100, ge=1)
-    max_partitions_per_run: int = Field(100, ge=1)
+    max_partitions_per_run: int = Field(100, ge=1, le=10_000)
+    # A partition a writer added a file to within this long is still being written (open): it
+    # is compacted only once it holds more than ``open_partition_max_small_files`` small files
+    # (execution.metadata_scope). 0 treats every partition as closed.
+    open_partition_quiet_minutes: float = Field(10.0, ge=0, le=7 * 24 * 60)
+    open_partition_max_small_files: int = Field(100, ge=1, le=1_000_000)
 
 
 class MetadataCompactionConfig(_Config):
@@ -59,6 +67,26 @@ class SnapshotExpiryConfig(_Config):
 
     max_snapshot_age_hours: float = Field(120.0, gt=0, le=MAX_HOURS)  # Iceberg's default: 5 days
     retain_last: int = Field(1, ge=1)
+    # Count-based retention, off unless set: keep at most this many snapshots even when they
+    # are younger than the max age (never those younger than ICEPACK_EXPIRY_MIN_AGE_HOURS).
+    # For tables committed every few seconds, whose max age alone keeps too many.
+    max_snapshots: int | None = Field(None, ge=1)
+    # Roots outside the table's own location and write paths whose files its expiry may delete
+    # (a table built with add_files over files it owns elsewhere). Only an operator-attached
+    # policy grants them (no table property maps here); another known table's roots stay
+    # refused whatever this says (``safety.confinement``).
+    delete_outside_location: list[str] = Field(default_factory=list, max_length=100)
+
+    @model_validator(mode="after")
+    def _valid_roots(self) -> SnapshotExpiryConfig:
+        # The shape only (``safety.locations`` reads them fully where they are used).
+        for index, root in enumerate(self.delete_outside_location):
+            if not _ABSOLUTE_LOCATION.match(root):
+                raise ValueError(
+                    f"delete_outside_location[{index}]: {root!r} is not an absolute location "
+                    "(scheme://authority/path or /path)"
+                )
+        return self
 
 
 class OrphanFileRemovalConfig(_Config):
@@ -145,6 +173,8 @@ class EffectivePolicy:
     orphan_file_removal: OrphanFileRemovalConfig | None
     # policy type -> where it came from: "default", "catalog", "namespace a.b", "table", + props
     sources: Mapping[str, str]
+    # The least time between two maintenance runs on the table (planning.due).
+    min_interval_minutes: float = 5.0
 
 
 def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | None:
@@ -174,11 +204,13 @@ PROPERTY_OVERRIDES: dict[str, tuple[PolicyType, str]] = {
     "icepack.snapshot-expiry.enabled": (PolicyType.SNAPSHOT_EXPIRY, "enable"),
     "icepack.snapshot-expiry.max-age-hours": (PolicyType.SNAPSHOT_EXPIRY, "max_snapshot_age_hours"),
     "icepack.snapshot-expiry.retain-last": (PolicyType.SNAPSHOT_EXPIRY, "retain_last"),
+    "icepack.snapshot-expiry.max-count": (PolicyType.SNAPSHOT_EXPIRY, "max_snapshots"),
     "icepack.orphan-removal.enabled": (PolicyType.ORPHAN_FILE_REMOVAL, "enable"),
     "icepack.orphan-removal.older-than-hours": (PolicyType.ORPHAN_FILE_REMOVAL, "older_than_hours"),
 }
 MAINTENANCE_ENABLED = "icepack.maintenance.enabled"
 CADENCE_HOURS = "icepack.maintenance.cadence-hours"
+MIN_INTERVAL_MINUTES = "icepack.maintenance.min-interval-minutes"
 
 
 def _parse_bool(key: str, raw: str) -> bool:
@@ -206,6 +238,7 @@ def resolve(
     table: str,
     properties: Mapping[str, str] | None = None,
     default_cadence_hours: float = 24.0,
+    default_min_interval_minutes: float = 5.0,
 ) -> EffectivePolicy:
     """The effective policy of ``namespace.table`` in its catalog.
 
@@ -271,7 +304,7 @@ def resolve(
             sources[policy_type] = f"{sources[policy_type]} + property {key}"
         elif (
             key.startswith("icepack.")
-            and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS)
+            and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS, MIN_INTERVAL_MINUTES)
             and not key.startswith("icepack.spark.sql.")
         ):
             raise PolicyError(f"unknown table property {key!r}")
@@ -284,6 +317,14 @@ def resolve(
             raise PolicyError(
                 f"table property {CADENCE_HOURS}={properties[CADENCE_HOURS]!r} must be between "
                 f"{MIN_CADENCE_HOURS:g} and {MAX_HOURS} hours"
+            )
+    min_interval = default_min_interval_minutes
+    if MIN_INTERVAL_MINUTES in properties:
+        min_interval = _parse_number(MIN_INTERVAL_MINUTES, properties[MIN_INTERVAL_MINUTES])
+        if min_interval > MAX_HOURS * 60:
+            raise PolicyError(
+                f"table property {MIN_INTERVAL_MINUTES}={properties[MIN_INTERVAL_MINUTES]!r} "
+                f"must be at most {MAX_HOURS * 60} minutes"
             )
 
     configs: dict[str, _Config | None] = {}
@@ -302,4 +343,5 @@ def resolve(
         snapshot_expiry=configs[PolicyType.SNAPSHOT_EXPIRY],  # type: ignore[arg-type]
         orphan_file_removal=configs[PolicyType.ORPHAN_FILE_REMOVAL],  # type: ignore[arg-type]
         sources=sources,
+        min_interval_minutes=min_interval,
     )

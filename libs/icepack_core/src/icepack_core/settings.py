@@ -27,7 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from icepack_core.errors import ConfigError
 from icepack_core.telemetry.logs import redact_text, register_secrets
 from icepack_core.telemetry.logs import secret_key as _secret_key
-from icepack_core.types import MAX_HOURS, MIN_CADENCE_HOURS
+from icepack_core.types import MAX_HOURS, MIN_CADENCE_HOURS, WEBHOOK_JOB_FAILED, Topic
 
 ENV_PREFIX = "ICEPACK_"
 _CATALOG_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -198,6 +198,13 @@ class Settings(BaseSettings):
     spark_conf: dict[str, str] = Field(default_factory=dict)
     metadata_inspector: Literal["pyiceberg", "iceberg-go"] = "pyiceberg"
     go_inspector_path: Path | None = None
+    # The most bytes one compressed Avro block of a manifest (list) may expand to, in both
+    # inspectors and the executor's readers; beyond it the file is damaged (bounded_decompress).
+    avro_max_block_bytes: int = Field(64 * 1024 * 1024, ge=64 * 1024)
+    # A transient catalog error (dropped connection, REST 5xx/429) is retried this many times,
+    # waiting base·2^n seconds, before a table is marked INSPECTION_FAILED.
+    inspection_transient_retries: int = Field(4, ge=0, le=10)
+    inspection_retry_base_seconds: float = Field(1.0, ge=0)
 
     # Database sessions: short, so no service can hold the xmin horizon (and event delivery) back.
     db_pool_min: int = Field(1, ge=0)
@@ -213,6 +220,12 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(6, ge=1, le=64)
     inspector_refresh_seconds: float = Field(3600.0, gt=0)  # age metrics without new events
     maintenance_cadence_hours: float = Field(24.0, ge=MIN_CADENCE_HOURS, le=MAX_HOURS)
+    # Need-based scheduling (planning.due): the least time between two maintenance runs on one
+    # table, and the benefit (objects a scan no longer opens) a compaction, delete application
+    # or manifest rewrite must reach: min benefit + bytes rewritten / bytes per benefit.
+    maintenance_min_interval_minutes: float = Field(5.0, ge=0, le=MAX_HOURS * 60)
+    maintenance_min_benefit: float = Field(50.0, ge=0)
+    maintenance_bytes_per_benefit: int = Field(128 * 1024 * 1024, ge=1)
     # Safety floor for expire_snapshots, whoever asks: never expire what is younger than this.
     expiry_min_age_hours: float = Field(1.0, ge=0, le=MAX_HOURS)
 
@@ -222,6 +235,10 @@ class Settings(BaseSettings):
     job_backoff_base_seconds: float = Field(30.0, ge=0)
     job_backoff_cap_seconds: float = Field(3600.0, ge=0)
     work_lease_seconds: float = Field(300.0, gt=0)
+    # A work item whose holder died (lease expired) waits base·2^(n-1) s after its n-th death
+    # and is parked at the limit (the inspector records INSPECTION_FAILED for its table).
+    work_max_deaths: int = Field(3, ge=1)
+    work_death_backoff_seconds: float = Field(60.0, ge=0)
     # A table whose job failed permanently gets no new job for that action for base·2^(n-1)
     # seconds after its n-th consecutive failure, at most cap (15 min doubling to a day).
     failure_backoff_base_seconds: float = Field(900.0, ge=0)
@@ -238,6 +255,18 @@ class Settings(BaseSettings):
     # from operator tokens, which the hook never accepts. Unset: the hook is disabled (403).
     gateway_hook_token: SecretStr | None = None
 
+    # Webhook notifications (icepack_core.notify): the planner POSTs the chosen outbox topics
+    # as CloudEvents. No URL: off. The URL and the bearer token are secrets (receivers often
+    # carry a token in the URL). Topics: outbox topics, plus job.failed (a job.finished whose
+    # job failed), comma-separated.
+    webhook_url: SecretStr | None = None
+    webhook_token: SecretStr | None = None
+    webhook_topics: str = "table.held,job.failed"
+    webhook_timeout_seconds: float = Field(5.0, gt=0, le=60)
+    webhook_max_attempts: int = Field(12, ge=1, le=100)
+    webhook_backoff_base_seconds: float = Field(10.0, ge=0)
+    webhook_backoff_cap_seconds: float = Field(3600.0, ge=0)
+
     # Retention of hot tables.
     event_retention_hours: float = Field(168.0, gt=0, le=MAX_HOURS)
     job_retention_days: float = Field(30.0, gt=0, le=MAX_HOURS / 24)
@@ -247,6 +276,30 @@ class Settings(BaseSettings):
     def _database_url_is_postgres(cls, value: SecretStr) -> SecretStr:
         _check_postgres_url(value.get_secret_value(), "ICEPACK_DATABASE_URL")
         return value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_url_is_http(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            scheme = urlsplit(value.get_secret_value()).scheme
+            if scheme not in {"http", "https"} or not urlsplit(value.get_secret_value()).netloc:
+                raise ValueError(
+                    f"ICEPACK_WEBHOOK_URL must be an http(s) URL with a host (scheme {scheme!r})"
+                )
+        return value
+
+    @field_validator("webhook_topics")
+    @classmethod
+    def _webhook_topics_known(cls, value: str) -> str:
+        topics = [t.strip() for t in value.split(",") if t.strip()]
+        known = {t.value for t in Topic} | {WEBHOOK_JOB_FAILED}
+        unknown = [t for t in topics if t not in known]
+        if unknown or not topics:
+            raise ValueError(
+                f"ICEPACK_WEBHOOK_TOPICS: unknown topic(s) {unknown or [value]}; known: "
+                f"{sorted(known)}"
+            )
+        return ",".join(topics)
 
     @model_validator(mode="before")
     @classmethod
@@ -295,6 +348,11 @@ class Settings(BaseSettings):
             values.append(self.spark_thrift_password.get_secret_value())
         if self.gateway_hook_token is not None:
             values.append(self.gateway_hook_token.get_secret_value())
+        if self.webhook_url is not None:  # the whole URL, and its secrets wherever they appear
+            values += [self.webhook_url.get_secret_value()]
+            values += _url_secrets(self.webhook_url.get_secret_value())
+        if self.webhook_token is not None:
+            values.append(self.webhook_token.get_secret_value())
         values += [v for k, v in self.spark_conf.items() if _secret_key(k)]
         for catalog in self.catalogs:
             for secret in (

@@ -39,6 +39,7 @@ class Topic(StrEnum):
     TABLE_DISCOVERED = "table.discovered"  # discovery saw a table for the first time
     TABLE_CHANGED = "table.changed"  # its metadata location moved
     TABLE_DROPPED = "table.dropped"  # it left its catalog
+    TABLE_HELD = "table.held"  # an executor stopped its automatic maintenance (a hold)
     TABLE_HOLD_RELEASED = "table.hold_released"  # an operator cleared its maintenance hold
     CATALOG_HINTED = "catalog.hinted"  # a catalog pushed a change (gateway hook): discovery looks
     STATUS_UPDATED = "status.updated"  # the inspector wrote a status snapshot and assessment
@@ -46,6 +47,11 @@ class Topic(StrEnum):
     JOB_ENQUEUED = "job.enqueued"  # a job entered the queue
     JOB_STARTED = "job.started"  # an executor claimed it
     JOB_FINISHED = "job.finished"  # it reached a terminal state
+
+
+# A notification kind that is not an outbox topic: a ``job.finished`` event whose job failed
+# (ICEPACK_WEBHOOK_TOPICS may name it; the webhook's CloudEvent type ends in it).
+WEBHOOK_JOB_FAILED = "job.failed"
 
 
 class Health(StrEnum):

@@ -25,6 +25,7 @@ class DiscoveryService(Service):
 
     async def run(self, ctx: ServiceContext) -> int:
         discovery = Discovery(ctx.settings, ctx.pool)
+        await discovery.mark_listing_started()
         watchers: list[CatalogWatcher | SqsWatcher] = [
             CatalogWatcher(ctx.pool, discovery.catalogs, cfg)
             for cfg in discovery.configs

@@ -49,7 +49,7 @@ from icepack_gateway.endpoint import (
 from icepack_gateway.errors import error_body, exception_handlers
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.request_ids import RequestIds
-from icepack_gateway.state import GatewayState
+from icepack_gateway.state import AlertInputs, GatewayState
 
 UI_DIR = Path(__file__).parent / "ui"
 log = structlog.get_logger("icepack.gateway")
@@ -117,7 +117,7 @@ def create_app(
         # Outermost first: ids, metrics, then the body cap before auth and any parsing.
         middleware=[
             Middleware(RequestIds),
-            Middleware(metrics.RequestMetrics),
+            Middleware(metrics.RequestMetrics, methods=metrics.route_methods(routes)),
             Middleware(BodyLimit, max_bytes=settings.gateway_max_body_bytes),
             Middleware(BearerAuth, tokens=tokens, read_auth=settings.gateway_read_auth),
         ],
@@ -136,5 +136,11 @@ def create_app(
             else None
         ),
         catalogs=frozenset(c.name for c in settings.effective_catalogs()),
+        alerting=AlertInputs(
+            failure_backoff_base_seconds=settings.failure_backoff_base_seconds,
+            failure_backoff_cap_seconds=settings.failure_backoff_cap_seconds,
+            job_lease_seconds=settings.job_lease_seconds,
+            discovery_interval_seconds=settings.discovery_interval_seconds,
+        ),
     )
     return app

@@ -27,6 +27,7 @@ from icepack_core.errors import (
     TokenMissing,
     TokenNameTaken,
     TokenNotFound,
+    TokenReadOnly,
     TokenRevoked,
 )
 from icepack_gateway.jsonutil import ApiResponse
@@ -139,6 +140,7 @@ STATUS: dict[type[Exception], int] = {
     TokenMissing: 401,
     TokenInvalid: 401,
     TokenRevoked: 403,
+    TokenReadOnly: 403,
     TokenError: 401,
     NotAvailable: 501,
     DatabaseUnavailable: 503,

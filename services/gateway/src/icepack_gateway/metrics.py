@@ -10,20 +10,23 @@ cached: every replica answers from the database, which is the whole state.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import asyncpg
 from opentelemetry import metrics
+from opentelemetry.metrics import MeterProvider
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.responses import Response
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from icepack_core.db.queries import load_query
 from icepack_core.queue.budgets import BudgetUse
 from icepack_core.types import Health
+from icepack_gateway.alert_metrics import AlertCollector, read_alerting
 from icepack_gateway.endpoint import AnyEndpoint, AnyParams, Call, Endpoint, NoBody, NoParams, Reply
 from icepack_gateway.state import gateway
 
@@ -150,20 +153,44 @@ def budget_metrics(budgets: list[BudgetUse]) -> Iterator[Metric]:
 
 
 async def metrics_endpoint(call: Call[NoParams, AnyParams, NoBody]) -> Response:
-    reading = await read_fleet(gateway(call.request).pool)
+    state = gateway(call.request)
+    reading = await read_fleet(state.pool)
+    alerting = await read_alerting(state.pool, state.alerting, state.catalogs)
     fleet = CollectorRegistry(auto_describe=False)
     fleet.register(FleetCollector(reading))
+    fleet.register(AlertCollector(alerting))
     body = generate_latest(fleet) + generate_latest(REGISTRY)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
-class RequestMetrics:
-    """Pure ASGI middleware recording ``http.server.request.duration`` per route template
-    (templates, never raw paths, so label cardinality stays bounded)."""
+OTHER_METHOD = "_OTHER"  # OpenTelemetry's semantic-convention value for any other method
+STANDARD_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+)
 
-    def __init__(self, app: ASGIApp) -> None:
+
+def route_methods(routes: Iterable[BaseRoute]) -> frozenset[str]:
+    """The HTTP methods some route answers (``HEAD`` with every ``GET``)."""
+    return frozenset(m for r in routes for m in (getattr(r, "methods", None) or ()))
+
+
+class RequestMetrics:
+    """Pure ASGI middleware recording ``http.server.request.duration`` per route template and
+    method. Labels stay bounded whatever clients send: templates, never raw paths, and a method
+    no route answers (anyone may send ``FOO1``, ``FOO2``, ... without a token) is recorded as
+    ``_OTHER``, so it cannot fill the SDK's label cap and push real routes into overflow.
+    ``meter_provider`` is for tests (default: the global one)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        methods: frozenset[str] = STANDARD_METHODS,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
         self.app = app
-        self.duration = metrics.get_meter("icepack.gateway").create_histogram(
+        self.methods = methods
+        meter = metrics.get_meter("icepack.gateway", meter_provider=meter_provider)
+        self.duration = meter.create_histogram(
             "http.server.request.duration", unit="s", description="Gateway request duration."
         )
 
@@ -188,7 +215,9 @@ class RequestMetrics:
             self.duration.record(
                 time.perf_counter() - start,
                 {
-                    "http.request.method": scope["method"],
+                    "http.request.method": (
+                        scope["method"] if scope["method"] in self.methods else OTHER_METHOD
+                    ),
                     "http.route": template,
                     "http.response.status_code": status,
                 },

@@ -16,6 +16,16 @@ from icepack_gateway.errors import TableNotFound
 
 
 @dataclass(frozen=True)
+class AlertInputs:
+    """The settings ``/metrics`` needs to compute alerting gauges (``alert_metrics``)."""
+
+    failure_backoff_base_seconds: float = 900.0
+    failure_backoff_cap_seconds: float = 86_400.0
+    job_lease_seconds: float = 120.0
+    discovery_interval_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
 class GatewayState:
     """The resources the gateway was handed; it owns none of them (the runner closes the pool)."""
 
@@ -28,6 +38,7 @@ class GatewayState:
     # The catalog event hook: its own token (None: disabled) and the catalogs it may name.
     hook_token: str | None = None
     catalogs: frozenset[str] = frozenset()
+    alerting: AlertInputs = AlertInputs()
 
 
 def gateway(request: Request) -> GatewayState:

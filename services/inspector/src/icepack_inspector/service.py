@@ -11,8 +11,7 @@ import asyncio
 from icepack_core.db.resilience import loop_every
 from icepack_core.inspection.health import Thresholds
 from icepack_core.inspection.process import TableInspections
-from icepack_core.queue.work_items import WorkQueue
-from icepack_core.runtime.consumers import run_event_service
+from icepack_core.runtime.consumers import run_event_service, service_queue
 from icepack_core.runtime.service import Service, ServiceContext
 from icepack_core.types import Topic
 
@@ -28,7 +27,7 @@ class InspectorService(Service):
 
     async def run(self, ctx: ServiceContext) -> int:
         inspections = TableInspections(ctx.settings, ctx.pool, self.thresholds)
-        queue = WorkQueue(ctx.pool, ctx.service, ctx.worker_id, ctx.settings.work_lease_seconds)
+        queue = service_queue(ctx)
         max_age = ctx.settings.inspector_refresh_seconds
         # Check for aged tables a few times per refresh window, at least every 5 minutes.
         check_every = min(max(max_age / 4, 1.0), 300.0)
@@ -44,6 +43,7 @@ class InspectorService(Service):
                 [str(t) for t in TOPICS],
                 inspections.process,
                 concurrency=ctx.settings.worker_concurrency,
+                on_parked=inspections.parked,
             ),
             loop_every(check_every, ctx.stop, refresh, ctx.log, "inspector.refresh"),
         )

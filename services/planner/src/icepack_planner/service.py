@@ -3,13 +3,16 @@
 It turns ``status.updated`` / ``job.finished`` into recommendations and jobs
 (``planning.planner.Planner``), and runs ``queue.upkeep.QueueUpkeep`` (reaper, pruners, timed
 re-planning) because the planner always runs, while executors are scaled to zero by KEDA when
-nothing is queued.
+nothing is queued. For the same reason it sends the webhook notifications
+(``notify.webhooks``) when ``ICEPACK_WEBHOOK_URL`` is set.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from icepack_core.db.resilience import retry_db
+from icepack_core.notify.webhooks import WebhookConfig, forget_consumer, run_webhooks
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.queue.upkeep import QueueUpkeep
@@ -41,10 +44,20 @@ class PlannerService(Service):
         async def plan(item: WorkItem) -> None:
             await planner.plan(item.table_id)
 
-        await asyncio.gather(
+        loops = [
             run_event_service(
                 ctx, [str(t) for t in TOPICS], plan, concurrency=s.worker_concurrency
             ),
             upkeep.run(ctx.stop),
-        )
+        ]
+        webhooks = WebhookConfig.from_settings(s)
+        if webhooks is not None:
+            loops.append(
+                run_webhooks(ctx.pool, ctx.listener, webhooks, ctx.stop, s.poll_interval_seconds)
+            )
+        else:
+            await retry_db(
+                lambda: forget_consumer(ctx.pool), ctx.stop, ctx.log, "planner.webhooks_off"
+            )
+        await asyncio.gather(*loops)
         return 0

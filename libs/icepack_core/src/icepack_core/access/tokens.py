@@ -5,6 +5,10 @@ is public and finds the row; the database keeps only the SHA-256 of the whole to
 presented token's hash is compared with ``hmac.compare_digest`` so the comparison takes the same
 time wherever the bytes differ. A revoked token stays in the table (audit trail) and is refused
 with its own error, so an operator can tell "revoked" from "mistyped".
+
+A token has a scope: ``write`` (the default, and what every token made before scopes was) may
+call every endpoint; ``read`` may only read (``TokenInfo.may_write`` is False), which is what a
+UI reader needs when ``ICEPACK_GATEWAY_READ_AUTH`` is on.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import secrets
 import string
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal, get_args
 
 import asyncpg
 
@@ -35,6 +40,8 @@ _KEY_LENGTH = 12
 _SECRET_BYTES = 32
 _TOKEN = re.compile(rf"^{PREFIX}_([a-z0-9]{{{_KEY_LENGTH}}})_([A-Za-z0-9_-]{{20,100}})$")
 TOKEN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+TokenScope = Literal["read", "write"]
+SCOPES: tuple[TokenScope, ...] = get_args(TokenScope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,11 @@ class TokenInfo:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    scope: TokenScope = "write"
+
+    @property
+    def may_write(self) -> bool:
+        return self.scope == "write"
 
     @classmethod
     def from_record(cls, row: asyncpg.Record) -> TokenInfo:
@@ -57,6 +69,7 @@ class TokenInfo:
             row["created_at"],
             row["last_used_at"],
             row["revoked_at"],
+            row["scope"],
         )
 
 
@@ -77,15 +90,18 @@ class TokenStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
 
-    async def create(self, name: str) -> tuple[str, TokenInfo]:
-        """Create a token called ``name``.
+    async def create(self, name: str, scope: str = "write") -> tuple[str, TokenInfo]:
+        """Create a token called ``name`` with ``scope`` (``read`` or ``write``).
 
         Returns:
             The token (show it once; it cannot be recovered) and its public facts.
         Raises:
-            ValueError: the name is not 1-64 letters, digits or ``_.@-``.
+            ValueError: the name is not 1-64 letters, digits or ``_.@-``, or the scope is not
+                one of ``SCOPES``.
             TokenNameTaken: a live token already has that name.
         """
+        if scope not in SCOPES:
+            raise ValueError(f"token scope {scope!r} must be one of: {', '.join(SCOPES)}")
         if not TOKEN_NAME.match(name):
             raise ValueError(
                 f"token name {name!r} must be 1-64 letters, digits or _.@- "
@@ -94,7 +110,7 @@ class TokenStore:
         key_id, token = new_token()
         try:
             row = await self.pool.fetchrow(
-                load_query("token_insert"), name, key_id, hash_token(token)
+                load_query("token_insert"), name, key_id, hash_token(token), scope
             )
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name == "api_tokens_active_name":

@@ -33,17 +33,29 @@ def _table_name(row: asyncpg.Record) -> str:
     return f"{row['catalog']}.{row['namespace']}.{row['table_name']}"
 
 
-def token_create(name: Annotated[str, typer.Argument(help="who or what uses the token")]) -> None:
+def token_create(
+    name: Annotated[str, typer.Argument(help="who or what uses the token")],
+    scope: Annotated[
+        str,
+        typer.Option(
+            "--scope",
+            help="write: every endpoint; read: reads only (UI readers with "
+            "ICEPACK_GATEWAY_READ_AUTH=true), refused on writes",
+        ),
+    ] = "write",
+) -> None:
     """Create a token and print it once (only its SHA-256 is stored)."""
     try:
-        token, info = run_with_pool(lambda pool: TokenStore(pool).create(name))
+        token, info = run_with_pool(lambda pool: TokenStore(pool).create(name, scope))
     except ValueError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
     except TokenNameTaken as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(1) from None
-    err.print(f"token [bold]{info.name}[/] created; it is shown once, store it now:")
+    err.print(
+        f"token [bold]{info.name}[/] (scope {info.scope}) created; it is shown once, store it now:"
+    )
     print(token)
 
 
@@ -66,6 +78,7 @@ def token_list(as_json: JsonOpt = False) -> None:
                 {
                     "name": t.name,
                     "key_id": t.key_id,
+                    "scope": t.scope,
                     "created_at": t.created_at,
                     "last_used_at": t.last_used_at,
                     "revoked_at": t.revoked_at,
@@ -74,10 +87,15 @@ def token_list(as_json: JsonOpt = False) -> None:
             ]
         )
         return
-    table = Table("name", "key id", "created", "last used", "revoked")
+    table = Table("name", "key id", "scope", "created", "last used", "revoked")
     for t in tokens:
         table.add_row(
-            t.name, t.key_id, _when(t.created_at), _when(t.last_used_at), _when(t.revoked_at)
+            t.name,
+            t.key_id,
+            t.scope,
+            _when(t.created_at),
+            _when(t.last_used_at),
+            _when(t.revoked_at),
         )
     out.print(table)
 

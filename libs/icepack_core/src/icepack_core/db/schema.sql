@@ -241,9 +241,11 @@ CREATE TABLE icepack.api_tokens (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
+    scope text DEFAULT 'write'::text NOT NULL,
     CONSTRAINT api_tokens_key_id_check CHECK ((key_id ~ '^[a-z0-9]{12}$'::text)),
     CONSTRAINT api_tokens_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$'::text)),
     CONSTRAINT api_tokens_revoked_after_created CHECK (((revoked_at IS NULL) OR (revoked_at >= created_at))),
+    CONSTRAINT api_tokens_scope_check CHECK ((scope = ANY (ARRAY['read'::text, 'write'::text]))),
     CONSTRAINT api_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32))
 );
 
@@ -373,7 +375,10 @@ CREATE TABLE icepack.catalog_status (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     skipped_tables jsonb DEFAULT '[]'::jsonb NOT NULL,
     last_pass_calls jsonb DEFAULT '{}'::jsonb NOT NULL,
+    last_pass_seconds double precision,
+    listing_since timestamp with time zone,
     CONSTRAINT catalog_status_error_complete CHECK (((last_error IS NULL) = (last_error_at IS NULL))),
+    CONSTRAINT catalog_status_pass_seconds_nonnegative CHECK ((last_pass_seconds >= (0)::double precision)),
     CONSTRAINT catalog_status_skipped_is_list CHECK ((jsonb_typeof(skipped_tables) = 'array'::text))
 );
 
@@ -383,6 +388,13 @@ CREATE TABLE icepack.catalog_status (
 --
 
 COMMENT ON COLUMN icepack.catalog_status.skipped_tables IS 'Tables the last successful listing skipped: [{"table": "ns.name", "reason": "..."}]';
+
+
+--
+-- Name: COLUMN catalog_status.last_pass_seconds; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.catalog_status.last_pass_seconds IS 'wall time of the last successful pass: listing the catalog and applying the listing';
 
 
 --
@@ -598,15 +610,28 @@ CREATE TABLE icepack.jobs (
     benefit double precision DEFAULT 0 NOT NULL,
     health_score double precision,
     outcome jsonb,
+    lock_waits integer DEFAULT 0 NOT NULL,
+    conflicts integer DEFAULT 0 NOT NULL,
+    error_code text,
     CONSTRAINT jobs_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT jobs_benefit_check CHECK ((benefit >= (0)::double precision)),
+    CONSTRAINT jobs_conflicts_check CHECK ((conflicts >= 0)),
+    CONSTRAINT jobs_error_code_format CHECK ((error_code ~ '^[A-Z][A-Z0-9_]{0,63}$'::text)),
     CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
+    CONSTRAINT jobs_lock_waits_check CHECK ((lock_waits >= 0)),
     CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT jobs_rewrite_bytes_check CHECK ((rewrite_bytes >= 0)),
     CONSTRAINT jobs_running_has_lease CHECK (((state <> 'running'::text) OR ((lease_owner IS NOT NULL) AND (lease_until IS NOT NULL)))),
     CONSTRAINT jobs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
     CONSTRAINT jobs_trigger_check CHECK ((trigger = ANY (ARRAY['manual'::text, 'planner'::text, 'cli'::text])))
 );
+
+
+--
+-- Name: COLUMN jobs.error_code; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.jobs.error_code IS 'class of the last failure: the IcepackError code (UNEXPECTED, LEASE_EXPIRED); NULL after a claim';
 
 
 --
@@ -626,6 +651,30 @@ CREATE SEQUENCE icepack.jobs_id_seq
 --
 
 ALTER SEQUENCE icepack.jobs_id_seq OWNED BY icepack.jobs.id;
+
+
+--
+-- Name: maintenance_deferrals; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.maintenance_deferrals (
+    table_id bigint NOT NULL,
+    action text NOT NULL,
+    conflicts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    deferred_until timestamp with time zone,
+    reason text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT maintenance_deferrals_action_check CHECK ((action <> ''::text)),
+    CONSTRAINT maintenance_deferrals_conflicts_check CHECK ((conflicts >= 0))
+);
+
+
+--
+-- Name: TABLE maintenance_deferrals; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.maintenance_deferrals IS 'commit conflicts in a row per (table, action); deferred_until: no new job for it before then';
 
 
 --
@@ -662,6 +711,24 @@ CREATE TABLE icepack.pending_verifications (
 --
 
 COMMENT ON TABLE icepack.pending_verifications IS 'Rewrites started and not yet verified: every replace snapshot after start_snapshot_id must be checked (or the table held) before any other maintenance of the table';
+
+
+--
+-- Name: planner_replans; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.planner_replans (
+    table_id bigint NOT NULL,
+    replan_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: TABLE planner_replans; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.planner_replans IS 'per table: when the planner plans it again without an event (an action held back only by the minimum interval)';
 
 
 --
@@ -1047,6 +1114,56 @@ CREATE VIEW icepack.v_table_health AS
 
 
 --
+-- Name: webhook_deliveries; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.webhook_deliveries (
+    id bigint NOT NULL,
+    event_id bigint NOT NULL,
+    type text NOT NULL,
+    table_id bigint,
+    body jsonb NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    lease_until timestamp with time zone,
+    last_status integer,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT webhook_deliveries_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT webhook_deliveries_finished CHECK (((state = 'pending'::text) = (finished_at IS NULL))),
+    CONSTRAINT webhook_deliveries_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
+);
+
+
+--
+-- Name: TABLE webhook_deliveries; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.webhook_deliveries IS 'webhook notifications of chosen outbox events (CloudEvents): pending, delivered or failed, with attempts and the last error';
+
+
+--
+-- Name: webhook_deliveries_id_seq; Type: SEQUENCE; Schema: icepack; Owner: -
+--
+
+CREATE SEQUENCE icepack.webhook_deliveries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: webhook_deliveries_id_seq; Type: SEQUENCE OWNED BY; Schema: icepack; Owner: -
+--
+
+ALTER SEQUENCE icepack.webhook_deliveries_id_seq OWNED BY icepack.webhook_deliveries.id;
+
+
+--
 -- Name: work_items; Type: TABLE; Schema: icepack; Owner: -
 --
 
@@ -1063,8 +1180,24 @@ CREATE TABLE icepack.work_items (
     lease_until timestamp with time zone,
     attempts integer DEFAULT 0 NOT NULL,
     last_error text,
+    deaths integer DEFAULT 0 NOT NULL,
+    parked_at timestamp with time zone,
     CONSTRAINT work_items_claim_complete CHECK (((claimed_by IS NULL) = (lease_until IS NULL)))
 );
+
+
+--
+-- Name: COLUMN work_items.deaths; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.work_items.deaths IS 'times a holder died holding this item (lease expired) since it last completed';
+
+
+--
+-- Name: COLUMN work_items.parked_at; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.work_items.parked_at IS 'set when deaths reached the limit: the item is not claimed until requested again';
 
 
 --
@@ -1149,6 +1282,13 @@ ALTER TABLE ONLY icepack.status_snapshots ALTER COLUMN id SET DEFAULT nextval('i
 --
 
 ALTER TABLE ONLY icepack.tables ALTER COLUMN id SET DEFAULT nextval('icepack.tables_id_seq'::regclass);
+
+
+--
+-- Name: webhook_deliveries id; Type: DEFAULT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.webhook_deliveries ALTER COLUMN id SET DEFAULT nextval('icepack.webhook_deliveries_id_seq'::regclass);
 
 
 --
@@ -1272,6 +1412,14 @@ ALTER TABLE ONLY icepack.jobs
 
 
 --
+-- Name: maintenance_deferrals maintenance_deferrals_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.maintenance_deferrals
+    ADD CONSTRAINT maintenance_deferrals_pkey PRIMARY KEY (table_id, action);
+
+
+--
 -- Name: manifest_stats manifest_stats_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -1285,6 +1433,14 @@ ALTER TABLE ONLY icepack.manifest_stats
 
 ALTER TABLE ONLY icepack.pending_verifications
     ADD CONSTRAINT pending_verifications_pkey PRIMARY KEY (table_id);
+
+
+--
+-- Name: planner_replans planner_replans_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.planner_replans
+    ADD CONSTRAINT planner_replans_pkey PRIMARY KEY (table_id);
 
 
 --
@@ -1341,6 +1497,22 @@ ALTER TABLE ONLY icepack.tables
 
 ALTER TABLE ONLY icepack.tables
     ADD CONSTRAINT tables_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_event_id_key; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_event_id_key UNIQUE (event_id);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id);
 
 
 --
@@ -1485,6 +1657,13 @@ CREATE INDEX manifest_stats_last_used ON icepack.manifest_stats USING btree (las
 
 
 --
+-- Name: planner_replans_due; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX planner_replans_due ON icepack.planner_replans USING btree (replan_at);
+
+
+--
 -- Name: policies_one_per_target; Type: INDEX; Schema: icepack; Owner: -
 --
 
@@ -1513,10 +1692,31 @@ CREATE INDEX table_health_latest_score ON icepack.table_health_latest USING btre
 
 
 --
+-- Name: webhook_deliveries_due; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_due ON icepack.webhook_deliveries USING btree (not_before) WHERE (state = 'pending'::text);
+
+
+--
+-- Name: webhook_deliveries_finished_at; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_finished_at ON icepack.webhook_deliveries USING btree (finished_at) WHERE (state <> 'pending'::text);
+
+
+--
 -- Name: work_items_due; Type: INDEX; Schema: icepack; Owner: -
 --
 
 CREATE INDEX work_items_due ON icepack.work_items USING btree (service, not_before, requested_at);
+
+
+--
+-- Name: work_items_held; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX work_items_held ON icepack.work_items USING btree (service, lease_until) WHERE (lease_until IS NOT NULL);
 
 
 --
@@ -1597,6 +1797,14 @@ ALTER TABLE ONLY icepack.jobs
 
 
 --
+-- Name: maintenance_deferrals maintenance_deferrals_table_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.maintenance_deferrals
+    ADD CONSTRAINT maintenance_deferrals_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
+
+
+--
 -- Name: pending_verifications pending_verifications_job_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -1610,6 +1818,14 @@ ALTER TABLE ONLY icepack.pending_verifications
 
 ALTER TABLE ONLY icepack.pending_verifications
     ADD CONSTRAINT pending_verifications_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
+
+
+--
+-- Name: planner_replans planner_replans_table_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.planner_replans
+    ADD CONSTRAINT planner_replans_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
 
 
 --

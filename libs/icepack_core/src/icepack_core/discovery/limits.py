@@ -42,6 +42,11 @@ class CatalogCalls:
 
     counts: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    started: float = field(default_factory=time.monotonic)  # when the pass began
+
+    def elapsed(self) -> float:
+        """Seconds since the pass began (``catalog_status.last_pass_seconds``)."""
+        return time.monotonic() - self.started
 
     def add(self, kind: str) -> None:
         with self._lock:

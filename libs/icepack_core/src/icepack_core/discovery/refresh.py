@@ -204,6 +204,7 @@ async def apply_listing(
                 len(listed),
                 result.skipped,
                 calls.as_json(),
+                calls.elapsed(),
             )
     result.calls = calls.as_json()
     return result
@@ -529,6 +530,14 @@ class Discovery:
         self.configs = settings.effective_catalogs()
         self.catalogs = catalogs or CatalogSet(self.configs)
         self.timeout = timeout
+
+    async def mark_listing_started(self) -> None:
+        """Record that discovery (re)started listing every configured catalog: until each
+        finishes a listing, the location checks of actions that delete or move files refuse
+        (``safety.confinement``), since a table created meanwhile is not known yet."""
+        await self.pool.execute(
+            load_query("catalog_status_listing_started"), [cfg.name for cfg in self.configs]
+        )
 
     async def run_once(self) -> DiscoveryResult:
         """Refresh every catalog concurrently; one failing catalog does not stop the others."""

@@ -5,7 +5,12 @@ A catalog configured with ``sqs_queue_url`` gets an ``SqsWatcher``: it long-poll
 
 * EventBridge's "Glue Data Catalog Table State Change" (``detail.databaseName``,
   ``detail.changedTables``, ``detail.typeOfChange``): each named table is refreshed alone
-  (``refresh.refresh_table``: one load, no listing), a deleted one is marked dropped;
+  (``refresh.refresh_table``: one load, no listing). A ``DeleteTable`` is only a hint, like
+  every message: standard SQS redelivers and reorders, and anyone allowed ``sqs:SendMessage``
+  can send one. The table is loaded from the catalog, and only the catalog's definite "no such
+  table" marks it dropped (as the SQL ``NOTIFY`` path reads the catalog's own row); a forged
+  or stale delete of a live table changes nothing, and a load that fails leaves the message on
+  the queue;
 * S3 event notifications whose ``ObjectCreated`` records name a ``*.metadata.json`` file: the
   known table whose metadata lives in that directory is refreshed; a file of a table discovery
   does not know yet refreshes the whole catalog, at most once per ``UNKNOWN_REFRESH_SECONDS``
@@ -38,7 +43,7 @@ from aiobotocore.session import get_session
 
 from icepack_core.db.queries import load_query
 from icepack_core.discovery.catalogs import CatalogSet, load_table
-from icepack_core.discovery.refresh import apply_change, refresh_catalog, refresh_table
+from icepack_core.discovery.refresh import refresh_catalog, refresh_table
 from icepack_core.errors import PoisonMessage
 from icepack_core.settings import CatalogConfig
 from icepack_core.telemetry.logs import redact_text
@@ -56,7 +61,9 @@ log = structlog.get_logger("icepack.discovery.sqs")
 
 @dataclass(frozen=True, slots=True)
 class NamedTable:
-    """A table named by a Glue event: database (one namespace level) and table name."""
+    """A table named by a Glue event: database (one namespace level) and table name.
+
+    ``dropped`` says what the event claims; it is never trusted (see ``_refresh_named``)."""
 
     levels: tuple[str, ...]
     name: str
@@ -229,10 +236,16 @@ class SqsWatcher:
         return done
 
     async def _refresh_named(self, hint: NamedTable) -> None:
-        if hint.dropped:
-            await apply_change(self.pool, self.cfg, hint.levels, hint.name, None, dropped=True)
-        else:
-            await refresh_table(self.pool, self.catalogs, self.cfg, hint.levels, hint.name)
+        """Record what the catalog says the table is now, whatever the event claimed: a table
+        is marked dropped only when its load answers "no such table" (``refresh_table``)."""
+        result = await refresh_table(self.pool, self.catalogs, self.cfg, hint.levels, hint.name)
+        if hint.dropped:  # the catalog, not the message, decided: say what it decided
+            log.info(
+                "discovery.sqs_delete_checked",
+                catalog=self.cfg.name,
+                table=join_namespace((*hint.levels, hint.name)),
+                marked_dropped=result.dropped,
+            )
 
     async def _refresh_for_file(self, location: str) -> bool:
         rows = await self.pool.fetch(

@@ -28,6 +28,10 @@ from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.statistics import StatisticsCommonFields
 
 from icepack_core.execution.expiry_retention import RefInfo, Retention, SnapshotNode, expiring_ids
+from icepack_core.inspection import bounded_decompress
+
+# PyIceberg's readers below decompress through the bounded codecs (installed on import).
+bounded_decompress.install()
 
 CONTENT_KINDS = {0: "data", 1: "position_delete", 2: "equality_delete"}
 # The procedure's output column counting each kind (statistics covers both statistics kinds).

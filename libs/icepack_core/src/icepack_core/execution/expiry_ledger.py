@@ -5,7 +5,10 @@ for a job (the executor and ``icepack maintain`` always run one):
 
 1. **Plan** from the table's metadata (PyIceberg): the snapshots the retention rules expire (E,
    ``expiry_retention``) and the files reachable only from them (``expiry_files``). E empty:
-   no CALL, and the output says so.
+   no CALL, and the output says so. Every planned file must pass the table's confinement rule
+   (``safety.confinement``: under its own roots, under no other known table's): a manifest
+   naming another table's files stops the job here (``DeletionOutsideTable``; the caller holds
+   the table), before anything is recorded or deleted.
 2. **Record** every file in ``icepack.deletions`` (state ``recorded``) under the job's fence.
 3. **Check** the recorded rows (read back from Postgres) against what the snapshots outside E
    reference, read again from the metadata as the catalog has it now with Icepack's own
@@ -44,6 +47,7 @@ from icepack_core.execution.expiry_retention import ANCIENT_MS
 from icepack_core.execution.maintenance import ActionOutcome, summarise
 from icepack_core.inspection.inspector import LoadedTable
 from icepack_core.intents import ExpireSnapshots
+from icepack_core.safety.confinement import Confinement, refuse_foreign
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.sql import BigintArray, procedure_call, qualified_name, sql_literal
 from icepack_core.types import TableRef
@@ -67,12 +71,16 @@ class ExpiryLedger:
         fence: int,
         table_id: int,
         load: Callable[[], Awaitable[LoadedTable]],
+        confine: Callable[[LoadedTable], Awaitable[Confinement]] | None = None,
     ) -> None:
         self.pool = pool
         self.job_id = job_id
         self.fence = fence
         self.table_id = table_id
         self.load = load
+        # The table's confinement rule, from the table as loaded for the plan (None: tests of
+        # the ledger mechanics alone).
+        self.confine = confine
 
     async def plan(self, intent: ExpireSnapshots) -> ExpiryPlan:
         """E and its files, from the table's current metadata.
@@ -81,6 +89,9 @@ class ExpiryLedger:
             PermanentError: the metadata cannot be read by PyIceberg's model, or the retention
                 rules cannot be applied exactly.
         """
+        return (await self._plan(intent))[0]
+
+    async def _plan(self, intent: ExpireSnapshots) -> tuple[ExpiryPlan, LoadedTable]:
         loaded = await self.load()
         if loaded.table is None:
             raise PermanentError(
@@ -89,7 +100,7 @@ class ExpiryLedger:
             )
         metadata = loaded.table.metadata
         older_than_ms = int(intent.params.older_than.timestamp() * 1000)
-        return await asyncio.to_thread(
+        plan = await asyncio.to_thread(
             plan_expiry,
             metadata,
             loaded.io,
@@ -97,6 +108,7 @@ class ExpiryLedger:
             retain_last=intent.params.retain_last,
             now_ms=int(time.time() * 1000),
         )
+        return plan, loaded
 
     async def expire(
         self, engine: SparkEngine, ref: TableRef, intent: ExpireSnapshots, outcome: ActionOutcome
@@ -106,13 +118,16 @@ class ExpiryLedger:
         Raises:
             DeletionLedgerViolation: a recorded file is still live (nothing deleted), or the
                 procedure's counts or removed snapshots differ from the ledger.
+            DeletionOutsideTable: a file to delete is not the table's (``safety.confinement``;
+                nothing recorded or deleted).
+            ActionRefused: the confinement rule cannot be established (its reason).
             StaleFence: the job lost its fence (nothing recorded, or the rows left
                 ``recorded``).
             PermanentError: see ``plan``.
         """
         await self._note_earlier_attempts(outcome)
         started = time.monotonic()
-        plan = await self.plan(intent)
+        plan, loaded = await self._plan(intent)
         expiring = sorted(plan.expiring)
         outcome.output["expiring_snapshot_ids"] = expiring
         outcome.output["plan_ms"] = int((time.monotonic() - started) * 1000)
@@ -122,6 +137,8 @@ class ExpiryLedger:
             )
             outcome.output["ledger"] = {"files": 0}
             return
+        if self.confine is not None:  # before anything is recorded or deleted
+            refuse_foreign(await self.confine(loaded), (f.path for f in plan.files), ACTION)
         await self._record(plan)
         recorded = await self.pool.fetch(
             load_query("deletion_expiry_recorded"), self.job_id, [f.path for f in plan.files]

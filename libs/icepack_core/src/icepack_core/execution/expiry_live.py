@@ -29,15 +29,15 @@ from pyiceberg.io import FileIO
 from icepack_core.inspection.manifest_list import read_list
 from icepack_core.inspection.manifest_paths import live_paths
 from icepack_core.inspection.metadata import decompress
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.locations import location_key
 
 # Conflicts kept with their paths (the count has them all).
 KEPT_CONFLICTS = 200
 
 
 def _normalize(path: str) -> str:
-    """The project's location normalisation: the one function to swap."""
-    return normalize_location(path)
+    """The project's location normalisation (``safety.locations.location_key``)."""
+    return location_key(path)
 
 
 # A file name the fast path of ``path_key`` may append as it is, and the name it probes with.

@@ -33,6 +33,7 @@ from icepack_core.db.queries import load_query
 from icepack_core.errors import (
     ActionRefused,
     DeletionLedgerViolation,
+    DeletionOutsideTable,
     InspectionFailed,
     InvalidIdentifier,
     OrphanLimitExceeded,
@@ -56,13 +57,15 @@ from icepack_core.execution.outcome import (
     read_probe,
 )
 from icepack_core.execution.verification import Guard
-from icepack_core.inspection.inspector import Inspector
+from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.inspection.status import TableStatus
 from icepack_core.intents import LEDGER_INTENTS, Intent, RemoveOrphanFiles, parse_intents
 from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
+from icepack_core.safety.confinement import Confinement, confinement_of
+from icepack_core.safety.holds import place_hold
 from icepack_core.spark.engine import SparkEngine
-from icepack_core.telemetry.logs import redact, redact_text
+from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.metrics import JOB_ACTION_DURATION
 from icepack_core.types import TableRef
 
@@ -269,7 +272,12 @@ class JobExecution:
             orphan_limits=limits,
             expiry=(
                 ExpiryLedger(
-                    self.pool, job.id, job.fence, table_id, lambda: self.inspector.load(ref)
+                    self.pool,
+                    job.id,
+                    job.fence,
+                    table_id,
+                    lambda: self.inspector.load(ref),
+                    confine=self._confinement(table_id, ref, admission),
                 )
                 if job is not None
                 else None
@@ -281,6 +289,27 @@ class JobExecution:
             ),
             metadata=metadata,
         )
+
+    def _confinement(
+        self, table_id: int, ref: TableRef, admission: Admission | None
+    ) -> Callable[[LoadedTable], Awaitable[Confinement]]:
+        """The confinement rule of a freshly loaded table, with the roots an operator's
+        ``system.snapshot-expiry`` policy grants (``delete_outside_location``)."""
+        expiry = admission.policy.snapshot_expiry if admission else None
+        granted = tuple(expiry.delete_outside_location) if expiry else ()
+
+        async def confine(loaded: LoadedTable) -> Confinement:
+            return await confinement_of(
+                self.pool,
+                table_id,
+                str(ref),
+                location=loaded.location(),
+                metadata_location=loaded.metadata_location,
+                properties=loaded.properties,
+                granted=granted,
+            )
+
+        return confine
 
     async def run(
         self,
@@ -325,7 +354,7 @@ class JobExecution:
             started = datetime.now(UTC)
             try:
                 outcome = await self._run_one(maintenance, intent, job, table_id)
-            except (OrphanLimitExceeded, DeletionLedgerViolation) as exc:
+            except (OrphanLimitExceeded, DeletionLedgerViolation, DeletionOutsideTable) as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, str(exc), exc.evidence)
                 await record(
@@ -570,11 +599,5 @@ class JobExecution:
     async def _hold(
         self, table_id: int, action: str, reason: str, evidence: dict[str, Any]
     ) -> None:
-        hold = {
-            "reason": redact_text(reason),
-            "action": action,
-            "evidence": redact(evidence),
-            "at": datetime.now(UTC).isoformat(),
-        }
-        await self.pool.execute(load_query("table_hold_set"), table_id, hold)
+        await place_hold(self.pool, table_id, action=action, reason=reason, evidence=evidence)
         log.error("maintenance.table_held", table_id=table_id, reason=reason)

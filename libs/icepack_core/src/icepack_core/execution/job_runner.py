@@ -133,8 +133,13 @@ class JobRunner:
             bound.info("job.succeeded", actions=len(results))
             return JobRun(done)
         except LockHeld as exc:
-            done = await self.queue.fail(job, str(exc), retryable=self.retry_failures)
-            bound.info("job.table_busy")
+            # Another job is working on the table: not this job's failure. Its attempt and
+            # budget charge are given back and it waits its turn (the CLI has no turn to wait).
+            if self.retry_failures:
+                done = await self.queue.give_back(job, "lock", str(exc))
+            else:
+                done = await self.queue.fail(job, str(exc), retryable=False, code=exc.code)
+            bound.info("job.table_busy", lock_waits=done.lock_waits)
             return JobRun(done, lock_held=True)
         except CancelRequested:
             bound.info("job.cancelled")
@@ -163,7 +168,9 @@ class JobRunner:
             return JobRun(None)
         except (RetryableError, PermanentError) as exc:
             retryable = isinstance(exc, RetryableError)
-            done = await self.queue.fail(job, str(exc), retryable=retryable and self.retry_failures)
+            done = await self.queue.fail(
+                job, str(exc), retryable=retryable and self.retry_failures, code=exc.code
+            )
             JOBS_FINISHED.add(1, {"outcome": done.state.value})
             bound.warning("job.failed", error=str(exc), state=done.state.value)
             return JobRun(done)
@@ -188,7 +195,12 @@ class JobRunner:
         except asyncio.CancelledError:
             # Shutdown or Ctrl-C: hand the job back (or, for the CLI, record why it stopped).
             await asyncio.shield(
-                self.queue.fail(job, "stopped before it finished", retryable=self.retry_failures)
+                self.queue.fail(
+                    job,
+                    "stopped before it finished",
+                    retryable=self.retry_failures,
+                    code="STOPPED",
+                )
             )
             raise
         finally:

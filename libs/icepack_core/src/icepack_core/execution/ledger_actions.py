@@ -36,6 +36,7 @@ from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.intents import Intent, PurgeQuarantine, RestoreQuarantine
 from icepack_core.queue.jobs import Job
 from icepack_core.queue.ledger import table_lineage
+from icepack_core.safety.confinement import confinement_of
 from icepack_core.types import TableRef
 
 log = structlog.get_logger("icepack.ledger")
@@ -102,11 +103,24 @@ class LedgerActions:
             InspectionFailed: the table cannot be loaded from its catalog.
         """
         loaded = await self.inspector.load(ref)
-        return self._quarantine(job, table_id, loaded, location)
+        return await self._quarantine(job, table_id, ref, loaded, location)
 
-    def _quarantine(
-        self, job: Job, table_id: int, loaded: LoadedTable, location: str | None
+    async def _quarantine(
+        self, job: Job, table_id: int, ref: TableRef, loaded: LoadedTable, location: str | None
     ) -> OrphanQuarantine:
+        """The ledger of ``job``, confined to the table's own roots (``safety.confinement``).
+
+        Raises:
+            ActionRefused: the confinement rule cannot be established (its reason).
+        """
+        confinement = await confinement_of(
+            self.pool,
+            table_id,
+            str(ref),
+            location=location or loaded.location(),
+            metadata_location=loaded.metadata_location,
+            properties=loaded.properties,
+        )
         quarantine = OrphanQuarantine(
             self.pool,
             job.id,
@@ -119,6 +133,7 @@ class LedgerActions:
         if self.batch_size is not None:
             quarantine.batch_size = self.batch_size
         quarantine.after_move = self.after_move
+        quarantine.confinement = confinement
         return quarantine
 
     def orphan_sink(
@@ -129,7 +144,7 @@ class LedgerActions:
         async def sink(paths: list[str], location: str, older_than: datetime) -> dict[str, Any]:
             loaded = await self.inspector.load(ref)
             paths, kept, referenced = await unreferenced(loaded, paths, ref)
-            quarantine = self._quarantine(job, table_id, loaded, location)
+            quarantine = await self._quarantine(job, table_id, ref, loaded, location)
             reason = f"not referenced by any snapshot; older than {older_than.isoformat()}"
             recorded = await quarantine.record(paths, reason)
             retention = timedelta(days=quarantine_days)

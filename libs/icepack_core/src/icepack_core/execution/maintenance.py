@@ -30,7 +30,7 @@ from icepack_core.errors import (
     brief,
 )
 from icepack_core.execution.fingerprint import Fingerprint
-from icepack_core.execution.metadata_scope import scope_from_metadata
+from icepack_core.execution.metadata_scope import OpenRule, scope_from_metadata
 from icepack_core.execution.partition_filter import (
     PartitionColumn,
     PartitionScope,
@@ -45,11 +45,12 @@ from icepack_core.intents import (
     Intent,
     RemoveOrphanFiles,
     RewriteDataFiles,
+    RewriteDataFilesParams,
     RewriteManifests,
     RewritePositionDeleteFiles,
     parse_intent,
 )
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.locations import location_key
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import (
     SPARK_CONF_UNDEFINED,
@@ -191,8 +192,11 @@ class TableMaintenance:
         orphan_sink: OrphanSink | None = None,
         metadata: TableLoader | None = None,
         in_process_reader: bool = True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
+        # Wall-clock seconds: when a partition last written counts as open (tests pin it).
+        self.clock = clock
         self.ref = ref
         self.levels = ref.levels
         self.table = ref
@@ -270,7 +274,9 @@ class TableMaintenance:
             and intent.params.scope == "partitions"
             and "where" not in args
         ):
-            where, scope_note = await self.partition_scope(dict(intent.params.options), loaded)
+            where, scope_note = await self.partition_scope(
+                dict(intent.params.options), loaded, intent.params
+            )
             if where is not None:
                 args["where"] = where
         statements = spark_conf_statements(self.properties)
@@ -400,9 +406,7 @@ class TableMaintenance:
             ),
             None,
         )
-        if current is None or normalize_location(current) != normalize_location(
-            self.orphan_location
-        ):
+        if current is None or location_key(current) != location_key(self.orphan_location):
             raise PermanentError(
                 f"remove_orphan_files on {self.ref}: Spark reports location {current!r}, not "
                 f"the admitted {self.orphan_location!r}; refusing"
@@ -435,23 +439,30 @@ class TableMaintenance:
         return identity_columns(rows)
 
     async def partition_scope(
-        self, options: Mapping[str, str], loaded: Table | None = None
+        self,
+        options: Mapping[str, str],
+        loaded: Table | None = None,
+        params: RewriteDataFilesParams | None = None,
     ) -> tuple[str | None, dict[str, Any]]:
         """A ``where`` filter selecting only the partitions whose small files can be compacted
         (at least ``min-input-files`` files under Iceberg's binpack threshold, 75 % of target).
 
         Returns ``(None, note)`` -- the rewrite then runs table-wide and binpack's own
         ``min-input-files`` skips healthy groups -- when the table is unpartitioned, a partition
-        field is not an identity transform, too many partitions qualify, or any partition value
-        cannot be written as an exact literal of its column's type; ``note["scope_reason"]``
-        then names the column and type. Scoping never fails the action: an error while
-        scoping also falls back to the whole table.
+        field's transform cannot be scoped exactly (void, unknown), or any partition value
+        cannot be written as an exact literal; ``note["scope_reason"]`` then names the field.
+        Scoping never fails the action: an error while scoping also falls back to the whole
+        table.
 
         With ``loaded`` (the table as the catalog has it now) the partitions are counted from
         its manifests in this process (``metadata_scope``, ``note["scope_source"]`` =
-        ``metadata``); where that cannot be exact, by the Spark queries over the ``files``
-        table (``engine``, with ``scope_source_fallback`` saying why).
+        ``metadata``): every transform and every partition spec, at most
+        ``params.max_partitions`` per run (``partitions_deferred``: the rest), open partitions
+        skipped below their bound (``open_partitions_skipped``, named). Where that cannot be
+        exact, by the Spark queries over the ``files`` table (identity partitions of the
+        current spec only; ``engine``, with ``scope_source_fallback`` saying why).
         """
+        params = params or RewriteDataFilesParams()
         source: dict[str, Any] = {}
 
         def whole_table(reason: str) -> tuple[None, dict[str, Any]]:
@@ -473,7 +484,10 @@ class TableMaintenance:
                         self.engine,
                         undersized_bytes=int(target * 0.75),
                         min_files=min_files,
-                        max_partitions=MAX_SCOPED_PARTITIONS,
+                        max_partitions=params.max_partitions,
+                        catalog=self.ref.catalog,
+                        rule=OpenRule(params.open_quiet_seconds, params.open_max_small_files),
+                        now_ms=int(self.clock() * 1000),
                     )
                 except ScopeFallback:
                     raise
@@ -486,12 +500,19 @@ class TableMaintenance:
             return whole_table(exc.reason)
         except Exception as exc:  # any scoping failure must not fail the job, only widen it
             return whole_table(f"partition scoping failed: {brief(exc)}")
-        note = {
+        note: dict[str, Any] = {
             "scope": "partitions",
             "partitions_selected": scope.selected,
             "partitions_total": scope.total,
             **source,
         }
+        if scope.deferred:
+            note["partitions_deferred"] = scope.deferred
+        if scope.open_skipped_count:
+            note["open_partitions_skipped"] = list(scope.open_skipped)
+            note["open_partitions_skipped_count"] = scope.open_skipped_count
+        if scope.older_specs:
+            note["older_specs_scoped"] = scope.older_specs
         return scope.where, note
 
     async def _scope_on_engine(self, target: int, min_files: int) -> PartitionScope:

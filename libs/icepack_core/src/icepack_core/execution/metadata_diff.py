@@ -35,7 +35,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyiceberg.avro.file import AvroFile
@@ -62,7 +62,7 @@ from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import SparkType, canonical_text_expr, typed_literal
 
 # Manifest entry field ids (Iceberg spec, "Manifests").
-STATUS, SEQUENCE, DATA_FILE = 0, 3, 2
+STATUS, SNAPSHOT, SEQUENCE, DATA_FILE = 0, 1, 3, 2
 CONTENT, PATH, FORMAT, PARTITION, RECORDS, BYTES = 134, 100, 101, 102, 103, 104
 EQUALITY_IDS, REFERENCED, OFFSET, LENGTH = 135, 143, 144, 145
 DELETED = 2
@@ -82,6 +82,8 @@ class _Live:
     identities: list[Identity]
     values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]]
     formats: dict[str, str]  # file path -> file format
+    # file path -> the snapshot that added the file (inherited from the manifest when null)
+    added_by: dict[str, int | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
     identities: list[Identity] = []
     values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]] = {}
     formats: dict[str, str] = {}
+    added_by: dict[str, int | None] = {}
     spec_id = manifest.partition_spec_id
     # Framing checked before the decoder sees the bytes, which are read once.
     with AvroFile[Record](checked_input(io, manifest.manifest_path)) as reader:
@@ -161,6 +164,10 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
             values.setdefault((spec_id, key), dict(zip(part_ids, tuple_values, strict=False)))
             equality = opt(data, EQUALITY_IDS)
             formats[str(data[fields[PATH]])] = str(opt(data, FORMAT) or "")
+            snapshot = entry[top[SNAPSHOT]] if SNAPSHOT in top else None
+            added_by[str(data[fields[PATH]])] = (
+                snapshot if snapshot is not None else manifest.added_snapshot_id
+            )
             identities.append(
                 (
                     int(opt(data, CONTENT) or 0),
@@ -176,7 +183,7 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
                     tuple(equality) if equality is not None else None,
                 )
             )
-    return _Live(identities, values, formats)
+    return _Live(identities, values, formats, added_by)
 
 
 def checked_manifests(snapshot: Snapshot, io: FileIO) -> list[ManifestFile]:
@@ -382,10 +389,13 @@ def touched_files(
         for i in live.identities:
             content, path, key = i[0], i[1], (i[2], i[3])
             if content > 0:
+                # Named apart: equality deletes (upsert sinks) match rows by value, which
+                # only the table's own reader (the Spark scan) applies.
+                kind = "equality delete files" if content == 2 else "delete files"
                 if key in touched:
-                    blocker = blocker or "delete files in a touched partition"
+                    blocker = blocker or f"{kind} in a touched partition"
                 elif not partitioned or all(v is None for v in key[1]):
-                    blocker = blocker or "delete files of an unpartitioned spec"
+                    blocker = blocker or f"{kind} of an unpartitioned spec"
                 elif i[7] is not None and i[7] in data_paths:
                     blocker = blocker or "a delete file names a touched data file"
                 elif content == 1 and i[7] is None:

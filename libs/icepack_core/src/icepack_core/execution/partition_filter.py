@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icepack_core.errors import ScopeFallback, UnsupportedLiteral
+from icepack_core.execution.transform_predicates import Transform, field_term, value_type
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import (
     PartitionValue,
@@ -53,10 +54,16 @@ from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, quote_identifier
 
 @dataclass(frozen=True, slots=True)
 class PartitionColumn:
-    """One identity partition source column: its name path and Spark type text."""
+    """One partition field as a filter addresses it: its source column's name path and Spark
+    type text, and the field's transform as PyIceberg prints it (``identity``, ``year``,
+    ``month``, ``day``, ``hour``, ``bucket[N]``, ``truncate[W]``; see
+    ``transform_predicates``). ``catalog`` names the Iceberg catalog whose ``system``
+    functions a ``bucket``/``truncate`` term calls."""
 
     path: tuple[str, ...]
     type_text: str
+    transform: str = "identity"
+    catalog: str | None = None
 
     @property
     def sql(self) -> str:
@@ -71,7 +78,9 @@ class PartitionColumn:
         return ".".join(self.path)
 
     def __str__(self) -> str:
-        return f"{self.sql} ({self.type_text})"
+        if self.transform == "identity":
+            return f"{self.sql} ({self.type_text})"
+        return f"{self.transform}({self.sql}) ({self.type_text})"
 
 
 def split_described_name(text: str) -> tuple[str, ...]:
@@ -139,11 +148,20 @@ def identity_columns(describe_rows: Sequence[Mapping[str, Any]]) -> list[Partiti
 
 @dataclass(frozen=True)
 class PartitionScope:
-    """The filter and what it covers. ``where`` is ``"false"`` when nothing qualifies."""
+    """The filter and what it covers. ``where`` is ``"false"`` when nothing qualifies.
+
+    From the manifests (``metadata_scope``) also: qualifying partitions ``deferred`` to a later
+    run by the per-run cap, open partitions skipped (``open_skipped``: the first few named,
+    ``open_skipped_count`` all of them), and how many partition specs other than the current
+    one the selection spans (``older_specs``)."""
 
     where: str
     selected: int
     total: int
+    deferred: int = 0
+    open_skipped: tuple[str, ...] = ()
+    open_skipped_count: int = 0
+    older_specs: int = 0
 
 
 def _column_types(columns: Sequence[PartitionColumn]) -> list[SparkType]:
@@ -228,33 +246,50 @@ async def partitions_where(
     engine: SparkEngine, columns: Sequence[PartitionColumn], texts: Sequence[Sequence[str | None]]
 ) -> str:
     """The filter ``(a = x AND b IS NULL) OR ...`` selecting the partitions given as canonical
-    texts (``typed_literals.canonical_text_expr``, one per column, None for NULL), each literal
-    checked on the engine by a round trip unless Spark's grammar alone fixes what it reads
-    back as (``reads_back_by_grammar``).
+    texts of their partition values (``typed_literals.canonical_text_expr`` of each field's
+    value type, ``transform_predicates.value_type``; None for NULL), one term per field
+    (``transform_predicates.field_term``), each literal checked on the engine by a round trip
+    unless Spark's grammar alone fixes what it reads back as (``reads_back_by_grammar``).
 
     Raises:
-        ScopeFallback: an unsupported column type, or a value that cannot be decoded or
-            rendered exactly or fails the round trip.
+        ScopeFallback: an unsupported column type or transform, or a value that cannot be
+            decoded or rendered exactly or fails the round trip.
     """
-    types = _column_types(columns)
+    fields = _fields(columns)
     predicates = []
     checks: list[tuple[PartitionColumn, SparkType, str, str]] = []
     for partition_texts in texts:
-        values: list[PartitionValue] = []
-        for column, spark_type, text in zip(columns, types, partition_texts, strict=True):
+        terms = []
+        for column, (transform, source, kind), text in zip(
+            columns, fields, partition_texts, strict=True
+        ):
             try:
-                value = decode_canonical(spark_type, text)
-                if text is not None:
-                    literal = typed_literal(spark_type, value)
-                    if not reads_back_by_grammar(spark_type, text):
-                        checks.append((column, spark_type, text, literal))
+                value = decode_canonical(kind, text)
+                term = field_term(column.sql, transform, source, value, column.catalog, text)
             except UnsupportedLiteral as exc:
                 raise ScopeFallback(f"partition column {column}: {exc}") from exc
-            values.append(value)
-        predicates.append(partition_predicate(columns, types, values))
+            terms.append(term.sql)
+            checks += [
+                (column, literal_type, expected, literal)
+                for literal_type, literal, expected in term.literals
+                if not reads_back_by_grammar(literal_type, expected)
+            ]
+        predicates.append("(" + " AND ".join(terms) + ")")
     await _check_round_trip(engine, checks)
     # Sorted: the same partitions give the same filter text, whatever order they came in.
     return " OR ".join(sorted(predicates))
+
+
+def _fields(columns: Sequence[PartitionColumn]) -> list[tuple[Transform, SparkType, SparkType]]:
+    """Per column: its transform, its source type and its partition value's type."""
+    fields = []
+    for column, source in zip(columns, _column_types(columns), strict=True):
+        try:
+            transform = Transform.parse(column.transform)
+            fields.append((transform, source, value_type(transform, source)))
+        except UnsupportedLiteral as exc:
+            raise ScopeFallback(f"partition column {column}: {exc}") from exc
+    return fields
 
 
 async def _check_round_trip(

@@ -28,13 +28,18 @@ Iceberg's orphan listing skips every directory whose name starts with ``.`` or `
 one job's quarantined files back (rows -> ``restored``), refusing a file whose original path
 exists again with other bytes (the same bytes: a copy back whose delete was lost, finished) and
 reporting files already purged.
+
+Every path moved or deleted (a listed orphan, its quarantine target, a purged copy, a restore's
+source and destination) passes the table's confinement rule first (``safety.confinement``):
+one foreign path in a batch stops the action before that batch is touched
+(``DeletionOutsideTable``; the job holds the table).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,7 +49,8 @@ import asyncpg
 from icepack_core.db.queries import load_query
 from icepack_core.errors import PermanentError, StaleFence
 from icepack_core.execution.file_mover import FileMover
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.confinement import Confinement, refuse_foreign
+from icepack_core.safety.locations import LocationError, location_key, parse_location
 
 # "_": hidden from Iceberg's orphan listing (as "." is), and accepted by object stores that
 # refuse "."-prefixed key components (SeaweedFS table buckets deny them). Under ``data/``: such
@@ -70,11 +76,13 @@ def relative_path(location: str, path: str) -> str:
     Raises:
         PermanentError: ``path`` is not under ``location``.
     """
-    root = normalize_location(location).rstrip("/") + "/"
-    full = normalize_location(path)
-    if not full.startswith(root) or full == root:
+    try:
+        root, full = parse_location(location), parse_location(path)
+    except LocationError as exc:
+        raise PermanentError(f"orphan path {path!r}: {exc}") from None
+    if not root.contains(full) or full == root:
         raise PermanentError(f"orphan path {path!r} is not under the table location {location!r}")
-    return full[len(root) :]
+    return full.path[len(root.path) :].lstrip("/")
 
 
 def quarantine_root(location: str, job_id: int) -> str:
@@ -175,9 +183,18 @@ class OrphanQuarantine:
     # The table ids whose rows purge and restore act on: the table and the ones it was renamed
     # from (``queue.ledger.table_lineage``); None: the table alone.
     lineage: list[int] | None = None
+    # The table's confinement rule: every path moved or deleted must pass it (None: tests of
+    # the mechanics alone).
+    confinement: Confinement | None = None
 
     def _tables(self) -> list[int]:
         return self.lineage if self.lineage is not None else [self.table_id]
+
+    def _confine(self, paths: Iterable[str], action: str) -> None:
+        """Refuse (``DeletionOutsideTable``) before touching any of ``paths`` if one is not
+        the table's (``safety.confinement``)."""
+        if self.confinement is not None:
+            refuse_foreign(self.confinement, paths, action)
 
     def _stale(self, what: str) -> StaleFence:
         return StaleFence(self.job_id, self.fence, what)
@@ -205,6 +222,7 @@ class OrphanQuarantine:
         )
         for path in candidates:
             relative_path(self.location, path)  # refuse before writing anything
+        self._confine(candidates, ORPHAN_ACTION)
         written = 0
         for start in range(0, len(candidates), self.batch_size):
             batch = candidates[start : start + self.batch_size]
@@ -245,10 +263,15 @@ class OrphanQuarantine:
             rows = await self._batch(self.job_id, "recorded", after, [self.table_id])
             if not rows:
                 return report
+            self._confine(
+                [r["path"] for r in rows]
+                + [quarantine_path(self.location, self.job_id, r["path"]) for r in rows],
+                ORPHAN_ACTION,
+            )
             for row in rows:
                 after = row["id"]
                 path = row["path"]
-                if referenced is not None and normalize_location(path) in referenced:
+                if referenced is not None and location_key(path) in referenced:
                     report.problem("kept_referenced", path)
                     continue
                 target = quarantine_path(self.location, self.job_id, path)
@@ -333,6 +356,7 @@ class OrphanQuarantine:
             )
             if not rows:
                 return report
+            self._confine([r["quarantine_path"] for r in rows], "purge_quarantine")
             for row in rows:
                 if not proven:
                     await self._still_ours(f"purge {row['quarantine_path']}")
@@ -358,6 +382,10 @@ class OrphanQuarantine:
             rows = await self._batch(source_job, "quarantined", after, tables)
             if not rows:
                 return report
+            self._confine(
+                [r["path"] for r in rows] + [r["quarantine_path"] for r in rows],
+                "restore_quarantine",
+            )
             for row in rows:
                 after = row["id"]
                 if not proven:

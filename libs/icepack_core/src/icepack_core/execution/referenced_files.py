@@ -15,7 +15,8 @@ The set is wide on purpose (a wider set only keeps more files):
 * the statistics and partition-statistics files;
 * the current metadata file and the ones its log names.
 
-Paths are compared as ``normalize_location`` gives them (``file:/x`` and ``file:///x`` agree).
+Paths are compared as ``safety.locations.location_key`` gives them (as the file system reads
+them: ``file:/x``, ``file:///x`` and ``file:/y/../x`` agree; ``s3a://`` is ``s3://``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pyiceberg.types import StructType
 from icepack_core.inspection.avro_scan import checked_input
 from icepack_core.inspection.manifest_list import read_list
 from icepack_core.inspection.metadata import decompress
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.locations import location_key
 
 # Manifest entry field ids (Iceberg spec, "Manifests"): the entry's data_file, and its path.
 DATA_FILE, FILE_PATH = 2, 100
@@ -92,7 +93,7 @@ def referenced_paths(io: FileIO, metadata_location: str) -> frozenset[str]:
     for key in ("statistics", "partition-statistics"):
         paths.update(_strings(doc.get(key), "statistics-path"))
     paths.update(_strings(doc.get("metadata-log"), "metadata-file"))
-    return frozenset(normalize_location(p) for p in paths)
+    return frozenset(location_key(p) for p in paths)
 
 
 def split_referenced(
@@ -102,5 +103,5 @@ def split_referenced(
     free: list[str] = []
     kept: list[str] = []
     for path in listed:
-        (kept if normalize_location(path) in referenced else free).append(path)
+        (kept if location_key(path) in referenced else free).append(path)
     return free, kept

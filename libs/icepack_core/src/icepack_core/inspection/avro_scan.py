@@ -37,6 +37,7 @@ from pyiceberg.types import NestedField, StructType
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
 from icepack_core.errors import AvroDamaged, AvroUnsupported
+from icepack_core.inspection.bounded_decompress import decompress_block
 from icepack_core.inspection.exact_doubles import exact_doubles
 
 MAGIC = b"Obj\x01"
@@ -396,7 +397,7 @@ class Container:
 
     meta: dict[str, str]
     sync: bytes
-    codec: Any
+    codec: str  # an ``avro.codec`` name PyIceberg knows (``null`` for none)
     decoder: Any
     size: int
 
@@ -405,14 +406,14 @@ class Container:
 
         Raises:
             AvroUnsupported: a sync marker does not match (a damaged file).
+            AvroBlockTooLarge: a block expands beyond the cap (``bounded_decompress``).
             Exception: whatever the decoder or codec raises on a truncated or corrupt block.
         """
         d = self.decoder
         while d.tell() < self.size:
             count = d.read_int()
             block = _take(d, self.size, d.read_int())
-            if self.codec is not None:
-                block = self.codec.decompress(block)
+            block = decompress_block(self.codec, block)
             yield count, block
             if _take(d, self.size, SYNC_SIZE) != self.sync:
                 raise AvroDamaged("sync marker mismatch")
@@ -531,9 +532,9 @@ def open_container(data: bytes) -> Container:
         n = d.read_int()
     sync = _take(d, len(data), SYNC_SIZE)
     codec_name = meta.get("avro.codec")
-    if codec_name not in KNOWN_CODECS:
+    if codec_name is None or codec_name not in KNOWN_CODECS:
         raise AvroUnsupported(f"codec {codec_name!r}")
-    return Container(meta, sync, KNOWN_CODECS[codec_name], d, len(data))
+    return Container(meta, sync, codec_name, d, len(data))
 
 
 def _scan(data: bytes) -> tuple[Plan, list[Entry]]:

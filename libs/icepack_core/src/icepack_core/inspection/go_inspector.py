@@ -53,6 +53,7 @@ async def inspect_with_go(
     binary: Path | None = None,
     io_properties: dict[str, str] | None = None,
     small_file_bytes: int | None = None,
+    max_block_bytes: int | None = None,
     time_limit: float = TIMEOUT_SECONDS,
 ) -> TableStatus:
     """Inspect one table with go-inspector.
@@ -74,6 +75,8 @@ async def inspect_with_go(
     ]
     if small_file_bytes is not None:
         args += ["--small-file-bytes", str(small_file_bytes)]
+    if max_block_bytes is not None:  # the bound of bounded_decompress, enforced in Go too
+        args += ["--max-block-bytes", str(max_block_bytes)]
     env = dict(os.environ)
     for key, value in (io_properties or {}).items():
         if key in _SECRET_PROPS:

@@ -11,6 +11,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+import structlog
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import ValidationError
 from pyiceberg.io import FileIO
@@ -18,6 +19,7 @@ from pyiceberg.table import Table
 
 from icepack_core.discovery.catalogs import CatalogSet, load_table, metadata_location_hint
 from icepack_core.errors import InspectionFailed
+from icepack_core.inspection import bounded_decompress
 from icepack_core.inspection.go_inspector import inspect_with_go
 from icepack_core.inspection.metadata import MetadataView
 from icepack_core.inspection.pyiceberg_inspector import (
@@ -30,6 +32,7 @@ from icepack_core.inspection.pyiceberg_inspector import (
     refresh_history,
 )
 from icepack_core.inspection.status import TableStatus, describe_error
+from icepack_core.inspection.transient import is_transient_catalog_error
 from icepack_core.settings import Settings
 from icepack_core.types import TableRef
 
@@ -45,6 +48,7 @@ __all__ = [
 ]
 
 LOAD_TIMEOUT_SECONDS = 120.0
+log = structlog.get_logger("icepack.inspector")
 
 
 _describe = describe_error
@@ -85,6 +89,8 @@ class Inspector:
         self.settings = settings
         self.catalogs = catalogs or CatalogSet(settings.effective_catalogs())
         self.cache = cache
+        # Every Avro read of this process (inspection, the executor's readers) is bounded.
+        bounded_decompress.configure(settings.avro_max_block_bytes)
 
     async def load(self, ref: TableRef, known_location: str | None = None) -> LoadedTable:
         """Load a table's current metadata from its catalog.
@@ -94,6 +100,10 @@ class Inspector:
         catalog's row, else ``known_location``, the file discovery last saw) is read directly
         instead (``metadata.read_metadata``). Errors name that file.
 
+        A transient catalog error (``transient.is_transient_catalog_error``: a dropped
+        connection, a REST 5xx or 429) is retried ``inspection_transient_retries`` times,
+        ``inspection_retry_base_seconds`` doubling, before it fails the inspection.
+
         Raises:
             InspectionFailed: the catalog or the table's metadata cannot be read.
         """
@@ -102,6 +112,26 @@ class Inspector:
                 f"catalog {ref.catalog!r} is not configured (ICEPACK_CATALOGS names "
                 f"{', '.join(sorted(self.catalogs.configs)) or 'none'})"
             )
+        retries = self.settings.inspection_transient_retries
+        for attempt in range(retries + 1):
+            try:
+                return await self._load_once(ref, known_location)
+            except InspectionFailed as exc:
+                cause = exc.__cause__
+                if attempt == retries or cause is None or not is_transient_catalog_error(cause):
+                    raise
+                wait = self.settings.inspection_retry_base_seconds * 2**attempt
+                log.warning(
+                    "inspector.catalog_transient",
+                    table=str(ref),
+                    attempt=attempt + 1,
+                    retry_in=wait,
+                    error=exc.message,
+                )
+                await asyncio.sleep(wait)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def _load_once(self, ref: TableRef, known_location: str | None) -> LoadedTable:
         try:
             catalog = await self.catalogs.get(ref.catalog)
         except Exception as exc:
@@ -158,6 +188,7 @@ class Inspector:
                 table=ref.name,
                 binary=self.settings.go_inspector_path,
                 io_properties=dict(table.io.properties),
+                max_block_bytes=self.settings.avro_max_block_bytes,
             )
         try:
             return await inspect_view(

@@ -19,8 +19,8 @@ go-inspector's reader (``go-inspector/internal/inspect/metadata.go``):
 
 from __future__ import annotations
 
-import gzip
 import json
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.table.metadata import TableMetadata
 
 from icepack_core.errors import InspectionFailed
+from icepack_core.inspection.bounded_decompress import AvroBlockTooLarge, gunzip
 from icepack_core.inspection.status import describe_error
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -95,16 +96,17 @@ def _list(doc: dict[str, Any], key: str) -> list[Any]:
 
 
 def decompress(raw: bytes) -> bytes:
-    """``raw``, gunzipped when it starts with the gzip magic.
+    """``raw``, gunzipped when it starts with the gzip magic, in bounded memory
+    (``bounded_decompress.gunzip``).
 
     Raises:
-        MetadataError: a gzip stream that cannot be decompressed.
+        MetadataError: a gzip stream that cannot be decompressed or expands beyond the cap.
     """
     if not raw.startswith(GZIP_MAGIC):
         return raw
     try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError) as exc:
+        return gunzip(raw)
+    except (OSError, EOFError, zlib.error, AvroBlockTooLarge) as exc:
         raise MetadataError(f"gzip: {exc}") from exc
 
 

@@ -26,8 +26,9 @@ from icepack_core.inspection.store import (
     latest_status,
     record_inspection,
 )
-from icepack_core.queue.work_items import WorkItem, WorkQueue
+from icepack_core.queue.work_items import DeadHolder, WorkItem, WorkQueue
 from icepack_core.settings import Settings
+from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.metrics import INSPECTION_DURATION, MANIFESTS_CACHED, MANIFESTS_READ
 from icepack_core.types import TableRef
 
@@ -90,9 +91,12 @@ class TableInspections:
                         load_query("table_set_location"), table_id, table.location()
                     )
         except InspectionFailed as exc:
-            log.warning("inspector.failed", table=str(ref), table_id=table_id, error=exc.message)
-            # The cause's text (a catalog's or a file system's message) may hold a NUL byte.
-            assessment = inspection_failed(storable(exc.message))
+            # The cause's text (a REST catalog's error body, go-inspector's stderr, a driver's
+            # message) may carry a secret, and the health API is open by default: redacted as
+            # every other sink is; it may also hold a NUL byte.
+            message = redact_text(exc.message)
+            log.warning("inspector.failed", table=str(ref), table_id=table_id, error=message)
+            assessment = inspection_failed(storable(message))
             INSPECTION_DURATION.record(0, {"outcome": "failed"})
         else:
             assessment = assess(status, self.thresholds, now)
@@ -117,6 +121,20 @@ class TableInspections:
     async def process(self, item: WorkItem) -> None:
         """``run_event_service``'s callback."""
         await self.inspect_and_record(item.table_id, item.reason)
+
+    async def parked(self, dead: DeadHolder) -> None:
+        """``run_workers``' ``on_parked``: the table's inspection killed (or hung) its worker
+        ``dead.deaths`` times in a row; record that as an ``INSPECTION_FAILED`` assessment,
+        where an operator looks (``GET /tables/.../health``), instead of trying for ever."""
+        message = (
+            f"the inspector process stopped {dead.deaths} times while inspecting this table "
+            f"(its lease expired: killed, out of memory or hung; {dead.reason}); no more "
+            "attempts until the table changes or an inspection is requested"
+        )
+        assessment = inspection_failed(storable(redact_text(message)))
+        async with self.pool.acquire() as raw, raw.transaction():
+            await record_inspection(cast(asyncpg.Connection, raw), dead.table_id, None, assessment)
+        log.error("inspector.parked", table_id=dead.table_id, deaths=dead.deaths)
 
     async def request_refresh(
         self, queue: WorkQueue, max_age_seconds: float, now: datetime | None = None

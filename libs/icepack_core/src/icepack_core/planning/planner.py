@@ -10,6 +10,9 @@ the recommendation (with what was skipped and why), enqueues a job when there is
 whose jobs failed permanently rests (exponential backoff, ``failure_streaks``), so a table that
 keeps failing gets at most ``job_max_attempts`` runs per backoff window; an action
 whose measured benefit keeps falling short of its prediction is throttled (``throttles``).
+Compaction, delete application and manifest rewrites are due by need (``planning.due``); when
+only the table's minimum interval holds one back, the planning records when to plan the table
+again (``planner_replans``, turned into a work item by ``queue.upkeep``).
 
 Planned jobs carry their prediction: ``predicted`` (per action, ``planning.prediction``),
 ``rewrite_bytes`` (the sum), ``benefit`` (the sum of predicted benefits: objects a full scan no
@@ -36,6 +39,7 @@ from icepack_core.planning.recommendation import (
     FailureStreak,
     Recommendation,
     Skip,
+    due_rule_of,
     failure_backoff,
     recommend,
 )
@@ -132,16 +136,19 @@ class Planner:
                 table["name"],
                 properties,
                 self.settings.maintenance_cadence_hours,
+                self.settings.maintenance_min_interval_minutes,
             )
         except PolicyError as exc:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
         last_runs: dict[str, datetime] = {}
+        snapshots_after: dict[str, str | None] = {}
         failures: dict[str, FailureStreak] = {}
         throttles: dict[str, Throttle] = {}
         cancelled: dict[str, datetime] = {}
         if has_jobs:
             runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
             last_runs = {r["action"]: r["finished_at"] for r in runs}
+            snapshots_after = {r["action"]: r["snapshot_after"] for r in runs}
             stops = await self.pool.fetch(load_query("job_cancelled_actions"), table["id"])
             cancelled = {r["action"]: r["cancelled_at"] for r in stops}
             failures = await self.failure_streaks(table["id"])
@@ -155,6 +162,13 @@ class Planner:
             failures=failures,
             throttles=throttles,
             cancelled=cancelled,
+            snapshots_after=snapshots_after,
+            due_rule=due_rule_of(
+                policy,
+                self.settings.maintenance_min_benefit,
+                self.settings.maintenance_bytes_per_benefit,
+            ),
+            expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
         return await self._admissible(table, rec, now, attachments)
 
@@ -188,7 +202,7 @@ class Planner:
                 skipped.append(Skip(action.action, f"invalid: {exc}"))
             else:
                 kept.append(action)
-        return Recommendation(actions=kept, skipped=skipped)
+        return Recommendation(actions=kept, skipped=skipped, replan_at=rec.replan_at)
 
     async def failure_streaks(self, table_id: int) -> dict[str, FailureStreak]:
         """Per action, its consecutive permanent failures on the table and when it may run
@@ -260,6 +274,9 @@ class Planner:
                 rec.to_json(),
                 job_id,
             )
+            # A due action held back only by the minimum interval: plan again then, even if
+            # no event comes (a writer that stopped); otherwise nothing waits.
+            await conn.execute(load_query("recommendation_replan_set"), table_id, rec.replan_at)
             await events.publish(
                 conn,
                 Topic.RECOMMENDATION_CREATED,
@@ -276,5 +293,6 @@ class Planner:
             actions=[a.action for a in rec.actions],
             job_id=job_id,
             job_created=created,
+            replan_at=rec.replan_at,
         )
         return PlanOutcome(table_id, rec, recommendation_id, job_id, created)

@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from icepack_core.inspection.health import Thresholds
+from icepack_core.planning.due import (
+    DueRule,
+    LastRun,
+    Need,
+    TableState,
+    judge,
+    newest_run,
+)
 from icepack_core.planning.prediction import (
     PredictedEffect,
     Shape,
@@ -24,7 +33,7 @@ from icepack_core.planning.prediction import (
     predict_rewrite_position_deletes,
 )
 from icepack_core.planning.throttle import Throttle
-from icepack_core.policy import EffectivePolicy
+from icepack_core.policy import EffectivePolicy, SnapshotExpiryConfig
 from icepack_core.types import Action
 
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
@@ -52,6 +61,12 @@ class ActionIntent:
     estimated_benefit: dict[str, int]
     # None for orphan removal: it predicts nothing about the table's shape.
     predicted: PredictedEffect | None = None
+    # Due by need (``planning.due``) rather than by the cadence: the debt actions, and an
+    # expiry proposed by a count-based retention.
+    by_need: bool = False
+    # Objects the action removes beyond ``predicted.benefit`` (a delete application's delete
+    # files: the prediction keeps delete files, since which ones go is not in the status).
+    extra_benefit: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +88,9 @@ class Skip:
 class Recommendation:
     actions: list[ActionIntent] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
+    # When to plan the table again without an event: a due action held back only by the
+    # minimum interval (``planning.due``). Not part of the stored JSON (``planner_replans``).
+    replan_at: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,13 +144,16 @@ def recommend(
     failures: Mapping[str, FailureStreak] | None = None,
     throttles: Mapping[str, Throttle] | None = None,
     cancelled: Mapping[str, datetime] | None = None,
+    snapshots_after: Mapping[str, str | None] | None = None,
+    due_rule: DueRule | None = None,
+    expiry_floor_hours: float = 1.0,
 ) -> Recommendation:
     """Ordered action intents for one table.
 
     Args:
         status: the ``TableStatus`` contract (docs/table-status.md) as a mapping.
         policy: the table's effective policy.
-        last_runs: when each action last succeeded on this table (for the cadence).
+        last_runs: when each action last succeeded on this table (cadence, due rule).
         now: the clock (pinned by tests).
         target_file_size_bytes: the table's ``write.target-file-size-bytes``, if set.
         partitions: per-partition small-file facts, to scope the rewrite.
@@ -143,55 +164,124 @@ def recommend(
         cancelled: per action, when an operator last cancelled a job naming it on this table;
             the action is not proposed again within the cadence (a cancel would otherwise be
             undone by the re-plan its own ``job.finished`` wakes).
+        snapshots_after: per action in ``last_runs``, the table's current snapshot id (text)
+            when that run's job ended (the due rule's "unchanged since").
+        due_rule: the due rule's knobs; by default ``due_rule_of(policy)``.
+        expiry_floor_hours: ``ICEPACK_EXPIRY_MIN_AGE_HOURS``, the youngest a count-based
+            expiry may expire.
     """
     result = Recommendation()
     if not policy.maintenance_enabled:
         result.skipped.append(Skip("*", "icepack.maintenance.enabled=false"))
         return result
-    cadence = timedelta(hours=policy.cadence_hours)
+    rule = due_rule or due_rule_of(policy)
+    state = TableState(
+        current_snapshot_id=_text(status.get("current_snapshot_id")),
+        inspected_at=_parse(status.get("inspected_at")),
+        newest_run_at=newest_run(last_runs),
+    )
     candidates = [
         _rewrite_data_files(status, policy, target_file_size_bytes, partitions),
         _rewrite_position_deletes(status, policy),
         _rewrite_manifests(status, policy),
-        _expire_snapshots(status, policy, now),
+        _expire_snapshots(status, policy, now, expiry_floor_hours),
         _remove_orphans(policy, now),
     ]
+    replan: list[datetime] = []
     for candidate in candidates:
         if isinstance(candidate, Skip):
             result.skipped.append(candidate)
             continue
-        streak = (failures or {}).get(candidate.action)
-        if streak is not None and now < streak.retry_after:
-            result.skipped.append(Skip(candidate.action, streak.reason()))
-            continue
-        throttle = (throttles or {}).get(candidate.action)
-        gain = candidate.predicted.benefit if candidate.predicted is not None else 0
-        if throttle is not None and throttle.active(now, gain):
-            result.skipped.append(Skip(candidate.action, throttle.reason(gain)))
-            continue
-        stopped = (cancelled or {}).get(candidate.action)
-        if stopped is not None and now - stopped < cadence:
-            result.skipped.append(
-                Skip(
-                    candidate.action,
-                    f"cancelled by an operator {_iso(stopped)}; cadence is "
-                    f"{policy.cadence_hours:g} h (would be: {candidate.reason})",
-                )
+        held = _held_back(candidate, policy, now, failures, throttles, cancelled)
+        if held is None and candidate.by_need:
+            last = last_runs.get(candidate.action)
+            after = (snapshots_after or {}).get(candidate.action)
+            verdict = judge(
+                Need(candidate.action, _need_benefit(candidate), _rewrite_bytes(candidate)),
+                None if last is None else LastRun(last, after),
+                state,
+                now,
+                rule,
             )
-            continue
-        last = last_runs.get(candidate.action)
-        if last is not None and now - last < cadence:
-            result.skipped.append(
-                Skip(
-                    candidate.action,
-                    f"ran {_iso(last)}; cadence is {policy.cadence_hours:g} h "
-                    f"(would be: {candidate.reason})",
-                )
-            )
+            if verdict.due:
+                candidate = replace(candidate, reason=f"{candidate.reason}; {verdict.reason}")
+            else:
+                held = Skip(candidate.action, f"{verdict.reason} (would be: {candidate.reason})")
+                replan.extend([verdict.replan_at] if verdict.replan_at else [])
+        elif held is None:
+            held = _within_cadence(candidate, policy, last_runs.get(candidate.action), now)
+        if held is not None:
+            result.skipped.append(held)
             continue
         result.actions.append(candidate)
     result.actions.sort(key=lambda a: Action(a.action).rank)
-    return result
+    return replace(result, replan_at=min(replan, default=None))
+
+
+def due_rule_of(
+    policy: EffectivePolicy,
+    min_benefit: float = DueRule.min_benefit,
+    bytes_per_benefit: int = DueRule.bytes_per_benefit,
+) -> DueRule:
+    """The due rule for a table: its policy's interval and cadence, the fleet's threshold."""
+    return DueRule(
+        min_interval=timedelta(minutes=policy.min_interval_minutes),
+        min_benefit=min_benefit,
+        bytes_per_benefit=bytes_per_benefit,
+        cadence=timedelta(hours=policy.cadence_hours),
+    )
+
+
+def _held_back(
+    candidate: ActionIntent,
+    policy: EffectivePolicy,
+    now: datetime,
+    failures: Mapping[str, FailureStreak] | None,
+    throttles: Mapping[str, Throttle] | None,
+    cancelled: Mapping[str, datetime] | None,
+) -> Skip | None:
+    """Why a proposed action rests whatever its need: failures, a throttle, a cancel."""
+    streak = (failures or {}).get(candidate.action)
+    if streak is not None and now < streak.retry_after:
+        return Skip(candidate.action, streak.reason())
+    throttle = (throttles or {}).get(candidate.action)
+    gain = candidate.predicted.benefit if candidate.predicted is not None else 0
+    if throttle is not None and throttle.active(now, gain):
+        return Skip(candidate.action, throttle.reason(gain))
+    stopped = (cancelled or {}).get(candidate.action)
+    if stopped is not None and now - stopped < timedelta(hours=policy.cadence_hours):
+        return Skip(
+            candidate.action,
+            f"cancelled by an operator {_iso(stopped)}; cadence is "
+            f"{policy.cadence_hours:g} h (would be: {candidate.reason})",
+        )
+    return None
+
+
+def _within_cadence(
+    candidate: ActionIntent, policy: EffectivePolicy, last: datetime | None, now: datetime
+) -> Skip | None:
+    """The cadence gate of the actions not due by need (age-based expiry, orphan removal)."""
+    if last is not None and now - last < timedelta(hours=policy.cadence_hours):
+        return Skip(
+            candidate.action,
+            f"ran {_iso(last)}; cadence is {policy.cadence_hours:g} h "
+            f"(would be: {candidate.reason})",
+        )
+    return None
+
+
+def _need_benefit(candidate: ActionIntent) -> float:
+    gain = candidate.predicted.benefit if candidate.predicted is not None else 0
+    return float(gain + candidate.extra_benefit)
+
+
+def _rewrite_bytes(candidate: ActionIntent) -> int:
+    return candidate.predicted.rewrite_bytes if candidate.predicted is not None else 0
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _rewrite_data_files(
@@ -241,6 +331,10 @@ def _rewrite_data_files(
         )
     if applies_deletes:
         options["delete-file-threshold"] = str(cfg.min_delete_files)
+        # A rewrite leaves the delete files it applied live (they no longer apply to anything,
+        # but every scan still plans them and health still counts them, so the same rewrite
+        # would be proposed again): Iceberg drops them in one more commit when asked.
+        options["remove-dangling-deletes"] = "true"
     if not reasons:
         return Skip(
             action,
@@ -248,8 +342,12 @@ def _rewrite_data_files(
         )
     params: dict[str, Any] = {"strategy": cfg.strategy, "options": options}
     if int(status.get("partition_count", 0)) > 1 and not applies_deletes:
-        # The executor narrows the rewrite to partitions that have enough small files.
+        # The executor narrows the rewrite to partitions that have enough small files, at most
+        # max_partitions per run, skipping partitions still being written (metadata_scope).
         params["scope"] = "partitions"
+        params["max_partitions"] = cfg.max_partitions_per_run
+        params["open_quiet_seconds"] = cfg.open_partition_quiet_minutes * 60
+        params["open_max_small_files"] = cfg.open_partition_max_small_files
     rewrite_bytes = small_bytes
     if partitions and not applies_deletes:
         needing = sorted(
@@ -271,6 +369,8 @@ def _rewrite_data_files(
             "bytes_to_rewrite": rewrite_bytes,
         },
         predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target),
+        by_need=True,
+        extra_benefit=(eq_deletes + pos_deletes) if applies_deletes else 0,
     )
 
 
@@ -291,6 +391,7 @@ def _rewrite_position_deletes(
         {"options": {"rewrite-all": "true"}},
         {"files_removed": count - 1},
         predict_rewrite_position_deletes(Shape.of(status), count),
+        by_need=True,
     )
 
 
@@ -309,11 +410,12 @@ def _rewrite_manifests(status: Mapping[str, Any], policy: EffectivePolicy) -> Ac
         {"use_caching": True},
         {"manifests_removed": max(0, count - after)},
         predict_rewrite_manifests(Shape.of(status), size, cfg.target_manifest_size_bytes),
+        by_need=True,
     )
 
 
 def _expire_snapshots(
-    status: Mapping[str, Any], policy: EffectivePolicy, now: datetime
+    status: Mapping[str, Any], policy: EffectivePolicy, now: datetime, floor_hours: float
 ) -> ActionIntent | Skip:
     action = Action.EXPIRE_SNAPSHOTS
     cfg = policy.snapshot_expiry
@@ -322,19 +424,79 @@ def _expire_snapshots(
     count = int(status["snapshot_count"])
     oldest = _parse(status.get("oldest_snapshot_at"))
     horizon = now - timedelta(hours=cfg.max_snapshot_age_hours)
+    floor = now - timedelta(hours=floor_hours)
+    advice = _retention_advice(status, cfg, floor_hours)
+    keep = max(cfg.max_snapshots or 0, cfg.retain_last)
+    if cfg.max_snapshots is not None and count > keep and oldest is not None and oldest < floor:
+        # Count-based retention, only as the operator's policy sets it: the newest `keep`
+        # stay, and nothing younger than the safety floor goes, whatever the count.
+        return ActionIntent(
+            action,
+            f"{count} snapshots > max_snapshots {cfg.max_snapshots} (count-based retention): "
+            f"expiring those older than the {floor_hours:g} h safety floor beyond the newest "
+            f"{keep}{advice}",
+            {"older_than": _iso(floor), "retain_last": keep},
+            {"snapshots_expired_at_most": count - keep},
+            predict_expire_snapshots(Shape.of(status), keep),
+            by_need=True,
+        )
     if count <= cfg.retain_last or oldest is None or oldest >= horizon:
         return Skip(
             action,
             f"{count} snapshots, none older than "
-            f"{cfg.max_snapshot_age_hours:g} h beyond the last {cfg.retain_last}",
+            f"{cfg.max_snapshot_age_hours:g} h beyond the last {cfg.retain_last}{advice}",
         )
     return ActionIntent(
         action,
         f"oldest of {count} snapshots is from {_iso(oldest)}, older than "
-        f"{cfg.max_snapshot_age_hours:g} h",
+        f"{cfg.max_snapshot_age_hours:g} h{advice}",
         {"older_than": _iso(horizon), "retain_last": cfg.retain_last},
         {"snapshots_expired_at_most": count - cfg.retain_last},
         predict_expire_snapshots(Shape.of(status), cfg.retain_last),
+    )
+
+
+# The snapshot count at which the health rule warns (TOO_MANY_SNAPSHOTS): the one number the
+# advice, the offered retention and the health rule share.
+SNAPSHOTS_WARNING = Thresholds().snapshots_warning
+
+
+def commit_rate_per_hour(status: Mapping[str, Any]) -> float | None:
+    """Snapshots added per hour, from the retained ones' span (None under two snapshots)."""
+    count = int(status.get("snapshot_count") or 0)
+    oldest = _parse(status.get("oldest_snapshot_at"))
+    newest = _parse(status.get("current_snapshot_at"))
+    if count < 2 or oldest is None or newest is None:
+        return None
+    hours = (newest - oldest).total_seconds() / 3600
+    return (count - 1) / hours if hours > 0 else None
+
+
+def _retention_advice(status: Mapping[str, Any], cfg: SnapshotExpiryConfig, floor: float) -> str:
+    """When the policy keeps more snapshots than the health rule tolerates at the table's
+    commit rate, say so and offer the count-based retention (never applied unasked)."""
+    rate = commit_rate_per_hour(status)
+    if rate is None:
+        return ""
+    if cfg.max_snapshots is None:
+        kept = rate * cfg.max_snapshot_age_hours
+        if kept < SNAPSHOTS_WARNING:
+            return ""
+        return (
+            f"; at {rate:,.0f} commits/h the policy's {cfg.max_snapshot_age_hours:g} h keeps "
+            f"about {kept:,.0f} snapshots, above the {SNAPSHOTS_WARNING:,} at which "
+            "TOO_MANY_SNAPSHOTS warns (every reader and writer loads them with the metadata "
+            f"file): offer: a count-based retention, max_snapshots {SNAPSHOTS_WARNING} "
+            "(property icepack.snapshot-expiry.max-count; as Iceberg's "
+            "history.expire.min-snapshots-to-keep with a short max age), which expiry applies "
+            "only once the policy sets it"
+        )
+    floor_kept = rate * floor
+    if floor_kept < max(cfg.max_snapshots, SNAPSHOTS_WARNING):
+        return ""
+    return (
+        f"; at {rate:,.0f} commits/h the {floor:g} h safety floor alone keeps about "
+        f"{floor_kept:,.0f} snapshots (ICEPACK_EXPIRY_MIN_AGE_HOURS)"
     )
 
 

@@ -8,9 +8,10 @@ published in the same transaction as the transition they announce.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
@@ -27,6 +28,15 @@ KEDA_TRIGGER_QUERY = load_query("job_count_claimable")
 # Picks per claim call: a pick fails its locked re-check only when another claimer used the
 # budget up meanwhile, so a few tries suffice; after them the executor polls again.
 _CLAIM_ATTEMPTS = 5
+
+
+_ERROR_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+
+
+def error_code(code: str) -> str:
+    """``code`` when it is a well-formed error class (upper case, at most 64 characters; the
+    schema checks the same), else ``UNEXPECTED``: a bad class never fails the failing."""
+    return code if _ERROR_CODE.fullmatch(code) else "UNEXPECTED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,9 @@ class Job:
     benefit: float = 0.0
     health_score: float | None = None
     outcome: dict[str, Any] | None = None
+    lock_waits: int = 0
+    conflicts: int = 0
+    error_code: str | None = None  # the class of the last failure (jobs.error_code)
 
     @classmethod
     def from_record(cls, row: asyncpg.Record | dict[str, Any]) -> Job:
@@ -89,12 +102,30 @@ class Backoff:
     cap_seconds: float = 3600.0
 
 
+# A busy table is usually free again when the job holding it ends (minutes); a writer that
+# keeps winning commit conflicts is waited out longer.
+LOCK_BACKOFF = Backoff(base_seconds=15.0, cap_seconds=600.0)
+CONFLICT_BACKOFF = Backoff(base_seconds=30.0, cap_seconds=1800.0)
+GiveBack = Literal["lock", "conflict"]
+
+
 class JobQueue:
     """Intent-named operations on ``icepack.jobs``."""
 
-    def __init__(self, pool: asyncpg.Pool, backoff: Backoff | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        backoff: Backoff | None = None,
+        *,
+        lock_backoff: Backoff = LOCK_BACKOFF,
+        conflict_backoff: Backoff = CONFLICT_BACKOFF,
+    ) -> None:
         self.pool = pool
         self.backoff = backoff or Backoff()
+        self.give_back_backoff: dict[GiveBack, Backoff] = {
+            "lock": lock_backoff,
+            "conflict": conflict_backoff,
+        }
 
     async def enqueue(
         self,
@@ -227,12 +258,19 @@ class JobQueue:
         return await self._finish(job, "job_complete", "complete", redact(result or {}))
 
     async def fail(
-        self, job: Job, error: str, *, retryable: bool, now: datetime | None = None
+        self,
+        job: Job,
+        error: str,
+        *,
+        retryable: bool,
+        now: datetime | None = None,
+        code: str = "UNEXPECTED",
     ) -> Job:
         """running -> queued (retryable with attempts left, after backoff) or failed.
 
-        ``now`` pins the clock (tests simulating time). Raises ``StaleFence`` when the caller
-        lost the job.
+        ``code`` classes the error (``jobs.error_code``, a metrics label): the ``code`` of the
+        Icepack exception that failed the job, ``UNEXPECTED`` for any other. ``now`` pins the
+        clock (tests simulating time). Raises ``StaleFence`` when the caller lost the job.
         """
         return await self._finish(
             job,
@@ -243,6 +281,28 @@ class JobQueue:
             self.backoff.base_seconds,
             self.backoff.cap_seconds,
             now,
+            error_code(code),
+        )
+
+    async def give_back(
+        self, job: Job, kind: GiveBack, reason: str, *, now: datetime | None = None
+    ) -> Job:
+        """running -> queued without spending the attempt: the table was busy (``lock``: another
+        job holds its lock) or a writer won an Iceberg commit conflict (``conflict``). This
+        claim's budget charge is refunded; the job is due again after a capped exponential
+        backoff with jitter over its earlier give-backs of the same kind (``lock_waits`` or
+        ``conflicts``, counted on the job). Raises ``StaleFence`` when the caller lost the job.
+        """
+        backoff = self.give_back_backoff[kind]
+        return await self._finish(
+            job,
+            "job_give_back",
+            f"give back ({kind})",
+            kind,
+            backoff.base_seconds,
+            backoff.cap_seconds,
+            now,
+            storable(redact_text(reason)),
         )
 
     async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:

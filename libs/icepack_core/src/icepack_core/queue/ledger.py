@@ -4,7 +4,7 @@ computed by Postgres, and the live table a restore of its quarantined files acts
 A job's ledger can hold a million rows (an expiry of a million files): nothing here reads them
 all. Pages are keyset pages by row id (``deletion_page_job``); totals are ``GROUP BY state``
 (``deletion_job_states``); the restore target is the one table of the job's quarantined rows,
-followed through a rename (``icepack.live_table_at``, migration 0019).
+followed through a rename (``icepack.live_table_at``, migration 0017).
 """
 
 from __future__ import annotations

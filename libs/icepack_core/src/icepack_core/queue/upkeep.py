@@ -26,6 +26,9 @@ REAP_INTERVAL_SECONDS = 5.0  # an expired lease is noticed within seconds
 PRUNE_INTERVAL_SECONDS = 600.0  # pruning is cheap but need not be frequent
 REPLAN_INTERVAL_SECONDS = 900.0  # snapshot age moves slowly; a quarter hour is plenty
 REPLAN_BATCH = 1000
+# Re-plans a planning asked for (``planner_replans``, a minimum interval ending) are due within
+# this of their time: the interval is minutes, so a few seconds late is on time.
+REPLAN_DUE_INTERVAL_SECONDS = 10.0
 PURGE_INTERVAL_SECONDS = 3600.0  # quarantine windows are days long
 PURGE_BATCH = 1000
 
@@ -36,7 +39,8 @@ class QueueUpkeep:
 
     ``work`` is the planner's work queue: ``replan`` asks it to re-plan every table whose
     recommendation is older than ``REPLAN_INTERVAL_SECONDS`` (time-based actions such as
-    snapshot expiry fall due without any event).
+    snapshot expiry fall due without any event), and ``replan_due`` every table a planning
+    asked to see again at a time now past (``planner_replans``: its minimum interval ended).
     """
 
     pool: asyncpg.Pool
@@ -73,6 +77,20 @@ class QueueUpkeep:
             for row in rows:
                 await self.work.request(conn, row["id"], "replan")
 
+    async def replan_due(self, now: datetime | None = None) -> list[int]:
+        """Turn the re-plans that plannings asked for and that are due (``planner_replans``)
+        into ``replan`` work items, in one transaction; returns the table ids."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                load_query("recommendation_replans_take_due"), now, REPLAN_BATCH
+            )
+            for row in rows:
+                await self.work.request(conn, row["table_id"], "replan")
+        return [row["table_id"] for row in rows]
+
+    async def _replan_due(self) -> None:
+        await self.replan_due()
+
     async def purge(self, now: datetime | None = None) -> list[int]:
         """Queue one ``purge_quarantine`` job per live, not held table with quarantined files
         due (``deletion_purge_due_tables``), deduplicated per table; returns the job ids. The
@@ -103,10 +121,13 @@ class QueueUpkeep:
         await self.purge()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run the four loops until ``stop``; a failing pass is logged and retried next tick."""
+        """Run the five loops until ``stop``; a failing pass is logged and retried next tick."""
         await asyncio.gather(
             loop_every(PURGE_INTERVAL_SECONDS, stop, self._purge, self.log, "quarantine.purge"),
             loop_every(REPLAN_INTERVAL_SECONDS, stop, self.replan, self.log, "planner.replan"),
+            loop_every(
+                REPLAN_DUE_INTERVAL_SECONDS, stop, self._replan_due, self.log, "planner.replan_due"
+            ),
             loop_every(REAP_INTERVAL_SECONDS, stop, self.reap, self.log, "job.reap"),
             loop_every(PRUNE_INTERVAL_SECONDS, stop, self.prune, self.log, "queue.prune"),
         )

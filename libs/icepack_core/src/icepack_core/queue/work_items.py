@@ -4,6 +4,12 @@ Events become work items keyed by ``(service, table_id)``: ten ``table.changed``
 table are one inspection. Replicas claim items with ``FOR UPDATE SKIP LOCKED`` and a lease, so two
 replicas never work on the same table at once; an item re-requested while it is being worked on
 is handed back on completion (its generation moved) and done once more.
+
+An item whose holder died (its lease expired: OOM-killed, crashed, node lost) is handed back by
+``reap``, not straight to the next claim: each death is counted and waited out with backoff,
+and after ``max_deaths`` the item is parked, so one table that kills its worker costs a few
+restarts, not a crash loop. A new request for the table (a change, an operator's ask) gives a
+parked item one more try.
 """
 
 from __future__ import annotations
@@ -31,16 +37,44 @@ class WorkItem:
     attempts: int
 
 
+@dataclass(frozen=True, slots=True)
+class DeadHolder:
+    """An item whose holder died, as ``reap`` handed it back: ``parked`` at the death limit."""
+
+    service: str
+    table_id: int
+    deaths: int
+    parked: bool
+    reason: str
+
+
 class WorkQueue:
-    """One service's view of ``work_items``, claiming as ``worker``."""
+    """One service's view of ``work_items``, claiming as ``worker``.
+
+    ``death_backoff_seconds`` doubles per death of an item's holder (at most
+    ``death_backoff_cap_seconds``); at ``max_deaths`` the item is parked.
+    """
 
     def __init__(
-        self, pool: asyncpg.Pool, service: str, worker: str, lease_seconds: float = 300.0
+        self,
+        pool: asyncpg.Pool,
+        service: str,
+        worker: str,
+        lease_seconds: float = 300.0,
+        *,
+        max_deaths: int = 3,
+        death_backoff_seconds: float = 60.0,
+        death_backoff_cap_seconds: float = 3600.0,
     ) -> None:
+        if max_deaths < 1:
+            raise ValueError(f"max_deaths must be at least 1, not {max_deaths}")
         self.pool = pool
         self.service = service
         self.worker = worker
         self.lease_seconds = lease_seconds
+        self.max_deaths = max_deaths
+        self.death_backoff_seconds = death_backoff_seconds
+        self.death_backoff_cap_seconds = death_backoff_cap_seconds
 
     async def request(
         self,
@@ -61,8 +95,25 @@ class WorkQueue:
         )
         return generation
 
+    async def reap(self, now: datetime | None = None) -> list[DeadHolder]:
+        """Hand back every item of this service whose lease expired before ``now`` (its holder
+        died): counted, due again after the death backoff, parked at ``max_deaths``."""
+        rows = await self.pool.fetch(
+            load_query("work_reap"),
+            self.service,
+            now,
+            self.death_backoff_seconds,
+            self.death_backoff_cap_seconds,
+            self.max_deaths,
+        )
+        return [
+            DeadHolder(self.service, r["table_id"], r["deaths"], r["parked"], r["last_error"])
+            for r in rows
+        ]
+
     async def claim(self, limit: int = 1, now: datetime | None = None) -> list[WorkItem]:
-        """Claim up to ``limit`` due items nobody else holds."""
+        """Claim up to ``limit`` due, unparked items nobody holds (``reap`` hands back those
+        whose holder died)."""
         rows = await self.pool.fetch(
             load_query("work_claim"), self.service, self.worker, self.lease_seconds, limit, now
         )

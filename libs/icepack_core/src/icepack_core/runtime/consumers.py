@@ -17,12 +17,27 @@ from opentelemetry.trace import SpanKind
 from icepack_core.db.pool import Conn
 from icepack_core.db.resilience import is_transient, retry_db, survive
 from icepack_core.queue.events import Event, EventConsumer, run_consumer, wait_for_wake
-from icepack_core.queue.work_items import WorkItem, WorkQueue
+from icepack_core.queue.work_items import DeadHolder, WorkItem, WorkQueue
 from icepack_core.runtime.service import ServiceContext
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.tracing import parent_context, tracer
 
 Process = Callable[[WorkItem], Awaitable[None]]
+# Told of each item parked because its holders kept dying (records the reason for the table).
+OnParked = Callable[[DeadHolder], Awaitable[None]]
+
+
+def service_queue(ctx: ServiceContext) -> WorkQueue:
+    """The service's work queue as the settings configure it (lease, death limit, backoff)."""
+    s = ctx.settings
+    return WorkQueue(
+        ctx.pool,
+        ctx.service,
+        ctx.worker_id,
+        s.work_lease_seconds,
+        max_deaths=s.work_max_deaths,
+        death_backoff_seconds=s.work_death_backoff_seconds,
+    )
 
 
 def event_to_work_consumer(
@@ -44,12 +59,17 @@ async def run_workers(
     *,
     concurrency: int = 2,
     retry_seconds: float = 30.0,
+    on_parked: OnParked | None = None,
 ) -> None:
-    """Claim and process work items until ``ctx.stop``; release held items on the way out."""
+    """Claim and process work items until ``ctx.stop``; release held items on the way out.
+    Items whose holder died are handed back first (``WorkQueue.reap``); ``on_parked`` is told
+    of each one parked."""
     wake = ctx.listener.subscribe()  # any event may have created work
 
     async def one_round() -> None:
         # A database outage is waited out (retry with backoff), never fatal.
+        dead = await retry_db(lambda: queue.reap(), ctx.stop, ctx.log, f"{ctx.service}.reap")
+        await _report_dead(ctx, dead, on_parked)
         items = await retry_db(
             lambda: queue.claim(1), ctx.stop, ctx.log, f"{ctx.service}.work_claim"
         )
@@ -120,6 +140,15 @@ async def _process_one(
             await beat
 
 
+async def _report_dead(
+    ctx: ServiceContext, dead: list[DeadHolder] | None, on_parked: OnParked | None
+) -> None:
+    for d in dead or []:
+        ctx.log.error("work.holder_died", table_id=d.table_id, deaths=d.deaths, parked=d.parked)
+        if d.parked and on_parked is not None:
+            await on_parked(d)
+
+
 # The longest wait between two attempts at a failing item: an item that fails for good (a
 # table Icepack cannot handle) costs one attempt an hour, not one every 30 s.
 MAX_RETRY_SECONDS = 3600.0
@@ -144,12 +173,16 @@ async def _keep_claimed(queue: WorkQueue, item: WorkItem) -> None:
 
 
 async def run_event_service(
-    ctx: ServiceContext, topics: Iterable[str], process: Process, concurrency: int = 2
+    ctx: ServiceContext,
+    topics: Iterable[str],
+    process: Process,
+    concurrency: int = 2,
+    on_parked: OnParked | None = None,
 ) -> None:
     """Consumer and workers of one event-driven service, until ``ctx.stop``."""
-    queue = WorkQueue(ctx.pool, ctx.service, ctx.worker_id, ctx.settings.work_lease_seconds)
+    queue = service_queue(ctx)
     consumer = event_to_work_consumer(ctx, queue, topics)
     await asyncio.gather(
         run_consumer(consumer, ctx.listener, ctx.stop, ctx.settings.poll_interval_seconds),
-        run_workers(ctx, queue, process, concurrency=concurrency),
+        run_workers(ctx, queue, process, concurrency=concurrency, on_parked=on_parked),
     )

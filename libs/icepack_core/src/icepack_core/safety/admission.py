@@ -16,7 +16,10 @@ CLI, retry). ``admit`` refuses, with a reason that names the table and the rule:
   ``allow_unsafe_older_than``), or when any known table of any catalog has a location, a
   metadata directory or a write path (``write.data.path``, ``write.metadata.path``,
   ``write.object-storage.path``, ``write.folder-storage.path``) equal to, under or over the
-  target's location (its files would look like orphans).
+  target's location (its files would look like orphans), or while a catalog has not finished
+  a listing since discovery started or is failing (``CATALOGS_NOT_LISTED``: a table Icepack
+  does not know yet could lie there). Every later deletion or move is also confined to the
+  table's own roots (``safety.confinement``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -39,9 +41,12 @@ from icepack_core.policy import (
     PolicyAttachment,
     resolve,
 )
-
-# s3a:// and s3n:// name the same objects as s3:// (Hadoop's connectors); so do gs/gcs.
-_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "wasbs": "wasb", "abfss": "abfs"}
+from icepack_core.safety.confinement import (
+    location_from_metadata,
+    refuse_unlisted_catalogs,
+    table_roots,
+)
+from icepack_core.safety.locations import LocationError, locations_overlap
 
 
 @dataclass(frozen=True)
@@ -51,31 +56,6 @@ class Admission:
 
     policy: EffectivePolicy
     location: str | None = None
-
-
-def normalize_location(location: str) -> str:
-    """A location as ``scheme://authority/path`` without a trailing separator; local paths and
-    ``file:`` URIs become ``file:///abs/path``; scheme aliases (s3a, s3n) fold together."""
-    parts = urlsplit(location.strip())
-    scheme = _SCHEME_ALIASES.get(parts.scheme.lower(), parts.scheme.lower()) or "file"
-    path = parts.path.rstrip("/") or "/"
-    authority = "" if scheme == "file" else parts.netloc.lower()
-    return f"{scheme}://{authority}{path}"
-
-
-def locations_overlap(a: str, b: str) -> bool:
-    """Whether one location equals or contains the other (at a path-separator boundary:
-    ``…/t`` does not contain ``…/t_v2``)."""
-    x, y = normalize_location(a), normalize_location(b)
-    if x == y:
-        return True
-    return y.startswith(x.rstrip("/") + "/") or x.startswith(y.rstrip("/") + "/")
-
-
-def location_from_metadata(metadata_location: str) -> str | None:
-    """The table root implied by ``<root>/metadata/<file>`` (Iceberg's default layout)."""
-    head, sep, _file = metadata_location.rpartition("/metadata/")
-    return head if sep and head else None
 
 
 async def attachments_of(pool: asyncpg.Pool, catalog: str) -> list[PolicyAttachment]:
@@ -116,33 +96,9 @@ def gc_enabled(properties: Mapping[str, str]) -> bool:
     return value is None or value.lower() == "true"
 
 
-# Table properties that put a table's files outside its location (Iceberg's
-# ``TableProperties``: data, metadata and object-storage paths, and the older folder-storage one).
-WRITE_PATH_PROPERTIES = (
-    "write.data.path",
-    "write.metadata.path",
-    "write.object-storage.path",
-    "write.folder-storage.path",
-)
-
-
-def file_roots(row: asyncpg.Record | dict[str, Any]) -> list[tuple[str, str]]:
-    """Where a known table's files can be, as (what, path): its location (or the root its
-    metadata location implies), the directory of its current metadata file, and every write
-    path its properties set. Empty when not even a root can be derived."""
-    roots: list[tuple[str, str]] = []
-    metadata_location = row["metadata_location"] or ""
-    root = row["location"] or location_from_metadata(metadata_location)
-    if root:
-        roots.append(("location", root))
-    if "/" in metadata_location:
-        roots.append(("metadata file", metadata_location.rsplit("/", 1)[0]))
-    properties = row["properties"] or {}
-    roots += [(key, properties[key]) for key in WRITE_PATH_PROPERTIES if properties.get(key)]
-    return roots
-
-
 async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
+    label = _label(table)
+    await refuse_unlisted_catalogs(pool, label)
     rows = await pool.fetch(load_query("table_locations_live"))
     mine = next((r for r in rows if r["id"] == table["id"]), None)
     own = (mine["location"] if mine else None) or location_from_metadata(
@@ -151,26 +107,34 @@ async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
     if not own:
         raise ActionRefused(
             "LOCATION_UNKNOWN",
-            f"{_label(table)}: its location is not known yet (not inspected); "
-            "orphan removal needs it",
+            f"{label}: its location is not known yet (not inspected); orphan removal needs it",
         )
     for other in rows:
         if other["id"] == table["id"]:
             continue
-        roots = file_roots(other)
-        if not any(what == "location" for what, _ in roots):
+        theirs = _label(other)
+        roots = table_roots(
+            theirs, other["location"], other["metadata_location"], other["properties"]
+        )
+        if not any(r.what == "location" for r in roots):
             raise ActionRefused(
                 "LOCATION_UNKNOWN",
-                f"{_label(table)}: the location of {_label(other)} is not known, so orphan "
+                f"{label}: the location of {theirs} is not known, so orphan "
                 "removal cannot rule out deleting its files",
             )
-        for what, theirs in roots:
-            if locations_overlap(own, theirs):
-                where = "" if what == "location" else f" ({what})"
+        for root in roots:
+            try:
+                overlap = locations_overlap(own, root.path)
+            except LocationError as exc:
+                raise ActionRefused(
+                    "LOCATION_UNKNOWN", f"{label}: {theirs}'s {root.what}: {exc}"
+                ) from None
+            if overlap:
+                where = "" if root.what == "location" else f" ({root.what})"
                 raise ActionRefused(
                     "LOCATION_OVERLAP",
-                    f"{_label(table)}: its location {own} overlaps {_label(other)} at "
-                    f"{theirs}{where}; orphan removal would delete that table's files",
+                    f"{label}: its location {own} overlaps {theirs} at "
+                    f"{root.path}{where}; orphan removal would delete that table's files",
                 )
     return own
 

@@ -1,8 +1,10 @@
-"""Maintenance holds: reading them and releasing them (the operator's side).
+"""Maintenance holds: placing them (the executor's side), reading and releasing them (the
+operator's side).
 
-An executor holds a table (``tables.maintenance_hold``) when a rewrite could not be verified or
-changed the table's contents; the planner, ``POST /jobs`` and ``icepack maintain`` then refuse
-it. ``release_hold`` is the one way an operator clears it, used by ``icepack hold release`` and
+An executor holds a table (``tables.maintenance_hold``) with ``place_hold``, which publishes
+``table.held`` in the same transaction, when a rewrite could not be verified or changed the
+table's contents; the planner, ``POST /jobs`` and ``icepack maintain`` then refuse it.
+``release_hold`` is the one way an operator clears it, used by ``icepack hold release`` and
 ``POST /tables/{catalog}/{namespace}/{table}/hold/release``: in one transaction it locks the
 table row, clears the hold and publishes ``table.hold_released`` with the previous hold, who
 released it and why, so the audit trail exists iff the release does. A log line says the same.
@@ -74,6 +76,30 @@ def hold_reason(hold: Any) -> str:
     if isinstance(hold, dict):
         return str(hold.get("reason") or "(no reason recorded)")
     return str(hold)
+
+
+async def place_hold(
+    pool: asyncpg.Pool, table_id: int, *, action: str, reason: str, evidence: dict[str, Any]
+) -> dict[str, Any]:
+    """Stop automatic maintenance of table ``table_id`` (the executor's side) and announce it:
+    in one transaction the hold (reason, action, evidence, time; secrets masked) is stored and
+    ``table.held`` published with the reason, action and time (the evidence stays on the
+    table row), so a notification exists iff the hold does. Returns the hold as stored."""
+    hold = {
+        "reason": redact_text(reason),
+        "action": action,
+        "evidence": redact(evidence),
+        "at": datetime.now(UTC).isoformat(),
+    }
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(load_query("table_hold_set"), table_id, hold)
+        await events.publish(
+            conn,
+            Topic.TABLE_HELD,
+            table_id=table_id,
+            payload={"reason": hold["reason"], "action": action, "at": hold["at"]},
+        )
+    return hold
 
 
 async def release_hold(

@@ -240,6 +240,7 @@ document.addEventListener("alpine:init", () => {
       const m = this.maintain;
       if (m.state !== "refused") return "";
       if (m.status === 401) return "Not allowed: the token is missing or unknown";
+      if (m.code === "TOKEN_READ_ONLY") return "Not allowed: this token is read-only";
       if (m.status === 403) return "Not allowed: the token was revoked";
       if (m.status === 409) return "Refused";
       if (m.status === 422) return "Invalid request";

@@ -51,7 +51,8 @@ taken AS (
            fence       = j.fence + 1,
            attempts    = j.attempts + 1,
            started_at  = coalesce($3::timestamptz, now()),
-           error       = NULL
+           error       = NULL,
+           error_code  = NULL
       FROM next
      WHERE j.id = next.id AND cardinality(next.scopes) = 0
     RETURNING j.*),
@@ -79,7 +80,8 @@ taken AS (
            fence       = j.fence + 1,
            attempts    = j.attempts + 1,
            started_at  = coalesce($3::timestamptz, now()),
-           error       = NULL
+           error       = NULL,
+           error_code  = NULL
      WHERE j.id = $4 AND j.state = 'queued'
        AND NOT EXISTS (
            SELECT 1 FROM use u JOIN icepack.tables t ON t.id = j.table_id
@@ -122,8 +124,8 @@ RETURNING id;
 
 -- name: job_fail
 -- running -> queued (retryable, attempts left; due after capped exponential backoff with
--- jitter) or running -> failed, fenced. $4 retryable, $5 base seconds, $6 cap seconds,
--- $7 an optional pinned clock.
+-- jitter) or running -> failed, fenced. $3 the error, $4 retryable, $5 base seconds, $6 cap
+-- seconds, $7 an optional pinned clock, $8 the error's class (jobs.error_code).
 UPDATE icepack.jobs
    SET state       = CASE WHEN $4 AND attempts < max_attempts THEN 'queued' ELSE 'failed' END,
        not_before  = CASE WHEN $4 AND attempts < max_attempts
@@ -134,7 +136,8 @@ UPDATE icepack.jobs
        finished_at = CASE WHEN $4 AND attempts < max_attempts THEN NULL
                           ELSE coalesce($7::timestamptz, now()) END,
        lease_until = NULL,
-       error       = $3
+       error       = $3,
+       error_code  = $8
  WHERE id = $1 AND fence = $2 AND state = 'running'
 RETURNING *;
 
@@ -176,6 +179,7 @@ UPDATE icepack.jobs j
                           THEN NULL ELSE coalesce($4::timestamptz, now()) END,
        error = format('lease of %s expired at %s (attempt %s of %s)',
                       j.lease_owner, j.lease_until, j.attempts, j.max_attempts),
+       error_code = 'LEASE_EXPIRED',
        lease_until = NULL
   FROM expired
  WHERE j.id = expired.id
@@ -219,7 +223,8 @@ SELECT fence FROM icepack.jobs WHERE id = $1 AND state = 'running';
 WITH taken AS (
     UPDATE icepack.jobs
        SET state = 'running', lease_owner = $2, lease_until = now() + make_interval(secs => $3),
-           fence = fence + 1, attempts = attempts + 1, started_at = now(), error = NULL
+           fence = fence + 1, attempts = attempts + 1, started_at = now(), error = NULL,
+           error_code = NULL
      WHERE id = $1 AND state = 'queued'
     RETURNING *),
 charged AS (
@@ -248,3 +253,30 @@ RETURNING id;
 -- name: budget_use_all
 -- Every budget with its use now (v_budget_use), catalog-wide ones first.
 SELECT * FROM icepack.v_budget_use ORDER BY catalog, namespace NULLS FIRST;
+
+-- name: job_give_back
+-- running -> queued without spending the attempt, fenced: the claim found the table busy
+-- (another job's lock, $3 = 'lock') or lost an Iceberg commit conflict to a writer ($3 =
+-- 'conflict'). The attempt is given back and the budget charge of this claim refunded (it
+-- rewrote nothing that counts against the table); the job is due again after a capped
+-- exponential backoff with jitter over its give-backs of that kind ($4 base, $5 cap seconds,
+-- $6 an optional pinned clock). $7: the reason, kept in `error`.
+WITH refund AS (
+    DELETE FROM icepack.budget_charges c
+     USING icepack.jobs j
+     WHERE j.id = $1 AND j.fence = $2 AND j.state = 'running'
+       AND c.job_id = j.id AND c.attempt = j.attempts)
+UPDATE icepack.jobs
+   SET state       = 'queued',
+       attempts    = greatest(attempts - 1, 0),
+       lock_waits  = lock_waits + (CASE WHEN $3 = 'lock' THEN 1 ELSE 0 END),
+       conflicts   = conflicts + (CASE WHEN $3 = 'conflict' THEN 1 ELSE 0 END),
+       not_before  = coalesce($6::timestamptz, now()) + make_interval(secs =>
+                     least($5::float8, $4::float8 * power(2, least(
+                         CASE WHEN $3 = 'lock' THEN lock_waits ELSE conflicts END, 30)))
+                     * (0.5 + random() * 0.5)),
+       finished_at = NULL,
+       lease_until = NULL,
+       error       = $7
+ WHERE id = $1 AND fence = $2 AND state = 'running'
+RETURNING *;

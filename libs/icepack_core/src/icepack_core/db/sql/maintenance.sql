@@ -38,11 +38,35 @@ SELECT t.id, t.catalog, t.namespace, t.name, t.metadata_location, t.properties, 
  WHERE t.id = $1;
 
 -- name: job_last_action_runs
--- When each action last succeeded on a table (for the cadence).
-SELECT a.action, max(a.finished_at) AS finished_at
+-- When each action last succeeded on a table (cadence and due rule, planning.due), and the
+-- table's current snapshot when that run's job ended: `snapshot_after` of the job's newest
+-- action that recorded one, as text (snapshot ids of any size); NULL when none did.
+SELECT DISTINCT ON (a.action) a.action, a.finished_at,
+       (SELECT l.impact->>'snapshot_after' FROM icepack.job_actions l
+         WHERE l.job_id = a.job_id AND jsonb_typeof(l.impact->'snapshot_after') = 'number'
+         ORDER BY l.finished_at DESC, l.id DESC LIMIT 1) AS snapshot_after
   FROM icepack.job_actions a JOIN icepack.jobs j ON j.id = a.job_id
  WHERE j.table_id = $1 AND a.state = 'succeeded'
- GROUP BY a.action;
+ ORDER BY a.action, a.finished_at DESC, a.id DESC;
+
+-- name: recommendation_replan_set
+-- Plan table $1 again at $2 without an event (NULL: nothing waits; the row goes).
+WITH gone AS (
+    DELETE FROM icepack.planner_replans WHERE table_id = $1 AND $2::timestamptz IS NULL)
+INSERT INTO icepack.planner_replans (table_id, replan_at)
+SELECT $1, $2::timestamptz WHERE $2::timestamptz IS NOT NULL
+ON CONFLICT (table_id) DO UPDATE SET replan_at = EXCLUDED.replan_at, updated_at = now();
+
+-- name: recommendation_replans_take_due
+-- Take (delete) up to $2 re-plans due at $1 (NULL: now), oldest first; the
+-- caller requests their work items in the same transaction.
+DELETE FROM icepack.planner_replans p
+ WHERE p.table_id IN (SELECT r.table_id FROM icepack.planner_replans r
+                       WHERE r.replan_at <= coalesce($1::timestamptz, now())
+                       ORDER BY r.replan_at
+                       LIMIT $2
+                         FOR UPDATE SKIP LOCKED)
+RETURNING p.table_id;
 
 -- name: job_cancelled_actions
 -- When each action named by a table's cancelled jobs was last cancelled (an operator's "not

@@ -88,13 +88,15 @@ SELECT id, catalog, namespace, name, metadata_location, last_seen_at
 
 -- name: catalog_status_ok
 -- A catalog was listed successfully; the error (if any) is cleared. $3: the tables this pass
--- skipped, with why (a JSON list); $4: the requests it sent, by kind (a JSON object).
+-- skipped, with why (a JSON list); $4: the requests it sent, by kind (a JSON object); $5: the
+-- pass's wall time in seconds.
 INSERT INTO icepack.catalog_status (catalog, last_ok_at, table_count, skipped_tables,
-                                    last_pass_calls)
-VALUES ($1, now(), $2, $3::jsonb, $4::jsonb)
+                                    last_pass_calls, last_pass_seconds)
+VALUES ($1, now(), $2, $3::jsonb, $4::jsonb, $5)
 ON CONFLICT (catalog) DO UPDATE
    SET last_ok_at = now(), table_count = EXCLUDED.table_count,
        skipped_tables = EXCLUDED.skipped_tables, last_pass_calls = EXCLUDED.last_pass_calls,
+       last_pass_seconds = EXCLUDED.last_pass_seconds,
        last_error = NULL, last_error_at = NULL, updated_at = now();
 
 -- name: catalog_status_error

@@ -1,12 +1,12 @@
 -- name: token_insert
 -- Store a new token's public key id and the SHA-256 of the token (never the token itself).
-INSERT INTO icepack.api_tokens (name, key_id, token_hash)
-VALUES ($1, $2, $3)
-RETURNING id, name, key_id, created_at, last_used_at, revoked_at;
+INSERT INTO icepack.api_tokens (name, key_id, token_hash, scope)
+VALUES ($1, $2, $3, $4)
+RETURNING id, name, key_id, scope, created_at, last_used_at, revoked_at;
 
 -- name: token_get_by_key
 -- The token row a presented token's key id points at (revoked rows included, to say so).
-SELECT id, name, key_id, token_hash, created_at, last_used_at, revoked_at
+SELECT id, name, key_id, scope, token_hash, created_at, last_used_at, revoked_at
   FROM icepack.api_tokens
  WHERE key_id = $1;
 
@@ -21,10 +21,10 @@ UPDATE icepack.api_tokens
 UPDATE icepack.api_tokens
    SET revoked_at = now()
  WHERE name = $1 AND revoked_at IS NULL
-RETURNING id, name, key_id, created_at, last_used_at, revoked_at;
+RETURNING id, name, key_id, scope, created_at, last_used_at, revoked_at;
 
 -- name: token_list
 -- Every token, newest first (no hashes).
-SELECT id, name, key_id, created_at, last_used_at, revoked_at
+SELECT id, name, key_id, scope, created_at, last_used_at, revoked_at
   FROM icepack.api_tokens
  ORDER BY id DESC;

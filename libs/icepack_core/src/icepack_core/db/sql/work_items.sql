@@ -12,21 +12,42 @@ WITH requested AS (
            requested_at = now(),
            reason       = EXCLUDED.reason,
            not_before   = least(icepack.work_items.not_before, EXCLUDED.not_before),
-           traceparent  = coalesce(EXCLUDED.traceparent, icepack.work_items.traceparent)
+           traceparent  = coalesce(EXCLUDED.traceparent, icepack.work_items.traceparent),
+           -- A parked item gets one more try: one more death parks it again.
+           deaths       = icepack.work_items.deaths
+                          - (icepack.work_items.parked_at IS NOT NULL)::int,
+           parked_at    = NULL
     RETURNING generation
 ), woken AS (
     SELECT pg_notify('icepack_events', 'work.' || $1::text)
 )
 SELECT generation FROM requested, woken;
 
+-- name: work_reap
+-- Hand back the items of one service whose holder died (lease expired before $2 or now): each
+-- death is counted, the item is due again after $3 * 2^(deaths - 1) seconds (at most $4), and
+-- at $5 deaths it is parked (no claim takes it until work_request asks again).
+UPDATE icepack.work_items
+   SET claimed_by = NULL, claimed_at = NULL, lease_until = NULL,
+       deaths     = deaths + 1,
+       not_before = coalesce($2::timestamptz, now())
+                    + make_interval(secs => least($3::float8 * 2 ^ least(deaths, 30), $4::float8)),
+       parked_at  = CASE WHEN deaths + 1 >= $5 THEN coalesce($2::timestamptz, now()) END,
+       last_error = 'its holder ' || claimed_by || ' stopped renewing its lease (the process '
+                    || 'died or hung) while working on it'
+ WHERE service = $1 AND lease_until < coalesce($2::timestamptz, now())
+RETURNING table_id, deaths, parked_at IS NOT NULL AS parked, last_error;
+
 -- name: work_claim
--- Claim up to $4 due, unclaimed (or lease-expired) items of one service for $3 seconds.
+-- Claim up to $4 due, unclaimed, unparked items of one service for $3 seconds (an item whose
+-- holder died is handed back by work_reap first).
 WITH due AS (
     SELECT service, table_id
       FROM icepack.work_items
      WHERE service = $1
        AND not_before <= coalesce($5::timestamptz, now())
-       AND (lease_until IS NULL OR lease_until < coalesce($5::timestamptz, now()))
+       AND lease_until IS NULL
+       AND parked_at IS NULL
      ORDER BY not_before, requested_at
        FOR UPDATE SKIP LOCKED
      LIMIT $4)
@@ -47,7 +68,7 @@ WITH done AS (
     RETURNING 1),
 again AS (
     UPDATE icepack.work_items
-       SET claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0
+       SET claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, deaths = 0
      WHERE service = $1 AND table_id = $2 AND claimed_by = $3 AND generation <> $4
     RETURNING 1)
 SELECT (SELECT count(*) FROM done) AS deleted, (SELECT count(*) FROM again) AS requeued;

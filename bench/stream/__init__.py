@@ -1,0 +1,1 @@
+"""Streaming benchmark (issue #27): Icepack on defaults beside writers committing every second."""

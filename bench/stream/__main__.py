@@ -1,0 +1,268 @@
+"""Streaming benchmark: Icepack on defaults beside writers that commit every second.
+
+Three tables in a SQL catalog in Postgres (``bench.stream.writers``): ``hour(ts)``,
+``bucket(16, id)`` and an upsert table (copy-on-write, see the writers' docstring), each
+committed once a second by its own writer thread in a writer process. Two phases on the same
+machine, one after the other:
+
+1. **without Icepack**: the writers alone for ``--baseline-minutes`` (their commit latency);
+2. **with Icepack**: ``icepack up`` (all five services as processes, every setting at its
+   default, the catalog's push trigger on, as ``icepack up`` runs it) while the writers commit
+   for ``--minutes`` (default 30); every ``--sample-seconds`` the tables and Icepack's database
+   are sampled (``bench.stream.sample``).
+
+Printed over time: data files per partition (p50, max, the open partition's), snapshots
+retained and the metadata file's size, bytes rewritten per byte written, Spark busy time, jobs
+by outcome; at the end, beside the goals of issue #27: the writers' commit latency p50/p99 with
+and without Icepack (on a 2-core machine CPU contention is part of the difference), commits
+redone after a conflict, holds and rollbacks, and the contents checked exact.
+
+Run: ``uv run python -m bench.stream [--minutes 30] [--baseline-minutes N] [--sample-seconds S]``
+(``make bench`` runs it with the defaults; ``--minutes 3`` is a quick run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from pyiceberg.catalog.sql import SqlCatalog
+
+from bench.stream.sample import Bytes, TableSample, contents, icepack_side, sample_table
+from bench.stream.writers import create_tables
+from icepack_core.local.postgres import LocalPostgres
+
+GOAL_CLOSED_FILES = 2
+GOAL_OPEN_FILES = 100
+GOAL_AMPLIFICATION = 2.0
+GOAL_FAILED_SHARE = 0.01
+CATALOG = "lake"
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def create_database(admin_dsn: str, name: str) -> str:
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return admin_dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+def write(spec: dict[str, Any], root: Path, label: str) -> subprocess.Popen[bytes]:
+    """Start the writer process for ``spec`` (its results go to ``spec['out']``)."""
+    path = root / f"writers-{label}.json"
+    path.write_text(json.dumps(spec))
+    log = (root / f"writers-{label}.log").open("wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench.stream.writers", str(path)], stdout=log, stderr=log
+    )
+
+
+def finished(proc: subprocess.Popen[bytes], out: Path, log: Path) -> list[dict[str, Any]]:
+    code = proc.wait()
+    if code != 0:
+        raise RuntimeError(f"writers exited {code}:\n{log.read_text()[-3000:]}")
+    result: list[dict[str, Any]] = json.loads(out.read_text())
+    return result
+
+
+def print_sample(
+    elapsed: float, samples: list[TableSample], seen: dict[str, Bytes], ice: Any
+) -> None:
+    written = sum(b.written for b in seen.values())
+    rewritten = sum(b.rewritten for b in seen.values())
+    ratio = rewritten / written if written else 0.0
+    print(
+        f"  t={elapsed / 60:5.1f} min  rewritten/written {ratio:.2f}  spark busy "
+        f"{ice.spark_seconds:6.1f} s  jobs {dict(sorted(ice.jobs.items()))}",
+        flush=True,
+    )
+    for s in samples:
+        print(
+            f"    {s.table:<22} partitions {s.partitions:4d}  files/partition p50 "
+            f"{s.files_p50:6.1f} max {s.files_max:5d} (open {s.open_files:5d}, closed max "
+            f"{s.closed_max:3d})  snapshots {s.snapshots:5d}  metadata "
+            f"{s.metadata_bytes / 1024:8.1f} KiB",
+            flush=True,
+        )
+
+
+def start_icepack(env: dict[str, str], root: Path) -> subprocess.Popen[bytes]:
+    """Migrate, then ``icepack up`` (all five services) with ``env``; output to a log."""
+    icepack = [sys.executable, "-m", "icepack_core.cli.app"]
+    subprocess.run([*icepack, "migrate"], env=env, check=True)
+    log = (root / "icepack-up.log").open("wb")
+    return subprocess.Popen(
+        [*icepack, "up"], env=env, stdout=log, stderr=log, start_new_session=True
+    )
+
+
+async def with_icepack(
+    args: argparse.Namespace, root: Path, admin_dsn: str, spec: dict[str, Any], catalog: SqlCatalog
+) -> tuple[list[dict[str, Any]], dict[str, Bytes], list[TableSample], Any]:
+    dsn = await create_database(admin_dsn, "icepack_stream")
+    env = {
+        **os.environ,
+        "ICEPACK_DATABASE_URL": dsn,
+        "ICEPACK_DATA_DIR": str(root / "icepack"),
+        "ICEPACK_LOG_LEVEL": "warning",
+        "ICEPACK_UP_BASE_PORT": str(args.base_port),
+        "ICEPACK_CATALOGS": json.dumps(
+            [
+                {
+                    "name": CATALOG,
+                    "type": "sql",
+                    "uri": spec["catalog_dsn"],
+                    "warehouse": spec["warehouse"],
+                    "notify": True,
+                }
+            ]
+        ),
+    }
+    up = start_icepack(env, root)
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    seen = {t: Bytes() for t in spec["tables"]}
+    samples: list[TableSample] = []
+    try:
+        writers = write(spec, root, "icepack")
+        started = time.monotonic()
+        while writers.poll() is None:
+            await asyncio.sleep(args.sample_seconds)
+            if up.poll() is not None:
+                raise RuntimeError(f"icepack up exited {up.returncode}; see {root}/icepack-up.log")
+            samples = [sample_table(catalog, t, seen[t]) for t in spec["tables"]]
+            print_sample(time.monotonic() - started, samples, seen, await icepack_side(pool))
+        results = finished(writers, Path(spec["out"]), root / "writers-icepack.log")
+        samples = [sample_table(catalog, t, seen[t]) for t in spec["tables"]]
+        ice = await icepack_side(pool)
+        return results, seen, samples, ice
+    finally:
+        await pool.close()
+        up.terminate()
+        up.wait(timeout=120)
+
+
+def latency_line(label: str, results: list[dict[str, Any]]) -> float:
+    """Print the commit latency p50/p99 (all tables, then each); returns the p99."""
+    all_lat = [x for r in results for x in r["latencies"]]
+    p50, p99 = percentile(all_lat, 0.5), percentile(all_lat, 0.99)
+    per = ", ".join(
+        f"{r['table'].rsplit('.', 1)[1]} {percentile(r['latencies'], 0.5) * 1000:.0f}/"
+        f"{percentile(r['latencies'], 0.99) * 1000:.0f}"
+        for r in results
+    )
+    print(f"  commit latency {label}: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms ({per})")
+    return p99
+
+
+def report(
+    base: list[dict[str, Any]],
+    ice: list[dict[str, Any]],
+    seen: dict[str, Bytes],
+    samples: list[TableSample],
+    icepack: Any,
+    exact: dict[str, bool],
+) -> None:
+    print("\nresults beside the goals of issue #27")
+    for s in samples:
+        closed = "n/a (no closed partition)" if not s.closed_max else f"{s.closed_max}"
+        print(
+            f"  {s.table}: closed partitions max files {closed} (goal <= {GOAL_CLOSED_FILES}); "
+            f"open partition {s.open_files} files (goal <= {GOAL_OPEN_FILES})"
+        )
+    written = sum(b.written for b in seen.values())
+    rewritten = sum(b.rewritten for b in seen.values())
+    print(
+        f"  bytes rewritten per byte written: {rewritten / written if written else 0:.2f} "
+        f"({rewritten:,} / {written:,}; goal <= {GOAL_AMPLIFICATION})"
+    )
+    commits = sum(len(r["latencies"]) for r in ice)
+    redone = sum(r["failures"] for r in ice)
+    gave_up = sum(r["gave_up"] for r in ice)
+    print(
+        f"  writers' commits redone after a conflict: {redone} of {commits} "
+        f"({redone / max(1, commits):.2%}; goal <= {GOAL_FAILED_SHARE:.0%}); lost: {gave_up}"
+    )
+    b99 = latency_line("without Icepack", base)
+    i99 = latency_line("with Icepack   ", ice)
+    print(f"  p99 with / without: {i99 / b99 if b99 else float('nan'):.2f}x")
+    print(
+        f"  Spark busy: {icepack.spark_seconds:.1f} s; jobs by outcome {icepack.jobs} "
+        f"({icepack.retried} needed more than one attempt); actions {icepack.actions}"
+    )
+    print(f"  holds {icepack.held}, rollbacks {icepack.rollbacks} (goal: 0 and 0)")
+    print(f"  contents exact: {exact} (goal: all true)")
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="icepack-bench-stream-") as tmp:
+        root = Path(tmp)
+        os.chmod(root, 0o755)  # the server runs as its own user under root
+        server = LocalPostgres(root / "pg", durable=False)
+        server.start()
+        admin = server.admin_dsn()
+        try:
+            catalog_dsn = await create_database(admin, "lake")
+            warehouse = (root / "warehouse").as_uri()
+            uri = catalog_dsn.replace("postgresql://", "postgresql+psycopg2://", 1)
+            catalog = SqlCatalog(CATALOG, uri=uri, warehouse=warehouse)
+            common = {"catalog": CATALOG, "uri": uri, "warehouse": warehouse}
+
+            print(f"phase 1: writers alone for {args.baseline_minutes:g} min", flush=True)
+            base_tables = create_tables(catalog, "baseline")
+            spec = {**common, "tables": base_tables, "seconds": args.baseline_minutes * 60}
+            spec["out"] = str(root / "baseline.json")
+            base = finished(
+                write(spec, root, "baseline"), Path(spec["out"]), root / "writers-baseline.log"
+            )
+            for ident in base_tables:  # Icepack must not find (and maintain) them in phase 2
+                catalog.drop_table(ident)
+
+            print(f"phase 2: writers with Icepack (icepack up, defaults) for {args.minutes:g} min")
+            tables = create_tables(catalog, "stream")
+            spec = {**common, "tables": tables, "seconds": args.minutes * 60}
+            spec |= {"out": str(root / "icepack.json"), "catalog_dsn": catalog_dsn}
+            ice, seen, samples, icepack = await with_icepack(args, root, admin, spec, catalog)
+            exact = {}
+            for r in ice:
+                exact[r["table"]] = contents(catalog, r["table"]) == (
+                    r["expected_rows"],
+                    r["expected_checksum"],
+                )
+            report(base, ice, seen, samples, icepack, exact)
+            return 0 if all(exact.values()) else 1
+        finally:
+            server.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="bench.stream", description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--baseline-minutes", type=float, default=None)
+    parser.add_argument("--sample-seconds", type=float, default=60.0)
+    parser.add_argument("--base-port", type=int, default=18480)
+    args = parser.parse_args()
+    if args.baseline_minutes is None:
+        args.baseline_minutes = max(1.0, args.minutes / 3)
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Notifications of outbox events to the outside (webhooks as CloudEvents)."""

@@ -1,0 +1,79 @@
+"""A busy table (another job holds its lock) is not a failure of the job that found it busy.
+
+Driven through the real ``JobRunner`` (the executor's code path) against real Postgres: the job
+is claimed, its lock attempt collides with another job's lock, and the runner hands it back.
+No Spark statement is reached: the collision happens before the engine is first used.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from icepack_core.execution.job_runner import JobRunner
+from icepack_core.queue.budgets import list_budgets, set_budget
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.queue.locks import TableLocks
+from icepack_core.spark.engine import LocalEngine
+from icepack_core.types import JobState
+from tests.planning.test_planner import add_table, status
+
+BYTES = 1_000_000
+
+
+async def charges(db, job_id: int) -> list[int]:
+    rows = await db.fetch(
+        "SELECT attempt FROM icepack.budget_charges WHERE job_id = $1 ORDER BY attempt", job_id
+    )
+    return [r["attempt"] for r in rows]
+
+
+async def test_lock_collisions_spend_no_attempt_and_no_budget(db, settings):
+    queue = JobQueue(db)
+    table_id = await add_table(db, "busy", status(small_file_count=30))
+    await set_budget(db, "cat", None, rewrite_bytes_per_hour=10 * BYTES, max_running=None)
+    job = (
+        await queue.enqueue(
+            table_id, [{"action": "rewrite_data_files"}], rewrite_bytes=BYTES, max_attempts=3
+        )
+    ).job
+    # Another job (an operator's CLI run, say) holds the table for the whole test.
+    holder = await TableLocks(db).acquire(table_id, "cli@elsewhere", 0, 3600)
+    runner = JobRunner(db, settings, queue, LocalEngine(settings), "executor@test")
+
+    t = datetime.now(UTC)
+    for collision in range(1, 6):  # more collisions than max_attempts
+        t += timedelta(hours=2)  # past any backoff
+        claimed = await queue.claim("executor@test", 60, now=t)
+        assert claimed is not None and claimed.id == job.id
+        assert claimed.attempts == 1
+        before = datetime.now(UTC)
+        run = await runner.run(claimed)
+        assert run.lock_held and run.job is not None
+        back = run.job
+        assert back.state is JobState.QUEUED, back.error
+        assert back.attempts == 0 and back.lock_waits == collision
+        assert "locked" in (back.error or "")
+        assert await charges(db, job.id) == []  # the claim's charge was refunded
+        assert back.not_before >= before + timedelta(seconds=7)  # backoff, never at once
+    (budget,) = await list_budgets(db)
+    assert budget.charged_bytes == 0
+
+    await TableLocks(db).release(holder)
+    claimed = await queue.claim("executor@test", 60, now=t + timedelta(hours=2))
+    assert claimed is not None and claimed.attempts == 1
+    assert await charges(db, job.id) == [1]  # the run that gets the table is charged once
+
+
+async def test_lock_backoff_grows_with_the_collisions(db, settings):
+    queue = JobQueue(db)
+    table_id = await add_table(db, "busy2", status(small_file_count=30))
+    job = (await queue.enqueue(table_id, [{"action": "rewrite_data_files"}])).job
+    t = datetime(2030, 1, 1, tzinfo=UTC)
+    for waits in range(0, 8):
+        claimed = await queue.claim("e", 60, now=t + timedelta(days=waits))
+        assert claimed is not None and claimed.id == job.id
+        back = await queue.give_back(claimed, "lock", "busy", now=t + timedelta(days=waits))
+        wait = (back.not_before - (t + timedelta(days=waits))).total_seconds()
+        ceiling = min(600.0, 15.0 * 2**waits)
+        assert 0.5 * ceiling - 1e-3 <= wait <= ceiling + 1e-3
+        assert back.lock_waits == waits + 1 and back.conflicts == 0

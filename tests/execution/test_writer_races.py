@@ -1,0 +1,185 @@
+"""Maintenance racing a writer in another process: nothing the writer committed is lost,
+reverted, or taken for the rewrite, and no table is held because a writer committed.
+
+Real Spark in both processes (the writer starts its own JVM: ``tests.support.stream_writer``),
+one JDBC catalog, real Postgres; the job is planned by ``Planner.plan`` from the inspector's
+record and run by the executor's ``JobRunner``. The executor's test hook ``after_call`` (it
+runs after the procedure committed, before verification) waits until the writer has committed
+on top of the rewrite, so every run verifies with a writer's snapshots after the rewrite's.
+Commits during the procedure itself happen as they happen (the writer commits continuously).
+
+The oracle is the writer's own model: its starting rows plus each commit that returned. After
+the race, Spark's read of the table must equal it, every snapshot the writer committed must
+still be an ancestor of the current one, and no snapshot the writer committed may appear in
+the verification evidence as a checked rewrite.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from icepack_core.execution.job_runner import JobRunner
+from icepack_core.inspection.process import TableInspections
+from icepack_core.planning.planner import Planner
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.spark.engine import LocalEngine
+from icepack_core.types import JobState
+from tests.execution.spark_tables import missing_referenced_files, unique_name
+from tests.execution.test_equality_deletes import register
+from tests.support.settings import service_settings
+from tests.support.stream_writer import START_DEADLINE_S, StreamWriter
+from tests.support.upserts import (
+    UpsertTable,
+    create_upsert_table,
+    logical_rows,
+    row,
+)
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+NS = "eqdel"  # the namespace ``register`` records tables under
+
+
+@pytest.fixture
+def runner_settings(database_url, spark_catalog_settings, tmp_path):
+    return service_settings(database_url, spark_catalog_settings, tmp_path)
+
+
+def seed(spark: Any, name: str, kind: str) -> None:
+    """Small files to compact (and equality deletes to apply for the upsert table)."""
+    sink = UpsertTable(spark, NS, name, writer="seed")
+    sink.append([row(k, 0) for k in range(12)])
+    for r in range(1, 7):
+        if kind == "upsert":
+            sink.upsert([row(k, r) for k in (r, r + 3, 20 + r)])
+        else:
+            sink.append([row(100 * r + k, r) for k in range(4)])
+    if kind == "mor_delete":
+        spark.sql(f"DELETE FROM {sink.qualified} WHERE id % 5 = 0")
+
+
+async def writer_commits(writer: StreamWriter, more_than: int) -> bool:
+    writer.check_alive()
+    return len(writer.commits()) > more_than
+
+
+async def race(
+    db: Any, settings: Any, spark: Any, table_id: int, writer: StreamWriter
+) -> tuple[Any, list[dict[str, Any]]]:
+    """Plan, then run the planned job while ``writer`` commits; the verification waits for two
+    writer commits on top of the rewrite."""
+    queue = JobQueue(db)
+    planned = await Planner(settings, db, queue).plan(table_id)
+    assert planned.job_created, planned.recommendation
+    await eventually(
+        lambda: writer_commits(writer, 1),
+        timeout=START_DEADLINE_S,
+        interval=0.5,
+        what="the writer's first commits",
+    )
+    job = await queue.claim("executor@test", 120)
+    assert job is not None and job.id == planned.job_id
+    runner = JobRunner(db, settings, queue, LocalEngine(settings, session=spark), "executor@test")
+
+    async def writer_commits_on_top(_action: str) -> None:
+        seen = len(writer.commits())
+        await eventually(
+            lambda: writer_commits(writer, seen + 1),
+            timeout=120,
+            interval=0.2,
+            what="two writer commits after the rewrite",
+        )
+
+    runner.execution.after_call = writer_commits_on_top
+    done = (await runner.run(job)).job
+    assert done is not None
+    actions = await db.fetch(
+        "SELECT action, state, output, error FROM icepack.job_actions WHERE job_id = $1 "
+        "ORDER BY id",
+        job.id,
+    )
+    return done, [dict(a) for a in actions]
+
+
+def ancestry(spark: Any, table: str) -> tuple[list[int], set[int]]:
+    """The current snapshot's ancestors (oldest first) and the ``replace`` snapshots among
+    every snapshot of the table."""
+    spark.sql(f"REFRESH TABLE {table}")
+    history = spark.sql(
+        f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "
+        "ORDER BY made_current_at"
+    ).collect()
+    replaces = spark.sql(
+        f"SELECT snapshot_id FROM {table}.snapshots WHERE operation = 'replace'"
+    ).collect()
+    return [int(r[0]) for r in history], {int(r[0]) for r in replaces}
+
+
+def checked_snapshots(actions: list[dict[str, Any]]) -> set[int]:
+    out: set[int] = set()
+    for action in actions:
+        evidence = (action["output"] or {}).get("verification") or {}
+        out |= {int(s["snapshot_id"]) for s in evidence.get("snapshots") or []}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kind", "version", "partition"),
+    [("upsert", 2, "part"), ("append", 2, None), ("upsert", 3, None)],
+    ids=["upsert-v2-identity", "append-v2-unpartitioned", "upsert-v3-unpartitioned"],
+)
+@pytest.mark.timeout(900)
+async def test_a_compaction_racing_a_writer_process_keeps_every_writer_commit(
+    db, spark, spark_catalog_settings, runner_settings, tmp_path, kind, version, partition
+):
+    name = unique_name(f"race_{kind}")
+    table = create_upsert_table(spark, NS, name, version=version, partition=partition)
+    seed(spark, name, kind)
+    table_id = await register(db, spark, table, name)
+    await TableInspections(runner_settings, db).inspect_and_record(table_id)
+    writer = StreamWriter.for_table(
+        spark_catalog_settings, NS, name, kind, Path(tmp_path) / "writer"
+    ).start()
+    try:
+        done, actions = await race(db, runner_settings, spark, table_id, writer)
+        expected = writer.stop()
+    finally:
+        writer.kill()
+
+    problems = []
+    # Appends and upserts (equality deletes) never conflict with a rewrite that keeps its
+    # starting sequence number: the job succeeds, and the writer never failed a commit.
+    if done.state != JobState.SUCCEEDED:
+        problems.append(f"job {done.state}: {done.error}")
+    if writer.failed():
+        problems.append(f"writer commits failed: {writer.failed()[:3]}")
+    hold = await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id)
+    if hold is not None:
+        problems.append(f"table held: {hold}")
+    rewrite = next(a for a in actions if a["action"] == "rewrite_data_files")
+    evidence = (rewrite["output"] or {}).get("verification") or {}
+    if evidence.get("status") != "verified" or evidence.get("rollback") is not None:
+        problems.append(f"verification: {evidence}")
+    ancestors, replaces = ancestry(spark, table)
+    committed = writer.committed()
+    if lost := [s for s in committed if s not in ancestors]:
+        problems.append(f"writer snapshots no longer current ancestors (rolled back): {lost}")
+    if mistaken := checked_snapshots(actions) & set(committed):
+        problems.append(f"writer snapshots checked as rewrites: {mistaken}")
+    if unverified := replaces - checked_snapshots(actions):
+        problems.append(f"rewrite snapshots never verified: {unverified}")
+    # The race happened: the writer committed on top of a rewrite before it was verified.
+    rewritten_at = [ancestors.index(s) for s in replaces if s in ancestors]
+    if not rewritten_at or not any(
+        ancestors.index(s) > min(rewritten_at) for s in committed if s in ancestors
+    ):
+        problems.append("no writer commit landed after the rewrite (no race)")
+    if logical_rows(spark, table) != expected:
+        problems.append("the table's rows differ from the writer's committed rows")
+    if missing := missing_referenced_files(spark, table):
+        problems.append(f"referenced files deleted: {missing[:3]}")
+    assert not problems, "\n".join(problems) + f"\nwriter: {writer.commits()[-3:]}"
+    assert len(committed) >= 4, writer.commits()
