@@ -21,7 +21,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from icepack_core.execution.expiry_files import plan_expiry
 from icepack_core.execution.expiry_live import live_conflicts, path_key
-from icepack_core.safety.admission import normalize_location
+from icepack_core.safety.locations import location_key
 from tests.plugins.catalogs import rows
 from tests.support.snapshot_table import BuiltTable, build_streaming_table
 
@@ -34,7 +34,7 @@ SEGMENT = st.text(alphabet="aZ09._=-%?# /:", min_size=0, max_size=6)
 )
 def test_the_fast_path_key_is_the_normalisation(prefix, segments):
     path = prefix + "/" + "/".join(segments)
-    assert path_key(path) == normalize_location(path)
+    assert path_key(path) == location_key(path)
 
 
 def files_under(root: Path) -> dict[Path, int]:
