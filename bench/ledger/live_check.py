@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -64,10 +63,9 @@ def rss_mb() -> float:
     return 0.0
 
 
-def peak_mb(pid: int | None = None) -> float:
-    """The peak resident set of ``pid`` (VmHWM; this process when None), in MB."""
-    if pid is None:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def peak_mb(pid: int | str = "self") -> float:
+    """The peak resident set of process ``pid`` (its VmHWM, in MB). Not ``ru_maxrss``: on
+    Linux a child's keeps the size of the forked parent from before its ``exec``."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from icepack_core.db.queries import load_query
 from icepack_core.execution.file_mover import FileMover
 from icepack_core.execution.quarantine import OrphanQuarantine
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_gateway.params import encode_cursor
+from tests.plugins.catalogs import rows
 
 ROWS = 1_000_000
 CHUNK = 50_000
@@ -144,20 +144,28 @@ class CountingPool:
         return getattr(self.pool, name)
 
 
-async def test_restore_and_purge_read_the_ledger_a_batch_at_a_time(db, fleet, tmp_path):
-    """30 quarantined files, 8 of whose paths are taken again (refused, left quarantined): the
-    restore brings back the other 22 reading at most one batch (4 rows) per query, and so does
-    the purge of the 8 left."""
+async def test_restore_and_purge_read_the_ledger_a_batch_at_a_time(db, fleet, scratch_catalog):
+    """30 files quarantined from a PyIceberg table's folder, 8 of whose paths are taken again
+    (refused, left quarantined): the restore brings back the other 22 reading at most one batch
+    (4 rows) per query, and so does the purge of the 8 left. The table's rows and files are
+    untouched throughout."""
+    _cfg, catalog = scratch_catalog
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.events", rows(0).schema)
+    table.append(rows(5))
+    table.append(rows(3, start=5))
+    before = table.scan().to_arrow().sort_by("id")
+    referenced = [t.file.file_path for t in table.scan().plan_files()]
     table_id = fleet.tables["sales.orders"]
-    root = tmp_path / "t"
-    location = root.as_uri()
+    location = table.location()
+    root = Path(location.removeprefix("file://"))
     files: dict[Path, bytes] = {}
     for i in range(30):
         path = root / "data" / f"p={i % 3}" / f"orphan-{i:02d}.bin"
         path.parent.mkdir(parents=True, exist_ok=True)
         files[path] = os.urandom(50 + i)
         path.write_bytes(files[path])
-    mover = FileMover(PyArrowFileIO())
+    mover = FileMover(table.io)
     source = await running_job(db, table_id, "orphans")
     quarantine = OrphanQuarantine(
         db, source.id, source.fence, table_id, location, mover, lambda: datetime.now(UTC), 4
@@ -207,3 +215,5 @@ async def test_restore_and_purge_read_the_ledger_a_batch_at_a_time(db, fleet, tm
     )
     assert {r["state"]: r["n"] for r in states} == {"restored": 22, "purged": 8}
     assert all(path.read_bytes() == b"new bytes" for path in taken)
+    assert catalog.load_table("ns.events").scan().to_arrow().sort_by("id") == before
+    assert [p for p in referenced if not Path(p.removeprefix("file://")).exists()] == []

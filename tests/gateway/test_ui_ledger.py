@@ -189,3 +189,49 @@ async def test_budgets_page_shows_use_against_each_limit(base, browser, db):
         assert errors == [], errors
     finally:
         await context.close()
+
+
+async def test_job_page_reads_a_long_ledger_a_page_at_a_time(base, browser, db, tmp_path):
+    """230 recorded rows: the page shows the first 100 with the totals of all 230, and "Load
+    more files" reads the next pages (``GET /jobs/{id}/deletions`` is paged) until none is left."""
+    async with db.acquire() as conn:
+        table_id = await add_table(conn, "shop", "long_ledger")
+    queue = JobQueue(db)
+    await queue.enqueue(table_id, [], dedupe_key="long-ledger")
+    job = await queue.claim("executor@ui-test", 60)
+    assert job is not None
+    location = f"file://{tmp_path}/wh/long_ledger"
+    ledger = OrphanQuarantine(
+        db,
+        job.id,
+        job.fence,
+        table_id,
+        location,
+        FileMover(PyArrowFileIO()),
+        lambda: datetime.now(UTC),
+    )
+    paths = [f"{location}/data/f-{i:03d}.parquet" for i in range(230)]
+    assert await ledger.record(paths, "not referenced by any snapshot (UI test)") == 230
+    await queue.complete(job, {})
+    errors: list[str] = []
+    context, page = await _page(browser, 1280, 900, errors)
+    try:
+        await page.goto(f"{base}/ui/#/job/{job.id}")
+        await page.locator("[data-test=deletions]").wait_for()
+        rows = page.locator("[data-test=deletion-row]")
+        assert await rows.count() == 100
+        totals = await page.locator("[data-test=deletions-totals]").inner_text()
+        assert "230 files" in totals and "showing the first 100" in totals, totals
+        more = page.locator("[data-test=deletions-more]")
+        await more.click()
+        await page.locator("[data-test=deletion-row]").nth(199).wait_for()
+        await more.click()
+        await page.locator("[data-test=deletion-row]").nth(229).wait_for()
+        await more.wait_for(state="hidden")
+        texts = await rows.all_inner_texts()
+        assert len(texts) == 230
+        assert [t.split()[0] for t in texts] == paths
+        assert "showing" not in await page.locator("[data-test=deletions-totals]").inner_text()
+        assert errors == [], errors
+    finally:
+        await context.close()

@@ -259,7 +259,7 @@ class TableMaintenance:
         # session that keeps maintaining a table keeps the metadata it first loaded. Every
         # action starts from the catalog's: an orphan listing from an older view would name
         # files committed since as orphans. An expiry through the ledger refreshes at the point
-        # that matters, right before its check (``expiry_ledger.live_view``).
+        # that matters, right before its check (``expiry_ledger.spark_sample``).
         if not (isinstance(intent, ExpireSnapshots) and self.expiry is not None):
             await self.engine.sql(f"REFRESH TABLE {self.qualified}")
         location = None
