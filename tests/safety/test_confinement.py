@@ -166,3 +166,29 @@ async def test_load_confinement_refuses_a_table_whose_location_is_unknown(db):
     with pytest.raises(ActionRefused) as caught:
         await load_confinement(db, own_id, SANDBOX, own)
     assert caught.value.rule == "LOCATION_UNKNOWN" and "lake.prod.mystery" in str(caught.value)
+
+
+def test_only_an_operator_policy_grants_roots_outside_the_location():
+    from icepack_core.errors import PolicyError
+    from icepack_core.policy import PolicyAttachment, resolve
+
+    granted = PolicyAttachment(
+        "system.snapshot-expiry",
+        "table",
+        "lake",
+        "sandbox",
+        "t",
+        True,
+        {"delete_outside_location": ["s3://legacy/hive/t"]},
+    )
+    policy = resolve([granted], "sandbox", "t", {})
+    assert policy.snapshot_expiry is not None
+    assert policy.snapshot_expiry.delete_outside_location == ["s3://legacy/hive/t"]
+    with pytest.raises(PolicyError, match="unknown table property"):
+        resolve([], "sandbox", "t", {"icepack.snapshot-expiry.delete-outside-location": "s3://x"})
+    bad = PolicyAttachment(
+        "system.snapshot-expiry", "catalog", "lake", None, None, True,
+        {"delete_outside_location": ["relative/dir"]},
+    )  # fmt: skip
+    with pytest.raises(PolicyError, match=r"delete_outside_location\[0\].*'relative/dir'"):
+        resolve([bad], "sandbox", "t", {})

@@ -9,6 +9,8 @@ held with evidence naming the other table, and nothing is recorded as deleted.
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -218,3 +220,61 @@ async def test_a_table_built_with_add_files_over_another_is_compacted_then_never
     assert fingerprint(spark, a) == a_before and missing_referenced_files(spark, a) == []
     spark.sql(f"REFRESH TABLE {b}")
     assert fingerprint(spark, b) == b_before and missing_referenced_files(spark, b) == []
+
+
+async def test_a_restore_into_another_table_s_location_is_refused_and_held(
+    spark, engine, db, spark_catalog_settings
+):
+    """Orphans quarantined from ``t/data/nested``; then a table is created at that directory.
+    Restoring would write into the new table's location: refused, nothing moved back."""
+    ns = unique_name("restore")
+    table = make_small_files_table(spark, ns, "t", batches=2)
+    before = fingerprint(spark, table)
+    root = local_path(
+        spark.sql(f"DESCRIBE TABLE EXTENDED {table}")
+        .where("col_name = 'Location'")
+        .first()["data_type"]
+    )
+    stray = root / "data" / "nested" / "orphan.parquet"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(os.urandom(300))
+    week_ago = time.time() - 7 * 86400
+    os.utime(stray, (week_ago, week_ago))
+    await Discovery(spark_catalog_settings, db).run_once()
+    tid = await table_id(db, ns, "t")
+    await db.execute(
+        "INSERT INTO icepack.policies (policy_type, scope, catalog, namespace, table_name, config)"
+        " VALUES ('system.orphan-file-removal', 'table', $1, $2, 't', '{}'::jsonb)",
+        CATALOG,
+        ns,
+    )
+    older = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
+    remove = {"action": "remove_orphan_files", "params": {"older_than": older}}
+    quarantine_job, done = await run_job(db, engine, spark_catalog_settings, tid, [remove])
+    assert not isinstance(done, Exception), done
+    assert not stray.exists()
+    (row,) = await db.fetch(
+        "SELECT quarantine_path FROM icepack.deletions WHERE job_id = $1", quarantine_job.id
+    )
+    held_copy = local_path(row["quarantine_path"])
+    assert held_copy.exists()
+
+    squatter = f"{CATALOG}.{ns}.squatter"
+    spark.sql(
+        f"CREATE TABLE {squatter} (id BIGINT) USING iceberg LOCATION '{stray.parent.as_uri()}'"
+    )
+    await Discovery(spark_catalog_settings, db).run_once()
+    restore = {"action": "restore_quarantine", "params": {"job_id": quarantine_job.id}}
+    _job, result = await run_job(db, engine, spark_catalog_settings, tid, [restore])
+
+    assert isinstance(result, PermanentError), result
+    evidence = (await hold_of(db, tid))["evidence"]
+    assert evidence["status"] == "outside_table" and evidence["tables"] == [squatter]
+    assert evidence["action"] == "restore_quarantine"
+    assert held_copy.exists() and not stray.exists()  # nothing moved back
+    states = await db.fetch(
+        "SELECT state FROM icepack.deletions WHERE job_id = $1", quarantine_job.id
+    )
+    assert [r["state"] for r in states] == ["quarantined"]
+    assert fingerprint(spark, table) == before and missing_referenced_files(spark, table) == []
+    spark.sql(f"DROP TABLE {squatter}")  # the shared catalog outlives this test

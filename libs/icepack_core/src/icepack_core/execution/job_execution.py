@@ -59,13 +59,13 @@ from icepack_core.execution.outcome import (
     read_probe,
 )
 from icepack_core.execution.verification import Guard
-from icepack_core.inspection.inspector import Inspector, LoadedTable
+from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
 from icepack_core.intents import LEDGER_INTENTS, Intent, RemoveOrphanFiles, parse_intents
 from icepack_core.queue.deferrals import clear_conflicts
 from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
-from icepack_core.safety.confinement import Confinement, confinement_of
+from icepack_core.safety.confinement import loaded_confinement
 from icepack_core.safety.holds import place_hold
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact_text
@@ -104,6 +104,13 @@ PERMANENT_ERRORS = frozenset(
         "KeyError",
     }
 )
+
+
+def granted_roots(admission: Admission | None) -> tuple[str, ...]:
+    """Roots outside its own that an operator's ``system.snapshot-expiry`` policy lets the
+    table's expiry delete under (``delete_outside_location``)."""
+    expiry = admission.policy.snapshot_expiry if admission else None
+    return tuple(expiry.delete_outside_location) if expiry else ()
 
 
 @dataclass
@@ -280,7 +287,9 @@ class JobExecution:
                     job.fence,
                     table_id,
                     lambda: self.inspector.load(ref),
-                    confine=self._confinement(table_id, ref, admission),
+                    confine=loaded_confinement(
+                        self.pool, table_id, str(ref), granted_roots(admission)
+                    ),
                 )
                 if job is not None
                 else None
@@ -292,27 +301,6 @@ class JobExecution:
             ),
             metadata=metadata,
         )
-
-    def _confinement(
-        self, table_id: int, ref: TableRef, admission: Admission | None
-    ) -> Callable[[LoadedTable], Awaitable[Confinement]]:
-        """The confinement rule of a freshly loaded table, with the roots an operator's
-        ``system.snapshot-expiry`` policy grants (``delete_outside_location``)."""
-        expiry = admission.policy.snapshot_expiry if admission else None
-        granted = tuple(expiry.delete_outside_location) if expiry else ()
-
-        async def confine(loaded: LoadedTable) -> Confinement:
-            return await confinement_of(
-                self.pool,
-                table_id,
-                str(ref),
-                location=loaded.location(),
-                metadata_location=loaded.metadata_location,
-                properties=loaded.properties,
-                granted=granted,
-            )
-
-        return confine
 
     async def run(
         self,

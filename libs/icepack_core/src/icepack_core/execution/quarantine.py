@@ -50,7 +50,12 @@ from icepack_core.db.queries import load_query
 from icepack_core.errors import PermanentError, StaleFence
 from icepack_core.execution.file_mover import FileMover
 from icepack_core.safety.confinement import Confinement, refuse_foreign
-from icepack_core.safety.locations import LocationError, location_key, parse_location
+from icepack_core.safety.locations import (
+    LocationError,
+    has_dot_segments,
+    location_key,
+    parse_location,
+)
 
 # "_": hidden from Iceberg's orphan listing (as "." is), and accepted by object stores that
 # refuse "."-prefixed key components (SeaweedFS table buckets deny them). Under ``data/``: such
@@ -97,10 +102,11 @@ def quarantine_path(location: str, job_id: int, path: str) -> str:
 
 def movable(location: str, paths: list[str]) -> tuple[list[str], list[str]]:
     """``paths`` split into (movable, kept): a path is kept when the location normalisation that
-    names its quarantine path would not name it exactly (surrounding whitespace; a tab, CR or LF
-    anywhere, which ``urlsplit`` deletes; a ``?`` or ``#``, whose query and fragment it drops; a
-    trailing ``/``), or when another listed path maps to the same quarantine path. Moving such a
-    file could overwrite another's copy, or act on another object than the one recorded."""
+    names its quarantine path would not name it exactly (surrounding whitespace; a tab, CR or LF;
+    a ``?`` or ``#``; a trailing ``/``; a repeated separator or a ``.``/``..`` segment, which
+    ``safety.locations`` resolves), or when another listed path maps to the same quarantine
+    path. Moving such a file could overwrite another's copy, or act on another object than the
+    one recorded."""
     seen: dict[str, list[str]] = {}
     for path in paths:
         try:
@@ -110,13 +116,23 @@ def movable(location: str, paths: list[str]) -> tuple[list[str], list[str]]:
     ok: list[str] = []
     kept: list[str] = []
     for path in paths:
-        odd = path != path.strip() or path.endswith("/") or any(c in path for c in "?#\t\r\n")
+        odd = (
+            path != path.strip()
+            or path.endswith("/")
+            or any(c in path for c in "?#\t\r\n")
+            or _respelled(path)
+        )
         try:
             shared = len(seen[relative_path(location, path)]) > 1
         except PermanentError:
             shared = False
         (kept if odd or shared else ok).append(path)
     return ok, kept
+
+
+def _respelled(path: str) -> bool:
+    """Whether normalising ``path`` rewrites its path part (``a//b``, ``a/./b``, ``a/../b``)."""
+    return has_dot_segments(path) or "//" in path.split("://", 1)[-1]
 
 
 def is_quarantined(location: str, path: str) -> bool:

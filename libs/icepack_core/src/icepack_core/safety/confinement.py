@@ -25,7 +25,7 @@ lists has not finished a listing since discovery started, or its last listing fa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ import asyncpg
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, DeletionOutsideTable
+from icepack_core.inspection.inspector import LoadedTable
 from icepack_core.safety.locations import (
     Location,
     LocationError,
@@ -259,6 +260,25 @@ async def confinement_of(
     own = table_roots(table, location, metadata_location, properties)
     own += [Root(table, "root granted by an operator policy", path) for path in granted]
     return await load_confinement(pool, table_id, table, own)
+
+
+def loaded_confinement(
+    pool: asyncpg.Pool, table_id: int, table: str, granted: Sequence[str] = ()
+) -> Callable[[LoadedTable], Awaitable[Confinement]]:
+    """``confinement_of`` for a table as it will be loaded (the expiry plans from that load)."""
+
+    async def confine(loaded: LoadedTable) -> Confinement:
+        return await confinement_of(
+            pool,
+            table_id,
+            table,
+            location=loaded.location(),
+            metadata_location=loaded.metadata_location,
+            properties=loaded.properties,
+            granted=granted,
+        )
+
+    return confine
 
 
 def refuse_foreign(confinement: Confinement, paths: Iterable[str], action: str) -> None:
