@@ -208,6 +208,8 @@ def report(
         f"({icepack.retried} needed more than one attempt); actions {icepack.actions}"
     )
     print(f"  holds {icepack.held}, rollbacks {icepack.rollbacks} (goal: 0 and 0)")
+    for table, reason in sorted(icepack.decisions.items()):
+        print(f"  last plan, {table} rewrite_data_files: {reason[:300]}")
     print(f"  contents exact: {exact} (goal: all true)")
 
 

@@ -103,6 +103,8 @@ class Icepack:
     held: int
     rollbacks: int
     actions: dict[str, int]
+    # Per table, the newest plan's word on rewrite_data_files (due, or why not).
+    decisions: dict[str, str]
 
 
 async def icepack_side(pool: asyncpg.Pool) -> Icepack:
@@ -127,4 +129,18 @@ async def icepack_side(pool: asyncpg.Pool) -> Icepack:
             "WHERE state = 'succeeded' GROUP BY 1"
         )
     }
-    return Icepack(jobs, int(retried), float(spark_ms) / 1000, int(held), int(rollbacks), actions)
+    decisions = {
+        f"{r['namespace']}.{r['name']}": r["reason"] or ""
+        for r in await pool.fetch(
+            "SELECT t.namespace, t.name, (SELECT coalesce("
+            "  (SELECT a->>'reason' FROM jsonb_array_elements(r.actions->'actions') a"
+            "    WHERE a->>'action' = 'rewrite_data_files'),"
+            "  (SELECT s->>'reason' FROM jsonb_array_elements(r.actions->'skipped') s"
+            "    WHERE s->>'action' = 'rewrite_data_files'))"
+            " FROM icepack.recommendations r WHERE r.table_id = t.id"
+            " ORDER BY r.id DESC LIMIT 1) AS reason FROM icepack.tables t"
+        )
+    }
+    return Icepack(
+        jobs, int(retried), float(spark_ms) / 1000, int(held), int(rollbacks), actions, decisions
+    )

@@ -48,6 +48,18 @@ def need_settings(database_url, spark_catalog_settings, tmp_path):
     )
 
 
+async def all_partitions_closed(db: Any) -> None:
+    """An operator's compaction policy with no quiet period: every partition counts as closed
+    (``execution.metadata_scope``), so these tests, which write and compact within seconds,
+    are about scheduling, not about open-partition detection."""
+    await db.execute(
+        "INSERT INTO icepack.policies (policy_type, scope, catalog, config) "
+        "VALUES ('system.data-compaction', 'catalog', $1, $2::jsonb)",
+        CATALOG,
+        {"open_partition_quiet_minutes": 0},
+    )
+
+
 async def register(db: Any, spark: Any, table: str, name: str) -> int:
     location = spark.sql(
         f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
@@ -114,6 +126,7 @@ async def test_a_hot_table_is_planned_again_within_minutes_and_an_unchanged_one_
     name = unique_name("hot")
     table = make_partitioned(spark, name, appends=6)
     table_id = await register(db, spark, table, name)
+    await all_partitions_closed(db)
     inspections = TableInspections(need_settings, db)
     planner = Planner(need_settings, db, JobQueue(db))
 
@@ -199,6 +212,7 @@ async def test_a_table_below_its_threshold_is_not_planned_until_the_cadence(
     name = unique_name("cold")
     table = make_partitioned(spark, name, appends=6)
     table_id = await register(db, spark, table, name)
+    await all_partitions_closed(db)
     inspections = TableInspections(settings, db)
     planner = Planner(settings, db, JobQueue(db))
     await inspections.inspect_and_record(table_id)

@@ -56,6 +56,20 @@ def test_an_unchanged_table_is_not_due_within_the_cadence():
     assert judge(Need(REWRITE, 299, 0), LastRun(finished, "7"), state("7"), later, RULE).due
 
 
+def test_open_partitions_a_run_skipped_bring_it_back_when_they_close():
+    """A compaction that skipped open partitions (a writer's file within the quiet period) left
+    an unchanged table that still needs it: it is planned again once they close, not after the
+    cadence, and the planner is told when."""
+    finished = NOW - timedelta(minutes=3)
+    closes = finished + timedelta(minutes=10)
+    last = LastRun(finished, "7", reopens_at=closes)
+    held = judge(Need(REWRITE, 299, 0), last, state("7", newest=finished), NOW, RULE)
+    assert not held.due and held.replan_at == closes
+    assert "skipped partitions still open; planned again when they close" in held.reason
+    later = judge(Need(REWRITE, 299, 0), last, state("7", newest=finished), closes, RULE)
+    assert later.due and later.reason.startswith("due: benefit 299")
+
+
 def test_a_status_older_than_the_last_run_waits_for_the_next_inspection():
     finished = NOW - timedelta(minutes=30)
     verdict = judge(

@@ -13,7 +13,9 @@ delete build-up, ``max_manifests``, ``max_snapshots``), in this order:
    show what that run did, so the action waits for the inspection after it (which re-plans).
 2. **Unchanged.** The table's current snapshot is the one the action's last job left (nothing
    was committed since): a new run would find what that one left, so it is not due until the
-   cadence has passed since that run (then as before this rule: one run per cadence).
+   cadence has passed since that run (then as before this rule: one run per cadence). If that
+   run skipped partitions still open (``execution.metadata_scope``), the rule holds only until
+   they close (``LastRun.reopens_at``), and the planner comes back then.
 3. **Benefit against cost.** ``benefit >= threshold`` with ``threshold = min_benefit +
    rewrite_bytes / bytes_per_benefit``: the objects a full scan no longer opens
    (``planning.prediction``; a delete application also counts the delete files it applies)
@@ -67,6 +69,9 @@ class LastRun:
 
     finished_at: datetime
     snapshot_after: str | None
+    # When partitions that run skipped as still open (a writer's file within the policy's
+    # quiet period) close, if it skipped any: "unchanged" no longer holds from then.
+    reopens_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -92,8 +97,8 @@ class TableState:
 @dataclass(frozen=True)
 class Verdict:
     """Due or not, and why (the words an operator reads in the recommendation).
-    ``replan_at``: when the table should be planned again without an event (only set when
-    the minimum interval alone held a due action back)."""
+    ``replan_at``: when the table should be planned again without an event (set when the
+    minimum interval alone held a due action back, or open partitions a run skipped close)."""
 
     due: bool
     reason: str
@@ -140,6 +145,16 @@ def _before_interval(
         )
     cadence_passed = now - last.finished_at >= rule.cadence
     unchanged = last.snapshot_after is not None and table.current_snapshot_id == last.snapshot_after
+    if unchanged and last.reopens_at is not None and not cadence_passed:
+        if now < last.reopens_at:
+            return Verdict(
+                False,
+                f"not due: unchanged since it ran {_iso(last.finished_at)}, which skipped "
+                f"partitions still open; planned again when they close at "
+                f"{_iso(last.reopens_at)}",
+                replan_at=last.reopens_at,
+            )
+        unchanged = False  # the open partitions it left have closed since: compact them
     if unchanged and not cadence_passed:
         return Verdict(
             False,

@@ -158,6 +158,7 @@ class Planner:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
         last_runs: dict[str, datetime] = {}
         snapshots_after: dict[str, str | None] = {}
+        open_skipped: dict[str, int] = {}
         failures: dict[str, FailureStreak] = {}
         throttles: dict[str, Throttle] = {}
         cancelled: dict[str, datetime] = {}
@@ -165,6 +166,7 @@ class Planner:
             runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
             last_runs = {r["action"]: r["finished_at"] for r in runs}
             snapshots_after = {r["action"]: r["snapshot_after"] for r in runs}
+            open_skipped = {r["action"]: int(r["open_skipped"]) for r in runs}
             stops = await self.pool.fetch(load_query("job_cancelled_actions"), table["id"])
             cancelled = {r["action"]: r["cancelled_at"] for r in stops}
             failures = await self.failure_streaks(table["id"])
@@ -179,6 +181,7 @@ class Planner:
             throttles=throttles,
             cancelled=cancelled,
             snapshots_after=snapshots_after,
+            open_skipped=open_skipped,
             due_rule=due_rule_of(
                 policy,
                 self.settings.maintenance_min_benefit,

@@ -147,6 +147,7 @@ def recommend(
     snapshots_after: Mapping[str, str | None] | None = None,
     due_rule: DueRule | None = None,
     expiry_floor_hours: float = 1.0,
+    open_skipped: Mapping[str, int] | None = None,
 ) -> Recommendation:
     """Ordered action intents for one table.
 
@@ -167,6 +168,8 @@ def recommend(
         snapshots_after: per action in ``last_runs``, the table's current snapshot id (text)
             when that run's job ended (the due rule's "unchanged since").
         due_rule: the due rule's knobs; by default ``due_rule_of(policy)``.
+        open_skipped: per action in ``last_runs``, how many open partitions that run skipped
+            (they close after the compaction policy's quiet period; the due rule returns).
         expiry_floor_hours: ``ICEPACK_EXPIRY_MIN_AGE_HOURS``, the youngest a count-based
             expiry may expire.
     """
@@ -196,9 +199,10 @@ def recommend(
         if held is None and candidate.by_need:
             last = last_runs.get(candidate.action)
             after = (snapshots_after or {}).get(candidate.action)
+            reopens = _reopens_at(policy, last, (open_skipped or {}).get(candidate.action, 0))
             verdict = judge(
                 Need(candidate.action, _need_benefit(candidate), _rewrite_bytes(candidate)),
-                None if last is None else LastRun(last, after),
+                None if last is None else LastRun(last, after, reopens),
                 state,
                 now,
                 rule,
@@ -269,6 +273,14 @@ def _within_cadence(
             f"(would be: {candidate.reason})",
         )
     return None
+
+
+def _reopens_at(policy: EffectivePolicy, last: datetime | None, skipped: int) -> datetime | None:
+    """When the open partitions a compaction skipped close (its quiet period after the run)."""
+    cfg = policy.data_compaction
+    if last is None or skipped <= 0 or cfg is None:
+        return None
+    return last + timedelta(minutes=cfg.open_partition_quiet_minutes)
 
 
 def _need_benefit(candidate: ActionIntent) -> float:
