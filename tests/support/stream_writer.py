@@ -10,8 +10,8 @@ starting model, then commits one round after another until the stop file appears
   (``tests.support.upserts``), as a Flink or Kafka Connect upsert sink does;
 - ``cow_delete``: a new row, and every third round a ``DELETE`` of an older key on a
   copy-on-write table (data files rewritten);
-- ``mor_delete``: a ``DELETE`` of one older key on a merge-on-read table (position deletes on
-  v2, deletion vectors on v3), and a new row every round.
+- ``mor_delete``: a ``DELETE`` of one older key every round on a merge-on-read table
+  (position deletes on v2, deletion vectors on v3).
 
 The child updates its model only when a commit returned. It writes ``ready.json`` (its app id),
 one ``commits.jsonl`` line per round (the snapshot id, or the error of a failed commit), and at
