@@ -7,7 +7,11 @@ Spark cannot declare), every table with small files so that the planner wants to
 - nested struct / list / map columns (maps inside lists and structs);
 - format v1, v2 and v3; merge-on-read position deletes (v2) and deletion vectors (v3);
 - a table whose location is inside another table's location;
-- a table name with every awkward character.
+- a table name with every awkward character;
+- continuously written tables (``STREAMS``), one per kind of writer: an appender into an
+  ``hours(ts)`` partition spec, a copy-on-write deleter, and an upsert sink writing equality
+  deletes (``tests.support.upserts``); ``tests.support.stream_writer`` keeps writing to them
+  from another process while the pipeline maintains them.
 
 ``content_digest`` is the oracle: every live row collected to Python, put in a canonical form
 (maps sorted, NaN named, floats by their bits) and hashed: independent of Spark's own hash().
@@ -29,6 +33,7 @@ from typing import Any
 
 from icepack_core.spark.sql import qualified_name
 from tests.execution.spark_tables import CATALOG
+from tests.support.upserts import UpsertTable, create_upsert_table, row
 
 NAMESPACE = "adv"
 BATCHES = 6  # one small file per partition per batch: >= min-input-files (5)
@@ -226,6 +231,39 @@ def build_zoo(spark: Any, pyiceberg_catalog: Any) -> list[ZooTable]:
     with ThreadPoolExecutor(max_workers=3) as pool:
         groups = list(pool.map(lambda build: build(), builders))
     return [table for group in groups for table in group]
+
+
+# Continuously written tables: name -> (writer kind, partition spec, table properties).
+STREAMS: dict[str, tuple[str, str | None, dict[str, str]]] = {
+    "stream_append": ("append", "hours(ts)", {}),
+    "stream_cow": (
+        "cow_delete",
+        None,
+        {"write.delete.mode": "copy-on-write", "write.update.mode": "copy-on-write"},
+    ),
+    "stream_upsert": ("upsert", "part", {}),
+}
+
+
+def build_streams(spark: Any) -> list[ZooTable]:
+    """The continuously written tables, each with small files (and the upsert table with
+    equality deletes) before its writer starts; their writers are the test's to start."""
+    tables = []
+    for name, (kind, partition, props) in STREAMS.items():
+        table = ZooTable(name, f"continuously written: {kind} writer", partitioned=bool(partition))
+        create_upsert_table(spark, NAMESPACE, name, partition=partition)
+        if props:
+            listed = ", ".join(f"'{k}'='{v}'" for k, v in props.items())
+            spark.sql(f"ALTER TABLE {table.qualified} SET TBLPROPERTIES ({listed})")
+        sink = UpsertTable(spark, NAMESPACE, name, writer="seed")
+        sink.append([row(k, 0) for k in range(12)])
+        for r in range(1, BATCHES):
+            if kind == "upsert":
+                sink.upsert([row(k, r) for k in (r, r + 3, 20 + r)])
+            else:
+                sink.append([row(100 * r + k, r) for k in range(4)])
+        tables.append(table)
+    return tables
 
 
 def _canonical(value: Any) -> Any:

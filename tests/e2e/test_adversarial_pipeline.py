@@ -4,7 +4,10 @@ the real services) over a table zoo no happy-path test has, plus a poison job.
 It asserts the promises, not a script: every table keeps its rows and content (an oracle
 independent of Spark's hash), no file a snapshot references is gone, every rewrite committed
 was verified or its table is on hold, no table exceeds its failure budget, and no service loop
-died. The figures are written to ``test-artifacts/adversarial.json`` and printed.
+died. The continuously written tables (``STREAMS``) are written by a writer in another process
+while the pipeline maintains them: their rows must be the writer's committed rows, none of the
+writer's snapshots may be reverted, and none of them may be held. The figures are written to
+``test-artifacts/adversarial.json`` and printed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pytest
 
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.types import REWRITES as VERIFIED_REWRITES
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
 from icepack_inspector.service import InspectorService
@@ -24,18 +28,24 @@ from icepack_planner.service import PlannerService
 from tests.e2e.adversarial_zoo import (
     NAMESPACE,
     PARTITION_TYPES,
+    STREAMS,
     ZooTable,
+    build_streams,
     build_zoo,
     content_digest,
 )
 from tests.execution.spark_tables import missing_referenced_files
 from tests.support.services import running
 from tests.support.settings import service_settings
+from tests.support.stream_writer import START_DEADLINE_S, StreamWriter
+from tests.support.upserts import logical_rows
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ARTIFACT = Path(__file__).resolve().parents[2] / "test-artifacts" / "adversarial.json"
-REWRITES = ("rewrite_data_files", "rewrite_position_delete_files")
+# Every action that commits ``replace`` snapshots and is verified (manifest rewrites too: the
+# continuously written tables grow enough manifests to get one).
+REWRITES = tuple(sorted(a.value for a in VERIFIED_REWRITES))
 
 
 @pytest.fixture
@@ -74,13 +84,62 @@ def verified_snapshots(output: dict[str, Any]) -> set[int]:
     return {int(r["snapshot_id"]) for r in records if isinstance(r, dict) and "snapshot_id" in r}
 
 
-@pytest.mark.timeout(1200)
+async def rewritten_while_written(db, writer: StreamWriter) -> bool:
+    """Every continuously written table had a rewrite finish (either way) while its writer
+    kept committing after it."""
+    writer.check_alive()
+    finished = await db.fetch(
+        "SELECT t.name, max(j.finished_at) AS at FROM icepack.job_actions a "
+        "JOIN icepack.jobs j ON j.id = a.job_id JOIN icepack.tables t ON t.id = j.table_id "
+        "WHERE t.namespace = $1 AND a.action = 'rewrite_data_files' "
+        "AND a.state IN ('succeeded', 'failed') AND j.finished_at IS NOT NULL GROUP BY t.name",
+        NAMESPACE,
+    )
+    at = {r["name"]: r["at"].timestamp() for r in finished}
+    return all(
+        name in at and sum(c["at"] > at[name] for c in writer.target(name).commits()) >= 2
+        for name in STREAMS
+    )
+
+
+def stream_problems(spark, writer: StreamWriter, table: ZooTable, held: bool) -> list[str]:
+    """A continuously written table after its writer stopped: the writer's rows, every writer
+    snapshot still an ancestor, not held."""
+    log = writer.target(table.name)
+    problems = []
+    if held:
+        problems.append(f"{table.name}: held while a writer committed")
+    if logical_rows(spark, table.qualified) != log.model():
+        problems.append(f"{table.name}: rows differ from the writer's committed rows")
+    ancestors = {
+        int(r[0])
+        for r in spark.sql(
+            f"SELECT snapshot_id FROM {table.qualified}.history WHERE is_current_ancestor"
+        ).collect()
+    }
+    if reverted := [s for s in log.committed() if s not in ancestors]:
+        problems.append(f"{table.name}: writer snapshots reverted: {reverted[:3]}")
+    if len(log.committed()) < 4:
+        problems.append(f"{table.name}: the writer committed {len(log.committed())} times")
+    return problems
+
+
+@pytest.mark.timeout(1800)
 async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
-    spark, spark_catalog_settings, pipeline_settings, db
+    spark, spark_catalog_settings, pipeline_settings, db, tmp_path
 ):
     (catalog_cfg,) = spark_catalog_settings.effective_catalogs()
-    tables = build_zoo(spark, load_catalog(catalog_cfg))
-    before = {t.name: content_digest(spark, t) for t in tables}
+    zoo = build_zoo(spark, load_catalog(catalog_cfg))
+    streams = build_streams(spark)
+    tables = zoo + streams
+    before = {t.name: content_digest(spark, t) for t in zoo}
+    writer = StreamWriter.for_tables(
+        spark_catalog_settings,
+        NAMESPACE,
+        [(name, kind) for name, (kind, _, _) in STREAMS.items()],
+        tmp_path / "writer",
+        max_rounds=10_000,
+    ).start()
     # An operator enables orphan removal for the namespace: the nested locations must stop it
     # there (and only there).
     await db.execute(
@@ -92,6 +151,16 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
 
     services = [DiscoveryService(), InspectorService(), PlannerService(), ExecutorService()]
     async with running(services, pipeline_settings):
+        try:
+            await eventually(
+                lambda: rewritten_while_written(db, writer),
+                timeout=900 + START_DEADLINE_S,
+                interval=2,
+                what="a rewrite of every continuously written table while its writer writes",
+            )
+            writer.stop()
+        finally:
+            writer.kill()
         await eventually(
             lambda: settled(db, tables),
             timeout=900,
@@ -135,7 +204,9 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
     problems = []
     for table in tables:
         spark.sql(f"REFRESH TABLE {table.qualified}")
-        if content_digest(spark, table) != before[table.name]:
+        if table.name in STREAMS:
+            problems += stream_problems(spark, writer, table, table.name in holds)
+        elif content_digest(spark, table) != before[table.name]:
             problems.append(f"{table.name}: rows or contents changed")
         if missing := missing_referenced_files(spark, table.qualified):
             problems.append(f"{table.name}: referenced files deleted: {missing[:3]}")
@@ -190,6 +261,13 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
         "tables": len(tables),
         "partition_types": sorted(PARTITION_TYPES),
         "column_types_also": ["fixed", "uuid", "struct", "list", "map"],
+        "writer_commits": {
+            name: {
+                "committed": len(writer.target(name).committed()),
+                "failed": len(writer.target(name).failed()),
+            }
+            for name in STREAMS
+        },
         "kinds": sorted({t.kind for t in tables}),
         "jobs": len(jobs),  # the poison job included (its table is a zoo table)
         "jobs_succeeded": sum(1 for j in jobs if j["state"] == "succeeded"),
