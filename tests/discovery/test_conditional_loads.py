@@ -71,9 +71,10 @@ async def _status_calls(db, catalog: str) -> dict[str, int]:
 
 
 def loads(calls: dict[str, int]) -> dict[str, int]:
-    """The table-load calls of a pass (its ``list`` calls depend on every namespace the shared
-    server holds, other tests' included)."""
-    return {kind: n for kind, n in calls.items() if kind != "list"}
+    """The table-load calls of a pass (its ``list`` calls, and its ``unmaintained_load`` calls
+    of the tables include/exclude leave out, depend on what the shared server holds, other
+    tests' tables included)."""
+    return {kind: n for kind, n in calls.items() if kind not in ("list", "unmaintained_load")}
 
 
 async def test_unchanged_tables_answer_304_and_a_commit_costs_one_full_load(
@@ -305,3 +306,32 @@ async def test_a_targeted_refresh_stores_the_etag_so_the_next_poll_gets_a_304(
     assert await events(db, mark) == []
     assert (await refresh_table(db, discovery.catalogs, cfg, (ns,), "b")).changed == 0
     assert (await _stored(db, cfg.name))["b"] == (now_b, etag)  # unchanged: same ETag kept
+
+
+async def test_an_excluded_rest_table_is_recorded_and_follows_its_commits(
+    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
+):
+    """A table ``exclude`` leaves out is recorded for the location checks from a real REST load
+    (location and ETag); a commit to it moves the record (its conditional load is not a 304)."""
+    cfg, ns = _fixture_tables(iceberg_rest, "rest_unmaintained")
+    cfg = cfg.model_copy(update={"exclude": [f"{ns}.c"]})
+    discovery = Discovery(make_settings(database_url, tmp_path, cfg), db)
+    query = "SELECT * FROM icepack.unmaintained_tables WHERE catalog = $1 AND namespace = $2"
+
+    first = (await discovery.run_once()).catalogs[0]
+    assert (first.discovered, first.error) == (2, None) and set(await _stored(db, cfg.name)) == {
+        "a",
+        "b",
+    }
+    (row,) = await db.fetch(query, cfg.name, ns)
+    table = load_catalog(cfg).load_table(f"{ns}.c")
+    assert (row["name"], row["reason"], row["load_error"]) == ("c", "excluded", None)
+    assert row["metadata_location"] == table.metadata_location
+    assert row["location"] == table.metadata.location and row["catalog_etag"]
+
+    table.append(rows(2))
+    await discovery.run_once()
+    (moved,) = await db.fetch(query, cfg.name, ns)
+    assert moved["metadata_location"] == load_catalog(cfg).load_table(f"{ns}.c").metadata_location
+    assert moved["metadata_location"] != row["metadata_location"]
+    assert moved["catalog_etag"] not in (None, row["catalog_etag"])

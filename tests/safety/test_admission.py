@@ -247,12 +247,12 @@ async def test_orphan_removal_refuses_until_every_catalog_finished_a_listing(db)
     table = await add(db, "t", f"{WH}/db/t")
     await attach_orphan_policy(db, {})
     await db.execute(load_query("catalog_status_listing_started"), ["lake", "other_catalog"])
-    await db.execute(load_query("catalog_status_ok"), "lake", 1, [], {})
+    await db.execute(load_query("catalog_status_ok"), "lake", 1, [], {}, 0.0)
     error = await refused(db, table, orphans(100))
     assert error.rule == "CATALOGS_NOT_LISTED"
     assert "other_catalog (not listed since discovery started)" in str(error)
     assert "lake (" not in str(error)
-    await db.execute(load_query("catalog_status_ok"), "other_catalog", 0, [], {})
+    await db.execute(load_query("catalog_status_ok"), "other_catalog", 0, [], {}, 0.0)
     admission = await admit(db, table, orphans(100), now=NOW, expiry_min_age_hours=1)
     assert admission.location == f"{WH}/db/t"
 

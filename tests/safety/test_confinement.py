@@ -150,7 +150,7 @@ async def test_load_confinement_refuses_while_a_catalog_is_unlisted_or_failing(d
     assert "other (not listed" in str(caught.value)
 
     for catalog in ("lake", "other"):
-        await db.execute(load_query("catalog_status_ok"), catalog, 1, [], {})
+        await db.execute(load_query("catalog_status_ok"), catalog, 1, [], {}, 0.0)
     confinement = await load_confinement(db, own_id, SANDBOX, own)
     assert confinement.foreign("s3://lake/prod/orders/data/f").owner == PROD
 

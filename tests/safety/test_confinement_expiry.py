@@ -109,14 +109,28 @@ async def test_a_sandbox_table_naming_prod_files_cannot_expire_them(
     """The issue's reproduction: prod got three appends; sandbox adopted prod's data files with
     ``add_files``, dropped them again and appended one row of its own. Its expiry would delete
     prod's files (they are reachable only from sandbox's expired snapshots)."""
+    await _sandbox_over_prod_is_held(spark, engine, db, spark_catalog_settings, exclude=False)
+
+
+async def test_a_sandbox_naming_files_of_an_excluded_table_cannot_expire_them(
+    spark, engine, db, spark_catalog_settings
+):
+    """As above with prod outside the catalog's ``include``/``exclude``: never maintained, yet
+    discovery records where its files are, and the evidence names it as not maintained."""
+    await _sandbox_over_prod_is_held(spark, engine, db, spark_catalog_settings, exclude=True)
+
+
+async def _sandbox_over_prod_is_held(
+    spark: Any, engine: Any, db: Any, settings: Any, *, exclude: bool
+) -> None:
     prod_ns, sandbox_ns = unique_name("prod"), unique_name("sandbox")
     prod = make_small_files_table(spark, prod_ns, "orders", batches=3)
     prod_before, prod_files = fingerprint(spark, prod), data_files(spark, prod)
     assert len(prod_files) >= 3  # one file per append at least
-    schema = catalog(spark_catalog_settings).load_table((prod_ns, "orders")).schema()
-    sandbox = adopt_files(spark_catalog_settings, sandbox_ns, "t", schema, prod_files)
+    schema = catalog(settings).load_table((prod_ns, "orders")).schema()
+    sandbox = adopt_files(settings, sandbox_ns, "t", schema, prod_files)
     sandbox.delete(AlwaysTrue())  # whole files: their entries become DELETED
-    sandbox = catalog(spark_catalog_settings).load_table((sandbox_ns, "t"))
+    sandbox = catalog(settings).load_table((sandbox_ns, "t"))
     own_row = [{"id": 1, "part": "s", "payload": "mine"}]
     sandbox.append(pa.Table.from_pylist(own_row, schema.as_arrow()))
     sandbox_table = f"{CATALOG}.{sandbox_ns}.t"
@@ -124,19 +138,27 @@ async def test_a_sandbox_table_naming_prod_files_cannot_expire_them(
     sandbox_before = fingerprint(spark, sandbox_table)
     snapshots_before = snapshot_count(spark, sandbox_table)
 
-    discovery = Discovery(spark_catalog_settings, db)
+    discovery = Discovery(settings, db)
+    owner = f"{CATALOG}.{prod_ns}.orders"
+    if exclude:
+        (cfg,) = discovery.configs
+        discovery.configs = [cfg.model_copy(update={"exclude": [*cfg.exclude, prod_ns]})]
+        owner += " (not maintained: excluded)"
     await discovery.mark_listing_started()  # discovery (re)started: its first pass is running
     await discovery.run_once()
     tid = await table_id(db, sandbox_ns, "t")
-    job, result = await run_job(db, engine, spark_catalog_settings, tid, [expire_action()])
+    if exclude:  # never registered, so never inspected, planned or maintained
+        query = "SELECT count(*) FROM icepack.tables WHERE namespace = $1"
+        assert await db.fetchval(query, prod_ns) == 0
+    job, result = await run_job(db, engine, settings, tid, [expire_action()])
 
     assert isinstance(result, PermanentError), result
-    assert "not the table's" in str(result) and f"{CATALOG}.{prod_ns}.orders" in str(result)
+    assert "not the table's" in str(result) and owner in str(result)
     hold = await hold_of(db, tid)
     assert hold is not None and hold["action"] == "expire_snapshots"
     evidence = hold["evidence"]
     assert evidence["status"] == "outside_table"
-    assert evidence["tables"] == [f"{CATALOG}.{prod_ns}.orders"]
+    assert evidence["tables"] == [owner]
     assert evidence["foreign_count"] == len(prod_files)
     assert {f["path"] for f in evidence["foreign"]} == set(prod_files)
     assert await ledger_rows(db, job.id) == []  # nothing recorded, nothing deleted

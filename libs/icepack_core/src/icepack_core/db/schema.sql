@@ -956,6 +956,53 @@ ALTER SEQUENCE icepack.tables_id_seq OWNED BY icepack.tables.id;
 
 
 --
+-- Name: unmaintained_tables; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.unmaintained_tables (
+    catalog text NOT NULL,
+    namespace text NOT NULL,
+    name text NOT NULL,
+    reason text NOT NULL,
+    metadata_location text,
+    location text,
+    write_paths jsonb DEFAULT '{}'::jsonb NOT NULL,
+    load_error text,
+    catalog_etag text,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT unmaintained_write_paths_object CHECK ((jsonb_typeof(write_paths) = 'object'::text))
+);
+
+
+--
+-- Name: TABLE unmaintained_tables; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.unmaintained_tables IS 'Tables listed but not maintained (excluded), kept only for the location checks';
+
+
+--
+-- Name: COLUMN unmaintained_tables.write_paths; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.unmaintained_tables.write_paths IS 'The table''s write.*.path properties (only those), as its metadata last read had them';
+
+
+--
+-- Name: COLUMN unmaintained_tables.load_error; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.unmaintained_tables.load_error IS 'Why its metadata could not be read on the last pass (earlier location and write paths kept)';
+
+
+--
+-- Name: COLUMN unmaintained_tables.catalog_etag; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.unmaintained_tables.catalog_etag IS 'The ETag of its last full REST load (its next load is conditional)';
+
+
+--
 -- Name: v_budget_use; Type: VIEW; Schema: icepack; Owner: -
 --
 
@@ -1497,6 +1544,14 @@ ALTER TABLE ONLY icepack.tables
 
 ALTER TABLE ONLY icepack.tables
     ADD CONSTRAINT tables_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: unmaintained_tables unmaintained_tables_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.unmaintained_tables
+    ADD CONSTRAINT unmaintained_tables_pkey PRIMARY KEY (catalog, namespace, name);
 
 
 --

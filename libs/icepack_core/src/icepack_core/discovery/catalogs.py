@@ -143,9 +143,14 @@ def table_selected(cfg: CatalogConfig, namespace: str, name: str) -> bool:
 
 
 def _walk(
-    catalog: Catalog, cfg: CatalogConfig, gate: CatalogGate, calls: CatalogCalls | None
+    catalog: Catalog,
+    cfg: CatalogConfig,
+    gate: CatalogGate,
+    calls: CatalogCalls | None,
+    excluded: list[tuple[str, ...]] | None = None,
 ) -> list[tuple[str, ...]]:
-    """Every table identifier under every namespace, nested ones included (blocking)."""
+    """Every selected table identifier under every namespace, nested ones included; the
+    identifiers include/exclude leave out are appended to ``excluded`` when given (blocking)."""
     found: list[tuple[str, ...]] = []
     seen: set[tuple[str, ...]] = set()
     top = gate.call("list", calls, catalog.list_namespaces)
@@ -159,6 +164,8 @@ def _walk(
             ident = tuple(ident)
             if table_selected(cfg, join_namespace(ident[:-1]), ident[-1]):
                 found.append(ident)
+            elif excluded is not None:
+                excluded.append(ident)
         for child in gate.call("list", calls, catalog.list_namespaces, ns):
             child = tuple(child)
             if len(child) > len(ns) and child not in seen:
@@ -171,14 +178,21 @@ async def list_tables(
     cfg: CatalogConfig,
     gate: CatalogGate | None = None,
     calls: CatalogCalls | None = None,
+    excluded: list[TableRef] | None = None,
 ) -> list[TableRef]:
-    """Every selected table of the catalog, nested namespaces included.
+    """Every selected table of the catalog, nested namespaces included; the tables
+    include/exclude leave out are appended to ``excluded`` when given.
 
     Raises:
         Exception: the catalog could not be listed (the caller records the error).
     """
     gate = gate or gate_for(cfg)
-    idents = await asyncio.to_thread(_walk, catalog, cfg, gate, calls)
+    left_out: list[tuple[str, ...]] = []
+    idents = await asyncio.to_thread(_walk, catalog, cfg, gate, calls, left_out)
+    if excluded is not None:
+        excluded += [
+            TableRef(cfg.name, join_namespace(i[:-1]), i[-1]) for i in sorted(set(left_out))
+        ]
     return [TableRef(cfg.name, join_namespace(i[:-1]), i[-1]) for i in idents]
 
 
@@ -263,7 +277,7 @@ async def load_listed(
         NoSuchTableError: the catalog has no such table.
         Exception: the catalog could not be reached or the table loaded.
     """
-    rest = _conditional_capable(catalog, cfg)
+    rest = conditional_capable(catalog, cfg)
     if rest is not None:
         from icepack_core.discovery.conditional import rest_load
 
@@ -281,8 +295,11 @@ async def list_table_locations(
     gate: CatalogGate | None = None,
     calls: CatalogCalls | None = None,
     stored: Mapping[tuple[str, str], StoredEtag] | None = None,
+    excluded: list[ListedTable] | None = None,
 ) -> list[ListedTable]:
-    """Every selected table with its current metadata location.
+    """Every selected table with its current metadata location; the tables include/exclude
+    leave out are appended to ``excluded`` when given, not loaded (with their metadata location
+    from a SQL catalog's rows, None from the others: ``discovery.unmaintained`` reads them).
 
     SQL catalogs answer from their ``iceberg_tables`` rows in one query (a broken metadata file
     still yields its table); REST and Glue load each table. A REST catalog with
@@ -297,14 +314,21 @@ async def list_table_locations(
         Exception: the listing itself failed.
     """
     gate = gate or gate_for(cfg)
-    refs = await list_tables(catalog, cfg, gate, calls)
+    left_out: list[TableRef] = []
+    refs = await list_tables(catalog, cfg, gate, calls, left_out)
     if cfg.type == "sql":
         locations = await asyncio.to_thread(gate.call, "query", calls, _sql_locations, catalog)
         # The SQL catalog's own key: levels joined by "." without escaping.
+        if excluded is not None:
+            excluded += [
+                ListedTable(r, locations.get((".".join(r.levels), r.name))) for r in left_out
+            ]
         return [ListedTable(r, locations.get((".".join(r.levels), r.name))) for r in refs]
+    if excluded is not None:
+        excluded += [ListedTable(r, None) for r in left_out]
     # At most as many threads waiting on the gate as it lets through at once.
     slots = asyncio.Semaphore(cfg.max_concurrent_requests)
-    rest = _conditional_capable(catalog, cfg)
+    rest = conditional_capable(catalog, cfg)
     known = stored or {}
 
     async def one(ref: TableRef) -> ListedTable:
@@ -338,7 +362,7 @@ async def list_table_locations(
     return list(await asyncio.gather(*(one(r) for r in refs)))
 
 
-def _conditional_capable(catalog: Catalog, cfg: CatalogConfig) -> RestCatalog | None:
+def conditional_capable(catalog: Catalog, cfg: CatalogConfig) -> RestCatalog | None:
     """The ``RestCatalog`` to load through ``discovery.conditional``, or None for PyIceberg's
     own ``load_table`` (other catalog types, or ``conditional_loads`` off)."""
     if cfg.type != "rest" or not cfg.conditional_loads:

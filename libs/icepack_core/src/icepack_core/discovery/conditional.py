@@ -57,6 +57,7 @@ class RestLoad:
     metadata_location: str | None = None
     properties: dict[str, Any] = field(default_factory=dict)
     etag: str | None = None
+    location: str | None = None  # the table's root, as its metadata says
 
 
 def rest_load(catalog: RestCatalog, ident: tuple[str, ...], etag: str | None) -> RestLoad:
@@ -104,4 +105,5 @@ def _load_once(catalog: RestCatalog, ident: tuple[str, ...], etag: str | None) -
         metadata_location=table.metadata_location,
         properties=dict(table.metadata.properties),
         etag=response.headers.get("ETag"),
+        location=table.metadata.location,
     )

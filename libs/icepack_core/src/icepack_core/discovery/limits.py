@@ -33,7 +33,7 @@ from typing import TypeVar
 from icepack_core.telemetry.metrics import CATALOG_CALLS
 
 T = TypeVar("T")
-KINDS = ("list", "load", "conditional", "not_modified", "query")
+KINDS = ("list", "load", "conditional", "not_modified", "query", "unmaintained_load")
 
 
 @dataclass

@@ -15,6 +15,10 @@ recorded in ``catalog_status`` and the other catalogs carry on. A single table t
 recorded (a NUL byte in a property, a name ``sql_ident`` refuses; see ``unfit_reason``) is
 skipped alone (its row, if any, left as it was, never marked dropped): it is logged and listed
 in ``catalog_status.skipped_tables``, and the rest of its catalog is refreshed.
+
+The tables a listing finds but ``include``/``exclude`` leave out are recorded too, in
+``unmaintained_tables`` (``discovery.unmaintained``), in the same last transaction: never
+maintained, known only to the location checks.
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ from icepack_core.discovery.catalogs import (
     table_selected,
 )
 from icepack_core.discovery.limits import CatalogCalls
+from icepack_core.discovery.unmaintained import (
+    UnmaintainedTable,
+    read_unmaintained,
+    record_unmaintained,
+    recorded_unmaintained,
+)
 from icepack_core.errors import InvalidIdentifier
 from icepack_core.queue.events import publish, publish_many
 from icepack_core.settings import CatalogConfig, Settings
@@ -62,6 +72,7 @@ class CatalogResult:
     discovered: int = 0
     changed: int = 0
     dropped: int = 0
+    unmaintained: int = 0  # tables listed but left out by include/exclude (recorded)
     error: str | None = None
     # Tables left out of this pass, as {"table": "ns.name", "reason": ...} (catalog_status).
     skipped: list[dict[str, str]] = field(default_factory=list)
@@ -159,6 +170,7 @@ async def apply_listing(
     listed: list[ListedTable],
     calls: CatalogCalls,
     before: Known | None = None,
+    unmaintained: list[UnmaintainedTable] | None = None,
 ) -> CatalogResult:
     """Diff ``listed`` against ``cfg``'s known rows and record it, APPLY_CHUNK tables per
     transaction (each under the catalog's lock), then mark the tables the listing lacks dropped.
@@ -168,7 +180,8 @@ async def apply_listing(
     minutes). ``before`` is the rows as they were before the listing was read (read now when
     not given). A row written since then (a pushed change, which may be newer than the
     listing) is left as it is, never overwritten by the listing nor marked dropped; the next
-    pass diffs it again.
+    pass diffs it again. ``unmaintained`` (the tables the listing left out, None: not read)
+    replaces the catalog's ``unmaintained_tables`` in the last transaction.
     """
     if before is None:
         before = await known_tables(pool, cfg)
@@ -198,6 +211,9 @@ async def apply_listing(
                         conn, Topic.TABLE_DROPPED, cfg.name, missing[table_id], table_id
                     )
                     result.dropped += 1
+            if unmaintained is not None:
+                await record_unmaintained(conn, cfg.name, unmaintained)
+                result.unmaintained = len(unmaintained)
             await conn.execute(
                 load_query("catalog_status_ok"),
                 cfg.name,
@@ -485,15 +501,19 @@ async def refresh_catalog(
 
     calls = CatalogCalls()
 
-    async def listing() -> tuple[Known, list[ListedTable]]:
+    async def listing() -> tuple[Known, list[ListedTable], list[UnmaintainedTable]]:
         catalog = await catalogs.get(cfg.name)
+        gate = catalogs.gates[cfg.name]
         before = await known_tables(pool, cfg)  # read first: see apply_listing
         stored = await stored_etags(pool, cfg)
-        listed = await list_table_locations(catalog, cfg, catalogs.gates[cfg.name], calls, stored)
-        return before, listed
+        left_out: list[ListedTable] = []
+        listed = await list_table_locations(catalog, cfg, gate, calls, stored, left_out)
+        recorded = await recorded_unmaintained(pool, cfg)
+        others = await read_unmaintained(catalog, cfg, gate, calls, left_out, recorded)
+        return before, listed, others
 
     try:
-        before, listed = await asyncio.wait_for(listing(), time_limit)
+        before, listed, others = await asyncio.wait_for(listing(), time_limit)
     except Exception as exc:
         catalogs.forget(cfg.name)  # reconnect (and re-authenticate) next time
         detail = str(exc).strip() or repr(exc)
@@ -503,7 +523,7 @@ async def refresh_catalog(
         log.warning("discovery.catalog_failed", catalog=cfg.name, error=error)
         await pool.execute(load_query("catalog_status_error"), cfg.name, error)
         return CatalogResult(cfg.name, error=error)
-    result = await apply_listing(pool, cfg, listed, calls, before)
+    result = await apply_listing(pool, cfg, listed, calls, before, others)
     log.info(
         "discovery.catalog_refreshed",
         catalog=cfg.name,
@@ -511,6 +531,7 @@ async def refresh_catalog(
         discovered=result.discovered,
         changed=result.changed,
         dropped=result.dropped,
+        unmaintained=result.unmaintained,
     )
     return result
 

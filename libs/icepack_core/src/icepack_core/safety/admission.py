@@ -16,10 +16,11 @@ CLI, retry). ``admit`` refuses, with a reason that names the table and the rule:
   ``allow_unsafe_older_than``), or when any known table of any catalog has a location, a
   metadata directory or a write path (``write.data.path``, ``write.metadata.path``,
   ``write.object-storage.path``, ``write.folder-storage.path``) equal to, under or over the
-  target's location (its files would look like orphans), or while a catalog has not finished
-  a listing since discovery started or is failing (``CATALOGS_NOT_LISTED``: a table Icepack
-  does not know yet could lie there). Every later deletion or move is also confined to the
-  table's own roots (``safety.confinement``).
+  target's location (its files would look like orphans; tables a catalog lists but
+  include/exclude leave out count too, from ``unmaintained_tables``), or while a catalog has
+  not finished a listing since discovery started or is failing (``CATALOGS_NOT_LISTED``: a
+  table Icepack does not know yet could lie there). Every later deletion or move is also
+  confined to the table's own roots (``safety.confinement``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from icepack_core.policy import (
     resolve,
 )
 from icepack_core.safety.confinement import (
+    known_label,
     location_from_metadata,
     refuse_unlisted_catalogs,
     table_roots,
@@ -99,7 +101,7 @@ def gc_enabled(properties: Mapping[str, str]) -> bool:
 async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
     label = _label(table)
     await refuse_unlisted_catalogs(pool, label)
-    rows = await pool.fetch(load_query("table_locations_live"))
+    rows = await pool.fetch(load_query("table_locations_known"))
     mine = next((r for r in rows if r["id"] == table["id"]), None)
     own = (mine["location"] if mine else None) or location_from_metadata(
         (mine["metadata_location"] if mine else None) or ""
@@ -112,7 +114,7 @@ async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
     for other in rows:
         if other["id"] == table["id"]:
             continue
-        theirs = _label(other)
+        theirs = known_label(other)
         roots = table_roots(
             theirs, other["location"], other["metadata_location"], other["properties"]
         )

@@ -9,7 +9,8 @@ path before they touch it. A path may be deleted or moved only if
   operator-attached policy grants (``system.snapshot-expiry``'s ``delete_outside_location``;
   never a table property, which whoever writes the table can set); and
 - it lies under no root of any other known table (every live table of every catalog, from
-  ``icepack.tables``), and
+  ``icepack.tables``, and every table a catalog lists that Icepack does not maintain, from
+  ``icepack.unmaintained_tables``, named ``catalog.ns.name (not maintained: excluded)``), and
 - it spells no ``.``/``..`` segment (file IOs disagree on what it names).
 
 Paths are compared as ``safety.locations`` reads them (as the file system does). A path that
@@ -179,8 +180,13 @@ class Confinement:
         }
 
 
-def _label(row: asyncpg.Record | Mapping[str, Any]) -> str:
-    return f"{row['catalog']}.{row['namespace']}.{row['name']}"
+def known_label(row: asyncpg.Record | Mapping[str, Any]) -> str:
+    """A ``table_locations_known`` row's table as evidence names it: ``catalog.ns.name``,
+    with ``(not maintained: <why>)`` for a table Icepack only knows of."""
+    label = f"{row['catalog']}.{row['namespace']}.{row['name']}"
+    return (
+        label if row["unmaintained"] is None else f"{label} (not maintained: {row['unmaintained']})"
+    )
 
 
 async def refuse_unlisted_catalogs(pool: asyncpg.Pool, table: str) -> None:
@@ -216,7 +222,8 @@ async def load_confinement(
     pool: asyncpg.Pool, table_id: int, table: str, own: list[Root]
 ) -> Confinement:
     """The rule for table ``table_id`` (labelled ``table``) with its ``own`` roots (from its
-    freshly loaded metadata, plus any operator-granted roots), against every other live table.
+    freshly loaded metadata, plus any operator-granted roots), against every other known table
+    (live maintained ones and the unmaintained ones discovery recorded).
 
     Raises:
         ActionRefused: ``CATALOGS_NOT_LISTED`` (``refuse_unlisted_catalogs``), or
@@ -226,10 +233,10 @@ async def load_confinement(
     if not any(r.what == "location" for r in own):
         raise ActionRefused("LOCATION_UNKNOWN", f"{table}: its location is not known")
     others: list[Root] = []
-    for row in await pool.fetch(load_query("table_locations_live")):
+    for row in await pool.fetch(load_query("table_locations_known")):
         if row["id"] == table_id:
             continue
-        label = _label(row)
+        label = known_label(row)
         roots = table_roots(label, row["location"], row["metadata_location"], row["properties"])
         if not any(r.what == "location" for r in roots):
             raise ActionRefused(

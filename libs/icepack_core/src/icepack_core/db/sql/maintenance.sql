@@ -174,12 +174,18 @@ UPDATE icepack.tables SET properties = $2::jsonb WHERE id = $1;
 -- Keep a table's root location as its current metadata has it (orphan-removal overlap check).
 UPDATE icepack.tables SET location = $2 WHERE id = $1 AND location IS DISTINCT FROM $2;
 
--- name: table_locations_live
--- Every live table of every catalog with its known root location (or, until inspected, its
--- metadata location) and its properties (write paths), for the orphan-removal overlap check.
-SELECT id, catalog, namespace, name, location, metadata_location, properties
+-- name: table_locations_known
+-- Every table of every catalog Icepack knows of, for the location checks (orphan-removal
+-- overlap, confinement): each live maintained table with its root location (or, until
+-- inspected, its metadata location) and properties (write paths), and each table listed but
+-- not maintained (id NULL, ``unmaintained`` says why) with what its metadata last said.
+SELECT id, catalog, namespace, name, location, metadata_location, properties,
+       NULL::text AS unmaintained
   FROM icepack.tables
- WHERE dropped_at IS NULL;
+ WHERE dropped_at IS NULL
+UNION ALL
+SELECT NULL, catalog, namespace, name, location, metadata_location, write_paths, reason
+  FROM icepack.unmaintained_tables;
 
 -- name: table_pending_verification_begin
 -- Record, before a rewrite's CALL, the snapshot it starts from; only while the job holds its
