@@ -26,6 +26,7 @@ def test_every_query_has_a_statement_and_noun_first_name():
             "token",
             "deletion",
             "webhook",
+            "deferral",
         }, name
 
 
