@@ -137,6 +137,7 @@ def test_void_and_unknown_transforms_are_refused_with_the_transform_named() -> N
 
 def test_value_types_and_invalid_sources() -> None:
     assert value_type(Transform("hour"), SparkType("timestamp")) == SparkType("int")
+    assert value_type(Transform("day"), SparkType("timestamp")) == SparkType("date")
     assert value_type(Transform("bucket", 8), SparkType("string")) == SparkType("int")
     assert value_type(Transform("truncate", 4), SparkType("string")) == SparkType("string")
     with pytest.raises(UnsupportedLiteral):
@@ -183,6 +184,8 @@ def test_time_values_as_iceberg_functions() -> None:
     day = field_term("`ts`", Transform("day"), ts, -1, "c", time_function=True)
     assert day.sql == "`c`.`system`.`days`(`ts`) = DATE '1969-12-31'"
     assert day.literals == ((SparkType("date"), "DATE '1969-12-31'", "-1"),)
+    as_date = field_term("`ts`", Transform("day"), ts, date(1969, 12, 31), "c")
+    assert as_date.sql == field_term("`ts`", Transform("day"), ts, -1, "c").sql
     assert field_term(
         "`d`", Transform("year"), SparkType("date"), 56, "c", time_function=True
     ).sql == ("`c`.`system`.`years`(`d`) = 56")

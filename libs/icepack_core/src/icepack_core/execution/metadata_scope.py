@@ -212,7 +212,9 @@ def spec_columns(
         except UnsupportedLiteral as exc:
             raise MetadataDiffUnsupported(f"partition field {part.name}: {exc}") from exc
         named.append(
-            PartitionColumn((source.name,), str(source_type), str(part.transform), catalog)
+            PartitionColumn(
+                (source.name,), str(source_type), str(part.transform), catalog, part.name
+            )
         )
         keyed.append(MetadataColumn(part.field_id, part.name, kind))
     return named, keyed
