@@ -159,7 +159,10 @@ class Bench:
             return (await inspector.load(ref)).table
 
         spark_diff = RewriteVerifier(self.engine, bench_table.CATALOG, ref)
-        layout = await spark_diff.layout()
+        # With the table loaded, as a job has it: a transform's fields come from its spec.
+        layout = await RewriteVerifier(
+            self.engine, bench_table.CATALOG, ref, metadata=metadata
+        ).layout()
         found: dict[str, list[float]] = {
             "whole table (2 scans)": [],
             IN_PROCESS: [],
