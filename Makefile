@@ -58,6 +58,8 @@ bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.gateway
 	uv run python -m bench.inspect
 	uv run python -m bench.maintain
+	uv run python -m bench.maintain --layout hour
+	uv run python -m bench.maintain --layout bucket
 	uv run python -m bench.fleet
 	uv run python -m bench.ledger
 	uv run python -m bench.stream

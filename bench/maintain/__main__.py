@@ -107,7 +107,7 @@ class Bench:
 
     def files(self) -> FileSet:
         rows = self.spark.sql(
-            f"SELECT file_path, file_size_in_bytes AS size, partition.part AS "
+            f"SELECT file_path, file_size_in_bytes AS size, {bench_table.partition_name()} AS "
             f"part FROM {self.table}.files WHERE content = 0"
         ).collect()
         parts: dict[str, int] = {}
@@ -159,7 +159,10 @@ class Bench:
             return (await inspector.load(ref)).table
 
         spark_diff = RewriteVerifier(self.engine, bench_table.CATALOG, ref)
-        layout = await spark_diff.layout()
+        # With the table loaded, as a job has it: a transform's fields come from its spec.
+        layout = await RewriteVerifier(
+            self.engine, bench_table.CATALOG, ref, metadata=metadata
+        ).layout()
         found: dict[str, list[float]] = {
             "whole table (2 scans)": [],
             IN_PROCESS: [],
@@ -353,7 +356,9 @@ def verification_kind(statement: str) -> str:
     return "other"
 
 
-async def main(pairs: int, regenerate: bool) -> None:
+async def main(pairs: int, regenerate: bool, layout: str) -> None:
+    bench_table.configure(layout)
+    print(f"layout: {layout} (PARTITIONED BY {bench_table.LAYOUTS[layout]})", flush=True)
     with (
         tempfile.TemporaryDirectory(prefix="icepack-bench-") as root,
         tempfile.TemporaryDirectory(prefix="icepack-bench-spark-") as spark_tmp,
@@ -500,6 +505,12 @@ if __name__ == "__main__":
         help="icepack job / direct CALL pairs, in ABBA order (default 2)",
     )
     parser.add_argument("--regenerate", action="store_true", help="regenerate the cached table")
+    parser.add_argument(
+        "--layout",
+        choices=sorted(bench_table.LAYOUTS),
+        default="identity",
+        help="partitioning: identity (part), hour (hours(ts)) or bucket (bucket(16, k))",
+    )
     args = parser.parse_args()
     setup_logging("bench", level="warning", fmt="console")  # Spark's own warnings go to stderr
-    asyncio.run(main(args.pairs, args.regenerate))
+    asyncio.run(main(args.pairs, args.regenerate, args.layout))

@@ -15,6 +15,12 @@ so each Spark task writes exactly one data file (the write's own target file siz
 so that the writer does not roll the big files early). Payloads are SHA-256 hex strings (~36 bytes a
 row in zstd Parquet), so file sizes follow row counts.
 
+``configure(layout)`` chooses the partitioning: ``identity`` (``part``, the default),
+``hour`` (``hours(ts)``, ``ts`` the partition's hour: ``2026-01-01 00:00`` plus its index in
+hours) or ``bucket`` (``bucket(16, k)``, ``k`` the smallest key of the partition's own bucket,
+so that the ten partitions fall in ten distinct buckets). The extra column exists only in its
+layout, so the identity table is the one measured before.
+
 The table directory lives in ``cache_dir()/warehouse`` (absolute paths are written into the
 manifests, so the cache is only valid where it was generated). A run registers the cached
 metadata file in its own catalog (``register_table``) and afterwards deletes every file the run
@@ -55,8 +61,41 @@ PROPERTIES = {
 }
 
 
+LAYOUTS = {"identity": "part", "hour": "hours(ts)", "bucket": "bucket(16, k)"}
+BUCKETS = 16
+HOUR_BASE = 1_767_225_600  # 2026-01-01 00:00:00 UTC, the first partition's hour
+_layout = ["identity"]
+
+
+def configure(layout: str) -> None:
+    """Choose the partitioning of the table every other function builds and names."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    _layout[0] = layout
+
+
+def layout() -> str:
+    return _layout[0]
+
+
 def cache_dir() -> Path:
-    return CACHE_ROOT / VERSION
+    return CACHE_ROOT / (VERSION if layout() == "identity" else f"{VERSION}-{layout()}")
+
+
+def bucket_keys() -> list[int]:
+    """Per partition index, the smallest ``k`` whose ``bucket[16]`` is that index."""
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import LongType
+
+    bucket = BucketTransform[int](BUCKETS).transform(LongType())
+    keys: dict[int, int] = {}
+    k = 0
+    while len(keys) < len(PARTITIONS):
+        found = bucket(k)
+        if found is not None and found < len(PARTITIONS):
+            keys.setdefault(found, k)
+        k += 1
+    return [keys[i] for i in range(len(PARTITIONS))]
 
 
 def warehouse_dir() -> Path:
@@ -98,9 +137,18 @@ def _slices(
     file_index = F.floor((F.col("id") - start) / rows)
     names = F.array(*[F.lit(p) for p in partitions])
     part = F.element_at(names, (F.floor(file_index / files_per_partition) + 1).cast("int"))
-    return frame.select(
-        "id", part.alias("part"), F.sha2(F.col("id").cast("string"), 256).alias("payload")
-    )
+    columns = [
+        F.col("id"),
+        part.alias("part"),
+        F.sha2(F.col("id").cast("string"), 256).alias("payload"),
+    ]
+    index = F.substring(part, 2, 2).cast("int")  # "p07" -> 7
+    if layout() == "hour":
+        columns.append(F.timestamp_seconds(F.lit(HOUR_BASE) + index * 3600).alias("ts"))
+    elif layout() == "bucket":
+        keys = F.array(*[F.lit(k) for k in bucket_keys()])
+        columns.append(F.element_at(keys, index + 1).cast("bigint").alias("k"))
+    return frame.select(*columns)
 
 
 def generate(spark: Any) -> tuple[str, float]:
@@ -121,9 +169,10 @@ def generate(spark: Any) -> tuple[str, float]:
     )
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(CATALOG, [], NAMESPACE)}")
     spark.sql(f"DROP TABLE IF EXISTS {table}")
+    extra = {"identity": "", "hour": ", ts TIMESTAMP", "bucket": ", k BIGINT"}[layout()]
     spark.sql(
-        f"CREATE TABLE {table} (id BIGINT, part STRING, payload STRING) USING iceberg "
-        f"PARTITIONED BY (part) TBLPROPERTIES ({props})"
+        f"CREATE TABLE {table} (id BIGINT, part STRING, payload STRING{extra}) USING iceberg "
+        f"PARTITIONED BY ({LAYOUTS[layout()]}) TBLPROPERTIES ({props})"
     )
     hot = _slices(spark, 0, HOT, HOT_FILES, HOT_ROWS)
     big = _slices(spark, 10**9, HEALTHY, BIG_FILES, BIG_ROWS)
@@ -134,7 +183,8 @@ def generate(spark: Any) -> tuple[str, float]:
         "target-file-size-bytes", str(2 * TARGET_FILE_SIZE)
     ).append()
     files = spark.sql(
-        f"SELECT file_path, file_size_in_bytes AS size, partition.part AS part FROM {table}.files"
+        f"SELECT file_path, file_size_in_bytes AS size, {partition_name()} AS part "
+        f"FROM {table}.files"
     ).collect()
     check_layout(files)
     location = spark.sql(
@@ -156,6 +206,18 @@ def generate(spark: Any) -> tuple[str, float]:
         + "\n"
     )
     return location, seconds
+
+
+def partition_name() -> str:
+    """A SQL expression over the ``files`` table naming a file's partition as ``PARTITIONS``
+    does (``p00``...), for every layout."""
+    if layout() == "identity":
+        return "partition.part"
+    if layout() == "hour":
+        index = f"partition.ts_hour - {HOUR_BASE // 3600}"
+    else:  # partition index i holds the key of bucket i (``bucket_keys``)
+        index = "partition.k_bucket"
+    return f"format_string('p%02d', {index})"
 
 
 def check_layout(files: list[Any]) -> None:

@@ -137,6 +137,7 @@ def test_void_and_unknown_transforms_are_refused_with_the_transform_named() -> N
 
 def test_value_types_and_invalid_sources() -> None:
     assert value_type(Transform("hour"), SparkType("timestamp")) == SparkType("int")
+    assert value_type(Transform("day"), SparkType("timestamp")) == SparkType("date")
     assert value_type(Transform("bucket", 8), SparkType("string")) == SparkType("int")
     assert value_type(Transform("truncate", 4), SparkType("string")) == SparkType("string")
     with pytest.raises(UnsupportedLiteral):
@@ -183,6 +184,35 @@ def test_time_values_as_iceberg_functions() -> None:
     day = field_term("`ts`", Transform("day"), ts, -1, "c", time_function=True)
     assert day.sql == "`c`.`system`.`days`(`ts`) = DATE '1969-12-31'"
     assert day.literals == ((SparkType("date"), "DATE '1969-12-31'", "-1"),)
+    as_date = field_term("`ts`", Transform("day"), ts, date(1969, 12, 31), "c")
+    assert as_date.sql == field_term("`ts`", Transform("day"), ts, -1, "c").sql
     assert field_term(
         "`d`", Transform("year"), SparkType("date"), 56, "c", time_function=True
     ).sql == ("`c`.`system`.`years`(`d`) = 56")
+
+
+def test_the_open_rule_and_the_cap() -> None:
+    """``choose`` without an engine: open below the bound skipped, over it compacted, a quiet
+    period of 0 opens nothing, the cap keeps the partitions with the most small files."""
+    from icepack_core.execution.metadata_scope import OpenRule, PartitionActivity, choose
+
+    def part(key: str, small: int, last: int | None) -> PartitionActivity:
+        return PartitionActivity(0, (key,), {1000: key}, small + 1, small, last)
+
+    parts = [
+        part("closed", 5, 1_000),
+        part("open", 50, 9_500),
+        part("flooded", 101, 9_900),
+        part("rewritten", 7, None),
+        part("healthy", 1, 1_000),
+    ]
+    rule = OpenRule(quiet_seconds=1, max_small_files=100)
+    picked = choose(parts, min_files=2, max_partitions=10, rule=rule, now_ms=10_000)
+    assert [p.key for p in picked.selected] == [("flooded",), ("rewritten",), ("closed",)]
+    assert [p.key for p in picked.open_skipped] == [("open",)] and picked.deferred == 0
+    capped = choose(parts, min_files=2, max_partitions=2, rule=rule, now_ms=10_000)
+    assert [p.key for p in capped.selected] == [("flooded",), ("rewritten",)]
+    assert capped.deferred == 1
+    for no_rule in (None, OpenRule(quiet_seconds=0)):
+        every = choose(parts, min_files=2, max_partitions=10, rule=no_rule, now_ms=0)
+        assert len(every.selected) == 4 and not every.open_skipped

@@ -50,6 +50,7 @@ from pyiceberg.types import NestedField, StructType
 from icepack_core.errors import MetadataDiffUnsupported, UnsupportedLiteral
 from icepack_core.execution.file_fingerprint import ListedFile, PartitionFiles, TouchedFiles
 from icepack_core.execution.partition_text import FLOAT_TYPES, partition_text, spark_type_of
+from icepack_core.execution.transform_predicates import Transform, value_type
 from icepack_core.execution.verification_scope import (
     UNSOUND_GLOBAL_DELETES,
     FileDiff,
@@ -199,32 +200,39 @@ def checked_manifests(snapshot: Snapshot, io: FileIO) -> list[ManifestFile]:
 
 
 def identity_columns(table: Table, layout: TableLayout) -> list[MetadataColumn]:
-    """The layout's identity columns as fields of the table's current spec, type-checked.
+    """The layout's columns as fields of the table's current spec, type-checked: identity
+    fields, or fields of any transform when the layout names it (``PartitionColumn.transform``),
+    each with its partition value's type (``transform_predicates.value_type``).
 
     Raises:
-        MetadataDiffUnsupported: a column is not an identity field of the current spec by that
-            name, or its source type is not the type ``DESCRIBE`` reported.
+        MetadataDiffUnsupported: a column is not one field of the current spec by that name and
+            transform, or its source type is not the type the layout reported.
     """
     spec = table.metadata.spec()
     schema = table.metadata.schema()
     columns = []
     for column in layout.columns or []:
-        found = [f for f in spec.fields if f.name == column.field_name]
-        if len(found) != 1 or not isinstance(found[0].transform, IdentityTransform):
+        found = [
+            f
+            for f in spec.fields
+            if f.name == column.field_name and str(f.transform) == column.transform
+        ]
+        if len(found) != 1:
             raise MetadataDiffUnsupported(
-                f"partition column {column} is not one identity field of the current spec"
+                f"partition column {column} is not one {column.transform} field of the current spec"
             )
         try:
             source = schema.find_field(found[0].source_id).field_type
             spark_type = spark_type_of(source)
             described = SparkType.parse(column.type_text)
+            kind = value_type(Transform.parse(column.transform), spark_type)
         except (UnsupportedLiteral, ValueError) as exc:
             raise MetadataDiffUnsupported(f"partition column {column}: {exc}") from exc
         if str(spark_type) != str(described):
             raise MetadataDiffUnsupported(
                 f"partition column {column}: the metadata says {spark_type}"
             )
-        columns.append(MetadataColumn(found[0].field_id, column.field_name, spark_type))
+        columns.append(MetadataColumn(found[0].field_id, column.field_name, kind))
     return columns
 
 

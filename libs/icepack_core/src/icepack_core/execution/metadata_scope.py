@@ -92,8 +92,11 @@ class PartitionActivity:
     last_write_ms: int | None
 
     def is_open(self, rule: OpenRule, now_ms: int) -> bool:
-        return self.last_write_ms is not None and (
-            now_ms - self.last_write_ms < rule.quiet_seconds * 1000
+        """Whether a writer added a file within the rule's quiet period (never when it is 0)."""
+        return (
+            rule.quiet_seconds > 0
+            and self.last_write_ms is not None
+            and now_ms - self.last_write_ms < rule.quiet_seconds * 1000
         )
 
 
@@ -212,7 +215,9 @@ def spec_columns(
         except UnsupportedLiteral as exc:
             raise MetadataDiffUnsupported(f"partition field {part.name}: {exc}") from exc
         named.append(
-            PartitionColumn((source.name,), str(source_type), str(part.transform), catalog)
+            PartitionColumn(
+                (source.name,), str(source_type), str(part.transform), catalog, part.name
+            )
         )
         keyed.append(MetadataColumn(part.field_id, part.name, kind))
     return named, keyed

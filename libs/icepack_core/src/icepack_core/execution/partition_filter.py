@@ -58,12 +58,14 @@ class PartitionColumn:
     type text, and the field's transform as PyIceberg prints it (``identity``, ``year``,
     ``month``, ``day``, ``hour``, ``bucket[N]``, ``truncate[W]``; see
     ``transform_predicates``). ``catalog`` names the Iceberg catalog whose ``system``
-    functions a ``bucket``/``truncate`` term calls."""
+    functions a ``bucket``/``truncate`` term calls; ``name`` the partition field's name when
+    it is known (from the spec; else the identity naming, ``field_name``)."""
 
     path: tuple[str, ...]
     type_text: str
     transform: str = "identity"
     catalog: str | None = None
+    name: str | None = None
 
     @property
     def sql(self) -> str:
@@ -75,7 +77,7 @@ class PartitionColumn:
         """The partition field's name: Iceberg names an identity field after the source
         column's full dotted name (``st.x``); a renamed field is not found in ``files`` and the
         scoping falls back."""
-        return ".".join(self.path)
+        return self.name if self.name is not None else ".".join(self.path)
 
     def __str__(self) -> str:
         if self.transform == "identity":
@@ -243,13 +245,18 @@ async def scope_partitions(
 
 
 async def partitions_where(
-    engine: SparkEngine, columns: Sequence[PartitionColumn], texts: Sequence[Sequence[str | None]]
+    engine: SparkEngine,
+    columns: Sequence[PartitionColumn],
+    texts: Sequence[Sequence[str | None]],
+    *,
+    time_function: bool = False,
 ) -> str:
     """The filter ``(a = x AND b IS NULL) OR ...`` selecting the partitions given as canonical
     texts of their partition values (``typed_literals.canonical_text_expr`` of each field's
     value type, ``transform_predicates.value_type``; None for NULL), one term per field
     (``transform_predicates.field_term``), each literal checked on the engine by a round trip
     unless Spark's grammar alone fixes what it reads back as (``reads_back_by_grammar``).
+    ``time_function``: time values as Iceberg's functions, not ranges (``field_term``).
 
     Raises:
         ScopeFallback: an unsupported column type or transform, or a value that cannot be
@@ -265,7 +272,15 @@ async def partitions_where(
         ):
             try:
                 value = decode_canonical(kind, text)
-                term = field_term(column.sql, transform, source, value, column.catalog, text)
+                term = field_term(
+                    column.sql,
+                    transform,
+                    source,
+                    value,
+                    column.catalog,
+                    text,
+                    time_function=time_function,
+                )
             except UnsupportedLiteral as exc:
                 raise ScopeFallback(f"partition column {column}: {exc}") from exc
             terms.append(term.sql)
@@ -278,6 +293,15 @@ async def partitions_where(
     await _check_round_trip(engine, checks)
     # Sorted: the same partitions give the same filter text, whatever order they came in.
     return " OR ".join(sorted(predicates))
+
+
+def value_types(columns: Sequence[PartitionColumn]) -> list[SparkType]:
+    """The Spark type of each column's partition value (``transform_predicates.value_type``).
+
+    Raises:
+        ScopeFallback: an unsupported column type or transform.
+    """
+    return [kind for _, _, kind in _fields(columns)]
 
 
 def _fields(columns: Sequence[PartitionColumn]) -> list[tuple[Transform, SparkType, SparkType]]:

@@ -70,8 +70,10 @@ class Transform:
 
 
 def value_type(transform: Transform, source: SparkType) -> SparkType:
-    """The Spark type of the partition value: an int for time and bucket transforms, the
-    source column's type for identity and truncate.
+    """The Spark type of the partition value as Spark's metadata tables show it: a date for
+    ``day`` (Iceberg's day transform gives a date), an int for the other time transforms and
+    bucket, the source column's type for identity and truncate. Canonical texts are the same
+    either way for ``day``: epoch days (``canonical_text_expr``, ``partition_text``).
 
     Raises:
         UnsupportedLiteral: a time transform of a non-time source, or truncate of a type
@@ -80,7 +82,7 @@ def value_type(transform: Transform, source: SparkType) -> SparkType:
     if transform.name in TIME_TRANSFORMS:
         if source.name not in _TIME_SOURCES or (transform.name == "hour" and source.name == "date"):
             raise UnsupportedLiteral(f"an {transform.name} transform of a {source} column")
-        return _INT
+        return SparkType("date") if transform.name == "day" else _INT
     if transform.name == "bucket":
         return _INT
     if transform.name == "truncate" and source.name not in (
@@ -199,6 +201,8 @@ def field_term(
             return Term(f"{column_sql} = {literal}", checks)
         function = system_function(catalog, "truncate")
         return Term(f"{function}({transform.param}, {column_sql}) = {literal}", checks)
+    if name == "day" and isinstance(value, date) and not isinstance(value, datetime):
+        value = (value - _EPOCH_DAY).days  # a day value decoded as its value type
     if not isinstance(value, int) or isinstance(value, bool):
         raise UnsupportedLiteral(f"{name} partition value {value!r:.80} is not an integer")
     if name == "bucket":

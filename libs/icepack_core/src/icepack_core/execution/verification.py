@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyiceberg.table import Table
@@ -63,6 +63,7 @@ from icepack_core.execution.fingerprint import (
     table_columns,
 )
 from icepack_core.execution.metadata_diff import is_partitioned, manifest_diff, metadata_diff
+from icepack_core.execution.metadata_scope import spec_columns
 from icepack_core.execution.partition_filter import identity_columns
 from icepack_core.execution.verification_scope import (
     FileDiff,
@@ -168,9 +169,22 @@ class RewriteVerifier:
         return await fingerprint(self.engine, self.qualified, snapshot_id, columns)
 
     async def layout(self) -> TableLayout:
-        """The table's partitioning as ``DESCRIBE TABLE EXTENDED`` shows it now."""
+        """The table's partitioning as ``DESCRIBE TABLE EXTENDED`` shows it now; where that
+        shows a non-identity transform, the current spec's fields with their transforms as
+        the loaded metadata has them (``metadata_scope.spec_columns``), so that the scoped
+        scan can filter on them (``EXPLAIN`` then decides whether that is sound)."""
         rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
-        return layout_from_describe(rows, identity_columns(rows))
+        layout = layout_from_describe(rows, identity_columns(rows))
+        if layout.columns is not None or self.metadata is None:
+            return layout
+        table, _ = await self._load()
+        if table is None:
+            return layout
+        try:
+            named, _ = spec_columns(table, table.metadata.default_spec_id, self.catalog)
+        except (ScopeFallback, MetadataDiffUnsupported):
+            return layout  # the scoped scan says why it is not sound
+        return replace(layout, columns=named)
 
     async def proven_in_process(
         self, before: int, after: int, source: dict[str, Any]

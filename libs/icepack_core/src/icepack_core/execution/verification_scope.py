@@ -47,10 +47,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from icepack_core.errors import ScopeFallback, UnsupportedLiteral
+from icepack_core.errors import ScopeFallback
 from icepack_core.execution.file_fingerprint import TouchedFiles
 from icepack_core.execution.fingerprint import Fingerprint, SparkType, as_int, checksum_expression
-from icepack_core.execution.partition_filter import PartitionColumn, partitions_where
+from icepack_core.execution.partition_filter import (
+    PartitionColumn,
+    partitions_where,
+    value_types,
+)
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import SparkType as LiteralType
 from icepack_core.spark.literals import canonical_text_expr
@@ -102,7 +106,9 @@ class FileDiff:
 @dataclass(frozen=True)
 class TableLayout:
     """What ``DESCRIBE TABLE EXTENDED`` says about partitioning: ``columns`` the identity
-    partition columns (None: a non-identity transform; ``[]``: unpartitioned), ``partitioned``
+    partition columns (None: a non-identity transform; ``[]``: unpartitioned), or every field
+    of the current spec with its transform when the verifier read the spec from the table's
+    metadata (``RewriteVerifier.layout``), ``partitioned``
     whether the ``partition`` tuple has any field in any spec (``_partition`` is not
     ``struct<>``)."""
 
@@ -154,10 +160,11 @@ def _live_entries(
 
 
 def _types(columns: Sequence[PartitionColumn]) -> list[LiteralType]:
+    """Each partition field's value type (its source type for identity fields)."""
     try:
-        return [LiteralType.parse(c.type_text) for c in columns]
-    except UnsupportedLiteral as exc:
-        raise ScopeUnsound(f"partition column type: {exc}") from exc
+        return value_types(columns)
+    except ScopeFallback as exc:
+        raise ScopeUnsound(f"partition column type: {exc.reason}") from exc
 
 
 async def diff_files(
@@ -273,7 +280,10 @@ async def partition_fingerprints(
             f"{len(touched)} partitions touched (at most "
             f"{MAX_FINGERPRINTED_PARTITIONS} fingerprinted)"
         )
-    where = await partitions_where(engine, layout.columns, [p.texts for p in touched])
+    # Time values as Iceberg's functions: a timestamp range keeps a row-level Filter.
+    where = await partitions_where(
+        engine, layout.columns, [p.texts for p in touched], time_function=True
+    )
     checksum = checksum_expression(columns) if columns is not None else "0"
     views = [f"icepack_verify_{secrets.token_hex(8)}_{side}" for side in (0, 1)]
     try:
