@@ -263,25 +263,39 @@ def compile_block_decoder(schema: Any) -> DecodeBlock:
         raise AvroUnsupported(f"cannot compile: {exc!r}") from exc
     if not top >= _REQUIRED_ENTRY_IDS or not comp.found >= _REQUIRED_DATA_FILE_IDS:
         raise AvroUnsupported("a field PyIceberg requires is missing")
+    decode: DecodeBlock = build_decoder(
+        "decode_block(d, count, buf, scratch)",
+        body,
+        "(status, content, fmt, part, records, size)",
+        "manifest block decoder",
+    )
+    return decode
+
+
+def build_decoder(signature: str, body: list[str], row: str, label: str) -> Any:
+    """Compile a block decoder: ``def <signature>`` binding the decoder's methods to locals,
+    running ``body`` (the statements ``_Compiler`` generated for one entry) ``count`` times and
+    collecting ``row`` of each. ``scratch`` is a fresh dict unless the signature passes one."""
+    name = signature.split("(", 1)[0]
     source = "\n".join(
         [
-            "def decode_block(d, count, buf, scratch):",
+            f"def {signature}:",
             "    read_int = d.read_int; read_ints = d.read_ints; read_utf8 = d.read_utf8",
             "    read_int_bytes_dict = d.read_int_bytes_dict; skip = d.skip; tell = d.tell",
             "    skip_int = d.skip_int; skip_boolean = d.skip_boolean; skip_bytes = d.skip_bytes",
             "    skip_utf8 = d.skip_utf8; skip_float = d.skip_float; skip_double = d.skip_double",
+            *([] if "scratch" in signature else ["    scratch = {}"]),
             "    out = []",
             "    append = out.append",
             "    for _ in range(count):",
             *body,
-            "        append((status, content, fmt, part, records, size))",
+            f"        append({row})",
             "    return out",
         ]
     )
     namespace: dict[str, Any] = {"AvroUnsupported": AvroUnsupported}
-    exec(compile(source, "<manifest block decoder>", "exec"), namespace)  # noqa: S102
-    decode: DecodeBlock = namespace["decode_block"]
-    return decode
+    exec(compile(source, f"<{label}>", "exec"), namespace)  # noqa: S102
+    return namespace[name]
 
 
 @dataclass

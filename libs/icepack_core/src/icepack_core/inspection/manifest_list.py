@@ -31,6 +31,7 @@ from icepack_core.inspection.avro_scan import (
     CheckedInput,
     CompiledCache,
     _Compiler,
+    build_decoder,
     check_framing,
     open_container,
 )
@@ -84,25 +85,9 @@ def compile_list_decoder(schema: Any) -> DecodeList:
                 body += comp.skip(f["type"], ind)
     except (KeyError, TypeError, ValueError) as exc:
         raise AvroUnsupported(f"cannot compile: {exc!r}") from exc
-    source = "\n".join(
-        [
-            "def decode_list(d, count):",
-            "    read_int = d.read_int; read_ints = d.read_ints; read_utf8 = d.read_utf8",
-            "    read_int_bytes_dict = d.read_int_bytes_dict; skip = d.skip; tell = d.tell",
-            "    skip_int = d.skip_int; skip_boolean = d.skip_boolean; skip_bytes = d.skip_bytes",
-            "    skip_utf8 = d.skip_utf8; skip_float = d.skip_float; skip_double = d.skip_double",
-            "    scratch = {}",
-            "    out = []",
-            "    append = out.append",
-            "    for _ in range(count):",
-            *body,
-            "        append((path, length, spec, content))",
-            "    return out",
-        ]
+    decode: DecodeList = build_decoder(
+        "decode_list(d, count)", body, "(path, length, spec, content)", "manifest list decoder"
     )
-    namespace: dict[str, Any] = {"AvroUnsupported": AvroUnsupported}
-    exec(compile(source, "<manifest list decoder>", "exec"), namespace)  # noqa: S102
-    decode: DecodeList = namespace["decode_list"]
     return decode
 
 

@@ -29,6 +29,7 @@ from icepack_core.inspection.avro_scan import (
     CheckedInput,
     CompiledCache,
     _Compiler,
+    build_decoder,
     check_framing,
     open_container,
 )
@@ -72,25 +73,9 @@ def compile_path_decoder(schema: Any) -> DecodePaths:
                 body += comp.skip(f["type"], ind)
     except (KeyError, TypeError, ValueError) as exc:
         raise AvroUnsupported(f"cannot compile: {exc!r}") from exc
-    source = "\n".join(
-        [
-            "def decode_paths(d, count):",
-            "    read_int = d.read_int; read_ints = d.read_ints; read_utf8 = d.read_utf8",
-            "    read_int_bytes_dict = d.read_int_bytes_dict; skip = d.skip; tell = d.tell",
-            "    skip_int = d.skip_int; skip_boolean = d.skip_boolean; skip_bytes = d.skip_bytes",
-            "    skip_utf8 = d.skip_utf8; skip_float = d.skip_float; skip_double = d.skip_double",
-            "    scratch = {}",
-            "    out = []",
-            "    append = out.append",
-            "    for _ in range(count):",
-            *body,
-            "        append((status, path))",
-            "    return out",
-        ]
+    decode: DecodePaths = build_decoder(
+        "decode_paths(d, count)", body, "(status, path)", "manifest path decoder"
     )
-    namespace: dict[str, Any] = {"AvroUnsupported": AvroUnsupported}
-    exec(compile(source, "<manifest path decoder>", "exec"), namespace)  # noqa: S102
-    decode: DecodePaths = namespace["decode_paths"]
     return decode
 
 
