@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 
+from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner
+from icepack_core.planning.throttle import THROTTLE_RATIO, THROTTLE_RUNS
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
@@ -272,3 +274,47 @@ async def test_a_compaction_racing_a_deleting_writer_loses_nothing_and_holds_not
         "deletion_vector": 0,
     }
     assert missing_referenced_files(spark, table) == []
+
+
+@pytest.mark.timeout(900)
+async def test_a_compaction_beside_an_appending_writer_is_measured_by_its_own_commits(
+    db, spark, spark_catalog_settings, runner_settings, tmp_path
+):
+    """The job's recorded outcome measures the rewrite's own snapshots: the writer's small
+    files committed during the job (and after the rewrite) are not counted against it, so the
+    ratio the throttle reads is the rewrite's, close to its prediction."""
+    name = unique_name("race_measure")
+    table = create_upsert_table(spark, NS, name, version=2, partition=None)
+    seed(spark, name, "append")
+    table_id = await register(db, spark, table, name)
+    await TableInspections(runner_settings, db).inspect_and_record(table_id)
+    writer = StreamWriter.for_table(
+        spark_catalog_settings, NS, name, "append", Path(tmp_path) / "writer"
+    ).start()
+    try:
+        done, actions = await race(db, runner_settings, spark, table_id, writer)
+        expected = writer.stop()
+    finally:
+        writer.kill()
+
+    assert done.state == JobState.SUCCEEDED, done.error
+    entry = next(a for a in done.outcome["actions"] if a["action"] == "rewrite_data_files")
+    rewrite = next(a for a in actions if a["action"] == "rewrite_data_files")
+    verified = {s["snapshot_id"] for s in rewrite["output"]["verified_snapshots"]}
+    own = entry.get("own")
+    assert own is not None, entry
+    assert own["error"] is None and set(own["snapshots"]) == verified, own
+    assert own["writer_snapshots"] >= 2, own  # the race happened: writers' snapshots beside
+    predicted = entry["predicted_benefit"]
+    assert predicted is not None and predicted > 0, entry
+    # Its own benefit: the small files it replaced, less the manifest it added.
+    assert entry["benefit"] > 0 and entry["ratio"] >= 0.5, entry
+    # The table around the job, the writers' files included, measured less than that.
+    assert own["table_benefit"] < entry["benefit"], entry
+    assert entry["ratio"] >= THROTTLE_RATIO
+    # The planner reads that ratio (the run the throttle judges), and throttles nothing.
+    history = await db.fetch(load_query("job_outcome_history"), table_id, THROTTLE_RUNS)
+    assert [r["ratio"] for r in history] == [entry["ratio"]]
+    assert await Planner(runner_settings, db, JobQueue(db)).throttles(table_id) == {}
+    assert logical_rows(spark, table) == expected
+    assert not missing_referenced_files(spark, table)

@@ -201,6 +201,15 @@ class JobPrediction(Model):
     benefit: float
 
 
+class OwnCommits(Model):
+    """A rewrite measured from its own commits because writers committed during it."""
+
+    snapshots: list[int] = Field(description="the rewrite's own snapshots")
+    writer_snapshots: int = Field(description="other snapshots committed since the start")
+    table_benefit: int = Field(description="the table's shape around the action, writers' too")
+    error: str | None = Field(description="why the own benefit could not be read (then null)")
+
+
 class MeasuredAction(Model):
     """One action's measured effect (null when an inspection around it failed)."""
 
@@ -210,6 +219,9 @@ class MeasuredAction(Model):
     benefit: int | None = Field(description="measured, same definition as the prediction's")
     predicted_benefit: float | None = Field(description="null for a job without a prediction")
     ratio: float | None = Field(description="measured / predicted benefit; null without one")
+    own: OwnCommits | None = Field(
+        default=None, description="present when writers committed: benefit is the rewrite's own"
+    )
 
 
 class ReadProbe(Model):

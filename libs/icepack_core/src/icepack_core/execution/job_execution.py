@@ -54,6 +54,7 @@ from icepack_core.execution.maintenance import (
 )
 from icepack_core.execution.outcome import (
     job_outcome,
+    measure_own,
     measured_action,
     predicted_benefits,
     read_probe,
@@ -431,7 +432,8 @@ class JobExecution:
                     # settled): verify from there before going on.
                     await self.settle(job, table_id, record, guard, maintenance)
             results.append({"action": name, **outcome.output})
-            measured.append(measured_action(name, status, after, expected[index]))
+            own = await measure_own(self.inspector, ref, status, outcome.verification)
+            measured.append(measured_action(name, status, after, expected[index], own))
             status = after
         if measure:
             assert job is not None

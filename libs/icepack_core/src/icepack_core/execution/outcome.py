@@ -8,6 +8,17 @@ measured/predicted benefit (None when nothing was predicted). A **read probe** t
 last (a full scan, same shape both times) and counts what it planned. The probe never fails a
 job: any error is recorded as the probe's ``error``.
 
+**Writers' commits are not the action's.** On a table written during the job, the shape
+around the action also holds what writers committed meanwhile (new small files and manifests),
+which would make a rewrite look weak or harmful. When any snapshot between the action's start
+and the table's current one is not the action's own (its own: the ``replace`` snapshots its
+verification checked), the action's benefit is measured from its own commits only: for each
+own snapshot ``S`` with parent ``P``, ``benefit(shape(P), shape(S))`` (data and delete files
+from the snapshot summaries' totals, manifests from the manifest lists), summed. ``before`` and
+``after`` still show the table around the action; the entry then also carries
+``"own": {"snapshots", "writer_snapshots", "table_benefit", "error"}``. When no other snapshot
+was committed (a batch table) the entry is exactly the table-level measurement.
+
 Stored in ``jobs.outcome`` (fenced) at the end of a successful job::
 
     {"actions": [{"action", "before": Shape|null, "after": Shape|null, "benefit": int|null,
@@ -24,8 +35,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from pyiceberg.table import Table
+
+from icepack_core.execution.verification import snapshots_after
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.prediction import Shape, benefit, ratio
@@ -78,13 +93,93 @@ def predicted_benefits(
     return found
 
 
+@dataclass(frozen=True)
+class OwnEffect:
+    """An action's own benefit on a table writers committed to during it (module doc).
+    ``benefit`` is None (with ``error``) when a snapshot's totals could not be read."""
+
+    snapshots: tuple[int, ...]
+    writer_snapshots: int
+    benefit: int | None
+    error: str | None = None
+
+
+def _counts(table: Table, snapshot_id: int) -> tuple[int, int, int]:
+    """Data files, delete files and manifests of one snapshot (summary totals, manifest list).
+    Raises ValueError when the snapshot or its totals are missing."""
+    snapshot = table.metadata.snapshot_by_id(snapshot_id)
+    if snapshot is None or snapshot.summary is None:
+        raise ValueError(f"snapshot {snapshot_id} has no summary in the metadata")
+    totals = []
+    for key in ("total-data-files", "total-delete-files"):
+        value = snapshot.summary.get(key)
+        if value is None or not str(value).isdigit():
+            raise ValueError(f"snapshot {snapshot_id}'s summary has no {key}")
+        totals.append(int(value))
+    return totals[0], totals[1], len(snapshot.manifests(table.io))
+
+
+def own_effect(table: Table, start: int | None, own: frozenset[int]) -> OwnEffect | None:
+    """The action's own benefit from its commits ``own`` after ``start`` (module doc), or None
+    when every snapshot after ``start`` is the action's own (nothing else to separate)."""
+    chain = snapshots_after(table, start)
+    writers = [r for r in chain if r["snapshot_id"] not in own]
+    if not writers:
+        return None
+    mine = [r for r in chain if r["snapshot_id"] in own and r["parent_id"] is not None]
+    ids = tuple(r["snapshot_id"] for r in mine)
+    try:
+        total = 0
+        for r in mine:
+            (pd, pdel, pm), (sd, sdel, sm) = (
+                _counts(table, r["parent_id"]),
+                _counts(table, r["snapshot_id"]),
+            )
+            total += (pd - sd) + (pdel - sdel) + (pm - sm)
+    except ValueError as exc:
+        return OwnEffect(ids, len(writers), None, str(exc))
+    return OwnEffect(ids, len(writers), total)
+
+
+async def measure_own(
+    inspector: Inspector,
+    ref: TableRef,
+    before: TableStatus | None,
+    verification: Mapping[str, Any],
+) -> OwnEffect | None:
+    """``own_effect`` on ``ref`` as loaded now, after the snapshot ``before`` was inspected at;
+    the own snapshots are those ``verification`` (a rewrite's ``{"verified_snapshots": [...]}``)
+    checked. None when ``before`` is unknown, for an action that committed no verified snapshot,
+    or when writers committed nothing; an unreadable table gives an ``OwnEffect`` with
+    ``error``, never an exception (except cancellation)."""
+    checked = verification.get("verified_snapshots")
+    own = frozenset(
+        int(s["snapshot_id"])
+        for s in (checked if isinstance(checked, list) else [])
+        if isinstance(s, Mapping) and isinstance(s.get("snapshot_id"), int)
+    )
+    if before is None or not own:
+        return None
+    start = before.current_snapshot_id
+    try:
+        table = (await inspector.load(ref)).table
+        if table is None:
+            return OwnEffect(tuple(sorted(own)), 0, None, "PyIceberg rejected the metadata")
+        return await asyncio.to_thread(own_effect, table, start, own)
+    except Exception as exc:  # evidence only: never a reason to fail the job
+        error = redact_text(f"{type(exc).__name__}: {exc}")[:500]
+        return OwnEffect(tuple(sorted(own)), 0, None, error)
+
+
 def measured_action(
     action: str,
     before: TableStatus | None,
     after: TableStatus | None,
     predicted_benefit: float | None,
+    own: OwnEffect | None = None,
 ) -> dict[str, Any]:
-    """One action's measured effect (the module doc's ``actions[]`` entry)."""
+    """One action's measured effect (the module doc's ``actions[]`` entry); with ``own``
+    (writers committed during it) the benefit is the action's own."""
     if before is None or after is None:  # an inspection failed: nothing measured
         return {
             "action": action,
@@ -95,15 +190,26 @@ def measured_action(
             "ratio": None,
         }
     b, a = Shape.of(before.model_dump()), Shape.of(after.model_dump())
-    measured = benefit(b, a)
-    return {
+    table_benefit = benefit(b, a)
+    measured = table_benefit if own is None else own.benefit
+    entry: dict[str, Any] = {
         "action": action,
         "before": b.to_json(),
         "after": a.to_json(),
         "benefit": measured,
         "predicted_benefit": predicted_benefit,
-        "ratio": None if predicted_benefit is None else ratio(measured, predicted_benefit),
+        "ratio": None
+        if predicted_benefit is None or measured is None
+        else ratio(measured, predicted_benefit),
     }
+    if own is not None:
+        entry["own"] = {
+            "snapshots": list(own.snapshots),
+            "writer_snapshots": own.writer_snapshots,
+            "table_benefit": table_benefit,
+            "error": own.error,
+        }
+    return entry
 
 
 def job_outcome(
