@@ -183,8 +183,11 @@ async def test_a_compaction_racing_a_writer_process_keeps_every_writer_commit(
     seed(spark, name, kind)
     table_id = await register(db, spark, table, name)
     await TableInspections(runner_settings, db).inspect_and_record(table_id)
+    # A sink committing once a second. With no pause the writer commits every ~0.3 s, and on a
+    # loaded machine it can win every one of the rewrite's commit retries (Iceberg's
+    # commit.retry.num-retries): the rewrite then commits nothing and there is no race to check.
     writer = StreamWriter.for_table(
-        spark_catalog_settings, NS, name, kind, Path(tmp_path) / "writer"
+        spark_catalog_settings, NS, name, kind, Path(tmp_path) / "writer", pause_seconds=1.0
     ).start()
     try:
         done, actions = await race(db, runner_settings, spark, table_id, writer)

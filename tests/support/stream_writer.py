@@ -56,6 +56,9 @@ class WriterConfig:
     out_dir: str
     max_rounds: int = 1000
     keys_per_round: int = 3
+    # Seconds between rounds: 0 commits as fast as the JVM can (a stress), 1 is the
+    # once-a-second sink the streaming issue describes.
+    pause_seconds: float = 0.0
 
 
 def _settings(config: WriterConfig) -> Any:
@@ -155,6 +158,7 @@ def run(spark: Any, config: WriterConfig) -> int:
         for child in children:
             if not child.one(number):
                 return 3
+        time.sleep(config.pause_seconds)
     for child in children:
         child.finish()
     return 0
