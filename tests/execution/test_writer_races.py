@@ -215,12 +215,13 @@ async def test_a_compaction_racing_a_writer_process_keeps_every_writer_commit(
 
 async def quiet_compaction(db: Any, settings: Any, spark: Any, table_id: int) -> Any:
     """Inspect, plan (a day later: past the cadence of a job the race may have finished) and
-    run the planned job with nobody writing."""
+    run the planned job, if any, with nobody writing."""
     await TableInspections(settings, db).inspect_and_record(table_id)
     queue = JobQueue(db)
     later = datetime.now(UTC) + timedelta(hours=25)
     planned = await Planner(settings, db, queue).plan(table_id, now=later)
-    assert planned.job_created, planned.recommendation
+    if not planned.job_created:
+        return planned.recommendation
     job = await queue.claim("executor@test", 120)
     assert job is not None and job.id == planned.job_id
     runner = JobRunner(db, settings, queue, LocalEngine(settings, session=spark), "executor@test")
@@ -269,14 +270,25 @@ async def test_a_compaction_racing_a_deleting_writer_loses_nothing_and_holds_not
     if kind != "mor_delete":
         return  # copy-on-write leaves no delete file behind
     recommendation = await quiet_compaction(db, runner_settings, spark, table_id)
-    assert "rewrite_data_files" in {a.action for a in recommendation.actions}
     assert logical_rows(spark, table) == expected
-    assert delete_file_counts(spark, table) == {
-        "equality": 0,
-        "position": 0,
-        "deletion_vector": 0,
-    }
     assert missing_referenced_files(spark, table) == []
+    counts = delete_file_counts(spark, table)
+    if "rewrite_data_files" in {a.action for a in recommendation.actions}:
+        # The build-up was planned and applied: no delete file is left.
+        assert counts == {"equality": 0, "position": 0, "deletion_vector": 0}
+        return
+    # Not planned: the race's own compaction already kept the deletes below the build-up
+    # threshold (docs: >= 10 % of records deleted or >= 100 position delete files/DVs).
+    data_records = spark.sql(
+        f"SELECT coalesce(sum(record_count), 0) FROM {table}.files WHERE content = 0"
+    ).collect()[0][0]
+    deleted = data_records - len(expected)
+    assert sum(counts.values()) < 100 and deleted < 0.10 * data_records, (
+        counts,
+        deleted,
+        data_records,
+        recommendation,
+    )
 
 
 @pytest.mark.timeout(900)
