@@ -128,6 +128,16 @@ class ActionRecord:
     impact: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
+    @classmethod
+    def failed(
+        cls, action: str, started: datetime, error: str, output: dict[str, Any] | None = None
+    ) -> ActionRecord:
+        """A failed run of ``action`` (its procedure), finished now."""
+        now = datetime.now(UTC)
+        return cls(
+            action, "failed", started, now, procedure=action, output=output or {}, error=error
+        )
+
 
 Record = Callable[[ActionRecord], Awaitable[None]]
 
@@ -349,44 +359,21 @@ class JobExecution:
             except (OrphanLimitExceeded, DeletionLedgerViolation, DeletionOutsideTable) as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, str(exc), exc.evidence)
-                await record(
-                    ActionRecord(
-                        name,
-                        "failed",
-                        started,
-                        datetime.now(UTC),
-                        procedure=name,
-                        output=exc.evidence,
-                        error=str(exc),
-                    )
-                )
+                await record(ActionRecord.failed(name, started, str(exc), exc.evidence))
                 raise PermanentError(str(exc)) from exc
             except VerificationFailed as exc:
                 self._failed(name, started)
                 await self._hold(table_id, name, str(exc), exc.evidence)
                 if job is not None:
                     await self._clear(job, table_id)
-                await record(
-                    ActionRecord(
-                        name,
-                        "failed",
-                        started,
-                        datetime.now(UTC),
-                        procedure=name,
-                        output={**exc.evidence, "verification": exc.evidence},
-                        error=str(exc),
-                    )
-                )
+                output = {**exc.evidence, "verification": exc.evidence}
+                await record(ActionRecord.failed(name, started, str(exc), output))
                 raise PermanentError(str(exc)) from exc
             except StaleFence:
                 raise  # lost the job: the pending verification is the next holder's
             except (PermanentError, InvalidIdentifier, ValueError) as exc:
                 self._failed(name, started)
-                await record(
-                    ActionRecord(
-                        name, "failed", started, datetime.now(UTC), procedure=name, error=str(exc)
-                    )
-                )
+                await record(ActionRecord.failed(name, started, str(exc)))
                 if job is not None:
                     await self.settle(job, table_id, record, guard, maintenance)
                 raise PermanentError(f"{name}: {exc}") from exc
@@ -397,11 +384,7 @@ class JobExecution:
                     await self._conflicted(name, started, conflict, job, table_id, record, guard)
                     raise CommitConflict(name, conflict) from exc
                 message = redact_text(f"{name} failed: {type(exc).__name__}: {exc}")[:4000]
-                await record(
-                    ActionRecord(
-                        name, "failed", started, datetime.now(UTC), procedure=name, error=message
-                    )
-                )
+                await record(ActionRecord.failed(name, started, message))
                 # A rewrite may have committed partial progress before failing: verify it.
                 if job is not None:
                     await self.settle(job, table_id, record, guard, maintenance)
@@ -453,17 +436,8 @@ class JobExecution:
     ) -> None:
         """Record an action that lost a commit conflict, and verify whatever partial progress
         it committed before (``partial-progress.enabled``: committed groups stay)."""
-        await record(
-            ActionRecord(
-                name,
-                "failed",
-                started,
-                datetime.now(UTC),
-                procedure=name,
-                output={"conflict": conflict},
-                error=f"commit conflict with a writer (the writer won): {conflict}",
-            )
-        )
+        error = f"commit conflict with a writer (the writer won): {conflict}"
+        await record(ActionRecord.failed(name, started, error, {"conflict": conflict}))
         if job is not None:
             await self.settle(job, table_id, record, guard)
 
