@@ -79,6 +79,12 @@ def _is_postgres_uri(uri: str | None) -> bool:
     return scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+")
 
 
+# The REST spec's request header asking a catalog to delegate storage access, and the value
+# asking for vended credentials (as opposed to "remote-signing").
+ACCESS_DELEGATION_HEADER = "X-Iceberg-Access-Delegation"
+VENDED_CREDENTIALS = "vended-credentials"
+
+
 class CatalogConfig(BaseModel):
     """One Iceberg catalog Icepack watches. Secrets may come from
     ``ICEPACK_CATALOG_<NAME>_CREDENTIAL`` / ``_TOKEN`` / ``_S3_SECRET_ACCESS_KEY``."""
@@ -97,6 +103,10 @@ class CatalogConfig(BaseModel):
     scope: str = "PRINCIPAL_ROLE:ALL"
     oauth2_server_uri: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    # REST: ask the catalog for vended storage credentials (the access-delegation header) in
+    # both PyIceberg's and Spark's requests; each then reads and writes data with the keys
+    # loadTable's answer carries, so Icepack needs no static S3 keys (Polaris, Unity, Tabular).
+    vended_credentials: bool = False
     # Glue and S3 FileIO.
     region: str | None = None
     endpoint: str | None = None
@@ -158,6 +168,11 @@ class CatalogConfig(BaseModel):
                         f"{label}: credential must be CLIENT_ID:CLIENT_SECRET with both parts "
                         f"(ICEPACK_CATALOG_{self.name.upper()}_CREDENTIAL)"
                     )
+        if self.vended_credentials and self.type != "rest":
+            raise ValueError(
+                f"{label}: vended_credentials needs a REST catalog (the catalog vends them in "
+                f"its loadTable answers); this one is type {self.type}"
+            )
         if self.notify and (self.type != "sql" or not _is_postgres_uri(self.uri)):
             raise ValueError(
                 f"{label}: notify needs a SQL catalog in Postgres (type sql, a postgresql:// "
