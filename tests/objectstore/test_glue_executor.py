@@ -24,14 +24,12 @@ from typing import Any
 import pytest
 
 from icepack_core.discovery.refresh import Discovery
-from icepack_core.execution.job_execution import JobExecution
-from icepack_core.inspection.inspector import Inspector
-from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.safety.evidence import action_safety
 from icepack_core.settings import CatalogConfig, Settings, load_settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
 from tests.execution.spark_tables import fingerprint, snapshot_count
+from tests.objectstore.jobs import run_job
 from tests.objectstore.s3_checks import missing_referenced_objects, object_exists, s3_client
 from tests.plugins.catalogs import Seaweed
 
@@ -98,23 +96,6 @@ def small_files_table(spark: Any, namespace: str, name: str, batches: int) -> st
             f"FROM range({b * 20}, {(b + 1) * 20})"
         )
     return table
-
-
-async def run_job(
-    db: Any, settings: Settings, table_id: int, actions: list[dict[str, Any]]
-) -> tuple[Any, list[dict[str, Any]]]:
-    """One job through the executor's path: enqueue, claim, ``JobExecution.run``."""
-    queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
-    await queue.enqueue(table_id, actions, max_attempts=1)
-    job = await queue.claim("test@glue", 300)
-    assert job is not None
-    engine = LocalEngine(settings)  # reuses the running session, adds the Glue catalog to it
-    execution = JobExecution(db, engine, Inspector(settings), expiry_min_age_hours=0.0)
-
-    async def record(action: Any) -> None:
-        await queue.record_action(job, **vars(action))
-
-    return job, await execution.run(table_id, actions, record, job=job)
 
 
 async def test_glue_table_on_s3_is_compacted_and_expired_by_the_executor(spark, db, glue_settings):
