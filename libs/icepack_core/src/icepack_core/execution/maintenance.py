@@ -50,7 +50,7 @@ from icepack_core.intents import (
     RewritePositionDeleteFiles,
     parse_intent,
 )
-from icepack_core.safety.locations import location_key
+from icepack_core.safety.locations import LocationError, location_key, parse_location
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import (
     SPARK_CONF_UNDEFINED,
@@ -141,11 +141,29 @@ class Expiry(Protocol):
     ) -> None: ...
 
 
+# Stores (schemes after ``safety.locations`` folds aliases: ``s3a``/``s3n`` are ``s3``) whose
+# files an orphan listing must read through the table's FileIO: a Spark with Iceberg's cloud
+# bundles has no Hadoop ``FileSystem`` for them (``No FileSystem for scheme "s3"``).
+OBJECT_STORE_SCHEMES = frozenset({"s3", "gs", "abfs", "oss"})
+
+
+def lists_through_file_io(location: str) -> bool:
+    """Whether an orphan listing of ``location`` goes through the table's FileIO
+    (``prefix_listing => true``: S3FileIO's paged ``ListObjectsV2``) rather than Hadoop's
+    ``FileSystem``. Object stores only; an unparseable location keeps the procedure's default
+    (the confinement refuses it anyway)."""
+    try:
+        return parse_location(location).scheme in OBJECT_STORE_SCHEMES
+    except LocationError:
+        return False
+
+
 def procedure_args(
     intent: Intent, table: TableRef, *, location: str | None = None
 ) -> tuple[str, dict[str, ProcedureValue]]:
     """The procedure and its typed arguments for one intent. ``location`` confines orphan
-    removal to the table's own root (with ``prefix_mismatch_mode => 'ERROR'``).
+    removal to the table's own root (with ``prefix_mismatch_mode => 'ERROR'``); on an object
+    store the listing goes through the table's FileIO (``lists_through_file_io``).
 
     Raises:
         PermanentError: orphan removal without a location.
@@ -169,6 +187,8 @@ def procedure_args(
         args["older_than"] = intent.params.older_than
         args["location"] = location
         args["prefix_mismatch_mode"] = "ERROR"
+        if lists_through_file_io(location):
+            args["prefix_listing"] = True
         args["dry_run"] = intent.params.dry_run
     return intent.kind.value, args
 

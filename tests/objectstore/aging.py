@@ -1,0 +1,149 @@
+"""Ageing objects on SeaweedFS, the object store's counterpart of ``os.utime``.
+
+S3 has no request that sets an object's ``LastModified``: SeaweedFS stamps every write with its
+own clock. Orphan removal only lists files older than ``older_than`` (72 h at least), so a test
+ages its orphan objects through SeaweedFS's own metadata backup and restore (``weed shell``'s
+``fs.meta.save`` of the directory, each named entry's ``mtime`` rewritten, ``fs.meta.load``):
+the objects, their bytes and their keys stay the server's; only the modification time moves.
+
+The backup is a sequence of ``<4-byte big-endian length><FullEntry>`` protobuf records
+(SeaweedFS's ``filer.proto``: ``FullEntry{dir=1, entry=2}``, ``Entry{name=1, attributes=4}``,
+``FuseAttributes{mtime=2}``); the few fields touched are rewritten at the wire level.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.plugins.catalogs import Seaweed
+
+Field = tuple[int, int, bytes | int]  # (number, wire type, payload or varint)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        if value < 0x80:
+            out.append(value)
+            return bytes(out)
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+
+
+def _fields(data: bytes) -> Iterator[Field]:
+    pos = 0
+    while pos < len(data):
+        tag, pos = _varint(data, pos)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+            yield number, wire, value
+        elif wire == 2:
+            size, pos = _varint(data, pos)
+            yield number, wire, data[pos : pos + size]
+            pos += size
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            yield number, wire, data[pos : pos + width]
+            pos += width
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+
+
+def _encode(fields: list[Field]) -> bytes:
+    out = bytearray()
+    for number, wire, value in fields:
+        out += _encode_varint(number << 3 | wire)
+        if wire == 0:
+            assert isinstance(value, int)
+            out += _encode_varint(value)
+        else:
+            assert isinstance(value, bytes)
+            if wire == 2:
+                out += _encode_varint(len(value))
+            out += value
+    return bytes(out)
+
+
+def _set(fields: list[Field], number: int, value: bytes | int) -> list[Field]:
+    return [(n, w, value if n == number else v) for n, w, v in fields]
+
+
+def aged_records(backup: bytes, names: set[str], mtime: int) -> dict[str, bytes]:
+    """Each record of the backup whose entry is named in ``names``, with ``mtime`` (epoch
+    seconds), by name."""
+    out: dict[str, bytes] = {}
+    pos = 0
+    while pos < len(backup):
+        (size,) = struct.unpack(">I", backup[pos : pos + 4])
+        record = backup[pos + 4 : pos + 4 + size]
+        pos += 4 + size
+        full = list(_fields(record))
+        entry = next(v for n, _, v in full if n == 2)
+        assert isinstance(entry, bytes)
+        entry_fields = list(_fields(entry))
+        raw_name = next(v for n, _, v in entry_fields if n == 1)
+        assert isinstance(raw_name, bytes)
+        name = raw_name.decode()
+        if name not in names:
+            continue
+        attributes = next(v for n, _, v in entry_fields if n == 4)
+        assert isinstance(attributes, bytes)
+        aged_attributes = _encode(_set(list(_fields(attributes)), 2, mtime))
+        aged = _encode(_set(full, 2, _encode(_set(entry_fields, 4, aged_attributes))))
+        out[name] = struct.pack(">I", len(aged)) + aged
+    return out
+
+
+def _shell(weed: Seaweed, script: str) -> str:
+    exe = shutil.which("weed")
+    assert exe is not None
+    done = subprocess.run(
+        [exe, "shell", f"-master={weed.master}", f"-filer={weed.filer}"],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def age_objects(weed: Seaweed, filer_dir: str, names: set[str], mtime: int) -> None:
+    """Set the modification time of the files ``names`` directly in the filer directory
+    ``filer_dir`` (e.g. ``/buckets/warehouse/ns/t/data``) to ``mtime``.
+
+    Raises:
+        AssertionError: a name was not found there, or ``weed shell`` failed.
+    """
+    with tempfile.TemporaryDirectory(prefix="icepack-age-") as tmp:
+        backup = Path(tmp) / "meta.bin"
+        _shell(weed, f"fs.cd {filer_dir}\nfs.meta.save -o {backup}\n")
+        records = aged_records(backup.read_bytes(), names, mtime)
+        assert set(records) == names, f"not in {filer_dir}: {sorted(names - set(records))}"
+        # One record per load: a load of several entries was seen to leave one of them as it
+        # was (SeaweedFS 4.48).
+        script = ""
+        for i, record in enumerate(records.values()):
+            aged = Path(tmp) / f"aged-{i}.bin"
+            aged.write_bytes(record)
+            script += f"fs.meta.load {aged}\n"
+        _shell(weed, script)
