@@ -2,7 +2,7 @@
 verification.
 
 Real Spark with the Iceberg runtime, real JDBC catalog and Postgres. The equality deletes are
-written by Iceberg's Java writers through the Spark JVM (``tests.support.upserts``), exactly as
+written by Iceberg's Java writers through the Spark JVM (``bench.upserts``), exactly as
 a Flink or Kafka Connect upsert sink commits them: an equality delete on the key and the new row
 in one ``RowDelta``. The inspector's unit of work, ``Planner.plan`` and the executor's
 ``JobRunner`` then do what the services do. The oracle is the writer's own model of the
@@ -15,6 +15,14 @@ from typing import Any
 
 import pytest
 
+from bench.upserts import (
+    UpsertTable,
+    create_upsert_table,
+    delete_file_counts,
+    logical_rows,
+    model_rows,
+    row,
+)
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
@@ -30,14 +38,6 @@ from tests.execution.spark_tables import (
     unique_name,
 )
 from tests.support.settings import service_settings
-from tests.support.upserts import (
-    UpsertTable,
-    create_upsert_table,
-    delete_file_counts,
-    logical_rows,
-    model_rows,
-    row,
-)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "eqdel"
