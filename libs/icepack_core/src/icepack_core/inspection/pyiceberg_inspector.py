@@ -473,6 +473,7 @@ async def _inspect_view(
         snap = _Snapshot(key, current.manifest_list if current else None, manifests)
         totals, fresh, cached = await _aggregate(snap, io, threshold, cache, previous)
         manifest_count, manifest_bytes = len(manifests), snap.manifest_bytes
+    live = totals.applicable()
     return TableStatus(
         catalog=catalog,
         namespace=namespace,
@@ -492,10 +493,12 @@ async def _inspect_view(
         small_file_count=totals.small_files,
         small_file_bytes=totals.small_bytes,
         file_size_histogram=totals.histogram,
-        position_delete_file_count=totals.position_deletes,
-        equality_delete_file_count=totals.equality_deletes,
-        deletion_vector_count=totals.deletion_vectors,
-        delete_record_count=totals.delete_records,
+        # Delete files that can still apply (``delete_applicability``): one that outlived the
+        # rows it deleted is not delete debt.
+        position_delete_file_count=live.position,
+        equality_delete_file_count=live.equality,
+        deletion_vector_count=live.vectors,
+        delete_record_count=live.records,
         manifest_count=manifest_count,
         manifest_bytes=manifest_bytes,
         partition_count=len(totals.partitions),

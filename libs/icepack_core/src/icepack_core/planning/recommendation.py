@@ -344,8 +344,8 @@ def _rewrite_data_files(
     if applies_deletes:
         options["delete-file-threshold"] = str(cfg.min_delete_files)
         # A rewrite leaves the delete files it applied live (they no longer apply to anything,
-        # but every scan still plans them and health still counts them, so the same rewrite
-        # would be proposed again): Iceberg drops them in one more commit when asked.
+        # but every scan still plans them; health does not count them: delete_applicability):
+        # Iceberg drops them in one more commit when asked (partitioned tables only).
         options["remove-dangling-deletes"] = "true"
     if not reasons:
         return Skip(
