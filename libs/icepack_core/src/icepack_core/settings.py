@@ -226,6 +226,9 @@ class Settings(BaseSettings):
     maintenance_min_interval_minutes: float = Field(5.0, ge=0, le=MAX_HOURS * 60)
     maintenance_min_benefit: float = Field(50.0, ge=0)
     maintenance_bytes_per_benefit: int = Field(128 * 1024 * 1024, ge=1)
+    # The interval between compactions of a table whose open partitions threaten their
+    # small-file bound (planning.pressure): a floor, so a hot table cannot loop on executors.
+    maintenance_pressure_interval_seconds: float = Field(60.0, ge=0, le=MAX_HOURS * 3600)
     # Safety floor for expire_snapshots, whoever asks: never expire what is younger than this.
     expiry_min_age_hours: float = Field(1.0, ge=0, le=MAX_HOURS)
 

@@ -42,7 +42,7 @@ SELECT t.id, t.catalog, t.namespace, t.name, t.metadata_location, t.properties, 
 -- table's current snapshot when that run's job ended: `snapshot_after` of the job's newest
 -- action that recorded one, as text (snapshot ids of any size); NULL when none did; and how
 -- many open partitions that run skipped (execution.metadata_scope), 0 when it recorded none.
-SELECT DISTINCT ON (a.action) a.action, a.finished_at,
+SELECT DISTINCT ON (a.action) a.action, a.finished_at, a.duration_ms,
        CASE WHEN jsonb_typeof(a.output->'open_partitions_skipped_count') = 'number'
             THEN (a.output->>'open_partitions_skipped_count')::numeric::bigint
             ELSE 0 END AS open_skipped,
@@ -52,6 +52,17 @@ SELECT DISTINCT ON (a.action) a.action, a.finished_at,
   FROM icepack.job_actions a JOIN icepack.jobs j ON j.id = a.job_id
  WHERE j.table_id = $1 AND a.state = 'succeeded'
  ORDER BY a.action, a.finished_at DESC, a.id DESC;
+
+-- name: status_growth_base
+-- The status a table's open-partition growth is measured from (planning.pressure): the newest
+-- of table $1 older than status $2 and inspected at or before $3 (the newest's inspection time
+-- less the shortest span measured over). A backward scan of status_snapshots_table from $2
+-- that stops at the first such row: bounded by the statuses of that span.
+SELECT s.inspected_at, s.status
+  FROM icepack.status_snapshots s
+ WHERE s.table_id = $1 AND s.id < $2 AND s.inspected_at <= $3
+ ORDER BY s.id DESC
+ LIMIT 1;
 
 -- name: recommendation_replan_set
 -- Plan table $1 again at $2 without an event (NULL: nothing waits; the row goes).
