@@ -5,7 +5,8 @@ are not those of the sampling process. Writes with PyIceberg through the SQL cat
 Connect or segment-processor sink would:
 
 * ``hourly``: ``hour(ts)``, 50 rows a commit stamped now (one small file a commit, all in the
-  open hour);
+  open hour); with the spec's ``hour_minutes`` below 60 the stamps follow an event clock on
+  which that many wall minutes make an hour, so a short run closes hours;
 * ``bucketed``: ``bucket(16, id)``, 50 random ids a commit (up to 16 small files a commit);
 * ``upsert``: unpartitioned, 20 rows a commit upserted on ``id`` (10 new ids, 10 updates of
   earlier ones). **Copy-on-write**: PyIceberg's ``upsert`` rewrites the data files holding the
@@ -120,8 +121,12 @@ class Written:
 class Writer:
     """One table's writer: ``step`` makes one commit (redone on a conflict)."""
 
-    def __init__(self, table: Table, kind: str, seed: int) -> None:
+    def __init__(self, table: Table, kind: str, seed: int, event_speed: float = 1.0) -> None:
         self.table, self.kind = table, kind
+        # The hourly writer's event clock runs ``event_speed`` times as fast as the wall clock
+        # from its start (``--hour-minutes``), so a short run crosses hours; 1: wall time.
+        self.event_speed = event_speed
+        self.started = datetime.now(UTC)
         self.rng = random.Random(seed)
         self.next_id = 0
         self.rows: dict[int, str] = {}
@@ -129,6 +134,8 @@ class Writer:
 
     def batch(self, n: int) -> pa.Table:
         now = datetime.now(UTC)
+        if self.kind == "hourly" and self.event_speed != 1.0:
+            now = self.started + (now - self.started) * self.event_speed
         if self.kind == "upsert":
             fresh = list(range(self.next_id, self.next_id + n // 2))
             self.next_id += n // 2
@@ -175,13 +182,17 @@ class Writer:
         out.expected_rows, out.expected_checksum = checksum(table)
 
 
-def run(catalog: Catalog, tables: list[str], seconds: float) -> list[Written]:
-    """Every table's writer committing once a second (on the second) for ``seconds``."""
+def run(
+    catalog: Catalog, tables: list[str], seconds: float, event_speed: float = 1.0
+) -> list[Written]:
+    """Every table's writer committing once a second (on the second) for ``seconds``; the
+    hourly writer's event clock runs ``event_speed`` times as fast as the wall clock."""
     results = [Written(t) for t in tables]
     stop_at = time.monotonic() + seconds
 
     def loop(ident: str, out: Written, seed: int) -> None:
-        writer = Writer(catalog.load_table(ident), ident.rsplit(".", 1)[1], seed)
+        kind = ident.rsplit(".", 1)[1]
+        writer = Writer(catalog.load_table(ident), kind, seed, event_speed)
         tick = time.monotonic()
         while tick < stop_at:
             writer.step(out)
@@ -204,7 +215,8 @@ def run(catalog: Catalog, tables: list[str], seconds: float) -> list[Written]:
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     catalog = SqlCatalog(spec["catalog"], uri=spec["uri"], warehouse=spec["warehouse"])
-    results = run(catalog, spec["tables"], float(spec["seconds"]))
+    speed = 60.0 / float(spec.get("hour_minutes", 60.0))
+    results = run(catalog, spec["tables"], float(spec["seconds"]), speed)
     Path(spec["out"]).write_text(json.dumps([asdict(r) for r in results]))
     return 0
 
