@@ -134,6 +134,8 @@ def test_a_held_compaction_is_planned_again_when_the_projection_reaches_the_leve
 
 def streaming_status(fullest: int, small: int, partitions: int = 3) -> dict[str, object]:
     return status(
+        data_file_count=small,
+        data_file_bytes=small * MIB,
         small_file_count=small,
         small_file_bytes=small * MIB,
         partition_count=partitions,
@@ -151,7 +153,7 @@ def test_a_growing_table_compacts_open_partitions_from_the_level_and_closed_ones
     rec = recommend(streaming_status(30, 40), policy, {}, NOW, growth=growth(0, 30, seconds=30))
     action = rewrite(rec)
     assert action is not None
-    assert action.params["open_max_small_files"] == 15
+    assert action.params["open_max_small_files"] == 14  # compacted above 14: from 15
     assert action.params["options"]["min-input-files"] == str(CLOSED_MIN_FILES)
     assert "due: open-partition pressure" in action.reason
 
@@ -180,3 +182,34 @@ def test_a_run_that_would_only_find_the_open_partition_below_its_level_is_not_pl
     # The same table with closed partitions holding small files is compacted.
     rec = recommend(streaming_status(16, 60), policy, {}, NOW, growth=slow)
     assert rewrite(rec) is not None
+
+
+def test_a_run_that_found_only_open_partitions_is_not_repeated_until_they_close():
+    """Its candidates were all open below their bound (it selected none): the writer adding
+    more to them does not make the next run find more, their closing does (or the pressure)."""
+    finished = NOW - timedelta(minutes=6)
+    closes = finished + timedelta(minutes=10)
+    last = LastRun(finished, "7", reopens_at=closes, found_only_open=True)
+    changed = TableState("9", NOW, finished)  # the writer committed since
+    rule = DueRule()
+    held = judge(Need(REWRITE, 299, 0), last, changed, NOW, rule)
+    assert not held.due and held.replan_at == closes
+    assert "found only open partitions below their bound (none selected)" in held.reason
+    # A run that did select partitions does not hold the next one back.
+    assert judge(Need(REWRITE, 299, 0), LastRun(finished, "7", closes), changed, NOW, rule).due
+    assert judge(Need(REWRITE, 299, 0), last, changed, closes, rule).due
+    threatened = project(growth(0, 30, seconds=30), BOUND)
+    assert judge(Need(REWRITE, 299, 0), last, changed, NOW, rule, threatened).due
+
+
+def test_the_recommendation_reads_a_run_that_selected_nothing_from_its_counts():
+    policy = resolve([], "db", "t")
+    finished = NOW - timedelta(minutes=6)
+    busy = streaming_status(30, 90)
+    runs = {REWRITE: finished}
+    kwargs: dict[str, object] = {"snapshots_after": {REWRITE: "1"}, "open_skipped": {REWRITE: 3}}
+    held = recommend(busy, policy, runs, NOW, selected={REWRITE: 0}, **kwargs)  # type: ignore[arg-type]
+    assert rewrite(held) is None
+    assert held.replan_at == finished + timedelta(minutes=10)
+    did_work = recommend(busy, policy, runs, NOW, selected={REWRITE: 2}, **kwargs)  # type: ignore[arg-type]
+    assert rewrite(did_work) is not None

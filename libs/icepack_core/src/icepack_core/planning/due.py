@@ -83,6 +83,9 @@ class LastRun:
     # When partitions that run skipped as still open (a writer's file within the policy's
     # quiet period) close, if it skipped any: "unchanged" no longer holds from then.
     reopens_at: datetime | None = None
+    # That run selected no partition: every candidate was open and below its bound (it
+    # skipped them), so a run before they close would find the same (unless the pressure).
+    found_only_open: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,19 @@ def _before_interval(
                 replan_at=last.reopens_at,
             )
         unchanged = False  # the open partitions it left have closed since: compact them
+    if (
+        last.found_only_open
+        and last.reopens_at is not None
+        and now < last.reopens_at
+        and not cadence_passed
+    ):
+        return Verdict(
+            False,
+            f"not due: its run of {_iso(last.finished_at)} found only open partitions below "
+            f"their bound (none selected); planned again when they close at "
+            f"{_iso(last.reopens_at)}, or sooner when one nears its bound",
+            replan_at=last.reopens_at,
+        )
     if unchanged and not cadence_passed:
         return Verdict(
             False,

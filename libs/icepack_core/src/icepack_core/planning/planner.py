@@ -34,7 +34,7 @@ from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, IntentError, PolicyError
 from icepack_core.inspection.status import parse_ts, target_file_size
 from icepack_core.intents import intents_json, parse_intent, parse_intents
-from icepack_core.planning.pressure import MIN_SPAN, Growth, fullest_small
+from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
     ActionIntent,
     FailureStreak,
@@ -162,6 +162,7 @@ class Planner:
         snapshots_after: dict[str, str | None] = {}
         open_skipped: dict[str, int] = {}
         durations: dict[str, float | None] = {}
+        selected: dict[str, int | None] = {}
         failures: dict[str, FailureStreak] = {}
         throttles: dict[str, Throttle] = {}
         cancelled: dict[str, datetime] = {}
@@ -170,6 +171,7 @@ class Planner:
             last_runs = {r["action"]: r["finished_at"] for r in runs}
             snapshots_after = {r["action"]: r["snapshot_after"] for r in runs}
             open_skipped = {r["action"]: int(r["open_skipped"]) for r in runs}
+            selected = {r["action"]: r["selected"] for r in runs}
             durations = {
                 r["action"]: None if r["duration_ms"] is None else r["duration_ms"] / 1000
                 for r in runs
@@ -189,6 +191,7 @@ class Planner:
             cancelled=cancelled,
             snapshots_after=snapshots_after,
             open_skipped=open_skipped,
+            selected=selected,
             growth=await self.growth(table, status, last_runs.get(COMPACTION)),
             compaction_seconds=durations.get(COMPACTION),
             due_rule=due_rule_of(
@@ -240,7 +243,8 @@ class Planner:
     ) -> Growth | None:
         """The fullest partition's small files in an earlier status and in ``status`` (the
         newest), both inspected after ``since`` (the last compaction's end), at least
-        ``MIN_SPAN`` apart; None when there is no such earlier status (``planning.pressure``).
+        ``maintenance_growth_span_seconds`` apart; None when there is no such earlier status
+        (``planning.pressure``).
         """
         keys = table.keys()  # a Record (simulation passes rows without a status id)
         status_id = table["status_id"] if "status_id" in keys else None
@@ -248,7 +252,10 @@ class Planner:
         if status_id is None or now_at is None:
             return None
         base = await self.pool.fetchrow(
-            load_query("status_growth_base"), table["id"], status_id, now_at - MIN_SPAN
+            load_query("status_growth_base"),
+            table["id"],
+            status_id,
+            now_at - timedelta(seconds=self.settings.maintenance_growth_span_seconds),
         )
         if base is None or (since is not None and base["inspected_at"] <= since):
             return None

@@ -10,9 +10,10 @@ fast the fullest partition grows and plans a compaction before the bound would b
 The facts are two statuses of the table, both inspected after its last compaction finished
 (so no compaction in between lowered the counts): the fullest partition's small files then
 and now (``TableStatus.max_files_in_partition``, capped by ``small_file_count``; a partition
-of a streaming table holds small files only). Their difference over the time between them is
-the *rate*. The *lead* is how long a run planned now takes to commit (the last compaction's
-run time plus the planning and claim delay). The rule:
+of a streaming table holds small files only), at least
+``ICEPACK_MAINTENANCE_GROWTH_SPAN_SECONDS`` (30) apart. Their difference over the time between
+them is the *rate*. The *lead* is how long a run planned now takes to commit (the last
+compaction's run time plus the planning and claim delay). The rule:
 
 - ``level = clamp(floor(HEADROOM · bound - rate · lead), min_files, bound)``: a partition at
   the level, planned now, reaches at most ``HEADROOM · bound`` by the time the run commits;
@@ -20,8 +21,10 @@ run time plus the planning and claim delay). The rule:
   due whatever its benefit, and the minimum interval shrinks to the pressure floor (still a
   floor, so a hot table cannot take the executors in a loop; the budgets and the claim order
   share them across tables);
-- the run compacts open partitions above ``level`` (``open_max_small_files``), so a run
-  planned for the pressure does work, and open partitions far below it are left alone;
+- the run compacts open partitions holding at least ``level`` small files
+  (``open_max_small_files`` = level - 1), so a run planned for the pressure does work, and
+  open partitions far below it are left alone; closed partitions are compacted from 2 small
+  files (what a writer left in a partition when it closed, and the compacted file);
 - not yet threatened, ``threat_at`` is when the fullest partition reaches the level at this
   rate: the planner plans the table again then, even without an event.
 
@@ -34,8 +37,12 @@ Pure: the planner reads the two statuses and the last run and passes them in.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
+
+from icepack_core.policy import EffectivePolicy
 
 # The share of the bound a run planned by the projection aims to stay under when it commits:
 # the rate is measured, not known, and the lead varies with the machine's load.
@@ -46,9 +53,6 @@ DEFAULT_LEAD = timedelta(seconds=60)
 PLANNING_DELAY = timedelta(seconds=15)
 MAX_LEAD = timedelta(minutes=30)
 MAX_WAIT = timedelta(days=30)
-# The shortest span a rate is measured over (a table inspected every second would otherwise
-# measure one commit's files as its rate).
-MIN_SPAN = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -137,3 +141,22 @@ def fullest_small(max_files_in_partition: int, small_file_count: int) -> int:
     """The fullest partition's small files as the status gives them: its data files, at most
     every small file of the table."""
     return max(0, min(max_files_in_partition, small_file_count))
+
+
+def table_pressure(
+    status: Mapping[str, Any],
+    policy: EffectivePolicy,
+    growth: Growth | None,
+    compaction_seconds: float | None,
+) -> Pressure | None:
+    """The projection for a table's scoped compaction (more than one partition, open
+    partitions on, compaction enabled), None otherwise or without growth."""
+    cfg = policy.data_compaction
+    if cfg is None or cfg.open_partition_quiet_minutes <= 0:
+        return None
+    if int(status.get("partition_count", 0)) <= 1:
+        return None
+    bound = OpenBound(
+        cfg.open_partition_max_small_files, cfg.min_input_files, lead_of(compaction_seconds)
+    )
+    return project(growth, bound)

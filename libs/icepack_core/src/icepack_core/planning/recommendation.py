@@ -32,7 +32,7 @@ from icepack_core.planning.prediction import (
     predict_rewrite_manifests,
     predict_rewrite_position_deletes,
 )
-from icepack_core.planning.pressure import Growth, OpenBound, Pressure, lead_of, project
+from icepack_core.planning.pressure import Growth, Pressure, table_pressure
 from icepack_core.planning.throttle import Throttle
 from icepack_core.policy import EffectivePolicy, SnapshotExpiryConfig
 from icepack_core.types import Action
@@ -151,6 +151,7 @@ def recommend(
     due_rule: DueRule | None = None,
     expiry_floor_hours: float = 1.0,
     open_skipped: Mapping[str, int] | None = None,
+    selected: Mapping[str, int | None] | None = None,
     growth: Growth | None = None,
     compaction_seconds: float | None = None,
 ) -> Recommendation:
@@ -177,6 +178,9 @@ def recommend(
             (they close after the compaction policy's quiet period; the due rule returns).
         expiry_floor_hours: ``ICEPACK_EXPIRY_MIN_AGE_HOURS``, the youngest a count-based
             expiry may expire.
+        selected: per action in ``last_runs``, how many partitions that run's scoped
+            compaction selected (None: not scoped); 0 with open partitions skipped means it
+            found only open ones, and the due rule waits for them to close.
         growth: the fullest partition's small files at two inspections since the last
             compaction (``planning.pressure``); None: no projection.
         compaction_seconds: how long the last compaction ran (the projection's lead).
@@ -191,7 +195,7 @@ def recommend(
         inspected_at=_parse(status.get("inspected_at")),
         newest_run_at=newest_run(last_runs),
     )
-    pressure = _pressure(status, policy, growth, compaction_seconds)
+    pressure = table_pressure(status, policy, growth, compaction_seconds)
     candidates = [
         _rewrite_data_files(status, policy, target_file_size_bytes, partitions, pressure),
         _rewrite_position_deletes(status, policy),
@@ -208,10 +212,12 @@ def recommend(
         if held is None and candidate.by_need:
             last = last_runs.get(candidate.action)
             after = (snapshots_after or {}).get(candidate.action)
-            reopens = _reopens_at(policy, last, (open_skipped or {}).get(candidate.action, 0))
+            skipped_open = (open_skipped or {}).get(candidate.action, 0)
+            reopens = _reopens_at(policy, last, skipped_open)
+            only_open = skipped_open > 0 and (selected or {}).get(candidate.action) == 0
             verdict = judge(
                 Need(candidate.action, _need_benefit(candidate), _rewrite_bytes(candidate)),
-                None if last is None else LastRun(last, after, reopens),
+                None if last is None else LastRun(last, after, reopens, only_open),
                 state,
                 now,
                 rule,
@@ -288,25 +294,6 @@ def _within_cadence(
             f"(would be: {candidate.reason})",
         )
     return None
-
-
-def _pressure(
-    status: Mapping[str, Any],
-    policy: EffectivePolicy,
-    growth: Growth | None,
-    compaction_seconds: float | None,
-) -> Pressure | None:
-    """The open-partition projection of a scoped compaction (a table of more than one
-    partition, open partitions on), None without growth."""
-    cfg = policy.data_compaction
-    if cfg is None or cfg.open_partition_quiet_minutes <= 0:
-        return None
-    if int(status.get("partition_count", 0)) <= 1:
-        return None
-    bound = OpenBound(
-        cfg.open_partition_max_small_files, cfg.min_input_files, lead_of(compaction_seconds)
-    )
-    return project(growth, bound)
 
 
 def _reopens_at(policy: EffectivePolicy, last: datetime | None, skipped: int) -> datetime | None:
@@ -436,7 +423,8 @@ def streaming_scope(params: dict[str, Any], pressure: Pressure) -> None:
     """A scoped compaction of a table whose open partitions grow: open partitions are
     compacted from the projection's level, closed ones from ``CLOSED_MIN_FILES`` small files
     (what the writer left in them when they closed), so they end at one file each."""
-    params["open_max_small_files"] = pressure.level
+    # The executor compacts an open partition *above* this many small files: from the level.
+    params["open_max_small_files"] = max(1, pressure.level - 1)
     params["options"]["min-input-files"] = str(CLOSED_MIN_FILES)
 
 
