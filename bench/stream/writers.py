@@ -18,8 +18,9 @@ Icepack does not depend on; the writer computes them with PyIceberg's own Python
 (``mmh3`` for the bucket, the Iceberg spec's hash), so the files carry exactly the partition
 values Iceberg's writers give.
 
-A commit that fails (``CommitFailedException``: another committer won, e.g. Icepack's rewrite)
-is redone on refreshed metadata and counted. At the end the process writes, per table, every
+A commit that fails (``CommitFailedException``: another committer won, e.g. Icepack's rewrite;
+``ValidationException``: an upsert's files were replaced meanwhile) is redone on refreshed
+metadata and counted. At the end the process writes, per table, every
 commit's latency, the failures, and the contents it expects (row count and checksum), to the
 spec's ``out`` file.
 """
@@ -41,7 +42,7 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -163,7 +164,10 @@ class Writer:
             try:
                 self.commit(rows)
                 break
-            except CommitFailedException:
+            except (CommitFailedException, ValidationException):
+                # ValidationException: a copy-on-write upsert whose files a rewrite replaced
+                # meanwhile (PyIceberg validates the files it deletes): redone on fresh
+                # metadata, as a sink does; it used to end the writer's thread.
                 out.failures += 1
                 self.table.refresh()
         else:
