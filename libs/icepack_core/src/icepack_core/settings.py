@@ -241,6 +241,12 @@ class Settings(BaseSettings):
     maintenance_min_interval_minutes: float = Field(5.0, ge=0, le=MAX_HOURS * 60)
     maintenance_min_benefit: float = Field(50.0, ge=0)
     maintenance_bytes_per_benefit: int = Field(128 * 1024 * 1024, ge=1)
+    # The interval between compactions of a table whose open partitions threaten their
+    # small-file bound (planning.pressure): a floor, so a hot table cannot loop on executors.
+    maintenance_pressure_interval_seconds: float = Field(60.0, ge=0, le=MAX_HOURS * 3600)
+    # The shortest span between the two statuses that growth is measured over (a table
+    # inspected every second would otherwise measure one commit's files as its rate).
+    maintenance_growth_span_seconds: float = Field(30.0, gt=0, le=24 * 3600)
     # Safety floor for expire_snapshots, whoever asks: never expire what is younger than this.
     expiry_min_age_hours: float = Field(1.0, ge=0, le=MAX_HOURS)
 

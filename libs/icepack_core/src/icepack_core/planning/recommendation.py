@@ -32,6 +32,7 @@ from icepack_core.planning.prediction import (
     predict_rewrite_manifests,
     predict_rewrite_position_deletes,
 )
+from icepack_core.planning.pressure import Growth, Pressure, table_pressure
 from icepack_core.planning.throttle import Throttle
 from icepack_core.policy import EffectivePolicy, SnapshotExpiryConfig
 from icepack_core.types import Action
@@ -67,6 +68,8 @@ class ActionIntent:
     # Objects the action removes beyond ``predicted.benefit`` (a delete application's delete
     # files: the prediction keeps delete files, since which ones go is not in the status).
     extra_benefit: int = 0
+    # A compaction's open-partition projection (``planning.pressure``), None without growth.
+    pressure: Pressure | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -148,6 +151,9 @@ def recommend(
     due_rule: DueRule | None = None,
     expiry_floor_hours: float = 1.0,
     open_skipped: Mapping[str, int] | None = None,
+    selected: Mapping[str, int | None] | None = None,
+    growth: Growth | None = None,
+    compaction_seconds: float | None = None,
 ) -> Recommendation:
     """Ordered action intents for one table.
 
@@ -172,6 +178,12 @@ def recommend(
             (they close after the compaction policy's quiet period; the due rule returns).
         expiry_floor_hours: ``ICEPACK_EXPIRY_MIN_AGE_HOURS``, the youngest a count-based
             expiry may expire.
+        selected: per action in ``last_runs``, how many partitions that run's scoped
+            compaction selected (None: not scoped); 0 with open partitions skipped means it
+            found only open ones, and the due rule waits for them to close.
+        growth: the fullest partition's small files at two inspections since the last
+            compaction (``planning.pressure``); None: no projection.
+        compaction_seconds: how long the last compaction ran (the projection's lead).
     """
     result = Recommendation()
     if not policy.maintenance_enabled:
@@ -183,8 +195,9 @@ def recommend(
         inspected_at=_parse(status.get("inspected_at")),
         newest_run_at=newest_run(last_runs),
     )
+    pressure = table_pressure(status, policy, growth, compaction_seconds)
     candidates = [
-        _rewrite_data_files(status, policy, target_file_size_bytes, partitions),
+        _rewrite_data_files(status, policy, target_file_size_bytes, partitions, pressure),
         _rewrite_position_deletes(status, policy),
         _rewrite_manifests(status, policy),
         _expire_snapshots(status, policy, now, expiry_floor_hours),
@@ -199,13 +212,16 @@ def recommend(
         if held is None and candidate.by_need:
             last = last_runs.get(candidate.action)
             after = (snapshots_after or {}).get(candidate.action)
-            reopens = _reopens_at(policy, last, (open_skipped or {}).get(candidate.action, 0))
+            skipped_open = (open_skipped or {}).get(candidate.action, 0)
+            reopens = _reopens_at(policy, last, skipped_open)
+            only_open = skipped_open > 0 and (selected or {}).get(candidate.action) == 0
             verdict = judge(
                 Need(candidate.action, _need_benefit(candidate), _rewrite_bytes(candidate)),
-                None if last is None else LastRun(last, after, reopens),
+                None if last is None else LastRun(last, after, reopens, only_open),
                 state,
                 now,
                 rule,
+                candidate.pressure,
             )
             if verdict.due:
                 candidate = replace(candidate, reason=f"{candidate.reason}; {verdict.reason}")
@@ -219,6 +235,8 @@ def recommend(
             continue
         result.actions.append(candidate)
     result.actions.sort(key=lambda a: Action(a.action).rank)
+    if pressure is not None and pressure.threat_at is not None:
+        replan.append(pressure.threat_at)  # plan again when the open partition reaches its level
     return replace(result, replan_at=min(replan, default=None))
 
 
@@ -226,13 +244,16 @@ def due_rule_of(
     policy: EffectivePolicy,
     min_benefit: float = DueRule.min_benefit,
     bytes_per_benefit: int = DueRule.bytes_per_benefit,
+    pressure_interval_seconds: float = DueRule.pressure_interval.total_seconds(),
 ) -> DueRule:
-    """The due rule for a table: its policy's interval and cadence, the fleet's threshold."""
+    """The due rule for a table: its policy's interval and cadence, the fleet's threshold
+    and pressure interval."""
     return DueRule(
         min_interval=timedelta(minutes=policy.min_interval_minutes),
         min_benefit=min_benefit,
         bytes_per_benefit=bytes_per_benefit,
         cadence=timedelta(hours=policy.cadence_hours),
+        pressure_interval=timedelta(seconds=pressure_interval_seconds),
     )
 
 
@@ -301,6 +322,7 @@ def _rewrite_data_files(
     policy: EffectivePolicy,
     table_target: int | None,
     partitions: Sequence[PartitionStat] | None,
+    pressure: Pressure | None = None,
 ) -> ActionIntent | Skip:
     action = Action.REWRITE_DATA_FILES
     cfg = policy.data_compaction
@@ -360,6 +382,11 @@ def _rewrite_data_files(
         params["max_partitions"] = cfg.max_partitions_per_run
         params["open_quiet_seconds"] = cfg.open_partition_quiet_minutes * 60
         params["open_max_small_files"] = cfg.open_partition_max_small_files
+        if pressure is not None:
+            held = _open_only(status, cfg.min_input_files, pressure)
+            if held is not None:
+                return held
+            streaming_scope(params, pressure)
     rewrite_bytes = small_bytes
     if partitions and not applies_deletes:
         needing = sorted(
@@ -383,6 +410,34 @@ def _rewrite_data_files(
         predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target),
         by_need=True,
         extra_benefit=(eq_deletes + pos_deletes) if applies_deletes else 0,
+        pressure=None if "open_max_small_files" not in params else pressure,
+    )
+
+
+# A closed partition of a table being written holds at most this many data files once
+# compacted: its last open small files and the compacted file are rewritten to target once.
+CLOSED_MIN_FILES = 2
+
+
+def streaming_scope(params: dict[str, Any], pressure: Pressure) -> None:
+    """A scoped compaction of a table whose open partitions grow: open partitions are
+    compacted from the projection's level, closed ones from ``CLOSED_MIN_FILES`` small files
+    (what the writer left in them when they closed), so they end at one file each."""
+    # The executor compacts an open partition *above* this many small files: from the level.
+    params["open_max_small_files"] = max(1, pressure.level - 1)
+    params["options"]["min-input-files"] = str(CLOSED_MIN_FILES)
+
+
+def _open_only(status: Mapping[str, Any], min_files: int, pressure: Pressure) -> Skip | None:
+    """Not due while every small file that could qualify is in the open partition, below the
+    level (a run would skip it and do nothing): the projection says when it reaches it."""
+    others = int(status["small_file_count"]) - pressure.small_now
+    if pressure.threatened or others >= min_files:
+        return None
+    return Skip(
+        Action.REWRITE_DATA_FILES,
+        f"not due: {others} small files outside the fullest open partition (< min_input_files "
+        f"{min_files}); {pressure.reason()}",
     )
 
 
