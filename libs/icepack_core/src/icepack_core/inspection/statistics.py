@@ -88,8 +88,9 @@ def refs_of(entries: Iterable[Any]) -> tuple[StatisticsRef, ...]:
         if isinstance(sid, bool) or not isinstance(sid, int):
             continue
         size = entry.get("file-size-in-bytes")
-        good = isinstance(size, int) and not isinstance(size, bool) and 0 <= size <= _LONG_MAX
-        refs.append(StatisticsRef(sid, int(size) if good else 0))
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= _LONG_MAX:
+            size = 0
+        refs.append(StatisticsRef(sid, size))
     return tuple(refs)
 
 
