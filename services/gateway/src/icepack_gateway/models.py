@@ -19,6 +19,7 @@ from icepack_core.policy import (
     MetadataCompactionConfig,
     OrphanFileRemovalConfig,
     SnapshotExpiryConfig,
+    TableStatisticsConfig,
 )
 from icepack_core.types import (
     Action,
@@ -454,6 +455,9 @@ class PolicyConfigs(Model):
     metadata_compaction: MetadataCompactionConfig | None = Field(alias="system.metadata-compaction")
     snapshot_expiry: SnapshotExpiryConfig | None = Field(alias="system.snapshot-expiry")
     orphan_file_removal: OrphanFileRemovalConfig | None = Field(alias="system.orphan-file-removal")
+    table_statistics: TableStatisticsConfig | None = Field(
+        default=None, alias="icepack.table-statistics"
+    )
 
 
 class EffectivePolicy(Model):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from icepack_core.inspection.status import StatisticsFreshness
 
@@ -131,3 +131,58 @@ def freshness(
             files += link.added_data_files
         node = link.parent_id
     return missing
+
+
+@dataclass(frozen=True, slots=True)
+class StalenessRule:
+    """When statistics that exist are stale: the table moved ``after_snapshots`` snapshots
+    past them (None: never by count), or rows were added amounting to ``added_rows_share`` of
+    its rows. The health rule and the planner share it (``icepack.table-statistics``)."""
+
+    after_snapshots: int | None = 100
+    added_rows_share: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.after_snapshots is not None and self.after_snapshots < 1:
+            raise ValueError(f"after_snapshots={self.after_snapshots} must be at least 1")
+        if not self.added_rows_share > 0:
+            raise ValueError(f"added_rows_share={self.added_rows_share} must be above 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Staleness:
+    """The verdict on one kind of statistics. For ``stale``, ``value >= threshold`` holds and
+    names the measure that crossed (snapshots behind, or the added rows' share)."""
+
+    state: Literal["fresh", "stale", "missing"]
+    reason: str
+    value: float | int | None = None
+    threshold: float | int | None = None
+
+
+def added_share(f: StatisticsFreshness, record_count: int) -> float:
+    """Rows added since the statistics over the table's rows now (4 decimals)."""
+    return round((f.added_records or 0) / max(record_count, 1), 4)
+
+
+def staleness(
+    f: StatisticsFreshness, record_count: int, rule: StalenessRule, kind: str = "statistics"
+) -> Staleness:
+    """Whether ``f`` is missing, stale by ``rule`` or fresh, and why (in words)."""
+    if f.snapshot_id is None or f.snapshots_behind is None:
+        others = f" ({f.files} for snapshots off the current lineage)" if f.files else ""
+        return Staleness(
+            "missing", f"no {kind} describe the current snapshot or an ancestor{others}"
+        )
+    behind = f.snapshots_behind
+    share = added_share(f, record_count)
+    where = (
+        f"{kind} describe snapshot {f.snapshot_id}, {behind} snapshots behind the current one "
+        f"({f.added_records} rows, {f.added_data_files} data files added since: {share:.1%} "
+        f"of {record_count} rows)"
+    )
+    if rule.after_snapshots is not None and behind >= rule.after_snapshots:
+        return Staleness("stale", where, behind, rule.after_snapshots)
+    if behind > 0 and share >= rule.added_rows_share:
+        return Staleness("stale", where, share, rule.added_rows_share)
+    return Staleness("fresh", where)
