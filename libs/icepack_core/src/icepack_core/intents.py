@@ -150,6 +150,34 @@ class RemoveOrphanFilesParams(_Model):
         return _utc(value)
 
 
+MAX_STATISTICS_COLUMNS = 1000
+
+
+class ComputeTableStatsParams(_Model):
+    """Iceberg's ``compute_table_stats`` of the current snapshot: a Puffin file of NDV
+    sketches (``apache-datasketches-theta-v1``) for ``columns`` (empty: every column Iceberg
+    supports). Metadata-only: no snapshot is committed (``execution.statistics``)."""
+
+    columns: list[str] = Field(default_factory=list, max_length=MAX_STATISTICS_COLUMNS)
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, value: list[str]) -> list[str]:
+        for index, column in enumerate(value):
+            if not 1 <= len(column) <= 255 or any(ord(c) < 32 or ord(c) == 127 for c in column):
+                raise ValueError(
+                    f"columns[{index}]: {column!r} must be a column name of 1 to 255 "
+                    "characters without control characters"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("a column is named twice")
+        return value
+
+
+class ComputePartitionStatsParams(_Model):
+    """Nothing to choose: Iceberg's ``compute_partition_stats`` of the current snapshot."""
+
+
 class PurgeQuarantineParams(_Model):
     """Nothing to choose: every quarantined file of the table whose window has passed."""
 
@@ -198,6 +226,20 @@ class RemoveOrphanFiles(_Intent):
     params: RemoveOrphanFilesParams
 
 
+class ComputeTableStats(_Intent):
+    action: Literal[Action.COMPUTE_TABLE_STATS] = Action.COMPUTE_TABLE_STATS
+    params: ComputeTableStatsParams = Field(default_factory=ComputeTableStatsParams)
+
+
+class ComputePartitionStats(_Intent):
+    action: Literal[Action.COMPUTE_PARTITION_STATS] = Action.COMPUTE_PARTITION_STATS
+    params: ComputePartitionStatsParams = Field(default_factory=ComputePartitionStatsParams)
+
+
+# Actions that add statistics files to the metadata and commit no snapshot.
+STATISTICS_INTENTS = (ComputeTableStats, ComputePartitionStats)
+
+
 class PurgeQuarantine(_Intent):
     action: Literal[Action.PURGE_QUARANTINE] = Action.PURGE_QUARANTINE
     params: PurgeQuarantineParams = Field(default_factory=PurgeQuarantineParams)
@@ -215,6 +257,8 @@ Intent = Annotated[
     RewriteDataFiles
     | RewritePositionDeleteFiles
     | RewriteManifests
+    | ComputeTableStats
+    | ComputePartitionStats
     | ExpireSnapshots
     | RemoveOrphanFiles
     | PurgeQuarantine

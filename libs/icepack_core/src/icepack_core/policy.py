@@ -1,7 +1,8 @@
 """Maintenance policies: Polaris-compatible types, inheritance, and table-property overrides.
 
 A policy has a type (``system.data-compaction``, ``system.metadata-compaction``,
-``system.snapshot-expiry``, ``system.orphan-file-removal``), ``enable`` and a typed ``config``;
+``system.snapshot-expiry``, ``system.orphan-file-removal``, and Icepack's own
+``icepack.table-statistics``), ``enable`` and a typed ``config``;
 it is attached to a catalog, a namespace or a table. For each type the most specific attachment
 wins (table > deepest namespace > catalog > defaults), as in Polaris; then table properties
 ``icepack.*`` override last. Invalid values are rejected with a message naming the key.
@@ -114,17 +115,54 @@ class OrphanFileRemovalConfig(_Config):
         return self
 
 
+class TableStatisticsConfig(_Config):
+    """Keep statistics current: Iceberg's ``compute_table_stats`` (Puffin NDV sketches, read
+    by cost-based optimizers) and ``compute_partition_stats``. Off unless enabled: the table
+    statistics read every row of their columns (a full scan), and only engines with a
+    cost-based optimizer that reads them gain anything, which a fleet default cannot know.
+
+    Statistics are *stale* once the table has moved ``stale_after_snapshots`` snapshots past
+    the snapshot they describe, or rows were added amounting to ``stale_added_rows_share`` of
+    the table's rows (``inspection.statistics.staleness``); *missing* when no statistics
+    describe the current snapshot or one of its ancestors. Either makes them due."""
+
+    # The columns to sketch (top-level or dotted nested names); empty: every column Iceberg
+    # supports (compute_table_stats' own default).
+    columns: list[str] = Field(default_factory=list, max_length=1000)
+    table_stats: bool = True
+    partition_stats: bool = True
+    # None: the snapshot count alone never makes them stale.
+    stale_after_snapshots: int | None = Field(100, ge=1, le=1_000_000)
+    stale_added_rows_share: float = Field(0.2, gt=0, le=1000)
+
+    @model_validator(mode="after")
+    def _valid(self) -> TableStatisticsConfig:
+        for index, column in enumerate(self.columns):
+            if not column or len(column) > 255 or any(ord(c) < 32 for c in column):
+                raise ValueError(
+                    f"columns[{index}]: {column!r} must be a column name of 1 to 255 "
+                    "characters without control characters"
+                )
+        if len(set(self.columns)) != len(self.columns):
+            raise ValueError("columns: a column is named twice")
+        if not (self.table_stats or self.partition_stats):
+            raise ValueError("table_stats and partition_stats are both false: disable the policy")
+        return self
+
+
 CONFIG_TYPES: dict[str, type[_Config]] = {
     PolicyType.DATA_COMPACTION: DataCompactionConfig,
     PolicyType.METADATA_COMPACTION: MetadataCompactionConfig,
     PolicyType.SNAPSHOT_EXPIRY: SnapshotExpiryConfig,
     PolicyType.ORPHAN_FILE_REMOVAL: OrphanFileRemovalConfig,
+    PolicyType.TABLE_STATISTICS: TableStatisticsConfig,
 }
 DEFAULT_ENABLED = {
     PolicyType.DATA_COMPACTION: True,
     PolicyType.METADATA_COMPACTION: True,
     PolicyType.SNAPSHOT_EXPIRY: True,
     PolicyType.ORPHAN_FILE_REMOVAL: False,  # the one action that can destroy data
+    PolicyType.TABLE_STATISTICS: False,  # a full scan per run: opt in (TableStatisticsConfig)
 }
 
 
@@ -175,6 +213,7 @@ class EffectivePolicy:
     sources: Mapping[str, str]
     # The least time between two maintenance runs on the table (planning.due).
     min_interval_minutes: float = 5.0
+    table_statistics: TableStatisticsConfig | None = None  # None: disabled (the default)
 
 
 def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | None:
@@ -207,6 +246,11 @@ PROPERTY_OVERRIDES: dict[str, tuple[PolicyType, str]] = {
     "icepack.snapshot-expiry.max-count": (PolicyType.SNAPSHOT_EXPIRY, "max_snapshots"),
     "icepack.orphan-removal.enabled": (PolicyType.ORPHAN_FILE_REMOVAL, "enable"),
     "icepack.orphan-removal.older-than-hours": (PolicyType.ORPHAN_FILE_REMOVAL, "older_than_hours"),
+    "icepack.statistics.enabled": (PolicyType.TABLE_STATISTICS, "enable"),
+    "icepack.statistics.stale-after-snapshots": (
+        PolicyType.TABLE_STATISTICS,
+        "stale_after_snapshots",
+    ),
 }
 MAINTENANCE_ENABLED = "icepack.maintenance.enabled"
 CADENCE_HOURS = "icepack.maintenance.cadence-hours"
@@ -344,4 +388,5 @@ def resolve(
         orphan_file_removal=configs[PolicyType.ORPHAN_FILE_REMOVAL],  # type: ignore[arg-type]
         sources=sources,
         min_interval_minutes=min_interval,
+        table_statistics=configs[PolicyType.TABLE_STATISTICS],  # type: ignore[arg-type]
     )

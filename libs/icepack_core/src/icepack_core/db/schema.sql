@@ -746,7 +746,7 @@ CREATE TABLE icepack.policies (
     config jsonb DEFAULT '{}'::jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT policies_policy_type_check CHECK ((policy_type ~ '^system\.[a-z-]+$'::text)),
+    CONSTRAINT policies_policy_type_check CHECK ((policy_type ~ '^(system|icepack)\.[a-z-]+$'::text)),
     CONSTRAINT policies_scope_check CHECK ((scope = ANY (ARRAY['catalog'::text, 'namespace'::text, 'table'::text]))),
     CONSTRAINT policies_scope_target CHECK ((((scope = 'catalog'::text) AND (namespace IS NULL) AND (table_name IS NULL)) OR ((scope = 'namespace'::text) AND (namespace IS NOT NULL) AND (table_name IS NULL)) OR ((scope = 'table'::text) AND (namespace IS NOT NULL) AND (table_name IS NOT NULL))))
 );

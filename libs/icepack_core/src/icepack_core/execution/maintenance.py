@@ -38,9 +38,11 @@ from icepack_core.execution.partition_filter import (
     scope_partitions,
 )
 from icepack_core.execution.quarantine import is_quarantined
+from icepack_core.execution.statistics import compute_statistics
 from icepack_core.execution.verification import Guard, RewriteVerifier, TableLoader
 from icepack_core.intents import (
     LEDGER_INTENTS,
+    STATISTICS_INTENTS,
     ExpireSnapshots,
     Intent,
     RemoveOrphanFiles,
@@ -333,6 +335,11 @@ class TableMaintenance:
                 else await self.current_snapshot_id()
             )
         outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
+        if isinstance(intent, STATISTICS_INTENTS):  # metadata-only, with its own evidence
+            sql, output = await compute_statistics(self.engine, self.ref, intent, self.metadata)
+            outcome.sql.extend(sql)
+            outcome.output.update(output)
+            return outcome
         if isinstance(intent, ExpireSnapshots) and self.expiry is not None:
             await self.expiry.expire(self.engine, self.ref, intent, outcome)
             return outcome

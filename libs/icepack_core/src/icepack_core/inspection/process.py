@@ -16,8 +16,14 @@ import structlog
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.text import storable, unstorable_properties
-from icepack_core.errors import InspectionFailed
-from icepack_core.inspection.health import Assessment, Thresholds, assess, inspection_failed
+from icepack_core.errors import InspectionFailed, PolicyError
+from icepack_core.inspection.health import (
+    Assessment,
+    Thresholds,
+    assess,
+    inspection_failed,
+    with_statistics_policy,
+)
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import (
@@ -26,6 +32,7 @@ from icepack_core.inspection.store import (
     latest_status,
     record_inspection,
 )
+from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.queue.work_items import DeadHolder, WorkItem, WorkQueue
 from icepack_core.settings import Settings
 from icepack_core.telemetry.logs import redact_text
@@ -99,7 +106,8 @@ class TableInspections:
             assessment = inspection_failed(storable(message))
             INSPECTION_DURATION.record(0, {"outcome": "failed"})
         else:
-            assessment = assess(status, self.thresholds, now)
+            thresholds = await self._thresholds(row)
+            assessment = assess(status, thresholds, now)
             labels = {"inspector": status.inspector, "outcome": "ok"}
             INSPECTION_DURATION.record(status.inspect_ms, labels)
             MANIFESTS_READ.add(status.manifests_read, labels)
@@ -117,6 +125,29 @@ class TableInspections:
             manifests_cached=status.manifests_cached if status else None,
         )
         return Outcome(table_id, status, assessment, recorded)
+
+    async def _thresholds(self, row: asyncpg.Record) -> Thresholds:
+        """The health thresholds of one table: its ``icepack.table-statistics`` policy, when
+        enabled, sets the statistics rules (``health.with_statistics_policy``). An invalid
+        policy keeps the defaults: the planner reports it, health is not the place."""
+        rows = await self.pool.fetch(load_query("policy_list_catalog"), row["catalog"])
+        attachments = [
+            PolicyAttachment(
+                r["policy_type"],
+                r["scope"],
+                r["catalog"],
+                r["namespace"],
+                r["table_name"],
+                r["enabled"],
+                r["config"],
+            )
+            for r in rows
+        ]
+        try:
+            policy = resolve(attachments, row["namespace"], row["name"], row["properties"] or {})
+        except PolicyError:
+            return self.thresholds
+        return with_statistics_policy(self.thresholds, policy.table_statistics)
 
     async def process(self, item: WorkItem) -> None:
         """``run_event_service``'s callback."""

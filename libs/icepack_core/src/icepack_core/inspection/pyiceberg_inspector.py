@@ -21,6 +21,7 @@ from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.manifest_list import ManifestRef, inline_refs, read_list
 from icepack_core.inspection.manifests import ManifestAggregate, Totals, read_manifest
 from icepack_core.inspection.metadata import MetadataView, read_metadata
+from icepack_core.inspection.statistics import freshness
 from icepack_core.inspection.status import (
     TableStatus,
     describe_error,
@@ -133,6 +134,12 @@ def history_metrics(view: MetadataView) -> dict[str, Any]:
         "current_snapshot_at": format_ts(current.timestamp_ms) if current else None,
         "metadata_log_count": view.metadata_log_count,
         "ref_count": view.ref_count,
+        "table_statistics": freshness(
+            current.snapshot_id if current else None, view.links, view.table_statistics
+        ),
+        "partition_statistics": freshness(
+            current.snapshot_id if current else None, view.links, view.partition_statistics
+        ),
     }
 
 

@@ -71,13 +71,28 @@ def ratio(measured: float, predicted: float) -> float | None:
 
 
 @dataclass(frozen=True)
+class StatisticsEffect:
+    """What a statistics action is predicted to leave: statistics describing ``snapshot_id``
+    (the current snapshot), written in a file of about ``bytes_written`` bytes (the size of the
+    file it replaces; None without one to scale from). Measured by ``execution.outcome``."""
+
+    snapshot_id: int | None
+    bytes_written: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"present_for_current": True, **vars(self)}
+
+
+@dataclass(frozen=True)
 class PredictedEffect:
     """One action's predicted effect: the table's shape before and after, and the bytes it
-    rewrites (what it charges a rewrite budget)."""
+    rewrites (what it charges a rewrite budget); for a statistics action, also what it
+    writes (``statistics``)."""
 
     before: Shape
     after: Shape
     rewrite_bytes: int
+    statistics: StatisticsEffect | None = None
 
     @property
     def benefit(self) -> int:
@@ -85,12 +100,15 @@ class PredictedEffect:
         return max(0, benefit(self.before, self.after))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "before": self.before.to_json(),
             "after": self.after.to_json(),
             "rewrite_bytes": self.rewrite_bytes,
             "benefit": self.benefit,
         }
+        if self.statistics is not None:
+            doc["statistics"] = self.statistics.to_json()
+        return doc
 
 
 def predict_rewrite_data_files(
@@ -136,3 +154,12 @@ def predict_expire_snapshots(before: Shape, retain_last: int) -> PredictedEffect
     are not in the status, so this is the most it can expire). Benefit 0 by definition."""
     after = replace(before, snapshots=min(before.snapshots, max(1, retain_last)))
     return PredictedEffect(before, after, 0)
+
+
+def predict_statistics(
+    before: Shape, snapshot_id: int | None, previous_bytes: int | None
+) -> PredictedEffect:
+    """A statistics action: the shape does not change (no snapshot is committed, benefit 0:
+    a scan opens the same files), it rewrites no data (it reads it) and it leaves statistics
+    for ``snapshot_id`` in a file about as large as the one it replaces (``previous_bytes``)."""
+    return PredictedEffect(before, before, 0, StatisticsEffect(snapshot_id, previous_bytes))

@@ -33,9 +33,10 @@ from icepack_core.planning.prediction import (
     predict_rewrite_position_deletes,
 )
 from icepack_core.planning.pressure import Growth, Pressure, table_pressure
+from icepack_core.planning.statistics import Proposal, statistics_candidates, statistics_gate
 from icepack_core.planning.throttle import Throttle
 from icepack_core.policy import EffectivePolicy, SnapshotExpiryConfig
-from icepack_core.types import Action
+from icepack_core.types import STATISTICS_ACTIONS, Action
 
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
 
@@ -202,6 +203,7 @@ def recommend(
         _rewrite_manifests(status, policy),
         _expire_snapshots(status, policy, now, expiry_floor_hours),
         _remove_orphans(policy, now),
+        *(_statistics(p) for p in statistics_candidates(status, policy)),
     ]
     replan: list[datetime] = []
     for candidate in candidates:
@@ -228,6 +230,17 @@ def recommend(
             else:
                 held = Skip(candidate.action, f"{verdict.reason} (would be: {candidate.reason})")
                 replan.extend([verdict.replan_at] if verdict.replan_at else [])
+        elif held is None and candidate.action in STATISTICS_ACTIONS:
+            why = statistics_gate(
+                candidate.reason,
+                last_runs.get(candidate.action),
+                (snapshots_after or {}).get(candidate.action),
+                status,
+                state.inspected_at,
+                policy.cadence_hours,
+                now,
+            )
+            held = None if why is None else Skip(candidate.action, why)
         elif held is None:
             held = _within_cadence(candidate, policy, last_runs.get(candidate.action), now)
         if held is not None:
@@ -238,6 +251,12 @@ def recommend(
     if pressure is not None and pressure.threat_at is not None:
         replan.append(pressure.threat_at)  # plan again when the open partition reaches its level
     return replace(result, replan_at=min(replan, default=None))
+
+
+def _statistics(proposal: Proposal) -> ActionIntent | Skip:
+    if proposal.predicted is None:
+        return Skip(proposal.action, proposal.reason)
+    return ActionIntent(proposal.action, proposal.reason, proposal.params, {}, proposal.predicted)
 
 
 def due_rule_of(
