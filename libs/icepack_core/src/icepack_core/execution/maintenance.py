@@ -57,6 +57,7 @@ from icepack_core.spark.sql import (
     ProcedureValue,
     procedure_call,
     qualified_name,
+    quote_identifier,
     spark_conf_reset,
     spark_conf_set,
     spark_conf_settings,
@@ -141,6 +142,16 @@ class Expiry(Protocol):
     ) -> None: ...
 
 
+def strategy_args(params: RewriteDataFilesParams) -> dict[str, ProcedureValue]:
+    """``strategy`` (and for z-order ``sort_order``) of a ``rewrite_data_files`` call: zorder
+    is Iceberg's sort strategy with ``sort_order => 'zorder(`a`,`b`)'``, each column quoted by
+    the one quoting function (the whole text then travels as an escaped string literal)."""
+    if params.strategy != "zorder":
+        return {"strategy": params.strategy}
+    columns = ",".join(quote_identifier(c) for c in params.zorder_columns)
+    return {"strategy": "sort", "sort_order": f"zorder({columns})"}
+
+
 def procedure_args(
     intent: Intent, table: TableRef, *, location: str | None = None
 ) -> tuple[str, dict[str, ProcedureValue]]:
@@ -152,7 +163,7 @@ def procedure_args(
     """
     args: dict[str, ProcedureValue] = {"table": table}
     if isinstance(intent, RewriteDataFiles):
-        args["strategy"] = intent.params.strategy
+        args.update(strategy_args(intent.params))
         args["options"] = dict(intent.params.options)
         if intent.params.where:
             args["where"] = intent.params.where
