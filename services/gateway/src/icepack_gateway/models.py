@@ -182,6 +182,14 @@ class PredictedEffect(Model):
     )
 
 
+class OverlapDepth(Model):
+    """A table's mean overlap depth on its clustering key (``inspection.clustering``): how many
+    files of its partition a data file's key range overlaps, itself included (1: clustered)."""
+
+    before: float | None
+    after: float | None
+
+
 class PredictedAction(Model):
     """One action of a planned job and its predicted effect (``before``/``after`` null when the
     action predicts no table shape: orphan removal)."""
@@ -191,6 +199,9 @@ class PredictedAction(Model):
     after: TableShape | None
     rewrite_bytes: int
     benefit: int
+    overlap_depth: OverlapDepth | None = Field(
+        default=None, description="sort/z-order: the key's mean overlap depth before -> after"
+    )
 
 
 class JobPrediction(Model):
@@ -221,6 +232,9 @@ class MeasuredAction(Model):
     ratio: float | None = Field(description="measured / predicted benefit; null without one")
     own: OwnCommits | None = Field(
         default=None, description="present when writers committed: benefit is the rewrite's own"
+    )
+    overlap_depth: OverlapDepth | None = Field(
+        default=None, description="sort/z-order: the key's mean overlap depth before -> after"
     )
 
 

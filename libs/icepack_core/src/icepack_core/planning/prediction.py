@@ -71,6 +71,18 @@ def ratio(measured: float, predicted: float) -> float | None:
 
 
 @dataclass(frozen=True)
+class OverlapDepth:
+    """A table's mean overlap depth on its clustering key (``inspection.clustering``), before
+    and after a sort or z-order rewrite."""
+
+    before: float
+    after: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"before": self.before, "after": self.after}
+
+
+@dataclass(frozen=True)
 class PredictedEffect:
     """One action's predicted effect: the table's shape before and after, and the bytes it
     rewrites (what it charges a rewrite budget)."""
@@ -78,6 +90,8 @@ class PredictedEffect:
     before: Shape
     after: Shape
     rewrite_bytes: int
+    # Sort and z-order: the table's mean overlap depth on the key, before -> after.
+    overlap_depth: OverlapDepth | None = None
 
     @property
     def benefit(self) -> int:
@@ -85,12 +99,15 @@ class PredictedEffect:
         return max(0, benefit(self.before, self.after))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "before": self.before.to_json(),
             "after": self.after.to_json(),
             "rewrite_bytes": self.rewrite_bytes,
             "benefit": self.benefit,
         }
+        if self.overlap_depth is not None:
+            found["overlap_depth"] = self.overlap_depth.to_json()
+        return found
 
 
 def predict_rewrite_data_files(
@@ -136,3 +153,30 @@ def predict_expire_snapshots(before: Shape, retain_last: int) -> PredictedEffect
     are not in the status, so this is the most it can expire). Benefit 0 by definition."""
     after = replace(before, snapshots=min(before.snapshots, max(1, retain_last)))
     return PredictedEffect(before, after, 0)
+
+
+def predict_clustering(
+    files: int,
+    depth: float,
+    loose_partitions: int,
+    loose_files: int,
+    loose_bytes: int,
+    loose_depth: float,
+    target_file_size: int,
+) -> tuple[OverlapDepth, int, int]:
+    """A sort or z-order rewrite of the partitions whose depth exceeds the policy's bound
+    (``loose_*``): each becomes files of ``target_file_size`` with disjoint key ranges, so its
+    depth becomes 1; the other partitions keep theirs. Returns the table's depth before ->
+    after, the files the rewritten partitions hold afterwards (at least one per partition, never
+    more than before) and the **clustering benefit**: files a query filtering on the key no
+    longer opens, ``loose_partitions * (loose_depth - 1)`` (one lookup per rewritten
+    partition opened ``loose_depth`` files and opens one)."""
+    if loose_files <= 0:
+        return OverlapDepth(depth, depth), 0, 0
+    wanted = max(loose_partitions, math.ceil(max(0, loose_bytes) / max(1, target_file_size)))
+    written = min(loose_files, wanted)
+    kept = files - loose_files
+    kept_depth_sum = max(0.0, depth * files - loose_depth * loose_files)
+    after = (kept_depth_sum + written) / max(1, kept + written)
+    gain = max(0, round(loose_partitions * (loose_depth - 1)))
+    return OverlapDepth(round(depth, 4), round(after, 4)), written, gain
