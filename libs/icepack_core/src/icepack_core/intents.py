@@ -26,9 +26,11 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from icepack_core.errors import IntentError
+from icepack_core.policy import MAX_ZORDER_COLUMNS, zorder_problem
 from icepack_core.types import Action
 
 MAX_ACTIONS = 10
@@ -94,7 +96,14 @@ def _utc(value: datetime) -> datetime:
 
 
 class RewriteDataFilesParams(_Model):
-    strategy: Literal["binpack", "sort"] = "binpack"
+    # zorder runs Iceberg's sort strategy with ``sort_order => 'zorder(<columns>)'``, each
+    # column quoted by ``spark.sql.quote_identifier``; sort uses the table's sort order.
+    strategy: Literal["binpack", "sort", "zorder"] = "binpack"
+    zorder_columns: list[str] = Field(default_factory=list, max_length=MAX_ZORDER_COLUMNS)
+    # sort/zorder: the executor also selects partitions whose files' mean overlap depth on the
+    # key exceeds this (inspection.clustering), and rewrites all their files. None: only
+    # partitions with enough small files, as for binpack.
+    max_overlap_depth: float | None = Field(default=None, ge=1.0, le=1_000_000)
     options: dict[str, str] = Field(default_factory=dict)
     # "partitions": the executor narrows the rewrite to partitions with enough small files.
     scope: Literal["table", "partitions"] | None = Field(default=None)
@@ -114,6 +123,15 @@ class RewriteDataFilesParams(_Model):
     @classmethod
     def _options(cls, value: dict[str, str]) -> dict[str, str]:
         return _check_options(value, REWRITE_DATA_OPTIONS)
+
+    @model_validator(mode="after")
+    def _zorder_key(self) -> RewriteDataFilesParams:
+        problem = zorder_problem(self.strategy, self.zorder_columns)
+        if problem is not None:
+            raise ValueError(problem)
+        if self.max_overlap_depth is not None and self.strategy == "binpack":
+            raise ValueError("max_overlap_depth is only used with strategy sort or zorder")
+        return self
 
 
 class RewritePositionDeleteFilesParams(_Model):

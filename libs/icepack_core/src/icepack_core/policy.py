@@ -11,7 +11,7 @@ wins (table > deepest namespace > catalog > defaults), as in Polaris; then table
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,6 +26,30 @@ POLICY_TYPES = tuple(PolicyType)
 _ABSOLUTE_LOCATION = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.\-]*:)?/")
 # Orphan removal deletes files: anything younger than this may belong to a writer still in flight.
 ORPHAN_SAFE_HOURS = 72.0
+MAX_ZORDER_COLUMNS = 16
+# A column name as a policy may give it: printable, no control or bidi characters (the SQL
+# quoting refuses those anyway); whether the table has it is checked against its schema.
+_COLUMN_NAME = re.compile(r"^[^\x00-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]{1,255}$")
+
+
+def zorder_problem(strategy: str, columns: Sequence[str]) -> str | None:
+    """What is wrong with a strategy's z-order key, or None (its shape only: whether the table
+    has the columns is checked against its schema, ``inspection.clustering.key_fields``)."""
+    if strategy == "zorder" and not columns:
+        return "strategy zorder needs zorder_columns (at least one column name)"
+    if strategy != "zorder" and columns:
+        return f"zorder_columns is only used with strategy zorder, not {strategy!r}"
+    seen: set[str] = set()
+    for index, name in enumerate(columns):
+        if not _COLUMN_NAME.match(name):
+            return (
+                f"zorder_columns[{index}]: {name!r} is not a column name (1-255 characters, no "
+                "control or bidi characters)"
+            )
+        if name in seen:
+            return f"zorder_columns[{index}]: {name!r} is given twice"
+        seen.add(name)
+    return None
 
 
 class _Config(BaseModel):
@@ -39,7 +63,17 @@ class DataCompactionConfig(_Config):
     target_file_size_bytes: int | None = Field(None, gt=0)
     # Iceberg's binpack needs >= 5 input files per group before a rewrite pays off.
     min_input_files: int = Field(5, ge=2)
-    strategy: Literal["binpack", "sort"] = "binpack"
+    # binpack: small files into target-sized ones. sort: each rewritten partition sorted by
+    # the table's sort order (a table without one falls back to binpack, the recommendation
+    # says why). zorder: sorted by the z-order of ``zorder_columns``. sort and zorder are also
+    # proposed for well-sized files whose key ranges overlap (inspection.clustering).
+    strategy: Literal["binpack", "sort", "zorder"] = "binpack"
+    # The z-order key (strategy zorder only): column names, each checked against the table's
+    # schema when the table is inspected and again before the rewrite runs.
+    zorder_columns: list[str] = Field(default_factory=list, max_length=MAX_ZORDER_COLUMNS)
+    # A partition whose files' mean overlap depth on the key exceeds this is rewritten (sort,
+    # zorder); 1 is perfectly clustered. A partition at or below it is left alone.
+    max_overlap_depth: float = Field(2.0, ge=1.0, le=1_000_000)
     rewrite_delete_files: bool = True
     # A data file with at least this many delete files is rewritten with its deletes applied
     # (Iceberg's ``delete-file-threshold``).
@@ -54,6 +88,13 @@ class DataCompactionConfig(_Config):
     # (execution.metadata_scope). 0 treats every partition as closed.
     open_partition_quiet_minutes: float = Field(10.0, ge=0, le=7 * 24 * 60)
     open_partition_max_small_files: int = Field(100, ge=1, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _zorder_key(self) -> DataCompactionConfig:
+        problem = zorder_problem(self.strategy, self.zorder_columns)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 class MetadataCompactionConfig(_Config):

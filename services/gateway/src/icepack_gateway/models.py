@@ -200,6 +200,14 @@ class PredictedEffect(Model):
     statistics: PredictedStatistics | None = None
 
 
+class OverlapDepth(Model):
+    """A table's mean overlap depth on its clustering key (``inspection.clustering``): how many
+    files of its partition a data file's key range overlaps, itself included (1: clustered)."""
+
+    before: float | None
+    after: float | None
+
+
 class PredictedAction(Model):
     """One action of a planned job and its predicted effect (``before``/``after`` null when the
     action predicts no table shape: orphan removal)."""
@@ -210,6 +218,9 @@ class PredictedAction(Model):
     rewrite_bytes: int
     benefit: int
     statistics: PredictedStatistics | None = None
+    overlap_depth: OverlapDepth | None = Field(
+        default=None, description="sort/z-order: the key's mean overlap depth before -> after"
+    )
 
 
 class JobPrediction(Model):
@@ -242,6 +253,9 @@ class MeasuredAction(Model):
         default=None, description="present when writers committed: benefit is the rewrite's own"
     )
     statistics: MeasuredStatistics | None = None
+    overlap_depth: OverlapDepth | None = Field(
+        default=None, description="sort/z-order: the key's mean overlap depth before -> after"
+    )
 
 
 class ReadProbe(Model):

@@ -178,9 +178,12 @@ def measured_action(
     after: TableStatus | None,
     predicted_benefit: float | None,
     own: OwnEffect | None = None,
+    clustering: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One action's measured effect (the module doc's ``actions[]`` entry); with ``own``
-    (writers committed during it) the benefit is the action's own."""
+    (writers committed during it) the benefit is the action's own. ``clustering``: a sort or
+    z-order rewrite's measured overlap depth (its output's ``clustering``), kept as
+    ``overlap_depth``."""
     if before is None or after is None:  # an inspection failed: nothing measured
         return {
             "action": action,
@@ -205,6 +208,11 @@ def measured_action(
     }
     if action in STATISTICS_ACTIONS:
         entry["statistics"] = measured_statistics(Action(action), before, after)
+    if clustering is not None:
+        entry["overlap_depth"] = {
+            "before": clustering.get("before"),
+            "after": clustering.get("after"),
+        }
     if own is not None:
         entry["own"] = {
             "snapshots": list(own.snapshots),

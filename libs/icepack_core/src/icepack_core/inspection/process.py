@@ -16,7 +16,8 @@ import structlog
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.text import storable, unstorable_properties
-from icepack_core.errors import InspectionFailed, PolicyError
+from icepack_core.errors import InspectionFailed, PolicyError, brief
+from icepack_core.inspection.clustering import Clustering
 from icepack_core.inspection.health import (
     Assessment,
     Thresholds,
@@ -24,7 +25,8 @@ from icepack_core.inspection.health import (
     inspection_failed,
     with_statistics_policy,
 )
-from icepack_core.inspection.inspector import Inspector
+from icepack_core.inspection.inspector import Inspector, LoadedTable
+from icepack_core.inspection.layout_key import measure_key, policy_layout_key
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import (
     ManifestStatsStore,
@@ -78,6 +80,7 @@ class TableInspections:
             if reason == REFRESH_REASON:
                 previous = await latest_status(self.pool, table_id)
                 status = await self.inspector.refresh(ref, previous, row["metadata_location"])
+                status = await self.clustered(ref, status, None, row["properties"] or {})
             else:
                 started = time.monotonic()
                 table = await self.inspector.load(ref, row["metadata_location"])
@@ -86,6 +89,7 @@ class TableInspections:
                 if unfit is not None:  # Postgres refuses it: a reason, not a retry for ever
                     raise InspectionFailed(f"the table's properties cannot be recorded: {unfit}")
                 status = await self.inspector.inspect_loaded(ref, table, started)
+                status = await self.clustered(ref, status, table, properties)
                 if properties != (row["properties"] or {}):
                     # Catalog listings (SQL, Glue) carry no properties; the metadata does, and
                     # the planner and executor read icepack.* overrides from this row.
@@ -148,6 +152,37 @@ class TableInspections:
         except PolicyError:
             return self.thresholds
         return with_statistics_policy(self.thresholds, policy.table_statistics)
+
+    async def clustered(
+        self,
+        ref: TableRef,
+        status: TableStatus,
+        loaded: LoadedTable | None,
+        properties: dict[str, str],
+    ) -> TableStatus:
+        """``status`` with its clustering on the policy's key (``inspection.layout_key``):
+        measured on a fresh inspection (``loaded``), kept on a refresh unless the key changed.
+        A measurement that fails is recorded as the figure's ``error``, never as a failed
+        inspection."""
+        key = await policy_layout_key(self.pool, ref, properties)
+        if key is None:
+            return status.model_copy(update={"clustering": None})
+        if loaded is None and key.measured_by(status.clustering):
+            return status
+        try:
+            if loaded is None:
+                loaded = await self.inspector.load(ref)
+            if loaded.table is None:
+                raise InspectionFailed("PyIceberg's model rejected the metadata")
+            clustering = await measure_key(loaded.table, key)
+        except Exception as exc:  # the figure is evidence: the status still stands
+            clustering = Clustering(
+                strategy=key.strategy,
+                columns=list(key.zorder_columns),
+                max_overlap_depth=key.max_overlap_depth,
+                error=storable(redact_text(brief(exc))),
+            )
+        return status.model_copy(update={"clustering": clustering})
 
     async def process(self, item: WorkItem) -> None:
         """``run_event_service``'s callback."""

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from icepack_core.inspection.clustering import Clustering
+
 MIB = 1024 * 1024
 # Contract bucket names, in order, with their exclusive upper bounds (the last is open).
 HISTOGRAM_BUCKETS: tuple[tuple[str, int | None], ...] = (
@@ -139,6 +141,10 @@ class TableStatus(BaseModel):
     # Table statistics (Puffin NDV sketches) and partition statistics: see StatisticsFreshness.
     table_statistics: StatisticsFreshness = Field(default_factory=StatisticsFreshness)
     partition_statistics: StatisticsFreshness = Field(default_factory=StatisticsFreshness)
+    # Only for a table whose compaction policy clusters it (sort, zorder): its overlap depth
+    # on the key (inspection.clustering), measured by the inspector's unit of work after
+    # either inspector, so both leave it None.
+    clustering: Clustering | None = None
 
     @property
     def delete_file_count(self) -> int:

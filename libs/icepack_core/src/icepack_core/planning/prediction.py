@@ -84,6 +84,18 @@ class StatisticsEffect:
 
 
 @dataclass(frozen=True)
+class OverlapDepth:
+    """A table's mean overlap depth on its clustering key (``inspection.clustering``), before
+    and after a sort or z-order rewrite."""
+
+    before: float
+    after: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"before": self.before, "after": self.after}
+
+
+@dataclass(frozen=True)
 class PredictedEffect:
     """One action's predicted effect: the table's shape before and after, and the bytes it
     rewrites (what it charges a rewrite budget); for a statistics action, also what it
@@ -93,6 +105,8 @@ class PredictedEffect:
     after: Shape
     rewrite_bytes: int
     statistics: StatisticsEffect | None = None
+    # Sort and z-order: the table's mean overlap depth on the key, before -> after.
+    overlap_depth: OverlapDepth | None = None
 
     @property
     def benefit(self) -> int:
@@ -108,6 +122,8 @@ class PredictedEffect:
         }
         if self.statistics is not None:
             doc["statistics"] = self.statistics.to_json()
+        if self.overlap_depth is not None:
+            doc["overlap_depth"] = self.overlap_depth.to_json()
         return doc
 
 
@@ -163,3 +179,30 @@ def predict_statistics(
     a scan opens the same files), it rewrites no data (it reads it) and it leaves statistics
     for ``snapshot_id`` in a file about as large as the one it replaces (``previous_bytes``)."""
     return PredictedEffect(before, before, 0, StatisticsEffect(snapshot_id, previous_bytes))
+
+
+def predict_clustering(
+    files: int,
+    depth: float,
+    loose_partitions: int,
+    loose_files: int,
+    loose_bytes: int,
+    loose_depth: float,
+    target_file_size: int,
+) -> tuple[OverlapDepth, int, int]:
+    """A sort or z-order rewrite of the partitions whose depth exceeds the policy's bound
+    (``loose_*``): each becomes files of ``target_file_size`` with disjoint key ranges, so its
+    depth becomes 1; the other partitions keep theirs. Returns the table's depth before ->
+    after, the files the rewritten partitions hold afterwards (at least one per partition, never
+    more than before) and the **clustering benefit**: files a query filtering on the key no
+    longer opens, ``loose_partitions * (loose_depth - 1)`` (one lookup per rewritten
+    partition opened ``loose_depth`` files and opens one)."""
+    if loose_files <= 0:
+        return OverlapDepth(depth, depth), 0, 0
+    wanted = max(loose_partitions, math.ceil(max(0, loose_bytes) / max(1, target_file_size)))
+    written = min(loose_files, wanted)
+    kept = files - loose_files
+    kept_depth_sum = max(0.0, depth * files - loose_depth * loose_files)
+    after = (kept_depth_sum + written) / max(1, kept + written)
+    gain = max(0, round(loose_partitions * (loose_depth - 1)))
+    return OverlapDepth(round(depth, 4), round(after, 4)), written, gain

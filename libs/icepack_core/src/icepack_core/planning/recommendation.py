@@ -24,6 +24,7 @@ from icepack_core.planning.due import (
     judge,
     newest_run,
 )
+from icepack_core.planning.layout import layout_of, with_layout
 from icepack_core.planning.prediction import (
     PredictedEffect,
     Shape,
@@ -388,12 +389,19 @@ def _rewrite_data_files(
         # but every scan still plans them; health does not count them: delete_applicability):
         # Iceberg drops them in one more commit when asked (partitioned tables only).
         options["remove-dangling-deletes"] = "true"
+    layout = layout_of(status, cfg, target, applies_deletes)
+    if layout.refused is not None:
+        return Skip(action, layout.refused)
+    reasons.extend([layout.reason] if layout.reason else [])
     if not reasons:
         return Skip(
             action,
-            f"{small} small files < min_input_files {cfg.min_input_files} and no delete build-up",
+            f"{small} small files < min_input_files {cfg.min_input_files} and no delete build-up"
+            + (f"; {layout.note}" if layout.note else ""),
         )
-    params: dict[str, Any] = {"strategy": cfg.strategy, "options": options}
+    if layout.note:
+        reasons.append(layout.note)
+    params: dict[str, Any] = {**layout.params, "options": options}
     if int(status.get("partition_count", 0)) > 1 and not applies_deletes:
         # The executor narrows the rewrite to partitions that have enough small files, at most
         # max_partitions per run, skipping partitions still being written (metadata_scope).
@@ -418,17 +426,20 @@ def _rewrite_data_files(
             rewrite_bytes = sum(p.small_file_bytes for p in needing)
             reasons.append(f"scoped to {len(needing)} of {len(partitions)} partitions")
     files_after = max(1, math.ceil(rewrite_bytes / target)) if small else 0
+    effect = with_layout(
+        predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target), layout
+    )
     return ActionIntent(
         action,
         "; ".join(reasons),
         params,
         {
-            "files_removed": max(0, small - files_after),
-            "bytes_to_rewrite": rewrite_bytes,
+            "files_removed": max(0, small - files_after, layout.files_removed),
+            "bytes_to_rewrite": effect.rewrite_bytes,
         },
-        predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target),
+        effect,
         by_need=True,
-        extra_benefit=(eq_deletes + pos_deletes) if applies_deletes else 0,
+        extra_benefit=((eq_deletes + pos_deletes) if applies_deletes else 0) + layout.gain,
         pressure=None if "open_max_small_files" not in params else pressure,
     )
 
