@@ -44,6 +44,7 @@ from icepack_core.policy import (
     PolicyAttachment,
     resolve,
 )
+from icepack_core.polaris.store import polaris_attachments
 from icepack_core.safety.confinement import (
     known_label,
     location_from_metadata,
@@ -63,9 +64,10 @@ class Admission:
 
 
 async def attachments_of(pool: asyncpg.Pool, catalog: str) -> list[PolicyAttachment]:
-    """The policies attached anywhere in ``catalog``."""
+    """The policies attached anywhere in ``catalog``: Icepack's own, then those read from
+    Polaris (``icepack_core.polaris``; ``policy.resolve`` applies the precedence)."""
     rows = await pool.fetch(load_query("policy_list_catalog"), catalog)
-    return [
+    own = [
         PolicyAttachment(
             r["policy_type"],
             r["scope"],
@@ -77,6 +79,7 @@ async def attachments_of(pool: asyncpg.Pool, catalog: str) -> list[PolicyAttachm
         )
         for r in rows
     ]
+    return own + await polaris_attachments(pool, catalog)
 
 
 def _label(row: asyncpg.Record | dict[str, Any]) -> str:
