@@ -36,6 +36,10 @@ class PolarisNotFound(PolarisUnavailable):
     """404: the target (table, namespace) or the policy API itself does not exist."""
 
 
+class PolarisRefused(PolarisUnavailable):
+    """400 or 405: the request is not one the server knows (a catalog without the API)."""
+
+
 class PolarisClient:
     """The policy API of one Polaris catalog (see the module)."""
 
@@ -68,10 +72,16 @@ class PolarisClient:
             "client_secret": secret,
             "scope": self.cfg.scope,
         }
-        answer = self.gate.call("policy", calls, partial(self._http.post, url, data=form))
+        try:
+            answer = self.gate.call("policy", calls, partial(self._http.post, url, data=form))
+        except httpx.HTTPError as exc:
+            raise PolarisUnavailable(f"OAuth2 token request: {type(exc).__name__}") from None
         if answer.status_code != 200:
             raise PolarisUnavailable(f"OAuth2 token request answered {answer.status_code}")
-        token = answer.json().get("access_token")
+        try:
+            token = answer.json().get("access_token")
+        except (ValueError, AttributeError):
+            token = None
         if not isinstance(token, str) or not token:
             raise PolarisUnavailable("OAuth2 token answer carries no access_token")
         return token
@@ -97,9 +107,14 @@ class PolarisClient:
                 self._token = None  # expired: fetch a new one, once
                 continue
             if answer.status_code == 200:
-                return answer.json()
+                try:
+                    return answer.json()
+                except ValueError:
+                    raise PolarisUnavailable(f"GET {path}: the answer is not JSON") from None
             kind = _error_type(answer)
-            error = PolarisNotFound if answer.status_code == 404 else PolarisUnavailable
+            error = {404: PolarisNotFound, 400: PolarisRefused, 405: PolarisRefused}.get(
+                answer.status_code, PolarisUnavailable
+            )
             raise error(f"GET {path} answered {answer.status_code} {kind}".rstrip())
         raise AssertionError("unreachable")
 
@@ -135,14 +150,15 @@ class PolarisClient:
         raise PolarisUnavailable(f"applicable-policies: more than {MAX_PAGES} pages")
 
     def detect(self, calls: CatalogCalls | None = None) -> bool:
-        """Whether the catalog answers Polaris' policy API (the catalog's applicable policies).
+        """Whether the catalog answers Polaris' policy API (the catalog's applicable policies):
+        200 yes; 404, 400 or 405 (no such route) no.
 
         Raises:
-            PolarisUnavailable: it could not be told (a failure other than 404).
+            PolarisUnavailable: it could not be told (5xx, 401, 403, no answer).
         """
         try:
             self._get("/applicable-policies", {"pageSize": "1"}, calls)
-        except PolarisNotFound:
+        except (PolarisNotFound, PolarisRefused):
             return False
         return True
 

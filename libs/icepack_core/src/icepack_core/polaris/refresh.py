@@ -32,7 +32,7 @@ import structlog
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.text import storable
-from icepack_core.discovery.limits import CatalogCalls
+from icepack_core.discovery.limits import CatalogCalls, CatalogGate
 from icepack_core.polaris.client import PolarisClient, PolarisNotFound, PolarisUnavailable
 from icepack_core.polaris.mapping import PolarisPolicy, map_policy
 from icepack_core.settings import CatalogConfig
@@ -213,3 +213,31 @@ async def refresh_policies(
             load_query("polaris_source_pass"), cfg.name, now, result.requests, result.error
         )
     return result
+
+
+class PolicySources:
+    """Discovery's Polaris policy refresh: one client per REST catalog, kept for the
+    process's life (its token with it), each catalog's requests through its gate."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, PolarisClient] = {}
+
+    async def refresh(
+        self, pool: asyncpg.Pool, cfg: CatalogConfig, gate: CatalogGate, now: datetime
+    ) -> PolicyPass | None:
+        """One pass over ``cfg`` (None: not a REST catalog, or ``polaris: false``)."""
+        if cfg.type != "rest" or cfg.polaris is False:
+            return None
+        client = self._clients.get(cfg.name)
+        if client is None:
+            client = self._clients[cfg.name] = PolarisClient(cfg, gate)
+        try:
+            return await refresh_policies(pool, cfg, client, now)
+        except Exception as exc:  # contained: discovery goes on (the database may be down)
+            log.warning("polaris.refresh_crashed", catalog=cfg.name, error=type(exc).__name__)
+            return PolicyPass(cfg.name, error=type(exc).__name__)
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()

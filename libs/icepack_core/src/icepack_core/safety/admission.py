@@ -37,6 +37,7 @@ import asyncpg
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.intents import ExpireSnapshots, Intent, RemoveOrphanFiles, RestoreQuarantine
+from icepack_core.polaris.store import polaris_attachments
 from icepack_core.policy import (
     ORPHAN_SAFE_HOURS,
     EffectivePolicy,
@@ -44,7 +45,6 @@ from icepack_core.policy import (
     PolicyAttachment,
     resolve,
 )
-from icepack_core.polaris.store import polaris_attachments
 from icepack_core.safety.confinement import (
     known_label,
     location_from_metadata,
