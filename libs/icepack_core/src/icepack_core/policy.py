@@ -2,17 +2,28 @@
 
 A policy has a type (``system.data-compaction``, ``system.metadata-compaction``,
 ``system.snapshot-expiry``, ``system.orphan-file-removal``, and Icepack's own
-``icepack.table-statistics``), ``enable`` and a typed ``config``;
-it is attached to a catalog, a namespace or a table. For each type the most specific attachment
-wins (table > deepest namespace > catalog > defaults), as in Polaris; then table properties
-``icepack.*`` override last. Invalid values are rejected with a message naming the key.
+``icepack.table-statistics``), ``enable`` and a typed ``config``; it is attached to a catalog, a
+namespace or a table. Attachments come from Icepack's own store (``origin="icepack"``) or from a
+Polaris catalog's policies (``origin="polaris"``, ``icepack_core.polaris``). The precedence, per
+type:
+
+1. the most specific attachment wins (table > deepest namespace > catalog), as in Polaris;
+2. at the same scope, Icepack's own attachment wins over Polaris' (an operator's explicit
+   override in the tool that acts);
+3. an invalid Polaris policy (``PolicyAttachment.invalid``: a value Icepack cannot accept) is
+   passed over, and the next attachment in this order applies, else the defaults (which keep
+   every safety floor);
+4. table properties ``icepack.*`` override last.
+
+Invalid values are rejected with a message naming the key.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -145,9 +156,19 @@ class OrphanFileRemovalConfig(_Config):
     # Orphans are moved to a quarantine prefix, not deleted; a purge job deletes them this many
     # days later (until then ``icepack restore JOB`` puts them back).
     quarantine_days: float = Field(7.0, gt=0, le=MAX_HOURS / 24)
+    # Polaris' ``locations``: where to look for orphans instead of the table's location. Every
+    # entry must lie within the table's own location, or the removal is refused at the choke
+    # point (``safety.admission``); the scan itself always covers the table's location.
+    locations: list[str] = Field(default_factory=list, max_length=100)
 
     @model_validator(mode="after")
     def _safe_age(self) -> OrphanFileRemovalConfig:
+        for index, root in enumerate(self.locations):
+            if not _ABSOLUTE_LOCATION.match(root):
+                raise ValueError(
+                    f"locations[{index}]: {root!r} is not an absolute location "
+                    "(scheme://authority/path or /path)"
+                )
         if self.older_than_hours < ORPHAN_SAFE_HOURS and not self.allow_unsafe_older_than:
             raise ValueError(
                 f"older_than_hours={self.older_than_hours} is below the {ORPHAN_SAFE_HOURS:g} h "
@@ -209,7 +230,8 @@ DEFAULT_ENABLED = {
 
 @dataclass(frozen=True, slots=True)
 class PolicyAttachment:
-    """One row of ``icepack.policies``."""
+    """One row of ``icepack.policies``, or one Polaris policy mapped onto it
+    (``icepack_core.polaris.mapping``)."""
 
     policy_type: str
     scope: Literal["catalog", "namespace", "table"]
@@ -218,6 +240,30 @@ class PolicyAttachment:
     table_name: str | None
     enabled: bool
     config: Mapping[str, Any]
+    origin: Literal["icepack", "polaris"] = "icepack"
+    # Polaris: the policy's name and version, what Icepack does not use (kept and shown), why
+    # it cannot be used (then ``resolve`` passes over it), and when it was fetched.
+    name: str | None = None
+    version: int | None = None
+    unknown: Mapping[str, Any] = field(default_factory=dict)
+    invalid: str | None = None
+    fetched_at: datetime | None = None
+    stale: str | None = None  # the last refresh failed: why (the policy is the last known one)
+
+    def label(self) -> str:
+        """Where this attachment is, as ``sources`` shows it ("namespace a.b", "polaris table
+        policy compact1 v0, fetched ...")."""
+        where = self.scope if self.scope != "namespace" else f"namespace {self.namespace}"
+        if self.origin == "icepack":
+            return where
+        text = f"polaris {where} policy {self.name} v{self.version}"
+        if self.fetched_at is not None:
+            text += f", fetched {self.fetched_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        if self.unknown:
+            text += f", not used: {', '.join(sorted(self.unknown))}"
+        if self.stale:
+            text += f", last known (refresh failing: {self.stale})"
+        return text
 
 
 def parse_config(policy_type: str, config: Mapping[str, Any]) -> _Config:
@@ -269,6 +315,28 @@ def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | Non
     if att.namespace == namespace and att.table_name == table:
         return 10_000
     return None
+
+
+def choose(
+    attachments: Iterable[PolicyAttachment], namespace: str, table: str
+) -> tuple[dict[str, PolicyAttachment], dict[str, list[PolicyAttachment]]]:
+    """Per policy type, the attachment that applies to ``namespace.table`` (the module's
+    precedence, steps 1-3), and the invalid ones that ranked above it (passed over)."""
+    ranked: dict[str, list[tuple[tuple[int, int], PolicyAttachment]]] = {}
+    for att in attachments:
+        rank = _specificity(att, namespace, table)
+        if rank is not None:
+            origin_rank = 1 if att.origin == "icepack" else 0
+            ranked.setdefault(att.policy_type, []).append(((rank, origin_rank), att))
+    chosen: dict[str, PolicyAttachment] = {}
+    passed_over: dict[str, list[PolicyAttachment]] = {}
+    for policy_type, candidates in ranked.items():
+        for _, att in sorted(candidates, key=lambda c: c[0], reverse=True):
+            if att.invalid is None:
+                chosen[policy_type] = att
+                break
+            passed_over.setdefault(policy_type, []).append(att)
+    return chosen, passed_over
 
 
 # icepack.* table properties and the policy field each overrides.
@@ -334,29 +402,23 @@ def resolve(
         PolicyError: a stored policy or a table property is invalid (the message names it).
     """
     properties = properties or {}
-    chosen: dict[str, tuple[int, PolicyAttachment]] = {}
-    for att in attachments:
-        rank = _specificity(att, namespace, table)
-        if rank is None:
-            continue
-        if att.policy_type not in chosen or rank > chosen[att.policy_type][0]:
-            chosen[att.policy_type] = (rank, att)
+    chosen, passed_over = choose(attachments, namespace, table)
 
     sources: dict[str, str] = {}
     raw: dict[str, dict[str, Any]] = {}
     enabled: dict[str, bool] = {}
     for policy_type in POLICY_TYPES:
         if policy_type in chosen:
-            att = chosen[policy_type][1]
+            att = chosen[policy_type]
             raw[policy_type] = dict(att.config)
             enabled[policy_type] = att.enabled
-            sources[policy_type] = (
-                att.scope if att.scope != "namespace" else (f"namespace {att.namespace}")
-            )
+            sources[policy_type] = att.label()
         else:
             raw[policy_type] = {}
             enabled[policy_type] = DEFAULT_ENABLED[policy_type]
             sources[policy_type] = "default"
+        for bad in passed_over.get(policy_type, []):
+            sources[policy_type] += f" (passed over {bad.label()}: invalid: {bad.invalid})"
 
     for key, value in properties.items():
         if key in PROPERTY_OVERRIDES:

@@ -127,6 +127,16 @@ class CatalogConfig(BaseModel):
     # REST: load tables with If-None-Match and the ETag stored from the last full load, so an
     # unchanged table costs a 304 instead of its metadata (no effect on a server without ETags).
     conditional_loads: bool = True
+    # REST: the catalog is Apache Polaris, whose system.* policies apply (icepack_core.polaris):
+    # true / false, or null to detect it (one request: Polaris answers its policy API).
+    polaris: bool | None = None
+    # Polaris' catalog name in its URLs (the ``{prefix}``); default ``warehouse``.
+    polaris_prefix: str | None = None
+    # How long a read of the catalog's / a namespace's applicable policies, and of a table's,
+    # stays fresh; at most this many tables are read per pass (icepack_core.polaris.refresh).
+    polaris_namespace_ttl_seconds: float = Field(default=300.0, gt=0)
+    polaris_table_ttl_seconds: float = Field(default=6 * 3600.0, gt=0)
+    polaris_max_table_reads_per_pass: int = Field(default=500, ge=0)
     # Amazon SQS queue carrying this catalog's change events (Glue Data Catalog table state
     # changes from EventBridge, S3 ObjectCreated for *.metadata.json); credentials come from the
     # AWS default chain. `sqs_endpoint` overrides the endpoint (an emulator, a VPC endpoint).
