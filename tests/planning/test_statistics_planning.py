@@ -166,3 +166,16 @@ def test_the_planner_proposes_exactly_what_health_calls_stale(
     issues = assess(TableStatus.model_validate(doc), thresholds, NOW).issue_codes()
     assert (TABLE in names(rec)) == (IssueCode.STATISTICS_STALE in issues)
     assert PARTITION not in names(rec)
+
+
+def test_table_properties_turn_statistics_on_and_set_the_snapshot_threshold() -> None:
+    props = {"icepack.statistics.enabled": "true", "icepack.statistics.stale-after-snapshots": "5"}
+    effective = resolve([], "db", "t", props)
+    assert effective.table_statistics is not None
+    assert effective.table_statistics.stale_after_snapshots == 5
+    assert effective.sources["icepack.table-statistics"] == (
+        "default + property icepack.statistics.enabled"
+        " + property icepack.statistics.stale-after-snapshots"
+    )
+    rec = recommend(status(table_statistics=described(1, 5, 0)), effective, {}, NOW)
+    assert rec.actions[0].reason.startswith("stale: ") and rec.actions[0].reason.endswith("(>= 5)")
