@@ -10,6 +10,7 @@ file the metadata references are checked before and after; the data snapshot mus
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def runner_settings(database_url, spark_catalog_settings, tmp_path):
-    return service_settings(database_url, spark_catalog_settings, tmp_path)
+    # No expiry age floor: the lifecycle test expires its brand-new snapshots through the ledger.
+    return service_settings(
+        database_url, spark_catalog_settings, tmp_path, expiry_min_age_hours=0.0
+    )
 
 
 async def register(db: Any, spark: Any, table: str, name: str) -> int:
@@ -89,6 +93,25 @@ async def run_planned(db: Any, settings: Any, spark: Any, planned: Any) -> Job:
     done = (await runner.run(job)).job
     assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
     return done
+
+
+async def run_operator_job(
+    db: Any, settings: Any, spark: Any, table_id: int, actions: list[dict[str, Any]]
+) -> Job:
+    """An operator's job (``POST /jobs`` enqueues the same), run by the executor's path."""
+    queue = JobQueue(db)
+    await queue.enqueue(table_id, actions)
+    job = await queue.claim("executor@test", 60)
+    assert job is not None
+    runner = JobRunner(db, settings, queue, LocalEngine(settings, session=spark), "executor@test")
+    done = (await runner.run(job)).job
+    assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
+    return done
+
+
+def expire_now() -> dict[str, Any]:
+    older = (datetime.now(UTC) + timedelta(milliseconds=1)).isoformat()
+    return {"action": "expire_snapshots", "params": {"older_than": older, "retain_last": 1}}
 
 
 def table_state(spark: Any, table: str) -> dict[str, Any]:
@@ -207,6 +230,28 @@ async def test_missing_then_stale_statistics_are_computed_without_touching_the_d
     assert described == {before["snapshot"], moved["snapshot"]}
     assert JobOutcome.model_validate(second.outcome).actions[0].statistics.present_for_current
 
+    # Expiry through the deletion ledger records the statistics files of the snapshot it
+    # expires (both kinds) before deleting them, and keeps those of the current snapshot.
+    entries = [("statistics", e) for e in doc["statistics"]] + [
+        ("partition_statistics", e) for e in doc["partition-statistics"]
+    ]
+    old = {e["statistics-path"]: k for k, e in entries if e["snapshot-id"] == before["snapshot"]}
+    kept = {e["statistics-path"] for _, e in entries if e["snapshot-id"] == moved["snapshot"]}
+    assert len(old) == len(kept) == 2
+    expired = await run_operator_job(db, runner_settings, spark, table_id, [expire_now()])
+    rows = await db.fetch(
+        "SELECT path, kind, state FROM icepack.deletions WHERE job_id = $1", expired.id
+    )
+    recorded = {r["path"]: (r["kind"], r["state"]) for r in rows}
+    assert {p: recorded.get(p) for p in old} == {p: (k, "deleted") for p, k in old.items()}
+    assert not kept & set(recorded)
+    assert [p for p in old if local_path(p).exists()] == []
+    assert table_state(spark, table)["contents"] == moved["contents"]
+    assert missing_referenced_files(spark, table) == []
+    loaded, doc = metadata_doc(runner_settings, name)
+    assert missing_metadata_files(loaded) == []
+    assert {e["statistics-path"] for e in doc["statistics"] + doc["partition-statistics"]} == kept
+
     # Both inspectors read the statistics entries alike (parity on a real table with them).
     ours = await inspect_table(
         loaded, catalog=CATALOG, namespace=NS, name=name, cache=MemoryManifestCache()
@@ -249,15 +294,8 @@ async def test_statistics_of_a_table_without_a_snapshot_call_nothing(db, spark, 
     table = f"{CATALOG}.{NS}.{name}"
     spark.sql(f"CREATE TABLE {table} (id BIGINT) USING iceberg")
     table_id = await register(db, spark, table, name)
-    queue = JobQueue(db)
-    await queue.enqueue(table_id, [{"action": TABLE_STATS, "params": {"columns": ["id"]}}])
-    job = await queue.claim("executor@test", 60)
-    assert job is not None
-    runner = JobRunner(
-        db, runner_settings, queue, LocalEngine(runner_settings, session=spark), "executor@test"
-    )
-    done = (await runner.run(job)).job
-    assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
+    actions = [{"action": TABLE_STATS, "params": {"columns": ["id"]}}]
+    job = await run_operator_job(db, runner_settings, spark, table_id, actions)
     outputs = await job_outputs(db, job.id)
     assert outputs[TABLE_STATS]["skipped"].startswith("the table has no current snapshot")
     _, doc = metadata_doc(runner_settings, name)

@@ -45,29 +45,29 @@ class StatisticsNotRecorded(PermanentError):
 
 
 @dataclass(frozen=True, slots=True)
-class _Described:
+class DescribedFile:
     path: str
     file_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
-class _State:
+class StatisticsState:
     """What the evidence compares: the current snapshot, every snapshot's manifest list and
     operation, and the statistics entries of the action's kind."""
 
     current: int | None
     manifest_lists: dict[int, str | None]
     operations: dict[int, str | None]
-    described: dict[int, _Described]
+    described: dict[int, DescribedFile]
 
     @classmethod
-    def of(cls, table: Table, partition: bool) -> _State:
+    def of(cls, table: Table, partition: bool) -> StatisticsState:
         meta = table.metadata
         entries = meta.partition_statistics if partition else meta.statistics
-        described: dict[int, _Described] = {}
+        described: dict[int, DescribedFile] = {}
         for entry in entries:
             described.setdefault(
-                entry.snapshot_id, _Described(entry.statistics_path, entry.file_size_in_bytes)
+                entry.snapshot_id, DescribedFile(entry.statistics_path, entry.file_size_in_bytes)
             )
         return cls(
             current=meta.current_snapshot_id,
@@ -91,7 +91,7 @@ def statistics_args(
 
 
 def evidence(
-    before: _State, after: _State, pinned: int, named: str | None
+    before: StatisticsState, after: StatisticsState, pinned: int, named: str | None
 ) -> tuple[dict[str, Any], list[str]]:
     """The evidence of one run (module doc) and the violations it shows (empty: none)."""
     added = [s for s in after.manifest_lists if s not in before.manifest_lists]
@@ -153,7 +153,7 @@ async def compute_statistics(
     if load is None:
         raise PermanentError(f"{intent.kind.value} on {ref} needs the table's metadata")
     partition = isinstance(intent, ComputePartitionStats)
-    before = _State.of(await _loaded(load, ref), partition)
+    before = StatisticsState.of(await _loaded(load, ref), partition)
     if before.current is None:
         return [], {"skipped": "the table has no current snapshot: nothing to describe"}
     call = procedure_call(
@@ -163,7 +163,7 @@ async def compute_statistics(
     rows = await engine.sql(call)
     elapsed = int((time.monotonic() - started) * 1000)
     named = _named_file(rows)
-    after = _State.of(await _loaded(load, ref), partition)
+    after = StatisticsState.of(await _loaded(load, ref), partition)
     doc, problems = evidence(before, after, before.current, named)
     output: dict[str, Any] = {
         "statistics_snapshot_id": before.current,
