@@ -21,8 +21,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tests.objectstore.lake import StoreAdmin
+if TYPE_CHECKING:
+    from tests.objectstore.lake import StoreAdmin
 
 AGE_DEADLINE_S = 60.0
 Field = tuple[int, int, bytes | int]  # (number, wire type, payload or varint)

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,13 @@ import boto3
 from pyiceberg.table import Table
 
 from icepack_core.discovery.catalogs import load_catalog
+from icepack_core.execution.job_runner import JobRunner
 from icepack_core.local.object_store import ObjectStore
+from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.settings import CatalogConfig, Settings, load_settings
+from icepack_core.spark.engine import SparkEngine
+from icepack_core.types import JobTrigger
+from tests.objectstore.aging import age_objects
 
 CATALOG = "lake"
 REGION = "us-east-1"
@@ -162,3 +169,61 @@ def content(table: Table) -> tuple[int, str]:
     rows = table.scan().to_arrow().to_pylist()
     canonical = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
     return len(rows), hashlib.sha256("\n".join(canonical).encode()).hexdigest()
+
+
+async def run_job(
+    db: Any,
+    settings: Settings,
+    engine: SparkEngine,
+    table_id: int,
+    actions: list[dict[str, Any]],
+    clock: datetime | None = None,
+) -> Job:
+    """One job of ``actions`` on the table, claimed and run through ``JobRunner`` (the
+    executor's path); returns the job as it finished."""
+    queue = JobQueue(db)
+    enqueued = await queue.enqueue(table_id, actions, trigger=JobTrigger.MANUAL)
+    job = await queue.claim_id(enqueued.job.id, "executor@s3", 600)
+    assert job is not None
+    runner = JobRunner(db, settings, queue, engine, "executor@s3")
+    if clock is not None:
+        runner.execution.ledger.clock = lambda: clock
+    done = (await runner.run(job)).job
+    assert done is not None
+    return done
+
+
+async def actions_of(db: Any, job_id: int) -> dict[str, dict[str, Any]]:
+    rows = await db.fetch(
+        "SELECT action, state, output, error, started_at, finished_at FROM icepack.job_actions "
+        "WHERE job_id = $1 ORDER BY id",
+        job_id,
+    )
+    return {r["action"]: dict(r) for r in rows}
+
+
+async def ledger(db: Any, job_id: int) -> list[dict[str, Any]]:
+    return [
+        dict(r)
+        for r in await db.fetch(
+            "SELECT path, kind, state, size_bytes, quarantine_path FROM icepack.deletions "
+            "WHERE job_id = $1 ORDER BY id",
+            job_id,
+        )
+    ]
+
+
+def age(lake: Lake, location: str, keys: list[str], seconds_ago: int) -> None:
+    """Back-date the objects ``keys`` (relative to ``location``) by ``seconds_ago``."""
+    bucket, root = split_s3(location)
+    by_dir: dict[str, set[str]] = {}
+    for key in keys:
+        parent, _, leaf = f"{root}/{key}".rpartition("/")
+        by_dir.setdefault(f"/buckets/{bucket}/{parent}", set()).add(leaf)
+    mtime = int(time.time()) - seconds_ago
+    for directory, names in by_dir.items():
+        age_objects(lake.admin, directory, names, mtime)
+    s3 = lake.s3()
+    for key in keys:  # as S3 lists them, which is what Iceberg's listing reads
+        modified = s3.head_object(Bucket=bucket, Key=f"{root}/{key}")["LastModified"]
+        assert modified.timestamp() <= mtime + 1, (key, modified)

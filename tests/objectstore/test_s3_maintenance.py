@@ -24,23 +24,24 @@ from typer.testing import CliRunner
 
 from icepack_core.cli.app import app as cli_app
 from icepack_core.discovery.refresh import Discovery
-from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.quarantine import QUARANTINE_PREFIX
-from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.safety.locations import location_key
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine
 from icepack_core.spark.sql import qualified_name
-from icepack_core.types import JobState, JobTrigger
-from tests.objectstore.aging import age_objects
+from icepack_core.types import JobState
 from tests.objectstore.lake import (
     CATALOG,
     Lake,
+    actions_of,
+    age,
     content,
+    ledger,
     missing_objects,
     object_bytes,
     object_exists,
     referenced_objects,
+    run_job,
     split_s3,
 )
 
@@ -93,35 +94,6 @@ async def register(db: Any, settings: Settings, namespace: str, name: str) -> in
     )
     assert table_id is not None
     return table_id
-
-
-async def run_job(
-    db: Any,
-    settings: Settings,
-    engine: ConnectEngine,
-    table_id: int,
-    actions: list[dict[str, Any]],
-    clock: datetime | None = None,
-) -> Job:
-    queue = JobQueue(db)
-    enqueued = await queue.enqueue(table_id, actions, trigger=JobTrigger.MANUAL)
-    job = await queue.claim_id(enqueued.job.id, "executor@s3", 600)
-    assert job is not None
-    runner = JobRunner(db, settings, queue, engine, "executor@s3")
-    if clock is not None:
-        runner.execution.ledger.clock = lambda: clock
-    done = (await runner.run(job)).job
-    assert done is not None
-    return done
-
-
-async def actions_of(db: Any, job_id: int) -> dict[str, dict[str, Any]]:
-    rows = await db.fetch(
-        "SELECT action, state, output, error, started_at, finished_at FROM icepack.job_actions "
-        "WHERE job_id = $1 ORDER BY id",
-        job_id,
-    )
-    return {r["action"]: dict(r) for r in rows}
 
 
 def action_seconds(row: dict[str, Any]) -> float:
@@ -254,22 +226,6 @@ ORPHAN_NAMES = [
 WEEK = 7 * 86400
 
 
-def age(lake: Lake, location: str, keys: list[str], seconds_ago: int) -> None:
-    """Back-date the objects ``keys`` (relative to ``location``) by ``seconds_ago``."""
-    bucket, root = split_s3(location)
-    by_dir: dict[str, set[str]] = {}
-    for key in keys:
-        parent, _, leaf = f"{root}/{key}".rpartition("/")
-        by_dir.setdefault(f"/buckets/{bucket}/{parent}", set()).add(leaf)
-    mtime = int(time.time()) - seconds_ago
-    for directory, names in by_dir.items():
-        age_objects(lake.admin, directory, names, mtime)
-    s3 = lake.s3()
-    for key in keys:  # as S3 lists them, which is what Iceberg's listing reads
-        modified = s3.head_object(Bucket=bucket, Key=f"{root}/{key}")["LastModified"]
-        assert modified.timestamp() <= mtime + 1, (key, modified)
-
-
 def restore_cli(lake: Lake, database_url: str, namespace: str, monkeypatch: Any) -> Any:
     """``icepack restore`` as an operator runs it: catalog JSON without secrets, the
     secrets in their own environment variables."""
@@ -366,14 +322,3 @@ async def test_an_orphan_on_s3_is_quarantined_restored_and_purged(
         assert content(final) == before and missing_objects(lake, final) == []
     finally:
         await engine.close()
-
-
-async def ledger(db: Any, job_id: int) -> list[dict[str, Any]]:
-    return [
-        dict(r)
-        for r in await db.fetch(
-            "SELECT path, kind, state, size_bytes, quarantine_path FROM icepack.deletions "
-            "WHERE job_id = $1 ORDER BY id",
-            job_id,
-        )
-    ]
