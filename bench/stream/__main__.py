@@ -37,7 +37,14 @@ from typing import Any
 import asyncpg
 from pyiceberg.catalog.sql import SqlCatalog
 
-from bench.stream.sample import Bytes, TableSample, contents, icepack_side, sample_table
+from bench.stream.sample import (
+    SETTLE_SECONDS,
+    Bytes,
+    TableSample,
+    contents,
+    icepack_side,
+    sample_table,
+)
 from bench.stream.writers import create_tables
 from icepack_core.local.postgres import LocalPostgres
 
@@ -91,15 +98,16 @@ def print_sample(
     ratio = rewritten / written if written else 0.0
     print(
         f"  t={elapsed / 60:5.1f} min  rewritten/written {ratio:.2f}  spark busy "
-        f"{ice.spark_seconds:6.1f} s  jobs {dict(sorted(ice.jobs.items()))}",
+        f"{ice.spark_seconds:6.1f} s  jobs {dict(sorted(ice.jobs.items()))} "
+        f"conflict-retried {ice.conflict_retried} deferred {ice.deferred}",
         flush=True,
     )
     for s in samples:
         print(
             f"    {s.table:<22} partitions {s.partitions:4d}  files/partition p50 "
-            f"{s.files_p50:6.1f} max {s.files_max:5d} (open {s.open_files:5d}, closed max "
-            f"{s.closed_max:3d})  snapshots {s.snapshots:5d}  metadata "
-            f"{s.metadata_bytes / 1024:8.1f} KiB",
+            f"{s.files_p50:6.1f} max {s.files_max:5d} (open max {s.open_files:5d}, closed max "
+            f"{s.closed_max:3d} of {s.closed:3d}, closing max {s.closing_max:3d})  snapshots "
+            f"{s.snapshots:5d}  metadata {s.metadata_bytes / 1024:8.1f} KiB",
             flush=True,
         )
 
@@ -116,7 +124,7 @@ def start_icepack(env: dict[str, str], root: Path) -> subprocess.Popen[bytes]:
 
 async def with_icepack(
     args: argparse.Namespace, root: Path, admin_dsn: str, spec: dict[str, Any], catalog: SqlCatalog
-) -> tuple[list[dict[str, Any]], dict[str, Bytes], list[TableSample], Any]:
+) -> tuple[list[dict[str, Any]], dict[str, Bytes], list[list[TableSample]], Any]:
     dsn = await create_database(admin_dsn, "icepack_stream")
     env = {
         **os.environ,
@@ -139,7 +147,7 @@ async def with_icepack(
     up = start_icepack(env, root)
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     seen = {t: Bytes() for t in spec["tables"]}
-    samples: list[TableSample] = []
+    history: list[list[TableSample]] = []
     try:
         writers = write(spec, root, "icepack")
         started = time.monotonic()
@@ -148,11 +156,12 @@ async def with_icepack(
             if up.poll() is not None:
                 raise RuntimeError(f"icepack up exited {up.returncode}; see {root}/icepack-up.log")
             samples = [sample_table(catalog, t, seen[t]) for t in spec["tables"]]
+            history.append(samples)
             print_sample(time.monotonic() - started, samples, seen, await icepack_side(pool))
         results = finished(writers, Path(spec["out"]), root / "writers-icepack.log")
-        samples = [sample_table(catalog, t, seen[t]) for t in spec["tables"]]
+        history.append([sample_table(catalog, t, seen[t]) for t in spec["tables"]])
         ice = await icepack_side(pool)
-        return results, seen, samples, ice
+        return results, seen, history, ice
     finally:
         await pool.close()
         up.terminate()
@@ -176,16 +185,27 @@ def report(
     base: list[dict[str, Any]],
     ice: list[dict[str, Any]],
     seen: dict[str, Bytes],
-    samples: list[TableSample],
+    history: list[list[TableSample]],
     icepack: Any,
     exact: dict[str, bool],
+    minutes: float,
 ) -> None:
     print("\nresults beside the goals of issue #27")
+    samples = history[-1] if history else []
     for s in samples:
-        closed = "n/a (no closed partition)" if not s.closed_max else f"{s.closed_max}"
+        closed = "n/a (no settled closed partition)" if not s.closed else f"{s.closed_max}"
+        worst_open = max(
+            (x.open_files for h in history for x in h if x.table == s.table), default=0
+        )
         print(
-            f"  {s.table}: closed partitions max files {closed} (goal <= {GOAL_CLOSED_FILES}); "
-            f"open partition {s.open_files} files (goal <= {GOAL_OPEN_FILES})"
+            f"  {s.table}: closed partitions max files {closed} over {s.closed} (goal <= "
+            f"{GOAL_CLOSED_FILES}; {s.closing_max} max in those closed within "
+            f"{SETTLE_SECONDS:.0f} s); open partitions max files {s.open_files} at the end, "
+            f"{worst_open} at worst over the samples (goal <= {GOAL_OPEN_FILES})"
+        )
+        print(
+            f"    snapshots retained {s.snapshots}, metadata file "
+            f"{s.metadata_bytes / 1024:.1f} KiB (reported; no goal)"
         )
     written = sum(b.written for b in seen.values())
     rewritten = sum(b.rewritten for b in seen.values())
@@ -203,9 +223,16 @@ def report(
     b99 = latency_line("without Icepack", base)
     i99 = latency_line("with Icepack   ", ice)
     print(f"  p99 with / without: {i99 / b99 if b99 else float('nan'):.2f}x")
+    per_hour = icepack.spark_seconds / (minutes / 60) if minutes else float("nan")
     print(
-        f"  Spark busy: {icepack.spark_seconds:.1f} s; jobs by outcome {icepack.jobs} "
-        f"({icepack.retried} needed more than one attempt); actions {icepack.actions}"
+        f"  Spark busy: {icepack.spark_seconds:.1f} s in {minutes:g} min = {per_hour:.0f} s "
+        f"per hour ({per_hour / 36:.0f} % of one executor; reported)"
+    )
+    print(
+        f"  jobs by outcome: succeeded {icepack.jobs.get('succeeded', 0)}, conflict-retried "
+        f"{icepack.conflict_retried}, deferred (table, action) {icepack.deferred}; all states "
+        f"{icepack.jobs} ({icepack.retried} needed more than one attempt); actions "
+        f"{icepack.actions} (reported)"
     )
     print(f"  holds {icepack.held}, rollbacks {icepack.rollbacks} (goal: 0 and 0)")
     for table, reason in sorted(icepack.decisions.items()):
@@ -225,7 +252,12 @@ async def main_async(args: argparse.Namespace) -> int:
             warehouse = (root / "warehouse").as_uri()
             uri = catalog_dsn.replace("postgresql://", "postgresql+psycopg2://", 1)
             catalog = SqlCatalog(CATALOG, uri=uri, warehouse=warehouse)
-            common = {"catalog": CATALOG, "uri": uri, "warehouse": warehouse}
+            common = {
+                "catalog": CATALOG,
+                "uri": uri,
+                "warehouse": warehouse,
+                "hour_minutes": args.hour_minutes,
+            }
 
             print(f"phase 1: writers alone for {args.baseline_minutes:g} min", flush=True)
             base_tables = create_tables(catalog, "baseline")
@@ -241,14 +273,14 @@ async def main_async(args: argparse.Namespace) -> int:
             tables = create_tables(catalog, "stream")
             spec = {**common, "tables": tables, "seconds": args.minutes * 60}
             spec |= {"out": str(root / "icepack.json"), "catalog_dsn": catalog_dsn}
-            ice, seen, samples, icepack = await with_icepack(args, root, admin, spec, catalog)
+            ice, seen, history, icepack = await with_icepack(args, root, admin, spec, catalog)
             exact = {}
             for r in ice:
                 exact[r["table"]] = contents(catalog, r["table"]) == (
                     r["expected_rows"],
                     r["expected_checksum"],
                 )
-            report(base, ice, seen, samples, icepack, exact)
+            report(base, ice, seen, history, icepack, exact, args.minutes)
             return 0 if all(exact.values()) else 1
         finally:
             server.stop()
@@ -260,6 +292,13 @@ def main() -> int:
     parser.add_argument("--baseline-minutes", type=float, default=None)
     parser.add_argument("--sample-seconds", type=float, default=60.0)
     parser.add_argument("--base-port", type=int, default=18480)
+    parser.add_argument(
+        "--hour-minutes",
+        type=float,
+        default=60.0,
+        help="wall minutes per event hour of the hour(ts) writer (below 60: hours close "
+        "within a short run)",
+    )
     args = parser.parse_args()
     if args.baseline_minutes is None:
         args.baseline_minutes = max(1.0, args.minutes / 3)

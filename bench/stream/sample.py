@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
-import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 
 from bench.stream.writers import checksum
@@ -45,33 +45,76 @@ class Bytes:
             self.written += added
 
 
+# Icepack's default open-partition quiet period (policy ``open_partition_quiet_minutes``): a
+# partition without a writer's file for this long is closed. A closed partition is compacted
+# by the next run after it closes, so the goal (<= 2 files) is checked on partitions closed
+# for longer than the quiet period plus ``SETTLE`` (one pressure interval and a run).
+QUIET_SECONDS = 600.0
+SETTLE_SECONDS = 180.0
+
+
 @dataclass(frozen=True)
 class TableSample:
+    """One table at one sample: data files per partition (p50, max; every file here is
+    small), the open partitions' max (a writer's file within the quiet period), the settled
+    closed partitions' max and count, and those closed too recently to have been compacted."""
+
     table: str
     partitions: int
     files_p50: float
     files_max: int
     open_files: int
     closed_max: int
+    closed: int
+    closing_max: int
     snapshots: int
     metadata_bytes: int
+
+
+def _last_writes(table: Any) -> dict[str, tuple[int, int | None]]:
+    """Per partition: live data files and the newest writer's (non-``replace``) commit time
+    among the snapshots that added them (None: every one was added by a rewrite)."""
+    ops = {
+        s.snapshot_id: None
+        if s.summary is not None and str(s.summary.operation.value) in REWRITE_OPERATIONS
+        else s.timestamp_ms
+        for s in table.metadata.snapshots
+    }
+    entries = table.inspect.entries().select(["status", "snapshot_id", "data_file"])
+    per: dict[str, tuple[int, int | None]] = {}
+    statuses = entries.column("status").to_pylist()
+    snapshots = entries.column("snapshot_id").to_pylist()
+    files = entries.column("data_file").to_pylist()
+    for status, snapshot, data_file in zip(statuses, snapshots, files, strict=True):
+        if status == 2 or data_file["content"] != 0:  # deleted entry, delete file
+            continue
+        key = repr(sorted((data_file["partition"] or {}).items()))
+        count, last = per.get(key, (0, None))
+        written = ops.get(snapshot)
+        if written is not None and (last is None or written > last):
+            last = written
+        per[key] = (count + 1, last)
+    return per
 
 
 def sample_table(catalog: Catalog, ident: str, seen: Bytes) -> TableSample:
     table = catalog.load_table(ident)
     for snapshot in table.metadata.snapshots:
         seen.add(snapshot)
-    files = table.inspect.files().select(["partition", "content"])
-    files = files.filter(pc.equal(files.column("content"), 0))
-    per: dict[str, int] = {}
-    for part in files.column("partition").to_pylist():
-        key = repr(sorted((part or {}).items()))
-        per[key] = per.get(key, 0) + 1
-    counts = sorted(per.values()) or [0]
-    # The open partition: hour(ts) grows the newest hour; elsewhere every partition is "open".
-    open_key = max(per, default="") if ident.endswith("hourly") else ""
-    open_files = per.get(open_key, max(counts))
-    closed = [n for k, n in per.items() if k != open_key] if open_key else []
+    per = _last_writes(table) if table.metadata.current_snapshot() else {}
+    counts = sorted(n for n, _ in per.values()) or [0]
+    now_ms = time.time() * 1000
+    open_files: list[int] = []
+    closed: list[int] = []
+    closing: list[int] = []
+    for n, last in per.values():
+        quiet = (now_ms - last) / 1000 if last is not None else float("inf")
+        if quiet < QUIET_SECONDS:
+            open_files.append(n)
+        elif quiet < QUIET_SECONDS + SETTLE_SECONDS:
+            closing.append(n)
+        else:
+            closed.append(n)
     location = urlsplit(table.metadata_location)
     path = location.path if location.scheme in ("file", "") else ""
     return TableSample(
@@ -79,8 +122,10 @@ def sample_table(catalog: Catalog, ident: str, seen: Bytes) -> TableSample:
         len(per),
         float(statistics.median(counts)),
         max(counts),
-        open_files,
+        max(open_files, default=0),
         max(closed, default=0),
+        len(closed),
+        max(closing, default=0),
         len(table.metadata.snapshots),
         os.path.getsize(path) if path else 0,
     )
@@ -99,6 +144,10 @@ class Icepack:
 
     jobs: dict[str, int]
     retried: int
+    # Jobs given back after a commit conflict at least once (``jobs.conflicts``), and the
+    # (table, action) pairs deferred after conflicts in a row (``maintenance_deferrals``).
+    conflict_retried: int
+    deferred: int
     spark_seconds: float
     held: int
     rollbacks: int
@@ -113,6 +162,10 @@ async def icepack_side(pool: asyncpg.Pool) -> Icepack:
         for r in await pool.fetch("SELECT state, count(*) AS n FROM icepack.jobs GROUP BY 1")
     }
     retried = await pool.fetchval("SELECT count(*) FROM icepack.jobs WHERE attempts > 1")
+    conflict_retried = await pool.fetchval("SELECT count(*) FROM icepack.jobs WHERE conflicts > 0")
+    deferred = await pool.fetchval(
+        "SELECT count(*) FROM icepack.maintenance_deferrals WHERE deferred_until IS NOT NULL"
+    )
     spark_ms = await pool.fetchval(
         "SELECT coalesce(sum(duration_ms), 0) FROM icepack.job_actions WHERE procedure IS NOT NULL"
     )
@@ -142,5 +195,13 @@ async def icepack_side(pool: asyncpg.Pool) -> Icepack:
         )
     }
     return Icepack(
-        jobs, int(retried), float(spark_ms) / 1000, int(held), int(rollbacks), actions, decisions
+        jobs,
+        int(retried),
+        int(conflict_retried),
+        int(deferred),
+        float(spark_ms) / 1000,
+        int(held),
+        int(rollbacks),
+        actions,
+        decisions,
     )

@@ -5,7 +5,8 @@ are not those of the sampling process. Writes with PyIceberg through the SQL cat
 Connect or segment-processor sink would:
 
 * ``hourly``: ``hour(ts)``, 50 rows a commit stamped now (one small file a commit, all in the
-  open hour);
+  open hour); with the spec's ``hour_minutes`` below 60 the stamps follow an event clock on
+  which that many wall minutes make an hour, so a short run closes hours;
 * ``bucketed``: ``bucket(16, id)``, 50 random ids a commit (up to 16 small files a commit);
 * ``upsert``: unpartitioned, 20 rows a commit upserted on ``id`` (10 new ids, 10 updates of
   earlier ones). **Copy-on-write**: PyIceberg's ``upsert`` rewrites the data files holding the
@@ -17,8 +18,9 @@ Icepack does not depend on; the writer computes them with PyIceberg's own Python
 (``mmh3`` for the bucket, the Iceberg spec's hash), so the files carry exactly the partition
 values Iceberg's writers give.
 
-A commit that fails (``CommitFailedException``: another committer won, e.g. Icepack's rewrite)
-is redone on refreshed metadata and counted. At the end the process writes, per table, every
+A commit that fails (``CommitFailedException``: another committer won, e.g. Icepack's rewrite;
+``ValidationException``: an upsert's files were replaced meanwhile) is redone on refreshed
+metadata and counted. At the end the process writes, per table, every
 commit's latency, the failures, and the contents it expects (row count and checksum), to the
 spec's ``out`` file.
 """
@@ -40,7 +42,7 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -120,8 +122,12 @@ class Written:
 class Writer:
     """One table's writer: ``step`` makes one commit (redone on a conflict)."""
 
-    def __init__(self, table: Table, kind: str, seed: int) -> None:
+    def __init__(self, table: Table, kind: str, seed: int, event_speed: float = 1.0) -> None:
         self.table, self.kind = table, kind
+        # The hourly writer's event clock runs ``event_speed`` times as fast as the wall clock
+        # from its start (``--hour-minutes``), so a short run crosses hours; 1: wall time.
+        self.event_speed = event_speed
+        self.started = datetime.now(UTC)
         self.rng = random.Random(seed)
         self.next_id = 0
         self.rows: dict[int, str] = {}
@@ -129,6 +135,8 @@ class Writer:
 
     def batch(self, n: int) -> pa.Table:
         now = datetime.now(UTC)
+        if self.kind == "hourly" and self.event_speed != 1.0:
+            now = self.started + (now - self.started) * self.event_speed
         if self.kind == "upsert":
             fresh = list(range(self.next_id, self.next_id + n // 2))
             self.next_id += n // 2
@@ -156,7 +164,10 @@ class Writer:
             try:
                 self.commit(rows)
                 break
-            except CommitFailedException:
+            except (CommitFailedException, ValidationException):
+                # ValidationException: a copy-on-write upsert whose files a rewrite replaced
+                # meanwhile (PyIceberg validates the files it deletes): redone on fresh
+                # metadata, as a sink does; it used to end the writer's thread.
                 out.failures += 1
                 self.table.refresh()
         else:
@@ -175,13 +186,17 @@ class Writer:
         out.expected_rows, out.expected_checksum = checksum(table)
 
 
-def run(catalog: Catalog, tables: list[str], seconds: float) -> list[Written]:
-    """Every table's writer committing once a second (on the second) for ``seconds``."""
+def run(
+    catalog: Catalog, tables: list[str], seconds: float, event_speed: float = 1.0
+) -> list[Written]:
+    """Every table's writer committing once a second (on the second) for ``seconds``; the
+    hourly writer's event clock runs ``event_speed`` times as fast as the wall clock."""
     results = [Written(t) for t in tables]
     stop_at = time.monotonic() + seconds
 
     def loop(ident: str, out: Written, seed: int) -> None:
-        writer = Writer(catalog.load_table(ident), ident.rsplit(".", 1)[1], seed)
+        kind = ident.rsplit(".", 1)[1]
+        writer = Writer(catalog.load_table(ident), kind, seed, event_speed)
         tick = time.monotonic()
         while tick < stop_at:
             writer.step(out)
@@ -204,7 +219,8 @@ def run(catalog: Catalog, tables: list[str], seconds: float) -> list[Written]:
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     catalog = SqlCatalog(spec["catalog"], uri=spec["uri"], warehouse=spec["warehouse"])
-    results = run(catalog, spec["tables"], float(spec["seconds"]))
+    speed = 60.0 / float(spec.get("hour_minutes", 60.0))
+    results = run(catalog, spec["tables"], float(spec["seconds"]), speed)
     Path(spec["out"]).write_text(json.dumps([asdict(r) for r in results]))
     return 0
 

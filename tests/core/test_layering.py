@@ -26,7 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"db", "spark"},
         {"queue", "access"},
         {"runtime", "notify"},
-        {"discovery"},
+        {"discovery", "polaris"},
         {"inspection"},
         {"safety"},
         {"planning"},

@@ -10,7 +10,7 @@ Spark cannot declare), every table with small files so that the planner wants to
 - a table name with every awkward character;
 - continuously written tables (``STREAMS``), one per kind of writer: an appender into an
   ``hours(ts)`` partition spec, a copy-on-write deleter, and an upsert sink writing equality
-  deletes (``tests.support.upserts``); ``tests.support.stream_writer`` keeps writing to them
+  deletes (``bench.upserts``); ``tests.support.stream_writer`` keeps writing to them
   from another process while the pipeline maintains them.
 
 ``content_digest`` is the oracle: every live row collected to Python, put in a canonical form
@@ -31,9 +31,9 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
+from bench.upserts import UpsertTable, create_upsert_table, row
 from icepack_core.spark.sql import qualified_name
 from tests.execution.spark_tables import CATALOG
-from tests.support.upserts import UpsertTable, create_upsert_table, row
 
 NAMESPACE = "adv"
 BATCHES = 6  # one small file per partition per batch: >= min-input-files (5)

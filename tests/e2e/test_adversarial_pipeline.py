@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from bench.upserts import logical_rows
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.types import REWRITES as VERIFIED_REWRITES
@@ -38,7 +39,6 @@ from tests.execution.spark_tables import missing_referenced_files
 from tests.support.services import running
 from tests.support.settings import service_settings
 from tests.support.stream_writer import START_DEADLINE_S, StreamWriter
-from tests.support.upserts import logical_rows
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -22,6 +22,13 @@ from typing import Any
 
 import pytest
 
+from bench.upserts import (
+    UpsertTable,
+    create_upsert_table,
+    delete_file_counts,
+    logical_rows,
+    row,
+)
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
@@ -34,13 +41,6 @@ from tests.execution.spark_tables import missing_referenced_files, unique_name
 from tests.execution.test_equality_deletes import register
 from tests.support.settings import service_settings
 from tests.support.stream_writer import START_DEADLINE_S, StreamWriter
-from tests.support.upserts import (
-    UpsertTable,
-    create_upsert_table,
-    delete_file_counts,
-    logical_rows,
-    row,
-)
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -28,7 +28,13 @@ def local(location: str) -> Path:
 
 def pyiceberg_refs(io, location: str) -> list[ManifestRef]:
     return [
-        ManifestRef(m.manifest_path, m.manifest_length, m.partition_spec_id, int(m.content))
+        ManifestRef(
+            m.manifest_path,
+            m.manifest_length,
+            m.partition_spec_id,
+            int(m.content),
+            int(m.sequence_number),
+        )
         for m in read_manifest_list(io.new_input(location))
     ]
 

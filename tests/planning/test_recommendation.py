@@ -102,9 +102,13 @@ def test_old_snapshots_are_expired_with_exact_parameters():
 
 def test_actions_come_in_a_safe_order():
     orphans = PolicyAttachment(PolicyType.ORPHAN_FILE_REMOVAL, "catalog", "c", None, None, True, {})
-    policy = resolve([orphans], "db", "t")
+    stats = PolicyAttachment(PolicyType.TABLE_STATISTICS, "catalog", "c", None, None, True, {})
+    policy = resolve([orphans, stats], "db", "t")
     rec = recommend(
         status(
+            current_snapshot_id=7,
+            table_statistics={},
+            partition_statistics={},
             small_file_count=9,
             small_file_bytes=9,
             manifest_count=500,

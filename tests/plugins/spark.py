@@ -31,7 +31,8 @@ import pytest
 
 from icepack_core.local.postgres import free_port
 from icepack_core.settings import Settings, load_settings
-from icepack_core.spark.session import session_conf, spark_properties
+from icepack_core.spark.catalog_conf import AWS_BUNDLE_JAR, jars_for
+from icepack_core.spark.session import jars_dir, session_conf, spark_properties
 from tests.plugins.startup import record_startup
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -135,6 +136,24 @@ def spark_catalog_settings(
     )
 
 
+def with_aws_bundle(settings: Settings) -> Settings:
+    """``settings`` whose ``spark.jars`` also hold the Iceberg AWS bundle.
+
+    The session's jars are fixed when its JVM starts, and every Spark test shares one session:
+    the object-store tests (S3FileIO, Glue) add their catalogs to it at run time, so the bundle
+    must be on it from the start whichever test starts it.
+    """
+    directory = jars_dir(settings)
+    jars = jars_for(directory, settings.effective_catalogs())
+    jars += [jar for jar in sorted(directory.glob(f"{AWS_BUNDLE_JAR}*.jar")) if jar not in jars][
+        -1:
+    ]
+    spark_jars = ",".join(str(jar.resolve()) for jar in jars)
+    return settings.model_copy(
+        update={"spark_conf": {**settings.spark_conf, "spark.jars": spark_jars}}
+    )
+
+
 @pytest.fixture(scope="session")
 def spark(spark_catalog_settings: Settings) -> Iterator[object]:
     """The shared in-process SparkSession (``local[2]``, Iceberg, JDBC catalog ``icepack``)."""
@@ -142,7 +161,7 @@ def spark(spark_catalog_settings: Settings) -> Iterator[object]:
 
     close_pyspark_result_sockets()
     started = time.monotonic()
-    session, created = build_local_session(spark_catalog_settings)
+    session, created = build_local_session(with_aws_bundle(spark_catalog_settings))
     session.sql("SHOW NAMESPACES IN icepack").collect()  # the catalog really answers
     record_startup(SECTION, "local session", time.monotonic() - started)
     try:

@@ -7,7 +7,7 @@ starting model, then commits one round after another until the stop file appears
 
 - ``append``: a few new rows (``INSERT``), as a batch or segment appender does;
 - ``upsert``: an equality delete on the keys plus the new rows in one ``RowDelta``
-  (``tests.support.upserts``), as a Flink or Kafka Connect upsert sink does;
+  (``bench.upserts``), as a Flink or Kafka Connect upsert sink does;
 - ``cow_delete``: a new row, and every third round a ``DELETE`` of an older key on a
   copy-on-write table (data files rewritten);
 - ``mor_delete``: a ``DELETE`` of one older key every round on a merge-on-read table
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.upserts import (
+from bench.upserts import (
     Row,
     UpsertTable,
     java_table,

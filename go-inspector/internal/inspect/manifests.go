@@ -20,9 +20,17 @@ type fileAgg struct {
 	manifests, manifestBytes      int64
 	// partitions counts live data files per canonical (spec id, tuple) key.
 	partitions map[string]int64
+	// dataMins is, per partition key, the oldest data sequence number of a
+	// live data file there and how many files have it; deletes groups live
+	// delete files by kind, sequence number and partition key (applicable.go).
+	dataMins map[string]seqCount
+	deletes  map[deleteGroup]seqCount
 }
 
-func newFileAgg() *fileAgg { return &fileAgg{partitions: map[string]int64{}} }
+func newFileAgg() *fileAgg {
+	return &fileAgg{partitions: map[string]int64{}, dataMins: map[string]seqCount{},
+		deletes: map[deleteGroup]seqCount{}}
+}
 
 // addData accounts one live data file.
 func (a *fileAgg) addData(size, records, threshold int64) {
@@ -66,6 +74,12 @@ func (a *fileAgg) merge(o *fileAgg) {
 	for k, v := range o.partitions {
 		a.partitions[k] += v
 	}
+	for k, v := range o.dataMins {
+		a.addMin(k, v.a, v.b)
+	}
+	for k, v := range o.deletes {
+		a.addGroup(k, v.a, v.b)
+	}
 }
 
 // fill copies the aggregates into the contract fields.
@@ -76,10 +90,11 @@ func (a *fileAgg) fill(st *TableStatus) {
 	st.SmallFileCount = a.smallFiles
 	st.SmallFileBytes = a.smallBytes
 	st.FileSizeHistogram = a.histogram
-	st.PositionDeleteFileCount = a.posDeletes
-	st.EqualityDeleteFileCount = a.eqDeletes
-	st.DeletionVectorCount = a.dvs
-	st.DeleteRecordCount = a.deleteRecords
+	live := a.applicable()
+	st.PositionDeleteFileCount = live.position
+	st.EqualityDeleteFileCount = live.equality
+	st.DeletionVectorCount = live.vectors
+	st.DeleteRecordCount = live.records
 	st.ManifestCount = a.manifests
 	st.ManifestBytes = a.manifestBytes
 	st.PartitionCount = int64(len(a.partitions))
@@ -106,6 +121,7 @@ func aggregateManifests(ctx context.Context, rd *reader, refs []manifestRef, thr
 		aggs[w] = agg
 		wg.Go(func() {
 			sc := &scanner{agg: agg, threshold: threshold, byRaw: map[string]int64{},
+				minRaw: map[string]seqCount{}, delRaw: map[rawGroup]seqCount{},
 				plans: map[*avro.Node]*entryPlan{}}
 			for {
 				i := next.Add(1) - 1
@@ -134,7 +150,9 @@ func aggregateManifests(ctx context.Context, rd *reader, refs []manifestRef, thr
 type scanner struct {
 	agg       *fileAgg
 	threshold int64
-	byRaw     map[string]int64 // live data files per partition encoding, per manifest
+	byRaw     map[string]int64      // live data files per partition encoding, per manifest
+	minRaw    map[string]seqCount   // oldest data sequence number per partition encoding
+	delRaw    map[rawGroup]seqCount // delete files and records per group, per manifest
 	e         entry
 	reuse     avro.Reuse
 	plans     map[*avro.Node]*entryPlan
@@ -184,6 +202,8 @@ func (s *scanner) scan(data []byte, ref manifestRef) error {
 		}
 	}
 	clear(s.byRaw)
+	clear(s.minRaw)
+	clear(s.delRaw)
 	agg, e := s.agg, &s.e
 	err = f.Blocks(func(count int64, d *avro.Decoder) error {
 		for range count {
@@ -201,12 +221,20 @@ func (s *scanner) scan(data []byte, ref manifestRef) error {
 			default:
 				return fmt.Errorf("unknown entry status %d", e.status)
 			}
+			seq := e.seq
+			if !e.hasSeq {
+				seq = ref.seq
+			}
 			switch e.content {
 			case 0:
 				agg.addData(e.size, e.records, s.threshold)
 				s.byRaw[string(e.partition)]++
+				addMinTo(s.minRaw, string(e.partition), seq, 1)
 			case 1, 2:
 				agg.addDelete(e.content, e.records, e.format)
+				g := rawGroup{kind: deleteKind(e.content, e.format), seq: seq, raw: string(e.partition)}
+				c := s.delRaw[g]
+				s.delRaw[g] = seqCount{c.a + 1, c.b + e.records}
 			default:
 				return fmt.Errorf("unknown data file content %d", e.content)
 			}
@@ -222,6 +250,20 @@ func (s *scanner) scan(data []byte, ref manifestRef) error {
 			return fmt.Errorf("partition value: %w", err)
 		}
 		agg.partitions[key] += n
+	}
+	for raw, m := range s.minRaw {
+		key, err := partitionKey(specID, plan.partition, []byte(raw))
+		if err != nil {
+			return fmt.Errorf("partition value: %w", err)
+		}
+		agg.addMin(key, m.a, m.b)
+	}
+	for g, c := range s.delRaw {
+		key, err := partitionKey(specID, plan.partition, []byte(g.raw))
+		if err != nil {
+			return fmt.Errorf("partition value: %w", err)
+		}
+		agg.addGroup(deleteGroup{kind: g.kind, seq: g.seq, partition: key}, c.a, c.b)
 	}
 	agg.manifests++
 	agg.manifestBytes += length

@@ -13,15 +13,19 @@ import (
 
 // tableMeta is the part of a table metadata JSON file the contract needs.
 // Fields the contract does not use (schemas, specs, row lineage's next-row-id
-// and first-row-id, encryption keys, statistics) are not decoded, so a valid
-// file of any format version is read without validating what is not used.
+// and first-row-id, encryption keys) are not decoded, so a valid file of any
+// format version is read without validating what is not used; statistics
+// entries and snapshot summaries are kept raw and read leniently
+// (statistics.go: what is malformed there is skipped, never fatal).
 type tableMeta struct {
-	FormatVersion     int                        `json:"format-version"`
-	Properties        map[string]string          `json:"properties"`
-	CurrentSnapshotID *json.Number               `json:"current-snapshot-id"`
-	Snapshots         []snapshotMeta             `json:"snapshots"`
-	MetadataLog       []json.RawMessage          `json:"metadata-log"`
-	Refs              map[string]json.RawMessage `json:"refs"`
+	FormatVersion       int                        `json:"format-version"`
+	Properties          map[string]string          `json:"properties"`
+	CurrentSnapshotID   *json.Number               `json:"current-snapshot-id"`
+	Snapshots           []snapshotMeta             `json:"snapshots"`
+	MetadataLog         []json.RawMessage          `json:"metadata-log"`
+	Refs                map[string]json.RawMessage `json:"refs"`
+	Statistics          json.RawMessage            `json:"statistics"`
+	PartitionStatistics json.RawMessage            `json:"partition-statistics"`
 }
 
 // snapshotMeta is one snapshot; v1 snapshots may list Manifests inline
@@ -31,6 +35,9 @@ type snapshotMeta struct {
 	TimestampMs  int64       `json:"timestamp-ms"`
 	ManifestList string      `json:"manifest-list"`
 	Manifests    []string    `json:"manifests"`
+	// Raw: read leniently by freshness (statistics.go).
+	ParentSnapshotID json.RawMessage `json:"parent-snapshot-id"`
+	Summary          json.RawMessage `json:"summary"`
 }
 
 // gzipMagic starts a gzip stream: Iceberg writes gzip-compressed metadata as
@@ -138,4 +145,5 @@ func (m *tableMeta) fillHistory(st *TableStatus) {
 	}
 	st.MetadataLogCount = int64(len(m.MetadataLog))
 	st.RefCount = m.refCount()
+	m.fillStatistics(st)
 }

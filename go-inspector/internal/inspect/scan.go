@@ -17,11 +17,14 @@ type manifestRef struct {
 	// manifests, whose spec id comes from the manifest's own header.
 	specID  int32
 	hasSpec bool
+	// seq is the manifest's sequence number (0 in a v1 list): the data
+	// sequence number its entries without one inherit.
+	seq int64
 }
 
-// readManifestList decodes manifest_path, manifest_length and
-// partition_spec_id (0 when a v1 list omits it) from a manifest list file,
-// skipping every other field.
+// readManifestList decodes manifest_path, manifest_length,
+// partition_spec_id (0 when a v1 list omits it) and sequence_number (0 when
+// omitted) from a manifest list file, skipping every other field.
 func readManifestList(data []byte) ([]manifestRef, error) {
 	f, err := avro.Open(data, nil)
 	if err != nil {
@@ -32,6 +35,7 @@ func readManifestList(data []byte) ([]manifestRef, error) {
 		return nil, fmt.Errorf("manifest list schema is not a record")
 	}
 	pathIdx, lengthIdx, specIdx := rec.Field("manifest_path"), rec.Field("manifest_length"), rec.Field("partition_spec_id")
+	seqIdx := rec.Field("sequence_number")
 	if pathIdx < 0 || lengthIdx < 0 {
 		return nil, fmt.Errorf("manifest list schema lacks manifest_path or manifest_length")
 	}
@@ -41,9 +45,11 @@ func readManifestList(data []byte) ([]manifestRef, error) {
 	if err := expect(rec, lengthIdx, avro.Long, avro.Int); err != nil {
 		return nil, err
 	}
-	if specIdx >= 0 {
-		if err := expect(rec, specIdx, avro.Int, avro.Long); err != nil {
-			return nil, err
+	for _, idx := range []int{specIdx, seqIdx} {
+		if idx >= 0 {
+			if err := expect(rec, idx, avro.Int, avro.Long); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var refs []manifestRef
@@ -61,6 +67,8 @@ func readManifestList(data []byte) ([]manifestRef, error) {
 				case specIdx:
 					v, _ := readNumber(d, fd.Type)
 					m.specID = int32(v)
+				case seqIdx:
+					m.seq, _ = readNumber(d, fd.Type)
 				default:
 					d.Skip(fd.Type)
 				}
@@ -125,6 +133,7 @@ func readBytes(d *avro.Decoder, n *avro.Node) ([]byte, bool) {
 const (
 	actSkip uint8 = iota
 	actStatus
+	actSeq
 	actDataFile
 	actContent
 	actFormat
@@ -134,7 +143,7 @@ const (
 )
 
 // entryPlan is a manifest's writer schema compiled for the projection the
-// contract needs: status, and of data_file content, file_format, partition
+// contract needs: status, the data sequence number, and of data_file content, file_format, partition
 // (kept as raw bytes), record_count and file_size_in_bytes.
 type entryPlan struct {
 	entry     *avro.Node
@@ -154,6 +163,11 @@ func compileEntryPlan(schema *avro.Node) (*entryPlan, error) {
 		case "status":
 			p.entryActs[i] = actStatus
 			if err := expect(schema, i, avro.Int, avro.Long); err != nil {
+				return nil, err
+			}
+		case "sequence_number":
+			p.entryActs[i] = actSeq
+			if err := expect(schema, i, avro.Long, avro.Int); err != nil {
 				return nil, err
 			}
 		case "data_file":
@@ -212,9 +226,13 @@ func hasAct(acts []uint8, a uint8) bool {
 // the decoded block.
 type entry struct {
 	status, content int64
-	format          []byte
-	partition       []byte
-	records, size   int64
+	// seq is the data sequence number; hasSeq is false when the entry has none
+	// (it then inherits its manifest's).
+	seq           int64
+	hasSeq        bool
+	format        []byte
+	partition     []byte
+	records, size int64
 }
 
 // decode reads one manifest_entry object into e.
@@ -224,6 +242,8 @@ func (p *entryPlan) decode(d *avro.Decoder, e *entry) {
 		switch p.entryActs[i] {
 		case actStatus:
 			e.status, _ = readNumber(d, f.Type)
+		case actSeq:
+			e.seq, e.hasSeq = readNumber(d, f.Type)
 		case actDataFile:
 			t := f.Type
 			if t.Kind == avro.Union {

@@ -117,6 +117,9 @@ type TableStatus struct {
 	CurrentSnapshotAt *string `json:"current_snapshot_at"`
 	MetadataLogCount  int64   `json:"metadata_log_count"`
 	RefCount          int64   `json:"ref_count"`
+
+	TableStatistics     StatisticsFreshness `json:"table_statistics"`
+	PartitionStatistics StatisticsFreshness `json:"partition_statistics"`
 }
 
 // FormatTimestamp renders t as RFC 3339 in UTC with exactly three fractional

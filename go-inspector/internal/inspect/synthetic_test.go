@@ -76,7 +76,13 @@ func writeSyntheticTable(t *testing.T, dataManifests int) (string, expected) {
 		if extra != nil {
 			extra(b)
 		}
-		return iceberg.NewManifestEntryBuilder(iceberg.EntryStatusADDED, &snap, b.Build()).SequenceNum(1).FileSequenceNum(1).Build()
+		// Delete files are younger than the data (sequence number 2 against 1), so each
+		// can still apply to a data file of its partition and counts (applicable.go).
+		seq := int64(1)
+		if content != iceberg.EntryContentData {
+			seq = 2
+		}
+		return iceberg.NewManifestEntryBuilder(iceberg.EntryStatusADDED, &snap, b.Build()).SequenceNum(seq).FileSequenceNum(seq).Build()
 	}
 	writeManifest := func(name string, content iceberg.ManifestContent, add func(w *iceberg.ManifestWriter) error) iceberg.ManifestFile {
 		var buf bytes.Buffer

@@ -404,3 +404,10 @@ class InProcessUnsupported(IcepackError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class ClusteringKeyInvalid(PermanentError, ValueError):
+    """A sort or z-order key cannot be used on a table: a column the schema does not have (or
+    not a primitive), or ``sort`` on a table without a sort order; the message names it."""
+
+    code = "CLUSTERING_KEY_INVALID"

@@ -26,9 +26,11 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from icepack_core.errors import IntentError
+from icepack_core.policy import MAX_ZORDER_COLUMNS, zorder_problem
 from icepack_core.types import Action
 
 MAX_ACTIONS = 10
@@ -94,7 +96,14 @@ def _utc(value: datetime) -> datetime:
 
 
 class RewriteDataFilesParams(_Model):
-    strategy: Literal["binpack", "sort"] = "binpack"
+    # zorder runs Iceberg's sort strategy with ``sort_order => 'zorder(<columns>)'``, each
+    # column quoted by ``spark.sql.quote_identifier``; sort uses the table's sort order.
+    strategy: Literal["binpack", "sort", "zorder"] = "binpack"
+    zorder_columns: list[str] = Field(default_factory=list, max_length=MAX_ZORDER_COLUMNS)
+    # sort/zorder: the executor also selects partitions whose files' mean overlap depth on the
+    # key exceeds this (inspection.clustering), and rewrites all their files. None: only
+    # partitions with enough small files, as for binpack.
+    max_overlap_depth: float | None = Field(default=None, ge=1.0, le=1_000_000)
     options: dict[str, str] = Field(default_factory=dict)
     # "partitions": the executor narrows the rewrite to partitions with enough small files.
     scope: Literal["table", "partitions"] | None = Field(default=None)
@@ -114,6 +123,15 @@ class RewriteDataFilesParams(_Model):
     @classmethod
     def _options(cls, value: dict[str, str]) -> dict[str, str]:
         return _check_options(value, REWRITE_DATA_OPTIONS)
+
+    @model_validator(mode="after")
+    def _zorder_key(self) -> RewriteDataFilesParams:
+        problem = zorder_problem(self.strategy, self.zorder_columns)
+        if problem is not None:
+            raise ValueError(problem)
+        if self.max_overlap_depth is not None and self.strategy == "binpack":
+            raise ValueError("max_overlap_depth is only used with strategy sort or zorder")
+        return self
 
 
 class RewritePositionDeleteFilesParams(_Model):
@@ -148,6 +166,34 @@ class RemoveOrphanFilesParams(_Model):
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
         return _utc(value)
+
+
+MAX_STATISTICS_COLUMNS = 1000
+
+
+class ComputeTableStatsParams(_Model):
+    """Iceberg's ``compute_table_stats`` of the current snapshot: a Puffin file of NDV
+    sketches (``apache-datasketches-theta-v1``) for ``columns`` (empty: every column Iceberg
+    supports). Metadata-only: no snapshot is committed (``execution.statistics``)."""
+
+    columns: list[str] = Field(default_factory=list, max_length=MAX_STATISTICS_COLUMNS)
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, value: list[str]) -> list[str]:
+        for index, column in enumerate(value):
+            if not 1 <= len(column) <= 255 or any(ord(c) < 32 or ord(c) == 127 for c in column):
+                raise ValueError(
+                    f"columns[{index}]: {column!r} must be a column name of 1 to 255 "
+                    "characters without control characters"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("a column is named twice")
+        return value
+
+
+class ComputePartitionStatsParams(_Model):
+    """Nothing to choose: Iceberg's ``compute_partition_stats`` of the current snapshot."""
 
 
 class PurgeQuarantineParams(_Model):
@@ -198,6 +244,20 @@ class RemoveOrphanFiles(_Intent):
     params: RemoveOrphanFilesParams
 
 
+class ComputeTableStats(_Intent):
+    action: Literal[Action.COMPUTE_TABLE_STATS] = Action.COMPUTE_TABLE_STATS
+    params: ComputeTableStatsParams = Field(default_factory=ComputeTableStatsParams)
+
+
+class ComputePartitionStats(_Intent):
+    action: Literal[Action.COMPUTE_PARTITION_STATS] = Action.COMPUTE_PARTITION_STATS
+    params: ComputePartitionStatsParams = Field(default_factory=ComputePartitionStatsParams)
+
+
+# Actions that add statistics files to the metadata and commit no snapshot.
+STATISTICS_INTENTS = (ComputeTableStats, ComputePartitionStats)
+
+
 class PurgeQuarantine(_Intent):
     action: Literal[Action.PURGE_QUARANTINE] = Action.PURGE_QUARANTINE
     params: PurgeQuarantineParams = Field(default_factory=PurgeQuarantineParams)
@@ -215,6 +275,8 @@ Intent = Annotated[
     RewriteDataFiles
     | RewritePositionDeleteFiles
     | RewriteManifests
+    | ComputeTableStats
+    | ComputePartitionStats
     | ExpireSnapshots
     | RemoveOrphanFiles
     | PurgeQuarantine

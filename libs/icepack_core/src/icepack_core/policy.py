@@ -1,17 +1,29 @@
 """Maintenance policies: Polaris-compatible types, inheritance, and table-property overrides.
 
 A policy has a type (``system.data-compaction``, ``system.metadata-compaction``,
-``system.snapshot-expiry``, ``system.orphan-file-removal``), ``enable`` and a typed ``config``;
-it is attached to a catalog, a namespace or a table. For each type the most specific attachment
-wins (table > deepest namespace > catalog > defaults), as in Polaris; then table properties
-``icepack.*`` override last. Invalid values are rejected with a message naming the key.
+``system.snapshot-expiry``, ``system.orphan-file-removal``, and Icepack's own
+``icepack.table-statistics``), ``enable`` and a typed ``config``; it is attached to a catalog, a
+namespace or a table. Attachments come from Icepack's own store (``origin="icepack"``) or from a
+Polaris catalog's policies (``origin="polaris"``, ``icepack_core.polaris``). The precedence, per
+type:
+
+1. the most specific attachment wins (table > deepest namespace > catalog), as in Polaris;
+2. at the same scope, Icepack's own attachment wins over Polaris' (an operator's explicit
+   override in the tool that acts);
+3. an invalid Polaris policy (``PolicyAttachment.invalid``: a value Icepack cannot accept) is
+   passed over, and the next attachment in this order applies, else the defaults (which keep
+   every safety floor);
+4. table properties ``icepack.*`` override last.
+
+Invalid values are rejected with a message naming the key.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -25,6 +37,30 @@ POLICY_TYPES = tuple(PolicyType)
 _ABSOLUTE_LOCATION = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.\-]*:)?/")
 # Orphan removal deletes files: anything younger than this may belong to a writer still in flight.
 ORPHAN_SAFE_HOURS = 72.0
+MAX_ZORDER_COLUMNS = 16
+# A column name as a policy may give it: printable, no control or bidi characters (the SQL
+# quoting refuses those anyway); whether the table has it is checked against its schema.
+_COLUMN_NAME = re.compile(r"^[^\x00-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]{1,255}$")
+
+
+def zorder_problem(strategy: str, columns: Sequence[str]) -> str | None:
+    """What is wrong with a strategy's z-order key, or None (its shape only: whether the table
+    has the columns is checked against its schema, ``inspection.clustering.key_fields``)."""
+    if strategy == "zorder" and not columns:
+        return "strategy zorder needs zorder_columns (at least one column name)"
+    if strategy != "zorder" and columns:
+        return f"zorder_columns is only used with strategy zorder, not {strategy!r}"
+    seen: set[str] = set()
+    for index, name in enumerate(columns):
+        if not _COLUMN_NAME.match(name):
+            return (
+                f"zorder_columns[{index}]: {name!r} is not a column name (1-255 characters, no "
+                "control or bidi characters)"
+            )
+        if name in seen:
+            return f"zorder_columns[{index}]: {name!r} is given twice"
+        seen.add(name)
+    return None
 
 
 class _Config(BaseModel):
@@ -38,7 +74,17 @@ class DataCompactionConfig(_Config):
     target_file_size_bytes: int | None = Field(None, gt=0)
     # Iceberg's binpack needs >= 5 input files per group before a rewrite pays off.
     min_input_files: int = Field(5, ge=2)
-    strategy: Literal["binpack", "sort"] = "binpack"
+    # binpack: small files into target-sized ones. sort: each rewritten partition sorted by
+    # the table's sort order (a table without one falls back to binpack, the recommendation
+    # says why). zorder: sorted by the z-order of ``zorder_columns``. sort and zorder are also
+    # proposed for well-sized files whose key ranges overlap (inspection.clustering).
+    strategy: Literal["binpack", "sort", "zorder"] = "binpack"
+    # The z-order key (strategy zorder only): column names, each checked against the table's
+    # schema when the table is inspected and again before the rewrite runs.
+    zorder_columns: list[str] = Field(default_factory=list, max_length=MAX_ZORDER_COLUMNS)
+    # A partition whose files' mean overlap depth on the key exceeds this is rewritten (sort,
+    # zorder); 1 is perfectly clustered. A partition at or below it is left alone.
+    max_overlap_depth: float = Field(2.0, ge=1.0, le=1_000_000)
     rewrite_delete_files: bool = True
     # A data file with at least this many delete files is rewritten with its deletes applied
     # (Iceberg's ``delete-file-threshold``).
@@ -53,6 +99,13 @@ class DataCompactionConfig(_Config):
     # (execution.metadata_scope). 0 treats every partition as closed.
     open_partition_quiet_minutes: float = Field(10.0, ge=0, le=7 * 24 * 60)
     open_partition_max_small_files: int = Field(100, ge=1, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _zorder_key(self) -> DataCompactionConfig:
+        problem = zorder_problem(self.strategy, self.zorder_columns)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 class MetadataCompactionConfig(_Config):
@@ -103,9 +156,19 @@ class OrphanFileRemovalConfig(_Config):
     # Orphans are moved to a quarantine prefix, not deleted; a purge job deletes them this many
     # days later (until then ``icepack restore JOB`` puts them back).
     quarantine_days: float = Field(7.0, gt=0, le=MAX_HOURS / 24)
+    # Polaris' ``locations``: where to look for orphans instead of the table's location. Every
+    # entry must lie within the table's own location, or the removal is refused at the choke
+    # point (``safety.admission``); the scan itself always covers the table's location.
+    locations: list[str] = Field(default_factory=list, max_length=100)
 
     @model_validator(mode="after")
     def _safe_age(self) -> OrphanFileRemovalConfig:
+        for index, root in enumerate(self.locations):
+            if not _ABSOLUTE_LOCATION.match(root):
+                raise ValueError(
+                    f"locations[{index}]: {root!r} is not an absolute location "
+                    "(scheme://authority/path or /path)"
+                )
         if self.older_than_hours < ORPHAN_SAFE_HOURS and not self.allow_unsafe_older_than:
             raise ValueError(
                 f"older_than_hours={self.older_than_hours} is below the {ORPHAN_SAFE_HOURS:g} h "
@@ -114,23 +177,61 @@ class OrphanFileRemovalConfig(_Config):
         return self
 
 
+class TableStatisticsConfig(_Config):
+    """Keep statistics current: Iceberg's ``compute_table_stats`` (Puffin NDV sketches, read
+    by cost-based optimizers) and ``compute_partition_stats``. Off unless enabled: the table
+    statistics read every row of their columns (a full scan), and only engines with a
+    cost-based optimizer that reads them gain anything, which a fleet default cannot know.
+
+    Statistics are *stale* once the table has moved ``stale_after_snapshots`` snapshots past
+    the snapshot they describe, or rows were added amounting to ``stale_added_rows_share`` of
+    the table's rows (``inspection.statistics.staleness``); *missing* when no statistics
+    describe the current snapshot or one of its ancestors. Either makes them due."""
+
+    # The columns to sketch (top-level or dotted nested names); empty: every column Iceberg
+    # supports (compute_table_stats' own default).
+    columns: list[str] = Field(default_factory=list, max_length=1000)
+    table_stats: bool = True
+    partition_stats: bool = True
+    # None: the snapshot count alone never makes them stale.
+    stale_after_snapshots: int | None = Field(100, ge=1, le=1_000_000)
+    stale_added_rows_share: float = Field(0.2, gt=0, le=1000)
+
+    @model_validator(mode="after")
+    def _valid(self) -> TableStatisticsConfig:
+        for index, column in enumerate(self.columns):
+            if not column or len(column) > 255 or any(ord(c) < 32 for c in column):
+                raise ValueError(
+                    f"columns[{index}]: {column!r} must be a column name of 1 to 255 "
+                    "characters without control characters"
+                )
+        if len(set(self.columns)) != len(self.columns):
+            raise ValueError("columns: a column is named twice")
+        if not (self.table_stats or self.partition_stats):
+            raise ValueError("table_stats and partition_stats are both false: disable the policy")
+        return self
+
+
 CONFIG_TYPES: dict[str, type[_Config]] = {
     PolicyType.DATA_COMPACTION: DataCompactionConfig,
     PolicyType.METADATA_COMPACTION: MetadataCompactionConfig,
     PolicyType.SNAPSHOT_EXPIRY: SnapshotExpiryConfig,
     PolicyType.ORPHAN_FILE_REMOVAL: OrphanFileRemovalConfig,
+    PolicyType.TABLE_STATISTICS: TableStatisticsConfig,
 }
 DEFAULT_ENABLED = {
     PolicyType.DATA_COMPACTION: True,
     PolicyType.METADATA_COMPACTION: True,
     PolicyType.SNAPSHOT_EXPIRY: True,
     PolicyType.ORPHAN_FILE_REMOVAL: False,  # the one action that can destroy data
+    PolicyType.TABLE_STATISTICS: False,  # a full scan per run: opt in (TableStatisticsConfig)
 }
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyAttachment:
-    """One row of ``icepack.policies``."""
+    """One row of ``icepack.policies``, or one Polaris policy mapped onto it
+    (``icepack_core.polaris.mapping``)."""
 
     policy_type: str
     scope: Literal["catalog", "namespace", "table"]
@@ -139,6 +240,30 @@ class PolicyAttachment:
     table_name: str | None
     enabled: bool
     config: Mapping[str, Any]
+    origin: Literal["icepack", "polaris"] = "icepack"
+    # Polaris: the policy's name and version, what Icepack does not use (kept and shown), why
+    # it cannot be used (then ``resolve`` passes over it), and when it was fetched.
+    name: str | None = None
+    version: int | None = None
+    unknown: Mapping[str, Any] = field(default_factory=dict)
+    invalid: str | None = None
+    fetched_at: datetime | None = None
+    stale: str | None = None  # the last refresh failed: why (the policy is the last known one)
+
+    def label(self) -> str:
+        """Where this attachment is, as ``sources`` shows it ("namespace a.b", "polaris table
+        policy compact1 v0, fetched ...")."""
+        where = self.scope if self.scope != "namespace" else f"namespace {self.namespace}"
+        if self.origin == "icepack":
+            return where
+        text = f"polaris {where} policy {self.name} v{self.version}"
+        if self.fetched_at is not None:
+            text += f", fetched {self.fetched_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        if self.unknown:
+            text += f", not used: {', '.join(sorted(self.unknown))}"
+        if self.stale:
+            text += f", last known (refresh failing: {self.stale})"
+        return text
 
 
 def parse_config(policy_type: str, config: Mapping[str, Any]) -> _Config:
@@ -175,6 +300,7 @@ class EffectivePolicy:
     sources: Mapping[str, str]
     # The least time between two maintenance runs on the table (planning.due).
     min_interval_minutes: float = 5.0
+    table_statistics: TableStatisticsConfig | None = None  # None: disabled (the default)
 
 
 def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | None:
@@ -189,6 +315,28 @@ def _specificity(att: PolicyAttachment, namespace: str, table: str) -> int | Non
     if att.namespace == namespace and att.table_name == table:
         return 10_000
     return None
+
+
+def choose(
+    attachments: Iterable[PolicyAttachment], namespace: str, table: str
+) -> tuple[dict[str, PolicyAttachment], dict[str, list[PolicyAttachment]]]:
+    """Per policy type, the attachment that applies to ``namespace.table`` (the module's
+    precedence, steps 1-3), and the invalid ones that ranked above it (passed over)."""
+    ranked: dict[str, list[tuple[tuple[int, int], PolicyAttachment]]] = {}
+    for att in attachments:
+        rank = _specificity(att, namespace, table)
+        if rank is not None:
+            origin_rank = 1 if att.origin == "icepack" else 0
+            ranked.setdefault(att.policy_type, []).append(((rank, origin_rank), att))
+    chosen: dict[str, PolicyAttachment] = {}
+    passed_over: dict[str, list[PolicyAttachment]] = {}
+    for policy_type, candidates in ranked.items():
+        for _, att in sorted(candidates, key=lambda c: c[0], reverse=True):
+            if att.invalid is None:
+                chosen[policy_type] = att
+                break
+            passed_over.setdefault(policy_type, []).append(att)
+    return chosen, passed_over
 
 
 # icepack.* table properties and the policy field each overrides.
@@ -207,6 +355,11 @@ PROPERTY_OVERRIDES: dict[str, tuple[PolicyType, str]] = {
     "icepack.snapshot-expiry.max-count": (PolicyType.SNAPSHOT_EXPIRY, "max_snapshots"),
     "icepack.orphan-removal.enabled": (PolicyType.ORPHAN_FILE_REMOVAL, "enable"),
     "icepack.orphan-removal.older-than-hours": (PolicyType.ORPHAN_FILE_REMOVAL, "older_than_hours"),
+    "icepack.statistics.enabled": (PolicyType.TABLE_STATISTICS, "enable"),
+    "icepack.statistics.stale-after-snapshots": (
+        PolicyType.TABLE_STATISTICS,
+        "stale_after_snapshots",
+    ),
 }
 MAINTENANCE_ENABLED = "icepack.maintenance.enabled"
 CADENCE_HOURS = "icepack.maintenance.cadence-hours"
@@ -249,29 +402,23 @@ def resolve(
         PolicyError: a stored policy or a table property is invalid (the message names it).
     """
     properties = properties or {}
-    chosen: dict[str, tuple[int, PolicyAttachment]] = {}
-    for att in attachments:
-        rank = _specificity(att, namespace, table)
-        if rank is None:
-            continue
-        if att.policy_type not in chosen or rank > chosen[att.policy_type][0]:
-            chosen[att.policy_type] = (rank, att)
+    chosen, passed_over = choose(attachments, namespace, table)
 
     sources: dict[str, str] = {}
     raw: dict[str, dict[str, Any]] = {}
     enabled: dict[str, bool] = {}
     for policy_type in POLICY_TYPES:
         if policy_type in chosen:
-            att = chosen[policy_type][1]
+            att = chosen[policy_type]
             raw[policy_type] = dict(att.config)
             enabled[policy_type] = att.enabled
-            sources[policy_type] = (
-                att.scope if att.scope != "namespace" else (f"namespace {att.namespace}")
-            )
+            sources[policy_type] = att.label()
         else:
             raw[policy_type] = {}
             enabled[policy_type] = DEFAULT_ENABLED[policy_type]
             sources[policy_type] = "default"
+        for bad in passed_over.get(policy_type, []):
+            sources[policy_type] += f" (passed over {bad.label()}: invalid: {bad.invalid})"
 
     for key, value in properties.items():
         if key in PROPERTY_OVERRIDES:
@@ -344,4 +491,5 @@ def resolve(
         orphan_file_removal=configs[PolicyType.ORPHAN_FILE_REMOVAL],  # type: ignore[arg-type]
         sources=sources,
         min_interval_minutes=min_interval,
+        table_statistics=configs[PolicyType.TABLE_STATISTICS],  # type: ignore[arg-type]
     )

@@ -79,6 +79,12 @@ def _is_postgres_uri(uri: str | None) -> bool:
     return scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+")
 
 
+# The REST spec's request header asking a catalog to delegate storage access, and the value
+# asking for vended credentials (as opposed to "remote-signing").
+ACCESS_DELEGATION_HEADER = "X-Iceberg-Access-Delegation"
+VENDED_CREDENTIALS = "vended-credentials"
+
+
 class CatalogConfig(BaseModel):
     """One Iceberg catalog Icepack watches. Secrets may come from
     ``ICEPACK_CATALOG_<NAME>_CREDENTIAL`` / ``_TOKEN`` / ``_S3_SECRET_ACCESS_KEY``."""
@@ -97,6 +103,10 @@ class CatalogConfig(BaseModel):
     scope: str = "PRINCIPAL_ROLE:ALL"
     oauth2_server_uri: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    # REST: ask the catalog for vended storage credentials (the access-delegation header) in
+    # both PyIceberg's and Spark's requests; each then reads and writes data with the keys
+    # loadTable's answer carries, so Icepack needs no static S3 keys (Polaris, Unity, Tabular).
+    vended_credentials: bool = False
     # Glue and S3 FileIO.
     region: str | None = None
     endpoint: str | None = None
@@ -117,6 +127,16 @@ class CatalogConfig(BaseModel):
     # REST: load tables with If-None-Match and the ETag stored from the last full load, so an
     # unchanged table costs a 304 instead of its metadata (no effect on a server without ETags).
     conditional_loads: bool = True
+    # REST: the catalog is Apache Polaris, whose system.* policies apply (icepack_core.polaris):
+    # true / false, or null to detect it (one request: Polaris answers its policy API).
+    polaris: bool | None = None
+    # Polaris' catalog name in its URLs (the ``{prefix}``); default ``warehouse``.
+    polaris_prefix: str | None = None
+    # How long a read of the catalog's / a namespace's applicable policies, and of a table's,
+    # stays fresh; at most this many tables are read per pass (icepack_core.polaris.refresh).
+    polaris_namespace_ttl_seconds: float = Field(default=300.0, gt=0)
+    polaris_table_ttl_seconds: float = Field(default=6 * 3600.0, gt=0)
+    polaris_max_table_reads_per_pass: int = Field(default=500, ge=0)
     # Amazon SQS queue carrying this catalog's change events (Glue Data Catalog table state
     # changes from EventBridge, S3 ObjectCreated for *.metadata.json); credentials come from the
     # AWS default chain. `sqs_endpoint` overrides the endpoint (an emulator, a VPC endpoint).
@@ -158,6 +178,11 @@ class CatalogConfig(BaseModel):
                         f"{label}: credential must be CLIENT_ID:CLIENT_SECRET with both parts "
                         f"(ICEPACK_CATALOG_{self.name.upper()}_CREDENTIAL)"
                     )
+        if self.vended_credentials and self.type != "rest":
+            raise ValueError(
+                f"{label}: vended_credentials needs a REST catalog (the catalog vends them in "
+                f"its loadTable answers); this one is type {self.type}"
+            )
         if self.notify and (self.type != "sql" or not _is_postgres_uri(self.uri)):
             raise ValueError(
                 f"{label}: notify needs a SQL catalog in Postgres (type sql, a postgresql:// "
@@ -226,6 +251,12 @@ class Settings(BaseSettings):
     maintenance_min_interval_minutes: float = Field(5.0, ge=0, le=MAX_HOURS * 60)
     maintenance_min_benefit: float = Field(50.0, ge=0)
     maintenance_bytes_per_benefit: int = Field(128 * 1024 * 1024, ge=1)
+    # The interval between compactions of a table whose open partitions threaten their
+    # small-file bound (planning.pressure): a floor, so a hot table cannot loop on executors.
+    maintenance_pressure_interval_seconds: float = Field(60.0, ge=0, le=MAX_HOURS * 3600)
+    # The shortest span between the two statuses that growth is measured over (a table
+    # inspected every second would otherwise measure one commit's files as its rate).
+    maintenance_growth_span_seconds: float = Field(30.0, gt=0, le=24 * 3600)
     # Safety floor for expire_snapshots, whoever asks: never expire what is younger than this.
     expiry_min_age_hours: float = Field(1.0, ge=0, le=MAX_HOURS)
 

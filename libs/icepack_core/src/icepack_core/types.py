@@ -80,6 +80,9 @@ class IssueCode(StrEnum):
     DELETE_FILE_BUILDUP = "DELETE_FILE_BUILDUP"
     PARTITION_SKEW = "PARTITION_SKEW"
     METADATA_LOG_GROWTH = "METADATA_LOG_GROWTH"
+    STATISTICS_MISSING = "STATISTICS_MISSING"
+    STATISTICS_STALE = "STATISTICS_STALE"
+    POOR_CLUSTERING = "POOR_CLUSTERING"
     INSPECTION_FAILED = "INSPECTION_FAILED"
 
 
@@ -91,6 +94,10 @@ class Action(StrEnum):
     REWRITE_DATA_FILES = "rewrite_data_files"
     REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"
     REWRITE_MANIFESTS = "rewrite_manifests"
+    # Metadata-only: statistics of the current snapshot (after the rewrites, so they describe
+    # the snapshot the job leaves; before expiry, which keeps the current snapshot's files).
+    COMPUTE_TABLE_STATS = "compute_table_stats"
+    COMPUTE_PARTITION_STATS = "compute_partition_stats"
     EXPIRE_SNAPSHOTS = "expire_snapshots"
     REMOVE_ORPHAN_FILES = "remove_orphan_files"
     # Ledger actions (no Spark): delete quarantined orphans after their window, or put a
@@ -113,13 +120,20 @@ REWRITES = frozenset(
 )
 
 
+# Actions that only add statistics files to the metadata: no snapshot is committed, and the
+# executor proves it (``execution.statistics``).
+STATISTICS_ACTIONS = frozenset({Action.COMPUTE_TABLE_STATS, Action.COMPUTE_PARTITION_STATS})
+
+
 class PolicyType(StrEnum):
-    """Polaris-compatible maintenance policy types (``icepack_core.policy`` gives each a config)."""
+    """Maintenance policy types (``icepack_core.policy`` gives each a config): Polaris'
+    ``system.*`` types, and Icepack's own ``icepack.*`` for what Polaris has no type for."""
 
     DATA_COMPACTION = "system.data-compaction"
     METADATA_COMPACTION = "system.metadata-compaction"
     SNAPSHOT_EXPIRY = "system.snapshot-expiry"
     ORPHAN_FILE_REMOVAL = "system.orphan-file-removal"
+    TABLE_STATISTICS = "icepack.table-statistics"
 
 
 SERVICE_NAMES: tuple[str, ...] = ("discovery", "inspector", "planner", "executor", "gateway")

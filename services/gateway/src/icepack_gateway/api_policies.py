@@ -131,6 +131,7 @@ def _policy_json(policy: EffectivePolicy) -> dict[str, Any]:
         PolicyType.METADATA_COMPACTION: policy.metadata_compaction,
         PolicyType.SNAPSHOT_EXPIRY: policy.snapshot_expiry,
         PolicyType.ORPHAN_FILE_REMOVAL: policy.orphan_file_removal,
+        PolicyType.TABLE_STATISTICS: policy.table_statistics,
     }
     return {
         "maintenance_enabled": policy.maintenance_enabled,

@@ -19,6 +19,7 @@ from icepack_core.policy import (
     MetadataCompactionConfig,
     OrphanFileRemovalConfig,
     SnapshotExpiryConfig,
+    TableStatisticsConfig,
 )
 from icepack_core.types import (
     Action,
@@ -171,6 +172,22 @@ class TableShape(Model):
     snapshots: int
 
 
+class PredictedStatistics(Model):
+    """What a statistics action is predicted to leave (``planning.prediction``)."""
+
+    present_for_current: bool
+    snapshot_id: int | None = Field(description="the snapshot the statistics will describe")
+    bytes_written: int | None = Field(description="about the file it replaces; null without one")
+
+
+class MeasuredStatistics(Model):
+    """What a statistics action measurably left (``execution.outcome``)."""
+
+    present_for_current: bool = Field(description="statistics describe the current snapshot")
+    snapshot_id: int | None
+    bytes_written: int
+
+
 class PredictedEffect(Model):
     """An action's predicted effect on its table."""
 
@@ -180,6 +197,15 @@ class PredictedEffect(Model):
     benefit: int = Field(
         description="objects a full scan no longer opens: data + delete files + manifests removed"
     )
+    statistics: PredictedStatistics | None = None
+
+
+class OverlapDepth(Model):
+    """A table's mean overlap depth on its clustering key (``inspection.clustering``): how many
+    files of its partition a data file's key range overlaps, itself included (1: clustered)."""
+
+    before: float | None
+    after: float | None
 
 
 class PredictedAction(Model):
@@ -191,6 +217,10 @@ class PredictedAction(Model):
     after: TableShape | None
     rewrite_bytes: int
     benefit: int
+    statistics: PredictedStatistics | None = None
+    overlap_depth: OverlapDepth | None = Field(
+        default=None, description="sort/z-order: the key's mean overlap depth before -> after"
+    )
 
 
 class JobPrediction(Model):
@@ -221,6 +251,10 @@ class MeasuredAction(Model):
     ratio: float | None = Field(description="measured / predicted benefit; null without one")
     own: OwnCommits | None = Field(
         default=None, description="present when writers committed: benefit is the rewrite's own"
+    )
+    statistics: MeasuredStatistics | None = None
+    overlap_depth: OverlapDepth | None = Field(
+        default=None, description="sort/z-order: the key's mean overlap depth before -> after"
     )
 
 
@@ -454,6 +488,9 @@ class PolicyConfigs(Model):
     metadata_compaction: MetadataCompactionConfig | None = Field(alias="system.metadata-compaction")
     snapshot_expiry: SnapshotExpiryConfig | None = Field(alias="system.snapshot-expiry")
     orphan_file_removal: OrphanFileRemovalConfig | None = Field(alias="system.orphan-file-removal")
+    table_statistics: TableStatisticsConfig | None = Field(
+        default=None, alias="icepack.table-statistics"
+    )
 
 
 class EffectivePolicy(Model):

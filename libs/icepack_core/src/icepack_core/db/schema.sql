@@ -732,6 +732,87 @@ COMMENT ON TABLE icepack.planner_replans IS 'per table: when the planner plans i
 
 
 --
+-- Name: polaris_policies; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.polaris_policies (
+    catalog text NOT NULL,
+    scope text NOT NULL,
+    namespace text DEFAULT ''::text NOT NULL,
+    table_name text DEFAULT ''::text NOT NULL,
+    policy_type text NOT NULL,
+    name text NOT NULL,
+    version integer NOT NULL,
+    enabled boolean NOT NULL,
+    config jsonb NOT NULL,
+    unknown jsonb DEFAULT '{}'::jsonb NOT NULL,
+    invalid text,
+    fetched_at timestamp with time zone NOT NULL,
+    CONSTRAINT polaris_policies_config_check CHECK ((jsonb_typeof(config) = 'object'::text)),
+    CONSTRAINT polaris_policies_scope_check CHECK ((scope = ANY (ARRAY['catalog'::text, 'namespace'::text, 'table'::text]))),
+    CONSTRAINT polaris_policies_unknown_check CHECK ((jsonb_typeof(unknown) = 'object'::text))
+);
+
+
+--
+-- Name: TABLE polaris_policies; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.polaris_policies IS 'Polaris policies mapped onto Icepack''s (origin polaris), per attachment target';
+
+
+--
+-- Name: COLUMN polaris_policies.unknown; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.polaris_policies.unknown IS 'Keys Icepack does not use, kept and shown';
+
+
+--
+-- Name: COLUMN polaris_policies.invalid; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.polaris_policies.invalid IS 'Why Icepack cannot use the policy (a value it cannot accept, naming the key); passed over';
+
+
+--
+-- Name: polaris_sources; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.polaris_sources (
+    catalog text NOT NULL,
+    is_polaris boolean NOT NULL,
+    detected_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_pass_at timestamp with time zone,
+    last_success_at timestamp with time zone,
+    last_error text,
+    last_error_at timestamp with time zone,
+    last_requests integer DEFAULT 0 NOT NULL
+);
+
+
+--
+-- Name: COLUMN polaris_sources.last_error; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.polaris_sources.last_error IS 'The last failed refresh (no secret); the rows read before it stay in use';
+
+
+--
+-- Name: polaris_targets; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.polaris_targets (
+    catalog text NOT NULL,
+    scope text NOT NULL,
+    namespace text DEFAULT ''::text NOT NULL,
+    table_name text DEFAULT ''::text NOT NULL,
+    checked_at timestamp with time zone NOT NULL,
+    CONSTRAINT polaris_targets_scope_check CHECK ((scope = ANY (ARRAY['catalog'::text, 'namespace'::text, 'table'::text])))
+);
+
+
+--
 -- Name: policies; Type: TABLE; Schema: icepack; Owner: -
 --
 
@@ -746,7 +827,7 @@ CREATE TABLE icepack.policies (
     config jsonb DEFAULT '{}'::jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT policies_policy_type_check CHECK ((policy_type ~ '^system\.[a-z-]+$'::text)),
+    CONSTRAINT policies_policy_type_check CHECK ((policy_type ~ '^(system|icepack)\.[a-z-]+$'::text)),
     CONSTRAINT policies_scope_check CHECK ((scope = ANY (ARRAY['catalog'::text, 'namespace'::text, 'table'::text]))),
     CONSTRAINT policies_scope_target CHECK ((((scope = 'catalog'::text) AND (namespace IS NULL) AND (table_name IS NULL)) OR ((scope = 'namespace'::text) AND (namespace IS NOT NULL) AND (table_name IS NULL)) OR ((scope = 'table'::text) AND (namespace IS NOT NULL) AND (table_name IS NOT NULL))))
 );
@@ -1488,6 +1569,30 @@ ALTER TABLE ONLY icepack.pending_verifications
 
 ALTER TABLE ONLY icepack.planner_replans
     ADD CONSTRAINT planner_replans_pkey PRIMARY KEY (table_id);
+
+
+--
+-- Name: polaris_policies polaris_policies_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.polaris_policies
+    ADD CONSTRAINT polaris_policies_pkey PRIMARY KEY (catalog, scope, namespace, table_name, policy_type, name);
+
+
+--
+-- Name: polaris_sources polaris_sources_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.polaris_sources
+    ADD CONSTRAINT polaris_sources_pkey PRIMARY KEY (catalog);
+
+
+--
+-- Name: polaris_targets polaris_targets_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.polaris_targets
+    ADD CONSTRAINT polaris_targets_pkey PRIMARY KEY (catalog, scope, namespace, table_name);
 
 
 --

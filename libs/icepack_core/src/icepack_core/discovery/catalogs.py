@@ -16,10 +16,12 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
+from pyiceberg.typedef import Identifier
 
 from icepack_core import decompression
 from icepack_core.discovery.limits import CatalogCalls, CatalogGate
-from icepack_core.settings import CatalogConfig
+from icepack_core.settings import ACCESS_DELEGATION_HEADER, VENDED_CREDENTIALS, CatalogConfig
+from icepack_core.telemetry.logs import register_secrets, secret_key
 from icepack_core.types import TableRef, join_namespace
 
 if TYPE_CHECKING:
@@ -52,6 +54,8 @@ def catalog_properties(cfg: CatalogConfig) -> dict[str, str]:
             # The REST spec's token endpoint, spelled out: PyIceberg's implicit fallback is
             # deprecated (and drops the slash when the URI has none).
             props["oauth2-server-uri"] = cfg.uri.rstrip("/") + "/v1/oauth/tokens"
+        if cfg.vended_credentials:
+            props[f"header.{ACCESS_DELEGATION_HEADER}"] = VENDED_CREDENTIALS
         for name, value in cfg.headers.items():
             props[f"header.{name}"] = value
     else:  # glue
@@ -73,6 +77,13 @@ def catalog_properties(cfg: CatalogConfig) -> dict[str, str]:
         props["s3.secret-access-key"] = cfg.s3_secret_access_key.get_secret_value()
     props.update(cfg.properties)
     return props
+
+
+def register_vended_secrets(io_properties: Mapping[str, str]) -> None:
+    """Mask what a catalog vended (loadTable's ``config``: ``s3.secret-access-key``,
+    ``s3.session-token``...) wherever it would appear: Icepack never configured those values,
+    so the log, row and span redaction learns them here, when the table's FileIO gets them."""
+    register_secrets(value for key, value in io_properties.items() if secret_key(key))
 
 
 # Every catalog request ends: PyIceberg sets no timeout, and a request to a catalog that never
@@ -122,6 +133,11 @@ def load_catalog(cfg: CatalogConfig) -> Catalog:
 
                 session.request = request  # type: ignore[method-assign,assignment]
                 return session
+
+            def load_table(self, identifier: str | Identifier) -> Table:
+                table: Table = super().load_table(identifier)
+                register_vended_secrets(table.io.properties)
+                return table
 
         return BoundedRestCatalog(cfg.name, **props)
     from pyiceberg.catalog.glue import GlueCatalog

@@ -11,7 +11,8 @@ into the pass's ``CatalogCalls`` and into the ``icepack.discovery.catalog.calls`
 * ``conditional``: a REST table load sent with ``If-None-Match`` (the ETag stored with the
   table's metadata location; ``discovery.conditional``);
 * ``not_modified``: a conditional load answered ``304 Not Modified`` (the table is unchanged);
-* ``query``: the SQL catalog's one query for every metadata location.
+* ``query``: the SQL catalog's one query for every metadata location;
+* ``policy``: a request to Polaris' policy API (one page of applicable policies, the token).
 
 A conditional load is one request counted twice: ``conditional``, then by its answer
 ``not_modified`` (304) or ``load`` (200, the table in full; nothing more when it failed). So
@@ -33,7 +34,15 @@ from typing import TypeVar
 from icepack_core.telemetry.metrics import CATALOG_CALLS
 
 T = TypeVar("T")
-KINDS = ("list", "load", "conditional", "not_modified", "query", "unmaintained_load")
+KINDS = (
+    "list",
+    "load",
+    "conditional",
+    "not_modified",
+    "query",
+    "unmaintained_load",
+    "policy",
+)
 
 
 @dataclass

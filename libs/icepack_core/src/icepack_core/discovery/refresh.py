@@ -27,6 +27,7 @@ import asyncio
 import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import asyncpg
@@ -51,6 +52,7 @@ from icepack_core.discovery.unmaintained import (
     recorded_unmaintained,
 )
 from icepack_core.errors import InvalidIdentifier
+from icepack_core.polaris.refresh import PolicySources
 from icepack_core.queue.events import publish, publish_many
 from icepack_core.settings import CatalogConfig, Settings
 from icepack_core.spark.sql import quote_identifier
@@ -551,6 +553,7 @@ class Discovery:
         self.configs = settings.effective_catalogs()
         self.catalogs = catalogs or CatalogSet(self.configs)
         self.timeout = timeout
+        self.policies = PolicySources()  # Polaris catalogs' policies (icepack_core.polaris)
 
     async def mark_listing_started(self) -> None:
         """Record that discovery (re)started listing every configured catalog: until each
@@ -562,7 +565,13 @@ class Discovery:
 
     async def run_once(self) -> DiscoveryResult:
         """Refresh every catalog concurrently; one failing catalog does not stop the others."""
-        results = await asyncio.gather(
-            *(refresh_catalog(self.pool, self.catalogs, cfg, self.timeout) for cfg in self.configs)
-        )
+        results = await asyncio.gather(*(self._refresh(cfg) for cfg in self.configs))
         return DiscoveryResult(list(results))
+
+    async def _refresh(self, cfg: CatalogConfig) -> CatalogResult:
+        """List ``cfg``, then (a Polaris catalog) refresh its policies; a policy failure is
+        recorded by ``polaris.refresh`` and never fails the listing."""
+        result = await refresh_catalog(self.pool, self.catalogs, cfg, self.timeout)
+        gate = self.catalogs.gates[cfg.name]
+        await self.policies.refresh(self.pool, cfg, gate, datetime.now(UTC))
+        return result

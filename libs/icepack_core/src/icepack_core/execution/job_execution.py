@@ -416,7 +416,8 @@ class JobExecution:
                     await self.settle(job, table_id, record, guard, maintenance)
             results.append({"action": name, **outcome.output})
             own = await measure_own(self.inspector, ref, status, outcome.verification)
-            measured.append(measured_action(name, status, after, expected[index], own))
+            layout = outcome.output.get("clustering")
+            measured.append(measured_action(name, status, after, expected[index], own, layout))
             status = after
         if measure:
             assert job is not None

@@ -29,6 +29,7 @@ from icepack_core.errors import (
     VerificationFailed,
     brief,
 )
+from icepack_core.execution.clustering_scope import clustering_after, clustering_run
 from icepack_core.execution.fingerprint import Fingerprint
 from icepack_core.execution.metadata_scope import OpenRule, scope_from_metadata
 from icepack_core.execution.partition_filter import (
@@ -38,9 +39,11 @@ from icepack_core.execution.partition_filter import (
     scope_partitions,
 )
 from icepack_core.execution.quarantine import is_quarantined
+from icepack_core.execution.statistics import compute_statistics
 from icepack_core.execution.verification import Guard, RewriteVerifier, TableLoader
 from icepack_core.intents import (
     LEDGER_INTENTS,
+    STATISTICS_INTENTS,
     ExpireSnapshots,
     Intent,
     RemoveOrphanFiles,
@@ -57,6 +60,7 @@ from icepack_core.spark.sql import (
     ProcedureValue,
     procedure_call,
     qualified_name,
+    quote_identifier,
     spark_conf_reset,
     spark_conf_set,
     spark_conf_settings,
@@ -150,6 +154,16 @@ def lists_through_file_io(location: str) -> bool:
     return object_store_scheme(location) is not None
 
 
+def strategy_args(params: RewriteDataFilesParams) -> dict[str, ProcedureValue]:
+    """``strategy`` (and for z-order ``sort_order``) of a ``rewrite_data_files`` call: zorder
+    is Iceberg's sort strategy with ``sort_order => 'zorder(`a`,`b`)'``, each column quoted by
+    the one quoting function (the whole text then travels as an escaped string literal)."""
+    if params.strategy != "zorder":
+        return {"strategy": params.strategy}
+    columns = ",".join(quote_identifier(c) for c in params.zorder_columns)
+    return {"strategy": "sort", "sort_order": f"zorder({columns})"}
+
+
 def procedure_args(
     intent: Intent, table: TableRef, *, location: str | None = None
 ) -> tuple[str, dict[str, ProcedureValue]]:
@@ -162,7 +176,7 @@ def procedure_args(
     """
     args: dict[str, ProcedureValue] = {"table": table}
     if isinstance(intent, RewriteDataFiles):
-        args["strategy"] = intent.params.strategy
+        args.update(strategy_args(intent.params))
         args["options"] = dict(intent.params.options)
         if intent.params.where:
             args["where"] = intent.params.where
@@ -281,7 +295,22 @@ class TableMaintenance:
         # A rewrite's table as the catalog has it now: its scope and start snapshot.
         loaded = await self._load_metadata() if intent.kind in REWRITES else None
         scope_note: dict[str, Any] = {}
-        if (
+        # Sort and z-order: the key is checked first, the scope is their own (clustering_scope).
+        clustered = (
+            await clustering_run(
+                loaded,
+                self.engine,
+                intent.params,
+                args,
+                catalog=self.ref.catalog,
+                target_bytes=self._target(intent.params.options),
+            )
+            if isinstance(intent, RewriteDataFiles)
+            else None
+        )
+        if clustered is not None:
+            scope_note = dict(clustered.note)
+        elif (
             isinstance(intent, RewriteDataFiles)
             and intent.params.scope == "partitions"
             and "where" not in args
@@ -299,7 +328,12 @@ class TableMaintenance:
             for key, value in spark_conf_settings(self.properties):
                 previous[key] = await self._conf_value(key)
                 await self.engine.sql(spark_conf_set(key, value))
-            return await self._call(intent, name, args, location, statements, scope_note, loaded)
+            outcome = await self._call(intent, name, args, location, statements, scope_note, loaded)
+            if clustered is not None and isinstance(intent, RewriteDataFiles) and self.metadata:
+                outcome.output["clustering"] = await clustering_after(
+                    self.metadata, intent.params, clustered.before
+                )
+            return outcome
         finally:
             await self._restore_confs(previous)
 
@@ -325,6 +359,11 @@ class TableMaintenance:
                 else await self.current_snapshot_id()
             )
         outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
+        if isinstance(intent, STATISTICS_INTENTS):  # metadata-only, with its own evidence
+            sql, output = await compute_statistics(self.engine, self.ref, intent, self.metadata)
+            outcome.sql.extend(sql)
+            outcome.output.update(output)
+            return outcome
         if isinstance(intent, ExpireSnapshots) and self.expiry is not None:
             await self.expiry.expire(self.engine, self.ref, intent, outcome)
             return outcome
@@ -481,11 +520,7 @@ class TableMaintenance:
             return None, {"scope": "table", "scope_reason": reason, **source}
 
         try:
-            target = int(
-                options.get("target-file-size-bytes")
-                or self.properties.get("write.target-file-size-bytes")
-                or DEFAULT_TARGET_FILE_SIZE
-            )
+            target = self._target(options)
             min_files = int(options.get("min-input-files", "5"))
             scope = None
             if loaded is not None:
@@ -526,6 +561,14 @@ class TableMaintenance:
         if scope.older_specs:
             note["older_specs_scoped"] = scope.older_specs
         return scope.where, note
+
+    def _target(self, options: Mapping[str, str]) -> int:
+        """The rewrite's target file size: its option, the table's property, Iceberg's."""
+        return int(
+            options.get("target-file-size-bytes")
+            or self.properties.get("write.target-file-size-bytes")
+            or DEFAULT_TARGET_FILE_SIZE
+        )
 
     async def _scope_on_engine(self, target: int, min_files: int) -> PartitionScope:
         """``partition_scope``'s filter from ``DESCRIBE`` and the ``files`` metadata table.

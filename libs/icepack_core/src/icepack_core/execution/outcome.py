@@ -26,8 +26,9 @@ Stored in ``jobs.outcome`` (fenced) at the end of a successful job::
      "benefit": int|null, "predicted_benefit": number|null, "ratio": number|null,
      "read_probe": {"before": Probe, "after": Probe}}
 
-with ``Probe`` either ``{"snapshot_id", "files_planned", "delete_files_planned", "plan_ms"}``
-or ``{"error": "..."}``.
+(a statistics action's entry also has ``"statistics": {"present_for_current", "snapshot_id",
+"bytes_written"}``), with ``Probe`` either ``{"snapshot_id", "files_planned",
+"delete_files_planned", "plan_ms"}`` or ``{"error": "..."}``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.prediction import Shape, benefit, ratio
 from icepack_core.telemetry.logs import redact_text
-from icepack_core.types import TableRef
+from icepack_core.types import STATISTICS_ACTIONS, Action, TableRef
 
 # Planning a full scan reads every manifest of the current snapshot; far longer means stuck.
 PROBE_TIMEOUT_SECONDS = 300.0
@@ -177,9 +178,12 @@ def measured_action(
     after: TableStatus | None,
     predicted_benefit: float | None,
     own: OwnEffect | None = None,
+    clustering: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One action's measured effect (the module doc's ``actions[]`` entry); with ``own``
-    (writers committed during it) the benefit is the action's own."""
+    (writers committed during it) the benefit is the action's own. ``clustering``: a sort or
+    z-order rewrite's measured overlap depth (its output's ``clustering``), kept as
+    ``overlap_depth``."""
     if before is None or after is None:  # an inspection failed: nothing measured
         return {
             "action": action,
@@ -202,6 +206,13 @@ def measured_action(
         if predicted_benefit is None or measured is None
         else ratio(measured, predicted_benefit),
     }
+    if action in STATISTICS_ACTIONS:
+        entry["statistics"] = measured_statistics(Action(action), before, after)
+    if clustering is not None:
+        entry["overlap_depth"] = {
+            "before": clustering.get("before"),
+            "after": clustering.get("after"),
+        }
     if own is not None:
         entry["own"] = {
             "snapshots": list(own.snapshots),
@@ -210,6 +221,20 @@ def measured_action(
             "error": own.error,
         }
     return entry
+
+
+def measured_statistics(action: Action, before: TableStatus, after: TableStatus) -> dict[str, Any]:
+    """What a statistics action measurably left: statistics of its kind describing the current
+    snapshot or not, which snapshot they describe, and the bytes of the file it wrote (0 when
+    the status shows the same file as before)."""
+    kind = "table_statistics" if action == Action.COMPUTE_TABLE_STATS else "partition_statistics"
+    b, a = getattr(before, kind), getattr(after, kind)
+    same = (b.snapshot_id, b.file_bytes) == (a.snapshot_id, a.file_bytes)
+    return {
+        "present_for_current": a.current,
+        "snapshot_id": a.snapshot_id,
+        "bytes_written": 0 if same or a.snapshot_id is None else a.file_bytes,
+    }
 
 
 def job_outcome(

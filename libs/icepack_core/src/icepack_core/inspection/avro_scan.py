@@ -2,9 +2,10 @@
 
 PyIceberg's ``fetch_manifest_entry`` converts every manifest's header schema, resolves a reader
 tree and materialises every entry (column-metric maps, bounds, paths) as objects. The inspector
-needs six values per entry, so this module compiles each distinct writer schema (the header's
-``avro.schema`` JSON) once into a Python function that decodes ``status``, ``content``,
-``file_format``, ``record_count`` and ``file_size_in_bytes`` and skips everything else with
+needs seven values per entry, so this module compiles each distinct writer schema (the header's
+``avro.schema`` JSON) once into a Python function that decodes ``status``, the entry's data
+``sequence_number``, ``content``, ``file_format``, ``record_count`` and ``file_size_in_bytes``
+and skips everything else with
 PyIceberg's (Cython) ``BinaryDecoder``. A partition tuple is kept as its raw encoded bytes;
 each distinct encoding is decoded once, with the reader PyIceberg itself builds for that
 partition type, so partition values are exactly what ``fetch_manifest_entry`` yields.
@@ -42,13 +43,16 @@ from icepack_core.inspection.exact_doubles import exact_doubles
 
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
-STATUS_ID, DATA_FILE_ID = 0, 2
+STATUS_ID, DATA_FILE_ID, SEQUENCE_ID = 0, 2, 3
 CONTENT_ID, FORMAT_ID, PARTITION_ID, RECORDS_ID, SIZE_ID = 134, 101, 102, 103, 104
 _MAX_PLANS = 64  # distinct writer schemas kept compiled
 _MAX_PARTITIONS = 200_000  # decoded partition encodings kept per plan
 
-# One decoded entry: (status, content, file_format, partition bytes, record_count, size).
-Entry = tuple[int, int, str, bytes, int, int]
+# One decoded entry: (status, content, file_format, partition bytes, record_count, size,
+# data sequence number). The sequence number is ``INHERIT`` when the entry has none (an ADDED
+# entry, or a v1 manifest): it is then the manifest's own (its manifest list entry's).
+Entry = tuple[int, int, str, bytes, int, int, int]
+INHERIT = -1
 DecodeBlock = Callable[[Any, int, bytes, dict[int, bytes]], list[Entry]]
 
 
@@ -191,16 +195,40 @@ class _Compiler:
             raise AvroUnsupported(f"field {f.get('name')!r} has type {f['type']!r}")
         return [ind + f"{var} = {'read_utf8' if kind == 'string' else 'read_int'}()"]
 
+    def read_optional_long(self, f: dict[str, Any], var: str, ind: str) -> list[str]:
+        """``var`` = a ``long`` or ``["null", "long"]`` field's value, ``INHERIT`` for null."""
+        kind = f["type"]
+        if kind in _INTS:
+            return [ind + f"{var} = read_int()"]
+        if not (isinstance(kind, list) and len(kind) == 2 and "null" in kind):
+            raise AvroUnsupported(f"field {f.get('name')!r} has type {kind!r}")
+        null = kind.index("null")
+        if kind[1 - null] not in _INTS:
+            raise AvroUnsupported(f"field {f.get('name')!r} has type {kind!r}")
+        self.depth += 1
+        u = f"u{self.depth}"
+        return [
+            ind + f"{u} = read_int()",
+            ind + f"if {u} == {null}:",
+            ind + f"    {var} = {INHERIT}",
+            ind + f"elif {u} == {1 - null}:",
+            ind + f"    {var} = read_int()",
+            ind + "else:",
+            ind + "    raise AvroUnsupported('union branch out of range')",
+        ]
+
     def entry(self, schema: Any) -> list[str]:
         ind = "        "
         top = self.fields_by_id(schema)
         if STATUS_ID not in top or DATA_FILE_ID not in top:
             raise AvroUnsupported("no status or data_file field")
-        lines: list[str] = []
+        lines: list[str] = [] if SEQUENCE_ID in top else [ind + f"seq = {INHERIT}"]
         for f in self.resolve(schema)["fields"]:
             fid = f.get("field-id")
             if fid == STATUS_ID:
                 lines += self.read(f, "status", ("int",), ind)
+            elif fid == SEQUENCE_ID:
+                lines += self.read_optional_long(f, "seq", ind)
             elif fid == DATA_FILE_ID:
                 lines += self.data_file(f["type"], ind)
             else:
@@ -266,7 +294,7 @@ def compile_block_decoder(schema: Any) -> DecodeBlock:
     decode: DecodeBlock = build_decoder(
         "decode_block(d, count, buf, scratch)",
         body,
-        "(status, content, fmt, part, records, size)",
+        "(status, content, fmt, part, records, size, seq)",
         "manifest block decoder",
     )
     return decode

@@ -7,8 +7,8 @@ Health is the worst issue's severity (``healthy`` with none); a failed inspectio
 Score: 100 minus weighted penalties, after Amoro's table-health score (40 small files,
 40 equality deletes, 20 position deletes), each scaled down for tiny tables so that three small
 files in a brand-new table do not look like a disaster, plus a fixed penalty per hygiene issue
-(snapshots, manifests, metadata log, skew). Every penalty grows with its metric, so more small
-files (or deletes, snapshots...) never improve the score.
+(snapshots, manifests, metadata log, skew, statistics). Every penalty grows with its metric, so
+more small files (or deletes, snapshots...) never improve the score.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from icepack_core.inspection.status import TableStatus, parse_ts
+from icepack_core.inspection.statistics import StalenessRule, staleness
+from icepack_core.inspection.status import StatisticsFreshness, TableStatus, parse_ts
+from icepack_core.policy import TableStatisticsConfig
 from icepack_core.types import Health, IssueCode, Severity
 
 
@@ -67,6 +69,16 @@ class Thresholds(BaseModel):
     # cap (the cap was raised, and old metadata.json files pile up) is worth a warning. At 100 it
     # would fire forever on healthy tables, since no maintenance action shortens the log.
     metadata_log_warning: int = Field(default=101, ge=1)
+    # STATISTICS_STALE. Statistics someone computed (they exist on the table's lineage) have
+    # drifted: the table moved 100 snapshots past them, or rows amounting to 20 % of it were
+    # added since (icepack.table-statistics' defaults; the inspector takes the table's policy
+    # when that type is enabled). A cost-based optimizer plans joins on the old counts.
+    statistics_stale_snapshots: int | None = Field(default=100, ge=1)
+    statistics_stale_added_share: float = Field(default=0.2, gt=0)
+    # STATISTICS_MISSING: only where the table's policy asks for them (most tables never
+    # have statistics, and that is no fault of theirs).
+    table_statistics_expected: bool = False
+    partition_statistics_expected: bool = False
     # Tables with fewer data files than this get proportionally smaller score penalties
     # (Amoro scales its health score down for tiny tables the same way).
     score_full_weight_files: int = Field(default=100, ge=1)
@@ -241,6 +253,77 @@ def metadata_log_growth(status: TableStatus, t: Thresholds, now: datetime) -> Is
     )
 
 
+def _statistics(status: TableStatus) -> tuple[tuple[str, StatisticsFreshness], ...]:
+    return (
+        ("table statistics", status.table_statistics),
+        ("partition statistics", status.partition_statistics),
+    )
+
+
+def missing_statistics(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    """Statistics the table's policy asks for describe neither the current snapshot nor an
+    ancestor (a table without a snapshot has nothing to describe)."""
+    expected = (t.table_statistics_expected, t.partition_statistics_expected)
+    if status.current_snapshot_id is None:
+        return None
+    missing = [
+        staleness(f, status.record_count, StalenessRule(), kind).reason
+        for (kind, f), wanted in zip(_statistics(status), expected, strict=True)
+        if wanted and f.snapshot_id is None
+    ]
+    if not missing:
+        return None
+    return Issue(
+        code=IssueCode.STATISTICS_MISSING,
+        severity=Severity.WARNING,
+        value=None,
+        threshold=None,
+        message="; ".join(missing),
+    )
+
+
+def stale_statistics(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    """Existing statistics the table has moved far past (``inspection.statistics``); reports
+    the first kind that crossed, naming both when both did."""
+    rule = StalenessRule(t.statistics_stale_snapshots, t.statistics_stale_added_share)
+    stale = [
+        verdict
+        for kind, f in _statistics(status)
+        if (verdict := staleness(f, status.record_count, rule, kind)).state == "stale"
+    ]
+    if not stale:
+        return None
+    return Issue(
+        code=IssueCode.STATISTICS_STALE,
+        severity=Severity.WARNING,
+        value=stale[0].value,
+        threshold=stale[0].threshold,
+        message="; ".join(v.reason for v in stale),
+    )
+
+
+def poor_clustering(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
+    """The files' key ranges overlap more than the compaction policy's ``max_overlap_depth``
+    (measured only for a table whose policy clusters it: ``inspection.clustering``)."""
+    found = status.clustering
+    if found is None or found.overlap_depth is None:
+        return None
+    if found.overlap_depth <= found.max_overlap_depth:
+        return None
+    return Issue(
+        code=IssueCode.POOR_CLUSTERING,
+        severity=Severity.WARNING,
+        value=found.overlap_depth,
+        threshold=found.max_overlap_depth,
+        message=(
+            f"on {found.strategy}({', '.join(found.columns)}) a data file's key range overlaps "
+            f"{found.overlap_depth:g} files of its partition on average (policy: at most "
+            f"{found.max_overlap_depth:g}); {found.unclustered_partitions} of "
+            f"{found.partitions} partitions above it"
+        ),
+    )
+
+
 Rule = Callable[[TableStatus, Thresholds, datetime], Issue | None]
 # Every health rule, in the order issues are reported.
 RULES: tuple[Rule, ...] = (
@@ -251,7 +334,25 @@ RULES: tuple[Rule, ...] = (
     delete_file_buildup,
     partition_skew,
     metadata_log_growth,
+    missing_statistics,
+    stale_statistics,
+    poor_clustering,
 )
+
+
+def with_statistics_policy(t: Thresholds, config: TableStatisticsConfig | None) -> Thresholds:
+    """``t`` for a table whose ``icepack.table-statistics`` policy is ``config`` (None:
+    disabled, ``t`` unchanged): its staleness rule, and the statistics it asks for expected."""
+    if config is None:
+        return t
+    return t.model_copy(
+        update={
+            "statistics_stale_snapshots": config.stale_after_snapshots,
+            "statistics_stale_added_share": config.stale_added_rows_share,
+            "table_statistics_expected": config.table_stats,
+            "partition_statistics_expected": config.partition_stats,
+        }
+    )
 
 
 def _issues(status: TableStatus, t: Thresholds, now: datetime) -> list[Issue]:

@@ -9,7 +9,12 @@ Cache format (the ``stats`` jsonb of ``manifest_stats``, version ``AGGREGATE_VER
      "data_files": n, "data_bytes": b, "records": r, "small_files": n, "small_bytes": b,
      "histogram": {"<1MiB": n, ...},
      "position_deletes": n, "equality_deletes": n, "deletion_vectors": n, "delete_records": r,
-     "partitions": {"[0,[\"2024-01-01\"]]": files, ...}}
+     "partitions": {"[0,[\"2024-01-01\"]]": files, ...},
+     "data_mins": {"<partition key>": [min data sequence number, files with it], ...},
+     "deletes": {"<kind>|<sequence number>|<partition key>": [files, records], ...}}
+
+``data_mins`` and ``deletes`` say which delete files can still apply
+(``delete_applicability``); a live entry without a sequence number inherits its manifest's.
 
 The small-file counts depend on the table's ``write.target-file-size-bytes``, so the threshold
 they were computed with is part of the aggregate: a cached row is only used when its threshold
@@ -48,6 +53,7 @@ from pyiceberg.manifest import (
 
 from icepack_core.errors import AvroUnsupported
 from icepack_core.inspection.avro_scan import (
+    INHERIT,
     CheckedInput,
     Entry,
     Plan,
@@ -56,9 +62,26 @@ from icepack_core.inspection.avro_scan import (
     open_container,
     scan_entries,
 )
+from icepack_core.inspection.delete_applicability import (
+    EQUALITY,
+    MAX_GROUPS,
+    POSITION,
+    VECTOR,
+    Applicable,
+    DataMins,
+    DeleteGroups,
+    add_groups,
+    add_min,
+    applicable,
+    group_key,
+    groups_to_json,
+    mins_known,
+    parse_groups,
+    parse_mins,
+)
 from icepack_core.inspection.status import HISTOGRAM_BUCKETS, bucket_of, empty_histogram
 
-AGGREGATE_VERSION = 1
+AGGREGATE_VERSION = 2
 TOTALS_VERSION = f"1/{AGGREGATE_VERSION}"
 
 # bucket_of as a bisection: the i-th finite upper bound ends bucket i (lower bound inclusive).
@@ -100,6 +123,18 @@ class ManifestAggregate:
     deletion_vectors: int = 0
     delete_records: int = 0
     partitions: Counter[str] = field(default_factory=Counter)
+    data_mins: DataMins = field(default_factory=dict)
+    deletes: DeleteGroups = field(default_factory=dict)
+
+    def add_data_seq(self, partition: str, seq: int) -> None:
+        """One live data file of data sequence number ``seq`` in ``partition``."""
+        add_min(self.data_mins, partition, seq, 1)
+
+    def add_delete(self, kind: str, seq: int, partition: str, records: int) -> None:
+        """One live delete file of ``kind`` (``delete_applicability``) and ``records``."""
+        found = self.deletes.setdefault(group_key(kind, seq, partition), [0, 0])
+        found[0] += 1
+        found[1] += records
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,6 +151,8 @@ class ManifestAggregate:
             "deletion_vectors": self.deletion_vectors,
             "delete_records": self.delete_records,
             "partitions": dict(self.partitions),
+            "data_mins": {k: list(v) for k, v in self.data_mins.items()},
+            "deletes": groups_to_json(self.deletes),
         }
 
     @classmethod
@@ -138,6 +175,8 @@ class ManifestAggregate:
             deletion_vectors=int(data["deletion_vectors"]),
             delete_records=int(data["delete_records"]),
             partitions=Counter({k: int(v) for k, v in data["partitions"].items()}),
+            data_mins=parse_mins(data["data_mins"]),
+            deletes=parse_groups(data["deletes"]),
         )
 
 
@@ -149,6 +188,9 @@ class ManifestLike(Protocol):
 
     @property
     def partition_spec_id(self) -> int | None: ...
+
+    @property
+    def sequence_number(self) -> int: ...
 
 
 # One manifest decoded at a time in this process; reads stay concurrent. Decoding holds the GIL
@@ -200,7 +242,8 @@ def read_manifest(manifest: ManifestLike, io: FileIO, small_threshold: int) -> M
             if spec_id is None:
                 spec_id = header_spec_id(data)
             plan, entries = scan_entries(data)
-            return _aggregate_scanned(spec_id, plan, entries, small_threshold)
+            seq = manifest.sequence_number or 0
+            return _aggregate_scanned(spec_id, seq, plan, entries, small_threshold)
     except AvroUnsupported:
         check_framing(data)
         return read_manifest_pyiceberg(
@@ -209,23 +252,32 @@ def read_manifest(manifest: ManifestLike, io: FileIO, small_threshold: int) -> M
 
 
 def _aggregate_scanned(
-    spec_id: int, plan: Plan, entries: list[Entry], small_threshold: int
+    spec_id: int, manifest_seq: int, plan: Plan, entries: list[Entry], small_threshold: int
 ) -> ManifestAggregate:
     agg = ManifestAggregate(small_threshold=small_threshold)
     histogram = agg.histogram
     by_raw: dict[bytes, int] = {}
+    mins: dict[bytes, list[int]] = {}  # partition encoding -> [min data seq, files with it]
+    deletes: dict[tuple[str, int, bytes], list[int]] = {}
     formats: set[str] = set()
     raws: set[bytes] = set()
     bounds = _BUCKET_BOUNDS
     data_files = data_bytes = records_sum = small_files = small_bytes = 0
-    for status, content, fmt, raw, records, size in entries:
+    for status, content, fmt, raw, records, size, seq in entries:
         formats.add(fmt)
         raws.add(raw)
         if status == 2:  # DELETED
             continue
         if status != 0 and status != 1:
             raise AvroUnsupported(f"entry status {status}")
+        if seq == INHERIT:
+            seq = manifest_seq
         if content == 0:
+            low = mins.get(raw)
+            if low is None or seq < low[0]:
+                mins[raw] = [seq, 1]
+            elif seq == low[0]:
+                low[1] += 1
             data_files += 1
             data_bytes += size
             records_sum += records
@@ -237,11 +289,14 @@ def _aggregate_scanned(
         elif content == 2:
             agg.equality_deletes += 1
             agg.delete_records += records
+            _group(deletes, (EQUALITY, seq, raw), records)
         elif content == 1:
             if fmt.upper() == "PUFFIN":
                 agg.deletion_vectors += 1
+                _group(deletes, (VECTOR, seq, raw), records)
             else:
                 agg.position_deletes += 1
+                _group(deletes, (POSITION, seq, raw), records)
             agg.delete_records += records
         else:
             raise AvroUnsupported(f"data file content {content}")
@@ -252,9 +307,25 @@ def _aggregate_scanned(
     partitions = agg.partitions
     for raw, count in by_raw.items():
         partitions[plan.partition_key(spec_id, raw, partition_key)] += count
+    for raw, (seq, count) in mins.items():
+        add_min(agg.data_mins, plan.partition_key(spec_id, raw, partition_key), seq, count)
+    for (kind, seq, raw), (files, records) in deletes.items():
+        key = group_key(kind, seq, plan.partition_key(spec_id, raw, partition_key))
+        add_groups(agg.deletes, {key: [files, records]})
     agg.data_files, agg.data_bytes, agg.records = data_files, data_bytes, records_sum
     agg.small_files, agg.small_bytes = small_files, small_bytes
     return agg
+
+
+def _group(
+    groups: dict[tuple[str, int, bytes], list[int]], key: tuple[str, int, bytes], records: int
+) -> None:
+    found = groups.get(key)
+    if found is None:
+        groups[key] = [1, records]
+    else:
+        found[0] += 1
+        found[1] += records
 
 
 def read_manifest_pyiceberg(
@@ -274,6 +345,7 @@ def read_manifest_pyiceberg(
     agg = ManifestAggregate(small_threshold=small_threshold)
     if spec_id is None:
         spec_id = manifest.partition_spec_id or 0
+    manifest_seq = manifest.sequence_number or 0
     with AvroFile[ManifestEntry](
         checked if checked is not None else io.new_input(manifest.manifest_path),
         MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION],
@@ -283,12 +355,18 @@ def read_manifest_pyiceberg(
         for entry in reader:
             if entry.status == ManifestEntryStatus.DELETED:
                 continue
-            _add_entry(agg, entry.data_file, spec_id, small_threshold)
+            seq = entry.sequence_number
+            _add_entry(
+                agg, entry.data_file, spec_id, manifest_seq if seq is None else seq, small_threshold
+            )
     return agg
 
 
-def _add_entry(agg: ManifestAggregate, f: DataFile, spec_id: int, small_threshold: int) -> None:
+def _add_entry(
+    agg: ManifestAggregate, f: DataFile, spec_id: int, seq: int, small_threshold: int
+) -> None:
     size = int(f.file_size_in_bytes)
+    key = partition_key(spec_id, f.partition)
     records = int(f.record_count)
     if f.content == DataFileContent.DATA:
         agg.data_files += 1
@@ -298,15 +376,19 @@ def _add_entry(agg: ManifestAggregate, f: DataFile, spec_id: int, small_threshol
         if size < small_threshold:
             agg.small_files += 1
             agg.small_bytes += size
-        agg.partitions[partition_key(spec_id, f.partition)] += 1
+        agg.partitions[key] += 1
+        agg.add_data_seq(key, seq)
     elif f.content == DataFileContent.EQUALITY_DELETES:
         agg.equality_deletes += 1
         agg.delete_records += records
+        agg.add_delete(EQUALITY, seq, key, records)
     else:  # position deletes: a v3 deletion vector lives in a Puffin file
         if f.file_format == FileFormat.PUFFIN:
             agg.deletion_vectors += 1
+            agg.add_delete(VECTOR, seq, key, records)
         else:
             agg.position_deletes += 1
+            agg.add_delete(POSITION, seq, key, records)
         agg.delete_records += records
 
 
@@ -348,9 +430,19 @@ class Totals:
     deletion_vectors: int = 0
     delete_records: int = 0
     partitions: dict[str, int] = field(default_factory=dict)
+    data_mins: DataMins = field(default_factory=dict)
+    deletes: DeleteGroups = field(default_factory=dict)
+    groups_dropped: bool = False  # past MAX_GROUPS: every live delete file is counted
 
     def add(self, agg: ManifestAggregate, sign: int = 1) -> None:
         """Merge one manifest's aggregate in (``sign=-1``: take it out again)."""
+        for key, (seq, count) in agg.data_mins.items():
+            add_min(self.data_mins, key, seq, count, sign)
+        if not self.groups_dropped:
+            add_groups(self.deletes, agg.deletes, sign)
+            if len(self.deletes) > MAX_GROUPS:
+                self.groups_dropped = True
+                self.deletes = {}
         self.data_files += sign * agg.data_files
         self.data_bytes += sign * agg.data_bytes
         self.records += sign * agg.records
@@ -373,18 +465,39 @@ class Totals:
                 del partitions[key]
 
     def consistent(self) -> bool:
-        """No count is negative (subtracting an aggregate that was never added would show)."""
+        """No count is negative (subtracting an aggregate that was never added would show),
+        every partition's oldest data sequence number is known, and the delete groups are kept
+        unless the table has too many delete files for them (a recompute could keep them)."""
+        delete_files = self.position_deletes + self.equality_deletes + self.deletion_vectors
         return (
             all(getattr(self, name) >= 0 for name in _COUNTS)
             and all(v >= 0 for v in self.histogram.values())
             and all(v > 0 for v in self.partitions.values())
+            and mins_known(self.data_mins)
+            and all(files > 0 and records >= 0 for files, records in self.deletes.values())
+            and not (self.groups_dropped and delete_files <= MAX_GROUPS)
         )
+
+    def applicable(self) -> Applicable:
+        """The live delete files that can still apply (all of them when the groups were
+        dropped), as ``delete_applicability`` rules."""
+        if self.groups_dropped:
+            return Applicable(
+                self.equality_deletes,
+                self.position_deletes,
+                self.deletion_vectors,
+                self.delete_records,
+            )
+        return applicable(self.data_mins, self.deletes)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": TOTALS_VERSION}
         out.update((name, getattr(self, name)) for name in _COUNTS)
         out["histogram"] = dict(self.histogram)
         out["partitions"] = self.partitions
+        out["data_mins"] = {k: list(v) for k, v in self.data_mins.items()}
+        out["deletes"] = groups_to_json(self.deletes)
+        out["groups_dropped"] = self.groups_dropped
         return out
 
     @classmethod
@@ -397,7 +510,11 @@ class Totals:
             return None
         histogram.update({k: int(v) for k, v in data["histogram"].items()})
         totals = cls(
-            histogram=histogram, partitions={k: int(v) for k, v in data["partitions"].items()}
+            histogram=histogram,
+            partitions={k: int(v) for k, v in data["partitions"].items()},
+            data_mins=parse_mins(data["data_mins"]),
+            deletes=parse_groups(data["deletes"]),
+            groups_dropped=bool(data["groups_dropped"]),
         )
         for name in _COUNTS:
             setattr(totals, name, int(data[name]))

@@ -9,7 +9,9 @@ go-inspector's reader (``go-inspector/internal/inspect/metadata.go``):
 
 * gzip by content, whatever the name (``*.gz.metadata.json``, ``*.metadata.json.gz``);
 * format versions 1 to 3; fields nothing here uses (schemas, specs, row lineage's
-  ``next-row-id``/``first-row-id``, statistics, encryption keys) are not validated;
+  ``next-row-id``/``first-row-id``, encryption keys) are not validated; ``statistics`` and
+  ``partition-statistics`` entries and snapshot summaries are read leniently
+  (``inspection.statistics``: what is malformed there is skipped, never fatal);
 * v1 snapshots that list their manifests inline (``manifests``, no ``manifest-list``), which
   PyIceberg's ``Snapshot`` model rejects (it requires ``manifest-list``);
 * snapshot ids of any integer size (reported exactly, as PyIceberg does);
@@ -29,6 +31,7 @@ from pyiceberg.table.metadata import TableMetadata
 
 from icepack_core.decompression import AvroBlockTooLarge, gunzip
 from icepack_core.errors import InspectionFailed
+from icepack_core.inspection.statistics import SnapshotLink, StatisticsRef, link_of, refs_of
 from icepack_core.inspection.status import describe_error
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -59,6 +62,11 @@ class MetadataView:
     snapshot_timestamps: tuple[int, ...]
     metadata_log_count: int
     ref_count: int
+    # What ``inspection.statistics`` walks: every snapshot's parent and summary counts, and the
+    # table's ``statistics`` / ``partition-statistics`` entries.
+    links: tuple[SnapshotLink, ...] = ()
+    table_statistics: tuple[StatisticsRef, ...] = ()
+    partition_statistics: tuple[StatisticsRef, ...] = ()
 
     @classmethod
     def of(cls, metadata: TableMetadata) -> MetadataView:
@@ -77,7 +85,28 @@ class MetadataView:
             snapshot_timestamps=tuple(s.timestamp_ms for s in metadata.snapshots),
             metadata_log_count=len(metadata.metadata_log),
             ref_count=len(metadata.refs),
+            links=tuple(
+                link_of(s.snapshot_id, s.parent_snapshot_id, _summary(s.summary))
+                for s in metadata.snapshots
+            ),
+            table_statistics=_refs(getattr(metadata, "statistics", ())),
+            partition_statistics=_refs(getattr(metadata, "partition_statistics", ())),
         )
+
+
+def _summary(summary: Any) -> dict[str, Any]:
+    """A PyIceberg ``Summary`` as the raw JSON mapping (operation included)."""
+    if summary is None:
+        return {}
+    operation = getattr(summary, "operation", None)
+    raw = dict(getattr(summary, "additional_properties", {}) or {})
+    raw["operation"] = getattr(operation, "value", operation)
+    return raw
+
+
+def _refs(entries: Any) -> tuple[StatisticsRef, ...]:
+    """PyIceberg's (validated) statistics entries as ``StatisticsRef``."""
+    return tuple(StatisticsRef(e.snapshot_id, e.file_size_in_bytes) for e in entries or ())
 
 
 def _int(value: Any, what: str) -> int:
@@ -134,12 +163,19 @@ def parse_metadata(raw: bytes) -> MetadataView:
         raise MetadataError("properties is not an object")
     snapshots: dict[int, dict[str, Any]] = {}
     timestamps: list[int] = []
+    links: list[SnapshotLink] = []
     for i, snap in enumerate(_list(doc, "snapshots")):
         if not isinstance(snap, dict):
             raise MetadataError(f"snapshot {i} is not an object")
         sid = _int(snap.get("snapshot-id"), f"snapshot {i}: snapshot-id")
         timestamps.append(_int(snap.get("timestamp-ms"), f"snapshot {sid}: timestamp-ms"))
         snapshots.setdefault(sid, snap)
+        summary = snap.get("summary")
+        links.append(
+            link_of(
+                sid, snap.get("parent-snapshot-id"), summary if isinstance(summary, dict) else None
+            )
+        )
     current_id = doc.get("current-snapshot-id")
     if current_id is not None:
         _int(current_id, "current-snapshot-id")
@@ -159,7 +195,16 @@ def parse_metadata(raw: bytes) -> MetadataView:
         snapshot_timestamps=tuple(timestamps),
         metadata_log_count=len(_list(doc, "metadata-log")),
         ref_count=ref_count,
+        links=tuple(links),
+        table_statistics=refs_of(_lenient_list(doc, "statistics")),
+        partition_statistics=refs_of(_lenient_list(doc, "partition-statistics")),
     )
+
+
+def _lenient_list(doc: dict[str, Any], key: str) -> list[Any]:
+    """A list field nothing validates (statistics): anything else reads as empty."""
+    value = doc.get(key)
+    return value if isinstance(value, list) else []
 
 
 def _snapshot(snap: dict[str, Any], sid: int, version: int) -> SnapshotInfo:

@@ -16,9 +16,17 @@ import structlog
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.text import storable, unstorable_properties
-from icepack_core.errors import InspectionFailed
-from icepack_core.inspection.health import Assessment, Thresholds, assess, inspection_failed
-from icepack_core.inspection.inspector import Inspector
+from icepack_core.errors import InspectionFailed, PolicyError, brief
+from icepack_core.inspection.clustering import Clustering
+from icepack_core.inspection.health import (
+    Assessment,
+    Thresholds,
+    assess,
+    inspection_failed,
+    with_statistics_policy,
+)
+from icepack_core.inspection.inspector import Inspector, LoadedTable
+from icepack_core.inspection.layout_key import measure_key, policy_layout_key
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import (
     ManifestStatsStore,
@@ -26,6 +34,7 @@ from icepack_core.inspection.store import (
     latest_status,
     record_inspection,
 )
+from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.queue.work_items import DeadHolder, WorkItem, WorkQueue
 from icepack_core.settings import Settings
 from icepack_core.telemetry.logs import redact_text
@@ -71,6 +80,7 @@ class TableInspections:
             if reason == REFRESH_REASON:
                 previous = await latest_status(self.pool, table_id)
                 status = await self.inspector.refresh(ref, previous, row["metadata_location"])
+                status = await self.clustered(ref, status, None, row["properties"] or {})
             else:
                 started = time.monotonic()
                 table = await self.inspector.load(ref, row["metadata_location"])
@@ -79,6 +89,7 @@ class TableInspections:
                 if unfit is not None:  # Postgres refuses it: a reason, not a retry for ever
                     raise InspectionFailed(f"the table's properties cannot be recorded: {unfit}")
                 status = await self.inspector.inspect_loaded(ref, table, started)
+                status = await self.clustered(ref, status, table, properties)
                 if properties != (row["properties"] or {}):
                     # Catalog listings (SQL, Glue) carry no properties; the metadata does, and
                     # the planner and executor read icepack.* overrides from this row.
@@ -99,7 +110,8 @@ class TableInspections:
             assessment = inspection_failed(storable(message))
             INSPECTION_DURATION.record(0, {"outcome": "failed"})
         else:
-            assessment = assess(status, self.thresholds, now)
+            thresholds = await self._thresholds(row)
+            assessment = assess(status, thresholds, now)
             labels = {"inspector": status.inspector, "outcome": "ok"}
             INSPECTION_DURATION.record(status.inspect_ms, labels)
             MANIFESTS_READ.add(status.manifests_read, labels)
@@ -117,6 +129,60 @@ class TableInspections:
             manifests_cached=status.manifests_cached if status else None,
         )
         return Outcome(table_id, status, assessment, recorded)
+
+    async def _thresholds(self, row: asyncpg.Record) -> Thresholds:
+        """The health thresholds of one table: its ``icepack.table-statistics`` policy, when
+        enabled, sets the statistics rules (``health.with_statistics_policy``). An invalid
+        policy keeps the defaults: the planner reports it, health is not the place."""
+        rows = await self.pool.fetch(load_query("policy_list_catalog"), row["catalog"])
+        attachments = [
+            PolicyAttachment(
+                r["policy_type"],
+                r["scope"],
+                r["catalog"],
+                r["namespace"],
+                r["table_name"],
+                r["enabled"],
+                r["config"],
+            )
+            for r in rows
+        ]
+        try:
+            policy = resolve(attachments, row["namespace"], row["name"], row["properties"] or {})
+        except PolicyError:
+            return self.thresholds
+        return with_statistics_policy(self.thresholds, policy.table_statistics)
+
+    async def clustered(
+        self,
+        ref: TableRef,
+        status: TableStatus,
+        loaded: LoadedTable | None,
+        properties: dict[str, str],
+    ) -> TableStatus:
+        """``status`` with its clustering on the policy's key (``inspection.layout_key``):
+        measured on a fresh inspection (``loaded``), kept on a refresh unless the key changed.
+        A measurement that fails is recorded as the figure's ``error``, never as a failed
+        inspection."""
+        key = await policy_layout_key(self.pool, ref, properties)
+        if key is None:
+            return status.model_copy(update={"clustering": None})
+        if loaded is None and key.measured_by(status.clustering):
+            return status
+        try:
+            if loaded is None:
+                loaded = await self.inspector.load(ref)
+            if loaded.table is None:
+                raise InspectionFailed("PyIceberg's model rejected the metadata")
+            clustering = await measure_key(loaded.table, key)
+        except Exception as exc:  # the figure is evidence: the status still stands
+            clustering = Clustering(
+                strategy=key.strategy,
+                columns=list(key.zorder_columns),
+                max_overlap_depth=key.max_overlap_depth,
+                error=storable(redact_text(brief(exc))),
+            )
+        return status.model_copy(update={"clustering": clustering})
 
     async def process(self, item: WorkItem) -> None:
         """``run_event_service``'s callback."""

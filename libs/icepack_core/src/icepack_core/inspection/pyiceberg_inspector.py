@@ -21,6 +21,7 @@ from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.manifest_list import ManifestRef, inline_refs, read_list
 from icepack_core.inspection.manifests import ManifestAggregate, Totals, read_manifest
 from icepack_core.inspection.metadata import MetadataView, read_metadata
+from icepack_core.inspection.statistics import freshness
 from icepack_core.inspection.status import (
     TableStatus,
     describe_error,
@@ -133,6 +134,12 @@ def history_metrics(view: MetadataView) -> dict[str, Any]:
         "current_snapshot_at": format_ts(current.timestamp_ms) if current else None,
         "metadata_log_count": view.metadata_log_count,
         "ref_count": view.ref_count,
+        "table_statistics": freshness(
+            current.snapshot_id if current else None, view.links, view.table_statistics
+        ),
+        "partition_statistics": freshness(
+            current.snapshot_id if current else None, view.links, view.partition_statistics
+        ),
     }
 
 
@@ -473,6 +480,7 @@ async def _inspect_view(
         snap = _Snapshot(key, current.manifest_list if current else None, manifests)
         totals, fresh, cached = await _aggregate(snap, io, threshold, cache, previous)
         manifest_count, manifest_bytes = len(manifests), snap.manifest_bytes
+    live = totals.applicable()
     return TableStatus(
         catalog=catalog,
         namespace=namespace,
@@ -492,10 +500,12 @@ async def _inspect_view(
         small_file_count=totals.small_files,
         small_file_bytes=totals.small_bytes,
         file_size_histogram=totals.histogram,
-        position_delete_file_count=totals.position_deletes,
-        equality_delete_file_count=totals.equality_deletes,
-        deletion_vector_count=totals.deletion_vectors,
-        delete_record_count=totals.delete_records,
+        # Delete files that can still apply (``delete_applicability``): one that outlived the
+        # rows it deleted is not delete debt.
+        position_delete_file_count=live.position,
+        equality_delete_file_count=live.equality,
+        deletion_vector_count=live.vectors,
+        delete_record_count=live.records,
         manifest_count=manifest_count,
         manifest_bytes=manifest_bytes,
         partition_count=len(totals.partitions),

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from icepack_core.inspection.clustering import Clustering
 
 MIB = 1024 * 1024
 # Contract bucket names, in order, with their exclusive upper bounds (the last is open).
@@ -77,6 +79,28 @@ def parse_ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+class StatisticsFreshness(BaseModel):
+    """Which snapshot a table's statistics (``statistics`` or ``partition-statistics``
+    entries of its metadata) describe, and how far the table has moved since
+    (``inspection.statistics``; docs/table-status.md). ``snapshot_id`` is None when no entry
+    describes the current snapshot or one of its ancestors: the statistics are missing, and
+    the distance fields are None too."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    files: int = 0  # entries in the metadata, for any snapshot
+    snapshot_id: int | None = None  # the nearest described snapshot on the current lineage
+    file_bytes: int = 0  # that entry's file-size-in-bytes
+    snapshots_behind: int | None = None  # snapshots on the lineage after it (0: current)
+    added_records: int | None = None  # added-records of those snapshots (not `replace`)
+    added_data_files: int | None = None  # added-data-files of those snapshots (not `replace`)
+
+    @property
+    def current(self) -> bool:
+        """True when they describe the current snapshot (what Spark's CBO reads)."""
+        return self.snapshots_behind == 0
+
+
 class TableStatus(BaseModel):
     """One table's metrics for its current snapshot plus history; see docs/table-status.md."""
 
@@ -114,6 +138,13 @@ class TableStatus(BaseModel):
     current_snapshot_at: str | None = None
     metadata_log_count: int = 0
     ref_count: int = 0
+    # Table statistics (Puffin NDV sketches) and partition statistics: see StatisticsFreshness.
+    table_statistics: StatisticsFreshness = Field(default_factory=StatisticsFreshness)
+    partition_statistics: StatisticsFreshness = Field(default_factory=StatisticsFreshness)
+    # Only for a table whose compaction policy clusters it (sort, zorder): its overlap depth
+    # on the key (inspection.clustering), measured by the inspector's unit of work after
+    # either inspector, so both leave it None.
+    clustering: Clustering | None = None
 
     @property
     def delete_file_count(self) -> int:

@@ -27,6 +27,13 @@ delete build-up, ``max_manifests``, ``max_snapshots``), in this order:
    the verdict carries ``replan_at``, when the planner should plan the table again without an
    event (``planner_replans``).
 
+**Open-partition pressure** (``planning.pressure``, compaction only): when the projection says
+the fullest open partition reaches its compaction level (it would cross the policy's bound
+before a later run could commit), the compaction is due after the inspection-first check
+whatever rules 2 and 3 say, and the interval of rule 4 shrinks to ``pressure_interval`` (a
+floor: the table still cannot loop). Not yet threatened, a held verdict's ``replan_at`` is at
+the latest when it will be.
+
 Pure: the planner reads the history (``job_last_action_runs``) and passes it in.
 """
 
@@ -35,6 +42,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from icepack_core.planning.pressure import Pressure
 
 MIB = 1024 * 1024
 
@@ -49,6 +58,8 @@ class DueRule:
     min_benefit: float = 50.0
     bytes_per_benefit: int = 128 * MIB
     cadence: timedelta = timedelta(hours=24)
+    # The interval while an open partition threatens its bound (``planning.pressure``).
+    pressure_interval: timedelta = timedelta(minutes=1)
 
     def threshold(self, rewrite_bytes: int) -> float:
         """The benefit an action rewriting ``rewrite_bytes`` must reach to be due."""
@@ -72,6 +83,9 @@ class LastRun:
     # When partitions that run skipped as still open (a writer's file within the policy's
     # quiet period) close, if it skipped any: "unchanged" no longer holds from then.
     reopens_at: datetime | None = None
+    # That run selected no partition: every candidate was open and below its bound (it
+    # skipped them), so a run before they close would find the same (unless the pressure).
+    found_only_open: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,21 +125,45 @@ def judge(
     table: TableState,
     now: datetime,
     rule: DueRule,
+    pressure: Pressure | None = None,
 ) -> Verdict:
-    """Whether ``need`` is due on the table at ``now`` (see the module doc for the order)."""
-    pending = _before_interval(need, last, table, now, rule)
+    """Whether ``need`` is due on the table at ``now`` (see the module doc for the order);
+    ``pressure``: the open-partition projection of a compaction (None: no growth)."""
+    interval = rule.min_interval
+    if pressure is not None and pressure.threatened:
+        pending = _under_pressure(last, table, pressure)
+        interval = min(interval, rule.pressure_interval)
+    else:
+        pending = _before_interval(need, last, table, now, rule)
     if not pending.due:
+        if pressure is not None and pressure.threat_at is not None:
+            at = min(filter(None, (pending.replan_at, pressure.threat_at)))
+            return Verdict(False, pending.reason, replan_at=at)
         return pending
     newest = table.newest_run_at
-    if newest is not None and now - newest < rule.min_interval:
-        at = newest + rule.min_interval
+    if newest is not None and now - newest < interval:
+        at = newest + interval
         return Verdict(
             False,
-            f"min interval {_span(rule.min_interval)}: the last run on the table finished "
+            f"min interval {_span(interval)}: the last run on the table finished "
             f"{_iso(newest)}; due again at {_iso(at)} ({pending.reason})",
             replan_at=at,
         )
     return pending
+
+
+def _under_pressure(last: LastRun | None, table: TableState, pressure: Pressure) -> Verdict:
+    if (
+        last is not None
+        and table.inspected_at is not None
+        and table.inspected_at < last.finished_at
+    ):
+        return Verdict(
+            False,
+            f"waiting for the inspection after the run of {_iso(last.finished_at)} "
+            "(the newest status predates it)",
+        )
+    return Verdict(True, f"due: open-partition pressure: {pressure.reason()}")
 
 
 def _before_interval(
@@ -155,6 +193,19 @@ def _before_interval(
                 replan_at=last.reopens_at,
             )
         unchanged = False  # the open partitions it left have closed since: compact them
+    if (
+        last.found_only_open
+        and last.reopens_at is not None
+        and now < last.reopens_at
+        and not cadence_passed
+    ):
+        return Verdict(
+            False,
+            f"not due: its run of {_iso(last.finished_at)} found only open partitions below "
+            f"their bound (none selected); planned again when they close at "
+            f"{_iso(last.reopens_at)}, or sooner when one nears its bound",
+            replan_at=last.reopens_at,
+        )
     if unchanged and not cadence_passed:
         return Verdict(
             False,

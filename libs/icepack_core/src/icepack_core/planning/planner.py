@@ -32,8 +32,9 @@ import structlog
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, IntentError, PolicyError
-from icepack_core.inspection.status import target_file_size
+from icepack_core.inspection.status import parse_ts, target_file_size
 from icepack_core.intents import intents_json, parse_intent, parse_intents
+from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
     ActionIntent,
     FailureStreak,
@@ -64,6 +65,7 @@ class PlanOutcome:
     job_created: bool
 
 
+COMPACTION = "rewrite_data_files"
 # Every planned job has this priority; operators' jobs keep theirs (lower runs first).
 PLANNER_PRIORITY = 100
 
@@ -159,6 +161,8 @@ class Planner:
         last_runs: dict[str, datetime] = {}
         snapshots_after: dict[str, str | None] = {}
         open_skipped: dict[str, int] = {}
+        durations: dict[str, float | None] = {}
+        selected: dict[str, int | None] = {}
         failures: dict[str, FailureStreak] = {}
         throttles: dict[str, Throttle] = {}
         cancelled: dict[str, datetime] = {}
@@ -167,6 +171,11 @@ class Planner:
             last_runs = {r["action"]: r["finished_at"] for r in runs}
             snapshots_after = {r["action"]: r["snapshot_after"] for r in runs}
             open_skipped = {r["action"]: int(r["open_skipped"]) for r in runs}
+            selected = {r["action"]: r["selected"] for r in runs}
+            durations = {
+                r["action"]: None if r["duration_ms"] is None else r["duration_ms"] / 1000
+                for r in runs
+            }
             stops = await self.pool.fetch(load_query("job_cancelled_actions"), table["id"])
             cancelled = {r["action"]: r["cancelled_at"] for r in stops}
             failures = await self.failure_streaks(table["id"])
@@ -182,10 +191,14 @@ class Planner:
             cancelled=cancelled,
             snapshots_after=snapshots_after,
             open_skipped=open_skipped,
+            selected=selected,
+            growth=await self.growth(table, status, last_runs.get(COMPACTION)),
+            compaction_seconds=durations.get(COMPACTION),
             due_rule=due_rule_of(
                 policy,
                 self.settings.maintenance_min_benefit,
                 self.settings.maintenance_bytes_per_benefit,
+                self.settings.maintenance_pressure_interval_seconds,
             ),
             expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
@@ -224,6 +237,40 @@ class Planner:
             else:
                 kept.append(action)
         return Recommendation(actions=kept, skipped=skipped, replan_at=rec.replan_at)
+
+    async def growth(
+        self, table: asyncpg.Record, status: dict[str, Any], since: datetime | None
+    ) -> Growth | None:
+        """The fullest partition's small files in an earlier status and in ``status`` (the
+        newest), both inspected after ``since`` (the last compaction's end), at least
+        ``maintenance_growth_span_seconds`` apart; None when there is no such earlier status
+        (``planning.pressure``).
+        """
+        keys = table.keys()  # a Record (simulation passes rows without a status id)
+        status_id = table["status_id"] if "status_id" in keys else None
+        now_at = parse_ts(status.get("inspected_at"))
+        if status_id is None or now_at is None:
+            return None
+        base = await self.pool.fetchrow(
+            load_query("status_growth_base"),
+            table["id"],
+            status_id,
+            now_at - timedelta(seconds=self.settings.maintenance_growth_span_seconds),
+        )
+        if base is None or (since is not None and base["inspected_at"] <= since):
+            return None
+        before = base["status"]
+        return Growth(
+            fullest_small(
+                int(before.get("max_files_in_partition", 0)),
+                int(before.get("small_file_count", 0)),
+            ),
+            base["inspected_at"],
+            fullest_small(
+                int(status.get("max_files_in_partition", 0)), int(status.get("small_file_count", 0))
+            ),
+            now_at,
+        )
 
     async def failure_streaks(self, table_id: int) -> dict[str, FailureStreak]:
         """Per action, its consecutive permanent failures on the table and when it may run

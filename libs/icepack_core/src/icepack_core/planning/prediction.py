@@ -71,13 +71,42 @@ def ratio(measured: float, predicted: float) -> float | None:
 
 
 @dataclass(frozen=True)
+class StatisticsEffect:
+    """What a statistics action is predicted to leave: statistics describing ``snapshot_id``
+    (the current snapshot), written in a file of about ``bytes_written`` bytes (the size of the
+    file it replaces; None without one to scale from). Measured by ``execution.outcome``."""
+
+    snapshot_id: int | None
+    bytes_written: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"present_for_current": True, **vars(self)}
+
+
+@dataclass(frozen=True)
+class OverlapDepth:
+    """A table's mean overlap depth on its clustering key (``inspection.clustering``), before
+    and after a sort or z-order rewrite."""
+
+    before: float
+    after: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"before": self.before, "after": self.after}
+
+
+@dataclass(frozen=True)
 class PredictedEffect:
     """One action's predicted effect: the table's shape before and after, and the bytes it
-    rewrites (what it charges a rewrite budget)."""
+    rewrites (what it charges a rewrite budget); for a statistics action, also what it
+    writes (``statistics``)."""
 
     before: Shape
     after: Shape
     rewrite_bytes: int
+    statistics: StatisticsEffect | None = None
+    # Sort and z-order: the table's mean overlap depth on the key, before -> after.
+    overlap_depth: OverlapDepth | None = None
 
     @property
     def benefit(self) -> int:
@@ -85,12 +114,17 @@ class PredictedEffect:
         return max(0, benefit(self.before, self.after))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "before": self.before.to_json(),
             "after": self.after.to_json(),
             "rewrite_bytes": self.rewrite_bytes,
             "benefit": self.benefit,
         }
+        if self.statistics is not None:
+            doc["statistics"] = self.statistics.to_json()
+        if self.overlap_depth is not None:
+            doc["overlap_depth"] = self.overlap_depth.to_json()
+        return doc
 
 
 def predict_rewrite_data_files(
@@ -136,3 +170,39 @@ def predict_expire_snapshots(before: Shape, retain_last: int) -> PredictedEffect
     are not in the status, so this is the most it can expire). Benefit 0 by definition."""
     after = replace(before, snapshots=min(before.snapshots, max(1, retain_last)))
     return PredictedEffect(before, after, 0)
+
+
+def predict_statistics(
+    before: Shape, snapshot_id: int | None, previous_bytes: int | None
+) -> PredictedEffect:
+    """A statistics action: the shape does not change (no snapshot is committed, benefit 0:
+    a scan opens the same files), it rewrites no data (it reads it) and it leaves statistics
+    for ``snapshot_id`` in a file about as large as the one it replaces (``previous_bytes``)."""
+    return PredictedEffect(before, before, 0, StatisticsEffect(snapshot_id, previous_bytes))
+
+
+def predict_clustering(
+    files: int,
+    depth: float,
+    loose_partitions: int,
+    loose_files: int,
+    loose_bytes: int,
+    loose_depth: float,
+    target_file_size: int,
+) -> tuple[OverlapDepth, int, int]:
+    """A sort or z-order rewrite of the partitions whose depth exceeds the policy's bound
+    (``loose_*``): each becomes files of ``target_file_size`` with disjoint key ranges, so its
+    depth becomes 1; the other partitions keep theirs. Returns the table's depth before ->
+    after, the files the rewritten partitions hold afterwards (at least one per partition, never
+    more than before) and the **clustering benefit**: files a query filtering on the key no
+    longer opens, ``loose_partitions * (loose_depth - 1)`` (one lookup per rewritten
+    partition opened ``loose_depth`` files and opens one)."""
+    if loose_files <= 0:
+        return OverlapDepth(depth, depth), 0, 0
+    wanted = max(loose_partitions, math.ceil(max(0, loose_bytes) / max(1, target_file_size)))
+    written = min(loose_files, wanted)
+    kept = files - loose_files
+    kept_depth_sum = max(0.0, depth * files - loose_depth * loose_files)
+    after = (kept_depth_sum + written) / max(1, kept + written)
+    gain = max(0, round(loose_partitions * (loose_depth - 1)))
+    return OverlapDepth(round(depth, 4), round(after, 4)), written, gain

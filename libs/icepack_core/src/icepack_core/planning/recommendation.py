@@ -24,6 +24,7 @@ from icepack_core.planning.due import (
     judge,
     newest_run,
 )
+from icepack_core.planning.layout import layout_of, with_layout
 from icepack_core.planning.prediction import (
     PredictedEffect,
     Shape,
@@ -32,9 +33,11 @@ from icepack_core.planning.prediction import (
     predict_rewrite_manifests,
     predict_rewrite_position_deletes,
 )
+from icepack_core.planning.pressure import Growth, Pressure, table_pressure
+from icepack_core.planning.statistics import Proposal, statistics_candidates, statistics_gate
 from icepack_core.planning.throttle import Throttle
 from icepack_core.policy import EffectivePolicy, SnapshotExpiryConfig
-from icepack_core.types import Action
+from icepack_core.types import STATISTICS_ACTIONS, Action
 
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
 
@@ -67,6 +70,8 @@ class ActionIntent:
     # Objects the action removes beyond ``predicted.benefit`` (a delete application's delete
     # files: the prediction keeps delete files, since which ones go is not in the status).
     extra_benefit: int = 0
+    # A compaction's open-partition projection (``planning.pressure``), None without growth.
+    pressure: Pressure | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -148,6 +153,9 @@ def recommend(
     due_rule: DueRule | None = None,
     expiry_floor_hours: float = 1.0,
     open_skipped: Mapping[str, int] | None = None,
+    selected: Mapping[str, int | None] | None = None,
+    growth: Growth | None = None,
+    compaction_seconds: float | None = None,
 ) -> Recommendation:
     """Ordered action intents for one table.
 
@@ -172,6 +180,12 @@ def recommend(
             (they close after the compaction policy's quiet period; the due rule returns).
         expiry_floor_hours: ``ICEPACK_EXPIRY_MIN_AGE_HOURS``, the youngest a count-based
             expiry may expire.
+        selected: per action in ``last_runs``, how many partitions that run's scoped
+            compaction selected (None: not scoped); 0 with open partitions skipped means it
+            found only open ones, and the due rule waits for them to close.
+        growth: the fullest partition's small files at two inspections since the last
+            compaction (``planning.pressure``); None: no projection.
+        compaction_seconds: how long the last compaction ran (the projection's lead).
     """
     result = Recommendation()
     if not policy.maintenance_enabled:
@@ -183,12 +197,14 @@ def recommend(
         inspected_at=_parse(status.get("inspected_at")),
         newest_run_at=newest_run(last_runs),
     )
+    pressure = table_pressure(status, policy, growth, compaction_seconds)
     candidates = [
-        _rewrite_data_files(status, policy, target_file_size_bytes, partitions),
+        _rewrite_data_files(status, policy, target_file_size_bytes, partitions, pressure),
         _rewrite_position_deletes(status, policy),
         _rewrite_manifests(status, policy),
         _expire_snapshots(status, policy, now, expiry_floor_hours),
         _remove_orphans(policy, now),
+        *(_statistics(p) for p in statistics_candidates(status, policy)),
     ]
     replan: list[datetime] = []
     for candidate in candidates:
@@ -199,19 +215,33 @@ def recommend(
         if held is None and candidate.by_need:
             last = last_runs.get(candidate.action)
             after = (snapshots_after or {}).get(candidate.action)
-            reopens = _reopens_at(policy, last, (open_skipped or {}).get(candidate.action, 0))
+            skipped_open = (open_skipped or {}).get(candidate.action, 0)
+            reopens = _reopens_at(policy, last, skipped_open)
+            only_open = skipped_open > 0 and (selected or {}).get(candidate.action) == 0
             verdict = judge(
                 Need(candidate.action, _need_benefit(candidate), _rewrite_bytes(candidate)),
-                None if last is None else LastRun(last, after, reopens),
+                None if last is None else LastRun(last, after, reopens, only_open),
                 state,
                 now,
                 rule,
+                candidate.pressure,
             )
             if verdict.due:
                 candidate = replace(candidate, reason=f"{candidate.reason}; {verdict.reason}")
             else:
                 held = Skip(candidate.action, f"{verdict.reason} (would be: {candidate.reason})")
                 replan.extend([verdict.replan_at] if verdict.replan_at else [])
+        elif held is None and candidate.action in STATISTICS_ACTIONS:
+            why = statistics_gate(
+                candidate.reason,
+                last_runs.get(candidate.action),
+                (snapshots_after or {}).get(candidate.action),
+                status,
+                state.inspected_at,
+                policy.cadence_hours,
+                now,
+            )
+            held = None if why is None else Skip(candidate.action, why)
         elif held is None:
             held = _within_cadence(candidate, policy, last_runs.get(candidate.action), now)
         if held is not None:
@@ -219,20 +249,31 @@ def recommend(
             continue
         result.actions.append(candidate)
     result.actions.sort(key=lambda a: Action(a.action).rank)
+    if pressure is not None and pressure.threat_at is not None:
+        replan.append(pressure.threat_at)  # plan again when the open partition reaches its level
     return replace(result, replan_at=min(replan, default=None))
+
+
+def _statistics(proposal: Proposal) -> ActionIntent | Skip:
+    if proposal.predicted is None:
+        return Skip(proposal.action, proposal.reason)
+    return ActionIntent(proposal.action, proposal.reason, proposal.params, {}, proposal.predicted)
 
 
 def due_rule_of(
     policy: EffectivePolicy,
     min_benefit: float = DueRule.min_benefit,
     bytes_per_benefit: int = DueRule.bytes_per_benefit,
+    pressure_interval_seconds: float = DueRule.pressure_interval.total_seconds(),
 ) -> DueRule:
-    """The due rule for a table: its policy's interval and cadence, the fleet's threshold."""
+    """The due rule for a table: its policy's interval and cadence, the fleet's threshold
+    and pressure interval."""
     return DueRule(
         min_interval=timedelta(minutes=policy.min_interval_minutes),
         min_benefit=min_benefit,
         bytes_per_benefit=bytes_per_benefit,
         cadence=timedelta(hours=policy.cadence_hours),
+        pressure_interval=timedelta(seconds=pressure_interval_seconds),
     )
 
 
@@ -301,6 +342,7 @@ def _rewrite_data_files(
     policy: EffectivePolicy,
     table_target: int | None,
     partitions: Sequence[PartitionStat] | None,
+    pressure: Pressure | None = None,
 ) -> ActionIntent | Skip:
     action = Action.REWRITE_DATA_FILES
     cfg = policy.data_compaction
@@ -344,15 +386,22 @@ def _rewrite_data_files(
     if applies_deletes:
         options["delete-file-threshold"] = str(cfg.min_delete_files)
         # A rewrite leaves the delete files it applied live (they no longer apply to anything,
-        # but every scan still plans them and health still counts them, so the same rewrite
-        # would be proposed again): Iceberg drops them in one more commit when asked.
+        # but every scan still plans them; health does not count them: delete_applicability):
+        # Iceberg drops them in one more commit when asked (partitioned tables only).
         options["remove-dangling-deletes"] = "true"
+    layout = layout_of(status, cfg, target, applies_deletes)
+    if layout.refused is not None:
+        return Skip(action, layout.refused)
+    reasons.extend([layout.reason] if layout.reason else [])
     if not reasons:
         return Skip(
             action,
-            f"{small} small files < min_input_files {cfg.min_input_files} and no delete build-up",
+            f"{small} small files < min_input_files {cfg.min_input_files} and no delete build-up"
+            + (f"; {layout.note}" if layout.note else ""),
         )
-    params: dict[str, Any] = {"strategy": cfg.strategy, "options": options}
+    if layout.note:
+        reasons.append(layout.note)
+    params: dict[str, Any] = {**layout.params, "options": options}
     if int(status.get("partition_count", 0)) > 1 and not applies_deletes:
         # The executor narrows the rewrite to partitions that have enough small files, at most
         # max_partitions per run, skipping partitions still being written (metadata_scope).
@@ -360,6 +409,11 @@ def _rewrite_data_files(
         params["max_partitions"] = cfg.max_partitions_per_run
         params["open_quiet_seconds"] = cfg.open_partition_quiet_minutes * 60
         params["open_max_small_files"] = cfg.open_partition_max_small_files
+        if pressure is not None:
+            held = _open_only(status, cfg.min_input_files, pressure)
+            if held is not None:
+                return held
+            streaming_scope(params, pressure)
     rewrite_bytes = small_bytes
     if partitions and not applies_deletes:
         needing = sorted(
@@ -372,17 +426,48 @@ def _rewrite_data_files(
             rewrite_bytes = sum(p.small_file_bytes for p in needing)
             reasons.append(f"scoped to {len(needing)} of {len(partitions)} partitions")
     files_after = max(1, math.ceil(rewrite_bytes / target)) if small else 0
+    effect = with_layout(
+        predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target), layout
+    )
     return ActionIntent(
         action,
         "; ".join(reasons),
         params,
         {
-            "files_removed": max(0, small - files_after),
-            "bytes_to_rewrite": rewrite_bytes,
+            "files_removed": max(0, small - files_after, layout.files_removed),
+            "bytes_to_rewrite": effect.rewrite_bytes,
         },
-        predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target),
+        effect,
         by_need=True,
-        extra_benefit=(eq_deletes + pos_deletes) if applies_deletes else 0,
+        extra_benefit=((eq_deletes + pos_deletes) if applies_deletes else 0) + layout.gain,
+        pressure=None if "open_max_small_files" not in params else pressure,
+    )
+
+
+# A closed partition of a table being written holds at most this many data files once
+# compacted: its last open small files and the compacted file are rewritten to target once.
+CLOSED_MIN_FILES = 2
+
+
+def streaming_scope(params: dict[str, Any], pressure: Pressure) -> None:
+    """A scoped compaction of a table whose open partitions grow: open partitions are
+    compacted from the projection's level, closed ones from ``CLOSED_MIN_FILES`` small files
+    (what the writer left in them when they closed), so they end at one file each."""
+    # The executor compacts an open partition *above* this many small files: from the level.
+    params["open_max_small_files"] = max(1, pressure.level - 1)
+    params["options"]["min-input-files"] = str(CLOSED_MIN_FILES)
+
+
+def _open_only(status: Mapping[str, Any], min_files: int, pressure: Pressure) -> Skip | None:
+    """Not due while every small file that could qualify is in the open partition, below the
+    level (a run would skip it and do nothing): the projection says when it reaches it."""
+    others = int(status["small_file_count"]) - pressure.small_now
+    if pressure.threatened or others >= min_files:
+        return None
+    return Skip(
+        Action.REWRITE_DATA_FILES,
+        f"not due: {others} small files outside the fullest open partition (< min_input_files "
+        f"{min_files}); {pressure.reason()}",
     )
 
 

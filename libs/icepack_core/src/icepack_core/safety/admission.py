@@ -19,8 +19,10 @@ CLI, retry). ``admit`` refuses, with a reason that names the table and the rule:
   target's location (its files would look like orphans; tables a catalog lists but
   include/exclude leave out count too, from ``unmaintained_tables``), or while a catalog has
   not finished a listing since discovery started or is failing (``CATALOGS_NOT_LISTED``: a
-  table Icepack does not know yet could lie there). Every later deletion or move is also
-  confined to the table's own roots (``safety.confinement``).
+  table Icepack does not know yet could lie there), or when the policy's ``locations`` (a
+  Polaris orphan-removal policy's) name a place outside the table's own location
+  (``ORPHAN_LOCATION_OUTSIDE_TABLE``: refused, never obeyed). Every later deletion or move is
+  also confined to the table's own roots (``safety.confinement``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import asyncpg
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.intents import ExpireSnapshots, Intent, RemoveOrphanFiles, RestoreQuarantine
+from icepack_core.polaris.store import polaris_attachments
 from icepack_core.policy import (
     ORPHAN_SAFE_HOURS,
     EffectivePolicy,
@@ -48,7 +51,7 @@ from icepack_core.safety.confinement import (
     refuse_unlisted_catalogs,
     table_roots,
 )
-from icepack_core.safety.locations import LocationError, locations_overlap
+from icepack_core.safety.locations import LocationError, locations_overlap, parse_location
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,10 @@ class Admission:
 
 
 async def attachments_of(pool: asyncpg.Pool, catalog: str) -> list[PolicyAttachment]:
-    """The policies attached anywhere in ``catalog``."""
+    """The policies attached anywhere in ``catalog``: Icepack's own, then those read from
+    Polaris (``icepack_core.polaris``; ``policy.resolve`` applies the precedence)."""
     rows = await pool.fetch(load_query("policy_list_catalog"), catalog)
-    return [
+    own = [
         PolicyAttachment(
             r["policy_type"],
             r["scope"],
@@ -75,6 +79,7 @@ async def attachments_of(pool: asyncpg.Pool, catalog: str) -> list[PolicyAttachm
         )
         for r in rows
     ]
+    return own + await polaris_attachments(pool, catalog)
 
 
 def _label(row: asyncpg.Record | dict[str, Any]) -> str:
@@ -225,4 +230,33 @@ async def admit(
                     field,
                 )
             location = await _target_location(pool, table)
+            _refuse_outside_locations(label, config, location, policy.sources, field)
     return Admission(policy, location)
+
+
+def _refuse_outside_locations(
+    label: str,
+    config: OrphanFileRemovalConfig,
+    own: str,
+    sources: Mapping[str, str],
+    field: str,
+) -> None:
+    """Refuse orphan removal when the policy's ``locations`` (Polaris') reach outside the
+    table's own location: another table's files there would look like orphans."""
+    try:
+        root = parse_location(own)
+    except LocationError as exc:
+        raise ActionRefused("LOCATION_UNKNOWN", f"{label}: its location: {exc}") from None
+    for index, entry in enumerate(config.locations):
+        try:
+            inside = root.contains(parse_location(entry))
+        except LocationError:
+            inside = False
+        if not inside:
+            raise ActionRefused(
+                "ORPHAN_LOCATION_OUTSIDE_TABLE",
+                f"{label}: locations[{index}]={entry!r} of the orphan-removal policy "
+                f"({sources.get('system.orphan-file-removal', 'default')}) is outside the "
+                f"table's location {own}; refused, never obeyed",
+                field,
+            )

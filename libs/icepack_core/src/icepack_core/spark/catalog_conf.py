@@ -7,8 +7,11 @@ One ``CatalogConfig`` becomes ``spark.sql.catalog.<name>.*`` for Iceberg's ``Spa
   ``iceberg_namespace_properties`` tables and key rows by ``catalog_name``, so the Spark catalog
   name must equal the Icepack catalog name (it does: both are ``cfg.name``).
   ``jdbc.schema-version=V1`` matches PyIceberg 0.12, which creates the ``iceberg_type`` column.
-- ``rest`` -> ``type=rest`` with the OAuth2 credential or bearer token, scope and headers.
-- ``glue`` -> ``type=glue``.
+- ``rest`` -> ``type=rest`` with the OAuth2 credential or bearer token, scope and headers, and
+  ``header.X-Iceberg-Access-Delegation=vended-credentials`` when the catalog vends credentials.
+- ``glue`` -> ``type=glue`` with ``glue.endpoint`` and ``client.region``. Iceberg's Glue client
+  takes no static keys: its credentials come from the AWS default chain of Spark's JVM (an IAM
+  role, ``AWS_ACCESS_KEY_ID``...), while the settings' S3 keys go to ``S3FileIO``.
 
 Any catalog with S3 settings or an ``s3://`` warehouse also gets ``S3FileIO``.
 
@@ -23,7 +26,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from icepack_core.errors import ConfigError
-from icepack_core.settings import CatalogConfig
+from icepack_core.settings import ACCESS_DELEGATION_HEADER, VENDED_CREDENTIALS, CatalogConfig
 
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -139,6 +142,9 @@ def _type_conf(cfg: CatalogConfig) -> dict[str, str]:
             conf["token"] = cfg.token.get_secret_value()
         if cfg.oauth2_server_uri:
             conf["oauth2-server-uri"] = cfg.oauth2_server_uri
+        if cfg.vended_credentials:
+            # Spark's REST catalog then builds each table's S3FileIO from what loadTable vends.
+            conf[f"header.{ACCESS_DELEGATION_HEADER}"] = VENDED_CREDENTIALS
         for name, value in cfg.headers.items():
             conf[f"header.{name}"] = value
     else:

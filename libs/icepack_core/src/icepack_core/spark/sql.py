@@ -81,7 +81,15 @@ class BigintArray:
     values: tuple[int, ...]
 
 
-ProcedureValue = ScalarValue | TableRef | Mapping[str, str] | BigintArray
+@dataclass(frozen=True, slots=True)
+class StringArray:
+    """A procedure argument of type ``array<string>`` (``columns``), never empty (an empty
+    list means "leave the argument out", the procedure's default)."""
+
+    values: tuple[str, ...]
+
+
+ProcedureValue = ScalarValue | TableRef | Mapping[str, str] | BigintArray | StringArray
 
 
 def _reject_unsafe_chars(value: str, what: str) -> None:
@@ -219,6 +227,21 @@ def bigint_array_literal(values: BigintArray) -> str:
     return f"array({', '.join(items)})"
 
 
+def string_array_literal(values: StringArray) -> str:
+    """``array('a', 'b', ...)``: each element a string literal (``sql_string_literal``).
+
+    Raises:
+        ValueError: no elements, or an element that is not a ``str``.
+        InvalidIdentifier: an element ``sql_string_literal`` refuses.
+    """
+    if not values.values:
+        raise ValueError("an array<string> argument needs at least one element")
+    for value in values.values:
+        if not isinstance(value, str):
+            raise ValueError(f"array<string> element {value!r} is not a str")
+    return f"array({', '.join(sql_string_literal(v) for v in values.values)})"
+
+
 def procedure_call(catalog: str, procedure: str, args: Mapping[str, ProcedureValue]) -> str:
     """``CALL `catalog`.`system`.`procedure`(name => literal, ...)``.
 
@@ -230,7 +253,8 @@ def procedure_call(catalog: str, procedure: str, args: Mapping[str, ProcedureVal
             catalog-qualified name (the catalog is included so a namespace that happens to
             share a catalog's name is never misread); a mapping
             becomes ``map('k', 'v', ...)`` (an empty mapping is omitted, which is the
-            procedures' default); a ``BigintArray`` becomes ``array(1L, ...)``; everything
+            procedures' default); a ``BigintArray`` becomes ``array(1L, ...)``, a
+            ``StringArray`` ``array('a', ...)``; everything
             else goes through ``sql_literal``.
 
     Returns:
@@ -260,6 +284,8 @@ def procedure_call(catalog: str, procedure: str, args: Mapping[str, ProcedureVal
             literal = _map_literal(value)
         elif isinstance(value, BigintArray):
             literal = bigint_array_literal(value)
+        elif isinstance(value, StringArray):
+            literal = string_array_literal(value)
         else:
             literal = sql_literal(value)
         rendered.append(f"{name} => {literal}")

@@ -41,17 +41,31 @@ SELECT t.id, t.catalog, t.namespace, t.name, t.metadata_location, t.properties, 
 -- When each action last succeeded on a table (cadence and due rule, planning.due), and the
 -- table's current snapshot when that run's job ended: `snapshot_after` of the job's newest
 -- action that recorded one, as text (snapshot ids of any size); NULL when none did; and how
--- many open partitions that run skipped (execution.metadata_scope), 0 when it recorded none.
-SELECT DISTINCT ON (a.action) a.action, a.finished_at,
+-- many open partitions that run skipped (execution.metadata_scope), 0 when it recorded none,
+-- and how many partitions it selected (NULL: not a scoped compaction).
+SELECT DISTINCT ON (a.action) a.action, a.finished_at, a.duration_ms,
        CASE WHEN jsonb_typeof(a.output->'open_partitions_skipped_count') = 'number'
             THEN (a.output->>'open_partitions_skipped_count')::numeric::bigint
             ELSE 0 END AS open_skipped,
+       CASE WHEN jsonb_typeof(a.output->'partitions_selected') = 'number'
+            THEN (a.output->>'partitions_selected')::numeric::bigint END AS selected,
        (SELECT l.impact->>'snapshot_after' FROM icepack.job_actions l
          WHERE l.job_id = a.job_id AND jsonb_typeof(l.impact->'snapshot_after') = 'number'
          ORDER BY l.finished_at DESC, l.id DESC LIMIT 1) AS snapshot_after
   FROM icepack.job_actions a JOIN icepack.jobs j ON j.id = a.job_id
  WHERE j.table_id = $1 AND a.state = 'succeeded'
  ORDER BY a.action, a.finished_at DESC, a.id DESC;
+
+-- name: status_growth_base
+-- The status a table's open-partition growth is measured from (planning.pressure): the newest
+-- of table $1 older than status $2 and inspected at or before $3 (the newest's inspection time
+-- less the shortest span measured over). A backward scan of status_snapshots_table from $2
+-- that stops at the first such row: bounded by the statuses of that span.
+SELECT s.inspected_at, s.status
+  FROM icepack.status_snapshots s
+ WHERE s.table_id = $1 AND s.id < $2 AND s.inspected_at <= $3
+ ORDER BY s.id DESC
+ LIMIT 1;
 
 -- name: recommendation_replan_set
 -- Plan table $1 again at $2 without an event (NULL: nothing waits; the row goes).

@@ -1,5 +1,7 @@
 """Equality deletes written the way a Flink or Kafka Connect upsert sink writes them.
 
+Shared by the tests and ``bench.stream`` (so it lives in ``bench``: bench never imports tests).
+
 An upsert sink never reads the table: for every changed key it writes an *equality delete* on
 the key columns and appends the new row, both in one ``RowDelta`` commit (the delete has the
 same data sequence number as the new row, so it removes only older rows with that key). This

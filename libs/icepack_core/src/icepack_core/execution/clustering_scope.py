@@ -1,0 +1,237 @@
+"""A sort or z-order rewrite's partition filter, and its overlap depth before and after.
+
+A clustering rewrite (``rewrite_data_files`` with strategy ``sort`` or ``zorder`` and the
+planner's ``max_overlap_depth``) is scoped like bin-packing, from the table's current manifests
+read in this process: a partition qualifies when its files' mean overlap depth on the key
+exceeds ``max_overlap_depth`` (``inspection.clustering``) or, as for binpack, it holds at least
+``min-input-files`` files under 75 % of the target size. At most ``max_partitions`` partitions
+per run, the deepest first (the rest are ``partitions_deferred``). Each selected partition
+becomes the same conjunction of its spec's terms as binpack's scope
+(``transform_predicates`` through ``partition_filter.partitions_where``, literals checked on
+the engine). When a partition is selected for its depth the call also gets ``rewrite-all``:
+Iceberg's sort strategy otherwise picks files by size only, and well-sized files whose ranges
+overlap would stay as they are. An unpartitioned table is one partition (no filter).
+
+The key is checked against the table's schema before anything runs: a column the table does
+not have (or ``sort`` on a table without a sort order) fails the action with
+``ClusteringKeyInvalid`` naming it. A scope that cannot be computed exactly (a float partition
+value, which PyIceberg's manifest reader rounds; a void transform; a filter too long) falls back
+to the whole table without ``rewrite-all`` (``scope_reason`` says why), never failing the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pyiceberg.table import Table
+
+from icepack_core.errors import (
+    ClusteringKeyInvalid,
+    MetadataDiffUnsupported,
+    ScopeFallback,
+    brief,
+)
+from icepack_core.execution.metadata_diff import canonical_texts
+from icepack_core.execution.metadata_scope import spec_columns
+from icepack_core.execution.partition_filter import partitions_where
+from icepack_core.inspection.clustering import (
+    Clustering,
+    PartitionDepth,
+    file_boxes,
+    key_fields,
+    partition_depths,
+    sort_order_columns,
+    summarise,
+)
+from icepack_core.intents import RewriteDataFilesParams
+from icepack_core.spark.engine import SparkEngine
+from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, ProcedureValue
+
+
+@dataclass(frozen=True)
+class ClusteringScope:
+    """What one clustering run rewrites: ``where`` (None: the whole table), whether it needs
+    ``rewrite-all``, the scope note for the action's output, and the table's clustering
+    before the call (None when the scope fell back)."""
+
+    where: str | None
+    rewrite_all: bool
+    note: dict[str, Any] = field(default_factory=dict)
+    before: Clustering | None = None
+
+
+def key_columns(table: Table, params: RewriteDataFilesParams) -> list[str]:
+    """The rewrite's key, checked against ``table``'s schema.
+
+    Raises:
+        ClusteringKeyInvalid: a column the table does not have, or ``sort`` without a sort
+            order; the message names it.
+    """
+    if params.strategy == "zorder":
+        key_fields(table, params.zorder_columns, "zorder")
+        return list(params.zorder_columns)
+    columns = sort_order_columns(table)
+    key_fields(table, columns, "sort order")
+    return columns
+
+
+def measure_now(table: Table, params: RewriteDataFilesParams) -> Clustering:
+    """The table's clustering on the rewrite's key (blocking; raises like ``key_columns``)."""
+    columns = key_columns(table, params)
+    depths, sampled = partition_depths(file_boxes(table, columns))
+    strategy: Literal["sort", "zorder"] = "zorder" if params.strategy == "zorder" else "sort"
+    return summarise(strategy, columns, depths, sampled, params.max_overlap_depth or 1.0)
+
+
+def _choose(
+    depths: Sequence[PartitionDepth], limit: float, min_files: int, max_partitions: int
+) -> tuple[list[PartitionDepth], int]:
+    qualifying = [p for p in depths if p.depth > limit or p.small_files >= min_files]
+    qualifying.sort(key=lambda p: (-p.depth, -p.small_files, p.spec_id, repr(p.key)))
+    return qualifying[:max_partitions], max(0, len(qualifying) - max_partitions)
+
+
+async def clustering_scope(
+    table: Table,
+    engine: SparkEngine,
+    params: RewriteDataFilesParams,
+    *,
+    undersized_bytes: int,
+    min_files: int,
+    catalog: str,
+) -> ClusteringScope:
+    """The filter and note of one clustering run (module doc).
+
+    Raises:
+        ClusteringKeyInvalid: the key does not fit the table (nothing has run).
+        Exception: a manifest read's error (the caller widens to the whole table).
+    """
+    columns = key_columns(table, params)
+    depths, sampled = await asyncio.to_thread(
+        lambda: partition_depths(file_boxes(table, columns), small_bytes=undersized_bytes)
+    )
+    limit = params.max_overlap_depth or 1.0
+    strategy: Literal["sort", "zorder"] = "zorder" if params.strategy == "zorder" else "sort"
+    before = summarise(strategy, columns, depths, sampled, limit)
+    chosen, deferred = _choose(depths, limit, min_files, params.max_partitions)
+    rewrite_all = any(p.depth > limit for p in chosen)
+    note: dict[str, Any] = {
+        "scope": "partitions",
+        "scope_source": "metadata",
+        "partitions_selected": len(chosen),
+        "partitions_total": len(depths),
+        "partitions_unclustered": sum(1 for p in chosen if p.depth > limit),
+    }
+    if deferred:
+        note["partitions_deferred"] = deferred
+    partitioned = any(s.fields for s in table.metadata.specs().values())
+    try:
+        if not chosen:
+            where: str | None = "false"
+        elif not partitioned:
+            where = None
+        else:
+            where = await _where(table, engine, chosen, catalog)
+    except (ScopeFallback, MetadataDiffUnsupported) as exc:
+        reason = exc.reason if isinstance(exc, ScopeFallback) else str(exc)
+        note = {"scope": "table", "scope_reason": reason, "scope_source": "metadata"}
+        return ClusteringScope(None, False, note, before)
+    except Exception as exc:  # scoping widens, it never fails the job
+        note = {"scope": "table", "scope_reason": f"partition scoping failed: {brief(exc)}"}
+        return ClusteringScope(None, False, note, before)
+    if where is None:
+        note["scope"] = "table"
+    return ClusteringScope(where, rewrite_all, note, before)
+
+
+async def _where(
+    table: Table, engine: SparkEngine, chosen: Sequence[PartitionDepth], catalog: str
+) -> str:
+    wheres = []
+    for spec_id in sorted({p.spec_id for p in chosen}):
+        named, keyed = spec_columns(table, spec_id, catalog)
+        rows = [[p.values.get(c.field_id) for c in keyed] for p in chosen if p.spec_id == spec_id]
+        if any(isinstance(v, float) for row in rows for v in row):
+            # PyIceberg's manifest reader rounds doubles to float32 (inspection.exact_doubles).
+            raise ScopeFallback("a float partition value cannot be read exactly here")
+        texts = await canonical_texts(engine, keyed, rows)
+        wheres.append(await partitions_where(engine, named, texts))
+    where = " OR ".join(wheres)
+    if len(where) > MAX_STRING_LITERAL_LENGTH // 2:  # escaping can double it as an argument
+        raise ScopeFallback(f"the partition filter is {len(where)} characters long")
+    return where
+
+
+async def clustering_run(
+    table: Table | None,
+    engine: SparkEngine,
+    params: RewriteDataFilesParams,
+    args: dict[str, ProcedureValue],
+    *,
+    catalog: str,
+    target_bytes: int,
+) -> ClusteringScope | None:
+    """A sort or z-order rewrite's scope (``clustering_scope``), put into the procedure's
+    ``args`` (``where``, ``rewrite-all``); None when the rewrite is binpack, the table could not
+    be loaded (the Spark path decides), ``args`` already has a filter, or the planner gave no
+    ``max_overlap_depth``. The key is checked whenever the table is loaded.
+
+    Raises:
+        ClusteringKeyInvalid: the key does not fit the table (nothing has run).
+    """
+    if params.strategy == "binpack" or table is None:
+        return None
+    key_columns(table, params)
+    if params.max_overlap_depth is None or "where" in args:
+        return None
+    try:
+        found = await clustering_scope(
+            table,
+            engine,
+            params,
+            undersized_bytes=int(target_bytes * 0.75),
+            min_files=int(params.options.get("min-input-files", "5")),
+            catalog=catalog,
+        )
+    except ClusteringKeyInvalid:
+        raise
+    except Exception as exc:  # a manifest read failed: the whole table, by size only
+        note = {"scope": "table", "scope_reason": f"partition scoping failed: {brief(exc)}"}
+        return ClusteringScope(None, False, note)
+    if found.where is not None:
+        args["where"] = found.where
+    if found.rewrite_all:
+        args["options"] = {**params.options, "rewrite-all": "true"}
+    return found
+
+
+async def clustering_after(
+    load: Callable[[], Awaitable[Table | None]],
+    params: RewriteDataFilesParams,
+    before: Clustering | None,
+) -> dict[str, Any]:
+    """The overlap depth before and after the rewrite, for its output (``clustering``):
+    ``{"strategy", "columns", "before", "after", "max_overlap_depth"}``, or with ``error``.
+    Never raises (except cancellation): it is evidence."""
+    found: dict[str, Any] = {
+        "strategy": params.strategy,
+        "max_overlap_depth": params.max_overlap_depth,
+        "before": None if before is None else before.overlap_depth,
+    }
+    try:
+        table = await load()
+        if table is None:
+            raise ValueError("the table could not be loaded")
+        after = await asyncio.to_thread(measure_now, table, params)
+    except Exception as exc:
+        return {**found, "after": None, "error": brief(exc)}
+    return {
+        **found,
+        "columns": after.columns,
+        "after": after.overlap_depth,
+        "files_after": after.files,
+        "partitions_unclustered_after": after.unclustered_partitions,
+    }

@@ -1,0 +1,99 @@
+"""Which key a table's compaction policy clusters it on, measured for the inspector.
+
+A table whose effective ``system.data-compaction`` policy says ``strategy`` ``sort`` or
+``zorder`` gets ``TableStatus.clustering`` (``inspection.clustering``) at each full inspection:
+its overlap depth on the key, which the planner compares with the policy's
+``max_overlap_depth``. Health stays policy-independent; only *which* columns are measured comes
+from the policy. An age-based refresh of an unchanged snapshot keeps the figure unless the key
+changed (a policy attached or edited since), in which case it is measured again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+import asyncpg
+from pyiceberg.table import Table
+
+from icepack_core.db.queries import load_query
+from icepack_core.errors import PolicyError
+from icepack_core.inspection.clustering import Clustering, measure
+from icepack_core.policy import DataCompactionConfig, EffectivePolicy, PolicyAttachment, resolve
+from icepack_core.types import TableRef
+
+MEASURE_TIMEOUT_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class LayoutKey:
+    """What a policy asks to cluster on: ``sort`` (the table's sort order) or ``zorder``."""
+
+    strategy: Literal["sort", "zorder"]
+    zorder_columns: tuple[str, ...]
+    max_overlap_depth: float
+
+    def measured_by(self, clustering: Clustering | None) -> bool:
+        """Whether ``clustering`` was measured for this key (same strategy, columns, bound)."""
+        return (
+            clustering is not None
+            and clustering.strategy == self.strategy
+            and clustering.max_overlap_depth == self.max_overlap_depth
+            and (self.strategy == "sort" or tuple(clustering.columns) == self.zorder_columns)
+        )
+
+
+def layout_key_of(cfg: DataCompactionConfig) -> LayoutKey:
+    """The clustering key of a sort or z-order compaction policy.
+
+    Raises:
+        ValueError: the policy bin-packs (it has no key).
+    """
+    if cfg.strategy == "binpack":
+        raise ValueError("a binpack compaction has no clustering key")
+    return LayoutKey(cfg.strategy, tuple(cfg.zorder_columns), cfg.max_overlap_depth)
+
+
+def layout_key(policy: EffectivePolicy) -> LayoutKey | None:
+    """The policy's clustering key, or None for binpack (or compaction disabled)."""
+    cfg = policy.data_compaction
+    if cfg is None or cfg.strategy == "binpack":
+        return None
+    return layout_key_of(cfg)
+
+
+async def policy_layout_key(
+    pool: asyncpg.Pool, ref: TableRef, properties: dict[str, str]
+) -> LayoutKey | None:
+    """The clustering key of ``ref``'s effective policy; None when there is none or the policy
+    is invalid (the planner reports an invalid policy; inspection measures nothing then)."""
+    rows = await pool.fetch(load_query("policy_list_catalog"), ref.catalog)
+    attachments = [
+        PolicyAttachment(
+            r["policy_type"],
+            r["scope"],
+            r["catalog"],
+            r["namespace"],
+            r["table_name"],
+            r["enabled"],
+            r["config"],
+        )
+        for r in rows
+    ]
+    try:
+        return layout_key(resolve(attachments, ref.namespace, ref.name, properties))
+    except PolicyError:
+        return None
+
+
+async def measure_key(table: Table, key: LayoutKey) -> Clustering:
+    """``clustering.measure`` off the event loop, bounded in time.
+
+    Raises:
+        TimeoutError | Exception: the manifests could not be read.
+    """
+    return await asyncio.wait_for(
+        asyncio.to_thread(measure, table, key.strategy, key.zorder_columns, key.max_overlap_depth),
+        MEASURE_TIMEOUT_SECONDS,
+    )

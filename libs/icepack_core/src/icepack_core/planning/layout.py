@@ -1,0 +1,126 @@
+"""Sort and z-order in a recommendation: which strategy a compaction runs with, and when the
+clustering alone makes it due.
+
+Bin-packing is driven by small files; clustering is not. A table whose compaction policy says
+``sort`` or ``zorder`` carries ``TableStatus.clustering`` (``inspection.clustering``: the mean
+overlap depth of its files' key ranges, per partition, measured at inspection). The rewrite is
+proposed when some partition's depth exceeds the policy's ``max_overlap_depth`` (or, as for
+binpack, on small files), with the policy's strategy; a table whose every partition is at or
+below the bound is clustered and is not rewritten for its layout again (no churn). Until the
+key is measured (the policy is new, or changed), and for ``sort`` on a table without a sort
+order, the rewrite falls back to binpack and the reason says so; a z-order column the table
+does not have refuses the rewrite, naming the column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from icepack_core.inspection.clustering import Clustering
+from icepack_core.inspection.layout_key import layout_key_of
+from icepack_core.planning.prediction import OverlapDepth, PredictedEffect, predict_clustering
+from icepack_core.policy import DataCompactionConfig
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The strategy part of a ``rewrite_data_files`` proposal.
+
+    ``params``: the intent's strategy parameters. ``reason``: the clustering trigger when it
+    fires. ``note``: why the strategy falls back or the table is left as it is. ``refused``:
+    the rewrite must not run (a bad z-order key). ``depth``, ``files_removed``,
+    ``rewrite_bytes`` and ``gain`` (files a query on the key no longer opens) predict the
+    clustering part.
+    """
+
+    params: dict[str, Any] = field(default_factory=lambda: {"strategy": "binpack"})
+    reason: str | None = None
+    note: str | None = None
+    refused: str | None = None
+    depth: OverlapDepth | None = None
+    files_removed: int = 0
+    rewrite_bytes: int = 0
+    gain: int = 0
+
+
+def _label(found: Clustering) -> str:
+    return f"{found.strategy}({', '.join(found.columns)})"
+
+
+def layout_of(
+    status: Mapping[str, Any], cfg: DataCompactionConfig, target: int, applies_deletes: bool
+) -> Layout:
+    """The layout of a compaction under ``cfg`` on a table with ``status`` (module doc).
+    ``applies_deletes``: the rewrite applies deletes table-wide, so it is not scoped by depth."""
+    if cfg.strategy == "binpack":
+        return Layout()
+    key = layout_key_of(cfg)
+    raw = status.get("clustering")
+    try:
+        found = Clustering.model_validate(raw) if isinstance(raw, Mapping) else None
+    except ValidationError:
+        found = None
+    if found is None or not key.measured_by(found):
+        return Layout(
+            note=f"strategy {cfg.strategy}: the clustering on its key is not measured yet (the "
+            "next inspection measures it); binpack until then"
+        )
+    if found.error is not None:
+        if cfg.strategy == "zorder":
+            return Layout(refused=f"refused: {found.error}")
+        return Layout(note=f"{found.error}; falling back to binpack")
+    params: dict[str, Any] = {"strategy": cfg.strategy}
+    if cfg.strategy == "zorder":
+        params["zorder_columns"] = list(cfg.zorder_columns)
+    depth = found.overlap_depth or 1.0
+    if applies_deletes:
+        return Layout(params)
+    params["max_overlap_depth"] = cfg.max_overlap_depth
+    if found.unclustered_partitions == 0:
+        return Layout(
+            params,
+            note=f"clustered: overlap depth {depth:g} on {_label(found)} <= "
+            f"max_overlap_depth {cfg.max_overlap_depth:g}",
+        )
+    predicted, written, gain = predict_clustering(
+        found.files,
+        depth,
+        found.unclustered_partitions,
+        found.unclustered_files,
+        found.unclustered_bytes,
+        found.unclustered_depth,
+        target,
+    )
+    return Layout(
+        params,
+        reason=f"overlap depth {found.unclustered_depth:g} on {_label(found)} > "
+        f"max_overlap_depth {cfg.max_overlap_depth:g} in {found.unclustered_partitions} of "
+        f"{found.partitions} partitions ({found.unclustered_files} files, "
+        f"{found.unclustered_bytes} bytes); predicted table depth {predicted.before:g} -> "
+        f"{predicted.after:g}",
+        depth=predicted,
+        files_removed=found.unclustered_files - written,
+        rewrite_bytes=found.unclustered_bytes,
+        gain=gain,
+    )
+
+
+def with_layout(effect: PredictedEffect, layout: Layout) -> PredictedEffect:
+    """A binpack prediction with the clustering part added: the files the clustering rewrite
+    removes (not added to binpack's: small files may lie in the same partitions, so the larger
+    of the two), the bytes it rewrites (added: a budget must not be undercharged) and the
+    overlap depth before -> after."""
+    if layout.depth is None:
+        return effect
+    removed = max(effect.before.data_files - effect.after.data_files, layout.files_removed)
+    after = replace(effect.after, data_files=max(0, effect.before.data_files - removed))
+    return replace(
+        effect,
+        after=after,
+        rewrite_bytes=effect.rewrite_bytes + layout.rewrite_bytes,
+        overlap_depth=layout.depth,
+    )

@@ -1,0 +1,162 @@
+"""Keeping an open partition under its small-file bound: the growth projection.
+
+A partition a writer keeps adding to (open, ``execution.metadata_scope``) is compacted only
+once it holds more than the policy's ``open_partition_max_small_files`` (the *bound*, default
+100): compacting it every few minutes is undone by the next commits. But a bound that is only
+checked every minimum interval is not kept: a ``bucket(16, id)`` table committed every second
+gains a small file per partition per commit, 300 in five minutes. So the planner projects how
+fast the fullest partition grows and plans a compaction before the bound would be crossed.
+
+The facts are two statuses of the table, both inspected after its last compaction finished
+(so no compaction in between lowered the counts): the fullest partition's small files then
+and now (``TableStatus.max_files_in_partition``, capped by ``small_file_count``; a partition
+of a streaming table holds small files only), at least
+``ICEPACK_MAINTENANCE_GROWTH_SPAN_SECONDS`` (30) apart. Their difference over the time between
+them is the *rate*. The *lead* is how long a run planned now takes to commit (the last
+compaction's run time plus the planning and claim delay). The rule:
+
+- ``level = clamp(floor(HEADROOM · bound - rate · lead), min_files, bound)``: a partition at
+  the level, planned now, reaches at most ``HEADROOM · bound`` by the time the run commits;
+- the table is **threatened** when its fullest partition is at the level: the compaction is
+  due whatever its benefit, and the minimum interval shrinks to the pressure floor (still a
+  floor, so a hot table cannot take the executors in a loop; the budgets and the claim order
+  share them across tables);
+- the run compacts open partitions holding at least ``level`` small files
+  (``open_max_small_files`` = level - 1), so a run planned for the pressure does work, and
+  open partitions far below it are left alone; closed partitions are compacted from 2 small
+  files (what a writer left in a partition when it closed, and the compacted file);
+- not yet threatened, ``threat_at`` is when the fullest partition reaches the level at this
+  rate: the planner plans the table again then, even without an event.
+
+Without growth (no second status, no new small files, a compaction or a close in between) there
+is no projection: the bound is checked as before, at the policy's own interval.
+
+Pure: the planner reads the two statuses and the last run and passes them in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from icepack_core.policy import EffectivePolicy
+
+# The share of the bound a run planned by the projection aims to stay under when it commits:
+# the rate is measured, not known, and the lead varies with the machine's load.
+HEADROOM = 0.75
+# The lead when no compaction ran on the table yet (a Spark rewrite of a few partitions).
+DEFAULT_LEAD = timedelta(seconds=60)
+# The planning, inspection and claim delays a run's own duration does not include.
+PLANNING_DELAY = timedelta(seconds=15)
+MAX_LEAD = timedelta(minutes=30)
+MAX_WAIT = timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class Growth:
+    """The fullest partition's small files at an earlier inspection and at the newest one."""
+
+    small_before: int
+    at_before: datetime
+    small_now: int
+    at_now: datetime
+
+    def rate_per_second(self) -> float | None:
+        """Small files gained per second, None without growth over a positive span."""
+        span = (self.at_now - self.at_before).total_seconds()
+        gained = self.small_now - self.small_before
+        if span <= 0 or gained <= 0:
+            return None
+        return gained / span
+
+
+@dataclass(frozen=True)
+class OpenBound:
+    """The policy's bound on an open partition's small files, its ``min_input_files``, and
+    the lead (time from planning to the run's commit)."""
+
+    bound: int
+    min_files: int
+    lead: timedelta = DEFAULT_LEAD
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """The projection for one table at ``at`` (see the module doc)."""
+
+    rate_per_second: float
+    small_now: int
+    level: int
+    bound: int
+    lead: timedelta
+    threat_at: datetime | None  # None: threatened now
+
+    @property
+    def threatened(self) -> bool:
+        return self.threat_at is None
+
+    def reason(self) -> str:
+        """The words in the recommendation: the rate, the level and the bound."""
+        head = (
+            f"the fullest open partition holds {self.small_now} small files, gaining "
+            f"{self.rate_per_second * 60:.1f}/min; a run takes about "
+            f"{self.lead.total_seconds():.0f} s, so it is compacted from {self.level} to stay "
+            f"under the bound of {self.bound}"
+        )
+        if self.threat_at is None:
+            return head
+        return f"{head}; it reaches {self.level} at {self.threat_at:%Y-%m-%d %H:%M:%S}"
+
+
+def lead_of(last_run_seconds: float | None) -> timedelta:
+    """How long a run planned now takes to commit: the last run's time plus the planning
+    delay (``DEFAULT_LEAD`` without a run), at most ``MAX_LEAD``."""
+    if last_run_seconds is None or last_run_seconds < 0 or math.isnan(last_run_seconds):
+        return DEFAULT_LEAD
+    seconds = min(MAX_LEAD.total_seconds(), last_run_seconds)  # any float, no overflow
+    return min(MAX_LEAD, timedelta(seconds=seconds) + PLANNING_DELAY)
+
+
+def project(growth: Growth | None, bound: OpenBound) -> Pressure | None:
+    """The pressure on the table's open partitions, None without growth."""
+    if growth is None:
+        return None
+    rate = growth.rate_per_second()
+    if rate is None:
+        return None
+    lead = min(bound.lead, MAX_LEAD)
+    aim = math.floor(HEADROOM * bound.bound - rate * lead.total_seconds())
+    level = max(bound.min_files, min(bound.bound, aim))
+    if growth.small_now >= level:
+        return Pressure(rate, growth.small_now, level, bound.bound, lead, None)
+    # At most MAX_WAIT out: a slow rate over a long span must not overflow a datetime.
+    wait = timedelta(seconds=min((level - growth.small_now) / rate, MAX_WAIT.total_seconds()))
+    return Pressure(rate, growth.small_now, level, bound.bound, lead, growth.at_now + wait)
+
+
+def fullest_small(max_files_in_partition: int, small_file_count: int) -> int:
+    """The fullest partition's small files as the status gives them: its data files, at most
+    every small file of the table."""
+    return max(0, min(max_files_in_partition, small_file_count))
+
+
+def table_pressure(
+    status: Mapping[str, Any],
+    policy: EffectivePolicy,
+    growth: Growth | None,
+    compaction_seconds: float | None,
+) -> Pressure | None:
+    """The projection for a table's scoped compaction (more than one partition, open
+    partitions on, compaction enabled), None otherwise or without growth."""
+    cfg = policy.data_compaction
+    if cfg is None or cfg.open_partition_quiet_minutes <= 0:
+        return None
+    if int(status.get("partition_count", 0)) <= 1:
+        return None
+    bound = OpenBound(
+        cfg.open_partition_max_small_files, cfg.min_input_files, lead_of(compaction_seconds)
+    )
+    return project(growth, bound)

@@ -1,0 +1,127 @@
+"""When statistics actions are proposed (``icepack.table-statistics``), and when they rest.
+
+``compute_table_stats`` and ``compute_partition_stats`` are proposed for a table whose policy
+enables them and whose statistics of that kind are *missing* or *stale* by the policy's rule
+(``inspection.statistics.staleness``, the same rule as the health issues): the status says
+which snapshot they describe and how far the table has moved since. Fresh statistics are a
+skip with the reason.
+
+They are due by that rule, not by the cadence (a table that moved on is re-planned as soon as
+its statistics are stale again), with two guards against a loop:
+
+1. **Inspection first.** The status predates the action's last run: it does not show the
+   statistics that run wrote, so the action waits for the next inspection.
+2. **Unchanged.** The table's current snapshot is the one the last run left, and the status
+   still says missing or stale (the run wrote nothing usable): not again before the cadence.
+
+Pure functions, shared by the planner, ``icepack recommend`` and policy simulation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from icepack_core.inspection.statistics import StalenessRule, staleness
+from icepack_core.inspection.status import StatisticsFreshness
+from icepack_core.planning.prediction import PredictedEffect, Shape, predict_statistics
+from icepack_core.policy import EffectivePolicy, TableStatisticsConfig
+from icepack_core.types import Action, PolicyType
+
+# The status field each action keeps current.
+FIELD = {
+    Action.COMPUTE_TABLE_STATS: "table_statistics",
+    Action.COMPUTE_PARTITION_STATS: "partition_statistics",
+}
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A statistics action proposed (``predicted`` set) or not (the reason says why);
+    ``recommendation`` turns it into an ``ActionIntent`` or a ``Skip``."""
+
+    action: Action
+    reason: str
+    params: dict[str, Any] = field(default_factory=dict)
+    predicted: PredictedEffect | None = None
+
+
+def _wanted(config: TableStatisticsConfig, action: Action) -> bool:
+    return config.table_stats if action == Action.COMPUTE_TABLE_STATS else config.partition_stats
+
+
+def statistics_candidates(status: Mapping[str, Any], policy: EffectivePolicy) -> list[Proposal]:
+    """One candidate or skip per statistics action (module doc)."""
+    return [_candidate(status, policy, action) for action in FIELD]
+
+
+def _candidate(status: Mapping[str, Any], policy: EffectivePolicy, action: Action) -> Proposal:
+    config = policy.table_statistics
+    if config is None:
+        return Proposal(action, f"{PolicyType.TABLE_STATISTICS} is not enabled")
+    if not _wanted(config, action):
+        return Proposal(action, f"{PolicyType.TABLE_STATISTICS}: {FIELD[action]} is off")
+    if status.get("current_snapshot_id") is None:
+        return Proposal(action, "the table has no snapshot: nothing to describe")
+    raw = status.get(FIELD[action])
+    try:
+        freshness = StatisticsFreshness.model_validate(raw)
+    except ValidationError:
+        return Proposal(action, "the status predates statistics inspection; waiting for the next")
+    rule = StalenessRule(config.stale_after_snapshots, config.stale_added_rows_share)
+    kind = FIELD[action].replace("_", " ")
+    verdict = staleness(freshness, int(status.get("record_count") or 0), rule, kind)
+    if verdict.state == "fresh":
+        return Proposal(action, f"fresh: {verdict.reason}")
+    crossed = f" (>= {verdict.threshold:g})" if verdict.threshold is not None else ""
+    params: dict[str, Any] = {}
+    if action == Action.COMPUTE_TABLE_STATS and config.columns:
+        params["columns"] = list(config.columns)
+    previous = freshness.file_bytes if freshness.snapshot_id is not None else None
+    return Proposal(
+        action,
+        f"{verdict.state}: {verdict.reason}{crossed}",
+        params,
+        predict_statistics(Shape.of(status), _snapshot(status), previous),
+    )
+
+
+def _snapshot(status: Mapping[str, Any]) -> int | None:
+    value = status.get("current_snapshot_id")
+    return int(value) if isinstance(value, int) else None
+
+
+def statistics_gate(
+    reason: str,
+    last: datetime | None,
+    snapshot_after: str | None,
+    status: Mapping[str, Any],
+    inspected_at: datetime | None,
+    cadence_hours: float,
+    now: datetime,
+) -> str | None:
+    """Why a statistics action proposed for ``reason`` rests (module doc's guards), or None:
+    it is due."""
+    if last is None:
+        return None
+    if inspected_at is not None and inspected_at < last:
+        return (
+            f"waiting for the inspection after the run of {_iso(last)} (the newest status "
+            f"predates it; would be: {reason})"
+        )
+    current = status.get("current_snapshot_id")
+    unchanged = snapshot_after is not None and str(current) == snapshot_after
+    if unchanged and now - last < timedelta(hours=cadence_hours):
+        return (
+            f"ran {_iso(last)} on this very snapshot ({snapshot_after}) and the status still "
+            f"says {reason.split(':', 1)[0]}; again after the cadence of {cadence_hours:g} h"
+        )
+    return None
+
+
+def _iso(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S")

@@ -1,0 +1,1 @@
+"""Apache Polaris as a policy source: its ``system.*`` policies mapped onto Icepack's."""

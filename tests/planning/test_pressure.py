@@ -1,0 +1,215 @@
+"""The open-partition projection (``planning.pressure``) and how the due rule and the
+recommendation use it, as pure functions with hypothesis properties. The planner reading two
+real statuses is in ``tests/planning/test_pressure_planning.py``; a real writer and Spark in
+``tests/execution/test_open_pressure.py``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icepack_core.planning.due import DueRule, LastRun, Need, TableState, judge
+from icepack_core.planning.pressure import (
+    DEFAULT_LEAD,
+    HEADROOM,
+    MAX_LEAD,
+    MAX_WAIT,
+    Growth,
+    OpenBound,
+    fullest_small,
+    lead_of,
+    project,
+)
+from icepack_core.planning.recommendation import CLOSED_MIN_FILES, recommend
+from icepack_core.policy import resolve
+from tests.planning.test_recommendation import MIB, NOW, status
+
+REWRITE = "rewrite_data_files"
+BOUND = OpenBound(bound=100, min_files=5, lead=timedelta(seconds=60))
+
+
+def growth(before: int, now: int, seconds: float = 60.0) -> Growth:
+    return Growth(before, NOW - timedelta(seconds=seconds), now, NOW)
+
+
+def test_no_growth_means_no_projection():
+    assert project(None, BOUND) is None
+    assert project(growth(40, 40), BOUND) is None  # nothing added
+    assert project(growth(40, 3), BOUND) is None  # a compaction or a close in between
+    assert project(Growth(1, NOW, 9, NOW), BOUND) is None  # no span
+
+
+def test_a_bucket_partition_gaining_one_file_a_second_is_compacted_from_fifteen():
+    """The measured bench case: 60 files a minute per bucket, a run that takes a minute. The
+    level leaves room for the run's own minute: 0.75 * 100 - 60 = 15."""
+    p = project(growth(0, 30, seconds=30), BOUND)
+    assert p is not None and p.threatened
+    assert p.level == 15 and p.rate_per_second == 1.0
+    assert "compacted from 15 to stay under the bound of 100" in p.reason()
+
+
+def test_a_slow_partition_is_not_threatened_and_says_when_it_will_be():
+    p = project(growth(10, 16, seconds=60), BOUND)  # 6 files a minute
+    assert p is not None and not p.threatened
+    assert p.level == 69  # floor(75 - 0.1 * 60)
+    assert p.threat_at == NOW + timedelta(seconds=(69 - 16) / 0.1)
+
+
+@given(
+    before=st.integers(0, 10_000),
+    gained=st.integers(1, 10_000),
+    seconds=st.floats(1, 86_400 * 365),
+    bound=st.integers(2, 100_000),
+    min_files=st.integers(2, 1_000),
+    lead=st.floats(0, 7200),
+)
+def test_projection_properties(before, gained, seconds, bound, min_files, lead):
+    rule = OpenBound(bound, min_files, timedelta(seconds=lead))
+    p = project(growth(before, before + gained, seconds), rule)
+    assert p is not None
+    assert min_files <= p.level or p.level == bound  # never below min_files unless the bound is
+    assert p.level <= max(bound, min_files)
+    effective_lead = min(lead, MAX_LEAD.total_seconds())
+    if p.level > min_files and p.level < bound:
+        # a partition at the level, planned now, commits under the headroom
+        assert p.level + p.rate_per_second * effective_lead <= HEADROOM * bound + 1e-6
+    if p.threatened:
+        assert before + gained >= p.level
+    else:
+        assert before + gained < p.level and p.threat_at is not None and p.threat_at > NOW
+        waited = (p.threat_at - NOW).total_seconds()
+        reached = (before + gained) + p.rate_per_second * waited
+        assert waited == MAX_WAIT.total_seconds() or abs(reached - p.level) < 1e-3 * p.level
+
+
+@given(st.one_of(st.none(), st.floats(allow_nan=True)))
+def test_the_lead_is_bounded(seconds):
+    lead = lead_of(seconds)
+    assert timedelta(0) < lead <= MAX_LEAD
+    if seconds is None or seconds != seconds or seconds < 0:
+        assert lead == DEFAULT_LEAD
+
+
+@given(st.integers(-5, 10_000), st.integers(-5, 10_000))
+def test_the_fullest_partition_never_holds_more_small_files_than_the_table(most, small):
+    assert 0 <= fullest_small(most, small) <= max(0, small)
+
+
+def test_pressure_makes_a_compaction_due_whatever_its_benefit_at_the_pressure_interval():
+    threatened = project(growth(0, 30, seconds=30), BOUND)
+    finished = NOW - timedelta(seconds=90)
+    last = LastRun(finished, "7")
+    table = TableState("8", NOW, finished)
+    rule = DueRule()
+    # Benefit 5 is far below the threshold of 50: without pressure it is not due.
+    assert not judge(Need(REWRITE, 5, 0), last, table, NOW, rule).due
+    verdict = judge(Need(REWRITE, 5, 0), last, table, NOW, rule, threatened)
+    assert verdict.due and verdict.reason.startswith("due: open-partition pressure: ")
+    # Within the pressure interval (1 min) it waits, then until that interval ends, not 5 min.
+    soon = TableState("8", NOW, NOW - timedelta(seconds=20))
+    held = judge(Need(REWRITE, 5, 0), last, soon, NOW, rule, threatened)
+    assert not held.due and held.replan_at == NOW + timedelta(seconds=40)
+    assert held.reason.startswith("min interval 1 min")
+    # The inspection after the last run still comes first.
+    stale = TableState("8", finished - timedelta(seconds=1), finished)
+    assert not judge(Need(REWRITE, 5, 0), last, stale, NOW, rule, threatened).due
+
+
+def test_a_held_compaction_is_planned_again_when_the_projection_reaches_the_level():
+    slow = project(growth(10, 16, seconds=60), BOUND)
+    assert slow is not None and slow.threat_at is not None
+    finished = NOW - timedelta(seconds=90)
+    verdict = judge(
+        Need(REWRITE, 5, 0),
+        LastRun(finished, "7"),
+        TableState("8", NOW, finished),
+        NOW,
+        DueRule(),
+        slow,
+    )
+    assert not verdict.due and verdict.replan_at == slow.threat_at
+
+
+def streaming_status(fullest: int, small: int, partitions: int = 3) -> dict[str, object]:
+    return status(
+        data_file_count=small,
+        data_file_bytes=small * MIB,
+        small_file_count=small,
+        small_file_bytes=small * MIB,
+        partition_count=partitions,
+        max_files_in_partition=fullest,
+        inspected_at="2026-11-21T12:00:00.000Z",
+    )
+
+
+def rewrite(rec):
+    return next((a for a in rec.actions if a.action == REWRITE), None)
+
+
+def test_a_growing_table_compacts_open_partitions_from_the_level_and_closed_ones_from_two():
+    policy = resolve([], "db", "t")
+    rec = recommend(streaming_status(30, 40), policy, {}, NOW, growth=growth(0, 30, seconds=30))
+    action = rewrite(rec)
+    assert action is not None
+    assert action.params["open_max_small_files"] == 14  # compacted above 14: from 15
+    assert action.params["options"]["min-input-files"] == str(CLOSED_MIN_FILES)
+    assert "due: open-partition pressure" in action.reason
+
+
+def test_a_batch_table_keeps_its_bound_and_min_input_files():
+    """No growth between two inspections (a batch landed once): today's parameters."""
+    policy = resolve([], "db", "t")
+    rec = recommend(streaming_status(30, 40), policy, {}, NOW, growth=None)
+    action = rewrite(rec)
+    assert action is not None
+    assert action.params["open_max_small_files"] == 100
+    assert action.params["options"]["min-input-files"] == "5"
+
+
+def test_a_run_that_would_only_find_the_open_partition_below_its_level_is_not_planned():
+    """Every small file but three is in the fullest open partition, below the level: a run
+    would skip it and do nothing, so none is planned; the planner comes back at threat_at."""
+    policy = resolve([], "db", "t")
+    slow = growth(10, 16, seconds=60)
+    rec = recommend(streaming_status(16, 19), policy, {}, NOW, growth=slow)
+    assert rewrite(rec) is None
+    skip = next(s for s in rec.skipped if s.action == REWRITE)
+    assert skip.reason.startswith("not due: 3 small files outside the fullest open partition")
+    expected = project(slow, OpenBound(100, 5))
+    assert expected is not None and rec.replan_at == expected.threat_at
+    # The same table with closed partitions holding small files is compacted.
+    rec = recommend(streaming_status(16, 60), policy, {}, NOW, growth=slow)
+    assert rewrite(rec) is not None
+
+
+def test_a_run_that_found_only_open_partitions_is_not_repeated_until_they_close():
+    """Its candidates were all open below their bound (it selected none): the writer adding
+    more to them does not make the next run find more, their closing does (or the pressure)."""
+    finished = NOW - timedelta(minutes=6)
+    closes = finished + timedelta(minutes=10)
+    last = LastRun(finished, "7", reopens_at=closes, found_only_open=True)
+    changed = TableState("9", NOW, finished)  # the writer committed since
+    rule = DueRule()
+    held = judge(Need(REWRITE, 299, 0), last, changed, NOW, rule)
+    assert not held.due and held.replan_at == closes
+    assert "found only open partitions below their bound (none selected)" in held.reason
+    # A run that did select partitions does not hold the next one back.
+    assert judge(Need(REWRITE, 299, 0), LastRun(finished, "7", closes), changed, NOW, rule).due
+    assert judge(Need(REWRITE, 299, 0), last, changed, closes, rule).due
+    threatened = project(growth(0, 30, seconds=30), BOUND)
+    assert judge(Need(REWRITE, 299, 0), last, changed, NOW, rule, threatened).due
+
+
+def test_the_recommendation_reads_a_run_that_selected_nothing_from_its_counts():
+    policy = resolve([], "db", "t")
+    finished = NOW - timedelta(minutes=6)
+    busy = streaming_status(30, 90)
+    runs = {REWRITE: finished}
+    kwargs: dict[str, object] = {"snapshots_after": {REWRITE: "1"}, "open_skipped": {REWRITE: 3}}
+    held = recommend(busy, policy, runs, NOW, selected={REWRITE: 0}, **kwargs)  # type: ignore[arg-type]
+    assert rewrite(held) is None
+    assert held.replan_at == finished + timedelta(minutes=10)
+    did_work = recommend(busy, policy, runs, NOW, selected={REWRITE: 2}, **kwargs)  # type: ignore[arg-type]
+    assert rewrite(did_work) is not None
