@@ -9,10 +9,10 @@ need the AWS bundle on its class path and S3 settings passed through its environ
 the same ``S3FileIO`` on the Spark side. What Spark exercises is the same either way: a
 ``type=rest`` catalog handing out ``s3://`` locations, read and written by ``S3FileIO``.
 
-Why a Spark Connect server rather than the in-process session: ``spark.jars`` is fixed when a
-JVM starts, and the test session's in-process Spark may already run without the AWS bundle;
-a server of its own starts with exactly the jars and confs ``session_conf`` derives from the
-S3 catalog, as a deployment's Spark would.
+Why a Spark Connect server rather than the in-process session: a server of its own starts with
+exactly the jars and confs ``session_conf`` derives from the S3 catalog (``spark.jars`` is
+fixed when a JVM starts), as a deployment's remote Spark does, and the executor reaches it
+through the ``connect`` engine, the production shape.
 """
 
 from __future__ import annotations
