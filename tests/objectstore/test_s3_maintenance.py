@@ -100,6 +100,69 @@ def action_seconds(row: dict[str, Any]) -> float:
     return float((row["finished_at"] - row["started_at"]).total_seconds())
 
 
+def assert_verified_on_s3(done: dict[str, dict[str, Any]]) -> None:
+    """Every rewrite verified; the compaction's touched partitions judged by the Spark scan,
+    with the reason the in-process reader was not used; the manifest rewrite scanned nothing."""
+    for action, row in done.items():
+        evidence = row["output"]["verification"]
+        assert evidence["status"] == "verified", (action, evidence)
+        assert evidence["snapshots"] and all(s["ok"] for s in evidence["snapshots"]), action
+    compaction = done["rewrite_data_files"]["output"]["verification"]
+    scanned = [s for s in compaction["snapshots"] if s.get("scope") == "partitions"]
+    assert scanned, compaction
+    for record in scanned:
+        # The Spark scan decides on S3, and says why the in-process reader did not.
+        assert record["reader"] == "engine", record
+        assert "object store (s3)" in record["reader_fallback"], record
+        assert record["rows_before"] == record["rows_after"]
+        assert record["checksum_before"] == record["checksum_after"]
+    manifests = done["rewrite_manifests"]["output"]["verification"]
+    assert all(s["scope"] == "none" for s in manifests["snapshots"]), manifests
+
+
+def record_action_figures(done: dict[str, dict[str, Any]], jobs_seconds: float) -> None:
+    """The rewrites' time on S3 and the verification's share of it (the artifact)."""
+    verification = sum(r["output"]["verification"]["seconds"] for r in done.values())
+    actions_time = sum(action_seconds(r) for r in done.values())
+    record_figures(
+        "actions",
+        {
+            "jobs_seconds": round(jobs_seconds, 2),
+            "actions_seconds": round(actions_time, 2),
+            "verification_seconds": round(verification, 2),
+            "verification_share_of_actions": round(verification / actions_time, 3),
+            "per_action": {
+                a: {
+                    "seconds": round(action_seconds(r), 2),
+                    "procedure_ms": r["output"].get("procedure_ms"),
+                    "verification_seconds": r["output"]["verification"]["seconds"],
+                }
+                for a, r in done.items()
+            },
+        },
+    )
+
+
+async def assert_ledger_matches_the_procedure(db: Any, lake: Lake, job_id: int) -> None:
+    """The expiry's ledger: every file recorded and deleted, per kind what the procedure
+    reports, none of them left in the bucket."""
+    output = (await actions_of(db, job_id))["expire_snapshots"]["output"]
+    rows = await db.fetch(
+        "SELECT path, kind, state, size_bytes FROM icepack.deletions WHERE job_id = $1",
+        job_id,
+    )
+    assert rows and all(r["state"] == "deleted" for r in rows)
+    per_kind = {k: sum(1 for r in rows if r["kind"] == k) for k in {r["kind"] for r in rows}}
+    assert int(output["deleted_data_files_count"]) == per_kind.get("data", 0) > 0
+    assert int(output["deleted_position_delete_files_count"]) == per_kind.get("position_delete", 0)
+    assert int(output["deleted_manifest_files_count"]) == per_kind.get("manifest", 0) > 0
+    assert int(output["deleted_manifest_lists_count"]) == per_kind.get("manifest_list", 0)
+    assert output["ledger"]["ledger_counts"] == output["ledger"]["procedure_counts"]
+    s3 = lake.s3()
+    assert [r["path"] for r in rows if object_exists(s3, r["path"])] == []
+    assert all(r["size_bytes"] and r["size_bytes"] > 0 for r in rows)
+
+
 async def test_every_action_runs_and_is_verified_on_s3(lake: Lake, db, database_url, tmp_path):
     namespace, name = "s3_actions", "events"
     settings = lake.settings(database_url, tmp_path, namespace)
@@ -135,7 +198,6 @@ async def test_every_action_runs_and_is_verified_on_s3(lake: Lake, db, database_
             table_id,
             [{"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}],
         )
-        job_seconds = time.perf_counter() - started
         assert job.state == JobState.SUCCEEDED, job.error
         done = await actions_of(db, first.id) | await actions_of(db, job.id)
         assert {a: r["state"] for a, r in done.items()} == {
@@ -146,68 +208,20 @@ async def test_every_action_runs_and_is_verified_on_s3(lake: Lake, db, database_
         assert int(done["rewrite_position_delete_files"]["output"]["rewritten_delete_files_count"])
         assert int(done["rewrite_data_files"]["output"]["rewritten_data_files_count"]) > 0
         assert int(done["rewrite_manifests"]["output"]["rewritten_manifests_count"]) > 0
-        for action, row in done.items():
-            evidence = row["output"]["verification"]
-            assert evidence["status"] == "verified", (action, evidence)
-            assert evidence["snapshots"] and all(s["ok"] for s in evidence["snapshots"]), action
-        compaction = done["rewrite_data_files"]["output"]["verification"]
-        scanned = [s for s in compaction["snapshots"] if s.get("scope") == "partitions"]
-        assert scanned, compaction
-        for record in scanned:
-            # The Spark scan decides on S3, and says why the in-process reader did not.
-            assert record["reader"] == "engine", record
-            assert "object store (s3)" in record["reader_fallback"], record
-            assert record["rows_before"] == record["rows_after"]
-            assert record["checksum_before"] == record["checksum_after"]
-        manifests = done["rewrite_manifests"]["output"]["verification"]
-        assert all(s["scope"] == "none" for s in manifests["snapshots"]), manifests
+        assert_verified_on_s3(done)
 
         after = lake.table(namespace, name)
         assert content(after) == before
         assert missing_objects(lake, after) == []
 
-        verification = sum(r["output"]["verification"]["seconds"] for r in done.values())
-        actions_time = sum(action_seconds(r) for r in done.values())
-        record_figures(
-            "actions",
-            {
-                "job_seconds": round(job_seconds, 2),
-                "actions_seconds": round(actions_time, 2),
-                "verification_seconds": round(verification, 2),
-                "verification_share_of_actions": round(verification / actions_time, 3),
-                "per_action": {
-                    a: {
-                        "seconds": round(action_seconds(r), 2),
-                        "procedure_ms": r["output"].get("procedure_ms"),
-                        "verification_seconds": r["output"]["verification"]["seconds"],
-                    }
-                    for a, r in done.items()
-                },
-            },
-        )
+        record_action_figures(done, time.perf_counter() - started)
 
         # Expiry through the deletion ledger: every file recorded first, then deleted.
         older = (datetime.now(UTC) + timedelta(milliseconds=1)).isoformat()
         expire = {"action": "expire_snapshots", "params": {"older_than": older, "retain_last": 1}}
         expiry = await run_job(db, settings, engine, table_id, [expire])
         assert expiry.state == JobState.SUCCEEDED, expiry.error
-        output = (await actions_of(db, expiry.id))["expire_snapshots"]["output"]
-        rows = await db.fetch(
-            "SELECT path, kind, state, size_bytes FROM icepack.deletions WHERE job_id = $1",
-            expiry.id,
-        )
-        assert rows and all(r["state"] == "deleted" for r in rows)
-        per_kind = {k: sum(1 for r in rows if r["kind"] == k) for k in {r["kind"] for r in rows}}
-        assert int(output["deleted_data_files_count"]) == per_kind.get("data", 0) > 0
-        assert int(output["deleted_position_delete_files_count"]) == per_kind.get(
-            "position_delete", 0
-        )
-        assert int(output["deleted_manifest_files_count"]) == per_kind.get("manifest", 0) > 0
-        assert int(output["deleted_manifest_lists_count"]) == per_kind.get("manifest_list", 0)
-        assert output["ledger"]["ledger_counts"] == output["ledger"]["procedure_counts"]
-        s3 = lake.s3()
-        assert [r["path"] for r in rows if object_exists(s3, r["path"])] == []
-        assert all(r["size_bytes"] and r["size_bytes"] > 0 for r in rows)
+        await assert_ledger_matches_the_procedure(db, lake, expiry.id)
         expired = lake.table(namespace, name)
         assert len(expired.metadata.snapshots) == 1
         assert content(expired) == before

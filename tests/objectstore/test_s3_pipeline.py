@@ -104,6 +104,80 @@ async def all_rows(db: Any) -> list[str]:
     return rows
 
 
+async def assert_secret_nowhere(db: Any, lake: Lake, spans: Any, lines: list[str]) -> None:
+    """The planted S3 secret in no captured log line, Spark server log line, ``icepack`` row,
+    span or gateway answer about the table and its jobs."""
+    assert any("job.succeeded" in line for line in lines), lines[-20:]
+    leaked = [line for line in lines if PLANTED_S3_SECRET in line]
+    assert leaked == [], leaked[:3]
+    spark_log = lake.spark_log.read_text(errors="replace")
+    # The server was given the credential (and logged that it uses it), never its value.
+    assert "since property credential was provided" in spark_log
+    assert PLANTED_S3_SECRET not in spark_log
+    rows = await all_rows(db)
+    assert any("rewrite_data_files" in r for r in rows)
+    assert any("quarantined" in r for r in rows)
+    assert [r for r in rows if PLANTED_S3_SECRET in r] == []
+    exported = [s.to_json() for s in spans.get_finished_spans()]
+    assert any('"executor job"' in s for s in exported)
+    assert [s for s in exported if PLANTED_S3_SECRET in s] == []
+    jobs = [r["id"] for r in await db.fetch("SELECT id FROM icepack.jobs")]
+    transport = httpx.ASGITransport(app=create_app(db))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+        answers = []
+        for path in (
+            "/tables",
+            f"/tables/{CATALOG}/{NS}/events/status",
+            f"/tables/{CATALOG}/{NS}/events/jobs",
+            "/jobs",
+            *(f"/jobs/{job}" for job in jobs),
+            *(f"/jobs/{job}/deletions" for job in jobs),
+        ):
+            response = await client.get(path)
+            assert response.status_code == 200, (path, response.text[:300])
+            answers.append(response.text)
+    assert any("rewrite_data_files" in a for a in answers)
+    assert [a for a in answers if PLANTED_S3_SECRET in a] == []
+    print(json.dumps({"jobs": len(jobs), "log_lines": len(lines), "rows": len(rows)}))
+
+
+async def orphans_across_spellings(
+    db: Any, lake: Lake, settings: Any, table_id: int, rows_before: tuple[int, str]
+) -> None:
+    """Every object under ``data/`` aged, the ``s3a://``-referenced ones included: only the
+    one real orphan is listed and quarantined."""
+    await db.execute(
+        "INSERT INTO icepack.policies (policy_type, scope, catalog, namespace, table_name)"
+        " VALUES ('system.orphan-file-removal', 'table', $1, $2, 'events')",
+        CATALOG,
+        NS,
+    )
+    s3 = lake.s3()
+    location = lake.table(NS, "events").location()
+    bucket, root = split_s3(location)
+    orphan = f"{location}/data/orphan of a failed s3a writer.parquet"
+    s3.put_object(Bucket=bucket, Key=split_s3(orphan)[1], Body=b"orphan bytes")
+    data_keys = [
+        o["Key"].removeprefix(f"{root}/")
+        for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"{root}/data/")["Contents"]
+    ]
+    assert len(data_keys) > 12  # the compacted files, the new ones and the orphan
+    age(lake, location, data_keys, 7 * 86400)
+    older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
+    remove = [{"action": "remove_orphan_files", "params": {"older_than": older_than}}]
+    engine = ConnectEngine(lake.connect_url)
+    try:
+        job = await run_job(db, settings, engine, table_id, remove)
+    finally:
+        await engine.close()
+    assert job.state == JobState.SUCCEEDED, job.error
+    (row,) = await ledger(db, job.id)
+    assert (location_key(row["path"]), row["state"]) == (location_key(orphan), "quarantined")
+    assert not object_exists(s3, orphan) and object_exists(s3, row["quarantine_path"])
+    final = lake.table(NS, "events")
+    assert content(final) == rows_before and missing_objects(lake, final) == []
+
+
 async def test_the_pipeline_heals_an_s3a_table_and_no_secret_leaks(
     lake: Lake, db, database_url, tmp_path, spans, capfd, debug_logging
 ):
@@ -120,14 +194,13 @@ async def test_the_pipeline_heals_an_s3a_table_and_no_secret_leaks(
     assert before.location() == f"s3://warehouse/{NS}/events"
     assert all(f.file.file_path.startswith("s3a://") for f in before.scan().plan_files())
     rows_before = content(before)
-    capfd.readouterr()  # from here on, what the services write
+    capfd.readouterr()  # from here on, what the services and the orphan job write
 
     services = [DiscoveryService(), InspectorService(), PlannerService(), ExecutorService()]
     async with running(services, settings):
         done = await eventually(
             lambda: healed(db), timeout=600, interval=1, what=f"{table} healthy after a job"
         )
-    captured = capfd.readouterr()
 
     after = lake.table(NS, "events")
     assert content(after) == rows_before
@@ -143,71 +216,6 @@ async def test_the_pipeline_heals_an_s3a_table_and_no_secret_leaks(
     assert len(after.metadata.snapshots) > len(before.metadata.snapshots)
     assert all(f.file.file_path.startswith("s3a://warehouse/") for f in after.scan().plan_files())
 
-    # The search: logs (ours and the Spark server's), rows, spans, API answers.
-    lines = (captured.out + captured.err).splitlines()
-    assert any("job.succeeded" in line for line in lines), lines[-20:]
-    leaked = [line for line in lines if PLANTED_S3_SECRET in line]
-    assert leaked == [], leaked[:3]
-    spark_log = lake.spark_log.read_text(errors="replace")
-    # The server was given the credential (and logged that it uses it), never its value.
-    assert "since property credential was provided" in spark_log
-    assert PLANTED_S3_SECRET not in spark_log
-    rows = await all_rows(db)
-    assert any("rewrite_data_files" in r for r in rows)
-    assert [r for r in rows if PLANTED_S3_SECRET in r] == []
-    exported = [s.to_json() for s in spans.get_finished_spans()]
-    assert any('"executor job"' in s for s in exported)
-    assert [s for s in exported if PLANTED_S3_SECRET in s] == []
-    transport = httpx.ASGITransport(app=create_app(db))
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
-        answers = []
-        for path in (
-            "/tables",
-            f"/tables/{CATALOG}/{NS}/events/status",
-            f"/tables/{CATALOG}/{NS}/events/jobs",
-            "/jobs",
-            *(f"/jobs/{r['id']}" for r in await db.fetch("SELECT id FROM icepack.jobs")),
-        ):
-            response = await client.get(path)
-            assert response.status_code == 200, (path, response.text[:300])
-            answers.append(response.text)
-    assert any("rewrite_data_files" in a for a in answers)
-    assert [a for a in answers if PLANTED_S3_SECRET in a] == []
-    print(json.dumps({"jobs": len(answers) - 4, "log_lines": len(lines)}))
-
-    # Orphan removal across the two spellings.
-    await db.execute(
-        "INSERT INTO icepack.policies (policy_type, scope, catalog, namespace, table_name)"
-        " VALUES ('system.orphan-file-removal', 'table', $1, $2, 'events')",
-        CATALOG,
-        NS,
-    )
-    s3 = lake.s3()
-    location = after.location()
-    bucket, root = split_s3(location)
-    orphan = f"{location}/data/orphan of a failed s3a writer.parquet"
-    s3.put_object(Bucket=bucket, Key=split_s3(orphan)[1], Body=b"orphan bytes")
-    data_keys = [
-        o["Key"].removeprefix(f"{root}/")
-        for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"{root}/data/")["Contents"]
-    ]
-    assert len(data_keys) > 12  # the compacted files, the new ones and the orphan
-    age(lake, location, data_keys, 7 * 86400)
-    older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
-    engine = ConnectEngine(lake.connect_url)
-    try:
-        job = await run_job(
-            db,
-            settings,
-            engine,
-            done["id"],
-            [{"action": "remove_orphan_files", "params": {"older_than": older_than}}],
-        )
-    finally:
-        await engine.close()
-    assert job.state == JobState.SUCCEEDED, job.error
-    (row,) = await ledger(db, job.id)
-    assert (location_key(row["path"]), row["state"]) == (location_key(orphan), "quarantined")
-    assert not object_exists(s3, orphan) and object_exists(s3, row["quarantine_path"])
-    final = lake.table(NS, "events")
-    assert content(final) == rows_before and missing_objects(lake, final) == []
+    await orphans_across_spellings(db, lake, settings, done["id"], rows_before)
+    captured = capfd.readouterr()
+    await assert_secret_nowhere(db, lake, spans, (captured.out + captured.err).splitlines())
