@@ -44,6 +44,7 @@ KIND_BY_FIXTURE = {
     "iceberg_rest": "catalog_server",
     "rest_fixture_classpath": "catalog_server",
     "seaweed": "catalog_server",
+    "lake": "catalog_server",
     "moto_glue": "catalog_server",
     "browser": "browser",
 }

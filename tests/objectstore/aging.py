@@ -13,15 +13,20 @@ The backup is a sequence of ``<4-byte big-endian length><FullEntry>`` protobuf r
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import struct
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tests.plugins.catalogs import Seaweed
+if TYPE_CHECKING:
+    from tests.objectstore.lake import StoreAdmin
 
+AGE_DEADLINE_S = 60.0
 Field = tuple[int, int, bytes | int]  # (number, wire type, payload or varint)
 
 
@@ -86,10 +91,11 @@ def _set(fields: list[Field], number: int, value: bytes | int) -> list[Field]:
     return [(n, w, value if n == number else v) for n, w, v in fields]
 
 
-def aged_records(backup: bytes, names: set[str], mtime: int) -> dict[str, bytes]:
-    """Each record of the backup whose entry is named in ``names``, with ``mtime`` (epoch
-    seconds), by name."""
+def aged_records(backup: bytes, names: set[str], mtime: int) -> tuple[dict[str, bytes], set[str]]:
+    """The backup's records of the entries named in ``names`` whose ``mtime`` (epoch seconds)
+    is not ``mtime`` yet, rewritten with it (by name); and every name found."""
     out: dict[str, bytes] = {}
+    found: set[str] = set()
     pos = 0
     while pos < len(backup):
         (size,) = struct.unpack(">I", backup[pos : pos + 4])
@@ -104,19 +110,23 @@ def aged_records(backup: bytes, names: set[str], mtime: int) -> dict[str, bytes]
         name = raw_name.decode()
         if name not in names:
             continue
+        found.add(name)
         attributes = next(v for n, _, v in entry_fields if n == 4)
         assert isinstance(attributes, bytes)
-        aged_attributes = _encode(_set(list(_fields(attributes)), 2, mtime))
+        attribute_fields = list(_fields(attributes))
+        if any(n == 2 and v == mtime for n, _, v in attribute_fields):
+            continue
+        aged_attributes = _encode(_set(attribute_fields, 2, mtime))
         aged = _encode(_set(full, 2, _encode(_set(entry_fields, 4, aged_attributes))))
         out[name] = struct.pack(">I", len(aged)) + aged
-    return out
+    return out, found
 
 
-def _shell(weed: Seaweed, script: str) -> str:
+def _shell(admin: StoreAdmin, script: str) -> str:
     exe = shutil.which("weed")
     assert exe is not None
     done = subprocess.run(
-        [exe, "shell", f"-master={weed.master}", f"-filer={weed.filer}"],
+        [exe, "shell", f"-master={admin.master}", f"-filer={admin.filer}"],
         input=script,
         capture_output=True,
         text=True,
@@ -127,23 +137,28 @@ def _shell(weed: Seaweed, script: str) -> str:
     return done.stdout + done.stderr
 
 
-def age_objects(weed: Seaweed, filer_dir: str, names: set[str], mtime: int) -> None:
+def age_objects(admin: StoreAdmin, filer_dir: str, names: set[str], mtime: int) -> None:
     """Set the modification time of the files ``names`` directly in the filer directory
     ``filer_dir`` (e.g. ``/buckets/warehouse/ns/t/data``) to ``mtime``.
 
     Raises:
         AssertionError: a name was not found there, or ``weed shell`` failed.
     """
+    deadline = time.monotonic() + AGE_DEADLINE_S
     with tempfile.TemporaryDirectory(prefix="icepack-age-") as tmp:
         backup = Path(tmp) / "meta.bin"
-        _shell(weed, f"fs.cd {filer_dir}\nfs.meta.save -o {backup}\n")
-        records = aged_records(backup.read_bytes(), names, mtime)
-        assert set(records) == names, f"not in {filer_dir}: {sorted(names - set(records))}"
-        # One record per load: a load of several entries was seen to leave one of them as it
-        # was (SeaweedFS 4.48).
-        script = ""
-        for i, record in enumerate(records.values()):
-            aged = Path(tmp) / f"aged-{i}.bin"
-            aged.write_bytes(record)
-            script += f"fs.meta.load {aged}\n"
-        _shell(weed, script)
+        for attempt in itertools.count():
+            _shell(admin, f"fs.cd {filer_dir}\nfs.meta.save -o {backup}\n")
+            pending, found = aged_records(backup.read_bytes(), names, mtime)
+            assert found == names, f"not in {filer_dir}: {sorted(names - found)}"
+            if not pending:
+                return
+            assert time.monotonic() < deadline, f"{sorted(pending)} not aged in {filer_dir}"
+            # One record per load, and the result read back: a load was seen to leave an
+            # object written just before it as it was (SeaweedFS 4.48).
+            script = ""
+            for i, record in enumerate(pending.values()):
+                aged = Path(tmp) / f"aged-{attempt}-{i}.bin"
+                aged.write_bytes(record)
+                script += f"fs.meta.load {aged}\n"
+            _shell(admin, script)

@@ -53,7 +53,7 @@ from icepack_core.intents import (
     RewritePositionDeleteFiles,
     parse_intent,
 )
-from icepack_core.safety.locations import LocationError, location_key, parse_location
+from icepack_core.safety.locations import location_key, object_store_scheme
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import (
     SPARK_CONF_UNDEFINED,
@@ -145,21 +145,13 @@ class Expiry(Protocol):
     ) -> None: ...
 
 
-# Stores (schemes after ``safety.locations`` folds aliases: ``s3a``/``s3n`` are ``s3``) whose
-# files an orphan listing must read through the table's FileIO: a Spark with Iceberg's cloud
-# bundles has no Hadoop ``FileSystem`` for them (``No FileSystem for scheme "s3"``).
-OBJECT_STORE_SCHEMES = frozenset({"s3", "gs", "abfs", "oss"})
-
-
 def lists_through_file_io(location: str) -> bool:
     """Whether an orphan listing of ``location`` goes through the table's FileIO
     (``prefix_listing => true``: S3FileIO's paged ``ListObjectsV2``) rather than Hadoop's
-    ``FileSystem``. Object stores only; an unparseable location keeps the procedure's default
-    (the confinement refuses it anyway)."""
-    try:
-        return parse_location(location).scheme in OBJECT_STORE_SCHEMES
-    except LocationError:
-        return False
+    ``FileSystem``, which a Spark with only Iceberg's cloud bundles lacks for them
+    (``No FileSystem for scheme "s3"``). Object stores only; an unparseable location keeps the
+    procedure's default (the confinement refuses it anyway)."""
+    return object_store_scheme(location) is not None
 
 
 def strategy_args(params: RewriteDataFilesParams) -> dict[str, ProcedureValue]:
@@ -603,9 +595,13 @@ class TableMaintenance:
     ) -> dict[str, Any]:
         """Check every ``replace`` snapshot after ``start`` (see ``RewriteVerifier.verify``).
 
-        Returns ``{"verified_snapshots": [...], "verification": evidence}``.
+        Returns ``{"verified_snapshots": [...], "verification": evidence}``; the evidence
+        carries ``seconds``, the verification's wall time (its share of the action's time is
+        what an object store makes larger: there the Spark scan reads the touched files).
         """
+        started = time.perf_counter()
         evidence = await self.verifier.verify(start, guard)
+        evidence["seconds"] = round(time.perf_counter() - started, 3)
         return {"verified_snapshots": evidence["snapshots"], "verification": evidence}
 
 

@@ -72,6 +72,7 @@ from icepack_core.execution.verification_scope import (
     layout_from_describe,
     partition_fingerprints,
 )
+from icepack_core.safety.locations import object_store_scheme
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import procedure_call, qualified_name
 from icepack_core.types import TableRef
@@ -310,6 +311,14 @@ class RewriteVerifier:
         scan then decides."""
         if diff.files is None:
             source["reader_fallback"] = "the file diff did not list the files"
+            return None
+        store = object_store_scheme(table.metadata.location)
+        if store is not None:
+            # Not tried file by file: every file would be refused for the same reason.
+            source["reader_fallback"] = (
+                f"the table is on an object store ({store}): the in-process reader reads "
+                "local files only"
+            )
             return None
         started = time.perf_counter()
         try:

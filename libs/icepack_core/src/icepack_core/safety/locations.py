@@ -52,6 +52,9 @@ DEFAULT_PORTS = {
 # Azure: ``wasb`` reaches an account through its blob endpoint, ``abfs`` through its dfs one.
 _AZURE_BLOB = ".blob.core.windows.net"
 _AZURE_DFS = ".dfs.core.windows.net"
+# Object stores (schemes as folded above): no Hadoop ``FileSystem`` in a Spark that has only
+# Iceberg's cloud bundles, and no local path for the executor's in-process reader.
+OBJECT_STORE_SCHEMES = frozenset({"s3", "gs", "abfs", "oss"})
 # RFC 3986 scheme syntax (java.net.URI refuses anything else).
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 
@@ -198,3 +201,13 @@ def has_dot_segments(text: str) -> bool:
     and file IOs disagree on it (Hadoop resolves it, S3FileIO keeps it in the object key)."""
     _scheme, _authority_text, path = _split(text.strip())
     return any(segment in (".", "..") for segment in path.split("/"))
+
+
+def object_store_scheme(text: str) -> str | None:
+    """The folded scheme of ``text`` when it names an object store (``s3a://b/k`` gives
+    ``s3``), else None (a file system, or no valid location)."""
+    try:
+        scheme = parse_location(text).scheme
+    except LocationError:
+        return None
+    return scheme if scheme in OBJECT_STORE_SCHEMES else None
