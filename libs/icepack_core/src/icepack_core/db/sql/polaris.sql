@@ -72,3 +72,11 @@ SELECT p.policy_type, p.scope, p.catalog, p.namespace, p.table_name, p.enabled, 
   FROM icepack.polaris_policies p
   LEFT JOIN icepack.polaris_sources s ON s.catalog = p.catalog
  WHERE p.catalog = $1;
+
+-- name: polaris_source_last_pass
+-- When the catalog's last policy refresh pass ran (null: never).
+SELECT last_pass_at FROM icepack.polaris_sources WHERE catalog = $1;
+
+-- name: polaris_table_count
+-- The catalog's maintained tables (the rolling share of table reads is taken of these).
+SELECT count(*) FROM icepack.tables WHERE catalog = $1 AND dropped_at IS NULL;
