@@ -31,7 +31,7 @@ from icepack_gateway.errors import InvalidParameter, NotFound
 from icepack_gateway.inputs import MAX_IDENT, SCOPE_PATHS, Ident, PoliciesQuery, PolicyPath, Scope
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.models import error, ok
-from icepack_gateway.policy_models import PolicyIn, validated_config
+from icepack_gateway.policy_models import PolicyIn, ProposedPolarisPolicy, validated_config
 from icepack_gateway.state import find_table, gateway, table_json
 
 POLICY_KEYS = tuple(models.Policy.model_fields)
@@ -202,7 +202,10 @@ class FleetSimulateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     catalog: Ident
-    policies: list[ProposedPolicy] = Field(min_length=1, max_length=20)
+    policies: list[ProposedPolicy] = Field(default_factory=list, max_length=20)
+    # Proposed Polaris policies: they compete with Icepack's under the one precedence
+    # (``icepack_core.policy``), replacing the Polaris policy of their type at their target.
+    polaris_policies: list[ProposedPolarisPolicy] = Field(default_factory=list, max_length=20)
 
 
 async def simulate_fleet(call: Call[NoParams, NoParams, FleetSimulateIn]) -> Response:
@@ -219,6 +222,9 @@ async def simulate_fleet(call: Call[NoParams, NoParams, FleetSimulateIn]) -> Res
                 p.policy_type.value, p.scope, catalog, namespace, name, p.enabled, p.config
             )
         )
+    if not proposed and not spec.polaris_policies:
+        raise InvalidParameter("policies", "propose at least one policy or polaris policy")
+    proposed += [p.attachment(catalog) for p in spec.polaris_policies]
     pool = gateway(call.request).pool
     planner = Planner(load_settings(), pool, JobQueue(pool))
     try:
