@@ -253,6 +253,11 @@ async def test_orphan_policy_reaching_outside_the_table_is_refused(db, polaris, 
     reason = skipped["remove_orphan_files"]
     assert "ORPHAN_LOCATION_OUTSIDE_TABLE" in reason and "polaris table policy orphans" in reason
     assert "file:///warehouse'" in reason
+    stored = await db.fetchval(
+        "SELECT actions FROM icepack.recommendations WHERE id = $1", outcome.recommendation_id
+    )
+    assert stored["policy_sources"][OR].startswith("polaris table policy orphans v0")
+    assert stored["policy_sources"][DC] == "default"
 
 
 async def test_an_outage_keeps_the_last_known_policies_with_their_age(db, polaris, admin):

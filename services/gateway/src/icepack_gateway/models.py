@@ -267,6 +267,11 @@ class Recommendation(Model):
     status_snapshot_id: int | None
     actions: list[RecommendedAction] = Field(description="what the planner proposes, in run order")
     skipped: list[SkippedAction] = Field(description="what it did not propose, and why")
+    policy_sources: dict[str, str] = Field(
+        default_factory=dict,
+        description="per policy type, where its settings came from: default, an Icepack "
+        "attachment, a Polaris policy (named, with its version and fetch time), + properties",
+    )
     job_id: int | None
     created_at: datetime
 
