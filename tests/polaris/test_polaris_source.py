@@ -362,3 +362,24 @@ def test_the_stand_in_validates_content_as_polaris_does(polaris, admin, content,
     answer = admin.create("ns1", "p", DC, content)
     assert answer.status_code == status
     assert body in answer.content if body else answer.content == b""
+
+
+async def test_nested_namespaces_inherit_from_their_parents(db, polaris, admin):
+    """A policy on namespace ``a`` applies to tables of ``a.b`` unless ``a.b`` has its own;
+    the namespace levels travel joined by 0x1F, as Polaris reads them."""
+    tables = [("a.b", "t1"), ("a.c", "t2")]
+    register(polaris, tables)
+    await add_tables(db, "polaris_cat", tables)
+    admin.create_ok("a", "outer", DC, enable=True, config={"min_input_files": 6})
+    admin.attach("a", "outer", "namespace", ["a"])
+    admin.create_ok("a.b", "inner", DC, enable=True, config={"min_input_files": 11})
+    admin.attach("a.b", "inner", "namespace", ["a", "b"])
+    cfg = polaris_config(polaris, polaris=True)
+    result = await refresh(db, cfg)
+    assert result.error is None
+    inner = await effective(db, cfg, "a.b", "t1")
+    assert inner.data_compaction.min_input_files == 11
+    assert inner.sources[DC].startswith("polaris namespace a.b policy inner")
+    outer = await effective(db, cfg, "a.c", "t2")
+    assert outer.data_compaction.min_input_files == 6
+    assert outer.sources[DC].startswith("polaris namespace a policy outer")
