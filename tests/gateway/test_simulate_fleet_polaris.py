@@ -129,3 +129,19 @@ async def test_a_proposed_polaris_policy_icepack_cannot_use_is_refused_naming_th
     response = await client.post("/policies/simulate/fleet", json=body, headers=auth)
     assert response.status_code == 422
     assert "min_snapshot_to_keep" in response.text
+
+
+async def test_the_polaris_policies_kept_are_listed_with_their_source_state(client, db, auth):
+    empty = await client.get("/policies/polaris", params={"catalog": "sim"}, headers=auth)
+    assert empty.status_code == 200
+    assert empty.json() == {"sources": [], "items": [], "truncated": False}
+    await store_polaris_expiry(db)
+    response = await client.get("/policies/polaris", params={"catalog": "sim"}, headers=auth)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    (source,) = body["sources"]
+    assert source["catalog"] == "sim" and source["is_polaris"] and source["last_error"] is None
+    (item,) = body["items"]
+    assert (item["scope"], item["name"], item["policy_type"]) == ("catalog", "keep_all", SE)
+    assert item["config"] == {"max_snapshot_age_hours": 3650 * 24, "retain_last": 1}
+    assert item["invalid"] is None and item["unknown"] == {}

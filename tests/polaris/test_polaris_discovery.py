@@ -63,7 +63,9 @@ async def test_discovery_reads_a_detected_polaris_catalogs_policies(
         polaris.state.fail_with = 503
         catalog.create_table("pol_ns.third", SCHEMA)
         catalog.create_table("pol_ns.fourth", SCHEMA)
-        await db.execute("UPDATE icepack.polaris_targets SET checked_at = checked_at - interval '1 day'")
+        await db.execute(
+            "UPDATE icepack.polaris_targets SET checked_at = checked_at - interval '1 day'"
+        )
         again = await discovery.run_once()
         discovery.policies.close()
         assert again.errors == {} and again.discovered == 2

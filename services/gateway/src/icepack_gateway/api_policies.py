@@ -28,7 +28,15 @@ from icepack_core.types import PolicyType
 from icepack_gateway import models
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams, Reply
 from icepack_gateway.errors import InvalidParameter, NotFound
-from icepack_gateway.inputs import MAX_IDENT, SCOPE_PATHS, Ident, PoliciesQuery, PolicyPath, Scope
+from icepack_gateway.inputs import (
+    MAX_IDENT,
+    SCOPE_PATHS,
+    Ident,
+    PolarisPoliciesQuery,
+    PoliciesQuery,
+    PolicyPath,
+    Scope,
+)
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.models import error, ok
 from icepack_gateway.policy_models import PolicyIn, ProposedPolarisPolicy, validated_config
@@ -52,6 +60,25 @@ async def list_policies(call: Call[NoParams, PoliciesQuery, NoBody]) -> Response
         q.table,
     )
     return ApiResponse({"items": [policy_json(r) for r in rows]})
+
+
+POLARIS_PAGE = 5_000  # policies in one listing (bounded memory); `truncated` says if more
+
+
+async def list_polaris_policies(call: Call[NoParams, PolarisPoliciesQuery, NoBody]) -> Response:
+    """The Polaris policies kept (for ``catalog``, or every catalog), as mapped (unknown keys,
+    invalid reasons), and how each catalog's last refresh went."""
+    pool = gateway(call.request).pool
+    catalog = call.query.catalog
+    sources = await pool.fetch(load_query("polaris_source_list"), catalog)
+    rows = await pool.fetch(load_query("polaris_policy_page"), catalog, POLARIS_PAGE + 1)
+    return ApiResponse(
+        {
+            "sources": [dict(s) for s in sources],
+            "items": [dict(r) for r in rows[:POLARIS_PAGE]],
+            "truncated": len(rows) > POLARIS_PAGE,
+        }
+    )
 
 
 async def put_policy(call: Call[PolicyPath, NoParams, PolicyIn]) -> Response:
@@ -251,6 +278,17 @@ endpoints: list[AnyEndpoint] = [
         PoliciesQuery,
         NoBody,
         {200: ok(models.PolicyList)},
+    ),
+    Endpoint(
+        "GET",
+        "/policies/polaris",
+        "Policies read from a Polaris catalog, as Icepack mapped them (unknown keys, invalid "
+        "reasons), and how their last refresh went",
+        list_polaris_policies,
+        NoParams,
+        PolarisPoliciesQuery,
+        NoBody,
+        {200: ok(models.PolarisPolicyList)},
     ),
     Endpoint(
         "POST",
