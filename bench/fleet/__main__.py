@@ -11,11 +11,14 @@ Printed, each beside its goal (and its baseline where the issue names one), in o
   on random tables, with push (``notify: true``) and with polling alone (default 60 s poll);
 * peak RSS of each service process (VmHWM; goal <= 500 MiB);
 * catalog calls per discovery pass with and without conditional loads, behind Apache Iceberg's
-  REST fixture (``bench.fleet.conditional``, 1,000 tables).
+  REST fixture (``bench.fleet.conditional``, 1,000 tables);
+* Polaris policy requests per pass at 10,000 tables, beside one request per table
+  (``bench.fleet.polaris``, against a stand-in for Polaris: Polaris cannot run here).
 
 Run: ``uv run python -m bench.fleet [--tables N] [--commits N] [--commit-seconds S]
-[--conditional-tables N]`` (``make bench`` runs it with the defaults: 100,000 tables, 200
-commits over 120 s, 1,000 tables behind the REST fixture).
+[--conditional-tables N] [--polaris-tables N]`` (``make bench`` runs it with the defaults:
+100,000 tables, 200 commits over 120 s, 1,000 tables behind the REST fixture, 10,000 Polaris
+tables).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import asyncpg
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 
-from bench.fleet import conditional
+from bench.fleet import conditional, polaris
 from bench.fleet.clone import KINDS, build_fleet
 from icepack_core.db.migrate import migrate
 from icepack_core.db.pool import create_pool
@@ -48,6 +51,7 @@ from icepack_core.settings import load_settings
 
 GOAL_SECONDS_100K = 20 * 60
 GOAL_RSS_MIB = 500
+POLARIS_NAMESPACES = 100  # the Polaris figure's tables are spread over these
 CONDITIONAL_CHANGES = 10  # tables changed before the conditional figure's last pass
 BASELINE_TABLES_PER_S = 58.0  # icepack up, 10,000 tables, before this bench (issue's figure)
 
@@ -276,12 +280,16 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-async def main(tables: int, commits: int, spread: float, conditional_tables: int) -> None:
+async def main(
+    tables: int, commits: int, spread: float, conditional_tables: int, polaris_tables: int
+) -> None:
     await fleet(tables, commits, spread)
     if conditional_tables:
         # The last figure of the issue's list, in the same run: catalog calls per pass with and
         # without conditional loads, behind the REST fixture (``bench.fleet.conditional``).
         await conditional.main(conditional_tables, CONDITIONAL_CHANGES)
+    if polaris_tables:
+        await polaris.main(polaris_tables, POLARIS_NAMESPACES)
 
 
 async def fleet(tables: int, commits: int, spread: float) -> None:
@@ -405,5 +413,19 @@ if __name__ == "__main__":
         default=1000,
         help="tables behind the REST fixture for the conditional-load figure (0: skip it)",
     )
+    parser.add_argument(
+        "--polaris-tables",
+        type=int,
+        default=10_000,
+        help="tables for the Polaris policy-requests figure (0: skip it)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.tables, args.commits, args.commit_seconds, args.conditional_tables))
+    asyncio.run(
+        main(
+            args.tables,
+            args.commits,
+            args.commit_seconds,
+            args.conditional_tables,
+            args.polaris_tables,
+        )
+    )

@@ -22,6 +22,7 @@ def test_every_query_has_a_statement_and_noun_first_name():
             "catalog",
             "inspection",
             "policy",
+            "polaris",
             "recommendation",
             "token",
             "deletion",

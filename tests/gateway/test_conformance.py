@@ -88,6 +88,15 @@ JOB = {
     "actions": [{"action": "rewrite_manifests", "reason": "many manifests"}],
 }
 SIM = {"catalog": "demo", "namespace": "web", "table": "clicks"}
+# A proposed Polaris policy as Polaris' create request and attach target spell it.
+POLARIS_PROPOSED = {
+    "name": "compact1",
+    "type": "system.data-compaction",
+    "content": json.dumps(
+        {"version": "2025-02-03", "enable": True, "config": {"target_file_size_bytes": 2**27}}
+    ),
+    "target": {"type": "namespace", "path": ["web"]},
+}
 PROPOSED = [
     {
         "policy_type": "system.data-compaction",
@@ -294,6 +303,11 @@ CASES: dict[tuple[str, str], list[Case]] = {
         get("/policies", "/policies?scope=catalog&catalog=demo", 200),
         get("/policies", "/policies?scope=everywhere", 422),
     ],
+    ("GET", "/policies/polaris"): [
+        get("/policies/polaris", "/policies/polaris", 200),
+        get("/policies/polaris", "/policies/polaris?catalog=demo", 200),
+        get("/policies/polaris", "/policies/polaris?catalog=", 422),
+    ],
     ("POST", "/policies/simulate"): [
         Case("POST", "/policies/simulate", "/policies/simulate", 200, SIM),
         Case("POST", "/policies/simulate", "/policies/simulate", 200, SIM | {"policies": PROPOSED}),
@@ -314,6 +328,13 @@ CASES: dict[tuple[str, str], list[Case]] = {
             "/policies/simulate/fleet",
             200,
             {"catalog": "demo", "policies": PROPOSED},
+        ),
+        Case(
+            "POST",
+            "/policies/simulate/fleet",
+            "/policies/simulate/fleet",
+            200,
+            {"catalog": "demo", "polaris_policies": [POLARIS_PROPOSED]},
         ),
         Case(
             "POST",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -41,7 +42,7 @@ class PolarisAdmin:
 
     def create(self, namespace: str, name: str, policy_type: str, content: Any) -> httpx.Response:
         body = {"name": name, "type": policy_type, "content": content}
-        ns = namespace.replace(".", UNIT)
+        ns = quote(namespace.replace(".", UNIT), safe="")
         return self.http.post(
             f"{self.base}/namespaces/{ns}/policies", json=body, headers=self.headers
         )
@@ -51,7 +52,7 @@ class PolarisAdmin:
         assert answer.status_code == 200, answer.text
 
     def _mapping(self, method: str, namespace: str, name: str, kind: str, path: list[str]) -> int:
-        ns = namespace.replace(".", UNIT)
+        ns = quote(namespace.replace(".", UNIT), safe="")
         answer = self.http.request(
             method,
             f"{self.base}/namespaces/{ns}/policies/{name}/mappings",
@@ -67,7 +68,7 @@ class PolarisAdmin:
         assert self._mapping("POST", namespace, name, kind, path) == 204
 
     def update(self, namespace: str, name: str, version: int, **content: Any) -> None:
-        ns = namespace.replace(".", UNIT)
+        ns = quote(namespace.replace(".", UNIT), safe="")
         answer = self.http.put(
             f"{self.base}/namespaces/{ns}/policies/{name}",
             json={"content": json.dumps(content), "current-policy-version": version},

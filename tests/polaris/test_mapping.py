@@ -237,3 +237,10 @@ def test_any_config_maps_or_is_invalid_never_raises(config, policy_type, enable)
         older = resolve([att], "db", "t").orphan_file_removal
         assert older is not None
         assert older.older_than_hours >= ORPHAN_SAFE_HOURS or older.allow_unsafe_older_than
+
+
+def test_content_nested_deeper_than_python_parses_is_invalid_not_a_crash():
+    policy = PolarisPolicy.model_validate(
+        {"policy-type": DC, "name": "deep", "content": "[" * 100_000, "version": 0}
+    )
+    assert map_policy(policy, "cat", "table", ("db",), "t").invalid == "content is not JSON"

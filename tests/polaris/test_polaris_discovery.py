@@ -45,7 +45,6 @@ async def test_discovery_reads_a_detected_polaris_catalogs_policies(
         settings = load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg])
         discovery = Discovery(settings, db)
         result = await discovery.run_once()
-        discovery.policies.close()
         assert result.errors == {} and result.discovered == 2
 
         source = await db.fetchrow("SELECT * FROM icepack.polaris_sources")
@@ -58,6 +57,23 @@ async def test_discovery_reads_a_detected_polaris_catalogs_policies(
         assert events.sources[DC].startswith("polaris table policy compact_events v0")
         other = resolve(attachments, "pol_ns", "other")
         assert other.sources[DC] == "default"
+
+        # A Polaris outage of its policy API: discovery goes on (a new table is found), the
+        # last known policies stay, and the failure is recorded.
+        polaris.state.fail_with = 503
+        catalog.create_table("pol_ns.third", SCHEMA)
+        catalog.create_table("pol_ns.fourth", SCHEMA)
+        await db.execute(
+            "UPDATE icepack.polaris_targets SET checked_at = checked_at - interval '1 day'"
+        )
+        again = await discovery.run_once()
+        discovery.policies.close()
+        assert again.errors == {} and again.discovered == 2
+        source = await db.fetchrow("SELECT * FROM icepack.polaris_sources")
+        assert "503" in source["last_error"]
+        kept = resolve(await attachments_of(db, cfg.name), "pol_ns", "events")
+        assert kept.data_compaction.min_input_files == 9
+        assert "refresh failing" in kept.sources[DC]
 
 
 async def test_a_plain_rest_catalog_is_not_polaris(

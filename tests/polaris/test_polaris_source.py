@@ -253,6 +253,11 @@ async def test_orphan_policy_reaching_outside_the_table_is_refused(db, polaris, 
     reason = skipped["remove_orphan_files"]
     assert "ORPHAN_LOCATION_OUTSIDE_TABLE" in reason and "polaris table policy orphans" in reason
     assert "file:///warehouse'" in reason
+    stored = await db.fetchval(
+        "SELECT actions FROM icepack.recommendations WHERE id = $1", outcome.recommendation_id
+    )
+    assert stored["policy_sources"][OR].startswith("polaris table policy orphans v0")
+    assert stored["policy_sources"][DC] == "default"
 
 
 async def test_an_outage_keeps_the_last_known_policies_with_their_age(db, polaris, admin):
@@ -304,10 +309,11 @@ async def test_requests_per_pass_do_not_follow_the_table_count(db, polaris, admi
     third = await refresh(db, cfg, NOW + timedelta(seconds=120), client)
     assert third.requests == 20
     steady = await refresh(db, cfg, NOW + timedelta(seconds=180), client)
-    assert steady.requests == 0  # everything fresh
+    # Everything fresh: only the rolling share, 60 tables x 60 s / 3600 s, of the oldest read.
+    assert steady.requests == 1
     ns_due = await refresh(db, cfg, NOW + timedelta(seconds=301), client)
     client.close()
-    assert ns_due.requests == 1 + 3
+    assert ns_due.requests == 1 + 3 + 2  # catalog, namespaces, 60 x 121 s / 3600 s tables
 
 
 async def test_a_catalog_that_is_not_polaris_is_detected_once(db, polaris):
@@ -356,3 +362,24 @@ def test_the_stand_in_validates_content_as_polaris_does(polaris, admin, content,
     answer = admin.create("ns1", "p", DC, content)
     assert answer.status_code == status
     assert body in answer.content if body else answer.content == b""
+
+
+async def test_nested_namespaces_inherit_from_their_parents(db, polaris, admin):
+    """A policy on namespace ``a`` applies to tables of ``a.b`` unless ``a.b`` has its own;
+    the namespace levels travel joined by 0x1F, as Polaris reads them."""
+    tables = [("a.b", "t1"), ("a.c", "t2")]
+    register(polaris, tables)
+    await add_tables(db, "polaris_cat", tables)
+    admin.create_ok("a", "outer", DC, enable=True, config={"min_input_files": 6})
+    admin.attach("a", "outer", "namespace", ["a"])
+    admin.create_ok("a.b", "inner", DC, enable=True, config={"min_input_files": 11})
+    admin.attach("a.b", "inner", "namespace", ["a", "b"])
+    cfg = polaris_config(polaris, polaris=True)
+    result = await refresh(db, cfg)
+    assert result.error is None
+    inner = await effective(db, cfg, "a.b", "t1")
+    assert inner.data_compaction.min_input_files == 11
+    assert inner.sources[DC].startswith("polaris namespace a.b policy inner")
+    outer = await effective(db, cfg, "a.c", "t2")
+    assert outer.data_compaction.min_input_files == 6
+    assert outer.sources[DC].startswith("polaris namespace a policy outer")

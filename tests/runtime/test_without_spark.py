@@ -23,6 +23,7 @@ import asyncpg
 import pytest
 
 from icepack_core.spark.extra import ENGINE_MODULES, spark_available
+from icepack_core.types import PolicyType
 from tests.support.image_deps import modules_missing_from_general_image
 
 INSTALL_HINT = "pip install 'icepack-core[spark]'"
@@ -198,6 +199,12 @@ def test_recommend_and_dry_run_work_and_maintain_names_the_extra(
     assert "rewrite_data_files" in {
         a["action"] for a in json.loads(rec.stdout)["recommendation"]["actions"]
     }
+    # Each policy type's source, here the defaults (no policy attached anywhere).
+    sources = json.loads(rec.stdout)["recommendation"]["policy_sources"]
+    assert sources == dict.fromkeys(PolicyType, "default")
+    text = run(icepack("recommend", table), **zoo_env)
+    assert text.returncode == 0, text.stderr
+    assert "policy system.snapshot-expiry: default" in text.stdout
     dry = run(icepack("maintain", table, "--dry-run"), **zoo_env)
     assert dry.returncode == 0, dry.stderr
     assert "CALL `zoo`.`system`.`rewrite_data_files`" in dry.stdout

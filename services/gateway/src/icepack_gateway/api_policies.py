@@ -28,10 +28,18 @@ from icepack_core.types import PolicyType
 from icepack_gateway import models
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams, Reply
 from icepack_gateway.errors import InvalidParameter, NotFound
-from icepack_gateway.inputs import MAX_IDENT, SCOPE_PATHS, Ident, PoliciesQuery, PolicyPath, Scope
+from icepack_gateway.inputs import (
+    MAX_IDENT,
+    SCOPE_PATHS,
+    Ident,
+    PolarisPoliciesQuery,
+    PoliciesQuery,
+    PolicyPath,
+    Scope,
+)
 from icepack_gateway.jsonutil import ApiResponse
 from icepack_gateway.models import error, ok
-from icepack_gateway.policy_models import PolicyIn, validated_config
+from icepack_gateway.policy_models import PolicyIn, ProposedPolarisPolicy, validated_config
 from icepack_gateway.state import find_table, gateway, table_json
 
 POLICY_KEYS = tuple(models.Policy.model_fields)
@@ -52,6 +60,25 @@ async def list_policies(call: Call[NoParams, PoliciesQuery, NoBody]) -> Response
         q.table,
     )
     return ApiResponse({"items": [policy_json(r) for r in rows]})
+
+
+POLARIS_PAGE = 5_000  # policies in one listing (bounded memory); `truncated` says if more
+
+
+async def list_polaris_policies(call: Call[NoParams, PolarisPoliciesQuery, NoBody]) -> Response:
+    """The Polaris policies kept (for ``catalog``, or every catalog), as mapped (unknown keys,
+    invalid reasons), and how each catalog's last refresh went."""
+    pool = gateway(call.request).pool
+    catalog = call.query.catalog
+    sources = await pool.fetch(load_query("polaris_source_list"), catalog)
+    rows = await pool.fetch(load_query("polaris_policy_page"), catalog, POLARIS_PAGE + 1)
+    return ApiResponse(
+        {
+            "sources": [dict(s) for s in sources],
+            "items": [dict(r) for r in rows[:POLARIS_PAGE]],
+            "truncated": len(rows) > POLARIS_PAGE,
+        }
+    )
 
 
 async def put_policy(call: Call[PolicyPath, NoParams, PolicyIn]) -> Response:
@@ -203,7 +230,10 @@ class FleetSimulateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     catalog: Ident
-    policies: list[ProposedPolicy] = Field(min_length=1, max_length=20)
+    policies: list[ProposedPolicy] = Field(default_factory=list, max_length=20)
+    # Proposed Polaris policies: they compete with Icepack's under the one precedence
+    # (``icepack_core.policy``), replacing the Polaris policy of their type at their target.
+    polaris_policies: list[ProposedPolarisPolicy] = Field(default_factory=list, max_length=20)
 
 
 async def simulate_fleet(call: Call[NoParams, NoParams, FleetSimulateIn]) -> Response:
@@ -220,6 +250,9 @@ async def simulate_fleet(call: Call[NoParams, NoParams, FleetSimulateIn]) -> Res
                 p.policy_type.value, p.scope, catalog, namespace, name, p.enabled, p.config
             )
         )
+    if not proposed and not spec.polaris_policies:
+        raise InvalidParameter("policies", "propose at least one policy or polaris policy")
+    proposed += [p.attachment(catalog) for p in spec.polaris_policies]
     pool = gateway(call.request).pool
     planner = Planner(load_settings(), pool, JobQueue(pool))
     try:
@@ -246,6 +279,17 @@ endpoints: list[AnyEndpoint] = [
         PoliciesQuery,
         NoBody,
         {200: ok(models.PolicyList)},
+    ),
+    Endpoint(
+        "GET",
+        "/policies/polaris",
+        "Policies read from a Polaris catalog, as Icepack mapped them (unknown keys, invalid "
+        "reasons), and how their last refresh went",
+        list_polaris_policies,
+        NoParams,
+        PolarisPoliciesQuery,
+        NoBody,
+        {200: ok(models.PolarisPolicyList)},
     ),
     Endpoint(
         "POST",

@@ -136,7 +136,8 @@ def _status_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
 
 def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A ``recommendations`` row for the API: ``actions`` (each ``{action, reason, params,
-    estimated_benefit}``) and ``skipped`` (each ``{action, reason}``) side by side.
+    estimated_benefit}``) and ``skipped`` (each ``{action, reason}``) side by side, and
+    ``policy_sources`` (per policy type, where its settings came from; empty for older rows).
 
     The column holds what ``Recommendation.to_json`` wrote (``{"actions", "skipped"}``); a bare
     list of actions (older rows) reads as actions with nothing skipped.
@@ -144,8 +145,10 @@ def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict
     if row is None:
         return None
     stored = row["actions"]
+    sources: Mapping[str, str] = {}
     if isinstance(stored, Mapping):
         actions, skipped = stored.get("actions") or [], stored.get("skipped") or []
+        sources = stored.get("policy_sources") or {}
     else:
         actions, skipped = stored if isinstance(stored, list) else [], []
     return {
@@ -153,6 +156,7 @@ def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict
         "status_snapshot_id": row["status_snapshot_id"],
         "actions": actions,
         "skipped": skipped,
+        "policy_sources": dict(sources),
         "job_id": row["job_id"],
         "created_at": row["created_at"],
     }

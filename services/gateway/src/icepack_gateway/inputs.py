@@ -150,6 +150,10 @@ class EventsQuery(TableFilter):
     )
 
 
+class PolarisPoliciesQuery(Params):
+    catalog: Ident | None = None
+
+
 class PoliciesQuery(Params):
     policy_type: PolicyType | None = None
     scope: Scope | None = None

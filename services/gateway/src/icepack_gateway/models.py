@@ -301,6 +301,11 @@ class Recommendation(Model):
     status_snapshot_id: int | None
     actions: list[RecommendedAction] = Field(description="what the planner proposes, in run order")
     skipped: list[SkippedAction] = Field(description="what it did not propose, and why")
+    policy_sources: dict[str, str] = Field(
+        default_factory=dict,
+        description="per policy type, where its settings came from: default, an Icepack "
+        "attachment, a Polaris policy (named, with its version and fetch time), + properties",
+    )
     job_id: int | None
     created_at: datetime
 
@@ -476,6 +481,39 @@ class PolicyList(Model):
     items: list[Policy]
 
 
+class PolarisPolicy(Model):
+    """A policy read from Polaris, as Icepack mapped it (``icepack_core.polaris.mapping``)."""
+
+    catalog: str
+    scope: Scope
+    namespace: str = Field(description="'' for the catalog")
+    table_name: str = Field(description="'' unless the scope is table")
+    policy_type: str
+    name: str
+    version: int
+    enabled: bool
+    config: JSONObject = Field(description="Icepack's fields, mapped from Polaris' keys")
+    unknown: JSONObject = Field(description="keys Icepack does not use, kept and shown")
+    invalid: str | None = Field(description="why Icepack cannot use it (passed over)")
+    fetched_at: datetime
+
+
+class PolarisSource(Model):
+    catalog: str
+    is_polaris: bool
+    last_pass_at: datetime | None
+    last_success_at: datetime | None
+    last_error: str | None = Field(description="the last failed refresh; policies kept meanwhile")
+    last_error_at: datetime | None
+    last_requests: int = Field(description="policy requests of the last pass")
+
+
+class PolarisPolicyList(Model):
+    sources: list[PolarisSource] = Field(description="REST catalogs checked for Polaris")
+    items: list[PolarisPolicy]
+    truncated: bool = Field(description="more policies are kept than the listing shows")
+
+
 class PolicyStored(Model):
     policy: Policy
     created: bool
@@ -507,6 +545,9 @@ class Proposal(Model):
 
     actions: list[RecommendedAction]
     skipped: list[SkippedAction]
+    policy_sources: dict[str, str] = Field(
+        default_factory=dict, description="per policy type, where its settings came from"
+    )
 
 
 class Simulation(Model):

@@ -363,6 +363,8 @@ def print_recommendation(obs: Observed) -> None:
         out.print(
             f"  [dim]skipped {skip.action}: {skip.reason}[/]", highlight=False, soft_wrap=True
         )
+    for policy_type, source in obs.policy.sources.items():
+        out.print(f"  [dim]policy {policy_type}: {source}[/]", highlight=False, soft_wrap=True)
 
 
 def _change(impact: dict[str, Any], key: str) -> str:

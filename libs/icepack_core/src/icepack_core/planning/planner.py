@@ -91,7 +91,9 @@ def without_deferred(rec: Recommendation, deferred: dict[str, Deferral]) -> Reco
         if d is not None and d.deferred_until is not None:
             until = d.deferred_until.strftime("%Y-%m-%d %H:%M:%S")
             skipped.append(Skip(action.action, f"{d.reason}; until {until}"))
-    return Recommendation(actions=kept, skipped=skipped)
+    return Recommendation(
+        actions=kept, skipped=skipped, replan_at=rec.replan_at, sources=rec.sources
+    )
 
 
 def job_prediction(actions: Sequence[ActionIntent]) -> JobPrediction:
@@ -236,7 +238,9 @@ class Planner:
                 skipped.append(Skip(action.action, f"invalid: {exc}"))
             else:
                 kept.append(action)
-        return Recommendation(actions=kept, skipped=skipped, replan_at=rec.replan_at)
+        return Recommendation(
+            actions=kept, skipped=skipped, replan_at=rec.replan_at, sources=rec.sources
+        )
 
     async def growth(
         self, table: asyncpg.Record, status: dict[str, Any], since: datetime | None

@@ -96,12 +96,18 @@ class Recommendation:
     # When to plan the table again without an event: a due action held back only by the
     # minimum interval (``planning.due``). Not part of the stored JSON (``planner_replans``).
     replan_at: datetime | None = None
+    # Per policy type, where its settings came from (``EffectivePolicy.sources``: "default",
+    # "namespace db", "polaris table policy compact1 v0, fetched ...", "+ property ...").
+    sources: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "actions": [a.to_json() for a in self.actions],
             "skipped": [asdict(s) for s in self.skipped],
         }
+        if self.sources:
+            body["policy_sources"] = dict(self.sources)
+        return body
 
 
 @dataclass(frozen=True)
@@ -187,7 +193,7 @@ def recommend(
             compaction (``planning.pressure``); None: no projection.
         compaction_seconds: how long the last compaction ran (the projection's lead).
     """
-    result = Recommendation()
+    result = Recommendation(sources=dict(policy.sources))
     if not policy.maintenance_enabled:
         result.skipped.append(Skip("*", "icepack.maintenance.enabled=false"))
         return result

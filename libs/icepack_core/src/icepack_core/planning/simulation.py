@@ -103,8 +103,9 @@ class SimulationReport:
         }
 
 
-def _key(att: PolicyAttachment) -> tuple[str, str, str | None, str | None]:
-    return (att.policy_type, att.scope, att.namespace, att.table_name)
+def _key(att: PolicyAttachment) -> tuple[str, str, str, str | None, str | None]:
+    """A proposed policy replaces the stored one of the same source, type and target."""
+    return (att.origin, att.policy_type, att.scope, att.namespace, att.table_name)
 
 
 def _signature(rec: Recommendation) -> list[tuple[str, str]]:

@@ -156,7 +156,7 @@ def map_content(policy_type: str, content: str | None) -> Mapped:
     """
     try:
         body = json.loads(content or "")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         raise MappingError("content is not JSON") from None
     if not isinstance(body, dict):
         raise MappingError("content is not a JSON object")

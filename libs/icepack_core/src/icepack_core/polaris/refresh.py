@@ -9,9 +9,11 @@ a table is seen only by asking for that table. One pass (``refresh_policies``) t
   from a namespace's answer only the policies attached to it (``inherited: false``) are kept,
   the inherited ones being the catalog's or a parent's, read for those;
 * tables whose last read is older than ``polaris_table_ttl_seconds`` (default 6 h), never-read
-  tables first, at most ``polaris_max_table_reads_per_pass`` (default 500) per pass, keeping
-  only what is attached to the table itself. A new table is read within a pass or two; a
-  table-level attach, detach or edit in Polaris is seen within the table period.
+  tables first, and at least the rolling share of the oldest read (tables x time since the
+  last pass / period, so the reads spread evenly), at most ``polaris_max_table_reads_per_pass``
+  (default 500) per pass, keeping only what is attached to the table itself. A new table is
+  read within a pass or two; a table-level attach, detach or edit in Polaris is seen within
+  the table period.
 
 Every request goes through the catalog's ``CatalogGate`` (limits, counted as ``policy``), pages
 followed. A 404 for a table (gone, or not visible) records it without policies. Any other
@@ -23,6 +25,7 @@ records why. Discovery calls this after its listing; a failure never stops disco
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -106,14 +109,26 @@ async def due_targets(
             )
         if at is None or at < fresh_ns:
             upper.append(Target("namespace", namespace))
-    fresh_table = now - timedelta(seconds=cfg.polaris_table_ttl_seconds)
-    rows = await pool.fetch(
-        load_query("polaris_due_tables"),
-        cfg.name,
-        fresh_table,
-        cfg.polaris_max_table_reads_per_pass,
-    )
-    return upper, [Target("table", r["namespace"], r["name"]) for r in rows]
+    return upper, await _due_tables(pool, cfg, now)
+
+
+async def _due_tables(pool: asyncpg.Pool, cfg: CatalogConfig, now: datetime) -> list[Target]:
+    """The tables to read this pass: every overdue one (never read, or read a period ago),
+    and at least the rolling share ``tables x time since the last pass / period`` (rounded
+    down) of the oldest read, so reads spread evenly over the period instead of recurring in
+    the burst of the first pass; at most ``polaris_max_table_reads_per_pass``."""
+    limit = cfg.polaris_max_table_reads_per_pass
+    query = load_query("polaris_due_tables")
+    fresh = now - timedelta(seconds=cfg.polaris_table_ttl_seconds)
+    rows = await pool.fetch(query, cfg.name, fresh, limit)
+    last_pass = await pool.fetchval(load_query("polaris_source_last_pass"), cfg.name)
+    if last_pass is not None and len(rows) < limit:
+        elapsed = max(0.0, (now - last_pass).total_seconds())
+        tables = await pool.fetchval(load_query("polaris_table_count"), cfg.name)
+        share = math.floor(tables * elapsed / cfg.polaris_table_ttl_seconds)
+        if share > len(rows):
+            rows = await pool.fetch(query, cfg.name, now, min(limit, share))
+    return [Target("table", r["namespace"], r["name"]) for r in rows]
 
 
 def _read(client: PolarisClient, target: Target, calls: CatalogCalls) -> list[PolarisPolicy]:

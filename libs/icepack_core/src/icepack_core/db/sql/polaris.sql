@@ -72,3 +72,27 @@ SELECT p.policy_type, p.scope, p.catalog, p.namespace, p.table_name, p.enabled, 
   FROM icepack.polaris_policies p
   LEFT JOIN icepack.polaris_sources s ON s.catalog = p.catalog
  WHERE p.catalog = $1;
+
+-- name: polaris_source_last_pass
+-- When the catalog's last policy refresh pass ran (null: never).
+SELECT last_pass_at FROM icepack.polaris_sources WHERE catalog = $1;
+
+-- name: polaris_table_count
+-- The catalog's maintained tables (the rolling share of table reads is taken of these).
+SELECT count(*) FROM icepack.tables WHERE catalog = $1 AND dropped_at IS NULL;
+
+-- name: polaris_policy_page
+-- The Polaris policies kept for catalog $1 (null: every catalog), in target order, at most $2.
+SELECT catalog, scope, namespace, table_name, policy_type, name, version, enabled, config,
+       unknown, invalid, fetched_at
+  FROM icepack.polaris_policies
+ WHERE $1::text IS NULL OR catalog = $1
+ ORDER BY catalog, scope, namespace, table_name, policy_type, name
+ LIMIT $2;
+
+-- name: polaris_source_list
+-- Every REST catalog's Polaris state, or catalog $1's.
+SELECT catalog, is_polaris, last_pass_at, last_success_at, last_error, last_error_at, last_requests
+  FROM icepack.polaris_sources
+ WHERE $1::text IS NULL OR catalog = $1
+ ORDER BY catalog;
