@@ -28,7 +28,6 @@ def test_every_query_has_a_statement_and_noun_first_name():
             "deletion",
             "webhook",
             "deferral",
-            "polaris",
         }, name
 
 
