@@ -86,10 +86,11 @@ def create_upsert_table(
     return table
 
 
-def java_table(spark: Any, namespace: str, name: str) -> Any:
-    """The table as Iceberg's Java catalog loads it now (not Spark's cached copy)."""
+def java_table(spark: Any, namespace: str, name: str, catalog_name: str = CATALOG) -> Any:
+    """The table as Iceberg's Java catalog (Spark's ``catalog_name``) loads it now (not
+    Spark's cached copy)."""
     jvm = spark._jvm
-    catalog = spark._jsparkSession.sessionState().catalogManager().catalog(CATALOG)
+    catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog_name)
     levels = spark.sparkContext._gateway.new_array(jvm.String, 1)
     levels[0] = namespace  # Namespace.of is varargs: Py4J needs the array
     ident = jvm.org.apache.iceberg.catalog.TableIdentifier.of(
@@ -127,13 +128,14 @@ class UpsertTable:
     namespace: str
     name: str
     writer: str = "upsert-sink"
+    catalog: str = CATALOG  # the Spark catalog the table is in
     model: dict[int, Row] = field(default_factory=dict)
     snapshots: list[int] = field(default_factory=list)
     _round: int = 0
 
     @property
     def qualified(self) -> str:
-        return qualified_name(CATALOG, [self.namespace], self.name)
+        return qualified_name(self.catalog, [self.namespace], self.name)
 
     def upsert(self, rows: Iterable[Row]) -> int:
         """Equality-delete each row's key and append the row, in one ``RowDelta`` commit;
@@ -158,7 +160,7 @@ class UpsertTable:
 
     def _commit(self, rows: list[Row], *, deletes: bool) -> int:
         jvm = self.spark._jvm
-        table = java_table(self.spark, self.namespace, self.name)
+        table = java_table(self.spark, self.namespace, self.name, self.catalog)
         schema, spec = table.schema(), table.spec()
         key = ["id", "part"] if spec.isPartitioned() else ["id"]
         delete_schema = schema.select(key)

@@ -9,9 +9,12 @@ Connect or segment-processor sink would:
   which that many wall minutes make an hour, so a short run closes hours;
 * ``bucketed``: ``bucket(16, id)``, 50 random ids a commit (up to 16 small files a commit);
 * ``upsert``: unpartitioned, 20 rows a commit upserted on ``id`` (10 new ids, 10 updates of
-  earlier ones). **Copy-on-write**: PyIceberg's ``upsert`` rewrites the data files holding the
-  updated ids (an overwrite); Icepack's equality-delete writer (through the Spark JVM) was not
-  in main when this bench was written, so the equality-delete upsert sink is not measured.
+  earlier ones) **with equality deletes**, as a Flink or Kafka Connect upsert sink writes them:
+  an equality delete on the key plus the new rows in one ``RowDelta``, by Iceberg's Java
+  writers through a Spark JVM in this process (``bench.upserts``, on the same catalog through
+  Iceberg's JDBC catalog; its schema is ``bench.upserts``' ``(id, part, v, ts)``). PyIceberg
+  cannot read equality deletes, so this table's contents are read back through Spark at the
+  end (``Written.read_rows``/``read_checksum``).
 
 PyIceberg 0.12 computes ``bucket`` and ``hour`` for writes with ``pyiceberg-core`` only, which
 Icepack does not depend on; the writer computes them with PyIceberg's own Python transforms
@@ -49,12 +52,26 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform, HourTransform, Transform
 from pyiceberg.types import IcebergType, LongType, NestedField, StringType, TimestamptzType
 
+from bench.upserts import UpsertTable, logical_rows, row
+
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
     NestedField(2, "ts", TimestamptzType(), required=False),
     NestedField(3, "v", StringType(), required=False),
 )
 ARROW = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.string())])
+# The upsert table: ``bench.upserts``' columns, merge-on-read (its deletes are equality deletes).
+UPSERT_SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "part", StringType(), required=False),
+    NestedField(3, "v", StringType(), required=False),
+    NestedField(4, "ts", TimestamptzType(), required=False),
+)
+UPSERT_PROPERTIES = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+}
 KINDS = ("hourly", "bucketed", "upsert")
 MAX_REDO = 20
 
@@ -93,7 +110,10 @@ def create_tables(catalog: Catalog, namespace: str) -> list[str]:
         ident = f"{namespace}.{kind}"
         if catalog.table_exists(ident):
             catalog.drop_table(ident)
-        catalog.create_table(ident, SCHEMA, partition_spec=spec_for(kind))
+        if kind == "upsert":
+            catalog.create_table(ident, UPSERT_SCHEMA, properties=UPSERT_PROPERTIES)
+        else:
+            catalog.create_table(ident, SCHEMA, partition_spec=spec_for(kind))
         names.append(ident)
     return names
 
@@ -117,10 +137,14 @@ class Written:
     gave_up: int = 0
     expected_rows: int = 0
     expected_checksum: int = 0
+    # The table as read back at the end when PyIceberg cannot read it (equality deletes).
+    read_rows: int | None = None
+    read_checksum: int | None = None
 
 
 class Writer:
-    """One table's writer: ``step`` makes one commit (redone on a conflict)."""
+    """An appending table's writer (``hourly``, ``bucketed``): ``step`` makes one commit
+    (redone on a conflict)."""
 
     def __init__(self, table: Table, kind: str, seed: int, event_speed: float = 1.0) -> None:
         self.table, self.kind = table, kind
@@ -130,19 +154,13 @@ class Writer:
         self.started = datetime.now(UTC)
         self.rng = random.Random(seed)
         self.next_id = 0
-        self.rows: dict[int, str] = {}
         self.appended: list[tuple[int, str]] = []
 
     def batch(self, n: int) -> pa.Table:
         now = datetime.now(UTC)
         if self.kind == "hourly" and self.event_speed != 1.0:
             now = self.started + (now - self.started) * self.event_speed
-        if self.kind == "upsert":
-            fresh = list(range(self.next_id, self.next_id + n // 2))
-            self.next_id += n // 2
-            old = self.rng.sample(sorted(self.rows), min(len(self.rows), n - len(fresh)))
-            ids = fresh + old
-        elif self.kind == "bucketed":
+        if self.kind == "bucketed":
             ids = [self.next_id + self.rng.randrange(1_000_000_000) * 1000 for _ in range(n)]
             self.next_id += 1
         else:
@@ -151,18 +169,12 @@ class Writer:
         values = [f"{i}-{self.rng.random():.6f}" for i in ids]
         return pa.table({"id": ids, "ts": [now] * len(ids), "v": values}, schema=ARROW)
 
-    def commit(self, rows: pa.Table) -> None:
-        if self.kind == "upsert":
-            self.table.upsert(rows, join_cols=["id"])
-        else:
-            self.table.append(rows)
-
     def step(self, out: Written) -> None:
-        rows = self.batch(20 if self.kind == "upsert" else 50)
+        rows = self.batch(50)
         started = time.perf_counter()
         for _ in range(MAX_REDO):
             try:
-                self.commit(rows)
+                self.table.append(rows)
                 break
             except (CommitFailedException, ValidationException):
                 # ValidationException: a copy-on-write upsert whose files a rewrite replaced
@@ -174,29 +186,114 @@ class Writer:
             out.gave_up += 1
             return
         out.latencies.append(time.perf_counter() - started)
-        for i, v in zip(rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True):
-            if self.kind == "upsert":
-                self.rows[i] = v
-            else:
-                self.appended.append((i, v))
+        self.appended += zip(
+            rows.column("id").to_pylist(), rows.column("v").to_pylist(), strict=True
+        )
 
     def expected(self, out: Written) -> None:
-        pairs = list(self.rows.items()) if self.kind == "upsert" else self.appended
+        pairs = self.appended
         table = pa.table({"id": [p[0] for p in pairs], "v": [p[1] for p in pairs]})
         out.expected_rows, out.expected_checksum = checksum(table)
 
 
+class UpsertWriter:
+    """The upsert table's writer: 10 new keys and 10 earlier ones a commit, each an equality
+    delete on ``id`` plus the new row, in one ``RowDelta`` (``bench.upserts``). Iceberg's own
+    commit retries (``commit.retry.num-retries``) run first; a commit that still fails on a
+    conflict is redone and counted, as ``Writer.step`` does."""
+
+    def __init__(self, spark: Any, catalog_name: str, ident: str, seed: int) -> None:
+        namespace, name = ident.rsplit(".", 1)
+        # Spark resolves catalogs through the calling JVM thread's active session (its
+        # ``SQLConf``); PySpark gives this Python thread a JVM thread of its own, with none.
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        self.sink = UpsertTable(spark, namespace, name, writer="bench-stream", catalog=catalog_name)
+        self.rng = random.Random(seed)
+        self.next_id = 0
+        self.version = 0
+
+    def step(self, out: Written) -> None:
+        self.version += 1
+        fresh = list(range(self.next_id, self.next_id + 10))
+        self.next_id += 10
+        old = self.rng.sample(sorted(self.sink.model), min(len(self.sink.model), 10))
+        rows = [row(k, self.version) for k in fresh + old]
+        started = time.perf_counter()
+        for _ in range(MAX_REDO):
+            try:
+                self.sink.upsert(rows)
+                break
+            except Exception as exc:  # Py4J's error carries the Java exception's name
+                if "CommitFailedException" not in str(exc):
+                    raise
+                out.failures += 1
+        else:
+            out.gave_up += 1
+            return
+        out.latencies.append(time.perf_counter() - started)
+
+    def expected(self, out: Written) -> None:
+        model = list(self.sink.model.values())
+        table = pa.table({"id": [r.id for r in model], "v": [r.v for r in model]})
+        out.expected_rows, out.expected_checksum = checksum(table)
+        read = logical_rows(self.sink.spark, self.sink.qualified)  # every delete applied
+        back = pa.table({"id": [r[0] for r in read], "v": [r[2] for r in read]})
+        out.read_rows, out.read_checksum = checksum(back)
+
+
+def upsert_session(spec: dict[str, Any]) -> Any:
+    """A local Spark session (one core) whose Iceberg JDBC catalog is the bench's SQL catalog
+    (``spec['catalog']``, Postgres at ``spec['catalog_dsn']``), for ``UpsertWriter``."""
+    from icepack_core.settings import load_settings
+    from icepack_core.spark.session import build_local_session
+
+    out = Path(spec["out"]).parent / "writers-spark"
+    settings = load_settings(
+        database_url=spec["catalog_dsn"],
+        data_dir=out,
+        spark_master="local[1]",
+        catalogs=[
+            {
+                "name": spec["catalog"],
+                "type": "sql",
+                "uri": spec["catalog_dsn"],
+                "warehouse": spec["warehouse"],
+            }
+        ],
+        spark_conf={"spark.driver.memory": "512m", "spark.sql.warehouse.dir": str(out / "wh")},
+    )
+    spark, _ = build_local_session(settings)
+    return spark
+
+
 def run(
-    catalog: Catalog, tables: list[str], seconds: float, event_speed: float = 1.0
+    catalog: Catalog,
+    tables: list[str],
+    seconds: float,
+    spark: Any = None,
+    catalog_name: str = "",
+    event_speed: float = 1.0,
 ) -> list[Written]:
     """Every table's writer committing once a second (on the second) for ``seconds``; the
-    hourly writer's event clock runs ``event_speed`` times as fast as the wall clock."""
+    upsert table's through ``spark`` (its catalog named ``catalog_name``); the hourly writer's
+    event clock runs ``event_speed`` times as fast as the wall clock."""
     results = [Written(t) for t in tables]
     stop_at = time.monotonic() + seconds
+    crashed: list[str] = []
 
     def loop(ident: str, out: Written, seed: int) -> None:
+        try:
+            write_table(ident, out, seed)
+        except Exception as exc:  # reported after the other writers finished
+            crashed.append(f"{ident}: {type(exc).__name__}: {str(exc)[:2000]}")
+
+    def write_table(ident: str, out: Written, seed: int) -> None:
         kind = ident.rsplit(".", 1)[1]
-        writer = Writer(catalog.load_table(ident), kind, seed, event_speed)
+        writer: Writer | UpsertWriter = (
+            UpsertWriter(spark, catalog_name, ident, seed)
+            if kind == "upsert"
+            else Writer(catalog.load_table(ident), kind, seed, event_speed)
+        )
         tick = time.monotonic()
         while tick < stop_at:
             writer.step(out)
@@ -213,6 +310,8 @@ def run(
         t.start()
     for t in threads:
         t.join()
+    if crashed:
+        raise RuntimeError("writers crashed:\n" + "\n".join(crashed))
     return results
 
 
@@ -220,7 +319,15 @@ def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     catalog = SqlCatalog(spec["catalog"], uri=spec["uri"], warehouse=spec["warehouse"])
     speed = 60.0 / float(spec.get("hour_minutes", 60.0))
-    results = run(catalog, spec["tables"], float(spec["seconds"]), speed)
+    upserts = any(t.rsplit(".", 1)[1] == "upsert" for t in spec["tables"])
+    spark = upsert_session(spec) if upserts else None
+    try:
+        results = run(
+            catalog, spec["tables"], float(spec["seconds"]), spark, spec["catalog"], speed
+        )
+    finally:
+        if spark is not None:
+            spark.stop()
     Path(spec["out"]).write_text(json.dumps([asdict(r) for r in results]))
     return 0
 

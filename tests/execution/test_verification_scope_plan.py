@@ -6,7 +6,11 @@ The plan texts are Spark 3.5 / Iceberg 1.10 ``EXPLAIN`` output as measured; the 
 
 from __future__ import annotations
 
-from icepack_core.execution.partition_filter import identity_columns
+from icepack_core.execution.partition_filter import (
+    PartitionColumn,
+    identity_columns,
+    transform_columns,
+)
 from icepack_core.execution.verification_scope import has_post_scan_filter, layout_from_describe
 
 PRUNED = (
@@ -66,3 +70,28 @@ def test_layout_reads_identity_columns_and_whether_any_spec_is_partitioned():
     assert layout_from_describe(evolved, identity_columns(evolved)).partitioned is True
     transform = describe("struct<ts_day:date>", [("# Partitioning", ""), ("Part 0", "days(ts)")])
     assert layout_from_describe(transform, identity_columns(transform)).columns is None
+
+
+def test_transforms_are_read_from_the_partitioning_section_with_default_field_names():
+    rows = describe(
+        "struct<ts_day:date,id_bucket:int,part_trunc:string,part:string>",
+        [
+            ("ts", "timestamp"),
+            ("", ""),
+            ("# Partitioning", ""),
+            ("Part 0", "days(ts)"),
+            ("Part 1", "bucket(4, id)"),
+            ("Part 2", "truncate(2, part)"),
+            ("Part 3", "part"),
+        ],
+    )
+    assert transform_columns(rows, "cat") == [
+        PartitionColumn(("ts",), "timestamp", "day", "cat", "ts_day"),
+        PartitionColumn(("id",), "bigint", "bucket[4]", "cat", "id_bucket"),
+        PartitionColumn(("part",), "string", "truncate[2]", "cat", "part_trunc"),
+        PartitionColumn(("part",), "string"),
+    ]
+    for bad in ("bucket(id)", "days(nested.ts)", "zorder(id)", "days(ts", "bucket(x, id)"):
+        weird = describe("struct<>", [("# Partitioning", ""), ("Part 0", bad)])
+        assert transform_columns(weird, "cat") is None, bad
+    assert transform_columns(describe("struct<>", []), "cat") is None

@@ -223,6 +223,25 @@ def spec_columns(
     return named, keyed
 
 
+def shared_fields(table: Table) -> tuple[str, ...]:
+    """Names of the current spec's fields that every partition spec of ``table`` has: the same
+    field id, source column and transform (Iceberg keeps a field's id when a spec evolves)."""
+    specs = list(table.metadata.specs().values())
+    current = table.metadata.spec()
+    return tuple(
+        f.name
+        for f in current.fields
+        if all(
+            any(
+                (g.field_id, g.source_id, str(g.transform))
+                == (f.field_id, f.source_id, str(f.transform))
+                for g in spec.fields
+            )
+            for spec in specs
+        )
+    )
+
+
 def label(table: Table, partition: PartitionActivity) -> str:
     """``spec 1 {"ts_hour":493000}``: a partition as the scope note names it."""
     names = {f.field_id: f.name for f in table.metadata.specs()[partition.spec_id].fields}

@@ -148,6 +148,70 @@ def identity_columns(describe_rows: Sequence[Mapping[str, Any]]) -> list[Partiti
     return columns
 
 
+# ``DESCRIBE``'s transform text -> (PyIceberg's transform name, Iceberg's default field suffix).
+_DESCRIBED_TRANSFORMS = {
+    "years": ("year", "_year"),
+    "months": ("month", "_month"),
+    "days": ("day", "_day"),
+    "hours": ("hour", "_hour"),
+    "bucket": ("bucket", "_bucket"),
+    "truncate": ("truncate", "_trunc"),
+}
+
+
+def transform_columns(
+    describe_rows: Sequence[Mapping[str, Any]], catalog: str | None
+) -> list[PartitionColumn] | None:
+    """The current spec's fields from ``DESCRIBE TABLE EXTENDED``'s ``# Partitioning`` section
+    (``days(ts)``, ``bucket(4, id)``, ``part`` ...), each with its source column's type and the
+    name Iceberg gives such a field by default (``ts_day``, ``id_bucket``, ``s_trunc``). None
+    when a row is not one of those (a nested or unknown column, another transform). A field
+    renamed from its default is not found in the ``partition`` struct and the caller's query
+    fails: the comparison is then table-wide, never wrongly scoped."""
+    types: dict[str, str] = {}
+    fields: list[str] = []
+    section = None
+    for row in describe_rows:
+        label = str(row.get("col_name") or "").strip()
+        text = str(row.get("data_type") or "").strip()
+        if label.startswith("#"):
+            section = label
+            continue
+        if section is None and label:
+            types.setdefault(label, text)
+        elif section == "# Partitioning" and label.startswith("Part "):
+            fields.append(text)
+        elif section == "# Partitioning" and not label:
+            break
+    columns = []
+    for text in fields:
+        column = _described_field(text, types, catalog)
+        if column is None:
+            return None
+        columns.append(column)
+    return columns or None
+
+
+def _described_field(
+    text: str, types: Mapping[str, str], catalog: str | None
+) -> PartitionColumn | None:
+    if text in types:  # identity: the bare column name
+        return PartitionColumn((text,), types[text])
+    name, _, rest = text.partition("(")
+    args = [a.strip() for a in rest.rstrip(")").split(",")]
+    if name not in _DESCRIBED_TRANSFORMS or not rest.endswith(")") or args[-1] not in types:
+        return None
+    transform, suffix = _DESCRIBED_TRANSFORMS[name]
+    if transform in ("bucket", "truncate"):
+        if len(args) != 2 or not args[0].isdigit():
+            return None
+        transform = f"{transform}[{int(args[0])}]"
+    elif len(args) != 1:
+        return None
+    source = args[-1]
+    return PartitionColumn((source,), types[source], transform, catalog, source + suffix)
+
+
 @dataclass(frozen=True)
 class PartitionScope:
     """The filter and what it covers. ``where`` is ``"false"`` when nothing qualifies.

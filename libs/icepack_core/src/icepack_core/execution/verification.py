@@ -63,8 +63,8 @@ from icepack_core.execution.fingerprint import (
     table_columns,
 )
 from icepack_core.execution.metadata_diff import is_partitioned, manifest_diff, metadata_diff
-from icepack_core.execution.metadata_scope import spec_columns
-from icepack_core.execution.partition_filter import identity_columns
+from icepack_core.execution.metadata_scope import shared_fields, spec_columns
+from icepack_core.execution.partition_filter import identity_columns, transform_columns
 from icepack_core.execution.verification_scope import (
     FileDiff,
     TableLayout,
@@ -170,22 +170,32 @@ class RewriteVerifier:
         return await fingerprint(self.engine, self.qualified, snapshot_id, columns)
 
     async def layout(self) -> TableLayout:
-        """The table's partitioning as ``DESCRIBE TABLE EXTENDED`` shows it now; where that
-        shows a non-identity transform, the current spec's fields with their transforms as
-        the loaded metadata has them (``metadata_scope.spec_columns``), so that the scoped
-        scan can filter on them (``EXPLAIN`` then decides whether that is sound)."""
+        """The table's partitioning as ``DESCRIBE TABLE EXTENDED`` shows it now. Where that
+        shows a non-identity transform, or the table has more than one partition spec, the
+        current spec's fields with their transforms as the loaded metadata has them
+        (``metadata_scope.spec_columns``) and the fields every spec shares
+        (``TableLayout.shared``); without the metadata, the transforms ``DESCRIBE`` lists
+        (``transform_columns``). The scoped scan filters on them and ``EXPLAIN`` decides
+        whether that is sound."""
         rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
         layout = layout_from_describe(rows, identity_columns(rows))
-        if layout.columns is not None or self.metadata is None:
-            return layout
-        table, _ = await self._load()
+        table = None
+        if self.metadata is not None:
+            table, _ = await self._load()
         if table is None:
+            if layout.columns is None:
+                return replace(layout, columns=transform_columns(rows, self.catalog))
+            return layout
+        specs = table.metadata.specs()
+        if layout.columns is not None and len(specs) < 2:
             return layout
         try:
             named, _ = spec_columns(table, table.metadata.default_spec_id, self.catalog)
         except (ScopeFallback, MetadataDiffUnsupported):
             return layout  # the scoped scan says why it is not sound
-        return replace(layout, columns=named)
+        return replace(
+            layout, columns=named, shared=shared_fields(table) if len(specs) > 1 else None
+        )
 
     async def proven_in_process(
         self, before: int, after: int, source: dict[str, Any]

@@ -108,12 +108,17 @@ class TableLayout:
     """What ``DESCRIBE TABLE EXTENDED`` says about partitioning: ``columns`` the identity
     partition columns (None: a non-identity transform; ``[]``: unpartitioned), or every field
     of the current spec with its transform when the verifier read the spec from the table's
-    metadata (``RewriteVerifier.layout``), ``partitioned``
-    whether the ``partition`` tuple has any field in any spec (``_partition`` is not
-    ``struct<>``)."""
+    metadata (``RewriteVerifier.layout``) or parsed from ``DESCRIBE``'s ``# Partitioning``
+    (``transform_columns``), ``partitioned`` whether the ``partition`` tuple has any field in
+    any spec (``_partition`` is not ``struct<>``), ``shared`` (metadata only) the fields every
+    spec shares when the table has several specs."""
 
     columns: list[PartitionColumn] | None
     partitioned: bool
+    # With more than one partition spec (read from the metadata): the names of the columns'
+    # fields that every spec of the table has (same field id, source and transform). Only
+    # they can select whole partitions of every spec; the scoped scan filters on them alone.
+    shared: tuple[str, ...] | None = None
 
 
 def layout_from_describe(
@@ -216,6 +221,30 @@ async def diff_files(
     return FileDiff(partitions, touched, unsound)
 
 
+def shared_scope(
+    layout: TableLayout, touched: Sequence[Partition]
+) -> tuple[list[PartitionColumn], list[tuple[str | None, ...]]]:
+    """The columns the scoped scan filters on and each touched partition's values of them
+    (distinct): every column of a one-spec table; with several specs only the fields all
+    specs share (``TableLayout.shared``), so that a partition of any spec becomes a term every
+    spec answers from partition values (a superset of it: the other fields are dropped).
+
+    Raises:
+        ScopeUnsound: several specs and no field all of them share.
+    """
+    columns = layout.columns or []
+    if layout.shared is None:
+        return columns, list(dict.fromkeys(p.texts for p in touched))
+    keep = [i for i, c in enumerate(columns) if c.field_name in layout.shared]
+    if not keep:
+        raise ScopeUnsound(
+            "the table's partition specs share no partition field (a filter on one spec's "
+            "fields cannot select whole partitions of the others)"
+        )
+    texts = [tuple(p.texts[i] for i in keep) for p in touched]
+    return [columns[i] for i in keep], list(dict.fromkeys(texts))
+
+
 def snapshot_view(view: str, qualified: str, snapshot_id: int) -> str:
     """``CREATE TEMPORARY VIEW`` of the table at one snapshot, read with a fixed split size.
 
@@ -275,15 +304,14 @@ async def partition_fingerprints(
             if layout.columns == []
             else "not identity-partitioned (a non-identity transform)"
         )
+    columns_used, texts = shared_scope(layout, touched)
     if len(touched) > MAX_FINGERPRINTED_PARTITIONS:
         raise ScopeUnsound(
             f"{len(touched)} partitions touched (at most "
             f"{MAX_FINGERPRINTED_PARTITIONS} fingerprinted)"
         )
     # Time values as Iceberg's functions: a timestamp range keeps a row-level Filter.
-    where = await partitions_where(
-        engine, layout.columns, [p.texts for p in touched], time_function=True
-    )
+    where = await partitions_where(engine, columns_used, texts, time_function=True)
     checksum = checksum_expression(columns) if columns is not None else "0"
     views = [f"icepack_verify_{secrets.token_hex(8)}_{side}" for side in (0, 1)]
     try:
