@@ -317,7 +317,10 @@ class TableMaintenance:
             outcome = await self._call(intent, name, args, location, statements, scope_note, loaded)
             if clustered is not None and isinstance(intent, RewriteDataFiles) and self.metadata:
                 outcome.output["clustering"] = await clustering_after(
-                    self.metadata, intent.params, clustered.before
+                    self.metadata,
+                    intent.params,
+                    clustered.before,
+                    self._target(intent.params.options),
                 )
             return outcome
         finally:

@@ -242,22 +242,22 @@ def metadata_log_growth(status: TableStatus, t: Thresholds, now: datetime) -> Is
 
 
 def poor_clustering(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
-    """The files' key ranges overlap more than the compaction policy's ``max_overlap_depth``
+    """The files' key ranges overlap more than the compaction policy's ``max_overlap_ratio``
     (measured only for a table whose policy clusters it: ``inspection.clustering``)."""
     found = status.clustering
     if found is None or found.overlap_depth is None:
         return None
-    if found.overlap_depth <= found.max_overlap_depth:
+    if found.overlap_depth <= found.max_overlap_ratio:
         return None
     return Issue(
         code=IssueCode.POOR_CLUSTERING,
         severity=Severity.WARNING,
         value=found.overlap_depth,
-        threshold=found.max_overlap_depth,
+        threshold=found.max_overlap_ratio,
         message=(
             f"on {found.strategy}({', '.join(found.columns)}) a data file's key range overlaps "
             f"{found.overlap_depth:g} files of its partition on average (policy: at most "
-            f"{found.max_overlap_depth:g}); {found.unclustered_partitions} of "
+            f"{found.max_overlap_ratio:g}); {found.unclustered_partitions} of "
             f"{found.partitions} partitions above it"
         ),
     )
