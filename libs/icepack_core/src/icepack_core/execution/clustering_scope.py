@@ -49,7 +49,7 @@ from icepack_core.inspection.clustering import (
 )
 from icepack_core.intents import RewriteDataFilesParams
 from icepack_core.spark.engine import SparkEngine
-from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, ProcedureValue
+from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, ProcedureValue, quote_identifier
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,16 @@ class ClusteringScope:
     rewrite_all: bool
     note: dict[str, Any] = field(default_factory=dict)
     before: Clustering | None = None
+
+
+def strategy_args(params: RewriteDataFilesParams) -> dict[str, ProcedureValue]:
+    """``strategy`` (and for z-order ``sort_order``) of a ``rewrite_data_files`` call: zorder
+    is Iceberg's sort strategy with ``sort_order => 'zorder(`a`,`b`)'``, each column quoted by
+    the one quoting function (the whole text then travels as an escaped string literal)."""
+    if params.strategy != "zorder":
+        return {"strategy": params.strategy}
+    columns = ",".join(quote_identifier(c) for c in params.zorder_columns)
+    return {"strategy": "sort", "sort_order": f"zorder({columns})"}
 
 
 def key_columns(table: Table, params: RewriteDataFilesParams) -> list[str]:
