@@ -60,6 +60,8 @@ bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.maintain
 	uv run python -m bench.maintain --layout hour
 	uv run python -m bench.maintain --layout bucket
+	uv run python -m bench.clustering --strategy zorder
+	uv run python -m bench.clustering --strategy sort
 	uv run python -m bench.fleet
 	uv run python -m bench.ledger
 	uv run python -m bench.stream

@@ -61,11 +61,13 @@ def create(spark: Any, name: str, columns: str, partitioning: str) -> str:
     return table
 
 
-def write_random(spark: Any, table: str, select: str, batches: int = BATCHES) -> None:
-    """``batches`` appends of 400 rows each with random keys: one file per partition each,
-    every file spanning (nearly) the whole key range."""
+def write_random(
+    spark: Any, table: str, select: str, batches: int = BATCHES, rows: int = 400
+) -> None:
+    """``batches`` appends of ``rows`` rows each with random keys: one file per partition
+    each, every file spanning (nearly) the whole key range."""
     for b in range(batches):
-        spark.sql(f"INSERT INTO {table} {select.format(seed=b, lo=b * 400, hi=(b + 1) * 400)}")
+        spark.sql(f"INSERT INTO {table} {select.format(seed=b, lo=b * rows, hi=(b + 1) * rows)}")
 
 
 def oracle_depth(spark: Any, table: str, columns: list[str]) -> float:
@@ -150,6 +152,7 @@ async def test_a_randomly_written_table_is_z_ordered_once(db, spark, runner_sett
         "SELECT id, CAST(rand({seed}) * 1000 AS INT) AS a, CAST(rand({seed} + 100) * 1000 AS INT)"
         " AS b, CASE WHEN id % 2 = 0 THEN 'x' ELSE 'y' END AS part FROM range({lo}, {hi}) "
         "DISTRIBUTE BY part",
+        rows=8000,
     )
     contents = fingerprint(spark, table)
     before = oracle_depth(spark, table, ["a", "b"])
@@ -174,14 +177,16 @@ async def test_a_randomly_written_table_is_z_ordered_once(db, spark, runner_sett
     (predicted,) = JobPrediction.model_validate(job.predicted).actions
     assert predicted.overlap_depth is not None
     assert predicted.overlap_depth.before == pytest.approx(before, abs=1e-3)
-    assert predicted.overlap_depth.after == pytest.approx(1.0)
+    assert 1.0 < predicted.overlap_depth.after < before / 3
 
     # Contents unchanged, nothing referenced deleted, the depth dropped as predicted.
     assert fingerprint(spark, table) == contents
     assert missing_referenced_files(spark, table) == []
     after = oracle_depth(spark, table, ["a", "b"])
-    assert after <= 2.0 < before
-    assert after == pytest.approx(predicted.overlap_depth.after, abs=1.0)
+    # About k^(1/2) for k files on two columns (inspection.clustering.reachable_depth): boxes
+    # of consecutive Z-curve ranges overlap; far below the k of the random order.
+    assert after < before / 3
+    assert after == pytest.approx(predicted.overlap_depth.after, rel=0.5)
     output = await action_output(db, job.id)
     assert "zorder(`a`,`b`)" in (
         await db.fetchval("SELECT sql_text FROM icepack.job_actions WHERE job_id = $1", job.id)
@@ -212,8 +217,9 @@ async def test_a_day_partitioned_table_is_sorted_by_its_sort_order_per_partition
         spark,
         table,
         "SELECT id, timestamp_seconds(1700000000 + (id % 2) * 86400) AS ts, "
-        "CAST(rand({seed}) * 1000 AS INT) AS a FROM range({lo}, {hi}) DISTRIBUTE BY ts "
+        "CAST(rand({seed}) * 1000000 AS INT) AS a FROM range({lo}, {hi}) DISTRIBUTE BY ts "
         "SORT BY id",
+        rows=8000,
     )
     spark.sql(
         f"INSERT INTO {table} SELECT id, timestamp_seconds(1700000000 + 5 * 86400), "
@@ -232,8 +238,10 @@ async def test_a_day_partitioned_table_is_sorted_by_its_sort_order_per_partition
     assert fingerprint(spark, table) == contents
     assert missing_referenced_files(spark, table) == []
     after = oracle_depth(spark, table, ["a"])
-    assert after < before and after <= 2.0
     output = await action_output(db, job.id)
+    # Several files per day, their ranges of a disjoint but for a shared boundary value.
+    assert output["clustering"]["files_after"] >= 2 * 3 + 1
+    assert after < before / 3 and after <= 2.0
     # Scoped to the two unclustered days (a time-transform range each), not the third.
     assert (output["partitions_selected"], output["partitions_total"]) == (2, 3), output
     assert output["partitions_unclustered"] == 2

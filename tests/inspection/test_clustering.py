@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from icepack_core.errors import IntentError, PolicyError
 from icepack_core.execution.maintenance import procedure_args
-from icepack_core.inspection.clustering import FileBox, overlap_counts, partition_depths, summarise
+from icepack_core.inspection.clustering import (
+    FileBox,
+    overlap_counts,
+    partition_depths,
+    reachable_depth,
+    summarise,
+    unclustered,
+)
 from icepack_core.intents import parse_intent
 from icepack_core.policy import parse_config
 from icepack_core.spark.sql import procedure_call
@@ -74,7 +81,7 @@ def test_overlap_depth_matches_the_brute_force_oracle(files: list[FileBox]) -> N
         assert (p.files, p.bytes) == (len(group), sum(f.size for f in group))
         assert p.small_files == sum(f.size < 50 for f in group)
     # The table's figure is the file-weighted mean.
-    table = summarise("zorder", ["a"], depths, sampled, 2.0)
+    table = summarise("zorder", ["a"], depths, sampled, 2.0, 10**9)
     if files:
         expected = sum(oracle[f.partition] for f in files) / len(files)
         assert table.overlap_depth == pytest.approx(expected, abs=1e-3)
@@ -109,6 +116,27 @@ def test_sorted_files_are_clustered_and_shuffled_ones_are_not() -> None:
     (clustered,), _ = partition_depths(sorted_files)
     (random_order,), _ = partition_depths(shuffled)
     assert clustered.depth == 1.0 and random_order.depth == 20.0
+
+
+def test_a_partition_is_unclustered_above_the_ratio_of_what_a_rewrite_reaches() -> None:
+    # 16 files of 100 bytes at a 400-byte target: a rewrite writes 4 files.
+    files = [FileBox((0, ()), (0, 0), (9, 9), 100) for _ in range(16)]
+    (p,), sampled = partition_depths(files)
+    assert p.depth == 16.0
+    assert reachable_depth("sort", 2, 4) == 1.0 and reachable_depth("zorder", 1, 4) == 1.0
+    assert reachable_depth("zorder", 2, 4) == pytest.approx(2.0)
+    assert reachable_depth("zorder", 3, 8) == pytest.approx(4.0)
+    # Judged against what its 16 files reach as well (4: a z-order may write more files than
+    # bytes / target), predicted to leave 4 files at depth 2.
+    assert unclustered(p, "zorder", 2, 4.0, 400) == (False, 4, pytest.approx(2.0))
+    assert unclustered(p, "zorder", 2, 3.9, 400) == (True, 4, pytest.approx(2.0))
+    assert unclustered(p, "sort", 2, 15.9, 400) == (True, 4, 1.0)
+    found = summarise("zorder", ["a", "b"], [p], sampled, 2.0, 400)
+    assert (found.unclustered_files, found.unclustered_files_after) == (16, 4)
+    assert found.unclustered_depth_after == pytest.approx(2.0)
+    assert found.lookup_gain == 14
+    clustered = summarise("zorder", ["a", "b"], [p], sampled, 4.0, 400)
+    assert clustered.unclustered_partitions == 0 and clustered.lookup_gain == 0
 
 
 def test_zorder_needs_columns_and_names_a_bad_one() -> None:

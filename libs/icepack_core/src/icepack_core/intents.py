@@ -101,9 +101,9 @@ class RewriteDataFilesParams(_Model):
     strategy: Literal["binpack", "sort", "zorder"] = "binpack"
     zorder_columns: list[str] = Field(default_factory=list, max_length=MAX_ZORDER_COLUMNS)
     # sort/zorder: the executor also selects partitions whose files' mean overlap depth on the
-    # key exceeds this (inspection.clustering), and rewrites all their files. None: only
-    # partitions with enough small files, as for binpack.
-    max_overlap_depth: float | None = Field(default=None, ge=1.0, le=1_000_000)
+    # key is above this many times what the rewrite reaches (inspection.clustering), and
+    # rewrites all their files. None: only partitions with enough small files, as for binpack.
+    max_overlap_ratio: float | None = Field(default=None, ge=1.0, le=1_000_000)
     options: dict[str, str] = Field(default_factory=dict)
     # "partitions": the executor narrows the rewrite to partitions with enough small files.
     scope: Literal["table", "partitions"] | None = Field(default=None)
@@ -129,8 +129,8 @@ class RewriteDataFilesParams(_Model):
         problem = zorder_problem(self.strategy, self.zorder_columns)
         if problem is not None:
             raise ValueError(problem)
-        if self.max_overlap_depth is not None and self.strategy == "binpack":
-            raise ValueError("max_overlap_depth is only used with strategy sort or zorder")
+        if self.max_overlap_ratio is not None and self.strategy == "binpack":
+            raise ValueError("max_overlap_ratio is only used with strategy sort or zorder")
         return self
 
 

@@ -82,9 +82,11 @@ class DataCompactionConfig(_Config):
     # The z-order key (strategy zorder only): column names, each checked against the table's
     # schema when the table is inspected and again before the rewrite runs.
     zorder_columns: list[str] = Field(default_factory=list, max_length=MAX_ZORDER_COLUMNS)
-    # A partition whose files' mean overlap depth on the key exceeds this is rewritten (sort,
-    # zorder); 1 is perfectly clustered. A partition at or below it is left alone.
-    max_overlap_depth: float = Field(2.0, ge=1.0, le=1_000_000)
+    # sort, zorder: a partition is rewritten when its files' mean overlap depth on the key is
+    # above this many times the depth the rewrite would leave it (inspection.clustering:
+    # 1 for a sort, k^(1-1/d) for a z-order of d columns into k files). At or below: clustered,
+    # left alone (no churn).
+    max_overlap_ratio: float = Field(2.0, ge=1.0, le=1_000_000)
     rewrite_delete_files: bool = True
     # A data file with at least this many delete files is rewritten with its deletes applied
     # (Iceberg's ``delete-file-threshold``).

@@ -1,9 +1,9 @@
 """A sort or z-order rewrite's partition filter, and its overlap depth before and after.
 
 A clustering rewrite (``rewrite_data_files`` with strategy ``sort`` or ``zorder`` and the
-planner's ``max_overlap_depth``) is scoped like bin-packing, from the table's current manifests
+planner's ``max_overlap_ratio``) is scoped like bin-packing, from the table's current manifests
 read in this process: a partition qualifies when its files' mean overlap depth on the key
-exceeds ``max_overlap_depth`` (``inspection.clustering``) or, as for binpack, it holds at least
+exceeds ``max_overlap_ratio`` (``inspection.clustering``) or, as for binpack, it holds at least
 ``min-input-files`` files under 75 % of the target size. At most ``max_partitions`` partitions
 per run, the deepest first (the rest are ``partitions_deferred``). Each selected partition
 becomes the same conjunction of its spec's terms as binpack's scope
@@ -45,10 +45,11 @@ from icepack_core.inspection.clustering import (
     partition_depths,
     sort_order_columns,
     summarise,
+    unclustered,
 )
 from icepack_core.intents import RewriteDataFilesParams
 from icepack_core.spark.engine import SparkEngine
-from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, ProcedureValue
+from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, ProcedureValue, quote_identifier
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,16 @@ class ClusteringScope:
     rewrite_all: bool
     note: dict[str, Any] = field(default_factory=dict)
     before: Clustering | None = None
+
+
+def strategy_args(params: RewriteDataFilesParams) -> dict[str, ProcedureValue]:
+    """``strategy`` (and for z-order ``sort_order``) of a ``rewrite_data_files`` call: zorder
+    is Iceberg's sort strategy with ``sort_order => 'zorder(`a`,`b`)'``, each column quoted by
+    the one quoting function (the whole text then travels as an escaped string literal)."""
+    if params.strategy != "zorder":
+        return {"strategy": params.strategy}
+    columns = ",".join(quote_identifier(c) for c in params.zorder_columns)
+    return {"strategy": "sort", "sort_order": f"zorder({columns})"}
 
 
 def key_columns(table: Table, params: RewriteDataFilesParams) -> list[str]:
@@ -78,18 +89,25 @@ def key_columns(table: Table, params: RewriteDataFilesParams) -> list[str]:
     return columns
 
 
-def measure_now(table: Table, params: RewriteDataFilesParams) -> Clustering:
+def _strategy(params: RewriteDataFilesParams) -> Literal["sort", "zorder"]:
+    return "zorder" if params.strategy == "zorder" else "sort"
+
+
+def measure_now(table: Table, params: RewriteDataFilesParams, target: int) -> Clustering:
     """The table's clustering on the rewrite's key (blocking; raises like ``key_columns``)."""
     columns = key_columns(table, params)
     depths, sampled = partition_depths(file_boxes(table, columns))
-    strategy: Literal["sort", "zorder"] = "zorder" if params.strategy == "zorder" else "sort"
-    return summarise(strategy, columns, depths, sampled, params.max_overlap_depth or 1.0)
+    ratio = params.max_overlap_ratio or 1.0
+    return summarise(_strategy(params), columns, depths, sampled, ratio, target)
 
 
 def _choose(
-    depths: Sequence[PartitionDepth], limit: float, min_files: int, max_partitions: int
+    depths: Sequence[PartitionDepth],
+    loose: Callable[[PartitionDepth], bool],
+    min_files: int,
+    max_partitions: int,
 ) -> tuple[list[PartitionDepth], int]:
-    qualifying = [p for p in depths if p.depth > limit or p.small_files >= min_files]
+    qualifying = [p for p in depths if loose(p) or p.small_files >= min_files]
     qualifying.sort(key=lambda p: (-p.depth, -p.small_files, p.spec_id, repr(p.key)))
     return qualifying[:max_partitions], max(0, len(qualifying) - max_partitions)
 
@@ -99,7 +117,7 @@ async def clustering_scope(
     engine: SparkEngine,
     params: RewriteDataFilesParams,
     *,
-    undersized_bytes: int,
+    target_bytes: int,
     min_files: int,
     catalog: str,
 ) -> ClusteringScope:
@@ -110,20 +128,25 @@ async def clustering_scope(
         Exception: a manifest read's error (the caller widens to the whole table).
     """
     columns = key_columns(table, params)
+    undersized = int(target_bytes * 0.75)
     depths, sampled = await asyncio.to_thread(
-        lambda: partition_depths(file_boxes(table, columns), small_bytes=undersized_bytes)
+        lambda: partition_depths(file_boxes(table, columns), small_bytes=undersized)
     )
-    limit = params.max_overlap_depth or 1.0
-    strategy: Literal["sort", "zorder"] = "zorder" if params.strategy == "zorder" else "sort"
-    before = summarise(strategy, columns, depths, sampled, limit)
-    chosen, deferred = _choose(depths, limit, min_files, params.max_partitions)
-    rewrite_all = any(p.depth > limit for p in chosen)
+    ratio = params.max_overlap_ratio or 1.0
+    strategy = _strategy(params)
+    before = summarise(strategy, columns, depths, sampled, ratio, target_bytes)
+
+    def loose(p: PartitionDepth) -> bool:
+        return unclustered(p, strategy, len(columns), ratio, target_bytes)[0]
+
+    chosen, deferred = _choose(depths, loose, min_files, params.max_partitions)
+    rewrite_all = any(loose(p) for p in chosen)
     note: dict[str, Any] = {
         "scope": "partitions",
         "scope_source": "metadata",
         "partitions_selected": len(chosen),
         "partitions_total": len(depths),
-        "partitions_unclustered": sum(1 for p in chosen if p.depth > limit),
+        "partitions_unclustered": sum(1 for p in chosen if loose(p)),
     }
     if deferred:
         note["partitions_deferred"] = deferred
@@ -177,7 +200,7 @@ async def clustering_run(
     """A sort or z-order rewrite's scope (``clustering_scope``), put into the procedure's
     ``args`` (``where``, ``rewrite-all``); None when the rewrite is binpack, the table could not
     be loaded (the Spark path decides), ``args`` already has a filter, or the planner gave no
-    ``max_overlap_depth``. The key is checked whenever the table is loaded.
+    ``max_overlap_ratio``. The key is checked whenever the table is loaded.
 
     Raises:
         ClusteringKeyInvalid: the key does not fit the table (nothing has run).
@@ -185,14 +208,14 @@ async def clustering_run(
     if params.strategy == "binpack" or table is None:
         return None
     key_columns(table, params)
-    if params.max_overlap_depth is None or "where" in args:
+    if params.max_overlap_ratio is None or "where" in args:
         return None
     try:
         found = await clustering_scope(
             table,
             engine,
             params,
-            undersized_bytes=int(target_bytes * 0.75),
+            target_bytes=target_bytes,
             min_files=int(params.options.get("min-input-files", "5")),
             catalog=catalog,
         )
@@ -212,20 +235,21 @@ async def clustering_after(
     load: Callable[[], Awaitable[Table | None]],
     params: RewriteDataFilesParams,
     before: Clustering | None,
+    target: int,
 ) -> dict[str, Any]:
     """The overlap depth before and after the rewrite, for its output (``clustering``):
-    ``{"strategy", "columns", "before", "after", "max_overlap_depth"}``, or with ``error``.
-    Never raises (except cancellation): it is evidence."""
+    ``{"strategy", "columns", "before", "after", "max_overlap_ratio", ...}``, or with
+    ``error``. Never raises (except cancellation): it is evidence."""
     found: dict[str, Any] = {
         "strategy": params.strategy,
-        "max_overlap_depth": params.max_overlap_depth,
+        "max_overlap_ratio": params.max_overlap_ratio,
         "before": None if before is None else before.overlap_depth,
     }
     try:
         table = await load()
         if table is None:
             raise ValueError("the table could not be loaded")
-        after = await asyncio.to_thread(measure_now, table, params)
+        after = await asyncio.to_thread(measure_now, table, params, target)
     except Exception as exc:
         return {**found, "after": None, "error": brief(exc)}
     return {

@@ -29,7 +29,11 @@ from icepack_core.errors import (
     VerificationFailed,
     brief,
 )
-from icepack_core.execution.clustering_scope import clustering_after, clustering_run
+from icepack_core.execution.clustering_scope import (
+    clustering_after,
+    clustering_run,
+    strategy_args,
+)
 from icepack_core.execution.fingerprint import Fingerprint
 from icepack_core.execution.metadata_scope import OpenRule, scope_from_metadata
 from icepack_core.execution.partition_filter import (
@@ -60,7 +64,6 @@ from icepack_core.spark.sql import (
     ProcedureValue,
     procedure_call,
     qualified_name,
-    quote_identifier,
     spark_conf_reset,
     spark_conf_set,
     spark_conf_settings,
@@ -152,16 +155,6 @@ def lists_through_file_io(location: str) -> bool:
     (``No FileSystem for scheme "s3"``). Object stores only; an unparseable location keeps the
     procedure's default (the confinement refuses it anyway)."""
     return object_store_scheme(location) is not None
-
-
-def strategy_args(params: RewriteDataFilesParams) -> dict[str, ProcedureValue]:
-    """``strategy`` (and for z-order ``sort_order``) of a ``rewrite_data_files`` call: zorder
-    is Iceberg's sort strategy with ``sort_order => 'zorder(`a`,`b`)'``, each column quoted by
-    the one quoting function (the whole text then travels as an escaped string literal)."""
-    if params.strategy != "zorder":
-        return {"strategy": params.strategy}
-    columns = ",".join(quote_identifier(c) for c in params.zorder_columns)
-    return {"strategy": "sort", "sort_order": f"zorder({columns})"}
 
 
 def procedure_args(
@@ -303,9 +296,9 @@ class TableMaintenance:
                 intent.params,
                 args,
                 catalog=self.ref.catalog,
-                target_bytes=self._target(intent.params.options),
+                target_bytes=self._target(intent.params.options, strict=False),
             )
-            if isinstance(intent, RewriteDataFiles)
+            if isinstance(intent, RewriteDataFiles) and intent.params.strategy != "binpack"
             else None
         )
         if clustered is not None:
@@ -331,7 +324,10 @@ class TableMaintenance:
             outcome = await self._call(intent, name, args, location, statements, scope_note, loaded)
             if clustered is not None and isinstance(intent, RewriteDataFiles) and self.metadata:
                 outcome.output["clustering"] = await clustering_after(
-                    self.metadata, intent.params, clustered.before
+                    self.metadata,
+                    intent.params,
+                    clustered.before,
+                    self._target(intent.params.options, strict=False),
                 )
             return outcome
         finally:
@@ -562,13 +558,20 @@ class TableMaintenance:
             note["older_specs_scoped"] = scope.older_specs
         return scope.where, note
 
-    def _target(self, options: Mapping[str, str]) -> int:
-        """The rewrite's target file size: its option, the table's property, Iceberg's."""
-        return int(
+    def _target(self, options: Mapping[str, str], *, strict: bool = True) -> int:
+        """The rewrite's target file size: its option, the table's property, Iceberg's. A
+        value that is not a number raises ``ValueError`` (``strict``) or gives Iceberg's."""
+        raw = (
             options.get("target-file-size-bytes")
             or self.properties.get("write.target-file-size-bytes")
             or DEFAULT_TARGET_FILE_SIZE
         )
+        try:
+            return int(raw)
+        except ValueError:
+            if strict:
+                raise
+            return DEFAULT_TARGET_FILE_SIZE
 
     async def _scope_on_engine(self, target: int, min_files: int) -> PartitionScope:
         """``partition_scope``'s filter from ``DESCRIBE`` and the ``files`` metadata table.

@@ -303,23 +303,26 @@ def stale_statistics(status: TableStatus, t: Thresholds, now: datetime) -> Issue
 
 
 def poor_clustering(status: TableStatus, t: Thresholds, now: datetime) -> Issue | None:
-    """The files' key ranges overlap more than the compaction policy's ``max_overlap_depth``
-    (measured only for a table whose policy clusters it: ``inspection.clustering``)."""
+    """Some partition's files overlap on the key more than the compaction policy's
+    ``max_overlap_ratio`` times what a rewrite reaches (measured only for a table whose policy
+    clusters it: ``inspection.clustering``). Value: those partitions' mean depth; threshold:
+    the ratio times the depth a rewrite leaves them (each partition crossed its own)."""
     found = status.clustering
-    if found is None or found.overlap_depth is None:
+    if found is None or found.overlap_depth is None or found.unclustered_partitions == 0:
         return None
-    if found.overlap_depth <= found.max_overlap_depth:
-        return None
+    value = found.unclustered_depth
+    bound = round(found.max_overlap_ratio * max(1.0, found.unclustered_depth_after), 4)
     return Issue(
         code=IssueCode.POOR_CLUSTERING,
         severity=Severity.WARNING,
-        value=found.overlap_depth,
-        threshold=found.max_overlap_depth,
+        value=value,
+        threshold=min(value, bound),
         message=(
-            f"on {found.strategy}({', '.join(found.columns)}) a data file's key range overlaps "
-            f"{found.overlap_depth:g} files of its partition on average (policy: at most "
-            f"{found.max_overlap_depth:g}); {found.unclustered_partitions} of "
-            f"{found.partitions} partitions above it"
+            f"on {found.strategy}({', '.join(found.columns)}) the files of "
+            f"{found.unclustered_partitions} of {found.partitions} partitions overlap "
+            f"{value:g} files of their partition on average; a rewrite would leave "
+            f"{found.unclustered_depth_after:g} (policy: at most {found.max_overlap_ratio:g} "
+            "times that)"
         ),
     )
 

@@ -179,7 +179,8 @@ class TableInspections:
             clustering = Clustering(
                 strategy=key.strategy,
                 columns=list(key.zorder_columns),
-                max_overlap_depth=key.max_overlap_depth,
+                max_overlap_ratio=key.max_overlap_ratio,
+                target_file_size_bytes=key.target_file_size_bytes,
                 error=storable(redact_text(brief(exc))),
             )
         return status.model_copy(update={"clustering": clustering})

@@ -4,7 +4,7 @@ clustering alone makes it due.
 Bin-packing is driven by small files; clustering is not. A table whose compaction policy says
 ``sort`` or ``zorder`` carries ``TableStatus.clustering`` (``inspection.clustering``: the mean
 overlap depth of its files' key ranges, per partition, measured at inspection). The rewrite is
-proposed when some partition's depth exceeds the policy's ``max_overlap_depth`` (or, as for
+proposed when some partition's depth exceeds the policy's ``max_overlap_ratio`` (or, as for
 binpack, on small files), with the policy's strategy; a table whose every partition is at or
 below the bound is clustered and is not rewritten for its layout again (no churn). Until the
 key is measured (the policy is new, or changed), and for ``sort`` on a table without a sort
@@ -58,7 +58,7 @@ def layout_of(
     ``applies_deletes``: the rewrite applies deletes table-wide, so it is not scoped by depth."""
     if cfg.strategy == "binpack":
         return Layout()
-    key = layout_key_of(cfg)
+    key = layout_key_of(cfg, target)
     raw = status.get("clustering")
     try:
         found = Clustering.model_validate(raw) if isinstance(raw, Mapping) else None
@@ -79,33 +79,33 @@ def layout_of(
     depth = found.overlap_depth or 1.0
     if applies_deletes:
         return Layout(params)
-    params["max_overlap_depth"] = cfg.max_overlap_depth
+    params["max_overlap_ratio"] = cfg.max_overlap_ratio
     if found.unclustered_partitions == 0:
         return Layout(
             params,
-            note=f"clustered: overlap depth {depth:g} on {_label(found)} <= "
-            f"max_overlap_depth {cfg.max_overlap_depth:g}",
+            note=f"clustered: overlap depth {depth:g} on {_label(found)}, no partition above "
+            f"max_overlap_ratio {cfg.max_overlap_ratio:g} x what a rewrite reaches",
         )
-    predicted, written, gain = predict_clustering(
+    predicted = predict_clustering(
         found.files,
         depth,
-        found.unclustered_partitions,
         found.unclustered_files,
-        found.unclustered_bytes,
         found.unclustered_depth,
-        target,
+        found.unclustered_files_after,
+        found.unclustered_depth_after,
     )
     return Layout(
         params,
-        reason=f"overlap depth {found.unclustered_depth:g} on {_label(found)} > "
-        f"max_overlap_depth {cfg.max_overlap_depth:g} in {found.unclustered_partitions} of "
-        f"{found.partitions} partitions ({found.unclustered_files} files, "
-        f"{found.unclustered_bytes} bytes); predicted table depth {predicted.before:g} -> "
-        f"{predicted.after:g}",
+        reason=f"overlap depth {found.unclustered_depth:g} on {_label(found)} in "
+        f"{found.unclustered_partitions} of {found.partitions} partitions "
+        f"({found.unclustered_files} files, {found.unclustered_bytes} bytes), above "
+        f"max_overlap_ratio {cfg.max_overlap_ratio:g} x the "
+        f"{found.unclustered_depth_after:g} a rewrite reaches; "
+        f"predicted table depth {predicted.before:g} -> {predicted.after:g}",
         depth=predicted,
-        files_removed=found.unclustered_files - written,
+        files_removed=found.unclustered_files - found.unclustered_files_after,
         rewrite_bytes=found.unclustered_bytes,
-        gain=gain,
+        gain=found.lookup_gain,
     )
 
 

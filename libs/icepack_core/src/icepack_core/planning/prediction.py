@@ -184,25 +184,18 @@ def predict_statistics(
 def predict_clustering(
     files: int,
     depth: float,
-    loose_partitions: int,
     loose_files: int,
-    loose_bytes: int,
     loose_depth: float,
-    target_file_size: int,
-) -> tuple[OverlapDepth, int, int]:
-    """A sort or z-order rewrite of the partitions whose depth exceeds the policy's bound
-    (``loose_*``): each becomes files of ``target_file_size`` with disjoint key ranges, so its
-    depth becomes 1; the other partitions keep theirs. Returns the table's depth before ->
-    after, the files the rewritten partitions hold afterwards (at least one per partition, never
-    more than before) and the **clustering benefit**: files a query filtering on the key no
-    longer opens, ``loose_partitions * (loose_depth - 1)`` (one lookup per rewritten
-    partition opened ``loose_depth`` files and opens one)."""
+    written_files: int,
+    written_depth: float,
+) -> OverlapDepth:
+    """A sort or z-order rewrite of the unclustered partitions (``inspection.clustering``:
+    ``loose_files`` files of mean depth ``loose_depth`` become ``written_files`` files of the
+    depth the strategy reaches, ``written_depth``: 1 for a sort); the other partitions keep
+    theirs. Returns the table's file-weighted mean depth before -> after."""
     if loose_files <= 0:
-        return OverlapDepth(depth, depth), 0, 0
-    wanted = max(loose_partitions, math.ceil(max(0, loose_bytes) / max(1, target_file_size)))
-    written = min(loose_files, wanted)
+        return OverlapDepth(round(depth, 4), round(depth, 4))
     kept = files - loose_files
-    kept_depth_sum = max(0.0, depth * files - loose_depth * loose_files)
-    after = (kept_depth_sum + written) / max(1, kept + written)
-    gain = max(0, round(loose_partitions * (loose_depth - 1)))
-    return OverlapDepth(round(depth, 4), round(after, 4)), written, gain
+    kept_sum = max(0.0, depth * files - loose_depth * loose_files)
+    after = (kept_sum + written_depth * written_files) / max(1, kept + written_files)
+    return OverlapDepth(round(depth, 4), round(after, 4))
