@@ -31,6 +31,7 @@ from typing import Any
 
 import asyncpg
 
+from bench.maintain import objstore
 from bench.maintain import table as bench_table
 from bench.maintain.report import (
     FLOOR,
@@ -356,7 +357,7 @@ def verification_kind(statement: str) -> str:
     return "other"
 
 
-async def main(pairs: int, regenerate: bool, layout: str) -> None:
+async def main(pairs: int, regenerate: bool, layout: str, object_store: bool) -> None:
     bench_table.configure(layout)
     print(f"layout: {layout} (PARTITIONED BY {bench_table.LAYOUTS[layout]})", flush=True)
     with (
@@ -366,12 +367,16 @@ async def main(pairs: int, regenerate: bool, layout: str) -> None:
         server = LocalPostgres(Path(root), durable=True)
         dsn = server.start()
         try:
-            await run(dsn, Path(spark_tmp), pairs, regenerate)
+            await run(dsn, Path(spark_tmp), pairs, regenerate, server if object_store else None)
         finally:
             server.stop()
 
 
-async def run(dsn: str, spark_tmp: Path, pairs: int, regenerate: bool) -> None:
+async def run(
+    dsn: str, spark_tmp: Path, pairs: int, regenerate: bool, s3_server: LocalPostgres | None
+) -> None:
+    """The local pass; then, given ``s3_server`` (``--object-store``), the same on S3 in a
+    second database of that server, and both side by side."""
     conn = await asyncpg.connect(dsn)
     await migrate(conn)
     await conn.close()
@@ -385,6 +390,8 @@ async def run(dsn: str, spark_tmp: Path, pairs: int, regenerate: bool) -> None:
             "spark.sql.warehouse.dir": str(spark_tmp / "spark-warehouse"),
         },
     )
+    if s3_server is not None:
+        settings = objstore.with_aws_bundle(settings)
     started = time.perf_counter()
     spark, created = build_local_session(settings)
     spark.sparkContext.setLogLevel("ERROR")
@@ -407,15 +414,29 @@ async def run(dsn: str, spark_tmp: Path, pairs: int, regenerate: bool) -> None:
             await pool.close()
             for path in {p for p in table_dir.rglob("*") if p.is_file()} - original:
                 path.unlink()  # keep the cached table as generated
+        report(measured)
+        if s3_server is not None:
+            print("\n--- the same on the object store ---", flush=True)
+            on_s3, written = await objstore.measure_on_object_store(
+                spark, settings, s3_server, pairs, measure
+            )
+            report(on_s3)
+            objstore.report_side_by_side(measured, on_s3, written)
     finally:
         if created:
             spark.stop()
-    report(measured)
 
 
 async def measure(
-    spark: Any, settings: Settings, pool: asyncpg.Pool, location: str, pairs: int
+    spark: Any,
+    settings: Settings,
+    pool: asyncpg.Pool,
+    location: str,
+    pairs: int,
+    with_ab: bool = True,
 ) -> Measured:
+    """The baseline, the job / direct pairs, the scans and (``with_ab``) the verification
+    A/B."""
     engine = TimedEngine(settings, spark)
     bench = Bench(spark, engine, settings)
     properties = {k: v for k, v in bench_table.PROPERTIES.items() if k != "format-version"}
@@ -490,7 +511,7 @@ async def measure(
     scans = bench.scans(
         {"before": snapshot, "icepack": jobs[0].snapshot, "whole table": base.snapshot}
     )
-    ab = await bench.verification_ab(snapshot, jobs[0].snapshot)
+    ab = await bench.verification_ab(snapshot, jobs[0].snapshot) if with_ab else {}
     return Measured(
         intent, snapshot, before, need, fingerprint, base, jobs, directs, scans, load_before, ab
     )
@@ -511,6 +532,11 @@ if __name__ == "__main__":
         default="identity",
         help="partitioning: identity (part), hour (hours(ts)) or bucket (bucket(16, k))",
     )
+    parser.add_argument(
+        "--object-store",
+        action="store_true",
+        help="also measure the table on S3 (a local SeaweedFS), beside the local figures",
+    )
     args = parser.parse_args()
     setup_logging("bench", level="warning", fmt="console")  # Spark's own warnings go to stderr
-    asyncio.run(main(args.pairs, args.regenerate, args.layout))
+    asyncio.run(main(args.pairs, args.regenerate, args.layout, args.object_store))

@@ -186,21 +186,22 @@ def report(m: Measured) -> None:
         )
     rest = job.seconds - verification
     print(f"    job without the verification: {rest:.1f} s = {rest / direct.seconds:.2f}x direct")
-    print(f"    verification A/B on the job's snapshots (round-robin, best of {SCAN_REPEAT}):")
-    whole = min(next(iter(m.verification_ab.values())))
-    for label, times in m.verification_ab.items():
-        best = min(times)
+    if m.verification_ab:  # not measured on the object store (see bench.maintain.objstore)
+        print(f"    verification A/B on the job's snapshots (round-robin, best of {SCAN_REPEAT}):")
+        whole = min(next(iter(m.verification_ab.values())))
+        for label, times in m.verification_ab.items():
+            best = min(times)
+            print(
+                f"      {label:40s}: {best:6.2f} s  ({', '.join(f'{t:.2f}' for t in times)})"
+                f"  {whole / best:4.1f}x faster than whole table"
+            )
+        floor = min(m.verification_ab[FLOOR])
         print(
-            f"      {label:40s}: {best:6.2f} s  ({', '.join(f'{t:.2f}' for t in times)})"
-            f"  {whole / best:4.1f}x faster than whole table"
+            f"    a verification that re-reads the replaced rows through Spark costs at least "
+            f"{floor:.2f} s = {floor / direct.seconds:.2f}x the direct CALL (the job at least "
+            f"{1 + floor / direct.seconds:.2f}x direct); the in-process reader's whole comparison: "
+            f"{min(m.verification_ab[IN_PROCESS]):.2f} s"
         )
-    floor = min(m.verification_ab[FLOOR])
-    print(
-        f"    a verification that re-reads the replaced rows through Spark costs at least "
-        f"{floor:.2f} s = {floor / direct.seconds:.2f}x the direct CALL (the job at least "
-        f"{1 + floor / direct.seconds:.2f}x direct); the in-process reader's whole comparison: "
-        f"{min(m.verification_ab[IN_PROCESS]):.2f} s"
-    )
     print(
         f"  direct CALL, same where      : {direct.seconds:6.1f} s   (all runs: job "
         f"{', '.join(f'{r.seconds:.1f}' for r in m.jobs)}; direct "

@@ -151,18 +151,13 @@ def _slices(
     return frame.select(*columns)
 
 
-def generate(spark: Any) -> tuple[str, float]:
-    """Write the table into ``warehouse_dir()`` through the session's ``icepack`` catalog, drop
-    it from the catalog (files kept) and record it in ``cache_dir()/table.json``.
+def write(spark: Any) -> tuple[str, list[Any]]:
+    """Create and fill the table in the session's ``icepack`` catalog, wherever its warehouse
+    is (the cache directory, or a bucket for ``--object-store``), and check its layout.
 
     Returns:
-        ``(metadata location, seconds)``.
+        ``(metadata location, the files table's rows)``.
     """
-    import shutil
-
-    started = time.perf_counter()
-    shutil.rmtree(cache_dir(), ignore_errors=True)
-    warehouse_dir().mkdir(parents=True)
     table = qualified()
     props = ", ".join(
         f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in PROPERTIES.items()
@@ -190,6 +185,23 @@ def generate(spark: Any) -> tuple[str, float]:
     location = spark.sql(
         f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
     ).first()["file"]
+    return location, files
+
+
+def generate(spark: Any) -> tuple[str, float]:
+    """Write the table into ``warehouse_dir()`` through the session's ``icepack`` catalog, drop
+    it from the catalog (files kept) and record it in ``cache_dir()/table.json``.
+
+    Returns:
+        ``(metadata location, seconds)``.
+    """
+    import shutil
+
+    started = time.perf_counter()
+    shutil.rmtree(cache_dir(), ignore_errors=True)
+    warehouse_dir().mkdir(parents=True)
+    table = qualified()
+    location, files = write(spark)
     spark.sql(f"DROP TABLE {table}")  # no PURGE: Iceberg keeps the files
     seconds = time.perf_counter() - started
     (cache_dir() / "table.json").write_text(

@@ -111,8 +111,19 @@ def demo(
         float,
         typer.Option(help="with --until-healthy: exit 1 if not healthy after this many seconds"),
     ] = 900.0,
+    object_store: Annotated[
+        bool,
+        typer.Option(
+            "--object-store",
+            help="keep the demo lake on a local S3 (SeaweedFS, as the tests use), not on disk",
+        ),
+    ] = False,
 ) -> None:
     """Run every service on a small demo lake (written with Spark) and watch it heal."""
     from icepack_core.local.stack import run_demo
 
-    raise typer.Exit(run_demo(duration, until_healthy=until_healthy, deadline=deadline))
+    raise typer.Exit(
+        run_demo(
+            duration, until_healthy=until_healthy, deadline=deadline, object_store=object_store
+        )
+    )

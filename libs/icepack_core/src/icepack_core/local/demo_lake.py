@@ -170,7 +170,9 @@ DEMO_TABLES: tuple[DemoTable, ...] = (
         _orders,
         MERGE_ON_READ,
     ),
-    DemoTable("customers", "one write: healthy; 2 stray files left by a writer", _customers),
+    DemoTable(
+        "customers", "one write: healthy; 2 stray files left by a writer (local disk)", _customers
+    ),
 )
 DEMO_TABLE_NAMES = tuple(sorted(t.name for t in DEMO_TABLES))
 
@@ -226,20 +228,16 @@ def create_demo_lake(settings: Settings, say: Callable[[str], Any] = print) -> l
     return [t.name for t in missing]
 
 
-async def attach_demo_policies(conn: asyncpg.Connection, catalog: str) -> None:
+async def attach_demo_policies(
+    conn: asyncpg.Connection, catalog: str, *, orphans: bool = True
+) -> None:
     """The table-level policies that let the planner expire ``demo.clicks``' snapshots now and
-    quarantine ``demo.customers``' stray files (older than a day: below the 72 h floor, which
-    only an explicit ``allow_unsafe_older_than`` permits; fine for a demo nobody writes to)."""
-    await conn.execute(
-        load_query("policy_upsert"),
-        PolicyType.ORPHAN_FILE_REMOVAL,
-        "table",
-        catalog,
-        NAMESPACE,
-        "customers",
-        True,
-        {"older_than_hours": ORPHAN_OLDER_THAN_HOURS, "allow_unsafe_older_than": True},
-    )
+    (``orphans``) quarantine ``demo.customers``' stray files (older than a day: below the 72 h
+    floor, which only an explicit ``allow_unsafe_older_than`` permits; fine for a demo nobody
+    writes to). On an object store there are no stray files to remove: an object's age is its
+    upload time, which cannot be set back three days."""
+    if orphans:
+        await _attach_orphan_policy(conn, catalog)
     await conn.execute(
         load_query("policy_upsert"),
         PolicyType.SNAPSHOT_EXPIRY,
@@ -249,6 +247,19 @@ async def attach_demo_policies(conn: asyncpg.Connection, catalog: str) -> None:
         "clicks",
         True,
         {"max_snapshot_age_hours": CLICKS_EXPIRY_HOURS, "retain_last": 1},
+    )
+
+
+async def _attach_orphan_policy(conn: asyncpg.Connection, catalog: str) -> None:
+    await conn.execute(
+        load_query("policy_upsert"),
+        PolicyType.ORPHAN_FILE_REMOVAL,
+        "table",
+        catalog,
+        NAMESPACE,
+        "customers",
+        True,
+        {"older_than_hours": ORPHAN_OLDER_THAN_HOURS, "allow_unsafe_older_than": True},
     )
 
 
@@ -284,6 +295,8 @@ class DemoState:
     outcomes: tuple[tuple[Any, ...], ...] = ()
     # (job id, table, action, state, files, bytes, purge after) from the deletion ledger
     ledger: tuple[tuple[Any, ...], ...] = ()
+    # stray files of demo.customers that must be quarantined (none on an object store)
+    strays: int = len(STRAY_FILES)
 
     @property
     def healthy(self) -> bool:
@@ -294,7 +307,7 @@ class DemoState:
         quarantined = sum(
             row[4] for row in self.ledger if row[1] == "customers" and row[3] == "quarantined"
         )
-        return healthy >= set(DEMO_TABLE_NAMES) and not busy and quarantined >= len(STRAY_FILES)
+        return healthy >= set(DEMO_TABLE_NAMES) and not busy and quarantined >= self.strays
 
 
 def _pair(before: Any, after: Any, key: str) -> str:
@@ -303,9 +316,11 @@ def _pair(before: Any, after: Any, key: str) -> str:
     return f"{before.get(key)}->{after.get(key)}"
 
 
-async def read_state(conn: asyncpg.Connection, catalog: str) -> DemoState:
+async def read_state(
+    conn: asyncpg.Connection, catalog: str, strays: int = len(STRAY_FILES)
+) -> DemoState:
     """The demo tables' latest health, their jobs with impact and outcome, what the deletion
-    ledger holds for them, and the queue."""
+    ledger holds for them, and the queue; ``strays`` stray files must be quarantined."""
     tables = await conn.fetch(_TABLES, catalog, NAMESPACE)
     jobs = await conn.fetch(_JOBS, catalog, NAMESPACE)
     queue = await conn.fetch(_QUEUE)
@@ -356,6 +371,7 @@ async def read_state(conn: asyncpg.Connection, catalog: str) -> DemoState:
             )
             for r in ledger
         ),
+        strays,
     )
 
 

@@ -8,6 +8,7 @@ directory given and is stopped without a clean shutdown.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -119,7 +120,7 @@ class LocalSeaweed:
     (``with LocalSeaweed(dir) as store:``) that starts it and stops it on exit.
 
     The REST catalog serves S3 *table* buckets (one catalog each); ``table_bucket`` is created
-    at start, named ``warehouse`` by default.
+    at start, named ``warehouse`` by default (``None``: none, for a store used by S3 alone).
     """
 
     def __init__(
@@ -127,7 +128,7 @@ class LocalSeaweed:
         root: Path,
         access_key: str = "icepack",
         secret_key: str = "icepack-secret",  # noqa: S107 - a throw-away local store's key
-        table_bucket: str = "warehouse",
+        table_bucket: str | None = "warehouse",
     ) -> None:
         self.root = root.resolve()
         self.access_key, self.secret_key, self.table_bucket = access_key, secret_key, table_bucket
@@ -183,13 +184,15 @@ class LocalSeaweed:
                 self.access_key,
                 self.secret_key,
             )
-            self._create_table_bucket(store)
+            if self.table_bucket is not None:
+                self._create_table_bucket(store, self.table_bucket)
         except BaseException:
             self.stop()
             raise
         return store
 
-    def _create_table_bucket(self, store: ObjectStore) -> None:
+    @staticmethod
+    def _create_table_bucket(store: ObjectStore, name: str) -> None:
         import boto3
 
         boto3.client(
@@ -198,7 +201,7 @@ class LocalSeaweed:
             region_name=store.region,
             aws_access_key_id=store.access_key,
             aws_secret_access_key=store.secret_key,
-        ).create_table_bucket(name=self.table_bucket)
+        ).create_table_bucket(name=name)
 
     def stop(self) -> None:
         """Stop the server (no clean shutdown: the data dir is throw-away) and close its log."""
@@ -219,3 +222,45 @@ class LocalSeaweed:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def ensure_bucket(store: ObjectStore, bucket: str) -> None:
+    """Create the plain S3 bucket ``bucket`` unless it exists (a store reused across runs)."""
+    import boto3
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=store.s3_endpoint,
+        region_name=store.region,
+        aws_access_key_id=store.access_key,
+        aws_secret_access_key=store.secret_key,
+    )
+    try:
+        s3.create_bucket(Bucket=bucket)
+    except s3.exceptions.BucketAlreadyOwnedByYou:
+        return
+    except s3.exceptions.BucketAlreadyExists:
+        return
+
+
+def embedded_catalog_env(store: ObjectStore, dsn: str, bucket: str) -> dict[str, str]:
+    """``ICEPACK_*`` variables that keep the embedded SQL catalog ``icepack`` (in Icepack's own
+    database ``dsn``) with its warehouse in ``bucket`` on ``store``.
+
+    The S3 secret key travels as the catalog's secret variable
+    (``ICEPACK_CATALOG_ICEPACK_S3_SECRET_ACCESS_KEY``), as an operator would set it, so it is
+    registered and masked like every configured secret; the rest is ``ICEPACK_CATALOGS``.
+    """
+    catalog = {
+        "name": "icepack",
+        "type": "sql",
+        "uri": dsn,
+        "warehouse": f"s3://{bucket}/warehouse",
+        "s3_endpoint": store.s3_endpoint,
+        "s3_access_key_id": store.access_key,
+        "region": store.region,
+    }
+    return {
+        "ICEPACK_CATALOGS": json.dumps([catalog]),
+        "ICEPACK_CATALOG_ICEPACK_S3_SECRET_ACCESS_KEY": store.secret_key,
+    }

@@ -14,11 +14,18 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from secrets import token_urlsafe
 from typing import IO
 
 from rich.console import Console
 from rich.markup import escape
 
+from icepack_core.local.object_store import (
+    LocalSeaweed,
+    WeedNotInstalled,
+    embedded_catalog_env,
+    ensure_bucket,
+)
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.runtime.service import BASE_PORT, PORT_OFFSETS
 from icepack_core.settings import Settings
@@ -32,6 +39,7 @@ DEMO_ENV = {
     "ICEPACK_LOG_FORMAT": "console",
 }
 DEMO_DEADLINE_SECONDS = 900.0
+DEMO_BUCKET = "icepack-demo"  # `icepack demo --object-store`: the lake's bucket
 WATCH_SECONDS = 3.0
 # A crashed child comes back after 1 s, 2 s, 4 s ... at most 30 s; a minute up resets that.
 RESTART_INITIAL_SECONDS = 1.0
@@ -188,8 +196,10 @@ class DemoWatch:
         deadline: float,
         ui_url: str,
         ports: Sequence[int] = (),
+        strays: int | None = None,
     ) -> None:
         self.settings, self.started, self.ui_url, self.ports = settings, started, ui_url, ports
+        self.strays = strays  # stray files to be quarantined (None: the demo lake's default)
         self.until_healthy, self.deadline = until_healthy, deadline
         self.catalog = settings.effective_catalogs()[0].name
         self.last: object = None
@@ -203,7 +213,9 @@ class DemoWatch:
 
         conn = await db.connect(self.settings, "demo")
         try:
-            return await read_state(conn, self.catalog)
+            if self.strays is None:
+                return await read_state(conn, self.catalog)
+            return await read_state(conn, self.catalog, self.strays)
         finally:
             await conn.close()
 
@@ -246,19 +258,31 @@ class DemoWatch:
         return True
 
 
+def _start_object_store(store: LocalSeaweed, dsn: str) -> dict[str, str]:
+    """Start the demo's SeaweedFS and its bucket; the settings that put the lake there."""
+    console.print(f"starting SeaweedFS (S3) in {store.root} ...")
+    started = store.start()
+    ensure_bucket(started, DEMO_BUCKET)
+    console.print(f"object store: {started.s3_endpoint} (bucket {DEMO_BUCKET})", highlight=False)
+    return embedded_catalog_env(started, dsn, DEMO_BUCKET)
+
+
 def run_demo(
     duration: float | None = None,
     data_dir: Path | None = None,
     *,
     until_healthy: bool = False,
     deadline: float = DEMO_DEADLINE_SECONDS,
+    object_store: bool = False,
 ) -> int:
     """Start (or reuse) a local Postgres under the data dir, migrate, write the demo lake with
     Spark (first run only), and run all services with short loops, printing the fleet's state
     until Ctrl-C or ``duration``; with ``until_healthy``, exit 0 once every demo table is
-    healthy (1 after ``deadline`` seconds). Returns 2 at once, before starting anything, when
-    PySpark (the ``icepack-core[spark]`` extra) is not installed: the demo lake is written with
-    Spark and the executor runs on it."""
+    healthy (1 after ``deadline`` seconds). With ``object_store``, a local SeaweedFS (the one
+    the tests use) holds the lake in bucket ``DEMO_BUCKET``: every read and write, Spark's
+    included, goes through S3. Returns 2 at once, before starting anything, when PySpark (the
+    ``icepack-core[spark]`` extra) is not installed: the demo lake is written with Spark and
+    the executor runs on it."""
     from icepack_core.errors import ConfigError, MissingExtra
     from icepack_core.local.demo_lake import attach_demo_policies, create_demo_lake
     from icepack_core.settings import load_settings
@@ -275,6 +299,7 @@ def run_demo(
     root = (data_dir or Path(os.environ.get("ICEPACK_DATA_DIR", ".icepack"))).resolve()
     server = LocalPostgres(root / "pg")
     server.stop()  # a server an interrupted demo left running
+    store = LocalSeaweed(root / "object-store", secret_key=token_urlsafe(18), table_bucket=None)
     console.print(f"starting PostgreSQL in {server.root} ...")
     dsn = server.start()
     env = {
@@ -282,8 +307,10 @@ def run_demo(
         "ICEPACK_DATABASE_URL": dsn,
         "ICEPACK_DATA_DIR": str(root),
     }
-    os.environ.update(env)
     try:
+        if object_store:
+            env |= _start_object_store(store, dsn)
+        os.environ.update(env)
         settings = load_settings()
         subprocess.run(
             [sys.executable, "-m", "icepack_core.cli.app", "migrate"], check=True, env=os.environ
@@ -299,7 +326,8 @@ def run_demo(
 
             conn = await db.connect(settings, "demo")
             try:
-                await attach_demo_policies(conn, settings.effective_catalogs()[0].name)
+                catalog = settings.effective_catalogs()[0].name
+                await attach_demo_policies(conn, catalog, orphans=not object_store)
             finally:
                 await conn.close()
 
@@ -310,7 +338,13 @@ def run_demo(
             f"database: psql {dsn}\nservice logs: {root / 'logs'}\nUI: {ui_url}", highlight=False
         )
         watch = DemoWatch(
-            settings, started, until_healthy, deadline, ui_url, list(service_ports(base).values())
+            settings,
+            started,
+            until_healthy,
+            deadline,
+            ui_url,
+            list(service_ports(base).values()),
+            strays=0 if object_store else None,
         )
         code = run_all(
             settings,
@@ -327,7 +361,7 @@ def run_demo(
     except (ConfigError, MissingExtra) as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 1
-    except subprocess.CalledProcessError as exc:
+    except (subprocess.CalledProcessError, WeedNotInstalled) as exc:
         console.print(f"[bold red]error:[/] {exc}")
         return 1
     except KeyboardInterrupt:  # Ctrl-C while the demo lake was being written
@@ -335,3 +369,4 @@ def run_demo(
         return 130
     finally:
         server.stop()
+        store.stop()
