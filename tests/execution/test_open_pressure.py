@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from bench.upserts import UpsertTable, create_upsert_table, logical_rows, row
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner, PlanOutcome
@@ -31,7 +32,6 @@ from tests.execution.spark_tables import CATALOG, missing_referenced_files, uniq
 from tests.execution.test_equality_deletes import register
 from tests.support.settings import service_settings
 from tests.support.stream_writer import START_DEADLINE_S, StreamWriter
-from tests.support.upserts import UpsertTable, create_upsert_table, logical_rows, row
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
