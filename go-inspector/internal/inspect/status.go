@@ -120,6 +120,10 @@ type TableStatus struct {
 
 	TableStatistics     StatisticsFreshness `json:"table_statistics"`
 	PartitionStatistics StatisticsFreshness `json:"partition_statistics"`
+
+	// Clustering is always null here: the inspector service measures it after either
+	// inspector, only for a table whose compaction policy clusters it (sort, zorder).
+	Clustering *struct{} `json:"clustering"`
 }
 
 // FormatTimestamp renders t as RFC 3339 in UTC with exactly three fractional
