@@ -12,8 +12,8 @@ import json
 
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.discovery.refresh import Discovery
+from icepack_core.polaris.store import attachments_of
 from icepack_core.policy import resolve
-from icepack_core.safety.admission import attachments_of
 from icepack_core.settings import load_settings
 from icepack_core.types import PolicyType
 from tests.plugins.catalogs import SCHEMA, rows

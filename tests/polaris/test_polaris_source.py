@@ -15,8 +15,8 @@ import pytest
 from icepack_core.discovery.catalogs import gate_for
 from icepack_core.polaris.client import PolarisClient
 from icepack_core.polaris.refresh import refresh_policies
+from icepack_core.polaris.store import attachments_of
 from icepack_core.policy import resolve
-from icepack_core.safety.admission import attachments_of
 from icepack_core.types import PolicyType
 from tests.planning.test_planner import status as planner_status
 from tests.polaris.conftest import PolarisAdmin, polaris_config

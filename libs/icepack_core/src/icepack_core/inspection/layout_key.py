@@ -14,15 +14,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-import asyncpg
 from pyiceberg.table import Table
 
-from icepack_core.db.queries import load_query
-from icepack_core.errors import PolicyError
 from icepack_core.inspection.clustering import Clustering, measure
 from icepack_core.inspection.status import DEFAULT_TARGET_FILE_SIZE, target_file_size
-from icepack_core.policy import DataCompactionConfig, EffectivePolicy, PolicyAttachment, resolve
-from icepack_core.types import TableRef
+from icepack_core.policy import DataCompactionConfig, EffectivePolicy
 
 MEASURE_TIMEOUT_SECONDS = 300.0
 
@@ -67,30 +63,6 @@ def layout_key(policy: EffectivePolicy, properties: dict[str, str]) -> LayoutKey
         return None
     target = cfg.target_file_size_bytes or target_file_size(properties) or DEFAULT_TARGET_FILE_SIZE
     return layout_key_of(cfg, target)
-
-
-async def policy_layout_key(
-    pool: asyncpg.Pool, ref: TableRef, properties: dict[str, str]
-) -> LayoutKey | None:
-    """The clustering key of ``ref``'s effective policy; None when there is none or the policy
-    is invalid (the planner reports an invalid policy; inspection measures nothing then)."""
-    rows = await pool.fetch(load_query("policy_list_catalog"), ref.catalog)
-    attachments = [
-        PolicyAttachment(
-            r["policy_type"],
-            r["scope"],
-            r["catalog"],
-            r["namespace"],
-            r["table_name"],
-            r["enabled"],
-            r["config"],
-        )
-        for r in rows
-    ]
-    try:
-        return layout_key(resolve(attachments, ref.namespace, ref.name, properties), properties)
-    except PolicyError:
-        return None
 
 
 async def measure_key(table: Table, key: LayoutKey) -> Clustering:

@@ -26,7 +26,7 @@ from icepack_core.inspection.health import (
     with_statistics_policy,
 )
 from icepack_core.inspection.inspector import Inspector, LoadedTable
-from icepack_core.inspection.layout_key import measure_key, policy_layout_key
+from icepack_core.inspection.layout_key import layout_key, measure_key
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import (
     ManifestStatsStore,
@@ -34,7 +34,8 @@ from icepack_core.inspection.store import (
     latest_status,
     record_inspection,
 )
-from icepack_core.policy import PolicyAttachment, resolve
+from icepack_core.polaris.store import attachments_of
+from icepack_core.policy import EffectivePolicy, resolve
 from icepack_core.queue.work_items import DeadHolder, WorkItem, WorkQueue
 from icepack_core.settings import Settings
 from icepack_core.telemetry.logs import redact_text
@@ -76,11 +77,13 @@ class TableInspections:
             return Outcome(table_id, None, None, None)
         ref = TableRef(row["catalog"], row["namespace"], row["name"])
         status: TableStatus | None = None
+        policy: EffectivePolicy | None = None
         try:
             if reason == REFRESH_REASON:
                 previous = await latest_status(self.pool, table_id)
                 status = await self.inspector.refresh(ref, previous, row["metadata_location"])
-                status = await self.clustered(ref, status, None, row["properties"] or {})
+                policy = await self._policy(ref, row["properties"] or {})
+                status = await self.clustered(ref, status, None, policy, row["properties"] or {})
             else:
                 started = time.monotonic()
                 table = await self.inspector.load(ref, row["metadata_location"])
@@ -89,7 +92,8 @@ class TableInspections:
                 if unfit is not None:  # Postgres refuses it: a reason, not a retry for ever
                     raise InspectionFailed(f"the table's properties cannot be recorded: {unfit}")
                 status = await self.inspector.inspect_loaded(ref, table, started)
-                status = await self.clustered(ref, status, table, properties)
+                policy = await self._policy(ref, properties)
+                status = await self.clustered(ref, status, table, policy, properties)
                 if properties != (row["properties"] or {}):
                     # Catalog listings (SQL, Glue) carry no properties; the metadata does, and
                     # the planner and executor read icepack.* overrides from this row.
@@ -110,8 +114,7 @@ class TableInspections:
             assessment = inspection_failed(storable(message))
             INSPECTION_DURATION.record(0, {"outcome": "failed"})
         else:
-            thresholds = await self._thresholds(row)
-            assessment = assess(status, thresholds, now)
+            assessment = assess(status, self._thresholds(policy), now)
             labels = {"inspector": status.inspector, "outcome": "ok"}
             INSPECTION_DURATION.record(status.inspect_ms, labels)
             MANIFESTS_READ.add(status.manifests_read, labels)
@@ -130,26 +133,21 @@ class TableInspections:
         )
         return Outcome(table_id, status, assessment, recorded)
 
-    async def _thresholds(self, row: asyncpg.Record) -> Thresholds:
-        """The health thresholds of one table: its ``icepack.table-statistics`` policy, when
-        enabled, sets the statistics rules (``health.with_statistics_policy``). An invalid
-        policy keeps the defaults: the planner reports it, health is not the place."""
-        rows = await self.pool.fetch(load_query("policy_list_catalog"), row["catalog"])
-        attachments = [
-            PolicyAttachment(
-                r["policy_type"],
-                r["scope"],
-                r["catalog"],
-                r["namespace"],
-                r["table_name"],
-                r["enabled"],
-                r["config"],
-            )
-            for r in rows
-        ]
+    async def _policy(self, ref: TableRef, properties: dict[str, str]) -> EffectivePolicy | None:
+        """The table's effective policy (Icepack's attachments and Polaris', then its
+        ``icepack.*`` properties), read once per inspection; None when it is invalid (the
+        planner reports that, health is not the place)."""
+        attachments = await attachments_of(self.pool, ref.catalog)
         try:
-            policy = resolve(attachments, row["namespace"], row["name"], row["properties"] or {})
+            return resolve(attachments, ref.namespace, ref.name, properties)
         except PolicyError:
+            return None
+
+    def _thresholds(self, policy: EffectivePolicy | None) -> Thresholds:
+        """The health thresholds of one table: its ``icepack.table-statistics`` policy, when
+        enabled, sets the statistics rules (``health.with_statistics_policy``); without a
+        valid policy, the defaults."""
+        if policy is None:
             return self.thresholds
         return with_statistics_policy(self.thresholds, policy.table_statistics)
 
@@ -158,13 +156,14 @@ class TableInspections:
         ref: TableRef,
         status: TableStatus,
         loaded: LoadedTable | None,
+        policy: EffectivePolicy | None,
         properties: dict[str, str],
     ) -> TableStatus:
         """``status`` with its clustering on the policy's key (``inspection.layout_key``):
         measured on a fresh inspection (``loaded``), kept on a refresh unless the key changed.
         A measurement that fails is recorded as the figure's ``error``, never as a failed
         inspection."""
-        key = await policy_layout_key(self.pool, ref, properties)
+        key = None if policy is None else layout_key(policy, properties)
         if key is None:
             return status.model_copy(update={"clustering": None})
         if loaded is None and key.measured_by(status.clustering):

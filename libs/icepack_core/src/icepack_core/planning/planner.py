@@ -45,11 +45,12 @@ from icepack_core.planning.recommendation import (
     recommend,
 )
 from icepack_core.planning.throttle import THROTTLE_RUNS, MeasuredRun, Throttle, throttle_of
+from icepack_core.polaris.store import attachments_of
 from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.queue import events
 from icepack_core.queue.deferrals import Deferral, active_deferrals
 from icepack_core.queue.jobs import JobQueue
-from icepack_core.safety.admission import admit, attachments_of
+from icepack_core.safety.admission import admit
 from icepack_core.settings import Settings
 from icepack_core.types import JobTrigger, Topic
 

@@ -1,4 +1,5 @@
-"""The Polaris policies kept for a catalog (``icepack.polaris_policies``), as attachments."""
+"""A catalog's policy attachments: Icepack's own (``icepack.policies``) and the Polaris policies
+kept for it (``icepack.polaris_policies``); ``policy.resolve`` applies the precedence."""
 
 from __future__ import annotations
 
@@ -31,3 +32,22 @@ async def polaris_attachments(pool: asyncpg.Pool, catalog: str) -> list[PolicyAt
         )
         for r in rows
     ]
+
+
+async def attachments_of(pool: asyncpg.Pool, catalog: str) -> list[PolicyAttachment]:
+    """The policies attached anywhere in ``catalog``: Icepack's own, then those read from
+    Polaris. The one reader for every resolution (planner, admission, inspection, CLI)."""
+    rows = await pool.fetch(load_query("policy_list_catalog"), catalog)
+    own = [
+        PolicyAttachment(
+            r["policy_type"],
+            r["scope"],
+            r["catalog"],
+            r["namespace"],
+            r["table_name"],
+            r["enabled"],
+            r["config"],
+        )
+        for r in rows
+    ]
+    return own + await polaris_attachments(pool, catalog)

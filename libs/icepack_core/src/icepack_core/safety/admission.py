@@ -37,7 +37,7 @@ import asyncpg
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.intents import ExpireSnapshots, Intent, RemoveOrphanFiles, RestoreQuarantine
-from icepack_core.polaris.store import polaris_attachments
+from icepack_core.polaris.store import attachments_of
 from icepack_core.policy import (
     ORPHAN_SAFE_HOURS,
     EffectivePolicy,
@@ -61,25 +61,6 @@ class Admission:
 
     policy: EffectivePolicy
     location: str | None = None
-
-
-async def attachments_of(pool: asyncpg.Pool, catalog: str) -> list[PolicyAttachment]:
-    """The policies attached anywhere in ``catalog``: Icepack's own, then those read from
-    Polaris (``icepack_core.polaris``; ``policy.resolve`` applies the precedence)."""
-    rows = await pool.fetch(load_query("policy_list_catalog"), catalog)
-    own = [
-        PolicyAttachment(
-            r["policy_type"],
-            r["scope"],
-            r["catalog"],
-            r["namespace"],
-            r["table_name"],
-            r["enabled"],
-            r["config"],
-        )
-        for r in rows
-    ]
-    return own + await polaris_attachments(pool, catalog)
 
 
 def _label(row: asyncpg.Record | dict[str, Any]) -> str:
