@@ -25,7 +25,7 @@ from icepack_core.policy import EffectivePolicy, PolicyAttachment, resolve
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import load_settings
 from icepack_core.types import PolicyType
-from icepack_gateway import models
+from icepack_gateway import policy_replies
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams, Reply
 from icepack_gateway.errors import InvalidParameter, NotFound
 from icepack_gateway.inputs import (
@@ -42,7 +42,7 @@ from icepack_gateway.models import error, ok
 from icepack_gateway.policy_models import PolicyIn, ProposedPolarisPolicy, validated_config
 from icepack_gateway.state import find_table, gateway, table_json
 
-POLICY_KEYS = tuple(models.Policy.model_fields)
+POLICY_KEYS = tuple(policy_replies.Policy.model_fields)
 
 
 def policy_json(row: asyncpg.Record) -> dict[str, Any]:
@@ -278,7 +278,7 @@ endpoints: list[AnyEndpoint] = [
         NoParams,
         PoliciesQuery,
         NoBody,
-        {200: ok(models.PolicyList)},
+        {200: ok(policy_replies.PolicyList)},
     ),
     Endpoint(
         "GET",
@@ -289,7 +289,7 @@ endpoints: list[AnyEndpoint] = [
         NoParams,
         PolarisPoliciesQuery,
         NoBody,
-        {200: ok(models.PolarisPolicyList)},
+        {200: ok(policy_replies.PolarisPolicyList)},
     ),
     Endpoint(
         "POST",
@@ -300,7 +300,7 @@ endpoints: list[AnyEndpoint] = [
         NoParams,
         NoParams,
         SimulateIn,
-        {200: ok(models.Simulation), **NO_TABLE},
+        {200: ok(policy_replies.Simulation), **NO_TABLE},
     ),
     Endpoint(
         "POST",
@@ -311,7 +311,7 @@ endpoints: list[AnyEndpoint] = [
         NoParams,
         NoParams,
         FleetSimulateIn,
-        {200: ok(models.FleetSimulation)},
+        {200: ok(policy_replies.FleetSimulation)},
     ),
     *(
         Endpoint[PolicyPath, NoParams, PolicyIn](
@@ -323,8 +323,8 @@ endpoints: list[AnyEndpoint] = [
             NoParams,
             PolicyIn,
             {
-                200: ok(models.PolicyStored, "replaced"),
-                201: ok(models.PolicyStored, "created"),
+                200: ok(policy_replies.PolicyStored, "replaced"),
+                201: ok(policy_replies.PolicyStored, "created"),
                 **NO_TABLE,
             },
             name=f"put_{scope}_policy",
