@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from icepack_core.inspection.health import Thresholds
 from icepack_core.planning.due import (
     DueRule,
     LastRun,
@@ -34,9 +33,10 @@ from icepack_core.planning.prediction import (
     predict_rewrite_position_deletes,
 )
 from icepack_core.planning.pressure import Growth, Pressure, table_pressure
+from icepack_core.planning.retention import retention_advice
 from icepack_core.planning.statistics import Proposal, statistics_candidates, statistics_gate
 from icepack_core.planning.throttle import Throttle
-from icepack_core.policy import EffectivePolicy, SnapshotExpiryConfig
+from icepack_core.policy import EffectivePolicy
 from icepack_core.types import STATISTICS_ACTIONS, Action
 
 DEFAULT_TARGET_FILE_SIZE = 536_870_912
@@ -528,7 +528,7 @@ def _expire_snapshots(
     oldest = _parse(status.get("oldest_snapshot_at"))
     horizon = now - timedelta(hours=cfg.max_snapshot_age_hours)
     floor = now - timedelta(hours=floor_hours)
-    advice = _retention_advice(status, cfg, floor_hours)
+    advice = retention_advice(status, cfg, floor_hours)
     keep = max(cfg.max_snapshots or 0, cfg.retain_last)
     if cfg.max_snapshots is not None and count > keep and oldest is not None and oldest < floor:
         # Count-based retention, only as the operator's policy sets it: the newest `keep`
@@ -556,50 +556,6 @@ def _expire_snapshots(
         {"older_than": _iso(horizon), "retain_last": cfg.retain_last},
         {"snapshots_expired_at_most": count - cfg.retain_last},
         predict_expire_snapshots(Shape.of(status), cfg.retain_last),
-    )
-
-
-# The snapshot count at which the health rule warns (TOO_MANY_SNAPSHOTS): the one number the
-# advice, the offered retention and the health rule share.
-SNAPSHOTS_WARNING = Thresholds().snapshots_warning
-
-
-def commit_rate_per_hour(status: Mapping[str, Any]) -> float | None:
-    """Snapshots added per hour, from the retained ones' span (None under two snapshots)."""
-    count = int(status.get("snapshot_count") or 0)
-    oldest = _parse(status.get("oldest_snapshot_at"))
-    newest = _parse(status.get("current_snapshot_at"))
-    if count < 2 or oldest is None or newest is None:
-        return None
-    hours = (newest - oldest).total_seconds() / 3600
-    return (count - 1) / hours if hours > 0 else None
-
-
-def _retention_advice(status: Mapping[str, Any], cfg: SnapshotExpiryConfig, floor: float) -> str:
-    """When the policy keeps more snapshots than the health rule tolerates at the table's
-    commit rate, say so and offer the count-based retention (never applied unasked)."""
-    rate = commit_rate_per_hour(status)
-    if rate is None:
-        return ""
-    if cfg.max_snapshots is None:
-        kept = rate * cfg.max_snapshot_age_hours
-        if kept < SNAPSHOTS_WARNING:
-            return ""
-        return (
-            f"; at {rate:,.0f} commits/h the policy's {cfg.max_snapshot_age_hours:g} h keeps "
-            f"about {kept:,.0f} snapshots, above the {SNAPSHOTS_WARNING:,} at which "
-            "TOO_MANY_SNAPSHOTS warns (every reader and writer loads them with the metadata "
-            f"file): offer: a count-based retention, max_snapshots {SNAPSHOTS_WARNING} "
-            "(property icepack.snapshot-expiry.max-count; as Iceberg's "
-            "history.expire.min-snapshots-to-keep with a short max age), which expiry applies "
-            "only once the policy sets it"
-        )
-    floor_kept = rate * floor
-    if floor_kept < max(cfg.max_snapshots, SNAPSHOTS_WARNING):
-        return ""
-    return (
-        f"; at {rate:,.0f} commits/h the {floor:g} h safety floor alone keeps about "
-        f"{floor_kept:,.0f} snapshots (ICEPACK_EXPIRY_MIN_AGE_HOURS)"
     )
 
 
