@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icepack_core.execution.maintenance import lists_through_file_io, procedure_args
+from icepack_core.execution.procedure_calls import lists_through_file_io, procedure_args
 from icepack_core.intents import parse_intent
 from icepack_core.spark.sql import procedure_call
 from icepack_core.types import TableRef

@@ -41,7 +41,7 @@ from icepack_core.errors import (
 )
 from icepack_core.execution.job_execution import ActionRecord
 from icepack_core.execution.job_runner import JobRunner
-from icepack_core.execution.maintenance import procedure_args
+from icepack_core.execution.procedure_calls import procedure_args
 from icepack_core.inspection.health import Assessment, assess
 from icepack_core.inspection.inspector import Inspector, MemoryManifestCache
 from icepack_core.inspection.status import TableStatus, target_file_size
