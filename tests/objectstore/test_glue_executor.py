@@ -31,11 +31,20 @@ from icepack_core.spark.sql import qualified_name
 from tests.execution.spark_tables import fingerprint, snapshot_count
 from tests.objectstore.jobs import run_job
 from tests.objectstore.s3_checks import missing_referenced_objects, object_exists, s3_client
-from tests.plugins.catalogs import Seaweed
+from tests.plugins.catalogs import Seaweed, running_moto
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 CATALOG = "glue_s3"  # the Spark catalog name equals the Icepack catalog name
 GLUE_API_KEYS = {"aws.accessKeyId": "testing", "aws.secretAccessKey": "testing"}
+
+
+@pytest.fixture(scope="module")
+def moto_glue() -> Iterator[str]:
+    """A Glue emulator of this module's own: in the session's, other tests' namespaces are
+    tables this test's ``include`` leaves out, recorded as unmaintained; one whose location
+    cannot be read makes expiry refuse (``LOCATION_UNKNOWN``), as it must."""
+    with running_moto() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

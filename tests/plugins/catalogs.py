@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -185,9 +186,9 @@ def scratch_catalog(
         catalog.engine.dispose()
 
 
-@pytest.fixture(scope="session")
-def moto_glue() -> Iterator[str]:
-    """A Glue emulator: ``moto_server`` on a free port; yields its endpoint URL."""
+@contextmanager
+def running_moto() -> Iterator[str]:
+    """``moto_server`` on a free port until the block ends; yields its endpoint URL."""
     exe = shutil.which("moto_server")
     if exe is None:
         if os.environ.get("CI") == "true":
@@ -204,6 +205,13 @@ def moto_glue() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def moto_glue() -> Iterator[str]:
+    """A Glue emulator shared by the session: ``moto_server``; yields its endpoint URL."""
+    with running_moto() as endpoint:
+        yield endpoint
 
 
 Seaweed = ObjectStore  # the fixture's value; the name older tests import

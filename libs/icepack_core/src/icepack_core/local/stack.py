@@ -318,7 +318,9 @@ def run_demo(
         created = create_demo_lake(settings, say=console.print)
         console.print(
             f"demo lake: {'wrote ' + ', '.join(created) if created else 'reused'} "
-            f"(warehouse {settings.effective_catalogs()[0].warehouse})"
+            f"(warehouse {settings.effective_catalogs()[0].warehouse})",
+            soft_wrap=True,  # one line whatever the terminal's width: the location is copied
+            highlight=False,
         )
 
         async def policies() -> None:
