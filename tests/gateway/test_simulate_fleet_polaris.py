@@ -145,3 +145,26 @@ async def test_the_polaris_policies_kept_are_listed_with_their_source_state(clie
     assert (item["scope"], item["name"], item["policy_type"]) == ("catalog", "keep_all", SE)
     assert item["config"] == {"max_snapshot_age_hours": 3650 * 24, "retain_last": 1}
     assert item["invalid"] is None and item["unknown"] == {}
+
+
+async def test_one_table_s_simulation_sees_polaris_policies_and_a_proposal_overrides_them(
+    client, db, auth
+):
+    await add_table(db, "ancient", "2020-01-01T00:00:00.000Z")
+    await store_polaris_expiry(db)
+    body: dict = {"catalog": "sim", "namespace": "db", "table": "ancient"}
+    response = await client.post("/policies/simulate", json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    effective = response.json()["effective_policy"]
+    assert effective["policies"][SE]["max_snapshot_age_hours"] == 3650 * 24, effective
+    assert "polaris" in effective["sources"][SE] and "keep_all" in effective["sources"][SE]
+
+    # Icepack's own attachment at the same scope wins over Polaris' (the one precedence).
+    body["policies"] = [
+        {"policy_type": SE, "scope": "catalog", "config": {"max_snapshot_age_hours": 48}}
+    ]
+    response = await client.post("/policies/simulate", json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    effective = response.json()["effective_policy"]
+    assert effective["policies"][SE]["max_snapshot_age_hours"] == 48, effective
+    assert "keep_all" not in effective["sources"][SE].split("(passed over")[0], effective

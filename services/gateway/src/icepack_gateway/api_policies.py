@@ -21,6 +21,7 @@ from icepack_core.errors import PolicyError
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import recommend
 from icepack_core.planning.simulation import simulate as simulate_catalog
+from icepack_core.polaris.store import attachments_of
 from icepack_core.policy import EffectivePolicy, PolicyAttachment, resolve
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import load_settings
@@ -177,18 +178,14 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
     spec = call.body
     pool = gateway(call.request).pool
     table = await find_table(pool, spec.catalog, spec.namespace, spec.table)
-    stored = await pool.fetch(load_query("policy_list"), None, None, table["catalog"], None, None)
+    current = await attachments_of(pool, table["catalog"])
+    # A proposal replaces Icepack's own attachment at its place; Polaris' stay as they are
+    # (the precedence then puts Icepack's over Polaris' at the same scope).
+    polaris = [a for a in current if a.origin == "polaris"]
     attachments = {
-        (r["policy_type"], r["scope"], r["namespace"], r["table_name"]): PolicyAttachment(
-            r["policy_type"],
-            r["scope"],
-            r["catalog"],
-            r["namespace"],
-            r["table_name"],
-            r["enabled"],
-            r["config"],
-        )
-        for r in stored
+        (a.policy_type, a.scope, a.namespace, a.table_name): a
+        for a in current
+        if a.origin == "icepack"
     }
     for p in spec.policies:
         namespace, name = _proposed_target(p)
@@ -198,7 +195,9 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
         )
     properties = {str(k): str(v) for k, v in (table["properties"] or {}).items()}
     try:
-        policy = resolve(attachments.values(), table["namespace"], table["name"], properties)
+        policy = resolve(
+            [*attachments.values(), *polaris], table["namespace"], table["name"], properties
+        )
     except PolicyError as exc:
         raise InvalidParameter("policies", str(exc)) from None
     status = await pool.fetchrow(load_query("status_latest"), table["id"])
