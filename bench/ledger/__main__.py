@@ -30,8 +30,8 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from bench.ledger import live_check
 from icepack_core.db import pool as icedb
 from icepack_core.db.migrate import migrate
-from icepack_core.execution.file_mover import FileMover
-from icepack_core.execution.quarantine import OrphanQuarantine
+from icepack_core.execution.ledger.file_mover import FileMover
+from icepack_core.execution.ledger.quarantine import OrphanQuarantine
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import load_settings

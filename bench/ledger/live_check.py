@@ -2,8 +2,8 @@
 
 Measured side by side in one run, each in its own process (so each peak RSS is its own):
 
-* **icepack**: ``execution.expiry_live.live_conflicts``, every kept snapshot's manifest list and
-  each distinct manifest once, streamed (the check an expiry runs now);
+* **icepack**: ``execution.ledger.expiry_live.live_conflicts``, every kept snapshot's manifest
+  list and each distinct manifest once, streamed (the check an expiry runs now);
 * **baseline**: the check as it was before (issue #28): Spark's ``snapshots`` and
   ``all_manifests`` collected into Python, then ``files VERSION AS OF`` of every kept snapshot,
   25 per ``UNION ALL`` statement, each statement's rows collected into Python. Its full run
@@ -38,7 +38,7 @@ from typing import Any
 
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from icepack_core.execution.expiry_live import live_conflicts
+from icepack_core.execution.ledger.expiry_live import live_conflicts
 from icepack_core.settings import load_settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.session import build_local_session

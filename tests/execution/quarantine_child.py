@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from icepack_core.execution.file_mover import FileMover
-from icepack_core.execution.quarantine import OrphanQuarantine
+from icepack_core.execution.ledger.file_mover import FileMover
+from icepack_core.execution.ledger.quarantine import OrphanQuarantine
 
 BATCH = 7  # several batches, and the kill falls inside one
 

@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import icepack_core.execution.expiry_ledger as expiry_ledger
+import icepack_core.execution.ledger.expiry_ledger as expiry_ledger
 from icepack_core.errors import PermanentError
-from icepack_core.execution.expiry_files import LedgerFile
 from icepack_core.execution.job_execution import JobExecution
+from icepack_core.execution.ledger.expiry_files import LedgerFile
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.spark.engine import LocalEngine, ThriftEngine

@@ -1,5 +1,5 @@
-"""Expiry's "still live" check (``execution.expiry_live``), without Spark: which recorded files a
-kept snapshot still references, read with Icepack's streaming manifest reader, each distinct
+"""Expiry's "still live" check (``execution.ledger.expiry_live``), without Spark: which recorded
+files a kept snapshot still references, read with Icepack's streaming manifest reader, each distinct
 manifest once, in memory that does not grow with snapshots x files.
 
 The many-snapshot tables are written by ``tests.support.snapshot_table`` (PyIceberg's writers,
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from pyiceberg.expressions import EqualTo
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from icepack_core.execution.expiry_files import plan_expiry
-from icepack_core.execution.expiry_live import live_conflicts, path_key
+from icepack_core.execution.ledger.expiry_files import plan_expiry
+from icepack_core.execution.ledger.expiry_live import live_conflicts, path_key
 from icepack_core.safety.locations import location_key
 from tests.plugins.catalogs import rows
 from tests.support.snapshot_table import BuiltTable, build_streaming_table

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icepack_core.errors import PermanentError
-from icepack_core.execution.expiry_retention import (
+from icepack_core.execution.ledger.expiry_retention import (
     ANCIENT_MS,
     DRIFT_MARGIN_MS,
     RefInfo,

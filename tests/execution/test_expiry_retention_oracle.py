@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from icepack_core.execution.expiry_files import retention_of
+from icepack_core.execution.ledger.expiry_files import retention_of
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.types import TableRef
 from tests.execution.spark_tables import CATALOG, make_small_files_table, unique_name

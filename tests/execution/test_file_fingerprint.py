@@ -45,7 +45,7 @@ from pyiceberg.types import (
 )
 
 from icepack_core.errors import InProcessUnsupported
-from icepack_core.execution.file_fingerprint import (
+from icepack_core.execution.verification.file_fingerprint import (
     ListedFile,
     PartitionFiles,
     TouchedFiles,
@@ -387,7 +387,7 @@ def test_a_side_of_empty_files_counts_zero(tmp_path):
 
 def live(*entries: tuple[int, str, int, tuple[Any, ...], str | None]) -> Any:
     """A snapshot's live entries: (content, path, spec id, partition key, referenced file)."""
-    from icepack_core.execution.metadata_diff import _Live
+    from icepack_core.execution.verification.metadata_diff import _Live
 
     identities = [
         (content, path, spec, key, 1, 10, 1, ref, None, None, None)
@@ -411,7 +411,7 @@ def live(*entries: tuple[int, str, int, tuple[Any, ...], str | None]) -> Any:
     ],
 )
 def test_touched_files_lists_each_side_and_names_what_deletes_block(delete, blocker):
-    from icepack_core.execution.metadata_diff import touched_files
+    from icepack_core.execution.verification.metadata_diff import touched_files
 
     before = [(0, "/d/a1", 0, ("a",), None), (0, "/d/a2", 0, ("a",), None)]
     before += [(0, "/d/b1", 0, ("b",), None)]

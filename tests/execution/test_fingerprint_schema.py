@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icepack_core.errors import SchemaUnreadable
-from icepack_core.execution.fingerprint import (
+from icepack_core.execution.verification.fingerprint import (
     SparkType,
     canonical,
     checksum_expression,

@@ -27,9 +27,9 @@ import structlog
 from icepack_core.access.tokens import TokenStore
 from icepack_core.cli.restore import run_restore
 from icepack_core.discovery.refresh import Discovery
-from icepack_core.execution.file_mover import FileMover
 from icepack_core.execution.job_runner import JobRunner
-from icepack_core.execution.quarantine import OrphanQuarantine
+from icepack_core.execution.ledger.file_mover import FileMover
+from icepack_core.execution.ledger.quarantine import OrphanQuarantine
 from icepack_core.inspection.process import TableInspections
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.upkeep import QueueUpkeep

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 
 from icepack_core.errors import MetadataDiffUnsupported
 from icepack_core.execution.maintenance import TableMaintenance
-from icepack_core.execution.metadata_diff import metadata_diff
-from icepack_core.execution.partition_text import decimal_text, timestamp_ntz_text
-from icepack_core.execution.verification import RewriteVerifier
-from icepack_core.execution.verification_scope import FileDiff, TableLayout, diff_files
+from icepack_core.execution.verification.metadata_diff import metadata_diff
+from icepack_core.execution.verification.partition_text import decimal_text, timestamp_ntz_text
+from icepack_core.execution.verification.scope import FileDiff, TableLayout, diff_files
+from icepack_core.execution.verification.verifier import RewriteVerifier
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.literals import SparkType, typed_literal
 from icepack_core.spark.sql import qualified_name

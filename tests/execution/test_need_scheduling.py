@@ -50,7 +50,7 @@ def need_settings(database_url, spark_catalog_settings, tmp_path):
 
 async def all_partitions_closed(db: Any) -> None:
     """An operator's compaction policy with no quiet period: every partition counts as closed
-    (``execution.metadata_scope``), so these tests, which write and compact within seconds,
+    (``execution.scoping.metadata_scope``), so these tests, which write and compact within seconds,
     are about scheduling, not about open-partition detection."""
     await db.execute(
         "INSERT INTO icepack.policies (policy_type, scope, catalog, config) "

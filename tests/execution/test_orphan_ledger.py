@@ -22,8 +22,8 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from icepack_core.db.queries import load_query
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.errors import PermanentError, StaleFence
-from icepack_core.execution.file_mover import FileMover
-from icepack_core.execution.quarantine import (
+from icepack_core.execution.ledger.file_mover import FileMover
+from icepack_core.execution.ledger.quarantine import (
     QUARANTINE_PREFIX,
     OrphanQuarantine,
     is_quarantined,

@@ -17,8 +17,8 @@ import pytest
 
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
-from icepack_core.execution.ledger_actions import LedgerActions
-from icepack_core.execution.quarantine import QUARANTINE_DIR, QUARANTINE_PREFIX
+from icepack_core.execution.ledger.actions import LedgerActions
+from icepack_core.execution.ledger.quarantine import QUARANTINE_DIR, QUARANTINE_PREFIX
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState, JobTrigger

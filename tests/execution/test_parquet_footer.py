@@ -21,8 +21,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import IntegerType, NestedField, StringType
 
 from icepack_core.errors import InProcessUnsupported
-from icepack_core.execution.parquet_encoding import check_encodings
-from icepack_core.execution.parquet_footer import (
+from icepack_core.execution.verification.parquet_encoding import check_encodings
+from icepack_core.execution.verification.parquet_footer import (
     SchemaElement,
     SchemaReader,
     decode_schema,

@@ -16,8 +16,8 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import StaticTable
 
 from icepack_core.discovery.catalogs import load_catalog
-from icepack_core.execution.metadata_diff import checked_manifests, read_live_entries
-from icepack_core.execution.referenced_files import referenced_paths, split_referenced
+from icepack_core.execution.ledger.referenced_files import referenced_paths, split_referenced
+from icepack_core.execution.verification.metadata_diff import checked_manifests, read_live_entries
 from icepack_core.safety.locations import location_key
 from tests.execution.spark_tables import make_small_files_table, unique_name
 

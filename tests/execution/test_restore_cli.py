@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from icepack_core.cli.app import app as cli_app
-from icepack_core.execution.file_mover import FileMover
-from icepack_core.execution.quarantine import OrphanQuarantine
+from icepack_core.execution.ledger.file_mover import FileMover
+from icepack_core.execution.ledger.quarantine import OrphanQuarantine
 from icepack_core.queue.jobs import JobQueue
 from tests.plugins.catalogs import rows
 

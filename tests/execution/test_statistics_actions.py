@@ -19,7 +19,7 @@ import pytest
 from icepack_core.db.queries import load_query
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.execution.job_runner import JobRunner
-from icepack_core.execution.referenced_files import referenced_paths
+from icepack_core.execution.ledger.referenced_files import referenced_paths
 from icepack_core.inspection.go_inspector import DEFAULT_BINARY, inspect_with_go
 from icepack_core.inspection.inspector import MemoryManifestCache, inspect_table
 from icepack_core.inspection.process import TableInspections

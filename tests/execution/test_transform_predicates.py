@@ -26,7 +26,7 @@ from pyiceberg.transforms import (
 from pyiceberg.types import DateType, TimestampType, TimestamptzType
 
 from icepack_core.errors import UnsupportedLiteral
-from icepack_core.execution.transform_predicates import (
+from icepack_core.execution.scoping.transform_predicates import (
     Transform,
     bound_text,
     field_term,
@@ -194,7 +194,7 @@ def test_time_values_as_iceberg_functions() -> None:
 def test_the_open_rule_and_the_cap() -> None:
     """``choose`` without an engine: open below the bound skipped, over it compacted, a quiet
     period of 0 opens nothing, the cap keeps the partitions with the most small files."""
-    from icepack_core.execution.metadata_scope import OpenRule, PartitionActivity, choose
+    from icepack_core.execution.scoping.metadata_scope import OpenRule, PartitionActivity, choose
 
     def part(key: str, small: int, last: int | None) -> PartitionActivity:
         return PartitionActivity(0, (key,), {1000: key}, small + 1, small, last)

@@ -29,7 +29,7 @@ from pyiceberg.transforms import (
 from pyiceberg.types import DateType, LongType, StringType, TimestampType, TimestamptzType
 
 from icepack_core.execution.maintenance import TableMaintenance
-from icepack_core.execution.transform_predicates import Transform, field_term
+from icepack_core.execution.scoping.transform_predicates import Transform, field_term
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.literals import SparkType, typed_literal
 from icepack_core.spark.sql import qualified_name

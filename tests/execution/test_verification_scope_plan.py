@@ -6,12 +6,12 @@ The plan texts are Spark 3.5 / Iceberg 1.10 ``EXPLAIN`` output as measured; the 
 
 from __future__ import annotations
 
-from icepack_core.execution.partition_filter import (
+from icepack_core.execution.scoping.partition_filter import (
     PartitionColumn,
     identity_columns,
     transform_columns,
 )
-from icepack_core.execution.verification_scope import has_post_scan_filter, layout_from_describe
+from icepack_core.execution.verification.scope import has_post_scan_filter, layout_from_describe
 
 PRUNED = (
     "== Physical Plan ==\nAdaptiveSparkPlan isFinalPlan=false\n"

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from icepack_core.execution.fingerprint import checksum_expression, parse_columns
+from icepack_core.execution.verification.fingerprint import checksum_expression, parse_columns
 from icepack_core.spark.sql import qualified_name
 from tests.execution.spark_tables import CATALOG, local_path, unique_name
 from tests.execution.verify_support import live_data_files, load

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from icepack_core.db.queries import load_query
-from icepack_core.execution.file_mover import FileMover
-from icepack_core.execution.quarantine import OrphanQuarantine
+from icepack_core.execution.ledger.file_mover import FileMover
+from icepack_core.execution.ledger.quarantine import OrphanQuarantine
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_gateway.params import encode_cursor
 from tests.plugins.catalogs import rows

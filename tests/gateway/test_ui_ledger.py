@@ -15,9 +15,9 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from icepack_core.access.tokens import TokenStore
 from icepack_core.db.queries import load_query
-from icepack_core.execution.file_mover import FileMover
+from icepack_core.execution.ledger.file_mover import FileMover
+from icepack_core.execution.ledger.quarantine import OrphanQuarantine
 from icepack_core.execution.outcome import job_outcome, measured_action
-from icepack_core.execution.quarantine import OrphanQuarantine
 from icepack_core.inspection.status import TableStatus
 from icepack_core.queue.budgets import set_budget
 from icepack_core.queue.jobs import JobQueue

@@ -34,7 +34,7 @@ from pyiceberg.types import (
 )
 
 from icepack_core.errors import AvroDamaged, AvroUnsupported
-from icepack_core.execution.metadata_diff import read_live_entries
+from icepack_core.execution.verification.metadata_diff import read_live_entries
 from icepack_core.inspection.avro_scan import check_framing, compile_block_decoder, scan_entries
 from icepack_core.inspection.manifest_list import read_list
 from icepack_core.inspection.manifests import read_manifest, read_manifest_pyiceberg

@@ -27,7 +27,7 @@ from icepack_core.decompression import (
     snappy_declared_length,
 )
 from icepack_core.errors import AvroDamaged
-from icepack_core.execution.referenced_files import referenced_paths
+from icepack_core.execution.ledger.referenced_files import referenced_paths
 from tests.inspection.test_decompression_bombs import plant_bomb
 from tests.plugins.catalogs import rows
 

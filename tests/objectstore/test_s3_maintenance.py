@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from icepack_core.cli.app import app as cli_app
 from icepack_core.discovery.refresh import Discovery
-from icepack_core.execution.quarantine import QUARANTINE_PREFIX
+from icepack_core.execution.ledger.quarantine import QUARANTINE_PREFIX
 from icepack_core.safety.locations import location_key
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import ActionRefused, DeletionOutsideTable
-from icepack_core.execution.expiry_live import path_key
+from icepack_core.execution.ledger.expiry_live import path_key
 from icepack_core.safety.confinement import (
     Confinement,
     Root,

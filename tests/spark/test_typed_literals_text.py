@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 
 from icepack_core.errors import UnsupportedLiteral
-from icepack_core.execution.partition_filter import (
+from icepack_core.execution.scoping.partition_filter import (
     PartitionColumn,
     identity_columns,
     partition_predicate,

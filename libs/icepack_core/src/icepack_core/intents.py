@@ -110,8 +110,8 @@ class RewriteDataFilesParams(_Model):
     # A filter built by icepack_core.spark.sql (planner) or given by an operator; Spark parses
     # it as an expression on this table only, passed as a quoted string argument.
     where: str | None = Field(default=None, min_length=1, max_length=MAX_WHERE_LENGTH)
-    # With scope "partitions" (execution.metadata_scope): at most this many partitions per run,
-    # those with the most small files first; the rest wait for the next run.
+    # With scope "partitions" (execution.scoping.metadata_scope): at most this many partitions
+    # per run, those with the most small files first; the rest wait for the next run.
     max_partitions: int = Field(default=100, ge=1, le=10_000)
     # A partition a writer added a file to within this many seconds is open: it is compacted
     # only once it holds more than ``open_max_small_files`` small files. 0: none is open (the

@@ -98,7 +98,7 @@ class DataCompactionConfig(_Config):
     max_partitions_per_run: int = Field(100, ge=1, le=10_000)
     # A partition a writer added a file to within this long is still being written (open): it
     # is compacted only once it holds more than ``open_partition_max_small_files`` small files
-    # (execution.metadata_scope). 0 treats every partition as closed.
+    # (execution.scoping.metadata_scope). 0 treats every partition as closed.
     open_partition_quiet_minutes: float = Field(10.0, ge=0, le=7 * 24 * 60)
     open_partition_max_small_files: int = Field(100, ge=1, le=1_000_000)
 

@@ -101,7 +101,7 @@ class Action(StrEnum):
     EXPIRE_SNAPSHOTS = "expire_snapshots"
     REMOVE_ORPHAN_FILES = "remove_orphan_files"
     # Ledger actions (no Spark): delete quarantined orphans after their window, or put a
-    # job's quarantined orphans back (``icepack_core.execution.quarantine``).
+    # job's quarantined orphans back (``icepack_core.execution.ledger.quarantine``).
     PURGE_QUARANTINE = "purge_quarantine"
     RESTORE_QUARANTINE = "restore_quarantine"
 

@@ -43,8 +43,8 @@ from icepack_core.errors import (
     StaleFence,
 )
 from icepack_core.execution.conflicts import conflict_reason
-from icepack_core.execution.expiry_ledger import ExpiryLedger
-from icepack_core.execution.ledger_actions import LedgerActions
+from icepack_core.execution.ledger.actions import LedgerActions
+from icepack_core.execution.ledger.expiry_ledger import ExpiryLedger
 from icepack_core.execution.maintenance import (
     ActionOutcome,
     AfterCall,
@@ -59,7 +59,7 @@ from icepack_core.execution.outcome import (
     predicted_benefits,
     read_probe,
 )
-from icepack_core.execution.verification import Guard
+from icepack_core.execution.verification.verifier import Guard
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
 from icepack_core.intents import LEDGER_INTENTS, Intent, RemoveOrphanFiles, parse_intents

@@ -29,22 +29,22 @@ from icepack_core.errors import (
     VerificationFailed,
     brief,
 )
-from icepack_core.execution.clustering_scope import (
+from icepack_core.execution.ledger.quarantine import is_quarantined
+from icepack_core.execution.procedure_calls import procedure_args
+from icepack_core.execution.scoping.clustering_scope import (
     clustering_after,
     clustering_run,
 )
-from icepack_core.execution.fingerprint import Fingerprint
-from icepack_core.execution.metadata_scope import OpenRule, scope_from_metadata
-from icepack_core.execution.partition_filter import (
+from icepack_core.execution.scoping.metadata_scope import OpenRule, scope_from_metadata
+from icepack_core.execution.scoping.partition_filter import (
     PartitionColumn,
     PartitionScope,
     identity_columns,
     scope_partitions,
 )
-from icepack_core.execution.procedure_calls import procedure_args
-from icepack_core.execution.quarantine import is_quarantined
 from icepack_core.execution.statistics import compute_statistics
-from icepack_core.execution.verification import Guard, RewriteVerifier, TableLoader
+from icepack_core.execution.verification.fingerprint import Fingerprint
+from icepack_core.execution.verification.verifier import Guard, RewriteVerifier, TableLoader
 from icepack_core.intents import (
     LEDGER_INTENTS,
     STATISTICS_INTENTS,
@@ -126,7 +126,7 @@ class ActionOutcome:
 AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the procedure commits
 # Takes over from an orphan dry run: given the listed paths (quarantine paths already filtered
 # out), the confined location and ``older_than``, records and quarantines them through the
-# deletion ledger (``execution.quarantine``) and returns what it did.
+# deletion ledger (``execution.ledger.quarantine``) and returns what it did.
 OrphanSink = Callable[[list[str], str, datetime], Awaitable[dict[str, Any]]]
 # Called with the start snapshot before a rewrite's CALL: the durable "to verify" record.
 BeforeCall = Callable[[str, int | None], Awaitable[None]]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from icepack_core.errors import (
     PermanentError,
 )
-from icepack_core.execution.clustering_scope import (
+from icepack_core.execution.scoping.clustering_scope import (
     strategy_args,
 )
 from icepack_core.intents import (

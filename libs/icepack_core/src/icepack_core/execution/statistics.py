@@ -33,7 +33,7 @@ from typing import Any
 from pyiceberg.table import Table
 
 from icepack_core.errors import PermanentError
-from icepack_core.execution.verification import TableLoader
+from icepack_core.execution.verification.verifier import TableLoader
 from icepack_core.intents import ComputePartitionStats, ComputeTableStats
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.sql import ProcedureValue, StringArray, procedure_call

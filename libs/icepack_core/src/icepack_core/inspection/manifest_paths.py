@@ -9,7 +9,8 @@ entries, never a table's. A schema the compiler does not handle falls back to Py
 generic ``AvroFile`` reader over the same (framing-checked) bytes, still entry by entry.
 
 This reader shares no code with ``pyiceberg.manifest.ManifestFile.fetch_manifest_entry``, which
-the expiry plan uses (``execution.expiry_files``): the check is a second, independent reading.
+the expiry plan uses (``execution.ledger.expiry_files``): the check is a second, independent
+reading.
 """
 
 from __future__ import annotations

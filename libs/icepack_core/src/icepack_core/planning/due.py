@@ -14,8 +14,8 @@ delete build-up, ``max_manifests``, ``max_snapshots``), in this order:
 2. **Unchanged.** The table's current snapshot is the one the action's last job left (nothing
    was committed since): a new run would find what that one left, so it is not due until the
    cadence has passed since that run (then as before this rule: one run per cadence). If that
-   run skipped partitions still open (``execution.metadata_scope``), the rule holds only until
-   they close (``LastRun.reopens_at``), and the planner comes back then.
+   run skipped partitions still open (``execution.scoping.metadata_scope``), the rule holds
+   only until they close (``LastRun.reopens_at``), and the planner comes back then.
 3. **Benefit against cost.** ``benefit >= threshold`` with ``threshold = min_benefit +
    rewrite_bytes / bytes_per_benefit``: the objects a full scan no longer opens
    (``planning.prediction``; a delete application also counts the delete files it applies)

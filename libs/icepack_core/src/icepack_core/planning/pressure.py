@@ -1,6 +1,6 @@
 """Keeping an open partition under its small-file bound: the growth projection.
 
-A partition a writer keeps adding to (open, ``execution.metadata_scope``) is compacted only
+A partition a writer keeps adding to (open, ``execution.scoping.metadata_scope``) is compacted only
 once it holds more than the policy's ``open_partition_max_small_files`` (the *bound*, default
 100): compacting it every few minutes is undone by the next commits. But a bound that is only
 checked every minimum interval is not kept: a ``bucket(16, id)`` table committed every second

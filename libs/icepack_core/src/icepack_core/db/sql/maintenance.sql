@@ -41,7 +41,7 @@ SELECT t.id, t.catalog, t.namespace, t.name, t.metadata_location, t.properties, 
 -- When each action last succeeded on a table (cadence and due rule, planning.due), and the
 -- table's current snapshot when that run's job ended: `snapshot_after` of the job's newest
 -- action that recorded one, as text (snapshot ids of any size); NULL when none did; and how
--- many open partitions that run skipped (execution.metadata_scope), 0 when it recorded none,
+-- many open partitions that run skipped (execution.scoping.metadata_scope), 0 when it recorded none,
 -- and how many partitions it selected (NULL: not a scoped compaction).
 SELECT DISTINCT ON (a.action) a.action, a.finished_at, a.duration_ms,
        CASE WHEN jsonb_typeof(a.output->'open_partitions_skipped_count') = 'number'

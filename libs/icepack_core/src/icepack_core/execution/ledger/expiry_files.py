@@ -28,7 +28,12 @@ from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.statistics import StatisticsCommonFields
 
 from icepack_core import decompression
-from icepack_core.execution.expiry_retention import RefInfo, Retention, SnapshotNode, expiring_ids
+from icepack_core.execution.ledger.expiry_retention import (
+    RefInfo,
+    Retention,
+    SnapshotNode,
+    expiring_ids,
+)
 
 # PyIceberg's readers below decompress through the bounded codecs (installed on import).
 decompression.install()

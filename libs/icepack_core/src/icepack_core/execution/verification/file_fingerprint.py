@@ -71,8 +71,8 @@ from pyiceberg.types import (
 )
 
 from icepack_core.errors import InProcessUnsupported
-from icepack_core.execution.fingerprint import Fingerprint, as_int
-from icepack_core.execution.parquet_encoding import check_encodings
+from icepack_core.execution.verification.fingerprint import Fingerprint, as_int
+from icepack_core.execution.verification.parquet_encoding import check_encodings
 
 # What DuckDB declares for each Iceberg primitive (the cast a narrower file type gets).
 _DUCKDB_TYPES: dict[type[IcebergType], str] = {

@@ -45,19 +45,19 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 
 from icepack_core.errors import MetadataDiffUnsupported, ScopeFallback, UnsupportedLiteral
-from icepack_core.execution.metadata_diff import (
+from icepack_core.execution.scoping.partition_filter import (
+    PartitionColumn,
+    PartitionScope,
+    partitions_where,
+)
+from icepack_core.execution.scoping.transform_predicates import Transform, value_type
+from icepack_core.execution.verification.metadata_diff import (
     MetadataColumn,
     canonical_texts,
     checked_manifests,
     read_live_entries,
 )
-from icepack_core.execution.partition_filter import (
-    PartitionColumn,
-    PartitionScope,
-    partitions_where,
-)
-from icepack_core.execution.partition_text import spark_type_of
-from icepack_core.execution.transform_predicates import Transform, value_type
+from icepack_core.execution.verification.partition_text import spark_type_of
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH
 

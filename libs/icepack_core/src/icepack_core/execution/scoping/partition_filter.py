@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icepack_core.errors import ScopeFallback, UnsupportedLiteral
-from icepack_core.execution.transform_predicates import Transform, field_term, value_type
+from icepack_core.execution.scoping.transform_predicates import Transform, field_term, value_type
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import (
     PartitionValue,

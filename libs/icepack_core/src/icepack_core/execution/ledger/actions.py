@@ -2,7 +2,7 @@
 
 ``LedgerActions`` loads the table through the inspector's catalogs (so the FileIO carries the
 catalog's storage properties and credentials), and hands ``OrphanQuarantine``
-(``execution.quarantine``) the running job's id and fence. It gives ``TableMaintenance`` the
+(``execution.ledger.quarantine``) the running job's id and fence. It gives ``TableMaintenance`` the
 ``orphan_sink`` that replaces the procedure's delete, and runs the two ledger actions
 (``purge_quarantine``, ``restore_quarantine``), which need no Spark.
 
@@ -22,16 +22,16 @@ import asyncpg
 import structlog
 
 from icepack_core.errors import PermanentError, brief
-from icepack_core.execution.file_mover import FileMover
-from icepack_core.execution.maintenance import ActionOutcome, OrphanSink
-from icepack_core.execution.quarantine import (
+from icepack_core.execution.ledger.file_mover import FileMover
+from icepack_core.execution.ledger.quarantine import (
     SAMPLE,
     AfterMove,
     OrphanQuarantine,
     quarantine_root,
     report_output,
 )
-from icepack_core.execution.referenced_files import referenced_paths, split_referenced
+from icepack_core.execution.ledger.referenced_files import referenced_paths, split_referenced
+from icepack_core.execution.maintenance import ActionOutcome, OrphanSink
 from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.intents import Intent, PurgeQuarantine, RestoreQuarantine
 from icepack_core.queue.jobs import Job

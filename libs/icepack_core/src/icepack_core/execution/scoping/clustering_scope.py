@@ -34,9 +34,9 @@ from icepack_core.errors import (
     ScopeFallback,
     brief,
 )
-from icepack_core.execution.metadata_diff import canonical_texts
-from icepack_core.execution.metadata_scope import spec_columns
-from icepack_core.execution.partition_filter import partitions_where
+from icepack_core.execution.scoping.metadata_scope import spec_columns
+from icepack_core.execution.scoping.partition_filter import partitions_where
+from icepack_core.execution.verification.metadata_diff import canonical_texts
 from icepack_core.inspection.clustering import (
     Clustering,
     PartitionDepth,

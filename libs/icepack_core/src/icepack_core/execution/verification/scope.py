@@ -48,12 +48,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from icepack_core.errors import ScopeFallback
-from icepack_core.execution.file_fingerprint import TouchedFiles
-from icepack_core.execution.fingerprint import Fingerprint, SparkType, as_int, checksum_expression
-from icepack_core.execution.partition_filter import (
+from icepack_core.execution.scoping.partition_filter import (
     PartitionColumn,
     partitions_where,
     value_types,
+)
+from icepack_core.execution.verification.file_fingerprint import TouchedFiles
+from icepack_core.execution.verification.fingerprint import (
+    Fingerprint,
+    SparkType,
+    as_int,
+    checksum_expression,
 )
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.literals import SparkType as LiteralType

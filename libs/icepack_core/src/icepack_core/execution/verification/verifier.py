@@ -54,18 +54,22 @@ from icepack_core.errors import (
     VerificationFailed,
     brief,
 )
-from icepack_core.execution.file_fingerprint import compare_files
-from icepack_core.execution.fingerprint import (
+from icepack_core.execution.scoping.metadata_scope import shared_fields, spec_columns
+from icepack_core.execution.scoping.partition_filter import identity_columns, transform_columns
+from icepack_core.execution.verification.file_fingerprint import compare_files
+from icepack_core.execution.verification.fingerprint import (
     Fingerprint,
     SparkType,
     as_int,
     fingerprint,
     table_columns,
 )
-from icepack_core.execution.metadata_diff import is_partitioned, manifest_diff, metadata_diff
-from icepack_core.execution.metadata_scope import shared_fields, spec_columns
-from icepack_core.execution.partition_filter import identity_columns, transform_columns
-from icepack_core.execution.verification_scope import (
+from icepack_core.execution.verification.metadata_diff import (
+    is_partitioned,
+    manifest_diff,
+    metadata_diff,
+)
+from icepack_core.execution.verification.scope import (
     FileDiff,
     TableLayout,
     diff_files,

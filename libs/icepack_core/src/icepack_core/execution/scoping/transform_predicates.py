@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from icepack_core.errors import UnsupportedLiteral
-from icepack_core.execution.partition_text import timestamp_ntz_text
+from icepack_core.execution.verification.partition_text import timestamp_ntz_text
 from icepack_core.spark.literals import PartitionValue, SparkType, typed_literal
 from icepack_core.spark.sql import quote_identifier
 

@@ -41,9 +41,14 @@ import structlog
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import DeletionLedgerViolation, PermanentError, StaleFence, brief
-from icepack_core.execution.expiry_files import COUNT_COLUMNS, ExpiryPlan, plan_expiry
-from icepack_core.execution.expiry_live import LiveCheck, LiveConflict, live_conflicts, path_key
-from icepack_core.execution.expiry_retention import ANCIENT_MS
+from icepack_core.execution.ledger.expiry_files import COUNT_COLUMNS, ExpiryPlan, plan_expiry
+from icepack_core.execution.ledger.expiry_live import (
+    LiveCheck,
+    LiveConflict,
+    live_conflicts,
+    path_key,
+)
+from icepack_core.execution.ledger.expiry_retention import ANCIENT_MS
 from icepack_core.execution.maintenance import ActionOutcome, summarise
 from icepack_core.inspection.inspector import LoadedTable
 from icepack_core.intents import ExpireSnapshots

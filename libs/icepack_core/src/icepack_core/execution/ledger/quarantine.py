@@ -48,7 +48,7 @@ import asyncpg
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import PermanentError, StaleFence
-from icepack_core.execution.file_mover import FileMover
+from icepack_core.execution.ledger.file_mover import FileMover
 from icepack_core.safety.confinement import Confinement, refuse_foreign
 from icepack_core.safety.locations import (
     LocationError,

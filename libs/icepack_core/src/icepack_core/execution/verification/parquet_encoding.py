@@ -41,7 +41,7 @@ from pyiceberg.types import (
 )
 
 from icepack_core.errors import InProcessUnsupported
-from icepack_core.execution.parquet_footer import SchemaElement, SchemaReader
+from icepack_core.execution.verification.parquet_footer import SchemaElement, SchemaReader
 
 
 def _bare(column: SchemaElement) -> bool:

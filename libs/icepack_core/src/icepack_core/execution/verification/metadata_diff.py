@@ -48,10 +48,18 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import NestedField, StructType
 
 from icepack_core.errors import MetadataDiffUnsupported, UnsupportedLiteral
-from icepack_core.execution.file_fingerprint import ListedFile, PartitionFiles, TouchedFiles
-from icepack_core.execution.partition_text import FLOAT_TYPES, partition_text, spark_type_of
-from icepack_core.execution.transform_predicates import Transform, value_type
-from icepack_core.execution.verification_scope import (
+from icepack_core.execution.scoping.transform_predicates import Transform, value_type
+from icepack_core.execution.verification.file_fingerprint import (
+    ListedFile,
+    PartitionFiles,
+    TouchedFiles,
+)
+from icepack_core.execution.verification.partition_text import (
+    FLOAT_TYPES,
+    partition_text,
+    spark_type_of,
+)
+from icepack_core.execution.verification.scope import (
     UNSOUND_GLOBAL_DELETES,
     FileDiff,
     Partition,

@@ -1,0 +1,1 @@
+"""The deletion ledger: expiry that records its files first, orphans quarantined and restored."""

@@ -1,0 +1,1 @@
+"""Scoping a compaction: partition filters, open partitions, per-transform terms, cluster keys."""

@@ -1,0 +1,1 @@
+"""Proving a rewrite lost nothing, at the cost of what changed."""
