@@ -9,8 +9,10 @@ planner again (throttling from the measured history). Contents are checked befor
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from rich.console import Console
 
@@ -20,6 +22,7 @@ from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
 from icepack_core.types import JobState
@@ -39,7 +42,9 @@ REWRITE = "rewrite_data_files"
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path)
 
 
@@ -67,7 +72,9 @@ async def plan_and_run(
     return planned, done
 
 
-async def test_a_compaction_records_its_prediction_and_measured_outcome(db, spark, runner_settings):
+async def test_a_compaction_records_its_prediction_and_measured_outcome(
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("compact")
     table = make_small_files_table(spark, NS, name, batches=12)
     contents, files = fingerprint(spark, table), data_file_count(spark, table)
@@ -81,6 +88,8 @@ async def test_a_compaction_records_its_prediction_and_measured_outcome(db, spar
     # Predicted at planning: the small files become one.
     prediction = JobPrediction.model_validate(job.predicted)
     (predicted,) = prediction.actions
+    assert predicted.before is not None
+    assert predicted.after is not None
     assert (predicted.before.data_files, predicted.after.data_files) == (files, 1)
     assert predicted.benefit == files - 1 and job.benefit == files - 1
     assert job.rewrite_bytes == predicted.rewrite_bytes > 0
@@ -132,8 +141,8 @@ def make_sparse_partitions_table(spark: Any, name: str, partitions: int) -> str:
 
 
 async def test_an_action_that_twice_measures_under_ten_percent_is_throttled(
-    db, spark, runner_settings
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("sparse")
     table = make_sparse_partitions_table(spark, name, partitions=8)
     contents = fingerprint(spark, table)
@@ -158,7 +167,9 @@ async def test_an_action_that_twice_measures_under_ten_percent_is_throttled(
     await TableInspections(runner_settings, db).inspect_and_record(table_id)
     third = start + 2 * (cadence + timedelta(hours=1))
     outcome = await Planner(runner_settings, db, JobQueue(db)).plan(table_id, now=third)
+    assert outcome.recommendation is not None
     assert outcome.job_id is None and outcome.recommendation.actions == []
+    assert outcome.recommendation is not None
     (skip,) = [s for s in outcome.recommendation.skipped if s.action == REWRITE]
     assert skip.reason.startswith(
         "throttled: last 2 runs measured 0 % and 0 % of the predicted benefit (< 10 %); "
