@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.discovery.refresh import Discovery
 from icepack_core.discovery.unmaintained import UnmaintainedTable, record_unmaintained
 from icepack_core.errors import ActionRefused, DeletionOutsideTable
@@ -144,7 +145,7 @@ async def test_orphan_removal_over_an_excluded_table_is_refused_naming_it(
     row = await db.fetchrow(load_query("table_get"), found["id"])
 
     with pytest.raises(ActionRefused) as caught:
-        await _target_location(db, row)
+        await _target_location(db, TableRow.from_record(row))
 
     assert caught.value.rule == "LOCATION_OVERLAP"
     assert "scratch.ns.inner (not maintained: excluded)" in str(caught.value)

@@ -20,7 +20,7 @@ import os
 import socket
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import asyncpg
 import typer
@@ -32,6 +32,7 @@ from icepack_core.cli.outcomes import prediction_text
 from icepack_core.cli.read import parse_table
 from icepack_core.db import pool as db
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import (
     ActionRefused,
     IcepackError,
@@ -160,7 +161,7 @@ async def observe(
     except PolicyError as exc:
         raise Refused(f"invalid policy for {ref}: {exc}") from None
     rec = await planner.recommend_for(
-        cast(asyncpg.Record, row), status.model_dump(mode="json"), datetime.now(UTC)
+        TableRow.from_record(row), status.model_dump(mode="json"), datetime.now(UTC)
     )
     return Observed(ref, status, assess(status), row, policy, rec)
 
@@ -209,7 +210,7 @@ async def check_admitted(
     try:
         admission = await admit(
             pool,
-            cast(asyncpg.Record, obs.row),
+            TableRow.from_record(obs.row),
             intents,
             now=datetime.now(UTC),
             expiry_min_age_hours=settings.expiry_min_age_hours,

@@ -30,6 +30,7 @@ import structlog
 from pyiceberg.table import Table
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import (
     ActionRefused,
     CommitConflict,
@@ -209,7 +210,7 @@ class JobExecution:
             intents = parse_intents(actions, allow_empty=True)
             admission = await admit(
                 self.pool,
-                row,
+                TableRow.from_record(row),
                 intents,
                 now=datetime.now(UTC),
                 expiry_min_age_hours=self.expiry_min_age_hours,

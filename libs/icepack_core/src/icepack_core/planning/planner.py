@@ -31,6 +31,7 @@ import asyncpg
 import structlog
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, IntentError, PolicyError
 from icepack_core.inspection.status import parse_ts, target_file_size
 from icepack_core.intents import intents_json, parse_intent, parse_intents
@@ -131,30 +132,33 @@ class Planner:
 
     async def recommend_for(
         self,
-        table: asyncpg.Record,
+        table: TableRow,
         status: dict[str, Any],
         now: datetime,
         attachments: list[PolicyAttachment] | None = None,
         *,
         has_jobs: bool = True,
+        status_id: int | None = None,
     ) -> Recommendation:
         """The recommendation for one table row and its status (no writes).
 
         ``attachments`` replaces the stored policies of the table's catalog (simulation).
         ``has_jobs=False`` says no job ever ran on the table, so its job history (cadence,
-        failure streaks, throttles) is known to be empty and is not read.
+        failure streaks, throttles) is known to be empty and is not read. ``status_id`` is
+        the stored status's id (None: a status not read from ``status_snapshots``, whose growth
+        is then not measured).
         """
-        properties: dict[str, str] = table["properties"] or {}
-        hold = table["maintenance_hold"]
+        properties = table.properties
+        hold = table.maintenance_hold
         if hold:
             return Recommendation(skipped=[Skip("*", f"table on hold: {hold.get('reason')}")])
         try:
             if attachments is None:
-                attachments = await self.attachments(table["catalog"])
+                attachments = await self.attachments(table.catalog)
             policy = resolve(
                 attachments,
-                table["namespace"],
-                table["name"],
+                table.namespace,
+                table.name,
                 properties,
                 self.settings.maintenance_cadence_hours,
                 self.settings.maintenance_min_interval_minutes,
@@ -169,8 +173,8 @@ class Planner:
         failures: dict[str, FailureStreak] = {}
         throttles: dict[str, Throttle] = {}
         cancelled: dict[str, datetime] = {}
-        if has_jobs:
-            runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
+        if has_jobs and table.id is not None:
+            runs = await self.pool.fetch(load_query("job_last_action_runs"), table.id)
             last_runs = {r["action"]: r["finished_at"] for r in runs}
             snapshots_after = {r["action"]: r["snapshot_after"] for r in runs}
             open_skipped = {r["action"]: int(r["open_skipped"]) for r in runs}
@@ -179,10 +183,10 @@ class Planner:
                 r["action"]: None if r["duration_ms"] is None else r["duration_ms"] / 1000
                 for r in runs
             }
-            stops = await self.pool.fetch(load_query("job_cancelled_actions"), table["id"])
+            stops = await self.pool.fetch(load_query("job_cancelled_actions"), table.id)
             cancelled = {r["action"]: r["cancelled_at"] for r in stops}
-            failures = await self.failure_streaks(table["id"])
-            throttles = await self.throttles(table["id"])
+            failures = await self.failure_streaks(table.id)
+            throttles = await self.throttles(table.id)
         rec = recommend(
             status,
             policy,
@@ -195,7 +199,7 @@ class Planner:
             snapshots_after=snapshots_after,
             open_skipped=open_skipped,
             selected=selected,
-            growth=await self.growth(table, status, last_runs.get(COMPACTION)),
+            growth=await self.growth(table, status_id, status, last_runs.get(COMPACTION)),
             compaction_seconds=durations.get(COMPACTION),
             due_rule=due_rule_of(
                 policy,
@@ -205,13 +209,13 @@ class Planner:
             ),
             expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
-        if has_jobs:
-            rec = without_deferred(rec, await active_deferrals(self.pool, table["id"], now))
+        if has_jobs and table.id is not None:
+            rec = without_deferred(rec, await active_deferrals(self.pool, table.id, now))
         return await self._admissible(table, rec, now, attachments)
 
     async def _admissible(
         self,
-        table: asyncpg.Record,
+        table: TableRow,
         rec: Recommendation,
         now: datetime,
         attachments: list[PolicyAttachment],
@@ -244,21 +248,23 @@ class Planner:
         )
 
     async def growth(
-        self, table: asyncpg.Record, status: dict[str, Any], since: datetime | None
+        self,
+        table: TableRow,
+        status_id: int | None,
+        status: dict[str, Any],
+        since: datetime | None,
     ) -> Growth | None:
         """The fullest partition's small files in an earlier status and in ``status`` (the
         newest), both inspected after ``since`` (the last compaction's end), at least
         ``maintenance_growth_span_seconds`` apart; None when there is no such earlier status
         (``planning.pressure``).
         """
-        keys = table.keys()  # a Record (simulation passes rows without a status id)
-        status_id = table["status_id"] if "status_id" in keys else None
         now_at = parse_ts(status.get("inspected_at"))
         if status_id is None or now_at is None:
             return None
         base = await self.pool.fetchrow(
             load_query("status_growth_base"),
-            table["id"],
+            table.id,
             status_id,
             now_at - timedelta(seconds=self.settings.maintenance_growth_span_seconds),
         )
@@ -309,12 +315,19 @@ class Planner:
         """Plan one table (see module doc). Safe to repeat: at-least-once delivery."""
         now = now or datetime.now(UTC)
         # The table, its newest status and score, and whether it has any job: one round trip.
-        table = await self.pool.fetchrow(load_query("table_plan_inputs"), table_id)
-        if table is None or table["dropped_at"] is not None:
+        inputs = await self.pool.fetchrow(load_query("table_plan_inputs"), table_id)
+        if inputs is None or inputs["dropped_at"] is not None:
             return PlanOutcome(table_id, None, None, None, False)
-        if table["status_id"] is None:
+        if inputs["status_id"] is None:
             return PlanOutcome(table_id, None, None, None, False)  # never inspected successfully
-        rec = await self.recommend_for(table, table["status"], now, has_jobs=table["has_jobs"])
+        table = TableRow.from_record(inputs)
+        rec = await self.recommend_for(
+            table,
+            inputs["status"],
+            now,
+            has_jobs=inputs["has_jobs"],
+            status_id=inputs["status_id"],
+        )
         job_id, created = None, False
         async with self.pool.acquire() as conn, conn.transaction():
             if rec.actions:
@@ -336,14 +349,14 @@ class Planner:
                     predicted=prediction.predicted,
                     rewrite_bytes=prediction.rewrite_bytes,
                     benefit=prediction.benefit,
-                    health_score=None if table["score"] is None else float(table["score"]),
+                    health_score=None if inputs["score"] is None else float(inputs["score"]),
                     conn=conn,
                 )
                 job_id, created = enqueued.job.id, enqueued.created
             recommendation_id: int = await conn.fetchval(
                 load_query("recommendation_insert"),
                 table_id,
-                table["status_id"],
+                inputs["status_id"],
                 rec.to_json(),
                 job_id,
             )

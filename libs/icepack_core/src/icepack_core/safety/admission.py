@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import asyncpg
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.intents import ExpireSnapshots, Intent, RemoveOrphanFiles, RestoreQuarantine
 from icepack_core.polaris.store import attachments_of
@@ -63,10 +63,6 @@ class Admission:
     location: str | None = None
 
 
-def _label(row: asyncpg.Record | dict[str, Any]) -> str:
-    return f"{row['catalog']}.{row['namespace']}.{row['name']}"
-
-
 def _orphan_floor_hours(config: OrphanFileRemovalConfig) -> float:
     if config.allow_unsafe_older_than:
         return config.older_than_hours
@@ -84,11 +80,11 @@ def gc_enabled(properties: Mapping[str, str]) -> bool:
     return value is None or value.lower() == "true"
 
 
-async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
-    label = _label(table)
+async def _target_location(pool: asyncpg.Pool, table: TableRow) -> str:
+    label = table.label
     await refuse_unlisted_catalogs(pool, label)
     rows = await pool.fetch(load_query("table_locations_known"))
-    mine = next((r for r in rows if r["id"] == table["id"]), None)
+    mine = next((r for r in rows if r["id"] == table.id), None)
     own = (mine["location"] if mine else None) or location_from_metadata(
         (mine["metadata_location"] if mine else None) or ""
     )
@@ -98,7 +94,7 @@ async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
             f"{label}: its location is not known yet (not inspected); orphan removal needs it",
         )
     for other in rows:
-        if other["id"] == table["id"]:
+        if other["id"] == table.id:
             continue
         theirs = known_label(other)
         roots = table_roots(
@@ -129,7 +125,7 @@ async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
 
 async def admit(
     pool: asyncpg.Pool,
-    table: asyncpg.Record,
+    table: TableRow,
     intents: Sequence[Intent],
     *,
     now: datetime,
@@ -139,25 +135,25 @@ async def admit(
 ) -> Admission:
     """Check ``intents`` against the table's state and the safety floors (module doc).
 
-    ``table`` is a ``table_get`` row. Runs no Spark and writes nothing.
+    ``table`` is the table's row (``table_get``). Runs no Spark and writes nothing.
 
     Raises:
         ActionRefused: the first rule broken, naming the table and the parameter.
     """
-    label = _label(table)
-    hold = table["maintenance_hold"]
+    label = table.label
+    hold = table.maintenance_hold
     repair_only = bool(intents) and all(isinstance(i, RestoreQuarantine) for i in intents)
     if hold and not repair_only:
         reason = hold.get("reason") if isinstance(hold, dict) else hold
         raise ActionRefused("TABLE_HELD", f"{label} is on hold: {reason}")
     try:
         if attachments is None:
-            attachments = await attachments_of(pool, table["catalog"])
+            attachments = await attachments_of(pool, table.catalog)
         policy = resolve(
             attachments,
-            table["namespace"],
-            table["name"],
-            table["properties"] or {},
+            table.namespace,
+            table.name,
+            table.properties,
             default_cadence_hours,
         )
     except PolicyError as exc:
@@ -171,9 +167,9 @@ async def admit(
     for index, intent in enumerate(intents):
         field = f"actions[{index}].params.older_than"
         if isinstance(intent, ExpireSnapshots | RemoveOrphanFiles) and not gc_enabled(
-            table["properties"] or {}
+            table.properties
         ):
-            value = (table["properties"] or {})[GC_ENABLED_PROPERTY]
+            value = table.properties[GC_ENABLED_PROPERTY]
             raise ActionRefused(
                 "GC_DISABLED",
                 f"{label}: {intent.kind.value} deletes files, and the table has "
