@@ -23,7 +23,7 @@ the claim order within it is benefit per byte rewritten, then health score.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,11 +47,11 @@ from icepack_core.planning.recommendation import (
 )
 from icepack_core.planning.throttle import THROTTLE_RUNS, MeasuredRun, Throttle, throttle_of
 from icepack_core.polaris.store import attachments_of
-from icepack_core.policy import PolicyAttachment, resolve
+from icepack_core.policy import EffectivePolicy, PolicyAttachment, resolve
 from icepack_core.queue import events
 from icepack_core.queue.deferrals import Deferral, active_deferrals
 from icepack_core.queue.jobs import JobQueue
-from icepack_core.safety.admission import admit
+from icepack_core.safety.admission import admit_resolved
 from icepack_core.settings import Settings
 from icepack_core.types import JobTrigger, Topic
 
@@ -70,6 +70,21 @@ class PlanOutcome:
 COMPACTION = "rewrite_data_files"
 # Every planned job has this priority; operators' jobs keep theirs (lower runs first).
 PLANNER_PRIORITY = 100
+
+
+@dataclass(frozen=True)
+class History:
+    """Per action, what a table's job history says (``Planner.history``); empty for a table
+    no job ever ran on."""
+
+    last_runs: dict[str, datetime] = field(default_factory=dict)
+    snapshots_after: dict[str, str | None] = field(default_factory=dict)
+    open_skipped: dict[str, int] = field(default_factory=dict)
+    selected: dict[str, int | None] = field(default_factory=dict)
+    durations: dict[str, float | None] = field(default_factory=dict)
+    cancelled: dict[str, datetime] = field(default_factory=dict)
+    failures: dict[str, FailureStreak] = field(default_factory=dict)
+    throttles: dict[str, Throttle] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -146,12 +161,12 @@ class Planner:
         ``has_jobs=False`` says no job ever ran on the table, so its job history (cadence,
         failure streaks, throttles) is known to be empty and is not read. ``status_id`` is
         the stored status's id (None: a status not read from ``status_snapshots``, whose growth
-        is then not measured).
+        is then not measured). The hold is checked and the policy resolved here, once: the
+        admission of each proposed action reuses both (``admit_resolved``).
         """
-        properties = table.properties
-        hold = table.maintenance_hold
-        if hold:
-            return Recommendation(skipped=[Skip("*", f"table on hold: {hold.get('reason')}")])
+        if table.maintenance_hold:
+            reason = table.maintenance_hold.get("reason")
+            return Recommendation(skipped=[Skip("*", f"table on hold: {reason}")])
         try:
             if attachments is None:
                 attachments = await self.attachments(table.catalog)
@@ -159,48 +174,27 @@ class Planner:
                 attachments,
                 table.namespace,
                 table.name,
-                properties,
+                table.properties,
                 self.settings.maintenance_cadence_hours,
                 self.settings.maintenance_min_interval_minutes,
             )
         except PolicyError as exc:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
-        last_runs: dict[str, datetime] = {}
-        snapshots_after: dict[str, str | None] = {}
-        open_skipped: dict[str, int] = {}
-        durations: dict[str, float | None] = {}
-        selected: dict[str, int | None] = {}
-        failures: dict[str, FailureStreak] = {}
-        throttles: dict[str, Throttle] = {}
-        cancelled: dict[str, datetime] = {}
-        if has_jobs and table.id is not None:
-            runs = await self.pool.fetch(load_query("job_last_action_runs"), table.id)
-            last_runs = {r["action"]: r["finished_at"] for r in runs}
-            snapshots_after = {r["action"]: r["snapshot_after"] for r in runs}
-            open_skipped = {r["action"]: int(r["open_skipped"]) for r in runs}
-            selected = {r["action"]: r["selected"] for r in runs}
-            durations = {
-                r["action"]: None if r["duration_ms"] is None else r["duration_ms"] / 1000
-                for r in runs
-            }
-            stops = await self.pool.fetch(load_query("job_cancelled_actions"), table.id)
-            cancelled = {r["action"]: r["cancelled_at"] for r in stops}
-            failures = await self.failure_streaks(table.id)
-            throttles = await self.throttles(table.id)
+        history = await self.history(table.id) if has_jobs and table.id is not None else History()
         rec = recommend(
             status,
             policy,
-            last_runs,
+            history.last_runs,
             now,
-            target_file_size_bytes=target_file_size(properties),
-            failures=failures,
-            throttles=throttles,
-            cancelled=cancelled,
-            snapshots_after=snapshots_after,
-            open_skipped=open_skipped,
-            selected=selected,
-            growth=await self.growth(table, status_id, status, last_runs.get(COMPACTION)),
-            compaction_seconds=durations.get(COMPACTION),
+            target_file_size_bytes=target_file_size(table.properties),
+            failures=history.failures,
+            throttles=history.throttles,
+            cancelled=history.cancelled,
+            snapshots_after=history.snapshots_after,
+            open_skipped=history.open_skipped,
+            selected=history.selected,
+            growth=await self.growth(table, status_id, status, history.last_runs.get(COMPACTION)),
+            compaction_seconds=history.durations.get(COMPACTION),
             due_rule=due_rule_of(
                 policy,
                 self.settings.maintenance_min_benefit,
@@ -211,31 +205,49 @@ class Planner:
         )
         if has_jobs and table.id is not None:
             rec = without_deferred(rec, await active_deferrals(self.pool, table.id, now))
-        return await self._admissible(table, rec, now, attachments)
+        return await self._admissible(table, rec, now, policy)
+
+    async def history(self, table_id: int) -> History:
+        """What the table's job history says about each action (``History``)."""
+        runs = await self.pool.fetch(load_query("job_last_action_runs"), table_id)
+        stops = await self.pool.fetch(load_query("job_cancelled_actions"), table_id)
+        return History(
+            last_runs={r["action"]: r["finished_at"] for r in runs},
+            snapshots_after={r["action"]: r["snapshot_after"] for r in runs},
+            open_skipped={r["action"]: int(r["open_skipped"]) for r in runs},
+            selected={r["action"]: r["selected"] for r in runs},
+            durations={
+                r["action"]: None if r["duration_ms"] is None else r["duration_ms"] / 1000
+                for r in runs
+            },
+            cancelled={r["action"]: r["cancelled_at"] for r in stops},
+            failures=await self.failure_streaks(table_id),
+            throttles=await self.throttles(table_id),
+        )
 
     async def _admissible(
         self,
         table: TableRow,
         rec: Recommendation,
         now: datetime,
-        attachments: list[PolicyAttachment],
+        policy: EffectivePolicy,
     ) -> Recommendation:
         """``rec`` with every action the safety choke point would refuse moved to ``skipped``
-        (with the rule and reason), so a job never carries an action the executor refuses."""
+        (with the rule and reason), so a job never carries an action the executor refuses.
+        The table's hold and policy were settled by ``recommend_for`` (``policy``)."""
         kept, skipped = [], list(rec.skipped)
         for action in rec.actions:
             try:
                 intent = parse_intent(
                     {"action": action.action, "params": action.params, "reason": action.reason}
                 )
-                await admit(
+                await admit_resolved(
                     self.pool,
                     table,
                     [intent],
+                    policy,
                     now=now,
                     expiry_min_age_hours=self.settings.expiry_min_age_hours,
-                    default_cadence_hours=self.settings.maintenance_cadence_hours,
-                    attachments=attachments,
                 )
             except ActionRefused as exc:
                 skipped.append(Skip(action.action, f"refused ({exc.rule}): {exc}"))
