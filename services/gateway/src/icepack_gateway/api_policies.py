@@ -272,56 +272,49 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "GET",
         "/policies",
-        "Maintenance policies",
         list_policies,
-        NoParams,
-        PoliciesQuery,
-        NoBody,
-        {200: ok(policy_replies.PolicyList)},
+        summary="Maintenance policies",
+        query=PoliciesQuery,
+        responses={200: ok(policy_replies.PolicyList)},
     ),
     Endpoint(
         "GET",
         "/policies/polaris",
-        "Policies read from a Polaris catalog, as Icepack mapped them (unknown keys, invalid "
-        "reasons), and how their last refresh went",
         list_polaris_policies,
-        NoParams,
-        PolarisPoliciesQuery,
-        NoBody,
-        {200: ok(policy_replies.PolarisPolicyList)},
+        summary=(
+            "Policies read from a Polaris catalog, as Icepack mapped them (unknown keys, "
+            "invalid reasons), and how their last refresh went"
+        ),
+        query=PolarisPoliciesQuery,
+        responses={200: ok(policy_replies.PolarisPolicyList)},
     ),
     Endpoint(
         "POST",
         "/policies/simulate",
-        "Effective policy of a table and what it would lead to now (writes nothing; "
-        "`policies` in the body are tried as if stored)",
         simulate,
-        NoParams,
-        NoParams,
-        SimulateIn,
-        {200: ok(policy_replies.Simulation), **NO_TABLE},
+        summary="Effective policy of a table and what it would lead to now (writes nothing; "
+        "`policies` in the body are tried as if stored)",
+        body=SimulateIn,
+        responses={200: ok(policy_replies.Simulation), **NO_TABLE},
     ),
     Endpoint(
         "POST",
         "/policies/simulate/fleet",
-        "Which tables of a catalog proposed policies would change, with their new actions "
-        "and the estimated files/bytes affected (writes nothing, enqueues nothing)",
         simulate_fleet,
-        NoParams,
-        NoParams,
-        FleetSimulateIn,
-        {200: ok(policy_replies.FleetSimulation)},
+        summary="Which tables of a catalog proposed policies would change, with their new actions "
+        "and the estimated files/bytes affected (writes nothing, enqueues nothing)",
+        body=FleetSimulateIn,
+        responses={200: ok(policy_replies.FleetSimulation)},
     ),
     *(
         Endpoint[PolicyPath, NoParams, PolicyIn](
             "PUT",
             path,
-            f"Create or replace a {scope}-level policy",
             put_policy,
-            SCOPE_PATHS[scope],
-            NoParams,
-            PolicyIn,
-            {
+            summary=f"Create or replace a {scope}-level policy",
+            path_params=SCOPE_PATHS[scope],
+            body=PolicyIn,
+            responses={
                 200: ok(policy_replies.PolicyStored, "replaced"),
                 201: ok(policy_replies.PolicyStored, "created"),
                 **NO_TABLE,
@@ -334,12 +327,10 @@ endpoints: list[AnyEndpoint] = [
         Endpoint[PolicyPath, NoParams, NoBody](
             "DELETE",
             path,
-            f"Remove a {scope}-level policy",
             delete_policy,
-            SCOPE_PATHS[scope],
-            NoParams,
-            NoBody,
-            {
+            summary=f"Remove a {scope}-level policy",
+            path_params=SCOPE_PATHS[scope],
+            responses={
                 204: Reply("removed", media_type=None),
                 404: error("no such policy (POLICY_NOT_FOUND)"),
             },
