@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.io import FileIO
@@ -107,6 +107,42 @@ def partition_key(spec_id: int, partition: Any) -> str:
     return json.dumps([spec_id, values], separators=(",", ":"), sort_keys=True)
 
 
+class _CountsDoc(TypedDict):
+    """The counts an aggregate and the totals share, in their stored (jsonb) form."""
+
+    data_files: int
+    data_bytes: int
+    records: int
+    small_files: int
+    small_bytes: int
+    histogram: dict[str, int]
+    position_deletes: int
+    equality_deletes: int
+    deletion_vectors: int
+    delete_records: int
+    partitions: dict[str, int]
+    data_mins: dict[str, list[int]]
+    deletes: dict[str, list[int]]
+
+
+class AggregateDoc(_CountsDoc):
+    """``ManifestAggregate``'s stored form: a ``manifest_stats.stats`` row (the module
+    docstring's cache format). Rows of another ``v`` may hold other keys: check ``v`` first."""
+
+    v: int
+    small_threshold: int
+
+
+class TotalsDoc(_CountsDoc):
+    """``Totals``' stored form: an ``inspection_totals.totals`` row, with the manifest list it
+    is the sum of (and that list's manifest bytes) once stored by the inspector."""
+
+    v: str
+    groups_dropped: bool
+    manifest_list: NotRequired[str | None]
+    manifest_bytes: NotRequired[int]
+
+
 @dataclass
 class ManifestAggregate:
     """The live (ADDED/EXISTING) entries of one manifest, summed."""
@@ -136,7 +172,7 @@ class ManifestAggregate:
         found[0] += 1
         found[1] += records
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> AggregateDoc:
         return {
             "v": AGGREGATE_VERSION,
             "small_threshold": self.small_threshold,
@@ -156,7 +192,7 @@ class ManifestAggregate:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], small_threshold: int) -> ManifestAggregate | None:
+    def from_json(cls, data: AggregateDoc, small_threshold: int) -> ManifestAggregate | None:
         """The cached aggregate, or None when it cannot serve this threshold/format."""
         if data.get("v") != AGGREGATE_VERSION or data.get("small_threshold") != small_threshold:
             return None
@@ -529,15 +565,24 @@ class Totals:
             )
         return applicable(self.data_mins, self.deletes)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"v": TOTALS_VERSION}
-        out.update((name, getattr(self, name)) for name in _COUNTS)
-        out["histogram"] = dict(self.histogram)
-        out["partitions"] = self.partitions
-        out["data_mins"] = {k: list(v) for k, v in self.data_mins.items()}
-        out["deletes"] = groups_to_json(self.deletes)
-        out["groups_dropped"] = self.groups_dropped
-        return out
+    def to_json(self) -> TotalsDoc:
+        return {
+            "v": TOTALS_VERSION,
+            "data_files": self.data_files,
+            "data_bytes": self.data_bytes,
+            "records": self.records,
+            "small_files": self.small_files,
+            "small_bytes": self.small_bytes,
+            "position_deletes": self.position_deletes,
+            "equality_deletes": self.equality_deletes,
+            "deletion_vectors": self.deletion_vectors,
+            "delete_records": self.delete_records,
+            "histogram": dict(self.histogram),
+            "partitions": self.partitions,
+            "data_mins": {k: list(v) for k, v in self.data_mins.items()},
+            "deletes": groups_to_json(self.deletes),
+            "groups_dropped": self.groups_dropped,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> Totals | None:
