@@ -167,7 +167,9 @@ def test_overlays_differ_only_as_intended(rendered: Objects) -> None:
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_overlay_config_is_valid_settings(env: str, rendered: Objects, monkeypatch) -> None:
+def test_overlay_config_is_valid_settings(
+    env: str, rendered: Objects, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The ConfigMap plus the Secret's keys must pass the services' own settings validation."""
     settings = pytest.importorskip("icepack_core.settings")
     for key in [k for k in os.environ if k.startswith("ICEPACK_")]:

@@ -169,7 +169,8 @@ class Codec:
         if t in ("boolean", "float", "double"):
             return bytes(value)
         if t == "bytes":
-            return _long(len(value)) + value
+            data: bytes = value
+            return _long(len(data)) + data
         if t == "string":
             raw = rewrite(value).encode()
             return _long(len(raw)) + raw
