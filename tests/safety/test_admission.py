@@ -85,6 +85,7 @@ async def test_held_and_opted_out_tables_are_refused(db: asyncpg.Pool) -> None:
         held.id,
         {"reason": "rewrite snapshot 7 changed the live contents"},
     )
+    assert held.id is not None
     held = await table_row(db, held.id)
     rewrite = parse_intents([{"action": "rewrite_data_files"}])
     error = await refused(db, held, rewrite)
