@@ -37,6 +37,7 @@ from icepack_core.errors import (
     DeletionLedgerViolation,
     DeletionOutsideTable,
     InspectionFailed,
+    IntentError,
     InvalidIdentifier,
     OrphanLimitExceeded,
     PermanentError,
@@ -207,6 +208,8 @@ class JobExecution:
         if row is None or row["dropped_at"] is not None:
             raise PermanentError(f"table {table_id} is unknown or dropped")
         try:
+            if isinstance(actions, IntentError):
+                raise actions  # the job's stored actions are not intents (Job.actions_error)
             intents = parse_intents(actions, allow_empty=True)
             admission = await admit(
                 self.pool,

@@ -129,7 +129,9 @@ class JobRunner:
                 lease.lock = await self.locks.renew(lease.lock, lease_seconds)
 
             results = await lease.run(
-                self.execution.run(job.table_id, job.actions, record, job=job, guard=guard)
+                self.execution.run(
+                    job.table_id, job.actions_error or job.actions, record, job=job, guard=guard
+                )
             )
             done = await self.queue.complete(job, {"actions": results})
             JOBS_FINISHED.add(1, {"outcome": "succeeded"})
