@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from icepack_core.inspection.status import DEFAULT_TARGET_FILE_SIZE
+from icepack_core.intents import Intent, parse_intent
 from icepack_core.planning.due import (
     DueRule,
     LastRun,
@@ -71,6 +72,18 @@ class ActionIntent:
     extra_benefit: int = 0
     # A compaction's open-partition projection (``planning.pressure``), None without growth.
     pressure: Pressure | None = None
+    # The validated intent (``intents.parse_intent``), set once the planner admitted it.
+    intent: Intent | None = None
+
+    def to_intent(self) -> Intent:
+        """The action as a validated ``intents.Intent`` (parsed once, then kept in ``intent``).
+
+        Raises:
+            IntentError: the proposal is not a valid intent, naming the field.
+        """
+        if self.intent is not None:
+            return self.intent
+        return parse_intent({"action": self.action, "params": self.params, "reason": self.reason})
 
     def to_json(self) -> dict[str, Any]:
         return {
