@@ -31,7 +31,13 @@ from pyiceberg.table import Table
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
-from icepack_core.errors import ActionRefused, InspectionFailed, PermanentError, StaleFence
+from icepack_core.errors import (
+    ActionRefused,
+    InspectionFailed,
+    IntentError,
+    PermanentError,
+    StaleFence,
+)
 from icepack_core.execution.failures import (
     PERMANENT_ERRORS,
     VERIFY_ACTION,
@@ -249,6 +255,8 @@ class JobExecution:
             PermanentError: malformed actions, or refused by a safety rule.
         """
         try:
+            if isinstance(actions, IntentError):
+                raise actions  # the job's stored actions are not intents (Job.actions_error)
             intents = parse_intents(actions, allow_empty=True)
             admission = await admit(
                 self.pool,

@@ -193,7 +193,7 @@ def measured_action(
             "predicted_benefit": predicted_benefit,
             "ratio": None,
         }
-    b, a = Shape.of(before.model_dump()), Shape.of(after.model_dump())
+    b, a = Shape.of_status(before), Shape.of_status(after)
     table_benefit = benefit(b, a)
     measured = table_benefit if own is None else own.benefit
     entry: dict[str, Any] = {
