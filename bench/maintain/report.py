@@ -146,7 +146,7 @@ def report(m: Measured) -> None:
         f"(goal <= {OVERHEAD_GOAL}x) {verdict(ratio <= OVERHEAD_GOAL)}"
     )
     print("    " + ", ".join(f"{k} {v:.2f} s" for k, v in job.breakdown.items()))
-    snaps = job.output.get("verified_snapshots") or []
+    snaps = job.output.get("verification", {}).get("snapshots") or []
     verification = job.breakdown["verification"]
     read = job.verification_steps.get("touched partitions read (in process)", 0.0)
     scanned = sum(job.verification_scans) + read

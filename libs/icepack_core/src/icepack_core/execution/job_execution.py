@@ -50,7 +50,6 @@ from icepack_core.execution.maintenance import (
     AfterCall,
     OrphanLimits,
     TableMaintenance,
-    VerificationFailed,
 )
 from icepack_core.execution.outcome import (
     job_outcome,
@@ -68,6 +67,7 @@ from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
 from icepack_core.safety.confinement import loaded_confinement
 from icepack_core.safety.holds import place_hold
+from icepack_core.safety.verification import Evidence, PendingOrigin, VerificationFailed
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.metrics import JOB_ACTION_DURATION
@@ -363,10 +363,11 @@ class JobExecution:
                 raise PermanentError(str(exc)) from exc
             except VerificationFailed as exc:
                 self._failed(name, started)
-                await self._hold(table_id, name, str(exc), exc.evidence)
+                evidence = exc.evidence.to_json()
+                await self._hold(table_id, name, str(exc), evidence)
                 if job is not None:
                     await self._clear(job, table_id)
-                output = {**exc.evidence, "verification": exc.evidence}
+                output = {"verification": evidence}
                 await record(ActionRecord.failed(name, started, str(exc), output))
                 raise PermanentError(str(exc)) from exc
             except StaleFence:
@@ -395,7 +396,9 @@ class JobExecution:
             JOB_ACTION_DURATION.record(
                 (finished - started).total_seconds(), {"action": name, "state": "succeeded"}
             )
-            output = {**outcome.output, **outcome.verification}
+            output = dict(outcome.output)
+            if outcome.verification is not None:
+                output["verification"] = outcome.verification.to_json()
             await record(
                 ActionRecord(
                     name,
@@ -408,8 +411,8 @@ class JobExecution:
                     impact=_impact(status, after),
                 )
             )
-            if job is not None and outcome.verification:
-                start = outcome.verification["verification"]["start_snapshot_id"]
+            if job is not None and outcome.verification is not None:
+                start = outcome.verification.start_snapshot_id
                 if not await self._clear(job, table_id, start, check_start=True):
                     # The pending row starts before this rewrite (an older row nobody
                     # settled): verify from there before going on.
@@ -475,7 +478,7 @@ class JobExecution:
         record: Record,
         guard: Guard | None,
         maintenance: TableMaintenance | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> Evidence | None:
         """Verify the table's pending rewrite (left by this or an earlier attempt or job), if
         any, and record the evidence as a ``verify_rewrites`` action. Returns the evidence
         (None when nothing was pending).
@@ -490,20 +493,20 @@ class JobExecution:
             return None
         maintenance = maintenance or await self._maintenance(table_id, job, guard)
         started = datetime.now(UTC)
-        origin = {
-            "job_id": pending["job_id"],
-            "fence": pending["fence"],
-            "action": pending["action"],
-            "recorded_at": pending["recorded_at"].isoformat(),
-            "start_snapshot_id": pending["start_snapshot_id"],
-        }
+        origin = PendingOrigin(
+            job_id=pending["job_id"],
+            fence=pending["fence"],
+            action=pending["action"],
+            recorded_at=pending["recorded_at"].isoformat(),
+            start_snapshot_id=pending["start_snapshot_id"],
+        )
         try:
             verified = await asyncio.wait_for(
                 maintenance.verify_rewrites(pending["start_snapshot_id"], guard),
                 self.verify_timeout_seconds,
             )
         except VerificationFailed as exc:
-            evidence = {**exc.evidence, "pending": origin}
+            evidence = exc.evidence.model_copy(update={"pending": origin}).to_json()
             await self._hold(table_id, VERIFY_ACTION, str(exc), evidence)
             await self._settled(pending)
             await record(
@@ -512,7 +515,7 @@ class JobExecution:
                     "failed",
                     started,
                     datetime.now(UTC),
-                    output={**evidence, "verification": evidence},
+                    output={"verification": evidence},
                     error=str(exc),
                 )
             )
@@ -525,14 +528,12 @@ class JobExecution:
             reason = redact_text(
                 f"rewrite of {maintenance.ref} could not be verified: {type(exc).__name__}: {exc}"
             )[:4000]
-            evidence = {
-                "status": "error",
-                "start_snapshot_id": pending["start_snapshot_id"],
-                "snapshots": [],
-                "rollback": None,
-                "error": reason,
-                "pending": origin,
-            }
+            evidence = Evidence(
+                status="error",
+                start_snapshot_id=pending["start_snapshot_id"],
+                error=reason,
+                pending=origin,
+            ).to_json()
             await self._hold(table_id, VERIFY_ACTION, reason, evidence)
             await self._settled(pending)
             await record(
@@ -546,7 +547,7 @@ class JobExecution:
                 )
             )
             raise PermanentError(reason) from exc
-        evidence = {**verified["verification"], "pending": origin}
+        verified.pending = origin
         await self._settled(pending)
         await record(
             ActionRecord(
@@ -554,13 +555,10 @@ class JobExecution:
                 "succeeded",
                 started,
                 datetime.now(UTC),
-                output={
-                    "verified_snapshots": verified["verified_snapshots"],
-                    "verification": evidence,
-                },
+                output={"verification": verified.to_json()},
             )
         )
-        return evidence
+        return verified
 
     async def _clear(
         self, job: Job, table_id: int, start: int | None = None, *, check_start: bool = False

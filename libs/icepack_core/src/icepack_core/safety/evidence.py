@@ -7,16 +7,17 @@ the two and adds the post-commit verification (``TableMaintenance.verify_rewrite
 rewrite snapshot checked, its live rows and checksum before and after, and any rollback.
 
 The gateway returns this as ``job_actions[].safety`` (the UI renders it) and ``icepack job``
-prints it, so both say the same thing. Pure functions over stored JSON: they accept every shape
-the executor has written (``output.verified_snapshots``, a ``verification`` block, or a failed
-verification's evidence as the whole output) and never raise on unexpected input.
+prints it, so both say the same thing. Pure functions over stored JSON: the evidence is read in
+its one form (``output.verification``, a ``safety.verification.Evidence``); anything else counts
+as no evidence, and they never raise on unexpected input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from icepack_core.safety.verification import Evidence
 from icepack_core.types import REWRITES
 
 # Actions that rewrite data (their commits must keep the live contents) ...
@@ -36,41 +37,28 @@ RECORD_FIELDS = (
     "rolled_back",
     "scope",
 )
-_MAX_DEPTH = 6  # how deep to look for snapshot records in an action's output
 
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _walk(value: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
-    """Every mapping in ``value`` that names a ``snapshot_id`` (outermost first)."""
-    if depth > _MAX_DEPTH:
-        return
-    if isinstance(value, Mapping):
-        if "snapshot_id" in value and any(
-            k in value for k in ("rows_before", "rows_after", "checksum_before", "checksum_after")
-        ):
-            yield value
-            return
-        for item in value.values():
-            yield from _walk(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _walk(item, depth + 1)
-
-
 def verification_records(output: Any) -> list[dict[str, Any]]:
-    """The snapshot records of an action's output, each once, in the order stored."""
-    seen: set[str] = set()
-    records = []
-    for found in _walk(output):
-        key = repr((found.get("snapshot_id"), found.get("parent_id")))  # values may be anything
-        if key in seen:
-            continue
-        seen.add(key)
-        records.append({k: found.get(k) for k in RECORD_FIELDS})
-    return records
+    """The snapshot records of an action's stored evidence (``output.verification``), in the
+    order checked, each with ``RECORD_FIELDS``: ``rolled_back`` is set on the violating
+    snapshot's record (whether the rollback happened), None on the others."""
+    evidence = Evidence.stored(output)
+    if evidence is None:
+        return []
+    bad = evidence.rollback.bad_snapshot_id if evidence.rollback is not None else None
+    return [
+        {
+            **check.model_dump(include=set(RECORD_FIELDS)),
+            "scope": check.scope,
+            "rolled_back": evidence.rolled_back if check.snapshot_id == bad else None,
+        }
+        for check in evidence.snapshots
+    ]
 
 
 def _record_ok(record: Mapping[str, Any]) -> bool:
@@ -140,9 +128,7 @@ def action_safety(action: str, state: str, output: Any, impact: Any) -> dict[str
     applied = files[0] - files[1] if files[0] is not None and files[1] is not None else None
     rolled_back = any(r.get("rolled_back") for r in records)
 
-    has_key = isinstance(output, Mapping) and (
-        "verified_snapshots" in output or "verification" in output
-    )
+    has_key = Evidence.stored(output) is not None
     if records:
         verdict = (
             "verified" if all(_record_ok(r) for r in records) and state != "failed" else "failed"
