@@ -52,9 +52,10 @@ from icepack_core.db.migrate import migrate
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_execution import ActionRecord, JobExecution
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.execution.verification.comparison import Comparison
 from icepack_core.execution.verification.fingerprint import checksum_expression, table_columns
 from icepack_core.execution.verification.scope import snapshot_view
-from icepack_core.execution.verification.verifier import Comparison, RewriteVerifier
+from icepack_core.execution.verification.verifier import RewriteVerifier
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore

@@ -41,7 +41,7 @@ from typing import Any
 
 from pyiceberg.table import Table
 
-from icepack_core.execution.verification.verifier import snapshots_after
+from icepack_core.execution.verification.snapshots import snapshots_after
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.prediction import Shape, benefit, ratio

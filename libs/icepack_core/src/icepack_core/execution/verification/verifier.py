@@ -42,8 +42,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from typing import Literal, NoReturn
+from dataclasses import replace
+from typing import NoReturn
 
 from pyiceberg.table import Table
 
@@ -55,6 +55,13 @@ from icepack_core.errors import (
 )
 from icepack_core.execution.scoping.metadata_scope import shared_fields, spec_columns
 from icepack_core.execution.scoping.partition_filter import identity_columns, transform_columns
+from icepack_core.execution.verification.comparison import (
+    Comparison,
+    counts,
+    snapshot_record,
+    unchanged,
+    whole_table,
+)
 from icepack_core.execution.verification.file_fingerprint import compare_files
 from icepack_core.execution.verification.fingerprint import (
     Fingerprint,
@@ -75,6 +82,7 @@ from icepack_core.execution.verification.scope import (
     layout_from_describe,
     partition_fingerprints,
 )
+from icepack_core.execution.verification.snapshots import snapshots_after
 from icepack_core.safety.locations import object_store_scheme
 from icepack_core.safety.verification import (
     Evidence,
@@ -95,49 +103,6 @@ EVIDENCE_PARTITIONS = 20
 Guard = Callable[[], Awaitable[None]]
 # The table as PyIceberg loads it now from the catalog (None: PyIceberg could not model it).
 TableLoader = Callable[[], Awaitable[Table | None]]
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Two snapshots compared: the fingerprints of what was scanned and how it was scoped."""
-
-    before: Fingerprint
-    after: Fingerprint
-    scope: ScopeNote = field(default_factory=ScopeNote)
-
-    @property
-    def ok(self) -> bool:
-        return self.before == self.after
-
-
-def _unchanged(scope: ScopeNote) -> Comparison:
-    """No live file changed: proven from metadata alone, nothing scanned (``scope: none``)."""
-    nothing = Fingerprint(0, 0)
-    note = scope.merged(ScopeNote(scope="none", partitions_fingerprinted=0))
-    return Comparison(nothing, nothing, note)
-
-
-def _whole_table(scope: ScopeNote, reason: str) -> ScopeNote:
-    """``scope`` widened to the whole table, for ``reason``."""
-    return scope.merged(ScopeNote(scope="table", scope_reason=reason))
-
-
-def snapshot_record(
-    snapshot_id: int, parent_id: int, comparison: Comparison, checked: Literal["chain", "parent"]
-) -> SnapshotCheck:
-    """One checked ``replace`` snapshot as evidence (``checked``: ``chain`` or ``parent``)."""
-    before, after = comparison.before, comparison.after
-    return SnapshotCheck(
-        snapshot_id=snapshot_id,
-        parent_id=parent_id,
-        rows_before=before.rows,
-        rows_after=after.rows,
-        checksum_before=str(before.checksum),
-        checksum_after=str(after.checksum),
-        checked=checked,
-        ok=comparison.ok,
-        **comparison.scope.known(),
-    )
 
 
 class RewriteVerifier:
@@ -244,7 +209,7 @@ class RewriteVerifier:
         if diff.unsound is not None:
             return None
         if not diff.touched:
-            return _unchanged(_counts(diff).merged(source))
+            return unchanged(counts(diff).merged(source))
         return await self._read_in_process(table, diff, source)
 
     async def scoped_comparison(
@@ -265,11 +230,11 @@ class RewriteVerifier:
         source = ScopeNote() if source is None else source
         try:
             diff, _ = await self.file_diff(before, after, layout, source)
-            scope = _counts(diff).merged(source)
+            scope = counts(diff).merged(source)
             if diff.unsound is not None:
-                return _whole_table(scope, diff.unsound)
+                return whole_table(scope, diff.unsound)
             if not diff.touched:
-                return _unchanged(scope)
+                return unchanged(scope)
             if not tried and self.in_process and diff.files is not None:
                 table, _ = await self._load()  # file_diff loaded it, or diff.files is None
                 read = await self._read_in_process(table, diff, source) if table else None
@@ -279,10 +244,10 @@ class RewriteVerifier:
                 self._columns = await table_columns(self.engine, self.qualified)
             scoped = await self._scoped_scan(before, after, layout, diff)
         except ScopeFallback as exc:
-            return _whole_table(_counts(diff).merged(source), exc.reason)
+            return whole_table(counts(diff).merged(source), exc.reason)
         except Exception as exc:  # scoping must never fail a verification
             reason = f"partition scoping failed: {brief(exc)}"
-            return _whole_table(_counts(diff).merged(source), reason)
+            return whole_table(counts(diff).merged(source), reason)
         return replace(scoped, scope=scoped.scope.merged(source))
 
     async def file_diff(
@@ -383,7 +348,7 @@ class RewriteVerifier:
                 for p in diff.touched[:EVIDENCE_PARTITIONS]
             ],
         )
-        return _counts(diff).merged(scoped).merged(reader)
+        return counts(diff).merged(scoped).merged(reader)
 
     async def _load(self) -> tuple[Table | None, str | None]:
         """The table through ``metadata``, loaded once per ``verify()`` (after every checked
@@ -504,7 +469,7 @@ class RewriteVerifier:
         scoped = (
             await self.scoped_comparison(before, after, layout, source)
             if isinstance(layout, TableLayout)
-            else _whole_table(source, layout)
+            else whole_table(source, layout)
         )
         if isinstance(scoped, Comparison):
             return scoped
@@ -575,33 +540,3 @@ class RewriteVerifier:
                 f"back and is no longer current; restore it by hand"
             )
         return result
-
-
-def snapshots_after(table: Table, start: int | None) -> Rows:
-    """``snapshots_since`` from loaded metadata: the current snapshot's ancestors after
-    ``start`` (all that are still in the metadata when ``start`` is None or not one of them),
-    oldest first, as rows of ``snapshot_id``, ``parent_id``, ``operation``."""
-    metadata = table.metadata
-    chain: Rows = []
-    cursor = metadata.current_snapshot()
-    seen: set[int] = set()
-    while cursor is not None and cursor.snapshot_id != start and cursor.snapshot_id not in seen:
-        seen.add(cursor.snapshot_id)
-        summary = cursor.summary
-        chain.append(
-            {
-                "snapshot_id": cursor.snapshot_id,
-                "parent_id": cursor.parent_snapshot_id,
-                "operation": summary.operation.value if summary is not None else None,
-            }
-        )
-        parent = cursor.parent_snapshot_id
-        cursor = metadata.snapshot_by_id(parent) if parent is not None else None
-    chain.reverse()
-    return chain
-
-
-def _counts(diff: FileDiff | None) -> ScopeNote:
-    if diff is None:
-        return ScopeNote()
-    return ScopeNote(partitions_total=diff.partitions, partitions_proven=diff.proven)
