@@ -49,7 +49,7 @@ CHAIN = {
 
 
 def test_a_delete_applying_rewrite_loses_no_live_row():
-    s = action_safety("rewrite_data_files", "succeeded", CHAIN, IMPACT)
+    s = action_safety("rewrite_data_files", "succeeded", CHAIN, IMPACT).model_dump()
     assert s["verdict"] == "verified" and len(s["snapshots"]) == 2
     assert s["live_rows"] == {"before": 256, "after": 256, "source": "verification"}
     assert s["stored_rows"] == {"before": 320, "after": 256}
@@ -57,13 +57,15 @@ def test_a_delete_applying_rewrite_loses_no_live_row():
 
 
 def test_without_evidence_live_rows_come_from_metadata():
-    s = action_safety("rewrite_data_files", "succeeded", {}, IMPACT)
+    s = action_safety("rewrite_data_files", "succeeded", {}, IMPACT).model_dump()
     assert s["verdict"] == "unverified"
     assert s["live_rows"] == {"before": 256, "after": 256, "source": "metadata"}
     assert s["deleted_rows_removed"] == 64
     equality = {side: {**IMPACT[side], "equality_delete_file_count": 1} for side in IMPACT}
     assert (
-        action_safety("rewrite_data_files", "succeeded", {}, equality)["live_rows"]["before"]
+        action_safety("rewrite_data_files", "succeeded", {}, equality).model_dump()["live_rows"][
+            "before"
+        ]
         is None
     )  # equality deletes: no estimate
 
@@ -77,18 +79,23 @@ def test_a_failed_check_with_rollback():
         violation=bad,
         rollback=Rollback(status="rolled_back", to_snapshot_id=8, bad_snapshot_id=9),
     )
-    s = action_safety("rewrite_data_files", "failed", {"verification": evidence.to_json()}, {})
+    s = action_safety(
+        "rewrite_data_files", "failed", {"verification": evidence.to_json()}, {}
+    ).model_dump()
     assert s["verdict"] == "failed" and s["rolled_back"] is True
     assert "rolled back" in s["summary"]
     assert [r["rolled_back"] for r in s["snapshots"]] == [None, True]
 
 
 def test_records_under_the_verification_key_and_nothing_rewritten():
-    assert [r["snapshot_id"] for r in verification_records(CHAIN)] == [2, 3]
+    assert [r.snapshot_id for r in verification_records(CHAIN)] == [2, 3]
     nothing = Evidence(status="verified", start_snapshot_id=4).to_json()
-    s = action_safety("rewrite_data_files", "succeeded", {"verification": nothing}, {})
+    s = action_safety("rewrite_data_files", "succeeded", {"verification": nothing}, {}).model_dump()
     assert s["verdict"] == "nothing_rewritten"
-    assert action_safety("expire_snapshots", "succeeded", {}, {})["verdict"] == "not_applicable"
+    assert (
+        action_safety("expire_snapshots", "succeeded", {}, {}).model_dump()["verdict"]
+        == "not_applicable"
+    )
 
 
 JSON = st.recursive(
@@ -120,5 +127,5 @@ JSON = st.recursive(
 
 @given(output=JSON, impact=JSON, state=st.sampled_from(["succeeded", "failed"]))
 def test_any_stored_json_gives_an_answer(output, impact, state):
-    s = action_safety("rewrite_data_files", state, output, impact)
+    s = action_safety("rewrite_data_files", state, output, impact).model_dump()
     assert s["verdict"] in {"verified", "failed", "nothing_rewritten", "unverified"}

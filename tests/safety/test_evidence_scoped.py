@@ -33,7 +33,7 @@ def stored(*checks: SnapshotCheck) -> dict[str, object]:
 
 def test_scoped_records_verify_but_live_rows_come_from_metadata():
     out = stored(record(2, "partitions", 24), record(3, "none", 0))
-    s = action_safety("rewrite_data_files", "succeeded", out, IMPACT)
+    s = action_safety("rewrite_data_files", "succeeded", out, IMPACT).model_dump()
     assert s["verdict"] == "verified"
     assert s["live_rows"] == {"before": 1000, "after": 1000, "source": "metadata"}
     assert [r["scope"] for r in s["snapshots"]] == ["partitions", "none"]
@@ -42,11 +42,14 @@ def test_scoped_records_verify_but_live_rows_come_from_metadata():
 def test_whole_table_records_still_give_the_live_rows():
     for scope in (None, "table"):
         out = stored(record(2, scope, 1000))
-        s = action_safety("rewrite_data_files", "succeeded", out, IMPACT)
+        s = action_safety("rewrite_data_files", "succeeded", out, IMPACT).model_dump()
         assert s["live_rows"] == {"before": 1000, "after": 1000, "source": "verification"}
 
 
 def test_a_scoped_violation_still_fails():
     bad = record(2, "partitions", 24).model_copy(update={"rows_after": 23, "ok": False})
     out = stored(bad)
-    assert action_safety("rewrite_data_files", "failed", out, IMPACT)["verdict"] == "failed"
+    assert (
+        action_safety("rewrite_data_files", "failed", out, IMPACT).model_dump()["verdict"]
+        == "failed"
+    )
