@@ -313,16 +313,6 @@ class DeletionOutsideTable(IcepackError):
         self.evidence = evidence
 
 
-class VerificationFailed(IcepackError):
-    """A rewrite changed the table's live contents; ``evidence`` says how and what was done."""
-
-    code = "VERIFICATION_FAILED"
-
-    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.evidence = evidence
-
-
 class AvroUnsupported(IcepackError):
     """This file cannot be scanned here; read it with PyIceberg instead."""
 

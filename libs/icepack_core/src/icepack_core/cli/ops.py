@@ -193,7 +193,11 @@ def job(
         "table_hold": row["table_hold"],
         "job_actions": [
             {k: a[k] for k in ACTION_FIELDS}
-            | {"safety": action_safety(a["action"], a["state"], a["output"], a["impact"])}
+            | {
+                "safety": action_safety(
+                    a["action"], a["state"], a["output"], a["impact"]
+                ).model_dump()
+            }
             for a in actions
         ],
     }
