@@ -82,22 +82,21 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "GET",
         "/jobs/{id}/deletions",
-        "A page of a job's deletion ledger (each file, its size and state), with its totals",
         job_deletions,
-        JobPath,
-        DeletionsQuery,
-        NoBody,
-        {200: ok(models.JobDeletions), **NO_JOB},
+        summary=(
+            "A page of a job's deletion ledger (each file, its size and state), with its totals"
+        ),
+        path_params=JobPath,
+        query=DeletionsQuery,
+        responses={200: ok(models.JobDeletions), **NO_JOB},
     ),
     Endpoint(
         "POST",
         "/jobs/{id}/restore",
-        "Queue a job that moves this job's quarantined files back to their paths",
         restore_job,
-        JobPath,
-        NoParams,
-        NoBody,
-        {
+        summary="Queue a job that moves this job's quarantined files back to their paths",
+        path_params=JobPath,
+        responses={
             201: ok(models.JobSubmitted, "restore job created"),
             200: ok(models.JobSubmitted, "a restore of this job is already active"),
             **NO_JOB,

@@ -50,11 +50,9 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "GET",
         "/events",
-        "Outbox events newest first",
         list_events,
-        NoParams,
-        EventsQuery,
-        NoBody,
-        {200: ok(models.EventPage), 404: error("table= names an unknown table")},
+        summary="Outbox events newest first",
+        query=EventsQuery,
+        responses={200: ok(models.EventPage), 404: error("table= names an unknown table")},
     ),
 ]

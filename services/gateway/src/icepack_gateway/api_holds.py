@@ -66,12 +66,13 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "POST",
         "/tables/{catalog}/{namespace}/{table}/hold/release",
-        "Release the table's maintenance hold (who and why go to the table.hold_released event)",
         release,
-        TablePath,
-        NoParams,
-        HoldReleaseIn,
-        {
+        summary=(
+            "Release the table's maintenance hold (who and why go to the table.hold_released event)"
+        ),
+        path_params=TablePath,
+        body=HoldReleaseIn,
+        responses={
             200: ok(models.HoldReleased),
             404: error("unknown table (TABLE_NOT_FOUND)"),
             409: error("the table is not on hold (TABLE_NOT_HELD)"),

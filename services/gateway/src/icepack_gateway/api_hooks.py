@@ -121,13 +121,11 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "POST",
         "/hooks/catalog-events",
-        "A catalog reports a table change (CloudEvents, structured JSON); discovery "
-        "refreshes that one table",
         catalog_event,
-        NoParams,
-        NoParams,
-        CloudEvent,
-        {
+        summary="A catalog reports a table change (CloudEvents, structured JSON); discovery "
+        "refreshes that one table",
+        body=CloudEvent,
+        responses={
             202: ok(models.HookAccepted, "recorded (coalesced with a waiting one)"),
             401: error("missing or wrong hook token (HOOK_TOKEN_INVALID)"),
             403: error("no hook token is configured (HOOK_DISABLED)"),

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, IntentError, JobNotFound
 from icepack_core.intents import MAX_ACTIONS, Intent, intents_json, parse_intents
 from icepack_core.safety.admission import admit
@@ -152,7 +153,7 @@ async def _admit(state: GatewayState, table: asyncpg.Record, intents: list[Inten
     try:
         await admit(
             state.pool,
-            table,
+            TableRow.from_record(table),
             intents,
             now=datetime.now(UTC),
             expiry_min_age_hours=state.expiry_min_age_hours,
@@ -223,22 +224,18 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "GET",
         "/jobs",
-        "Jobs newest first",
         list_jobs,
-        NoParams,
-        JobsQuery,
-        NoBody,
-        {200: ok(models.JobPage), 404: error("table= names an unknown table")},
+        summary="Jobs newest first",
+        query=JobsQuery,
+        responses={200: ok(models.JobPage), 404: error("table= names an unknown table")},
     ),
     Endpoint(
         "POST",
         "/jobs",
-        "Queue maintenance for a table (deduplicated per table)",
         submit_job,
-        NoParams,
-        NoParams,
-        JobIn,
-        {
+        summary="Queue maintenance for a table (deduplicated per table)",
+        body=JobIn,
+        responses={
             201: ok(models.JobSubmitted, "created"),
             200: ok(models.JobSubmitted, "a job for the table is already active"),
             404: error("unknown or dropped table (TABLE_NOT_FOUND)"),
@@ -248,22 +245,18 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "GET",
         "/jobs/{id}",
-        "One job with its actions and their impact",
         job_detail,
-        JobPath,
-        NoParams,
-        NoBody,
-        {200: ok(models.JobWithActions), **NO_JOB},
+        summary="One job with its actions and their impact",
+        path_params=JobPath,
+        responses={200: ok(models.JobWithActions), **NO_JOB},
     ),
     Endpoint(
         "POST",
         "/jobs/{id}/cancel",
-        "Cancel a queued job, or ask a running one to stop",
         cancel_job,
-        JobPath,
-        NoParams,
-        NoBody,
-        {
+        summary="Cancel a queued job, or ask a running one to stop",
+        path_params=JobPath,
+        responses={
             200: ok(models.JobCancelled),
             **NO_JOB,
             409: error("the job already finished (JOB_ALREADY_FINISHED)"),

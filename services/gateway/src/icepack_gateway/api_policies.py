@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import PolicyError
+from icepack_core.inspection.status import target_file_size
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import recommend
 from icepack_core.planning.simulation import simulate as simulate_catalog
@@ -207,13 +208,12 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
             r["action"]: r["finished_at"]
             for r in await pool.fetch(load_query("job_last_runs"), table["id"])
         }
-        target = properties.get("write.target-file-size-bytes", "")
         recommendation = recommend(
             status["status"],
             policy,
             last_runs,
             datetime.now(UTC),
-            target_file_size_bytes=int(target) if target.isdigit() else None,
+            target_file_size_bytes=target_file_size(properties),
         ).to_json()
     return ApiResponse(
         {
@@ -272,56 +272,49 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "GET",
         "/policies",
-        "Maintenance policies",
         list_policies,
-        NoParams,
-        PoliciesQuery,
-        NoBody,
-        {200: ok(policy_replies.PolicyList)},
+        summary="Maintenance policies",
+        query=PoliciesQuery,
+        responses={200: ok(policy_replies.PolicyList)},
     ),
     Endpoint(
         "GET",
         "/policies/polaris",
-        "Policies read from a Polaris catalog, as Icepack mapped them (unknown keys, invalid "
-        "reasons), and how their last refresh went",
         list_polaris_policies,
-        NoParams,
-        PolarisPoliciesQuery,
-        NoBody,
-        {200: ok(policy_replies.PolarisPolicyList)},
+        summary=(
+            "Policies read from a Polaris catalog, as Icepack mapped them (unknown keys, "
+            "invalid reasons), and how their last refresh went"
+        ),
+        query=PolarisPoliciesQuery,
+        responses={200: ok(policy_replies.PolarisPolicyList)},
     ),
     Endpoint(
         "POST",
         "/policies/simulate",
-        "Effective policy of a table and what it would lead to now (writes nothing; "
-        "`policies` in the body are tried as if stored)",
         simulate,
-        NoParams,
-        NoParams,
-        SimulateIn,
-        {200: ok(policy_replies.Simulation), **NO_TABLE},
+        summary="Effective policy of a table and what it would lead to now (writes nothing; "
+        "`policies` in the body are tried as if stored)",
+        body=SimulateIn,
+        responses={200: ok(policy_replies.Simulation), **NO_TABLE},
     ),
     Endpoint(
         "POST",
         "/policies/simulate/fleet",
-        "Which tables of a catalog proposed policies would change, with their new actions "
-        "and the estimated files/bytes affected (writes nothing, enqueues nothing)",
         simulate_fleet,
-        NoParams,
-        NoParams,
-        FleetSimulateIn,
-        {200: ok(policy_replies.FleetSimulation)},
+        summary="Which tables of a catalog proposed policies would change, with their new actions "
+        "and the estimated files/bytes affected (writes nothing, enqueues nothing)",
+        body=FleetSimulateIn,
+        responses={200: ok(policy_replies.FleetSimulation)},
     ),
     *(
         Endpoint[PolicyPath, NoParams, PolicyIn](
             "PUT",
             path,
-            f"Create or replace a {scope}-level policy",
             put_policy,
-            SCOPE_PATHS[scope],
-            NoParams,
-            PolicyIn,
-            {
+            summary=f"Create or replace a {scope}-level policy",
+            path_params=SCOPE_PATHS[scope],
+            body=PolicyIn,
+            responses={
                 200: ok(policy_replies.PolicyStored, "replaced"),
                 201: ok(policy_replies.PolicyStored, "created"),
                 **NO_TABLE,
@@ -334,12 +327,10 @@ endpoints: list[AnyEndpoint] = [
         Endpoint[PolicyPath, NoParams, NoBody](
             "DELETE",
             path,
-            f"Remove a {scope}-level policy",
             delete_policy,
-            SCOPE_PATHS[scope],
-            NoParams,
-            NoBody,
-            {
+            summary=f"Remove a {scope}-level policy",
+            path_params=SCOPE_PATHS[scope],
+            responses={
                 204: Reply("removed", media_type=None),
                 404: error("no such policy (POLICY_NOT_FOUND)"),
             },

@@ -14,7 +14,7 @@ the reply models. ``document`` turns the table into OpenAPI 3.1 with every model
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -78,17 +78,22 @@ class Reply:
 
 @dataclass(frozen=True)
 class Endpoint(Generic[P, Q, B]):
-    """A route and its contract. ``handler`` None: served by another app (the runner's probes),
-    documented here."""
+    """A route and its contract: ``Endpoint(method, path, handler, summary=..., responses=...)``,
+    every option by keyword (as Starlette's ``Route(path, endpoint, *, methods=...)``). Parameter
+    and body models default to none (``NoParams``, ``NoBody``). ``handler`` None: served by
+    another app (the runner's probes), documented here."""
 
     method: str
     path: str
-    summary: str
     handler: Callable[[Call[P, Q, B]], Awaitable[Response]] | None
-    path_params: type[P]
-    query: type[Q]
-    body: type[B]
+    _: KW_ONLY
+    summary: str
     responses: Mapping[int, Reply]
+    # The defaults are the "none" models; a handler typed for others names them (mypy cannot
+    # tie a default to the type variable, hence the ignores).
+    path_params: type[P] = NoParams  # type: ignore[assignment]
+    query: type[Q] = NoParams  # type: ignore[assignment]
+    body: type[B] = NoBody  # type: ignore[assignment]
     body_required: bool = True
     name: str | None = None
 

@@ -29,6 +29,7 @@ import asyncpg
 import structlog
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, InspectionFailed, PermanentError, StaleFence
 from icepack_core.execution.failures import (
     PERMANENT_ERRORS,
@@ -253,7 +254,7 @@ class JobExecution:
             intents = parse_intents(actions, allow_empty=True)
             admission = await admit(
                 self.pool,
-                row,
+                TableRow.from_record(row),
                 intents,
                 now=datetime.now(UTC),
                 expiry_min_age_hours=self.expiry_min_age_hours,
