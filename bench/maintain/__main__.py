@@ -56,7 +56,7 @@ from icepack_core.execution.verification.comparison import Comparison
 from icepack_core.execution.verification.fingerprint import checksum_expression, table_columns
 from icepack_core.execution.verification.scope import snapshot_view
 from icepack_core.execution.verification.verifier import RewriteVerifier
-from icepack_core.inspection.inspector import Inspector
+from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.local.postgres import LocalPostgres
@@ -87,14 +87,17 @@ class TimedEngine(LocalEngine):
 
 
 class TimedInspector(Inspector):
-    """The inspector, adding up the seconds its inspections took."""
+    """The inspector, adding up the seconds its inspections took (of a loaded table: a job's
+    loads of the table's metadata are shared by all its readers, ``job_context``)."""
 
     seconds = 0.0
 
-    async def inspect(self, ref: TableRef, known_location: str | None = None) -> TableStatus:
+    async def inspect_loaded(
+        self, ref: TableRef, table: LoadedTable, started: float | None = None
+    ) -> TableStatus:
         start = time.perf_counter()
         try:
-            return await super().inspect(ref, known_location)
+            return await super().inspect_loaded(ref, table, started)
         finally:
             self.seconds += time.perf_counter() - start
 

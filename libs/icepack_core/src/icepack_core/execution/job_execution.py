@@ -27,7 +27,6 @@ from typing import Any, NoReturn
 
 import asyncpg
 import structlog
-from pyiceberg.table import Table
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
@@ -46,7 +45,7 @@ from icepack_core.execution.failures import (
     classify,
     failure_of,
 )
-from icepack_core.execution.job_context import JobContext, Record
+from icepack_core.execution.job_context import JobContext, Record, TableMetadata
 from icepack_core.execution.ledger.actions import LedgerActions
 from icepack_core.execution.ledger.expiry_ledger import ExpiryLedger
 from icepack_core.execution.maintenance import (
@@ -200,14 +199,14 @@ class JobExecution:
         ctx = await self._context(table_id, record, job, guard, actions)
         if job is not None:
             await self._settle(ctx)
-        status = await self._status(ctx.ref)
+        status = await self._status(ctx)
         measuring = await self._start_measuring(ctx)
         results: list[dict[str, Any]] = []
         for index, intent in enumerate(ctx.intents):
             outcome, after = await self._action(ctx, intent, status)
             results.append({"action": intent.kind.value, **outcome.output})
             if measuring is not None:
-                own = await measure_own(self.inspector, ctx.ref, status, outcome.verification)
+                own = await measure_own(ctx.metadata.loaded, status, outcome.verification)
                 layout = outcome.output.get("clustering")
                 expected = measuring.expected[index]
                 measuring.actions.append(
@@ -216,7 +215,7 @@ class JobExecution:
             status = after
         if measuring is not None:
             assert job is not None
-            probe_after = await read_probe(self.inspector, ctx.ref)
+            probe_after = await read_probe(ctx.metadata.loaded)
             outcome_doc = job_outcome(measuring.actions, measuring.probe_before, probe_after)
             await self._record_outcome(job, outcome_doc)
         return results
@@ -246,8 +245,11 @@ class JobExecution:
             intents, admission = await self._admit(row, actions)
             if any(isinstance(i, RemoveOrphanFiles) for i in intents):
                 limits = await self._orphan_limits(table_id, admission)
-        maintenance = self._maintenance(row, ref, job, guard, admission, limits)
-        return JobContext(table_id, row, ref, maintenance, record, job, guard, intents, admission)
+        metadata = TableMetadata(self.inspector, ref)
+        maintenance = self._maintenance(row, metadata, job, guard, admission, limits)
+        return JobContext(
+            table_id, row, ref, maintenance, metadata, record, job, guard, intents, admission
+        )
 
     async def _admit(self, row: asyncpg.Record, actions: Any) -> tuple[list[Intent], Admission]:
         """The validated intents and what the choke point established.
@@ -286,23 +288,25 @@ class JobExecution:
             live_files=live,
         )
 
-    async def _status(self, ref: TableRef) -> TableStatus | None:
+    async def _status(self, ctx: JobContext) -> TableStatus | None:
+        """The table's status as ``ctx.metadata`` has it (None, logged, when that fails)."""
         try:
-            return await self.inspector.inspect(ref)
+            return await self.inspector.inspect_loaded(ctx.ref, await ctx.metadata.loaded())
         except InspectionFailed as exc:
-            log.warning("maintenance.inspect_failed", table=str(ref), error=exc.message)
+            log.warning("maintenance.inspect_failed", table=str(ctx.ref), error=exc.message)
             return None
 
     def _maintenance(
         self,
         row: asyncpg.Record,
-        ref: TableRef,
+        metadata: TableMetadata,
         job: Job | None,
         guard: Guard | None,
         admission: Admission | None,
         limits: OrphanLimits | None,
     ) -> TableMaintenance:
         table_id: int = row["id"]
+        ref = metadata.ref
 
         async def begin(action: str, start: int | None) -> None:
             assert job is not None
@@ -316,10 +320,6 @@ class JobExecution:
             )
             if pending is None:
                 raise StaleFence(job.id, job.fence, f"record the start of {action}")
-
-        async def metadata() -> Table | None:
-            # The verifier's file diff reads the manifests through the executor's own catalog.
-            return (await self.inspector.load(ref)).table
 
         orphans = admission.policy.orphan_file_removal if admission else None
         return TableMaintenance(
@@ -337,7 +337,10 @@ class JobExecution:
                 if job is not None and orphans is not None
                 else None
             ),
-            metadata=metadata,
+            # The scope, the start snapshot and the verifier's file diff read the table
+            # through the executor's own catalog, from the run's one load per table state.
+            metadata=metadata.table,
+            on_commit=metadata.changed,
         )
 
     def _expiry(
@@ -360,7 +363,7 @@ class JobExecution:
         if ctx.job is None or not ctx.intents:
             return None
         expected = predicted_benefits(ctx.job.predicted, [i.kind.value for i in ctx.intents])
-        return Measuring(expected, await read_probe(self.inspector, ctx.ref))
+        return Measuring(expected, await read_probe(ctx.metadata.loaded))
 
     async def _action(
         self, ctx: JobContext, intent: Intent, before: TableStatus | None
@@ -374,7 +377,7 @@ class JobExecution:
         except Exception as exc:  # mapped in one place: failures.failure_of
             await self._fail(ctx, exc, failure_of(exc, name, started))
         await clear_conflicts(self.pool, ctx.table_id, name)
-        after = await self._status(ctx.ref)
+        after = await self._status(ctx)
         finished = datetime.now(UTC)
         JOB_ACTION_DURATION.record(
             (finished - started).total_seconds(), {"action": name, "state": "succeeded"}
@@ -415,6 +418,8 @@ class JobExecution:
         """Apply ``failure`` (``failures.failure_of`` of ``exc``): hold, release the pending
         row (``pending``: the one being verified, else this job's), record, verify partial
         progress, raise the decided error."""
+        # Whatever the action committed (partial progress, a rollback) is read anew.
+        ctx.metadata.changed()
         done = failure.record
         if done is None:
             raise exc  # lost the job: the pending verification is the next holder's

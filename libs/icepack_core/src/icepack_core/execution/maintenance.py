@@ -168,6 +168,7 @@ class TableMaintenance:
         expiry: Expiry | None = None,
         orphan_sink: OrphanSink | None = None,
         metadata: TableLoader | None = None,
+        on_commit: Callable[[], None] | None = None,
         in_process_reader: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -184,6 +185,9 @@ class TableMaintenance:
         self.before_call = before_call
         self.guard = guard
         self.metadata = metadata
+        # Told right before a statement that may commit to the table: a caching ``metadata``
+        # (``job_context.TableMetadata``) then loads it again on its next read.
+        self.on_commit = on_commit
         self.verifier = RewriteVerifier(
             engine,
             ref.catalog,
@@ -314,11 +318,14 @@ class TableMaintenance:
             )
         outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
         if isinstance(intent, STATISTICS_INTENTS):  # metadata-only, with its own evidence
-            sql, output = await compute_statistics(self.engine, self.ref, intent, self.metadata)
+            sql, output = await compute_statistics(
+                self.engine, self.ref, intent, self._fresh_metadata()
+            )
             outcome.sql.extend(sql)
             outcome.output.update(output)
             return outcome
         if isinstance(intent, ExpireSnapshots) and self.expiry is not None:
+            self._committing()
             await self.expiry.expire(self.engine, self.ref, intent, outcome)
             return outcome
         if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
@@ -359,6 +366,7 @@ class TableMaintenance:
         if intent.kind in REWRITES and self.before_call is not None:
             await self.before_call(name, start)
         started = time.monotonic()
+        self._committing()
         rows = await self.engine.sql(call)
         outcome.output.update(summarise(name, rows))
         outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
@@ -367,6 +375,23 @@ class TableMaintenance:
         if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start, self.guard)
         return outcome
+
+    def _committing(self) -> None:
+        if self.on_commit is not None:
+            self.on_commit()
+
+    def _fresh_metadata(self) -> TableLoader | None:
+        """``metadata`` loaded anew at each call (a statistics action reads the table before
+        and after its commit)."""
+        metadata = self.metadata
+        if metadata is None:
+            return None
+
+        async def fresh() -> Table | None:
+            self._committing()
+            return await metadata()
+
+        return fresh
 
     async def _conf_value(self, key: str) -> str:
         """The session's current value of an allowlisted conf (``SPARK_CONF_UNDEFINED``)."""
