@@ -22,6 +22,7 @@ from icepack_core.execution.maintenance import VerificationFailed
 from icepack_core.inspection.health import assess
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import record_inspection
+from icepack_core.intents import intents_json, parse_intents
 from icepack_core.local.postgres import free_port
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
@@ -232,7 +233,7 @@ async def test_evidence_under_a_verification_key_is_shown_too(
     queue = JobQueue(db)
     enqueued = await queue.enqueue(
         fleet.tables["crm.users"],
-        [{"action": "rewrite_position_delete_files"}],
+        intents_json(parse_intents([{"action": "rewrite_position_delete_files"}])),
         dedupe_key="verification-key",
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:3", 600)
