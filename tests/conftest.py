@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from icepack_core.db.migrate import migrate
 from icepack_core.db.pool import create_pool
@@ -180,7 +181,7 @@ async def db(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture(scope="session")
-def _tracer_provider():
+def _tracer_provider() -> InMemorySpanExporter:
     """One global tracer provider for in-process tests, recording to memory."""
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
@@ -196,7 +197,7 @@ def _tracer_provider():
 
 
 @pytest.fixture
-def spans(_tracer_provider):
+def spans(_tracer_provider: InMemorySpanExporter) -> InMemorySpanExporter:
     """The in-memory span exporter, emptied for this test."""
     _tracer_provider.clear()
     return _tracer_provider

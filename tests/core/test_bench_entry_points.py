@@ -24,13 +24,13 @@ def bench_modules() -> list[str]:
     return re.findall(r"uv run python -m (bench[\w.]*)", target.group(1))
 
 
-def test_make_bench_runs_every_benchmark_package():
+def test_make_bench_runs_every_benchmark_package() -> None:
     packages = {p.parent.name for p in (REPO / "bench").glob("*/__main__.py")}
     assert {m.split(".")[1] for m in bench_modules()} == packages
 
 
 @pytest.mark.parametrize("module", bench_modules())
-def test_bench_entry_module_imports(module):
+def test_bench_entry_module_imports(module: str) -> None:
     spec = importlib.util.find_spec(module)
     assert spec is not None, f"{module} not found"
     importlib.import_module(f"{module}.__main__" if spec.submodule_search_locations else module)

@@ -3,6 +3,11 @@ what "healthy" waits for when there are no stray files to quarantine."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
+
 from icepack_core.local.demo_lake import DEMO_TABLE_NAMES, STRAY_FILES, DemoState
 from icepack_core.local.object_store import ObjectStore, embedded_catalog_env
 from icepack_core.settings import load_settings
@@ -13,7 +18,9 @@ STORE = ObjectStore(
 )
 
 
-def test_the_embedded_catalog_moves_to_the_bucket_its_secret_stays_secret(monkeypatch, tmp_path):
+def test_the_embedded_catalog_moves_to_the_bucket_its_secret_stays_secret(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     env = embedded_catalog_env(STORE, "postgresql://postgres@127.0.0.1:5432/icepack", "lake")
     assert STORE.secret_key not in env["ICEPACK_CATALOGS"]  # only in the secret variable
     for key, value in env.items():
@@ -37,12 +44,14 @@ def test_the_embedded_catalog_moves_to_the_bucket_its_secret_stays_secret(monkey
     assert STORE.secret_key not in str(redact_conf(conf))
 
 
-def demo_state(ledger: tuple = (), strays: int = len(STRAY_FILES)) -> DemoState:
+def demo_state(
+    ledger: tuple[tuple[Any, ...], ...] = (), strays: int = len(STRAY_FILES)
+) -> DemoState:
     tables = tuple((name, "healthy", 99, "", 1, 0, 1, 0) for name in DEMO_TABLE_NAMES)
     return DemoState(tables, (), (), (), ledger, strays)
 
 
-def test_without_stray_files_healthy_needs_no_quarantine():
+def test_without_stray_files_healthy_needs_no_quarantine() -> None:
     assert not demo_state().healthy  # on local disk the stray files must be quarantined first
     assert demo_state(strays=0).healthy
     quarantined = ((7, "customers", "remove_orphan_files", "quarantined", 2, 128, None),)

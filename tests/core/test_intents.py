@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -38,7 +39,7 @@ STATUS = {
 }
 
 
-def test_the_planners_own_output_validates_and_round_trips():
+def test_the_planners_own_output_validates_and_round_trips() -> None:
     policy = resolve([], "db", "t", {"icepack.orphan-removal.enabled": "false"})
     rec = recommend(STATUS, policy, {}, NOW)
     raw = [{"action": a.action, "params": a.params, "reason": a.reason} for a in rec.actions]
@@ -97,13 +98,15 @@ def test_the_planners_own_output_validates_and_round_trips():
         ([{"action": "rewrite_manifests"}] * 11, "at most 10"),
     ],
 )
-def test_malformed_actions_are_refused_naming_the_field(raw, named):
+def test_malformed_actions_are_refused_naming_the_field(
+    raw: list[dict[str, Any]], named: str
+) -> None:
     with pytest.raises(IntentError) as exc:
         parse_intents(raw)
     assert named in str(exc.value)
 
 
-def test_intents_are_ordered_rewrites_first_orphans_last():
+def test_intents_are_ordered_rewrites_first_orphans_last() -> None:
     intents = parse_intents(
         [
             {"action": "remove_orphan_files", "params": {"older_than": "2026-01-01T00:00:00Z"}},
@@ -112,6 +115,7 @@ def test_intents_are_ordered_rewrites_first_orphans_last():
         ]
     )
     assert [type(i) for i in intents] == [RewriteDataFiles, ExpireSnapshots, RemoveOrphanFiles]
+    assert isinstance(intents[0], RewriteDataFiles)
     assert intents[0].params.strategy == "binpack"
 
 
@@ -130,7 +134,7 @@ def test_intents_are_ordered_rewrites_first_orphans_last():
         max_leaves=20,
     )
 )
-def test_any_json_either_parses_or_is_refused_with_intent_error(raw):
+def test_any_json_either_parses_or_is_refused_with_intent_error(raw: object) -> None:
     try:
         intents = parse_intents(raw)
     except IntentError as exc:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from icepack_core.types import join_namespace, split_namespace
 
 
-def test_dotted_level_and_two_levels_differ():
+def test_dotted_level_and_two_levels_differ() -> None:
     assert join_namespace(("a.b",)) == "a\\.b"
     assert join_namespace(("a", "b")) == "a.b"
     assert join_namespace(("db",)) == "db"  # plain names read as before
@@ -20,10 +20,10 @@ levels = st.lists(st.text(alphabet=st.sampled_from("ab.\\_é"), max_size=5), min
 
 
 @given(levels)
-def test_split_inverts_join(parts):
+def test_split_inverts_join(parts: list[str]) -> None:
     assert split_namespace(join_namespace(parts)) == tuple(parts)
 
 
 @given(levels, levels)
-def test_join_is_injective(a, b):
+def test_join_is_injective(a: list[str], b: list[str]) -> None:
     assert (join_namespace(a) == join_namespace(b)) == (a == b)

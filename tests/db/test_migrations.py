@@ -3,6 +3,7 @@
 import asyncio
 import os
 import sys
+from typing import Any
 
 import asyncpg
 import pytest
@@ -28,7 +29,7 @@ ORDER BY 1, 2
 """
 
 
-async def shape(url):
+async def shape(url: str) -> list[tuple[Any, ...]]:
     conn = await asyncpg.connect(url)
     try:
         return [tuple(r) for r in await conn.fetch(SCHEMA_SHAPE)]
@@ -36,7 +37,7 @@ async def shape(url):
         await conn.close()
 
 
-async def test_migrate_twice_applies_nothing_the_second_time(empty_database_url):
+async def test_migrate_twice_applies_nothing_the_second_time(empty_database_url: str) -> None:
     conn = await asyncpg.connect(empty_database_url)
     try:
         first = await migrate(conn)
@@ -47,7 +48,9 @@ async def test_migrate_twice_applies_nothing_the_second_time(empty_database_url)
     assert second == []
 
 
-async def test_four_processes_migrating_at_once_agree(empty_database_url, database_url):
+async def test_four_processes_migrating_at_once_agree(
+    empty_database_url: str, database_url: str
+) -> None:
     env = {**os.environ, "ICEPACK_DATABASE_URL": empty_database_url}
     procs = [
         await asyncio.create_subprocess_exec(
@@ -74,7 +77,7 @@ async def test_four_processes_migrating_at_once_agree(empty_database_url, databa
     assert len(versions) == len(available_migrations())
 
 
-async def test_a_changed_migration_is_refused(database_url):
+async def test_a_changed_migration_is_refused(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute("UPDATE icepack.schema_migrations SET checksum = 'x' WHERE version = 1")
@@ -84,7 +87,7 @@ async def test_a_changed_migration_is_refused(database_url):
         await conn.close()
 
 
-async def test_a_newer_database_is_refused(database_url):
+async def test_a_newer_database_is_refused(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute("INSERT INTO icepack.schema_migrations VALUES (999, 'future', 'x')")
@@ -94,7 +97,7 @@ async def test_a_newer_database_is_refused(database_url):
         await conn.close()
 
 
-async def test_migrate_command_reports_a_bad_url_clearly():
+async def test_migrate_command_reports_a_bad_url_clearly() -> None:
     env = {**os.environ, "ICEPACK_DATABASE_URL": "mysql://nope/db"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -4,10 +4,13 @@ undoes itself (an open transaction) and what ``SET LOCAL`` scopes must not reach
 from __future__ import annotations
 
 from icepack_core.db.pool import create_pool
+from icepack_core.settings import Settings
 from icepack_gateway.api_tables import _fetch_planned
 
 
-async def test_a_released_connection_carries_no_transaction_or_local_setting(settings):
+async def test_a_released_connection_carries_no_transaction_or_local_setting(
+    settings: Settings,
+) -> None:
     pool = await create_pool(settings.model_copy(update={"db_pool_min": 1, "db_pool_max": 1}), "t")
     try:
         async with pool.acquire() as conn:

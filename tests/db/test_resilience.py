@@ -13,7 +13,7 @@ import structlog
 from icepack_core.db.resilience import retry_db
 
 
-async def test_a_full_connection_limit_is_waited_out(pg_admin_url):
+async def test_a_full_connection_limit_is_waited_out(pg_admin_url: str) -> None:
     role = f"limited_{secrets.token_hex(4)}"
     admin = await asyncpg.connect(pg_admin_url)
     await admin.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1")

@@ -2,13 +2,14 @@
 schema.sql, same shape (columns, indexes, constraints, views, triggers)."""
 
 from importlib import resources
+from typing import Any
 
 import asyncpg
 
 from tests.db.test_migrations import shape
 
 
-async def test_snapshot_matches_the_migrations(empty_database_url, database_url):
+async def test_snapshot_matches_the_migrations(empty_database_url: str, database_url: str) -> None:
     snapshot = resources.files("icepack_core.db").joinpath("schema.sql").read_text()
     conn = await asyncpg.connect(empty_database_url)
     try:
@@ -16,7 +17,9 @@ async def test_snapshot_matches_the_migrations(empty_database_url, database_url)
     finally:
         await conn.close()
 
-    def without_bookkeeping(items):  # schema_migrations is migrate()'s own record, not dumped
+    def without_bookkeeping(
+        items: list[tuple[Any, ...]],
+    ) -> list[tuple[Any, ...]]:  # schema_migrations is migrate()'s own record, not dumped
         return [i for i in items if "schema_migrations" not in i[1]]
 
     assert without_bookkeeping(await shape(empty_database_url)) == without_bookkeeping(

@@ -34,6 +34,7 @@ def render(path: Path) -> list[dict[str, Any]]:
     """Render a kustomization with `kubectl kustomize` and return its objects."""
     kubectl = shutil.which("kubectl")
     need(kubectl is not None, "kubectl is not on PATH")
+    assert kubectl is not None
     out = subprocess.run(
         [kubectl, "kustomize", str(path)], check=True, capture_output=True, text=True
     ).stdout
@@ -43,11 +44,12 @@ def render(path: Path) -> list[dict[str, Any]]:
 def pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
     """The pod spec inside a workload (Deployment, StatefulSet, Job or KEDA ScaledJob)."""
     spec = obj.get("spec", {})
+    pod: dict[str, Any] | None = None
     if obj["kind"] == "ScaledJob":
-        return spec["jobTargetRef"]["template"]["spec"]
-    if obj["kind"] in {"Deployment", "StatefulSet", "Job", "DaemonSet"}:
-        return spec["template"]["spec"]
-    return None
+        pod = spec["jobTargetRef"]["template"]["spec"]
+    elif obj["kind"] in {"Deployment", "StatefulSet", "Job", "DaemonSet"}:
+        pod = spec["template"]["spec"]
+    return pod
 
 
 def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -64,4 +66,5 @@ def config_map(objects: list[dict[str, Any]]) -> dict[str, str]:
         if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("icepack-config-")
     ]
     assert len(maps) == 1
-    return maps[0]["data"]
+    data: dict[str, str] = maps[0]["data"]
+    return data

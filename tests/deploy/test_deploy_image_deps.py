@@ -122,9 +122,10 @@ def replay_build_stage(dockerfile: Path, context: Path, venv: Path) -> None:
                 "UV_COMPILE_BYTECODE": "0",
                 "UV_LINK_MODE": "hardlink",
             }
-            assert uv() is not None
+            uv_bin = uv()
+            assert uv_bin is not None
             result = subprocess.run(
-                [uv(), *shlex.split(args)[1:]],
+                [uv_bin, *shlex.split(args)[1:]],
                 cwd=context,
                 env=run_env,
                 capture_output=True,

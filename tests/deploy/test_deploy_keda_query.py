@@ -11,7 +11,8 @@ from tests.deploy.deploy_helpers import KUSTOMIZE, find, render
 
 def trigger_query() -> str:
     scaled = find(render(KUSTOMIZE / "base"), "ScaledJob", "icepack-executor")
-    return scaled["spec"]["triggers"][0]["metadata"]["query"]
+    query: str = scaled["spec"]["triggers"][0]["metadata"]["query"]
+    return query
 
 
 async def insert_job(db: asyncpg.Pool, key: str, state: str, due_in: timedelta) -> None:

@@ -20,7 +20,8 @@ def keda_schema(kind: str, api_version: str) -> dict[str, Any]:
     version = api_version.split("/")[1]
     path = KEDA_SCHEMAS / f"{kind.lower()}_{version}.json"
     assert path.exists(), f"no KEDA schema for {kind} {api_version} at {path}"
-    return json.loads(path.read_text())
+    schema: dict[str, Any] = json.loads(path.read_text())
+    return schema
 
 
 @pytest.mark.parametrize("env", ENVS)

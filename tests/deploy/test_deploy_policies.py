@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +21,9 @@ VERSION_TAG = re.compile(r"^v?\d+(\.\d+)*([-.][0-9A-Za-z.-]+)?$")
 TRIGGER_QUERY = "SELECT COALESCE(count(*), 0) FROM icepack.claimable_jobs(now())"
 
 
-def containers(objects: list[dict[str, Any]]):
+def containers(
+    objects: list[dict[str, Any]],
+) -> Iterator[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
     for obj in objects:
         spec = pod_spec(obj)
         if spec is None:

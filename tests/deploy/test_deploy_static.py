@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,7 +128,7 @@ def test_hadolint() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def checkov(targets: list[Path], frameworks: list[str]) -> dict:
+def checkov(targets: list[Path], frameworks: list[str]) -> dict[str, Any]:
     """One checkov run over every target with every framework (its start-up is most of its
     time): the report of each framework, by check type."""
     directories = [arg for target in targets for arg in ("-d", str(target))]
@@ -153,7 +154,7 @@ def checkov(targets: list[Path], frameworks: list[str]) -> dict:
             f"checkov gave no JSON report (rc={result.returncode}): {result.stderr[-2000:]}"
         )
     assert reports and all(r["summary"]["parsing_errors"] == 0 for r in reports), reports
-    by_type: dict[str, dict] = {}
+    by_type: dict[str, dict[str, Any]] = {}
     for r in reports:  # a framework reported for several directories: its results add up
         kept = by_type.setdefault(r["check_type"], {"summary": {}, "results": {}})
         for key, value in r["summary"].items():
@@ -165,7 +166,7 @@ def checkov(targets: list[Path], frameworks: list[str]) -> dict:
     return by_type
 
 
-def failed(reports: dict) -> list[str]:
+def failed(reports: dict[str, Any]) -> list[str]:
     return [
         f"{f['check_id']} {f['resource']} ({f['file_path']}): {f['check_name']}"
         for r in reports.values()
@@ -178,6 +179,7 @@ def test_checkov_terraform_dockerfiles_and_rendered_manifests(tmp_path: Path) ->
     # Waivers: inline #checkov:skip=... with a reason, or deploy/.checkov.yaml.
     kubectl = shutil.which("kubectl")
     need(kubectl is not None, "kubectl is not on PATH")
+    assert kubectl is not None
     rendered = tmp_path / "rendered"
     rendered.mkdir()
     for env in ENVS:

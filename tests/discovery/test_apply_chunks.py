@@ -4,12 +4,17 @@ and a change pushed after the listing was read is neither overwritten nor marked
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.discovery import refresh
+from icepack_core.discovery.catalogs import list_table_locations
 from icepack_core.discovery.refresh import Discovery, apply_change
+from icepack_core.settings import CatalogConfig
 from tests.discovery.test_discovery_sql import events, last_event_id, make_settings
 from tests.plugins.catalogs import rows
 
@@ -28,8 +33,12 @@ def wrap_chunks(monkeypatch: pytest.MonkeyPatch, before_each: Any) -> None:
 
 
 async def test_new_tables_commit_chunk_by_chunk_each_with_its_event(
-    db, database_url, tmp_path, scratch_catalog, monkeypatch
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     for name in ("a", "b", "c", "d", "e"):
@@ -62,8 +71,11 @@ async def test_new_tables_commit_chunk_by_chunk_each_with_its_event(
 
 
 async def test_a_row_postgres_refuses_in_a_new_batch_costs_that_table_alone(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     for name in ("a", "refused", "b"):
@@ -87,8 +99,12 @@ async def test_a_row_postgres_refuses_in_a_new_batch_costs_that_table_alone(
 
 
 async def test_a_change_pushed_after_the_listing_was_read_is_kept(
-    db, database_url, tmp_path, scratch_catalog, monkeypatch
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     a = catalog.create_table(("ns", "a"), rows(0).schema)
@@ -97,7 +113,7 @@ async def test_a_change_pushed_after_the_listing_was_read_is_kept(
     discovery = Discovery(make_settings(database_url, tmp_path, cfg), db)
     await discovery.run_once()
     monkeypatch.setattr(refresh, "APPLY_CHUNK", 1)
-    real_listing = refresh.list_table_locations
+    real_listing = list_table_locations
     pushed: dict[str, str] = {}
 
     async def listing_then_pushes(*args: Any, **kwargs: Any) -> Any:
@@ -136,9 +152,15 @@ async def test_a_change_pushed_after_the_listing_was_read_is_kept(
     ]
 
 
+LAST_SEEN = "SELECT name, last_seen_at FROM icepack.tables"
+
+
 async def test_last_seen_moves_once_it_is_ten_minutes_old(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     """An unchanged table's row is not rewritten by every pass, only once ``last_seen_at`` is
     10 minutes old."""
     cfg, catalog = scratch_catalog
@@ -151,8 +173,8 @@ async def test_last_seen_moves_once_it_is_ten_minutes_old(
         "UPDATE icepack.tables SET first_seen_at = now() - interval '1 hour', "
         "last_seen_at = now() - interval '11 minutes' WHERE name = 'a'"
     )
-    before = dict(await db.fetch("SELECT name, last_seen_at FROM icepack.tables"))
+    before = {r["name"]: r["last_seen_at"] for r in await db.fetch(LAST_SEEN)}
 
     await discovery.run_once()
-    after = dict(await db.fetch("SELECT name, last_seen_at FROM icepack.tables"))
+    after = {r["name"]: r["last_seen_at"] for r in await db.fetch(LAST_SEEN)}
     assert after["a"] > before["a"] and after["b"] == before["b"]

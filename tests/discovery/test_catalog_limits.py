@@ -8,12 +8,15 @@ import time
 import uuid
 from pathlib import Path
 
+import asyncpg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.discovery.limits import CatalogCalls, CatalogGate, TokenBucket
 from icepack_core.discovery.refresh import Discovery
+from icepack_core.settings import CatalogConfig
 from tests.discovery.test_discovery_sql import make_settings
 from tests.plugins.catalogs import SCHEMA, rows
 from tests.plugins.rest_fixture import IcebergRest
@@ -33,7 +36,9 @@ class FakeClock:
 
 @given(rate=st.floats(0.5, 1000), takes=st.integers(1, 300))
 @settings(max_examples=100, deadline=None)
-def test_the_bucket_never_lets_more_than_burst_plus_rate_times_elapsed(rate, takes):
+def test_the_bucket_never_lets_more_than_burst_plus_rate_times_elapsed(
+    rate: float, takes: int
+) -> None:
     clock = FakeClock()
     bucket = TokenBucket(rate, clock=clock, sleep=clock.sleep)
     for _ in range(takes):
@@ -44,7 +49,7 @@ def test_the_bucket_never_lets_more_than_burst_plus_rate_times_elapsed(rate, tak
     assert clock.now <= max(0.0, (takes - bucket.burst) / rate) + 1 / rate + 1e-6
 
 
-def test_the_gate_holds_concurrency_and_counts_by_kind():
+def test_the_gate_holds_concurrency_and_counts_by_kind() -> None:
     gate = CatalogGate("c", max_concurrent=2, per_second=1000)
     calls = CatalogCalls()
     release = threading.Event()
@@ -67,8 +72,11 @@ def test_the_gate_holds_concurrency_and_counts_by_kind():
 
 
 async def test_a_sql_pass_is_one_query_plus_the_namespace_walk(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     for ns in ("a", "b"):
         catalog.create_namespace(ns)
@@ -85,8 +93,8 @@ async def test_a_sql_pass_is_one_query_plus_the_namespace_walk(
 
 @pytest.mark.slow
 async def test_a_rest_pass_loads_each_table_within_the_concurrency_limit(
-    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     ns = f"l{uuid.uuid4().hex[:8]}"
     cfg = iceberg_rest.config("rest", include=[ns]).model_copy(
         update={"max_concurrent_requests": 2, "max_requests_per_second": 200.0}

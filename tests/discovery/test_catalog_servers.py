@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import asyncpg
 import boto3
 import pytest
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 async def _discover_and_inspect(
-    db, database_url: str, tmp_path: Path, cfg: CatalogConfig, namespace: str
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, cfg: CatalogConfig, namespace: str
 ) -> None:
     catalog = load_catalog(cfg)
     catalog.create_namespace(namespace)
@@ -47,7 +48,9 @@ async def _discover_and_inspect(
     assert (again.discovered, again.changed, again.dropped) == (0, 1, 1)
 
 
-async def test_glue_catalog_discovery_and_inspection(db, database_url, tmp_path, moto_glue: str):
+async def test_glue_catalog_discovery_and_inspection(
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, moto_glue: str
+) -> None:
     bucket = f"icepack-{uuid.uuid4().hex[:8]}"
     s3 = boto3.client(
         "s3",
@@ -71,8 +74,8 @@ async def test_glue_catalog_discovery_and_inspection(db, database_url, tmp_path,
 
 
 async def test_rest_catalog_on_seaweedfs_discovery_and_inspection(
-    db, database_url, tmp_path, seaweed: Seaweed
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, seaweed: Seaweed
+) -> None:
     cfg = CatalogConfig(
         name="weed",
         type="rest",

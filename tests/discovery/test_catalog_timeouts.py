@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 import requests
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.discovery import catalogs
 from icepack_core.settings import CatalogConfig
@@ -45,7 +46,9 @@ def silent_server() -> Iterator[int]:
         server.close()
 
 
-async def test_a_rest_catalog_that_never_answers_times_out(silent_server, monkeypatch):
+async def test_a_rest_catalog_that_never_answers_times_out(
+    silent_server: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(catalogs, "REQUEST_TIMEOUT", (1.0, 1.0))
     cfg = CatalogConfig(name="hung", type="rest", uri=f"http://127.0.0.1:{silent_server}")
     # Before: the config request waited for ever (this deadline only turns that into a failure).
@@ -53,7 +56,9 @@ async def test_a_rest_catalog_that_never_answers_times_out(silent_server, monkey
         await asyncio.wait_for(asyncio.to_thread(catalogs.load_catalog, cfg), 30)
 
 
-def test_a_sql_catalog_session_has_a_statement_timeout(scratch_catalog):
+def test_a_sql_catalog_session_has_a_statement_timeout(
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     """The catalog's own queries (the listing's one query over iceberg_tables, a table's row)
     are bounded by the server, however long a lock on the catalog table is held."""
     from sqlalchemy import text

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from icepack_core.discovery.catalogs import (
@@ -52,7 +53,7 @@ def _fixture_tables(
     return cfg, ns
 
 
-async def _stored(db, catalog: str) -> dict[str, tuple[str | None, str | None]]:
+async def _stored(db: asyncpg.Pool, catalog: str) -> dict[str, tuple[str | None, str | None]]:
     return {
         r["name"]: (r["metadata_location"], r["catalog_etag"])
         for r in await db.fetch(
@@ -62,7 +63,7 @@ async def _stored(db, catalog: str) -> dict[str, tuple[str | None, str | None]]:
     }
 
 
-async def _status_calls(db, catalog: str) -> dict[str, int]:
+async def _status_calls(db: asyncpg.Pool, catalog: str) -> dict[str, int]:
     return dict(
         await db.fetchval(
             "SELECT last_pass_calls FROM icepack.catalog_status WHERE catalog = $1", catalog
@@ -78,8 +79,8 @@ def loads(calls: dict[str, int]) -> dict[str, int]:
 
 
 async def test_unchanged_tables_answer_304_and_a_commit_costs_one_full_load(
-    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     cfg, ns = _fixture_tables(iceberg_rest, "rest_etag")
     discovery = Discovery(make_settings(database_url, tmp_path, cfg), db)
 
@@ -117,8 +118,8 @@ async def test_unchanged_tables_answer_304_and_a_commit_costs_one_full_load(
 
 
 async def test_without_conditional_loads_or_a_stored_etag_tables_are_loaded_in_full(
-    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     cfg, _ = _fixture_tables(iceberg_rest, "rest_plain", conditional_loads=False)
     plain = Discovery(make_settings(database_url, tmp_path, cfg), db)
     for _ in range(2):
@@ -200,8 +201,8 @@ def _faulty_proxy(upstream: str, faults: dict[str, int]) -> Iterator[_FaultyProx
 
 
 async def test_an_unexpected_answer_to_a_conditional_load_costs_only_that_table(
-    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     cfg, ns = _fixture_tables(iceberg_rest, "rest_faulty")
     discovery = Discovery(make_settings(database_url, tmp_path, cfg), db)
     assert (await discovery.run_once()).catalogs[0].discovered == 3
@@ -243,8 +244,8 @@ async def test_an_unexpected_answer_to_a_conditional_load_costs_only_that_table(
 
 
 async def test_a_location_set_without_an_etag_clears_it_and_a_304_never_moves_a_table_back(
-    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     cfg, ns = _fixture_tables(iceberg_rest, "rest_pushed")
     discovery = Discovery(make_settings(database_url, tmp_path, cfg), db)
     await discovery.run_once()
@@ -284,8 +285,8 @@ async def test_a_location_set_without_an_etag_clears_it_and_a_304_never_moves_a_
 
 
 async def test_a_targeted_refresh_stores_the_etag_so_the_next_poll_gets_a_304(
-    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     """A hint or an SQS message refreshes one table by a full load (``refresh_table``); the
     ETag that load answered is stored, so the next poll's load of the table is a 304."""
     cfg, ns = _fixture_tables(iceberg_rest, "rest_targeted")
@@ -309,8 +310,8 @@ async def test_a_targeted_refresh_stores_the_etag_so_the_next_poll_gets_a_304(
 
 
 async def test_an_excluded_rest_table_is_recorded_and_follows_its_commits(
-    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     """A table ``exclude`` leaves out is recorded for the location checks from a real REST load
     (location and ETag); a commit to it moves the record (its conditional load is not a 304)."""
     cfg, ns = _fixture_tables(iceberg_rest, "rest_unmaintained")

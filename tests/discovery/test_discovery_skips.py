@@ -3,17 +3,25 @@ sent) and refreshes the rest of its catalog; real SQL and REST catalogs."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.discovery.refresh import Discovery
+from icepack_core.settings import CatalogConfig
 from tests.discovery.test_discovery_sql import make_settings
 from tests.plugins.catalogs import rows
+from tests.plugins.rest_fixture import IcebergRest
 
 BIDI = "bad\u202ename"  # a right-to-left override: sql_ident refuses to send it to Spark
 
 
-async def table_names(db, catalog):
+async def table_names(db: asyncpg.Pool, catalog: str) -> dict[tuple[str, str], datetime | None]:
     recs = await db.fetch(
         "SELECT namespace, name, dropped_at FROM icepack.tables WHERE catalog = $1 ORDER BY name",
         catalog,
@@ -21,15 +29,19 @@ async def table_names(db, catalog):
     return {(r["namespace"], r["name"]): r["dropped_at"] for r in recs}
 
 
-async def skipped(db, catalog):
-    return await db.fetchval(
+async def skipped(db: asyncpg.Pool, catalog: str) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = await db.fetchval(
         "SELECT skipped_tables FROM icepack.catalog_status WHERE catalog = $1", catalog
     )
+    return entries
 
 
 async def test_sql_catalog_table_with_an_invalid_name_is_skipped_and_recorded(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     for name in ("good_a", BIDI, "good_b"):
@@ -50,8 +62,8 @@ async def test_sql_catalog_table_with_an_invalid_name_is_skipped_and_recorded(
 
 @pytest.mark.slow
 async def test_rest_catalog_table_with_a_nul_property_is_skipped_the_rest_refreshed(
-    db, database_url, tmp_path, iceberg_rest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     ns = f"nul_{tmp_path.name[-20:].replace('-', '_').lower()}"
     cfg = iceberg_rest.config("rest", include=[ns])
     catalog = load_catalog(cfg)

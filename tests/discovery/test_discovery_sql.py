@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import asyncpg
+from pyiceberg.catalog.sql import SqlCatalog
+
 from icepack_core.discovery.catalogs import CatalogSet
 from icepack_core.discovery.refresh import Discovery, refresh_table
 from icepack_core.inspection.process import TableInspections
-from icepack_core.settings import CatalogConfig, load_settings
+from icepack_core.settings import CatalogConfig, Settings, load_settings
 from tests.plugins.catalogs import rows
 
 
-async def events(db, after: int = 0) -> list[tuple[str, str]]:
+async def events(db: asyncpg.Pool, after: int = 0) -> list[tuple[str, str]]:
     recs = await db.fetch(
         "SELECT e.topic, t.namespace || '.' || t.name AS t FROM icepack.events e "
         "JOIN icepack.tables t ON t.id = e.table_id WHERE e.id > $1 ORDER BY e.id",
@@ -20,19 +23,23 @@ async def events(db, after: int = 0) -> list[tuple[str, str]]:
     return sorted((r["topic"], r["t"]) for r in recs)
 
 
-async def last_event_id(db) -> int:
-    return await db.fetchval("SELECT coalesce(max(id), 0) FROM icepack.events")
+async def last_event_id(db: asyncpg.Pool) -> int:
+    last: int = await db.fetchval("SELECT coalesce(max(id), 0) FROM icepack.events")
+    return last
 
 
-def make_settings(database_url: str, tmp_path: Path, *catalogs: CatalogConfig):
+def make_settings(database_url: str, tmp_path: Path, *catalogs: CatalogConfig) -> Settings:
     return load_settings(
         database_url=database_url, data_dir=tmp_path / "data", catalogs=list(catalogs)
     )
 
 
 async def test_discovery_emits_exactly_one_event_per_change(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     catalog.create_namespace(("ns", "sub"))
@@ -68,6 +75,7 @@ async def test_discovery_emits_exactly_one_event_per_change(
     row = await db.fetchrow(
         "SELECT metadata_location, dropped_at FROM icepack.tables WHERE name = 'a'"
     )
+    assert row is not None
     assert row["metadata_location"] == catalog.load_table("ns.a").metadata_location
     assert await db.fetchval("SELECT dropped_at IS NOT NULL FROM icepack.tables WHERE name='b'")
 
@@ -78,12 +86,16 @@ async def test_discovery_emits_exactly_one_event_per_change(
     assert fourth.discovered == 1
     assert await db.fetchval("SELECT dropped_at IS NULL FROM icepack.tables WHERE name='b'")
     status = await db.fetchrow("SELECT * FROM icepack.catalog_status WHERE catalog='scratch'")
+    assert status is not None
     assert status["last_error"] is None and status["table_count"] == 4
 
 
 async def test_include_and_exclude_patterns_select_tables(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     for ns in ("keep", "skip"):
         catalog.create_namespace(ns)
@@ -101,8 +113,11 @@ async def test_include_and_exclude_patterns_select_tables(
 
 
 async def test_a_broken_catalog_records_an_error_and_keeps_its_tables(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     catalog.create_table("ns.a", rows(0).schema)
@@ -121,14 +136,19 @@ async def test_a_broken_catalog_records_an_error_and_keeps_its_tables(
     assert await events(db, mark) == []
     assert await db.fetchval("SELECT count(*) FROM icepack.tables WHERE dropped_at IS NULL") == 1
     status = await db.fetchrow("SELECT * FROM icepack.catalog_status WHERE catalog='scratch'")
+    assert status is not None
     assert status["last_error"] and status["last_ok_at"] is not None
     down = await db.fetchrow("SELECT * FROM icepack.catalog_status WHERE catalog='down'")
+    assert down is not None
     assert down["last_ok_at"] is None and down["last_error"]
 
 
 async def test_a_commit_seen_by_a_sql_listing_keeps_the_stored_properties(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     """A SQL catalog's listing (and a targeted refresh of it) carries no properties. The stored
     ones come from the inspector and are what the planner and admission read (an opt-out, the
     write paths of the overlap check, gc.enabled): a commit must not wipe them."""
@@ -154,5 +174,6 @@ async def test_a_commit_seen_by_a_sql_listing_keeps_the_stored_properties(
     row = await db.fetchrow(
         "SELECT metadata_location, properties FROM icepack.tables WHERE id = $1", table_id
     )
+    assert row is not None
     assert row["metadata_location"] == catalog.load_table("ns.opted_out").metadata_location
     assert row["properties"] == stored

@@ -16,6 +16,7 @@ import time
 
 import asyncpg
 import httpx
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.access.tokens import TokenStore
 from icepack_core.discovery.catalogs import CatalogSet
@@ -63,8 +64,8 @@ async def wait_ready(client: httpx.AsyncClient, deadline: float) -> None:
 
 
 async def test_hook_over_http_then_discovery_loads_only_the_named_table(
-    db, database_url, scratch_catalog
-):
+    db: asyncpg.Pool, database_url: str, scratch_catalog: tuple[CatalogConfig, SqlCatalog]
+) -> None:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     catalog.create_table("ns.hooked", rows(0).schema)
@@ -137,7 +138,7 @@ async def test_hook_over_http_then_discovery_loads_only_the_named_table(
     assert await topics(db, "hooked") == ["table.discovered", "table.dropped"]
 
 
-async def test_a_hint_whose_catalog_fails_is_retried_later_then_given_up(db):
+async def test_a_hint_whose_catalog_fails_is_retried_later_then_given_up(db: asyncpg.Pool) -> None:
     broken = CatalogConfig(
         name="broken", type="sql", uri=f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"
     )
@@ -150,6 +151,7 @@ async def test_a_hint_whose_catalog_fails_is_retried_later_then_given_up(db):
         "SELECT attempts, last_error, not_before > now() AS later "
         "FROM icepack.catalog_hints WHERE catalog = 'broken'"
     )
+    assert row is not None
     assert row["attempts"] == 1 and row["later"] and "OperationalError" in row["last_error"]
     assert (
         await db.fetchval("SELECT count(*) FROM icepack.catalog_hints WHERE catalog = 'gone'") == 0
@@ -161,7 +163,9 @@ async def test_a_hint_whose_catalog_fails_is_retried_later_then_given_up(db):
     assert await db.fetchval("SELECT count(*) FROM icepack.catalog_hints") == 0
 
 
-async def test_the_hook_is_disabled_without_a_hook_token(db, database_url):
+async def test_the_hook_is_disabled_without_a_hook_token(
+    db: asyncpg.Pool, database_url: str
+) -> None:
     app = create_app(db, settings=load_settings(database_url=database_url))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:

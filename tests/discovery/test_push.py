@@ -13,9 +13,12 @@ import contextlib
 import inspect
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.discovery.catalogs import CatalogSet
 from icepack_core.discovery.push import (
@@ -26,7 +29,7 @@ from icepack_core.discovery.push import (
     parse_change,
 )
 from icepack_core.discovery.refresh import Discovery
-from icepack_core.settings import CatalogConfig, load_settings
+from icepack_core.settings import CatalogConfig, Settings, load_settings
 from tests.plugins.catalogs import rows
 from tests.support.waiting import eventually
 
@@ -67,7 +70,9 @@ async def watching(db: asyncpg.Pool, cfg: CatalogConfig) -> AsyncIterator[Catalo
         await asyncio.wait_for(task, 10)
 
 
-async def test_pyiceberg_commits_are_pushed_as_events(db, scratch_catalog):
+async def test_pyiceberg_commits_are_pushed_as_events(
+    db: asyncpg.Pool, scratch_catalog: tuple[CatalogConfig, SqlCatalog]
+) -> None:
     cfg, catalog = scratch_catalog
     cfg = cfg.model_copy(update={"notify": True})
     catalog.create_namespace("ns")
@@ -87,6 +92,7 @@ async def test_pyiceberg_commits_are_pushed_as_events(db, scratch_catalog):
     row = await db.fetchrow(
         "SELECT metadata_location, dropped_at FROM icepack.tables WHERE name = 'pushed'"
     )
+    assert row is not None
     assert row["metadata_location"] == location and row["dropped_at"] is not None
 
 
@@ -98,8 +104,11 @@ async def wait_until_events(db: asyncpg.Pool, name: str, topics: list[str]) -> N
 
 
 async def test_a_commit_missed_while_away_is_caught_on_reconnect_and_by_polling(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     cfg = cfg.model_copy(update={"notify": True})
     catalog.create_namespace("ns")
@@ -124,7 +133,9 @@ async def test_a_commit_missed_while_away_is_caught_on_reconnect_and_by_polling(
         assert watcher.applied == 0  # caught by the catch-up, not by a notification
 
 
-async def test_the_watcher_reconnects_after_its_connection_is_killed(db, scratch_catalog):
+async def test_the_watcher_reconnects_after_its_connection_is_killed(
+    db: asyncpg.Pool, scratch_catalog: tuple[CatalogConfig, SqlCatalog]
+) -> None:
     cfg, catalog = scratch_catalog
     cfg = cfg.model_copy(update={"notify": True})
     catalog.create_namespace("ns")
@@ -146,7 +157,9 @@ async def test_the_watcher_reconnects_after_its_connection_is_killed(db, scratch
 
 
 @pytest.mark.spark
-async def test_a_spark_commit_is_pushed(db, spark, spark_catalog_settings):
+async def test_a_spark_commit_is_pushed(
+    db: asyncpg.Pool, spark: Any, spark_catalog_settings: Settings
+) -> None:
     (cfg,) = spark_catalog_settings.effective_catalogs()
     cfg = cfg.model_copy(update={"notify": True, "include": ["push_ns"]})
     spark.sql("CREATE NAMESPACE IF NOT EXISTS icepack.push_ns")
@@ -166,10 +179,11 @@ async def test_a_spark_commit_is_pushed(db, spark, spark_catalog_settings):
     assert count == 2
 
 
-def test_malformed_notifications_are_ignored_not_fatal():
+def test_malformed_notifications_are_ignored_not_fatal() -> None:
     assert parse_change("not json") is None
     assert parse_change('{"namespace": "x"}') is None
-    assert parse_change('{"catalog": "c", "overflow": true}').overflow
+    overflow = parse_change('{"catalog": "c", "overflow": true}')
+    assert overflow is not None and overflow.overflow
     change = parse_change(
         '{"op": "DELETE", "catalog": "c", "namespace": "a.b", "table": "t",'
         ' "metadata_location": null}'
@@ -177,7 +191,9 @@ def test_malformed_notifications_are_ignored_not_fatal():
     assert change is not None and change.dropped and change.namespace == "a.b"
 
 
-async def test_a_forged_notification_changes_only_what_the_catalog_says(db, scratch_catalog):
+async def test_a_forged_notification_changes_only_what_the_catalog_says(
+    db: asyncpg.Pool, scratch_catalog: tuple[CatalogConfig, SqlCatalog]
+) -> None:
     """Any role that can connect to the catalog's database can NOTIFY. A notification names a
     table to look at; whether it exists and where its metadata is come from the catalog's row."""
     cfg, catalog = scratch_catalog
@@ -214,6 +230,7 @@ async def test_a_forged_notification_changes_only_what_the_catalog_says(db, scra
     row = await db.fetchrow(
         "SELECT metadata_location, dropped_at FROM icepack.tables WHERE name = 'real'"
     )
+    assert row is not None
     assert row["dropped_at"] is None and row["metadata_location"] == real
     assert [t for t, _ in await table_events(db, "real")] == ["table.discovered"]
     assert await db.fetchval("SELECT count(*) FROM icepack.tables WHERE name = 'ghost'") == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from icepack_core.discovery.catalogs import load_catalog
@@ -28,8 +29,8 @@ def _namespace() -> str:
 
 
 async def test_rest_fixture_discovery_events_and_inspection(
-    db, database_url, tmp_path: Path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     ns = _namespace()
     # The server is shared by the session: discovery keeps to this test's namespace tree.
     cfg = iceberg_rest.config("rest", include=[ns, f"{ns}.*"])
@@ -98,17 +99,19 @@ async def test_rest_fixture_discovery_events_and_inspection(
     row = await db.fetchrow(
         "SELECT metadata_location FROM icepack.tables WHERE namespace = $1 AND name = 'a'", ns
     )
+    assert row is not None
     assert row["metadata_location"] == catalog.load_table(f"{ns}.a").metadata_location
     changed = await inspector.inspect(TableRef("rest", ns, "a"))
     assert (changed.data_file_count, changed.record_count, changed.snapshot_count) == (3, 6, 3)
     assert_matches_oracle(changed, catalog.load_table(f"{ns}.a"))
     status_row = await db.fetchrow("SELECT * FROM icepack.catalog_status WHERE catalog = 'rest'")
+    assert status_row is not None
     assert status_row["last_error"] is None and status_row["table_count"] == 3
 
 
 async def test_rest_fixture_stopped_mid_session_keeps_known_tables(
-    db, database_url, tmp_path, rest_fixture_classpath: Path
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, rest_fixture_classpath: Path
+) -> None:
     """A second, separate server (the shared one stays up): the same Glue/SeaweedFS checks,
     then the server stops and discovery records the error without dropping anything."""
     with run_rest_fixture(rest_fixture_classpath, "second instance") as server:
@@ -134,6 +137,7 @@ async def test_rest_fixture_stopped_mid_session_keeps_known_tables(
         status = await db.fetchrow(
             "SELECT * FROM icepack.catalog_status WHERE catalog = 'rest_down'"
         )
+        assert status is not None
         assert status["last_error"] and status["last_error_at"] is not None
         assert status["last_ok_at"] is not None and status["table_count"] == 1
 

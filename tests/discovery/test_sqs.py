@@ -12,6 +12,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -19,8 +20,8 @@ import boto3
 import pytest
 
 from icepack_core.discovery.catalogs import CatalogSet, load_catalog
-from icepack_core.discovery.refresh import Discovery
-from icepack_core.discovery.sqs import SqsWatcher, parse_message
+from icepack_core.discovery.refresh import Discovery, refresh_catalog
+from icepack_core.discovery.sqs import MetadataFile, SqsWatcher, parse_message
 from icepack_core.errors import PoisonMessage
 from icepack_core.settings import CatalogConfig, load_settings
 from tests.plugins.catalogs import rows
@@ -144,8 +145,8 @@ async def consuming(db: asyncpg.Pool, cfg: CatalogConfig) -> AsyncIterator[SqsWa
 
 
 async def test_glue_events_refresh_the_named_table_once_even_when_duplicated(
-    db, database_url, tmp_path, aws
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, aws: str
+) -> None:
     queue, _dlq = make_queues(aws)
     database = f"g{uuid.uuid4().hex[:6]}"
     cfg, catalog = glue_catalog(aws, queue, database)
@@ -176,8 +177,8 @@ async def test_glue_events_refresh_the_named_table_once_even_when_duplicated(
 
 
 async def test_a_delete_event_for_a_live_table_is_checked_with_the_catalog(
-    db, database_url, tmp_path, aws
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, aws: str
+) -> None:
     """A forged (or stale, reordered) ``DeleteTable`` must not take a live table out of
     maintenance and out of the location-overlap checks: the catalog still has the table, so it
     stays live; a later real drop is recorded."""
@@ -213,8 +214,8 @@ async def _deleted(watcher: SqsWatcher, count: int) -> bool:
 
 
 async def test_s3_metadata_notifications_refresh_the_table_whose_directory_it_is(
-    db, database_url, tmp_path, aws
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, aws: str
+) -> None:
     queue, dlq = make_queues(aws)
     database = f"g{uuid.uuid4().hex[:6]}"
     cfg, catalog = glue_catalog(aws, queue, database)
@@ -245,8 +246,8 @@ async def _dead(endpoint: str, dlq: str) -> bool:
 
 
 async def test_poison_is_left_for_the_redrive_policy_and_the_watcher_goes_on(
-    db, database_url, tmp_path, aws
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, aws: str
+) -> None:
     queue, dlq = make_queues(aws)
     database = f"g{uuid.uuid4().hex[:6]}"
     cfg, catalog = glue_catalog(aws, queue, database)
@@ -273,12 +274,12 @@ async def test_poison_is_left_for_the_redrive_policy_and_the_watcher_goes_on(
         '{"detail-type": "Glue Data Catalog Table State Change"}',
     ],
 )
-def test_unknown_shapes_are_poison(body):
+def test_unknown_shapes_are_poison(body: str) -> None:
     with pytest.raises(PoisonMessage):
         parse_message(body)
 
 
-def test_only_metadata_files_matter_and_keys_are_decoded():
+def test_only_metadata_files_matter_and_keys_are_decoded() -> None:
     event = json.dumps(
         {
             "Records": [
@@ -304,13 +305,14 @@ def test_only_metadata_files_matter_and_keys_are_decoded():
         }
     )
     (hint,) = parse_message(event)
+    assert isinstance(hint, MetadataFile)
     assert hint.location == "s3://b/wh/db/t/metadata/00001-a=b.metadata.json"
     assert parse_message('{"Event": "s3:TestEvent"}') == []
 
 
 async def test_without_a_redrive_policy_nothing_is_looked_at_for_ever(
-    db, database_url, tmp_path, aws, monkeypatch
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, aws: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A metadata file no commit ever made a table's is given up after MAX_EARLY_RECEIVES
     receives (the queue has no dead-letter queue to take it), and notifications for tables
     discovery does not know (here: outside the catalog's ``include``) refresh the whole catalog
@@ -319,7 +321,7 @@ async def test_without_a_redrive_policy_nothing_is_looked_at_for_ever(
 
     monkeypatch.setattr(sqs_module, "MAX_EARLY_RECEIVES", 2)
     passes = 0
-    real_refresh = sqs_module.refresh_catalog
+    real_refresh = refresh_catalog
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal passes

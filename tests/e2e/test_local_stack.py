@@ -6,7 +6,9 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
@@ -19,7 +21,7 @@ def free_port_block(size: int) -> int:
     for _ in range(50):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
+            base: int = s.getsockname()[1]
         if base + size >= 65535:
             continue
         try:
@@ -32,7 +34,7 @@ def free_port_block(size: int) -> int:
     raise RuntimeError("no free block of ports")
 
 
-def service_env(database_url, tmp_path, **extra):
+def service_env(database_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
     return {
         **os.environ,
         "ICEPACK_DATABASE_URL": database_url,
@@ -43,7 +45,9 @@ def service_env(database_url, tmp_path, **extra):
 
 
 @pytest.mark.slow
-async def test_up_serves_health_for_all_services_and_stops_on_sigterm(database_url, tmp_path):
+async def test_up_serves_health_for_all_services_and_stops_on_sigterm(
+    database_url: str, tmp_path: Path
+) -> None:
     base = free_port_block(5)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -57,7 +61,7 @@ async def test_up_serves_health_for_all_services_and_stops_on_sigterm(database_u
     try:
         async with httpx.AsyncClient(timeout=2) as client:
 
-            async def all_ready():
+            async def all_ready() -> list[httpx.Response] | None:
                 try:
                     answers = [
                         await client.get(f"http://127.0.0.1:{base + i}/readyz") for i in range(5)
@@ -67,6 +71,7 @@ async def test_up_serves_health_for_all_services_and_stops_on_sigterm(database_u
                 return answers if all(a.status_code == 200 for a in answers) else None
 
             answers = await eventually(all_ready, timeout=60, interval=0.5, what="5 x /readyz")
+            assert answers is not None
             assert sorted(a.json()["service"] for a in answers) == sorted(SERVICE_NAMES)
             health = await client.get(f"http://127.0.0.1:{base}/healthz")
             assert health.json() == {"status": "ok", "service": "gateway"}
@@ -78,7 +83,7 @@ async def test_up_serves_health_for_all_services_and_stops_on_sigterm(database_u
     assert stopped == 5
 
 
-async def run_once(database_url, tmp_path):
+async def run_once(database_url: str, tmp_path: Path) -> tuple[int | None, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -95,14 +100,18 @@ async def run_once(database_url, tmp_path):
 
 
 @pytest.mark.slow
-async def test_executor_once_exits_zero_when_nothing_is_queued(database_url, tmp_path):
+async def test_executor_once_exits_zero_when_nothing_is_queued(
+    database_url: str, tmp_path: Path
+) -> None:
     code, err = await run_once(database_url, tmp_path)
     assert code == 0, err
     assert "executor.no_job" in err
 
 
 @pytest.mark.slow
-async def test_executor_once_runs_one_job_under_its_fence_and_exits(db, database_url, tmp_path):
+async def test_executor_once_runs_one_job_under_its_fence_and_exits(
+    db: asyncpg.Pool, database_url: str, tmp_path: Path
+) -> None:
     queue = JobQueue(db)
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c','n','t') RETURNING id"
@@ -114,10 +123,10 @@ async def test_executor_once_runs_one_job_under_its_fence_and_exits(db, database
     assert code == 0, err
     failed = await queue.get(bad.id)
     assert failed.state.value == "failed" and failed.fence == 1  # permanent: not retried
-    assert "unknown action 'drop_everything'" in failed.error
+    assert "unknown action 'drop_everything'" in (failed.error or "")
     assert await db.fetchval("SELECT count(*) FROM icepack.table_locks") == 0  # released
     assert (await queue.get(later.id)).state.value == "queued"  # one job per run
 
     code, err = await run_once(database_url, tmp_path)
     assert code == 0, err
-    assert "job names no table" in (await queue.get(later.id)).error
+    assert "job names no table" in ((await queue.get(later.id)).error or "")

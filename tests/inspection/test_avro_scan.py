@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyiceberg
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -38,13 +39,14 @@ from icepack_core.execution.verification.metadata_diff import read_live_entries
 from icepack_core.inspection.avro_scan import check_framing, compile_block_decoder, scan_entries
 from icepack_core.inspection.manifest_list import read_list
 from icepack_core.inspection.manifests import read_manifest, read_manifest_pyiceberg
+from icepack_core.settings import CatalogConfig
 from tests.inspection.test_inspect_zoo import ZOO_TABLES
 from tests.plugins.catalogs import Zoo
 
 THRESHOLD = 1 << 20
 
 
-def test_pyiceberg_is_the_version_the_scan_was_written_against():
+def test_pyiceberg_is_the_version_the_scan_was_written_against() -> None:
     assert pyiceberg.__version__ == "0.12.0"
 
 
@@ -62,15 +64,15 @@ def assert_fast_path_matches(table: Table) -> int:
 
 
 @pytest.mark.parametrize("name", ZOO_TABLES)
-def test_zoo_manifests_scan_like_pyiceberg(zoo: Zoo, name: str):
+def test_zoo_manifests_scan_like_pyiceberg(zoo: Zoo, name: str) -> None:
     table = zoo.table(name)
     assert assert_fast_path_matches(table) >= (1 if table.metadata.snapshots else 0)
 
 
 @pytest.mark.parametrize("format_version", [1, 2])
 def test_typed_partitions_and_deleted_entries_scan_like_pyiceberg(
-    scratch_catalog, format_version: int
-):
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog], format_version: int
+) -> None:
     _, catalog = scratch_catalog
     catalog.create_namespace("scan")
     schema = Schema(
@@ -106,11 +108,11 @@ def test_typed_partitions_and_deleted_entries_scan_like_pyiceberg(
     )
     table.append(data)
     table.append(data)
-    table.delete(EqualTo("b", True))  # rewrites manifests with DELETED entries
+    table.delete(EqualTo(term="b", value=True))  # rewrites manifests with DELETED entries
     assert assert_fast_path_matches(table) >= 3
-    aggs = [
-        read_manifest(m, table.io, THRESHOLD) for m in table.current_snapshot().manifests(table.io)
-    ]  # type: ignore[union-attr]
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    aggs = [read_manifest(m, table.io, THRESHOLD) for m in snapshot.manifests(table.io)]
     assert sum(a.data_files for a in aggs) == 20
     assert len({k for a in aggs for k in a.partitions}) == 10  # b=false rows, two appends
 
@@ -127,7 +129,7 @@ def broken_copy(manifest: ManifestFile, path: Path, length: int) -> ManifestFile
     )
 
 
-def test_a_truncated_manifest_fails_without_a_fallback(zoo: Zoo, tmp_path: Path):
+def test_a_truncated_manifest_fails_without_a_fallback(zoo: Zoo, tmp_path: Path) -> None:
     """PyIceberg's Cython decoder does not check lengths against its buffer (it copies whatever
     memory follows), so a damaged file must fail on its framing before any decoder sees it:
     the fast scan, the inspection's read (no fallback to PyIceberg's reader) and the
@@ -147,7 +149,7 @@ def test_a_truncated_manifest_fails_without_a_fallback(zoo: Zoo, tmp_path: Path)
         read_live_entries(table.io, broken, partitioned=True)
 
 
-def test_every_truncation_of_a_manifest_and_its_list_is_caught(zoo: Zoo, tmp_path: Path):
+def test_every_truncation_of_a_manifest_and_its_list_is_caught(zoo: Zoo, tmp_path: Path) -> None:
     """Cut at every byte: the framing check refuses the prefix, or the prefix ends exactly
     after a block (a valid, shorter container) and reads as a prefix of the entries."""
     table = zoo.table("healthy")
@@ -180,7 +182,7 @@ def test_every_truncation_of_a_manifest_and_its_list_is_caught(zoo: Zoo, tmp_pat
         read_list(table.io, str(list_path))
 
 
-def test_schemas_the_scan_does_not_handle_are_refused():
+def test_schemas_the_scan_does_not_handle_are_refused() -> None:
     entry = {
         "type": "record",
         "name": "manifest_entry",
@@ -201,7 +203,9 @@ def test_schemas_the_scan_does_not_handle_are_refused():
         scan_entries(b"not avro at all")
 
 
-def test_double_partition_values_are_read_exactly(scratch_catalog):
+def test_double_partition_values_are_read_exactly(
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     """PyIceberg's decoder reads doubles as float32: 0.1 and its next double collapse into one
     partition, 1e300 and 1e301 into inf. The scan must keep all four apart."""
     _, catalog = scratch_catalog

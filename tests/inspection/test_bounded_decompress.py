@@ -7,13 +7,14 @@ import bz2
 import gzip
 import tracemalloc
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.avro.codecs import KNOWN_CODECS
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.serializers import FromInputFile
 from zstandard import ZstdCompressor
@@ -28,6 +29,7 @@ from icepack_core.decompression import (
 )
 from icepack_core.errors import AvroDamaged
 from icepack_core.execution.ledger.referenced_files import referenced_paths
+from icepack_core.settings import CatalogConfig
 from tests.inspection.test_decompression_bombs import plant_bomb
 from tests.plugins.catalogs import rows
 
@@ -44,7 +46,7 @@ def deflate_zeros(n: int) -> bytes:
     return b"".join([*out, c.compress(bytes(n & ((1 << 20) - 1))), c.flush()])
 
 
-COMPRESS = {
+COMPRESS: dict[str, Callable[[bytes], bytes]] = {
     "deflate": _deflate,
     "bzip2": bz2.compress,
     "zstandard": lambda data: ZstdCompressor().compress(data),
@@ -145,7 +147,7 @@ def small_cap() -> Iterator[int]:
 
 @pytest.mark.parametrize("codec", ["deflate", "snappy"])
 def test_the_executor_readers_refuse_a_bomb_in_bounded_memory(
-    scratch_catalog, small_cap, codec
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog], small_cap: int, codec: str
 ) -> None:
     """``referenced_paths`` (orphan check) and PyIceberg's ``fetch_manifest_entry`` (expiry's
     planner) meet a 1000x bomb: ``AvroBlockTooLarge`` (an ``AvroDamaged``), and the Python
@@ -155,7 +157,9 @@ def test_the_executor_readers_refuse_a_bomb_in_bounded_memory(
     table = catalog.create_table("x.t", rows(0).schema)
     table.append(rows(5))
     table = catalog.load_table("x.t")
-    (manifest,) = table.current_snapshot().manifests(table.io)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    (manifest,) = snapshot.manifests(table.io)
     path = Path(manifest.manifest_path.removeprefix("file://"))
     plant_bomb(path, codec)
     size = path.stat().st_size  # 250 KB (deflate) or 12 MB (snappy), expanding to 250 MiB
@@ -176,7 +180,7 @@ def test_the_executor_readers_refuse_a_bomb_in_bounded_memory(
 
 
 def test_a_gzip_metadata_bomb_fails_pyiceberg_s_metadata_read_in_bounded_memory(
-    tmp_path, small_cap
+    tmp_path: Path, small_cap: int
 ) -> None:
     """PyIceberg's own read of a ``*.gz.metadata.json`` (``FromInputFile.table_metadata``, which
     every catalog's ``load_table`` calls) is bounded at 4 caps: a metadata file of 256 MiB of

@@ -22,12 +22,14 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.discovery.refresh import Discovery
 from icepack_core.inspection.avro_scan import SYNC_SIZE, open_container
 from icepack_core.inspection.go_inspector import resolve_binary
-from icepack_core.settings import load_settings
-from tests.plugins.catalogs import free_port, rows
+from icepack_core.local.object_store import free_port
+from icepack_core.settings import CatalogConfig, load_settings
+from tests.plugins.catalogs import rows
 from tests.support.waiting import eventually
 
 CAP = 256 * 1024
@@ -122,8 +124,13 @@ async def _assessed(db: asyncpg.Pool, name: str) -> asyncpg.Record | None:
 @pytest.mark.parametrize("inspector", ["pyiceberg", "iceberg-go"])
 @pytest.mark.parametrize("codec", ["deflate", "snappy"])
 async def test_a_bomb_fails_its_table_and_the_inspector_carries_on(
-    db, database_url, tmp_path, scratch_catalog, codec, inspector
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+    codec: str,
+    inspector: str,
+) -> None:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("b")
     catalog.create_table("b.fine", rows(0).schema).append(rows(5))
@@ -151,18 +158,22 @@ async def test_a_bomb_fails_its_table_and_the_inspector_carries_on(
         fine = await eventually(
             lambda: _assessed(db, "fine"), timeout=120, interval=0.2, what="fine assessed"
         )
+        assert fine is not None
         assert fine["health"] != "unknown", fine
         before = _peak_rss_mib(proc.pid)
 
         bomb = catalog.create_table("b.bomb", rows(0).schema)
         bomb.append(rows(5))
-        (manifest,) = catalog.load_table("b.bomb").current_snapshot().manifests(bomb.io)
+        snapshot = catalog.load_table("b.bomb").current_snapshot()
+        assert snapshot is not None
+        (manifest,) = snapshot.manifests(bomb.io)
         path = Path(manifest.manifest_path.removeprefix("file://"))
         plant_bomb(path, codec)
         await Discovery(settings, db).run_once()
         failed = await eventually(
             lambda: _assessed(db, "bomb"), timeout=120, interval=0.2, what="bomb assessed"
         )
+        assert failed is not None
         assert failed["health"] == "unknown"
         (issue,) = (
             json.loads(failed["issues"])
@@ -182,6 +193,7 @@ async def test_a_bomb_fails_its_table_and_the_inspector_carries_on(
         after = await eventually(
             lambda: _assessed(db, "after"), timeout=120, interval=0.2, what="after assessed"
         )
+        assert after is not None
         assert after["health"] != "unknown", after
         assert proc.poll() is None
     finally:
@@ -196,7 +208,9 @@ async def test_a_bomb_fails_its_table_and_the_inspector_carries_on(
 
 
 @pytest.mark.parametrize("codec", ["deflate", "snappy"])
-def test_go_inspector_peak_rss_stays_bounded_on_a_bomb(scratch_catalog, codec):
+def test_go_inspector_peak_rss_stays_bounded_on_a_bomb(
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog], codec: str
+) -> None:
     """go-inspector as the test's own child: its peak RSS (``ru_maxrss`` from ``wait4``) stays
     far below the bomb's expanded size, and it reports the manifest as corrupt."""
     _, catalog = scratch_catalog
@@ -204,7 +218,9 @@ def test_go_inspector_peak_rss_stays_bounded_on_a_bomb(scratch_catalog, codec):
     table = catalog.create_table("g.bomb", rows(0).schema)
     table.append(rows(5))
     table = catalog.load_table("g.bomb")
-    (manifest,) = table.current_snapshot().manifests(table.io)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    (manifest,) = snapshot.manifests(table.io)
     path = Path(manifest.manifest_path.removeprefix("file://"))
     plant_bomb(path, codec)
     out_file = path.parent / "go-out.json"

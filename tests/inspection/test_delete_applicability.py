@@ -86,7 +86,9 @@ def counted(totals: Totals) -> tuple[int, int, int, int]:
 
 @settings(max_examples=300, deadline=None)
 @given(manifests)
-def test_counted_delete_files_are_exactly_those_that_can_match_a_data_file(ms):
+def test_counted_delete_files_are_exactly_those_that_can_match_a_data_file(
+    ms: list[list[File]],
+) -> None:
     totals = Totals()
     for m in ms:
         totals.add(aggregate(m))
@@ -96,7 +98,9 @@ def test_counted_delete_files_are_exactly_those_that_can_match_a_data_file(ms):
 
 @settings(max_examples=300, deadline=None)
 @given(manifests, manifests, st.data())
-def test_incremental_totals_agree_with_the_oracle_or_ask_for_a_recompute(before, added, data):
+def test_incremental_totals_agree_with_the_oracle_or_ask_for_a_recompute(
+    before: list[list[File]], added: list[list[File]], data: st.DataObject
+) -> None:
     """Totals of ``before``, minus some of its manifests, plus ``added`` (a commit that removes
     and adds manifests), are exact whenever they call themselves consistent; and taking a
     manifest out and putting it back is always consistent and exact."""
@@ -124,7 +128,7 @@ def test_incremental_totals_agree_with_the_oracle_or_ask_for_a_recompute(before,
 
 
 @given(st.sampled_from([EQUALITY, POSITION, VECTOR]), st.integers(0, 9), st.integers(0, 9))
-def test_the_rule_itself(kind, delete_seq, data_seq):
+def test_the_rule_itself(kind: str, delete_seq: int, data_seq: int) -> None:
     """Equality deletes apply strictly below their sequence number, position deletes and
     deletion vectors at or below it; no data, nothing applies."""
     assert applies(kind, delete_seq, None) is False

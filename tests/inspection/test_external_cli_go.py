@@ -43,10 +43,14 @@ def external(monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize("location", EXTERNAL_TABLES)
-async def test_external_table_counts_match_the_writers_summary(external: Path, location: str):
+async def test_external_table_counts_match_the_writers_summary(
+    external: Path, location: str
+) -> None:
     status = await inspect_metadata_location(location, cache=MemoryManifestCache())
     table = StaticTable.from_metadata(location)
-    summary = table.metadata.current_snapshot().summary.additional_properties
+    snapshot = table.metadata.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    summary = snapshot.summary.additional_properties
     assert status.equality_delete_file_count > 0
     assert_matches_summary(status, summary)
     assert_matches_oracle(status, table)
@@ -63,7 +67,7 @@ def _zoo_env(zoo: Zoo) -> dict[str, str]:
     return {"ICEPACK_CATALOGS": json.dumps([catalog])}
 
 
-def test_cli_reads_status_health_and_tables_from_the_catalog(zoo: Zoo):
+def test_cli_reads_status_health_and_tables_from_the_catalog(zoo: Zoo) -> None:
     runner = CliRunner()
     env = _zoo_env(zoo)
     res = runner.invoke(app, ["status", "zoo.healthy", "--json"], env=env)
@@ -87,7 +91,7 @@ def test_cli_reads_status_health_and_tables_from_the_catalog(zoo: Zoo):
     assert res.exit_code == 0 and "small_files" in res.stdout
 
 
-def test_cli_failures_name_the_cause_without_a_traceback(zoo: Zoo, tmp_path: Path):
+def test_cli_failures_name_the_cause_without_a_traceback(zoo: Zoo, tmp_path: Path) -> None:
     runner = CliRunner()
     bad = tmp_path / "ns" / "t" / "metadata" / "v1.metadata.json"
     bad.parent.mkdir(parents=True)
@@ -107,7 +111,7 @@ needs_go = pytest.mark.skipif(not GO_BINARY.is_file(), reason="go-inspector is n
 
 
 @needs_go
-async def test_go_inspector_reports_the_same_metrics_on_the_zoo(zoo: Zoo):
+async def test_go_inspector_reports_the_same_metrics_on_the_zoo(zoo: Zoo) -> None:
     for name in zoo.expected:
         table = zoo.table(name)
         ours = await inspect_table(table, catalog="zoo", namespace="zoo", name=name)
@@ -121,7 +125,7 @@ async def test_go_inspector_reports_the_same_metrics_on_the_zoo(zoo: Zoo):
 @needs_go
 # The third table's snapshot-id 9876543210123456789 exceeds int64: both inspectors read it.
 @pytest.mark.parametrize("location", EXTERNAL_TABLES)
-async def test_go_inspector_agrees_on_external_tables(external: Path, location: str):
+async def test_go_inspector_agrees_on_external_tables(external: Path, location: str) -> None:
     ours = await inspect_metadata_location(location)
     theirs = await inspect_with_go(
         location, catalog="", namespace=ours.namespace, table=ours.table, binary=GO_BINARY

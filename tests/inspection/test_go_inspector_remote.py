@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,7 @@ from icepack_core.settings import CatalogConfig, load_settings
 from icepack_core.types import TableRef
 from tests.inspection.test_external_cli_go import REPO
 from tests.plugins.catalogs import SCHEMA, Seaweed, rows
+from tests.plugins.rest_fixture import IcebergRest
 
 GO_BINARY = REPO / DEFAULT_BINARY
 pytestmark = [
@@ -26,7 +29,7 @@ pytestmark = [
 ]
 
 
-async def run_go(*args: str, env: dict[str, str] | None = None) -> dict:
+async def run_go(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = await asyncio.create_subprocess_exec(
         str(GO_BINARY),
         *args,
@@ -36,10 +39,11 @@ async def run_go(*args: str, env: dict[str, str] | None = None) -> dict:
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode == 0, (out.decode(), err.decode())
-    return json.loads(out)
+    answer: dict[str, Any] = json.loads(out)
+    return answer
 
 
-def comparable(status: dict) -> dict:
+def comparable(status: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in status.items() if k not in RUN_FIELDS | {"catalog"}}
 
 
@@ -53,7 +57,7 @@ async def make_table(cfg: CatalogConfig) -> str:
     return namespace
 
 
-async def python_status(cfg: CatalogConfig, namespace: str, tmp_path) -> dict:
+async def python_status(cfg: CatalogConfig, namespace: str, tmp_path: Path) -> dict[str, Any]:
     settings = load_settings(
         database_url="postgresql://unused@127.0.0.1:1/x", data_dir=tmp_path, catalogs=[cfg]
     )
@@ -61,7 +65,9 @@ async def python_status(cfg: CatalogConfig, namespace: str, tmp_path) -> dict:
     return status.model_dump(mode="json")
 
 
-async def test_rest_mode_against_the_iceberg_rest_server(iceberg_rest, tmp_path):
+async def test_rest_mode_against_the_iceberg_rest_server(
+    iceberg_rest: IcebergRest, tmp_path: Path
+) -> None:
     cfg = iceberg_rest.config()
     namespace = await make_table(cfg)
     ours = await python_status(cfg, namespace, tmp_path)
@@ -81,7 +87,7 @@ async def test_rest_mode_against_the_iceberg_rest_server(iceberg_rest, tmp_path)
     assert comparable(go) == comparable(ours)
 
 
-async def test_s3_metadata_location_on_seaweedfs(seaweed: Seaweed, tmp_path):
+async def test_s3_metadata_location_on_seaweedfs(seaweed: Seaweed, tmp_path: Path) -> None:
     cfg = CatalogConfig(
         name="weed",
         type="rest",

@@ -63,13 +63,13 @@ def statuses(draw: st.DrawFn) -> TableStatus:
 
 @settings(max_examples=300, deadline=None)
 @given(statuses())
-def test_score_is_within_0_and_100(status: TableStatus):
+def test_score_is_within_0_and_100(status: TableStatus) -> None:
     assert 0 <= assess(status, now=NOW).score <= 100
 
 
 @settings(max_examples=300, deadline=None)
 @given(statuses(), st.integers(1, 50_000))
-def test_more_small_files_never_improve_the_score_or_health(status: TableStatus, more: int):
+def test_more_small_files_never_improve_the_score_or_health(status: TableStatus, more: int) -> None:
     worse = status.model_copy(
         update={
             "small_file_count": min(status.data_file_count, status.small_file_count + more),
@@ -94,7 +94,9 @@ def test_more_small_files_never_improve_the_score_or_health(status: TableStatus,
         metadata_log_warning=st.integers(1, 200),
     ),
 )
-def test_every_issue_value_reached_its_threshold(status: TableStatus, thresholds: Thresholds):
+def test_every_issue_value_reached_its_threshold(
+    status: TableStatus, thresholds: Thresholds
+) -> None:
     for issue in assess(status, thresholds, NOW).issues:
         assert issue.value is not None and issue.threshold is not None
         assert issue.value >= issue.threshold, issue
@@ -102,20 +104,20 @@ def test_every_issue_value_reached_its_threshold(status: TableStatus, thresholds
 
 
 @given(st.integers(0, 50), st.integers(0, 10))
-def test_a_table_without_data_is_healthy(metadata_log: int, refs: int):
+def test_a_table_without_data_is_healthy(metadata_log: int, refs: int) -> None:
     status = make_status(metadata_log_count=metadata_log, ref_count=refs)
     assessment = assess(status, now=NOW)
     assert assessment.health == "healthy" and assessment.score == 100 and not assessment.issues
 
 
-def test_inspection_failure_is_unknown_with_the_cause():
+def test_inspection_failure_is_unknown_with_the_cause() -> None:
     assessment = inspection_failed("cannot read manifest s3://b/m.avro: FileNotFoundError")
     assert assessment.health == "unknown" and assessment.score == 0
     assert [i.code for i in assessment.issues] == ["INSPECTION_FAILED"]
     assert "m.avro" in assessment.issues[0].message
 
 
-def test_glue_trigger_makes_small_files_critical():
+def test_glue_trigger_makes_small_files_critical() -> None:
     status = make_status(
         data_file_count=1000,
         small_file_count=101,

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.inspection.health import Thresholds, assess
-from icepack_core.inspection.inspector import MemoryManifestCache, inspect_table
+from icepack_core.inspection.inspector import ManifestCache, MemoryManifestCache, inspect_table
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
+from icepack_core.settings import CatalogConfig
 from tests.inspection.oracle import assert_matches_oracle, assert_matches_summary
 from tests.plugins.catalogs import ZOO_THRESHOLDS, Zoo, rows
 
@@ -24,18 +27,18 @@ ZOO_TABLES = [
 ]
 
 
-async def inspect_zoo(zoo: Zoo, name: str, cache: object = None) -> TableStatus:
+async def inspect_zoo(zoo: Zoo, name: str, cache: ManifestCache | None = None) -> TableStatus:
     return await inspect_table(
         zoo.table(name),
         catalog="zoo",
         namespace="zoo",
         name=name,
         cache=cache or MemoryManifestCache(),
-    )  # type: ignore[arg-type]
+    )
 
 
 @pytest.mark.parametrize("name", ZOO_TABLES)
-async def test_zoo_table_shows_exactly_its_expected_issues(zoo: Zoo, name: str):
+async def test_zoo_table_shows_exactly_its_expected_issues(zoo: Zoo, name: str) -> None:
     status = await inspect_zoo(zoo, name)
     assessment = assess(status, ZOO_THRESHOLDS)
     assert assessment.issue_codes() == zoo.expected[name], assessment.issues
@@ -43,7 +46,7 @@ async def test_zoo_table_shows_exactly_its_expected_issues(zoo: Zoo, name: str):
 
 
 @pytest.mark.parametrize("name", ZOO_TABLES)
-async def test_zoo_metrics_equal_the_metadata_table_oracle(zoo: Zoo, name: str):
+async def test_zoo_metrics_equal_the_metadata_table_oracle(zoo: Zoo, name: str) -> None:
     table = zoo.table(name)
     status = await inspect_zoo(zoo, name)
     assert_matches_oracle(status, table)
@@ -57,14 +60,14 @@ async def test_zoo_metrics_equal_the_metadata_table_oracle(zoo: Zoo, name: str):
     assert status.manifests_cached == 0
 
 
-async def test_default_thresholds_find_nothing_wrong_with_tiny_tables(zoo: Zoo):
+async def test_default_thresholds_find_nothing_wrong_with_tiny_tables(zoo: Zoo) -> None:
     for name in ZOO_TABLES:
         status = await inspect_zoo(zoo, name)
         codes = assess(status, Thresholds()).issue_codes()
         assert codes <= {"SMALL_FILES"}, (name, codes)
 
 
-async def test_old_snapshots_appear_once_the_oldest_is_past_expiry(zoo: Zoo):
+async def test_old_snapshots_appear_once_the_oldest_is_past_expiry(zoo: Zoo) -> None:
     status = await inspect_zoo(zoo, "healthy")
     now = datetime.now(UTC)
     assert assess(status, ZOO_THRESHOLDS, now).issue_codes() == set()
@@ -76,7 +79,7 @@ async def test_old_snapshots_appear_once_the_oldest_is_past_expiry(zoo: Zoo):
     assert much_later.health == "critical"
 
 
-async def test_partition_keys_and_empty_table_counts(zoo: Zoo):
+async def test_partition_keys_and_empty_table_counts(zoo: Zoo) -> None:
     skewed = await inspect_zoo(zoo, "skewed")
     assert (skewed.partition_count, skewed.max_files_in_partition) == (4, 6)
     empty = await inspect_zoo(zoo, "empty")
@@ -86,7 +89,9 @@ async def test_partition_keys_and_empty_table_counts(zoo: Zoo):
     assert assess(empty).score == 100
 
 
-async def test_reinspection_reads_only_the_new_manifests(db, scratch_catalog):
+async def test_reinspection_reads_only_the_new_manifests(
+    db: asyncpg.Pool, scratch_catalog: tuple[CatalogConfig, SqlCatalog]
+) -> None:
     _, catalog = scratch_catalog
     catalog.create_namespace("inc")
     table = catalog.create_table("inc.t", rows(0).schema)

@@ -9,12 +9,14 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.discovery.refresh import Discovery
 from icepack_core.inspection.process import TableInspections
@@ -32,8 +34,13 @@ async def _table_ids(db: asyncpg.Pool) -> dict[str, int]:
 
 @pytest.mark.parametrize("retries", [0, 4])
 async def test_a_dropped_catalog_connection_is_retried_and_the_table_recovers(
-    db, database_url, pg_admin_url, tmp_path, scratch_catalog, retries
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    pg_admin_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+    retries: int,
+) -> None:
     """The SQL catalog's Postgres drops every connection (as a restart does) between two
     inspections: the next load meets ``OperationalError: server closed the connection
     unexpectedly``. Without retries (``retries=0``, as before) the table is marked failed;
@@ -54,6 +61,7 @@ async def test_a_dropped_catalog_connection_is_retried_and_the_table_recovers(
     first = await inspections.inspect_and_record(table_id, "table.discovered")
     assert first.status is not None  # the catalog's connection pool now holds a connection
 
+    assert cfg.uri is not None
     catalog_db = urlsplit(cfg.uri).path.lstrip("/")
     admin = await asyncpg.connect(pg_admin_url)
     try:
@@ -136,8 +144,8 @@ def echoing_catalog() -> Iterator[str]:
 
 
 async def test_a_secret_in_an_inspection_error_is_redacted_in_the_health_api(
-    db, database_url, tmp_path, echoing_catalog
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, echoing_catalog: str
+) -> None:
     """A stand-in REST catalog (a real HTTP server; Iceberg's REST fixture never quotes
     secrets) answers the table's load with an error body quoting the bearer token and the
     client secret. ``GET /tables/.../health`` serves the failure with both masked."""
@@ -165,8 +173,11 @@ async def test_a_secret_in_an_inspection_error_is_redacted_in_the_health_api(
 
 
 async def test_a_table_whose_holders_keep_dying_is_parked_with_the_reason(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     """Two holders die with the table's work item (their leases expire); the third death is
     found by the running inspector service, which parks the item and records INSPECTION_FAILED
     for the table instead of inspecting it again. A new request gives it one more try."""
@@ -216,6 +227,7 @@ async def test_a_table_whose_holders_keep_dying_is_parked_with_the_reason(
             )
 
         row = await eventually(parked, timeout=30, what="the item parked and the table failed")
+        assert row is not None
         (issue,) = json.loads(row["issues"]) if isinstance(row["issues"], str) else row["issues"]
         assert issue["code"] == "INSPECTION_FAILED"
         assert "stopped 3 times" in issue["message"] and "dying" in issue["message"]

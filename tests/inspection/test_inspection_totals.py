@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncpg
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import GreaterThanOrEqual
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.table import Table
 
 from icepack_core.inspection.inspector import inspect_table
+from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
+from icepack_core.settings import CatalogConfig
 from tests.inspection.oracle import assert_matches_oracle
 from tests.plugins.catalogs import rows
 
 
-async def test_totals_follow_appends_and_dropped_manifests(db, scratch_catalog):
+async def test_totals_follow_appends_and_dropped_manifests(
+    db: asyncpg.Pool, scratch_catalog: tuple[CatalogConfig, SqlCatalog]
+) -> None:
     _, catalog = scratch_catalog
     catalog.create_namespace("tot")
     table = catalog.create_table("tot.t", rows(0).schema)
@@ -18,10 +26,10 @@ async def test_totals_follow_appends_and_dropped_manifests(db, scratch_catalog):
         table.append(rows(2, start=i * 2))
     store = ManifestStatsStore(db)
 
-    async def inspect():
+    async def inspect() -> TableStatus:
         return await inspect_table(table, catalog="scratch", namespace="tot", name="t", cache=store)
 
-    async def fresh():
+    async def fresh() -> TableStatus:
         return await inspect_table(table, catalog="scratch", namespace="tot", name="t")
 
     first = await inspect()
@@ -34,9 +42,11 @@ async def test_totals_follow_appends_and_dropped_manifests(db, scratch_catalog):
     assert second.table_metrics() == (await fresh()).table_metrics()
 
     # A delete rewrites (drops) manifests: their aggregates are subtracted from the totals.
-    table.delete(GreaterThanOrEqual("id", 4))
+    table.delete(GreaterThanOrEqual(term="id", value=4))
     before = {m.manifest_path for m in second_manifests(table, second.current_snapshot_id)}
-    now = {m.manifest_path for m in table.current_snapshot().manifests(table.io)}  # type: ignore[union-attr]
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    now = {m.manifest_path for m in snapshot.manifests(table.io)}
     assert before - now, "the delete should drop manifests"
     third = await inspect()
     assert third.manifests_read == len(now - before)
@@ -51,11 +61,16 @@ async def test_totals_follow_appends_and_dropped_manifests(db, scratch_catalog):
     assert again.table_metrics() == third.table_metrics()
 
 
-def second_manifests(table, snapshot_id):
-    return table.snapshot_by_id(snapshot_id).manifests(table.io)
+def second_manifests(table: Table, snapshot_id: int | None) -> list[ManifestFile]:
+    assert snapshot_id is not None
+    snapshot = table.snapshot_by_id(snapshot_id)
+    assert snapshot is not None
+    return snapshot.manifests(table.io)
 
 
-async def test_totals_of_another_format_or_threshold_are_not_used(db, scratch_catalog):
+async def test_totals_of_another_format_or_threshold_are_not_used(
+    db: asyncpg.Pool, scratch_catalog: tuple[CatalogConfig, SqlCatalog]
+) -> None:
     _, catalog = scratch_catalog
     catalog.create_namespace("tot")
     table = catalog.create_table("tot.u", rows(0).schema)
@@ -84,7 +99,7 @@ async def test_totals_of_another_format_or_threshold_are_not_used(db, scratch_ca
     # Totals whose removed manifests have no cached aggregate: merged from scratch instead.
     await db.execute("DELETE FROM icepack.manifest_stats")
     assert await db.fetchval("SELECT count(*) FROM icepack.inspection_totals") == 0
-    table.delete(GreaterThanOrEqual("id", 4))
+    table.delete(GreaterThanOrEqual(term="id", value=4))
     fourth = await inspect_table(table, catalog="s", namespace="tot", name="u", cache=store)
     assert fourth.manifests_read == fourth.manifest_count
     fresh = await inspect_table(

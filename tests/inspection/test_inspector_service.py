@@ -8,9 +8,12 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import pytest
 import structlog
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.db import pool as dbmod
 from icepack_core.discovery.refresh import Discovery
@@ -19,7 +22,7 @@ from icepack_core.inspection.process import TableInspections
 from icepack_core.queue.events import Listener
 from icepack_core.queue.work_items import WorkQueue
 from icepack_core.runtime.service import ServiceContext
-from icepack_core.settings import Settings, load_settings
+from icepack_core.settings import CatalogConfig, Settings, load_settings
 from icepack_core.types import TableRef
 from icepack_inspector.service import InspectorService
 from tests.plugins.catalogs import ZOO_THRESHOLDS, Zoo, rows
@@ -27,7 +30,9 @@ from tests.support.waiting import eventually
 
 
 @contextlib.asynccontextmanager
-async def running_inspector(settings: Settings, pool) -> AsyncIterator[ServiceContext]:
+async def running_inspector(
+    settings: Settings, pool: asyncpg.Pool
+) -> AsyncIterator[ServiceContext]:
     stop = asyncio.Event()
     listener = Listener(lambda: dbmod.connect(settings, "inspector-listen"))
     ctx = ServiceContext(
@@ -50,7 +55,9 @@ async def running_inspector(settings: Settings, pool) -> AsyncIterator[ServiceCo
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
 
 
-async def test_every_discovered_table_gets_status_and_health(db, database_url, tmp_path, zoo: Zoo):
+async def test_every_discovered_table_gets_status_and_health(
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, zoo: Zoo
+) -> None:
     settings = load_settings(
         database_url=database_url,
         data_dir=tmp_path / "d",
@@ -67,7 +74,7 @@ async def test_every_discovered_table_gets_status_and_health(db, database_url, t
                 "JOIN icepack.status_snapshots s ON s.table_id = t.id "
                 "JOIN icepack.health_assessments h ON h.status_snapshot_id = s.id"
             )
-            return n == len(zoo.expected)
+            return bool(n == len(zoo.expected))
 
         await eventually(all_assessed, timeout=60, what="every zoo table assessed")
     got = {
@@ -86,8 +93,8 @@ async def test_every_discovered_table_gets_status_and_health(db, database_url, t
 
 
 async def test_age_refresh_reassesses_without_reading_manifests(
-    db, database_url, tmp_path, zoo: Zoo
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, zoo: Zoo
+) -> None:
     settings = load_settings(
         database_url=database_url, data_dir=tmp_path / "d", catalogs=[zoo.config]
     )
@@ -107,8 +114,8 @@ async def test_age_refresh_reassesses_without_reading_manifests(
 
 
 async def test_age_refresh_leaves_out_a_table_that_already_has_a_work_item(
-    db, database_url, tmp_path, zoo: Zoo
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, zoo: Zoo
+) -> None:
     """A table waiting for (or in) its event-driven inspection is not also queued for the age
     refresh: that request would re-do an inspection of the same metadata."""
     import datetime as dt
@@ -129,11 +136,12 @@ async def test_age_refresh_leaves_out_a_table_that_already_has_a_work_item(
     item = await db.fetchrow(
         "SELECT reason, generation FROM icepack.work_items WHERE table_id = $1", pending
     )
+    assert item is not None
     assert (item["reason"], item["generation"]) == ("table.discovered", claimed.generation)
     assert await queue.complete(claimed)  # nothing asked again: done once
 
 
-def _break_tables(catalog) -> dict[str, str]:
+def _break_tables(catalog: SqlCatalog) -> dict[str, str]:
     """Three broken tables and one good one; returns name -> the file that is broken."""
     catalog.create_namespace("bad")
     broken: dict[str, str] = {}
@@ -150,15 +158,20 @@ def _break_tables(catalog) -> dict[str, str]:
             meta.write_text("this is not json")
             broken[name] = str(meta)
         elif name == "no_manifest":
-            (manifest,) = t.current_snapshot().manifests(t.io)
+            snapshot = t.current_snapshot()
+            assert snapshot is not None
+            (manifest,) = snapshot.manifests(t.io)
             Path(manifest.manifest_path.removeprefix("file://")).unlink()
             broken[name] = Path(manifest.manifest_path).name
     return broken
 
 
 async def test_broken_tables_fail_with_their_cause_and_others_carry_on(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     broken = _break_tables(catalog)
     settings = load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg])
@@ -191,8 +204,13 @@ async def test_broken_tables_fail_with_their_cause_and_others_carry_on(
     [({"note": "a\x00b"}, "'note'"), ({"ok": "x", "n\x00te": "b"}, "property name 'n\\x00te'")],
 )
 async def test_a_property_postgres_cannot_store_fails_the_table_not_the_worker(
-    db, database_url, tmp_path, scratch_catalog, properties, named
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+    properties: dict[str, Any],
+    named: str,
+) -> None:
     """A SQL catalog's listing carries no properties, so discovery records the table; the
     inspector reads them from the metadata. Postgres refuses a NUL: the table gets an
     INSPECTION_FAILED naming the property instead of an exception retried every 30 s."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -49,7 +50,7 @@ def variants(draw: st.DrawFn) -> dict[str, Any]:
     doc["refs"] = {}
     if current in ids and draw(st.booleans()):
         doc["refs"]["main"] = {"snapshot-id": current, "type": "branch"}
-    if ids and draw(st.booleans()):
+    if bool(ids) and draw(st.booleans()):
         doc["refs"]["tag1"] = {"snapshot-id": draw(st.sampled_from(ids)), "type": "tag"}
     doc["properties"] = draw(
         st.dictionaries(st.text("abc.-", min_size=1, max_size=5), st.text(max_size=5), max_size=3)
@@ -60,7 +61,7 @@ def variants(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=variants(), compress=st.booleans())
-def test_own_reader_equals_the_pyiceberg_model(doc, compress):
+def test_own_reader_equals_the_pyiceberg_model(doc: dict[str, Any], compress: bool) -> None:
     raw = json.dumps(doc).encode()
     try:
         model = TableMetadataUtil.parse_raw(raw.decode())
@@ -70,7 +71,7 @@ def test_own_reader_equals_the_pyiceberg_model(doc, compress):
     assert ours == MetadataView.of(model)
 
 
-def test_v1_inline_snapshot_lists_its_manifests():
+def test_v1_inline_snapshot_lists_its_manifests() -> None:
     view = parse_metadata(json.dumps(V1).encode())
     assert view.current is not None and view.current.manifest_list is None
     current = next(s for s in V1["snapshots"] if s["snapshot-id"] == V1["current-snapshot-id"])
@@ -88,14 +89,16 @@ def test_v1_inline_snapshot_lists_its_manifests():
         (lambda d: d.update({"snapshots": {}}), "snapshots is not a list"),
     ],
 )
-def test_invalid_metadata_names_the_reason(change, message):
+def test_invalid_metadata_names_the_reason(
+    change: Callable[[dict[str, Any]], object], message: str
+) -> None:
     doc = copy.deepcopy(BASE)
     change(doc)
     with pytest.raises(MetadataError, match=message):
         parse_metadata(json.dumps(doc).encode())
 
 
-def test_not_json_and_broken_gzip():
+def test_not_json_and_broken_gzip() -> None:
     with pytest.raises(MetadataError, match="not valid table metadata JSON"):
         parse_metadata(b"\xff\xfe{")
     with pytest.raises(MetadataError, match="gzip"):

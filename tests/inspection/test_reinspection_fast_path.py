@@ -9,15 +9,19 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.io import FileIO
 from pyiceberg.manifest import read_manifest_list
 
-from icepack_core.inspection.inspector import MemoryManifestCache, inspect_table
+from icepack_core.inspection.inspector import ManifestCache, MemoryManifestCache, inspect_table
 from icepack_core.inspection.manifest_list import (
     ManifestRef,
     read_list,
     scan_manifest_list,
 )
+from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
+from icepack_core.settings import CatalogConfig
 from tests.inspection.test_tables_icepack import BY_NAME, TABLES, raw_metadata
 from tests.plugins.catalogs import Zoo, rows
 
@@ -26,7 +30,7 @@ def local(location: str) -> Path:
     return Path(location.removeprefix("file://").removeprefix("file:"))
 
 
-def pyiceberg_refs(io, location: str) -> list[ManifestRef]:
+def pyiceberg_refs(io: FileIO, location: str) -> list[ManifestRef]:
     return [
         ManifestRef(
             m.manifest_path,
@@ -39,7 +43,9 @@ def pyiceberg_refs(io, location: str) -> list[ManifestRef]:
     ]
 
 
-def test_projecting_list_read_equals_pyiceberg_on_every_written_list(zoo: Zoo, monkeypatch):
+def test_projecting_list_read_equals_pyiceberg_on_every_written_list(
+    zoo: Zoo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every manifest list of the zoo (PyIceberg v1/v2) and of the Spark/PyIceberg test tables:
     the compiled projection decodes them (no fallback) to what PyIceberg's reader gives."""
     from pyiceberg.io import load_file_io
@@ -64,7 +70,9 @@ def test_projecting_list_read_equals_pyiceberg_on_every_written_list(zoo: Zoo, m
     assert checked > 20
 
 
-async def test_unchanged_manifest_list_reads_nothing(db, scratch_catalog):
+async def test_unchanged_manifest_list_reads_nothing(
+    db: asyncpg.Pool, scratch_catalog: tuple[CatalogConfig, SqlCatalog]
+) -> None:
     _, catalog = scratch_catalog
     catalog.create_namespace("fast")
     table = catalog.create_table("fast.t", rows(0).schema)
@@ -72,7 +80,7 @@ async def test_unchanged_manifest_list_reads_nothing(db, scratch_catalog):
         table.append(rows(2, start=i * 2))
     store = ManifestStatsStore(db)
 
-    async def inspect():
+    async def inspect() -> TableStatus:
         return await inspect_table(
             catalog.load_table("fast.t"), catalog="s", namespace="fast", name="t", cache=store
         )
@@ -101,7 +109,9 @@ async def test_unchanged_manifest_list_reads_nothing(db, scratch_catalog):
     assert third.table_metrics() == fresh.table_metrics()
 
 
-async def test_unchanged_inline_or_threshold_change_still_reads(tmp_path, monkeypatch):
+async def test_unchanged_inline_or_threshold_change_still_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The skip needs a manifest list and the same threshold; otherwise manifests are used."""
     from icepack_core.inspection.inspector import inspect_metadata_location
 
@@ -120,7 +130,9 @@ async def test_unchanged_inline_or_threshold_change_still_reads(tmp_path, monkey
 
 
 @pytest.mark.parametrize("name", ["spark_v2", "pyiceberg_v2"])
-async def test_skip_survives_the_same_list_under_the_memory_cache(tmp_path, monkeypatch, name):
+async def test_skip_survives_the_same_list_under_the_memory_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     shutil.copytree(TABLES / "warehouse", tmp_path / "warehouse")
     monkeypatch.chdir(tmp_path)
     from icepack_core.inspection.inspector import inspect_metadata_location
@@ -137,7 +149,9 @@ async def test_skip_survives_the_same_list_under_the_memory_cache(tmp_path, monk
     assert second.table_metrics() == first.table_metrics()
 
 
-async def test_new_manifests_read_while_looked_up_cached_row_wins(scratch_catalog):
+async def test_new_manifests_read_while_looked_up_cached_row_wins(
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     """Re-inspection reads new manifests while looking their rows up: a cached row still
     wins (even if the file can no longer be read), a missing uncached one is named."""
     from icepack_core.inspection.inspector import InspectionFailed
@@ -149,7 +163,7 @@ async def test_new_manifests_read_while_looked_up_cached_row_wins(scratch_catalo
     table.append(rows(2, start=2))
     warm = MemoryManifestCache()
 
-    async def inspect(cache):
+    async def inspect(cache: ManifestCache) -> TableStatus:
         return await inspect_table(
             catalog.load_table("spec.t"), catalog="s", namespace="spec", name="t", cache=cache
         )
@@ -172,7 +186,7 @@ async def test_new_manifests_read_while_looked_up_cached_row_wins(scratch_catalo
     assert status.table_metrics() == expected.table_metrics()
 
 
-async def test_cache_writes_are_atomic_and_commit_asynchronously(db):
+async def test_cache_writes_are_atomic_and_commit_asynchronously(db: asyncpg.Pool) -> None:
     """The totals and the last manifest rows commit together, without waiting for the WAL
     flush (caches): a failure writes neither."""
     from icepack_core.inspection.pyiceberg_inspector import CachedManifest, CachedTotals
@@ -187,7 +201,8 @@ async def test_cache_writes_are_atomic_and_commit_asynchronously(db):
     assert await db.fetchval("SELECT count(*) FROM icepack.inspection_totals") == 0
     await store.put_totals("t", CachedTotals(1, ["file:///m1.avro"], {"v": "x"}), True, rows=rows_)
     assert await db.fetchval("SELECT count(*) FROM icepack.manifest_stats") == 1
-    assert (await store.get_totals("t")).manifest_paths == ["file:///m1.avro"]
+    totals = await store.get_totals("t")
+    assert totals is not None and totals.manifest_paths == ["file:///m1.avro"]
     assert await store.get_many(["file:///m1.avro"]) == {"file:///m1.avro": {"v": 1}}
     async with store._cache_write() as conn:  # cache writes do not wait for the WAL flush
         assert await conn.fetchval("SHOW synchronous_commit") == "off"

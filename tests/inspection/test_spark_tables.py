@@ -84,7 +84,7 @@ def spark_oracle(spark: Any, name: str) -> dict[str, int]:
 @pytest.mark.parametrize("name", list(SPARK_TABLES))
 async def test_spark_table_metrics_match_spark_metadata_tables(
     spark: Any, spark_zoo: SqlCatalog, name: str
-):
+) -> None:
     table = spark_zoo.load_table(("szoo", name))
     status = await inspect_table(
         table, catalog="icepack", namespace="szoo", name=name, cache=MemoryManifestCache()
@@ -101,7 +101,9 @@ async def test_spark_table_metrics_match_spark_metadata_tables(
 
 
 @pytest.mark.parametrize("name", list(SPARK_TABLES))
-async def test_spark_table_shows_exactly_its_expected_issues(spark_zoo: SqlCatalog, name: str):
+async def test_spark_table_shows_exactly_its_expected_issues(
+    spark_zoo: SqlCatalog, name: str
+) -> None:
     table = spark_zoo.load_table(("szoo", name))
     status = await inspect_table(table, catalog="icepack", namespace="szoo", name=name)
     assert assess(status, ZOO_THRESHOLDS).issue_codes() == SPARK_TABLES[name][1]
@@ -109,7 +111,7 @@ async def test_spark_table_shows_exactly_its_expected_issues(spark_zoo: SqlCatal
 
 @pytest.mark.skipif(not (REPO / DEFAULT_BINARY).is_file(), reason="go-inspector is not built")
 @pytest.mark.parametrize("name", list(SPARK_TABLES))
-async def test_go_inspector_agrees_on_spark_tables(spark_zoo: SqlCatalog, name: str):
+async def test_go_inspector_agrees_on_spark_tables(spark_zoo: SqlCatalog, name: str) -> None:
     table = spark_zoo.load_table(("szoo", name))
     ours = await inspect_table(table, catalog="icepack", namespace="szoo", name=name)
     theirs = await inspect_with_go(

@@ -209,7 +209,7 @@ def test_missing_statistics_are_an_issue_only_where_the_policy_asks_for_them() -
 
 
 # Values a hand-made file may hold where integers belong.
-JUNK = st.sampled_from([True, 1.0, "7", None, -3, 2**70, [], {}])
+JUNK: st.SearchStrategy[object] = st.sampled_from([True, 1.0, "7", None, -3, 2**70, [], {}])
 BIG = 9_876_543_210_123_456_789  # beyond int64: both inspectors keep it exact
 
 

@@ -17,7 +17,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import ValidationError
 from pyiceberg.table import StaticTable
 from sqlalchemy import text
@@ -32,7 +34,8 @@ from icepack_core.inspection.inspector import (
     inspect_table,
 )
 from icepack_core.inspection.process import TableInspections
-from icepack_core.settings import load_settings
+from icepack_core.inspection.status import TableStatus
+from icepack_core.settings import CatalogConfig, load_settings
 from icepack_core.types import TableRef
 from tests.inspection.oracle import assert_matches_oracle, assert_matches_summary
 from tests.plugins.catalogs import ZOO_THRESHOLDS
@@ -62,7 +65,7 @@ def raw_metadata(location: str) -> dict[str, Any]:
     return doc
 
 
-def test_the_cases_cover_every_kind():
+def test_the_cases_cover_every_kind() -> None:
     kinds = {
         (raw_metadata(str(TABLES / c["metadata"]))["format-version"], c["name"]) for c in CASES
     }
@@ -78,7 +81,9 @@ def test_the_cases_cover_every_kind():
 
 
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-async def test_python_inspector_reads_the_table_as_its_writer_summarised(tables, name):
+async def test_python_inspector_reads_the_table_as_its_writer_summarised(
+    tables: Path, name: str
+) -> None:
     case = BY_NAME[name]
     status = await inspect_metadata_location(case["metadata"], cache=MemoryManifestCache())
     doc = raw_metadata(case["metadata"])
@@ -99,15 +104,15 @@ async def test_python_inspector_reads_the_table_as_its_writer_summarised(tables,
         assert through_model.table_metrics() == status.table_metrics()
 
 
-def test_pyiceberg_model_rejects_the_derived_cases(tables):
+def test_pyiceberg_model_rejects_the_derived_cases(tables: Path) -> None:
     """Why the Python inspector reads metadata itself: PyIceberg cannot load these."""
     for name in ("spark_v1_inline", "spark_v3_gz"):
         with pytest.raises((ValidationError, OSError)):  # the model; *.gz taken for a folder
             StaticTable.from_metadata(BY_NAME[name]["metadata"])
 
 
-async def test_derived_cases_inspect_like_their_source(tables):
-    def metrics(status):
+async def test_derived_cases_inspect_like_their_source(tables: Path) -> None:
+    def metrics(status: TableStatus) -> dict[str, Any]:
         out = status.table_metrics()
         for key in ("metadata_location", "table"):
             out.pop(key)
@@ -132,7 +137,7 @@ async def test_derived_cases_inspect_like_their_source(tables):
 
 @needs_go
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-async def test_go_inspector_agrees_on_every_kind(tables, name):
+async def test_go_inspector_agrees_on_every_kind(tables: Path, name: str) -> None:
     location = BY_NAME[name]["metadata"]
     ours = await inspect_metadata_location(location)
     theirs = await inspect_with_go(
@@ -148,7 +153,9 @@ def copy_tables(tmp_path: Path) -> Path:
     return dest
 
 
-async def test_unreadable_tables_fail_naming_the_file(tmp_path, monkeypatch):
+async def test_unreadable_tables_fail_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = copy_tables(tmp_path)
     monkeypatch.chdir(root)
     inline = BY_NAME["spark_v1_inline"]["metadata"]
@@ -191,7 +198,7 @@ async def test_unreadable_tables_fail_naming_the_file(tmp_path, monkeypatch):
     assert "cannot read manifest list" in message and listing in message
 
 
-def register(catalog, name: str, location: str) -> None:
+def register(catalog: SqlCatalog, name: str, location: str) -> None:
     """A SQL catalog row pointing at ``location`` (PyIceberg's register_table would load the
     metadata through its model, which rejects some of these tables)."""
     with catalog.engine.begin() as conn:
@@ -205,8 +212,12 @@ def register(catalog, name: str, location: str) -> None:
 
 
 async def test_the_service_inspects_what_pyiceberg_rejects_and_records_failures(
-    db, database_url, tmp_path, monkeypatch, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     root = copy_tables(tmp_path)
     monkeypatch.chdir(root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ KINDS = [t.value for t in Topic] + [WEBHOOK_JOB_FAILED]
 STATES = ["succeeded", "failed", "cancelled"]
 
 
-def event(topic: str, payload: dict, table_id: int | None = 3) -> Event:
+def event(topic: str, payload: dict[str, Any], table_id: int | None = 3) -> Event:
     return Event(
         id=41,
         topic=topic,
@@ -62,13 +63,13 @@ json_values = st.recursive(
 @given(
     payload=st.dictionaries(st.text(max_size=8), json_values, max_size=4), where=st.integers(0, 2)
 )
-def test_a_planted_secret_never_reaches_the_cloudevent(payload: dict, where: int) -> None:
-    planted = {
+def test_a_planted_secret_never_reaches_the_cloudevent(payload: dict[str, Any], where: int) -> None:
+    planted: dict[int, dict[str, Any]] = {
         0: {"reason": f"failed with {SECRET} inside"},
         1: {"nested": [SECRET]},
         2: {"error": f"https://user:{SECRET}@host/x"},
-    }[where]
-    body = cloud_event(event("table.held", {**payload, **planted}), "table.held", None)
+    }
+    body = cloud_event(event("table.held", {**payload, **planted[where]}), "table.held", None)
     assert SECRET not in json.dumps(body)
     assert body["type"] == "dev.icepack.table.held" and body["id"] == "icepack-event-41"
 

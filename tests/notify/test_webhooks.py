@@ -180,6 +180,7 @@ async def test_held_table_is_delivered_through_an_outage_with_secrets_redacted(
         return row if row is not None and row["attempts"] >= 2 else None
 
     down = await eventually(failed_twice, what="two failed attempts while the receiver is down")
+    assert down is not None
     assert down["state"] == "pending" and down["last_status"] is None
     assert "ConnectError" in down["last_error"]
     receiver.start()  # the outage ends
@@ -187,6 +188,7 @@ async def test_held_table_is_delivered_through_an_outage_with_secrets_redacted(
         lambda: db.fetchrow("SELECT * FROM icepack.webhook_deliveries WHERE state = 'delivered'"),
         what="the delivery after the outage",
     )
+    assert done is not None
     assert done["last_status"] == 202 and done["attempts"] >= 3
 
     [(headers, body)] = receiver.requests
@@ -263,6 +265,7 @@ async def test_a_failing_receiver_gets_max_attempts_then_the_delivery_fails(
         lambda: db.fetchrow("SELECT * FROM icepack.webhook_deliveries WHERE state = 'failed'"),
         what="the delivery to fail for good",
     )
+    assert failed is not None
     assert failed["attempts"] == 3 and failed["last_status"] == 500
     assert failed["last_error"].startswith("HTTP 500 server error at ***")
     assert len(failed["last_error"]) < 300

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from icepack_core.discovery.refresh import Discovery
@@ -107,7 +108,9 @@ def small_files_table(spark: Any, namespace: str, name: str, batches: int) -> st
     return table
 
 
-async def test_glue_table_on_s3_is_compacted_and_expired_by_the_executor(spark, db, glue_settings):
+async def test_glue_table_on_s3_is_compacted_and_expired_by_the_executor(
+    spark: Any, db: asyncpg.Pool, glue_settings: tuple[Settings, CatalogConfig, Any]
+) -> None:
     settings, cfg, s3 = glue_settings
     namespace, name = f"g{uuid.uuid4().hex[:6]}", "events"
     # The executor's session gets the Glue catalog from the generated confs first, as in
@@ -150,6 +153,7 @@ async def test_glue_table_on_s3_is_compacted_and_expired_by_the_executor(spark, 
         "ON j.id = a.job_id WHERE j.table_id = $1 AND a.action = 'rewrite_data_files'",
         table_id,
     )
+    assert stored is not None
     # What the UI and `icepack job` say about it, read from what the executor stored.
     safety = action_safety(stored["action"], stored["state"], stored["output"], stored["impact"])
     assert safety["verdict"] == "verified", safety

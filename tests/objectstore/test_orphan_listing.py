@@ -24,17 +24,19 @@ FILE_SYSTEM_SCHEMES = ["file", "hdfs", "viewfs", "webhdfs"]
 
 
 @given(st.sampled_from(OBJECT_SCHEMES), SEGMENT, st.lists(SEGMENT, max_size=4))
-def test_object_store_locations_list_through_file_io(scheme, bucket, parts):
+def test_object_store_locations_list_through_file_io(
+    scheme: str, bucket: str, parts: list[str]
+) -> None:
     assert lists_through_file_io(f"{scheme}://{bucket}/{'/'.join(parts)}")
 
 
 @given(st.sampled_from(FILE_SYSTEM_SCHEMES), st.lists(SEGMENT, min_size=1, max_size=4))
-def test_file_system_locations_keep_hadoop_listing(scheme, parts):
+def test_file_system_locations_keep_hadoop_listing(scheme: str, parts: list[str]) -> None:
     assert not lists_through_file_io(f"{scheme}:///{'/'.join(parts)}")
     assert not lists_through_file_io("/" + "/".join(parts))
 
 
-def test_an_unparseable_location_keeps_the_default():
+def test_an_unparseable_location_keeps_the_default() -> None:
     assert not lists_through_file_io("")
     assert not lists_through_file_io("relative/path")
 
@@ -46,7 +48,7 @@ def orphan_call(location: str) -> str:
     return procedure_call("lake", name, args)
 
 
-def test_the_orphan_call_asks_for_prefix_listing_on_s3_only():
+def test_the_orphan_call_asks_for_prefix_listing_on_s3_only() -> None:
     on_s3 = orphan_call("s3a://warehouse/ns/t")
     assert "prefix_listing => true" in on_s3
     assert "location => 's3a://warehouse/ns/t'" in on_s3

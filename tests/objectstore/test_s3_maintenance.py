@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from typer.testing import CliRunner
 
@@ -163,7 +164,9 @@ async def assert_ledger_matches_the_procedure(db: Any, lake: Lake, job_id: int) 
     assert all(r["size_bytes"] and r["size_bytes"] > 0 for r in rows)
 
 
-async def test_every_action_runs_and_is_verified_on_s3(lake: Lake, db, database_url, tmp_path):
+async def test_every_action_runs_and_is_verified_on_s3(
+    lake: Lake, db: asyncpg.Pool, database_url: str, tmp_path: Path
+) -> None:
     namespace, name = "s3_actions", "events"
     settings = lake.settings(database_url, tmp_path, namespace)
     engine = ConnectEngine(lake.connect_url)
@@ -257,8 +260,8 @@ def restore_cli(lake: Lake, database_url: str, namespace: str, monkeypatch: Any)
 
 
 async def test_an_orphan_on_s3_is_quarantined_restored_and_purged(
-    lake: Lake, db, database_url, tmp_path, monkeypatch
-):
+    lake: Lake, db: asyncpg.Pool, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     namespace, name = "s3_orphans", "events"
     settings = lake.settings(database_url, tmp_path, namespace)
     engine = ConnectEngine(lake.connect_url)

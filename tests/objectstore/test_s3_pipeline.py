@@ -19,10 +19,13 @@ import json
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from icepack_core.safety.locations import location_key
 from icepack_core.spark.engine import ConnectEngine
@@ -179,8 +182,14 @@ async def orphans_across_spellings(
 
 
 async def test_the_pipeline_heals_an_s3a_table_and_no_secret_leaks(
-    lake: Lake, db, database_url, tmp_path, spans, capfd, debug_logging
-):
+    lake: Lake,
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    spans: InMemorySpanExporter,
+    capfd: pytest.CaptureFixture[str],
+    debug_logging: None,
+) -> None:
     settings = lake.settings(database_url, tmp_path, NS)
     (catalog,) = settings.catalogs
     assert catalog.s3_secret_access_key is not None
@@ -210,6 +219,7 @@ async def test_the_pipeline_heals_an_s3a_table_and_no_secret_leaks(
         "ON j.id = a.job_id WHERE j.table_id = $1 AND a.action = 'rewrite_data_files'",
         done["id"],
     )
+    assert action is not None
     assert action["state"] == "succeeded"
     (record,) = action["output"]["verification"]["snapshots"]
     assert record["ok"] and record["rows_before"] == record["rows_after"] == rows_before[0]

@@ -24,8 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from icepack_core.access.tokens import TokenStore
 from icepack_core.discovery.catalogs import load_catalog
@@ -126,7 +128,7 @@ def seed(store: ObjectStore, namespace: str, appends: int) -> Any:
 
 
 @pytest.fixture
-def json_logs():
+def json_logs() -> Iterator[None]:
     """Icepack's JSON logs at info for one test; the root logger is put back after."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
@@ -172,17 +174,17 @@ async def api_answers(db: Any, namespace: str) -> list[str]:
 
 
 async def test_vended_keys_let_icepack_inspect_and_compact_and_appear_nowhere(
-    spark,
-    spark_catalog_settings,
-    db,
-    database_url,
-    tmp_path,
-    vending_store,
-    proxy,
-    spans,
-    capfd,
-    json_logs,
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    vending_store: ObjectStore,
+    proxy: VendingProxy,
+    spans: InMemorySpanExporter,
+    capfd: pytest.CaptureFixture[str],
+    json_logs: None,
+) -> None:
     namespace = f"v{uuid.uuid4().hex[:6]}"
     backend = seed(vending_store, namespace, appends=6)
     before = contents(backend.load_table(f"{namespace}.events"))
@@ -238,8 +240,12 @@ async def test_vended_keys_let_icepack_inspect_and_compact_and_appear_nowhere(
 
 
 async def test_wrong_static_keys_do_not_shadow_the_vended_ones(
-    db, database_url, tmp_path, vending_store, proxy
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    vending_store: ObjectStore,
+    proxy: VendingProxy,
+) -> None:
     """An operator's stale static keys beside vending: the vended ones are used."""
     namespace = f"w{uuid.uuid4().hex[:6]}"
     seed(vending_store, namespace, appends=3)

@@ -32,8 +32,8 @@ from typing import Any, NoReturn
 
 import pytest
 
+from icepack_core.local.object_store import free_port, stop_process
 from icepack_core.settings import CatalogConfig
-from tests.plugins.catalogs import free_port, stop_process
 from tests.plugins.startup import record_startup
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

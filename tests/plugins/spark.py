@@ -20,7 +20,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,10 +69,13 @@ def close_pyspark_result_sockets() -> None:
     import pyspark.rdd
     import pyspark.sql.dataframe
     import pyspark.sql.pandas.conversion
-    from pyspark.java_gateway import local_connect_and_auth
+    from pyspark import java_gateway
+
+    # PySpark leaves this function unannotated; typed here as the pair it returns.
+    connect_and_auth: Callable[[Any, Any], tuple[Any, Any]] = java_gateway.local_connect_and_auth
 
     def load_from_socket(sock_info: Any, serializer: Any) -> Iterator[Any]:
-        sockfile, sock = local_connect_and_auth(sock_info[0], sock_info[1])
+        sockfile, sock = connect_and_auth(sock_info[0], sock_info[1])
         sock.settimeout(None)  # as PySpark does: materialisation time is unbounded
         try:
             yield from serializer.load_stream(sockfile)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
@@ -51,7 +52,7 @@ async def job(
     return done.job.id
 
 
-async def test_max_running_caps_claims_until_a_job_finishes(db):
+async def test_max_running_caps_claims_until_a_job_finishes(db: asyncpg.Pool) -> None:
     queue = JobQueue(db)
     a, other = await table(db, "a", "ns"), await table(db, "b", "ns")
     for _ in range(4):
@@ -70,7 +71,9 @@ async def test_max_running_caps_claims_until_a_job_finishes(db):
     assert again is not None and again.table_id == a
 
 
-async def test_hourly_bytes_slide_with_the_hour_and_retries_are_charged_again(db):
+async def test_hourly_bytes_slide_with_the_hour_and_retries_are_charged_again(
+    db: asyncpg.Pool,
+) -> None:
     queue = JobQueue(db)
     a = await table(db, "a", "ns")
     big = await job(queue, a, 60, benefit=600)  # 10 per byte: first
@@ -97,7 +100,7 @@ async def test_hourly_bytes_slide_with_the_hour_and_retries_are_charged_again(db
     assert (await queue.get(mid)).state == "queued"
 
 
-async def test_namespace_and_catalog_budgets_both_apply(db):
+async def test_namespace_and_catalog_budgets_both_apply(db: asyncpg.Pool) -> None:
     queue = JobQueue(db)
     sales, web = await table(db, "a", "sales"), await table(db, "a", "web")
     for _ in range(3):
@@ -106,14 +109,16 @@ async def test_namespace_and_catalog_budgets_both_apply(db):
     await set_budget(db, "a", None, rewrite_bytes_per_hour=None, max_running=3)
     await set_budget(db, "a", "sales", rewrite_bytes_per_hour=None, max_running=1)
     claimed = [await queue.claim(f"e{i}", 60) for i in range(5)]
-    tables = [c.table_id for c in claimed if c is not None]
+    tables = [c.table_id for c in claimed if c is not None and c.table_id is not None]
     assert sorted(tables) == sorted([sales, web, web])  # sales capped at 1, catalog at 3
     use = {(b.catalog, b.namespace): b for b in await list_budgets(db)}
     assert use[("a", None)].running == 3 and use[("a", "sales")].running == 1
     assert use[("a", None)].charged_bytes == 30 and use[("a", "sales")].charged_bytes == 10
 
 
-async def test_claim_order_is_priority_then_benefit_per_byte_then_worst_health(db):
+async def test_claim_order_is_priority_then_benefit_per_byte_then_worst_health(
+    db: asyncpg.Pool,
+) -> None:
     queue = JobQueue(db)
     a = await table(db, "a", "ns")
     ids = {
@@ -145,7 +150,9 @@ async def test_claim_order_is_priority_then_benefit_per_byte_then_worst_health(d
     assert "jobs_claim_order" in " ".join(r[0] for r in plan)
 
 
-async def test_a_job_bigger_than_its_hourly_budget_is_reported_and_never_claimed(db):
+async def test_a_job_bigger_than_its_hourly_budget_is_reported_and_never_claimed(
+    db: asyncpg.Pool,
+) -> None:
     queue = JobQueue(db)
     a = await table(db, "a", "ns")
     huge = await job(queue, a, 1000, benefit=10**9)
@@ -158,22 +165,24 @@ async def test_a_job_bigger_than_its_hourly_budget_is_reported_and_never_claimed
     assert got is not None and got.id == fits
     assert await queue.claim("e", 60) is None
     view = await db.fetchrow("SELECT * FROM icepack.v_queue WHERE state = 'queued'")
+    assert view is not None
     assert (view["jobs"], view["claimable"]) == (1, 0)
 
 
-async def test_budget_crud_and_bad_input_name_the_value(db):
+async def test_budget_crud_and_bad_input_name_the_value(db: asyncpg.Pool) -> None:
     use = await set_budget(db, "a", None, rewrite_bytes_per_hour=10, max_running=None)
     assert (use.rewrite_bytes_per_hour, use.max_running, use.running) == (10, None, 0)
     use = await set_budget(db, "a", None, rewrite_bytes_per_hour=None, max_running=4)
     assert (use.rewrite_bytes_per_hour, use.max_running) == (None, 4)  # replaced, one row
     await set_budget(db, "a", "ns", rewrite_bytes_per_hour=5, max_running=1)
     assert [(b.catalog, b.namespace) for b in await list_budgets(db)] == [("a", None), ("a", "ns")]
-    for kwargs, field, value in [
+    cases: list[tuple[dict[str, Any], str, str]] = [
         ({"rewrite_bytes_per_hour": 0, "max_running": None}, "rewrite_bytes_per_hour", "0"),
         ({"rewrite_bytes_per_hour": None, "max_running": -2}, "max_running", "-2"),
         ({"rewrite_bytes_per_hour": 2**63, "max_running": None}, "rewrite_bytes_per_hour", ""),
         ({"rewrite_bytes_per_hour": None, "max_running": None}, "rewrite_bytes_per_hour", ""),
-    ]:
+    ]
+    for kwargs, field, value in cases:
         with pytest.raises(BudgetInvalid, match=f"{field}: {value}") as info:
             await set_budget(db, "a", "other", **kwargs)
         assert info.value.field == field
@@ -195,7 +204,9 @@ MAX_RUNNING = {"a": 2, "b": 1}
 BYTES_PER_HOUR = {"a": 5_000, "b": 3_000}
 
 
-async def test_three_executors_never_exceed_running_or_byte_budgets(settings: Settings, db):
+async def test_three_executors_never_exceed_running_or_byte_budgets(
+    settings: Settings, db: asyncpg.Pool
+) -> None:
     """Three executors, each on its own connection, claim, hold and complete jobs of two budgeted
     catalogs. At every claim the claimer reads the budgets' use in one snapshot and records it;
     no record may exceed a limit, and the bytes charged (all within this hour) stay within the
@@ -250,9 +261,12 @@ async def test_three_executors_never_exceed_running_or_byte_budgets(settings: Se
     for catalog, running, charged in records:
         assert running <= MAX_RUNNING[catalog], (catalog, running)
         assert charged <= BYTES_PER_HOUR[catalog], (catalog, charged)
-    totals = dict(
-        await db.fetch("SELECT catalog, sum(bytes) FROM icepack.budget_charges GROUP BY catalog")
-    )
+    totals: dict[str, int] = {
+        r[0]: r[1]
+        for r in await db.fetch(
+            "SELECT catalog, sum(bytes) FROM icepack.budget_charges GROUP BY catalog"
+        )
+    }
     for catalog, total in totals.items():
         assert total <= BYTES_PER_HOUR[catalog]
     # The budgets, not the queue, ended it: each catalog still has queued jobs that do not fit.
@@ -298,7 +312,12 @@ charges_st = st.lists(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(budgets=budgets_st, jobs=jobs_st, charges=charges_st)
-async def test_keda_count_equals_claims_in_a_row(db, budgets, jobs, charges):
+async def test_keda_count_equals_claims_in_a_row(
+    db: asyncpg.Pool,
+    budgets: dict[tuple[str, str | None], tuple[int | None, int | None]],
+    jobs: list[tuple[Any, ...]],
+    charges: list[tuple[Any, ...]],
+) -> None:
     await db.execute(
         "TRUNCATE icepack.jobs, icepack.budgets, icepack.budget_charges, icepack.tables,"
         " icepack.events CASCADE"

@@ -1,24 +1,39 @@
 """The event bus on real commits: ordering, late commits, atomic offsets, reconnects, traces."""
 
 import asyncio
+from typing import Any
 
 import asyncpg
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from icepack_core.db import pool as icedb
-from icepack_core.queue.events import EventConsumer, Listener, prune_events, publish, run_consumer
+from icepack_core.db.pool import Conn
+from icepack_core.queue import events
+from icepack_core.queue.events import Event, EventConsumer, Listener, prune_events, run_consumer
+from icepack_core.settings import Settings
 from icepack_core.telemetry.tracing import tracer
 from tests.support.waiting import eventually
 
 
-async def make_table(db, name="t"):
-    return await db.fetchval(
+async def make_table(db: asyncpg.Pool, name: str = "t") -> int:
+    table_id: int = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'ns', $1) RETURNING id",
         name,
     )
+    return table_id
 
 
-async def readable(db) -> None:
+async def publish(conn: asyncpg.Pool | Conn, topic: str, **kwargs: Any) -> int:
+    """``events.publish`` on a connection of the pool (it takes one connection: a producer
+    publishes inside its own transaction)."""
+    if not isinstance(conn, asyncpg.Pool):
+        return await events.publish(conn, topic, **kwargs)
+    async with conn.acquire() as pooled:
+        return await events.publish(pooled, topic, **kwargs)
+
+
+async def readable(db: asyncpg.Pool) -> None:
     """Wait until every event in the outbox is below the xmin horizon, i.e. readable.
 
     Consumers only read events older than the oldest transaction still running anywhere on the
@@ -28,23 +43,26 @@ async def readable(db) -> None:
     """
 
     async def below_horizon() -> bool:
-        return await db.fetchval(
+        below: bool = await db.fetchval(
             "SELECT coalesce(bool_and(xid < pg_snapshot_xmin(pg_current_snapshot())), true) "
             "FROM icepack.events"
         )
+        return below
 
     await eventually(below_horizon, timeout=30, what="every event below the xmin horizon")
 
 
 class Recorder:
-    def __init__(self):
-        self.seen = []
+    def __init__(self) -> None:
+        self.seen: list[int] = []
 
-    async def __call__(self, conn, event):
+    async def __call__(self, conn: Conn, event: Event) -> None:
         self.seen.append(event.id)
 
 
-async def test_late_commit_is_delivered_in_order_exactly_once(db, settings):
+async def test_late_commit_is_delivered_in_order_exactly_once(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
     early = await icedb.connect(settings, "writer-early")
     try:
         tx = early.transaction()
@@ -71,7 +89,7 @@ async def test_late_commit_is_delivered_in_order_exactly_once(db, settings):
         await early.close()
 
 
-async def test_rolled_back_event_is_never_seen(db, settings):
+async def test_rolled_back_event_is_never_seen(db: asyncpg.Pool, settings: Settings) -> None:
     conn = await icedb.connect(settings, "writer")
     try:
         async with conn.transaction():
@@ -90,14 +108,14 @@ async def test_rolled_back_event_is_never_seen(db, settings):
     assert recorder.seen == [kept]
 
 
-async def test_handler_writes_and_offset_commit_together(db):
+async def test_handler_writes_and_offset_commit_together(db: asyncpg.Pool) -> None:
     table_id = await make_table(db)
     first = await publish(db, "table.changed", table_id=table_id)
     second = await publish(db, "table.changed", table_id=table_id)
     await readable(db)  # the crashing batch must hold both events
     calls = []
 
-    async def handler(conn, event):
+    async def handler(conn: Conn, event: Event) -> None:
         calls.append(event.id)
         await conn.execute(
             "INSERT INTO icepack.work_items (service, table_id, reason) VALUES ('s', $1, $2) "
@@ -130,12 +148,12 @@ async def test_handler_writes_and_offset_commit_together(db):
     )
 
 
-async def test_replicas_of_one_consumer_never_handle_an_event_twice(db):
+async def test_replicas_of_one_consumer_never_handle_an_event_twice(db: asyncpg.Pool) -> None:
     ids = [await publish(db, "table.changed", payload={"i": i}) for i in range(300)]
     await readable(db)
     seen = []
 
-    async def handler(conn, event):
+    async def handler(conn: Conn, event: Event) -> None:
         seen.append(event.id)
         await asyncio.sleep(0)
 
@@ -145,7 +163,7 @@ async def test_replicas_of_one_consumer_never_handle_an_event_twice(db):
     assert sorted(seen) == ids
 
 
-async def test_topic_filter_skips_but_advances(db):
+async def test_topic_filter_skips_but_advances(db: asyncpg.Pool) -> None:
     wanted = await publish(db, "status.updated")
     await publish(db, "table.changed")
     await readable(db)
@@ -155,7 +173,9 @@ async def test_topic_filter_skips_but_advances(db):
     assert recorder.seen == [wanted]
 
 
-async def test_listener_reconnects_after_its_backend_is_killed_and_nothing_is_lost(db, settings):
+async def test_listener_reconnects_after_its_backend_is_killed_and_nothing_is_lost(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
     stop = asyncio.Event()
     listener = Listener(lambda: icedb.connect(settings, "test-listen"), liveness_interval=0.5)
     recorder = Recorder()
@@ -191,21 +211,24 @@ async def test_listener_reconnects_after_its_backend_is_killed_and_nothing_is_lo
         await asyncio.gather(*tasks)
 
 
-async def _has(recorder, ids):
+async def _has(recorder: Recorder, ids: list[int]) -> bool:
     return recorder.seen[: len(ids)] == ids
 
 
-async def _reconnected(listener):
+async def _reconnected(listener: Listener) -> bool:
     return listener.reconnects >= 1 and listener.connected.is_set()
 
 
-async def test_consumer_span_is_a_child_of_the_producer_span(db, spans):
+async def test_consumer_span_is_a_child_of_the_producer_span(
+    db: asyncpg.Pool, spans: InMemorySpanExporter
+) -> None:
     with tracer().start_as_current_span("discovery.produce") as producer:
         await publish(db, "table.discovered")
     await readable(db)
     parent = producer.get_span_context()
+    assert parent is not None
 
-    async def handler(conn, event):
+    async def handler(conn: Conn, event: Event) -> None:
         with tracer().start_as_current_span("inspector.handle"):
             pass
 
@@ -213,11 +236,11 @@ async def test_consumer_span_is_a_child_of_the_producer_span(db, spans):
     finished = {s.name: s for s in spans.get_finished_spans()}
     consume = finished["consume table.discovered"]
     assert consume.context.trace_id == parent.trace_id
-    assert consume.parent.span_id == parent.span_id
+    assert consume.parent is not None and consume.parent.span_id == parent.span_id
     assert finished["inspector.handle"].context.trace_id == parent.trace_id
 
 
-async def test_prune_keeps_events_a_consumer_has_not_read(db):
+async def test_prune_keeps_events_a_consumer_has_not_read(db: asyncpg.Pool) -> None:
     old = [await publish(db, "table.changed") for _ in range(3)]
     await db.execute("UPDATE icepack.events SET created_at = now() - interval '30 days'")
     await readable(db)
@@ -232,7 +255,9 @@ async def test_prune_keeps_events_a_consumer_has_not_read(db):
     assert slow.seen == old  # nothing the slow consumer needed was pruned
 
 
-async def test_listener_survives_a_connect_error_outside_asyncpgs_classes(db, settings):
+async def test_listener_survives_a_connect_error_outside_asyncpgs_classes(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
     """A ``connect`` can raise anything: discovery's push watcher builds a catalog on connect
     (SQLAlchemy errors), and asyncpg raises ``InternalClientError`` for a connection a lost
     server left mid-protocol. Before the fix such an error ended ``run``: the listener stopped
@@ -241,7 +266,7 @@ async def test_listener_survives_a_connect_error_outside_asyncpgs_classes(db, se
     second is the real connection."""
     attempts = 0
 
-    async def connect():
+    async def connect() -> asyncpg.Connection:
         nonlocal attempts
         attempts += 1
         if attempts == 1:

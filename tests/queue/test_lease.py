@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from icepack_core.errors import CancelRequested, LeaseLost
-from icepack_core.queue.jobs import JobQueue
+from icepack_core.queue.jobs import Heartbeat, Job, JobQueue
 from icepack_core.queue.lease import JobLease
 from tests.support.waiting import eventually
 
@@ -23,17 +23,18 @@ async def never_ends() -> None:
 
 
 class StopRecorder:
-    def __init__(self):
+    def __init__(self) -> None:
         self.calls = 0
 
-    async def __call__(self):
+    async def __call__(self) -> None:
         self.calls += 1
 
 
-async def test_work_that_outlives_a_lease_period_keeps_its_lease(db):
+async def test_work_that_outlives_a_lease_period_keeps_its_lease(db: asyncpg.Pool) -> None:
     queue = JobQueue(db)
     await queue.enqueue(None, [])
     job = await queue.claim("w", 0.6)
+    assert job is not None
     lease = JobLease(queue, job, 0.6)
 
     async def outlived() -> bool:
@@ -41,7 +42,7 @@ async def test_work_that_outlives_a_lease_period_keeps_its_lease(db):
         expired = await db.fetchval("SELECT now() > $1", job.lease_until)
         return expired and lease.renewals >= 3
 
-    async def work():
+    async def work() -> str:
         # Runs until the condition holds, however slowly the machine runs the heartbeats.
         await eventually(outlived, timeout=60, what="the work to outlive its first lease")
         return "done"
@@ -53,14 +54,15 @@ async def test_work_that_outlives_a_lease_period_keeps_its_lease(db):
     assert (await queue.complete(job)).state.value == "succeeded"
 
 
-async def test_lost_fence_stops_the_work_and_spark(db):
+async def test_lost_fence_stops_the_work_and_spark(db: asyncpg.Pool) -> None:
     queue = JobQueue(db)
     await queue.enqueue(None, [])
     job = await queue.claim("stale", 0.9)
+    assert job is not None
     stopped = StopRecorder()
     lease = JobLease(queue, job, 0.9, on_stop=stopped)
 
-    async def take_over():
+    async def take_over() -> None:
         # Another executor gets the job: reaped (as if expired) and claimed with a new fence.
         later = datetime.now(UTC) + timedelta(minutes=5)
         await queue.reap(now=later)
@@ -75,10 +77,11 @@ async def test_lost_fence_stops_the_work_and_spark(db):
     assert lease.lost.is_set() and stopped.calls == 1
 
 
-async def test_operator_cancel_stops_the_work(db):
+async def test_operator_cancel_stops_the_work(db: asyncpg.Pool) -> None:
     queue = JobQueue(db)
     await queue.enqueue(None, [])
     job = await queue.claim("w", 0.6)
+    assert job is not None
     stopped = StopRecorder()
     lease = JobLease(queue, job, 0.6, on_stop=stopped)
     canceller = asyncio.create_task(queue.cancel(job.id))
@@ -89,7 +92,9 @@ async def test_operator_cancel_stops_the_work(db):
     assert (await queue.finish_cancelled(job)).state.value == "cancelled"
 
 
-async def test_a_heartbeat_that_hangs_stops_the_work_before_the_lease_expires(db):
+async def test_a_heartbeat_that_hangs_stops_the_work_before_the_lease_expires(
+    db: asyncpg.Pool,
+) -> None:
     """A renewal blocked in the database (here: another session holds the job's row lock, as a
     half-open connection would leave it waiting) must not keep the work running past its lease:
     once the lease expires another executor may take the job."""
@@ -97,6 +102,7 @@ async def test_a_heartbeat_that_hangs_stops_the_work_before_the_lease_expires(db
     await queue.enqueue(None, [])
     lease_seconds = 1.5
     job = await queue.claim("w", lease_seconds)
+    assert job is not None
     stopped = StopRecorder()
     lease = JobLease(queue, job, lease_seconds, on_stop=stopped)
     async with db.acquire() as blocker, blocker.transaction():
@@ -114,19 +120,23 @@ class FailingRenewals(JobQueue):
     left mid-protocol. No real component here can produce that error on demand, so it is
     injected; everything else is the real queue on the real database."""
 
-    def __init__(self, pool, failures: float):
+    def __init__(self, pool: asyncpg.Pool, failures: float) -> None:
         super().__init__(pool)
         self.failures = failures
         self.failed = 0
 
-    async def heartbeat(self, job, lease_seconds):
+    async def heartbeat(
+        self, job: Job, lease_seconds: float, now: datetime | None = None
+    ) -> Heartbeat:
         if self.failed < self.failures:
             self.failed += 1
             raise asyncpg.InternalClientError("unexpected message in the protocol state")
-        return await super().heartbeat(job, lease_seconds)
+        return await super().heartbeat(job, lease_seconds, now)
 
 
-async def test_a_renewal_error_outside_postgres_errors_keeps_the_heartbeat_alive(db):
+async def test_a_renewal_error_outside_postgres_errors_keeps_the_heartbeat_alive(
+    db: asyncpg.Pool,
+) -> None:
     """``InternalClientError`` is neither a ``PostgresError`` nor an ``InterfaceError``. Before
     the fix it ended the heartbeat task: nothing renewed the lease while the work ran on, and
     another executor could take the job and its table."""
@@ -134,12 +144,13 @@ async def test_a_renewal_error_outside_postgres_errors_keeps_the_heartbeat_alive
     await queue.enqueue(None, [])
     lease_seconds = 6.0  # renewals every 2 s: one failed, the next renews well before expiry
     job = await queue.claim("w", lease_seconds)
+    assert job is not None
     lease = JobLease(queue, job, lease_seconds)
 
     async def renewed_after_the_failure() -> bool:
         return queue.failed == 1 and lease.renewals >= 1
 
-    async def work():
+    async def work() -> str:
         await eventually(renewed_after_the_failure, timeout=60, what="a renewal after the error")
         return "done"
 
@@ -147,11 +158,14 @@ async def test_a_renewal_error_outside_postgres_errors_keeps_the_heartbeat_alive
     assert not lease.lost.is_set()
 
 
-async def test_renewals_that_keep_failing_stop_the_work_before_the_lease_expires(db):
+async def test_renewals_that_keep_failing_stop_the_work_before_the_lease_expires(
+    db: asyncpg.Pool,
+) -> None:
     queue = FailingRenewals(db, failures=float("inf"))
     await queue.enqueue(None, [])
     lease_seconds = 1.5
     job = await queue.claim("w", lease_seconds)
+    assert job is not None
     stopped = StopRecorder()
     lease = JobLease(queue, job, lease_seconds, on_stop=stopped)
     # Before the fix the first error ended the heartbeat and only this deadline stopped the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import structlog
 
 from icepack_core.queue.jobs import JobQueue
@@ -12,7 +13,7 @@ from icepack_core.queue.upkeep import QueueUpkeep
 from icepack_core.queue.work_items import WorkQueue
 
 
-async def table(db, name: str) -> int:
+async def table(db: asyncpg.Pool, name: str) -> int:
     table_id: int = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'ns', $1) RETURNING id",
         name,
@@ -20,7 +21,7 @@ async def table(db, name: str) -> int:
     return table_id
 
 
-async def quarantined(db, table_id: int, path: str, due: datetime) -> None:
+async def quarantined(db: asyncpg.Pool, table_id: int, path: str, due: datetime) -> None:
     await db.execute(
         "INSERT INTO icepack.deletions (job_id, table_id, action, path, kind, reason, state,"
         " quarantine_path, purge_after) VALUES (7, $1, 'remove_orphan_files', $2, 'orphan',"
@@ -31,7 +32,7 @@ async def quarantined(db, table_id: int, path: str, due: datetime) -> None:
     )
 
 
-async def test_purge_jobs_are_queued_for_due_tables_only(db):
+async def test_purge_jobs_are_queued_for_due_tables_only(db: asyncpg.Pool) -> None:
     now = datetime(2030, 1, 10, tzinfo=UTC)
     due, later, held, dropped = [await table(db, n) for n in ("due", "later", "held", "dropped")]
     await quarantined(db, due, "/w/due/a", now - timedelta(hours=1))

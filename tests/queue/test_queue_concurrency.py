@@ -5,6 +5,7 @@ import random
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.types import JobState
 
 
-async def test_eight_claimers_claim_two_thousand_jobs_exactly_once(db):
+async def test_eight_claimers_claim_two_thousand_jobs_exactly_once(db: asyncpg.Pool) -> None:
     queue = JobQueue(db)
     await db.execute(
         "INSERT INTO icepack.jobs (actions, priority) "
@@ -57,12 +58,14 @@ operations = st.lists(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(ops=operations)
-async def test_queue_invariants_under_random_interleavings(db, ops):
+async def test_queue_invariants_under_random_interleavings(
+    db: asyncpg.Pool, ops: list[tuple[str, int]]
+) -> None:
     await db.execute("TRUNCATE icepack.jobs, icepack.events CASCADE")
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
     clock = datetime.now(UTC)
     held = {}  # holder -> Job as that holder last saw it
-    fences = {}
+    fences: dict[int, int] = {}
     for op, n in ops:
         if op == "enqueue":
             await queue.enqueue(

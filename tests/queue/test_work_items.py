@@ -4,10 +4,12 @@ import asyncio
 from collections import Counter
 from datetime import timedelta
 
-from icepack_core.queue.work_items import WorkQueue
+import asyncpg
+
+from icepack_core.queue.work_items import WorkItem, WorkQueue
 
 
-async def make_tables(db, n):
+async def make_tables(db: asyncpg.Pool, n: int) -> list[int]:
     rows = await db.fetch(
         "INSERT INTO icepack.tables (catalog, namespace, name) "
         "SELECT 'c', 'ns', 't' || g FROM generate_series(1, $1) g RETURNING id",
@@ -16,12 +18,14 @@ async def make_tables(db, n):
     return [r["id"] for r in rows]
 
 
-async def request(db, queue, table_id, reason="table.changed"):
+async def request(
+    db: asyncpg.Pool, queue: WorkQueue, table_id: int, reason: str = "table.changed"
+) -> int:
     async with db.acquire() as conn, conn.transaction():
         return await queue.request(conn, table_id, reason)
 
 
-async def test_a_burst_of_requests_becomes_one_item(db):
+async def test_a_burst_of_requests_becomes_one_item(db: asyncpg.Pool) -> None:
     (table,) = await make_tables(db, 1)
     queue = WorkQueue(db, "inspector", "w1")
     for _ in range(10):
@@ -32,7 +36,7 @@ async def test_a_burst_of_requests_becomes_one_item(db):
     assert await queue.pending() == 0
 
 
-async def test_replicas_never_hold_the_same_table(db):
+async def test_replicas_never_hold_the_same_table(db: asyncpg.Pool) -> None:
     tables = await make_tables(db, 60)
     producer = WorkQueue(db, "inspector", "producer")
     for t in tables:
@@ -40,7 +44,7 @@ async def test_replicas_never_hold_the_same_table(db):
     replicas = [WorkQueue(db, "inspector", f"r{i}") for i in range(4)]
     done = []
 
-    async def work(q):
+    async def work(q: WorkQueue) -> None:
         while items := await q.claim(3):
             for item in items:
                 done.append(item.table_id)
@@ -51,7 +55,7 @@ async def test_replicas_never_hold_the_same_table(db):
     assert Counter(done) == Counter(tables)
 
 
-async def test_rerequest_while_working_hands_the_item_back(db):
+async def test_rerequest_while_working_hands_the_item_back(db: asyncpg.Pool) -> None:
     (table,) = await make_tables(db, 1)
     queue = WorkQueue(db, "inspector", "w1")
     await request(db, queue, table)
@@ -64,13 +68,13 @@ async def test_rerequest_while_working_hands_the_item_back(db):
     assert await queue.complete(again)
 
 
-async def test_services_have_separate_queues(db):
+async def test_services_have_separate_queues(db: asyncpg.Pool) -> None:
     (table,) = await make_tables(db, 1)
     await request(db, WorkQueue(db, "inspector", "i"), table)
     assert await WorkQueue(db, "planner", "p").claim() == []
 
 
-async def claimed_one(db):
+async def claimed_one(db: asyncpg.Pool) -> tuple[WorkQueue, WorkItem]:
     """A queue of one table's requested item, and that item, claimed."""
     (table,) = await make_tables(db, 1)
     queue = WorkQueue(db, "inspector", "w1")
@@ -79,15 +83,16 @@ async def claimed_one(db):
     return queue, item
 
 
-async def test_failed_item_waits_before_retry(db):
+async def test_failed_item_waits_before_retry(db: asyncpg.Pool) -> None:
     queue, item = await claimed_one(db)
     await queue.fail(item, "catalog timeout", retry_in=3600)
     assert await queue.claim() == []
     row = await db.fetchrow("SELECT last_error, claimed_by FROM icepack.work_items")
+    assert row is not None
     assert dict(row) == {"last_error": "catalog timeout", "claimed_by": None}
 
 
-async def test_expired_lease_lets_another_replica_claim(db):
+async def test_expired_lease_lets_another_replica_claim(db: asyncpg.Pool) -> None:
     (table,) = await make_tables(db, 1)
     dead = WorkQueue(db, "inspector", "dead", lease_seconds=60)
     await request(db, dead, table)
@@ -103,7 +108,7 @@ async def test_expired_lease_lets_another_replica_claim(db):
     assert not await dead.complete(item) and await alive.complete(taken)
 
 
-async def test_release_all_hands_back_what_a_stopping_worker_holds(db):
+async def test_release_all_hands_back_what_a_stopping_worker_holds(db: asyncpg.Pool) -> None:
     tables = await make_tables(db, 3)
     queue = WorkQueue(db, "inspector", "stopping")
     for t in tables:
@@ -113,13 +118,13 @@ async def test_release_all_hands_back_what_a_stopping_worker_holds(db):
     assert len(await WorkQueue(db, "inspector", "next").claim(3)) == 3
 
 
-async def test_an_error_text_postgres_cannot_store_is_stored_escaped(db):
+async def test_an_error_text_postgres_cannot_store_is_stored_escaped(db: asyncpg.Pool) -> None:
     queue, item = await claimed_one(db)
     await queue.fail(item, "catalog said \x00", retry_in=3600)
     assert await db.fetchval("SELECT last_error FROM icepack.work_items") == "catalog said \\x00"
 
 
-async def test_an_item_whose_holder_keeps_dying_backs_off_then_is_parked(db):
+async def test_an_item_whose_holder_keeps_dying_backs_off_then_is_parked(db: asyncpg.Pool) -> None:
     """Each death (lease expired) is counted and waited out (60 s, then 120 s); the third
     parks the item with the reason; a new request gives it one more try, and one more death
     parks it again (not three more)."""
@@ -140,6 +145,7 @@ async def test_an_item_whose_holder_keeps_dying_backs_off_then_is_parked(db):
         t = max(t, not_before)
     assert waits[:2] == [60.0, 120.0]
     row = await db.fetchrow("SELECT parked_at, deaths, last_error FROM icepack.work_items")
+    assert row is not None
     assert row["parked_at"] is not None and row["deaths"] == 3
     assert "stopped renewing its lease" in row["last_error"]
     assert await q.claim(now=t + timedelta(days=30)) == []  # parked: never claimed

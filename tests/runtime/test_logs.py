@@ -17,13 +17,13 @@ from icepack_core.telemetry.logs import (
 )
 
 
-def test_passwords_in_urls_are_masked():
+def test_passwords_in_urls_are_masked() -> None:
     assert redact_text("connect postgresql://icepack:p4ss@db:5432/x failed") == (
         "connect postgresql://icepack:***@db:5432/x failed"
     )
 
 
-def test_secret_looking_keys_are_masked_recursively():
+def test_secret_looking_keys_are_masked_recursively() -> None:
     event = {
         "event": "x",
         "token": "abc",
@@ -36,7 +36,7 @@ def test_secret_looking_keys_are_masked_recursively():
     assert out["items"] == ["https://u:***@h/"]
 
 
-def test_json_logs_carry_service_and_hide_secrets(capsys):
+def test_json_logs_carry_service_and_hide_secrets(capsys: pytest.CaptureFixture[str]) -> None:
     setup_logging("tester", "info", "json")
     structlog.get_logger().info(
         "catalog.loaded", credential="id:secret", database="postgresql://a:b@h/db"
@@ -72,12 +72,12 @@ FORMS = [
     secret=st.text(alphabet=string.ascii_letters + string.digits + "+/=_-", min_size=8, max_size=40)
 )
 @settings(max_examples=40)
-def test_every_secret_form_is_masked(form, secret):
+def test_every_secret_form_is_masked(form: str, secret: str) -> None:
     text = form.format(s=secret)
     assert secret not in redact_text(text), redact_text(text)
 
 
-def test_harmless_text_is_left_alone():
+def test_harmless_text_is_left_alone() -> None:
     for text in (
         "the token: the Icepack database did not answer",
         "s3.access-key-id=AKIAPUBLIC",
@@ -90,14 +90,16 @@ def test_harmless_text_is_left_alone():
         assert redact_text(text) == text
 
 
-def test_registered_secrets_are_masked_anywhere():
+def test_registered_secrets_are_masked_anywhere() -> None:
     register_secrets(["Zq81-registered-value", "short"])
     assert redact_text("error: Zq81-registered-value in a message") == "error: *** in a message"
     assert redact_text("a short word") == "a short word"  # too short to register
     assert redact({"note": "x Zq81-registered-value y", "n": 5}) == {"note": "x *** y", "n": 5}
 
 
-def test_a_registered_secret_that_is_a_word_of_a_key_does_not_unmask_the_value(monkeypatch):
+def test_a_registered_secret_that_is_a_word_of_a_key_does_not_unmask_the_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from icepack_core.telemetry import logs
 
     monkeypatch.setattr(logs, "_KNOWN", set(logs._KNOWN))  # the registry is process-wide
@@ -135,7 +137,7 @@ _ASSIGNMENT = st.tuples(
     )
 )
 @settings(max_examples=300)
-def test_the_prechecks_change_no_result(text):
+def test_the_prechecks_change_no_result(text: str) -> None:
     """``redact_text`` skips a pattern when text lacks a character or word it needs (speed:
     each pattern backtracks over long paths); the result must equal running every pattern."""
     from icepack_core.telemetry import logs
@@ -149,5 +151,5 @@ def test_the_prechecks_change_no_result(text):
 
 
 @pytest.mark.parametrize("word", _WORDS)
-def test_each_secret_word_alone_names_a_secret_key(word):
+def test_each_secret_word_alone_names_a_secret_key(word: str) -> None:
     assert redact_text(f"fs.{word}.value=v4lue99 and more") == f"fs.{word}.value=*** and more"

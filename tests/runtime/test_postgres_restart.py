@@ -4,6 +4,7 @@ reconnect with backoff, and the flow goes on (events planned, jobs run) once it 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shutil
 import signal
@@ -106,7 +107,9 @@ async def job_succeeded(queue: JobQueue, job_id: int) -> bool:
     return (await queue.get(job_id)).state.value == "succeeded"
 
 
-async def test_services_survive_a_postgres_restart(server, pool, tmp_path):
+async def test_services_survive_a_postgres_restart(
+    server: LocalPostgres, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
     base = free_port_block(5)
     env = {
         **os.environ,
@@ -167,13 +170,13 @@ async def test_services_survive_a_postgres_restart(server, pool, tmp_path):
             after_job = (await queue.enqueue(after, [])).job
             for table_id in (in_flight, after):
                 await eventually(
-                    lambda t=table_id: planned(fresh, t),
+                    functools.partial(planned, fresh, table_id),
                     timeout=90,
                     what=f"table {table_id} planned after the restart",
                 )
             for job_id in (in_flight_job.id, after_job.id):
                 await eventually(
-                    lambda j=job_id: job_succeeded(queue, j),
+                    functools.partial(job_succeeded, queue, job_id),
                     timeout=90,
                     what=f"job {job_id} run after the restart",
                 )

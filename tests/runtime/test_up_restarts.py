@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -26,7 +27,9 @@ def alive(pid: int) -> bool:
     return True
 
 
-async def test_up_restarts_a_killed_child_and_leaves_the_others_running(database_url, tmp_path):
+async def test_up_restarts_a_killed_child_and_leaves_the_others_running(
+    database_url: str, tmp_path: Path
+) -> None:
     base = free_port_block(5)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncpg
@@ -24,6 +25,7 @@ import pytest
 
 from icepack_core.spark.extra import ENGINE_MODULES, spark_available
 from icepack_core.types import PolicyType
+from tests.plugins.catalogs import Zoo
 from tests.support.image_deps import modules_missing_from_general_image
 
 INSTALL_HINT = "pip install 'icepack-core[spark]'"
@@ -57,7 +59,7 @@ def blocked() -> frozenset[str]:
 
 
 @pytest.fixture
-def run(blocked: frozenset[str], tmp_path: Path):
+def run(blocked: frozenset[str], tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     """``run(args, **env)``: a Python subprocess (``python ARGS``) without the Spark extra."""
     site = tmp_path / "site"
     site.mkdir()
@@ -88,7 +90,9 @@ def icepack(*args: str) -> list[str]:
     return ["-m", "icepack_core.cli.app", *args]
 
 
-def test_the_harness_blocks_the_spark_stack(run) -> None:
+def test_the_harness_blocks_the_spark_stack(
+    run: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     probe = run(["-c", "import pyspark"])
     assert probe.returncode == 1 and "ModuleNotFoundError" in probe.stderr
     probe = run(["-c", "from pyhive import hive"])
@@ -120,7 +124,9 @@ IMPORT_ALL = textwrap.dedent("""
 """)
 
 
-def test_every_non_executor_module_imports_and_the_services_load(run) -> None:
+def test_every_non_executor_module_imports_and_the_services_load(
+    run: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     result = run(["-c", "import json\n" + IMPORT_ALL])
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
@@ -159,7 +165,9 @@ GATEWAY = textwrap.dedent("""
 """)
 
 
-def test_gateway_app_builds_and_serves_without_spark(run, database_url) -> None:
+def test_gateway_app_builds_and_serves_without_spark(
+    run: Callable[..., subprocess.CompletedProcess[str]], database_url: str
+) -> None:
     result = run(["-c", GATEWAY], ICEPACK_DATABASE_URL=database_url)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
@@ -182,7 +190,7 @@ def rows(url: str, sql: str) -> list[asyncpg.Record]:
 
 
 @pytest.fixture
-def zoo_env(zoo, database_url) -> dict[str, str]:
+def zoo_env(zoo: Zoo, database_url: str) -> dict[str, str]:
     config = zoo.config
     catalogs = [
         {"name": config.name, "type": "sql", "uri": config.uri, "warehouse": config.warehouse}
@@ -191,7 +199,7 @@ def zoo_env(zoo, database_url) -> dict[str, str]:
 
 
 def test_recommend_and_dry_run_work_and_maintain_names_the_extra(
-    run, zoo_env, database_url
+    run: Callable[..., subprocess.CompletedProcess[str]], zoo_env: dict[str, str], database_url: str
 ) -> None:
     table = "zoo.zoo.small_files"
     rec = run(icepack("recommend", table, "--json"), **zoo_env)
@@ -224,7 +232,9 @@ def test_recommend_and_dry_run_work_and_maintain_names_the_extra(
     assert rows(database_url, "SELECT id FROM icepack.jobs") == []
 
 
-def test_demo_and_up_name_the_extra_before_starting_anything(run, tmp_path) -> None:
+def test_demo_and_up_name_the_extra_before_starting_anything(
+    run: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     demo = run(icepack("demo", "--until-healthy"))
     assert demo.returncode == 2, demo.stdout + demo.stderr
     assert "icepack demo" in demo.stderr and INSTALL_HINT in demo.stderr
@@ -235,7 +245,9 @@ def test_demo_and_up_name_the_extra_before_starting_anything(run, tmp_path) -> N
     assert "started" not in up.stderr
 
 
-def test_engines_raise_missing_extra_not_import_error(run) -> None:
+def test_engines_raise_missing_extra_not_import_error(
+    run: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     code = textwrap.dedent("""
         import asyncio
         from icepack_core.errors import MissingExtra
@@ -259,7 +271,9 @@ def test_engines_raise_missing_extra_not_import_error(run) -> None:
 
 
 @pytest.mark.slow
-def test_executor_service_exits_with_the_message(run, database_url) -> None:
+def test_executor_service_exits_with_the_message(
+    run: Callable[..., subprocess.CompletedProcess[str]], database_url: str
+) -> None:
     result = run(
         icepack("service", "executor", "--once"),
         ICEPACK_DATABASE_URL=database_url,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import structlog
 
 from icepack_core.db import pool as dbmod
@@ -14,10 +15,11 @@ from icepack_core.queue.events import Listener
 from icepack_core.queue.work_items import WorkItem, WorkQueue
 from icepack_core.runtime.consumers import MAX_RETRY_SECONDS, _process_one, retry_backoff
 from icepack_core.runtime.service import ServiceContext
+from icepack_core.settings import Settings
 from tests.support.waiting import eventually
 
 
-def context(db, settings) -> ServiceContext:
+def context(db: asyncpg.Pool, settings: Settings) -> ServiceContext:
     listener = Listener(lambda: dbmod.connect(settings, "retries-listen"))
     return ServiceContext(
         "inspector",
@@ -30,20 +32,22 @@ def context(db, settings) -> ServiceContext:
     )
 
 
-async def a_table(db) -> int:
+async def a_table(db: asyncpg.Pool) -> int:
     table_id: int = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'ns', 't') RETURNING id"
     )
     return table_id
 
 
-def test_the_backoff_doubles_and_is_capped():
+def test_the_backoff_doubles_and_is_capped() -> None:
     assert [retry_backoff(n, 30.0) for n in (1, 2, 3, 4)] == [30.0, 60.0, 120.0, 240.0]
     assert retry_backoff(10_000, 30.0) == MAX_RETRY_SECONDS
     assert retry_backoff(0, 30.0) == 30.0
 
 
-async def test_an_item_that_keeps_failing_waits_longer_each_time(db, settings):
+async def test_an_item_that_keeps_failing_waits_longer_each_time(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
     ctx = context(db, settings)
     queue = WorkQueue(db, "inspector", ctx.worker_id, settings.work_lease_seconds)
     table_id = await a_table(db)
@@ -64,6 +68,7 @@ async def test_an_item_that_keeps_failing_waits_longer_each_time(db, settings):
             "FROM icepack.work_items WHERE table_id = $1",
             table_id,
         )
+        assert row is not None
         assert row["last_error"] == "ValueError: a table Icepack cannot handle"
         waits.append((row["attempts"], float(row["wait"])))
     assert [a for a, _ in waits] == [1, 2, 3, 4]
@@ -71,7 +76,7 @@ async def test_an_item_that_keeps_failing_waits_longer_each_time(db, settings):
         assert expected - 10 < wait <= expected, (attempts, wait)
 
 
-async def test_an_item_in_progress_keeps_its_lease(db, settings):
+async def test_an_item_in_progress_keeps_its_lease(db: asyncpg.Pool, settings: Settings) -> None:
     """Processing outlives the claim's lease: the item's lease was renewed, so a second claim
     (another worker of the same process) finds nothing while the first is still at work."""
     ctx = context(db, settings)

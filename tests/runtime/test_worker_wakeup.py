@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 
+import asyncpg
 import structlog
 
 from icepack_core.db import pool as dbmod
@@ -18,12 +19,13 @@ from icepack_core.queue.events import Listener
 from icepack_core.queue.work_items import WorkItem, WorkQueue
 from icepack_core.runtime.consumers import run_workers
 from icepack_core.runtime.service import ServiceContext
+from icepack_core.settings import Settings
 from tests.support.waiting import eventually
 
 POLL_NEVER = 3600.0  # only a notification can wake the workers within the test's deadline
 
 
-async def test_a_work_request_wakes_idle_workers(db, settings):
+async def test_a_work_request_wakes_idle_workers(db: asyncpg.Pool, settings: Settings) -> None:
     settings = settings.model_copy(update={"poll_interval_seconds": POLL_NEVER})
     (table_id,) = [
         r["id"]

@@ -4,6 +4,7 @@ overlapping locations refuse, naming the rule, the table and the parameter."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
@@ -11,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused
-from icepack_core.intents import parse_intents
+from icepack_core.intents import Intent, parse_intents
 from icepack_core.safety.admission import admit
 from icepack_core.safety.confinement import location_from_metadata
 from icepack_core.safety.locations import locations_overlap, normalize_location
@@ -29,7 +31,7 @@ async def add(
     catalog: str = "lake",
     namespace: str = "db",
     properties: dict[str, str] | None = None,
-) -> asyncpg.Record:
+) -> TableRow:
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name, metadata_location, properties,"
         " location) VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING id",
@@ -40,8 +42,13 @@ async def add(
         properties or {},
         location,
     )
-    row: asyncpg.Record = await db.fetchrow(load_query("table_get"), table_id)
-    return row
+    return await table_row(db, table_id)
+
+
+async def table_row(db: asyncpg.Pool, table_id: int) -> TableRow:
+    row = await db.fetchrow(load_query("table_get"), table_id)
+    assert row is not None
+    return TableRow.from_record(row)
 
 
 async def attach_orphan_policy(
@@ -55,30 +62,31 @@ async def attach_orphan_policy(
     )
 
 
-def orphans(hours: float) -> list:
+def orphans(hours: float) -> list[Intent]:
     older = (NOW - timedelta(hours=hours)).isoformat()
     return parse_intents([{"action": "remove_orphan_files", "params": {"older_than": older}}])
 
 
-def expire(hours: float) -> list:
+def expire(hours: float) -> list[Intent]:
     older = (NOW - timedelta(hours=hours)).isoformat()
     return parse_intents([{"action": "expire_snapshots", "params": {"older_than": older}}])
 
 
-async def refused(db: asyncpg.Pool, table: asyncpg.Record, intents: list) -> ActionRefused:
+async def refused(db: asyncpg.Pool, table: TableRow, intents: list[Intent]) -> ActionRefused:
     with pytest.raises(ActionRefused) as exc:
         await admit(db, table, intents, now=NOW, expiry_min_age_hours=1)
     return exc.value
 
 
-async def test_held_and_opted_out_tables_are_refused(db):
+async def test_held_and_opted_out_tables_are_refused(db: asyncpg.Pool) -> None:
     held = await add(db, "held", f"{WH}/db/held")
     await db.execute(
         load_query("table_hold_set"),
-        held["id"],
+        held.id,
         {"reason": "rewrite snapshot 7 changed the live contents"},
     )
-    held = await db.fetchrow(load_query("table_get"), held["id"])
+    assert held.id is not None
+    held = await table_row(db, held.id)
     rewrite = parse_intents([{"action": "rewrite_data_files"}])
     error = await refused(db, held, rewrite)
     assert (error.rule, error.conflict) == ("TABLE_HELD", True)
@@ -91,7 +99,7 @@ async def test_held_and_opted_out_tables_are_refused(db):
     assert error.rule == "POLICY_INVALID" and "icepack.no-such-knob" in str(error)
 
 
-async def test_expiry_floor(db):
+async def test_expiry_floor(db: asyncpg.Pool) -> None:
     table = await add(db, "t", f"{WH}/db/t")
     error = await refused(db, table, expire(0.5))
     assert error.rule == "SAFETY_FLOOR" and error.field == "actions[0].params.older_than"
@@ -103,7 +111,9 @@ async def test_expiry_floor(db):
     ("value", "enabled"),
     [(None, True), ("true", True), ("TRUE", True), ("false", False), ("no", False), ("", False)],
 )
-async def test_expiry_and_orphan_removal_respect_gc_enabled_as_iceberg_reads_it(db, value, enabled):
+async def test_expiry_and_orphan_removal_respect_gc_enabled_as_iceberg_reads_it(
+    db: asyncpg.Pool, value: str | None, enabled: bool
+) -> None:
     """Iceberg deletes a table's files only when ``gc.enabled`` parses as true
     (``Boolean.parseBoolean``: anything but a case-insensitive ``true`` is false)."""
     properties = {} if value is None else {"gc.enabled": value}
@@ -120,7 +130,9 @@ async def test_expiry_and_orphan_removal_respect_gc_enabled_as_iceberg_reads_it(
         assert f"gc.enabled={value!r}" in str(error) and "lake.db.t" in str(error)
 
 
-async def test_orphan_removal_needs_an_operator_policy_a_property_cannot_enable_it(db):
+async def test_orphan_removal_needs_an_operator_policy_a_property_cannot_enable_it(
+    db: asyncpg.Pool,
+) -> None:
     table = await add(db, "t", f"{WH}/db/t", properties={"icepack.orphan-removal.enabled": "true"})
     error = await refused(db, table, orphans(100))
     assert error.rule == "ORPHAN_REMOVAL_NOT_ENABLED"
@@ -135,7 +147,9 @@ async def test_orphan_removal_needs_an_operator_policy_a_property_cannot_enable_
     assert (await refused(db, off, orphans(100))).rule == "ORPHAN_REMOVAL_NOT_ENABLED"
 
 
-async def test_orphan_age_floor_is_72h_unless_the_operator_policy_allows_less(db):
+async def test_orphan_age_floor_is_72h_unless_the_operator_policy_allows_less(
+    db: asyncpg.Pool,
+) -> None:
     table = await add(db, "t", f"{WH}/db/t")
     await attach_orphan_policy(db, {})
     error = await refused(db, table, orphans(1))
@@ -161,8 +175,8 @@ async def test_orphan_age_floor_is_72h_unless_the_operator_policy_allows_less(db
     ],
 )
 async def test_orphan_removal_refuses_overlapping_locations_in_any_catalog(
-    db, other_location, overlaps
-):
+    db: asyncpg.Pool, other_location: str, overlaps: bool
+) -> None:
     table = await add(db, "t", f"{WH}/db/t")
     await attach_orphan_policy(db, {})
     await add(db, "neighbour", other_location, catalog="other_catalog", namespace="ns")
@@ -188,8 +202,8 @@ async def test_orphan_removal_refuses_overlapping_locations_in_any_catalog(
     ],
 )
 async def test_orphan_removal_refuses_another_tables_files_under_the_location(
-    db, properties, metadata_dir, named
-):
+    db: asyncpg.Pool, properties: dict[str, Any], metadata_dir: str | None, named: str | None
+) -> None:
     """A table elsewhere whose data, metadata or object-storage path lies in the target's
     location has its files there too: they would look like orphans."""
     table = await add(db, "t", f"{WH}/db/t")
@@ -198,7 +212,7 @@ async def test_orphan_removal_refuses_another_tables_files_under_the_location(
     if metadata_dir is not None:
         await db.execute(
             "UPDATE icepack.tables SET metadata_location = $2 WHERE id = $1",
-            other["id"],
+            other.id,
             f"{metadata_dir}/00009-y.metadata.json",
         )
     if named is None:
@@ -210,11 +224,11 @@ async def test_orphan_removal_refuses_another_tables_files_under_the_location(
     assert "lake.ns.writer" in str(error)
 
 
-async def test_dropped_tables_do_not_block_and_unknown_locations_do(db):
+async def test_dropped_tables_do_not_block_and_unknown_locations_do(db: asyncpg.Pool) -> None:
     table = await add(db, "t", f"{WH}/db/t")
     await attach_orphan_policy(db, {})
     gone = await add(db, "gone", f"{WH}/db/t")
-    await db.execute("UPDATE icepack.tables SET dropped_at = now() WHERE id = $1", gone["id"])
+    await db.execute("UPDATE icepack.tables SET dropped_at = now() WHERE id = $1", gone.id)
     await admit(db, table, orphans(100), now=NOW, expiry_min_age_hours=1)
     # Not inspected yet and laid out so that its root cannot be derived: refuse.
     await db.execute(
@@ -233,7 +247,9 @@ async def test_dropped_tables_do_not_block_and_unknown_locations_do(db):
         "/lake/wh/db/t/",
     ],
 )
-async def test_orphan_removal_sees_every_spelling_of_an_overlap(db, spelling):
+async def test_orphan_removal_sees_every_spelling_of_an_overlap(
+    db: asyncpg.Pool, spelling: str
+) -> None:
     """Issue 28: ``//``, ``..`` and ``.`` spell the same directory to the file system."""
     table = await add(db, "t", f"{WH}/db/t")
     await attach_orphan_policy(db, {})
@@ -242,7 +258,9 @@ async def test_orphan_removal_sees_every_spelling_of_an_overlap(db, spelling):
     assert error.rule == "LOCATION_OVERLAP" and "lake.ns.spelled" in str(error)
 
 
-async def test_orphan_removal_refuses_until_every_catalog_finished_a_listing(db):
+async def test_orphan_removal_refuses_until_every_catalog_finished_a_listing(
+    db: asyncpg.Pool,
+) -> None:
     """A table created while discovery's first pass runs is unknown: it could lie anywhere."""
     table = await add(db, "t", f"{WH}/db/t")
     await attach_orphan_policy(db, {})
@@ -257,7 +275,7 @@ async def test_orphan_removal_refuses_until_every_catalog_finished_a_listing(db)
     assert admission.location == f"{WH}/db/t"
 
 
-def test_location_helpers():
+def test_location_helpers() -> None:
     assert normalize_location("s3a://Bucket/wh/t/") == "s3://bucket/wh/t"
     assert normalize_location("/wh/t") == normalize_location("file:///wh/t") == "file:///wh/t"
     assert location_from_metadata("s3://b/wh/t/metadata/v3.metadata.json") == "s3://b/wh/t"
@@ -268,7 +286,7 @@ segment = st.text(alphabet="abt_-.0", min_size=1, max_size=4).filter(lambda s: s
 
 
 @given(st.lists(segment, min_size=1, max_size=4), st.lists(segment, min_size=1, max_size=4))
-def test_overlap_is_exactly_a_path_prefix_at_a_separator(a, b):
+def test_overlap_is_exactly_a_path_prefix_at_a_separator(a: list[str], b: list[str]) -> None:
     x, y = "s3://bucket/" + "/".join(a), "s3a://bucket/" + "/".join(b)
     expected = a == b[: len(a)] or b == a[: len(b)]
     assert locations_overlap(x, y) is expected

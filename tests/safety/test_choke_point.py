@@ -5,13 +5,16 @@ reason, record no action and leave the table exactly as it was."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState, JobTrigger
 from tests.execution.spark_tables import (
@@ -28,11 +31,15 @@ NS = "choke"
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path)
 
 
-async def run_one(db, settings, spark, table_id: int, actions: Any) -> Any:
+async def run_one(
+    db: asyncpg.Pool, settings: Settings, spark: Any, table_id: int, actions: Any
+) -> Any:
     queue = JobQueue(db)
     enqueued = await queue.enqueue(table_id, actions, trigger=JobTrigger.MANUAL)
     job = await queue.claim("executor@test", 60)
@@ -41,7 +48,9 @@ async def run_one(db, settings, spark, table_id: int, actions: Any) -> Any:
     return (await runner.run(job)).job
 
 
-async def register(db, spark, name: str, properties: dict[str, str] | None = None) -> int:
+async def register(
+    db: asyncpg.Pool, spark: Any, name: str, properties: dict[str, str] | None = None
+) -> int:
     table = make_small_files_table(spark, NS, name, batches=6)
     location = spark.sql(
         f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
@@ -84,8 +93,13 @@ async def register(db, spark, name: str, properties: dict[str, str] | None = Non
     ],
 )
 async def test_refused_jobs_fail_permanently_and_touch_nothing(
-    db, spark, runner_settings, case, actions, reason
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    runner_settings: Settings,
+    case: str,
+    actions: list[dict[str, Any]] | list[str],
+    reason: str,
+) -> None:
     name = unique_name(case)
     properties = (
         {"icepack.maintenance.enabled": "false"}
@@ -121,7 +135,9 @@ async def test_refused_jobs_fail_permanently_and_touch_nothing(
     ) == before
 
 
-async def test_an_admitted_job_still_runs(db, spark, runner_settings):
+async def test_an_admitted_job_still_runs(
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("ok")
     table_id = await register(db, spark, name)
     table = f"icepack.{NS}.{name}"

@@ -6,6 +6,7 @@ catalogs' listing state from a real Postgres, written by discovery's own queries
 
 from __future__ import annotations
 
+import asyncpg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -30,7 +31,7 @@ def rule(*others: Root, own: list[Root] | None = None) -> Confinement:
     return Confinement(SANDBOX, mine, list(others))
 
 
-def test_own_files_pass_and_another_table_s_are_named():
+def test_own_files_pass_and_another_table_s_are_named() -> None:
     confinement = rule(*table_roots(PROD, "s3://lake/prod/orders", None, {}))
     assert confinement.foreign("s3a://lake/sandbox/t/data/f.parquet") is None
     prod = confinement.foreign("s3://lake/prod/orders/data/f.parquet")
@@ -49,19 +50,19 @@ def test_own_files_pass_and_another_table_s_are_named():
         "s3://lake/sandbox/t?/../../prod/orders/data/f.parquet",
     ],
 )
-def test_no_spelling_of_another_table_s_file_passes(spelling):
+def test_no_spelling_of_another_table_s_file_passes(spelling: str) -> None:
     confinement = rule(*table_roots(PROD, "s3://lake/prod/orders", None, {}))
     found = confinement.foreign(spelling)
     assert found is not None
 
 
-def test_dot_segments_are_refused_even_inside_the_table():
+def test_dot_segments_are_refused_even_inside_the_table() -> None:
     """S3FileIO deletes the key as spelled, Hadoop resolves it: the two disagree on the file."""
     found = rule().foreign("s3://lake/sandbox/t/data/../data/f.parquet")
     assert found is not None and "'..'" in found.reason
 
 
-def test_write_paths_and_granted_roots_are_own_but_never_another_table_s():
+def test_write_paths_and_granted_roots_are_own_but_never_another_table_s() -> None:
     own = table_roots(
         SANDBOX,
         "s3://lake/sandbox/t",
@@ -84,7 +85,9 @@ def test_write_paths_and_granted_roots_are_own_but_never_another_table_s():
     assert nested is not None and nested.owner == PROD and "write.data.path" in nested.reason
 
 
-def test_a_table_nested_in_the_location_owns_its_subtree_and_an_empty_authority_matches_any():
+def test_a_table_nested_in_the_location_owns_its_subtree_and_an_empty_authority_matches_any() -> (
+    None
+):
     inner = table_roots("lake.sandbox.inner", "s3://lake/sandbox/t/inner", None, {})
     confinement = rule(*inner)
     assert confinement.foreign("s3://lake/sandbox/t/data/f") is None
@@ -95,7 +98,7 @@ def test_a_table_nested_in_the_location_owns_its_subtree_and_an_empty_authority_
     assert hdfs.foreign("hdfs://nn/wh/prod/f") is not None
 
 
-def test_refuse_foreign_lists_the_paths_and_the_tables_they_belong_to():
+def test_refuse_foreign_lists_the_paths_and_the_tables_they_belong_to() -> None:
     confinement = rule(*table_roots(PROD, "s3://lake/prod/orders", None, {}))
     paths = [f"s3://lake/prod/orders/data/{i}.parquet" for i in range(250)]
     with pytest.raises(DeletionOutsideTable) as caught:
@@ -110,7 +113,9 @@ segment = st.text(alphabet="abt_-0", min_size=1, max_size=3)
 
 
 @given(st.lists(segment, min_size=1, max_size=4), st.lists(segment, min_size=1, max_size=4))
-def test_a_path_is_confined_exactly_when_it_is_under_the_own_root_and_not_the_other(a, b):
+def test_a_path_is_confined_exactly_when_it_is_under_the_own_root_and_not_the_other(
+    a: list[str], b: list[str]
+) -> None:
     own, other = "s3://b/" + "/".join(a), "s3://b/" + "/".join(b)
     confinement = Confinement(SANDBOX, table_roots(SANDBOX, own, None, {}),
                               table_roots(PROD, other, None, {}))  # fmt: skip
@@ -119,7 +124,7 @@ def test_a_path_is_confined_exactly_when_it_is_under_the_own_root_and_not_the_ot
     assert (confinement.foreign(path) is None) is (not under_other)
 
 
-def test_the_ledger_check_compares_s3_and_s3a_as_one_file():
+def test_the_ledger_check_compares_s3_and_s3a_as_one_file() -> None:
     """Expiry's live check (``expiry_live``) compares a recorded path with a kept snapshot's
     through ``path_key``: two spellings of one file are one key, another file is not."""
     assert path_key("s3://lake/t/data/a.parquet") == path_key("s3a://lake/t/data/a.parquet")
@@ -127,17 +132,20 @@ def test_the_ledger_check_compares_s3_and_s3a_as_one_file():
     assert path_key("s3://lake/t/data/gone.parquet") != path_key("s3a://lake/t/data/a.parquet")
 
 
-async def add_table(db, namespace, name, metadata_location):
-    return await db.fetchval(
+async def add_table(db: asyncpg.Pool, namespace: str, name: str, metadata_location: str) -> int:
+    table_id: int = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name, metadata_location) "
         "VALUES ('lake', $1, $2, $3) RETURNING id",
         namespace,
         name,
         metadata_location,
     )
+    return table_id
 
 
-async def test_load_confinement_refuses_while_a_catalog_is_unlisted_or_failing(db):
+async def test_load_confinement_refuses_while_a_catalog_is_unlisted_or_failing(
+    db: asyncpg.Pool,
+) -> None:
     own_id = await add_table(db, "sandbox", "t", "s3://lake/sandbox/t/metadata/v1.metadata.json")
     await add_table(db, "prod", "orders", "s3://lake/prod/orders/metadata/v9.metadata.json")
     own = table_roots(SANDBOX, "s3://lake/sandbox/t", None, {})
@@ -152,14 +160,15 @@ async def test_load_confinement_refuses_while_a_catalog_is_unlisted_or_failing(d
     for catalog in ("lake", "other"):
         await db.execute(load_query("catalog_status_ok"), catalog, 1, [], {}, 0.0)
     confinement = await load_confinement(db, own_id, SANDBOX, own)
-    assert confinement.foreign("s3://lake/prod/orders/data/f").owner == PROD
+    foreign = confinement.foreign("s3://lake/prod/orders/data/f")
+    assert foreign is not None and foreign.owner == PROD
 
     await db.execute(load_query("catalog_status_error"), "other", "connection refused")
     with pytest.raises(ActionRefused, match=r"other \(its last listing failed\)"):
         await load_confinement(db, own_id, SANDBOX, own)
 
 
-async def test_load_confinement_refuses_a_table_whose_location_is_unknown(db):
+async def test_load_confinement_refuses_a_table_whose_location_is_unknown(db: asyncpg.Pool) -> None:
     own_id = await add_table(db, "sandbox", "t", "s3://lake/sandbox/t/metadata/v1.metadata.json")
     await add_table(db, "prod", "mystery", "s3://lake/custom/v1.metadata.json")
     own = table_roots(SANDBOX, "s3://lake/sandbox/t", None, {})
@@ -168,7 +177,7 @@ async def test_load_confinement_refuses_a_table_whose_location_is_unknown(db):
     assert caught.value.rule == "LOCATION_UNKNOWN" and "lake.prod.mystery" in str(caught.value)
 
 
-def test_only_an_operator_policy_grants_roots_outside_the_location():
+def test_only_an_operator_policy_grants_roots_outside_the_location() -> None:
     from icepack_core.errors import PolicyError
     from icepack_core.policy import PolicyAttachment, resolve
 

@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import AlwaysTrue
@@ -24,6 +25,7 @@ from icepack_core.errors import PermanentError
 from icepack_core.execution.job_execution import JobExecution
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.queue.jobs import Backoff, JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from tests.execution.spark_tables import (
     CATALOG,
@@ -39,7 +41,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
@@ -78,6 +80,7 @@ async def run_job(db: Any, engine: Any, settings: Any, tid: int, actions: list[A
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
     await queue.enqueue(tid, actions, max_attempts=1)
     job = await queue.claim("test@confinement", 300)
+    assert job is not None
     execution = JobExecution(db, engine, Inspector(settings), expiry_min_age_hours=0.0)
 
     async def record(action: Any) -> None:
@@ -104,8 +107,8 @@ async def hold_of(db: Any, tid: int) -> Any:
 
 
 async def test_a_sandbox_table_naming_prod_files_cannot_expire_them(
-    spark, engine, db, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, db: asyncpg.Pool, spark_catalog_settings: Settings
+) -> None:
     """The issue's reproduction: prod got three appends; sandbox adopted prod's data files with
     ``add_files``, dropped them again and appended one row of its own. Its expiry would delete
     prod's files (they are reachable only from sandbox's expired snapshots)."""
@@ -113,8 +116,8 @@ async def test_a_sandbox_table_naming_prod_files_cannot_expire_them(
 
 
 async def test_a_sandbox_naming_files_of_an_excluded_table_cannot_expire_them(
-    spark, engine, db, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, db: asyncpg.Pool, spark_catalog_settings: Settings
+) -> None:
     """As above with prod outside the catalog's ``include``/``exclude``: never maintained, yet
     discovery records where its files are, and the evidence names it as not maintained."""
     await _sandbox_over_prod_is_held(spark, engine, db, spark_catalog_settings, exclude=True)
@@ -171,8 +174,8 @@ async def _sandbox_over_prod_is_held(
 
 
 async def test_expiry_refuses_while_a_catalog_has_not_finished_its_first_listing(
-    spark, engine, db, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, db: asyncpg.Pool, spark_catalog_settings: Settings
+) -> None:
     """Discovery started and has not finished a pass: a table created meanwhile is unknown,
     so the confinement check refuses (naming why) and holds nothing."""
     ns = unique_name("unlisted")
@@ -204,8 +207,8 @@ async def test_expiry_refuses_while_a_catalog_has_not_finished_its_first_listing
 
 
 async def test_a_table_built_with_add_files_over_another_is_compacted_then_never_expires_its_files(
-    spark, engine, db, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, db: asyncpg.Pool, spark_catalog_settings: Settings
+) -> None:
     """No attacker: table B adopts table A's files with ``add_files``; compacting B is fine
     (it deletes nothing), but B's expiry would then delete A's live files."""
     ns_a, ns_b = unique_name("owner"), unique_name("adopter")
@@ -245,8 +248,8 @@ async def test_a_table_built_with_add_files_over_another_is_compacted_then_never
 
 
 async def test_a_restore_into_another_table_s_location_is_refused_and_held(
-    spark, engine, db, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, db: asyncpg.Pool, spark_catalog_settings: Settings
+) -> None:
     """Orphans quarantined from ``t/data/nested``; then a table is created at that directory.
     Restoring would write into the new table's location: refused, nothing moved back."""
     ns = unique_name("restore")

@@ -3,6 +3,8 @@ over every output shape the executor writes (and garbage, which must never raise
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,7 +46,7 @@ CHAIN = {
 }
 
 
-def test_a_delete_applying_rewrite_loses_no_live_row():
+def test_a_delete_applying_rewrite_loses_no_live_row() -> None:
     s = action_safety("rewrite_data_files", "succeeded", CHAIN, IMPACT)
     assert s["verdict"] == "verified" and len(s["snapshots"]) == 2
     assert s["live_rows"] == {"before": 256, "after": 256, "source": "verification"}
@@ -52,7 +54,7 @@ def test_a_delete_applying_rewrite_loses_no_live_row():
     assert s["deleted_rows_removed"] == 64 and s["delete_files_applied"] == 4
 
 
-def test_without_evidence_live_rows_come_from_metadata():
+def test_without_evidence_live_rows_come_from_metadata() -> None:
     s = action_safety("rewrite_data_files", "succeeded", {}, IMPACT)
     assert s["verdict"] == "unverified"
     assert s["live_rows"] == {"before": 256, "after": 256, "source": "metadata"}
@@ -64,7 +66,7 @@ def test_without_evidence_live_rows_come_from_metadata():
     )  # equality deletes: no estimate
 
 
-def test_a_failed_check_with_rollback():
+def test_a_failed_check_with_rollback() -> None:
     evidence = {
         "snapshot_id": 9,
         "parent_id": 8,
@@ -79,7 +81,7 @@ def test_a_failed_check_with_rollback():
     assert "rolled back" in s["summary"]
 
 
-def test_records_under_a_verification_key_and_nothing_rewritten():
+def test_records_under_a_verification_key_and_nothing_rewritten() -> None:
     out = {
         "verification": {
             "snapshots": [{"snapshot_id": 5, "parent_id": 4, "rows_before": 1, "rows_after": 1}]
@@ -122,6 +124,6 @@ JSON = st.recursive(
 
 
 @given(output=JSON, impact=JSON, state=st.sampled_from(["succeeded", "failed"]))
-def test_any_stored_json_gives_an_answer(output, impact, state):
+def test_any_stored_json_gives_an_answer(output: Any, impact: Any, state: str) -> None:
     s = action_safety("rewrite_data_files", state, output, impact)
     assert s["verdict"] in {"verified", "failed", "nothing_rewritten", "unverified"}

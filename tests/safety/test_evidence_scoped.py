@@ -25,7 +25,7 @@ def record(snapshot_id: int, scope: str | None, rows: int) -> dict[str, object]:
     return found
 
 
-def test_scoped_records_verify_but_live_rows_come_from_metadata():
+def test_scoped_records_verify_but_live_rows_come_from_metadata() -> None:
     out = {"verified_snapshots": [record(2, "partitions", 24), record(3, "none", 0)]}
     s = action_safety("rewrite_data_files", "succeeded", out, IMPACT)
     assert s["verdict"] == "verified"
@@ -33,13 +33,13 @@ def test_scoped_records_verify_but_live_rows_come_from_metadata():
     assert [r["scope"] for r in s["snapshots"]] == ["partitions", "none"]
 
 
-def test_whole_table_records_still_give_the_live_rows():
+def test_whole_table_records_still_give_the_live_rows() -> None:
     for scope in (None, "table"):
         out = {"verified_snapshots": [record(2, scope, 1000)]}
         s = action_safety("rewrite_data_files", "succeeded", out, IMPACT)
         assert s["live_rows"] == {"before": 1000, "after": 1000, "source": "verification"}
 
 
-def test_a_scoped_violation_still_fails():
+def test_a_scoped_violation_still_fails() -> None:
     bad = {**record(2, "partitions", 24), "rows_after": 23}
     assert action_safety("rewrite_data_files", "failed", bad, IMPACT)["verdict"] == "failed"

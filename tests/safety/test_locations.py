@@ -8,6 +8,8 @@ re-spells the oracle's URI components and does no path work of its own.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -74,13 +76,13 @@ def _as_store_sees(jvm: object, text: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def jvm(spark):
+def jvm(spark: Any) -> Any:
     return spark._jvm
 
 
 @settings(max_examples=400, deadline=None)
 @given(spelling)
-def test_normalisation_agrees_with_hadoop_path(jvm, text):
+def test_normalisation_agrees_with_hadoop_path(jvm: Any, text: str) -> None:
     assume(text.strip() == text)  # Path keeps surrounding blanks; locations never have them
     expected = _as_store_sees(jvm, text)
     if expected is None:
@@ -92,7 +94,7 @@ def test_normalisation_agrees_with_hadoop_path(jvm, text):
 
 @settings(max_examples=300, deadline=None)
 @given(spelling, spelling)
-def test_two_spellings_are_equal_exactly_when_hadoop_says_so(jvm, a, b):
+def test_two_spellings_are_equal_exactly_when_hadoop_says_so(jvm: Any, a: str, b: str) -> None:
     assume(a.strip() == a and b.strip() == b)
     x, y = _as_store_sees(jvm, a), _as_store_sees(jvm, b)
     assume(x is not None and y is not None)
@@ -108,13 +110,13 @@ def test_two_spellings_are_equal_exactly_when_hadoop_says_so(jvm, a, b):
         "/warehouse/a/b/",
     ],
 )
-def test_the_three_spellings_from_the_issue_overlap(spelling):
+def test_the_three_spellings_from_the_issue_overlap(spelling: str) -> None:
     assert locations_overlap(spelling, "file:/warehouse/a")
     assert locations_overlap("file:///warehouse/a", spelling)
     assert parse_location("file:/warehouse/a").contains(parse_location(spelling))
 
 
-def test_scheme_aliases_default_ports_and_case():
+def test_scheme_aliases_default_ports_and_case() -> None:
     assert normalize_location("s3a://Bucket/wh/t/") == "s3://bucket/wh/t"
     assert normalize_location("s3n://bucket/wh/t") == normalize_location("s3://bucket/wh/t")
     assert normalize_location("hdfs://nn/wh") == normalize_location("hdfs://NN:8020/wh")
@@ -128,7 +130,7 @@ def test_scheme_aliases_default_ports_and_case():
     )
 
 
-def test_query_and_fragment_characters_are_part_of_the_path():
+def test_query_and_fragment_characters_are_part_of_the_path() -> None:
     """A URL parser cuts ``?…``/``#…``; the file system does not (the confused-deputy way out of
     a table's location)."""
     sneaky = "s3://lake/sandbox/t?/../../prod/orders/f.parquet"
@@ -137,7 +139,7 @@ def test_query_and_fragment_characters_are_part_of_the_path():
     assert normalize_location("s3://b/a#x") != normalize_location("s3://b/a")
 
 
-def test_above_the_root_is_inside_nothing_and_overlaps_everything():
+def test_above_the_root_is_inside_nothing_and_overlaps_everything() -> None:
     up = parse_location("s3://lake/../prod/f")
     assert up.escapes_root
     assert not parse_location("s3://lake/").contains(up)
@@ -145,26 +147,26 @@ def test_above_the_root_is_inside_nothing_and_overlaps_everything():
     assert not locations_overlap("s3://lake/../x", "gs://lake/y")
 
 
-def test_an_empty_authority_overlaps_any():
+def test_an_empty_authority_overlaps_any() -> None:
     assert locations_overlap("hdfs:///wh/t", "hdfs://nn:8020/wh/t")
     assert not parse_location("hdfs:///wh").contains(parse_location("hdfs://nn/wh/t/f"))
 
 
 @pytest.mark.parametrize("bad", ["", "  ", "relative/path", "file:", "s3:key", "1x://b/k"])
-def test_what_names_no_file_is_refused_by_name(bad):
+def test_what_names_no_file_is_refused_by_name(bad: str) -> None:
     with pytest.raises(LocationError):
         parse_location(bad)
     assert location_key(bad) == bad
 
 
-def test_dot_segments_are_spotted_in_the_raw_spelling():
+def test_dot_segments_are_spotted_in_the_raw_spelling() -> None:
     assert has_dot_segments("s3://b/t/../x")
     assert has_dot_segments("file:/a/./b")
     assert not has_dot_segments("s3://b/t/.hidden/..x")
 
 
 @given(st.lists(st.text(alphabet="abt_-.0", min_size=1, max_size=4), min_size=1, max_size=4))
-def test_contains_is_a_prefix_at_a_separator(segs):
+def test_contains_is_a_prefix_at_a_separator(segs: list[str]) -> None:
     assume(all(s not in (".", "..") for s in segs))
     root = parse_location("s3://b/" + "/".join(segs))
     assert root.contains(parse_location("s3a://b/" + "/".join(segs) + "/f"))

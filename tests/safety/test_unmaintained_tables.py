@@ -10,11 +10,14 @@ The "maintained table whose manifests name the excluded table's files" is built 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import asyncpg
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.discovery.refresh import Discovery
 from icepack_core.discovery.unmaintained import UnmaintainedTable, record_unmaintained
 from icepack_core.errors import ActionRefused, DeletionOutsideTable
@@ -60,8 +63,11 @@ async def own_confinement(db: Any, catalog: Any, name: str) -> Any:
 
 
 async def test_an_excluded_table_is_recorded_with_its_roots_and_never_maintained(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     cfg = cfg.model_copy(update={"exclude": ["ns.hidden"]})
     catalog.create_namespace("ns")
@@ -100,8 +106,11 @@ async def test_an_excluded_table_is_recorded_with_its_roots_and_never_maintained
 
 
 async def test_a_maintained_table_naming_an_excluded_table_s_files_is_refused_naming_it(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     """Old code: the excluded table was unknown, so its files passed as the sandbox's own
     foreign paths owned by nobody, or (under a write path) not at all."""
     cfg, catalog = scratch_catalog
@@ -131,8 +140,11 @@ async def test_a_maintained_table_naming_an_excluded_table_s_files_is_refused_na
 
 
 async def test_orphan_removal_over_an_excluded_table_is_refused_naming_it(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     cfg = cfg.model_copy(update={"exclude": ["ns.inner"]})
     catalog.create_namespace("ns")
@@ -140,19 +152,24 @@ async def test_orphan_removal_over_an_excluded_table_is_refused_naming_it(
     catalog.create_table("ns.inner", rows(0).schema, location=f"{outer.metadata.location}/inner")
     await discovery_of(db, database_url, tmp_path, cfg).run_once()
     found = await db.fetchrow(load_query("table_get_by_name"), "scratch", "ns", "outer")
+    assert found is not None
     await db.execute(load_query("table_set_location"), found["id"], outer.metadata.location)
     row = await db.fetchrow(load_query("table_get"), found["id"])
+    assert row is not None
 
     with pytest.raises(ActionRefused) as caught:
-        await _target_location(db, row)
+        await _target_location(db, TableRow.from_record(row))
 
     assert caught.value.rule == "LOCATION_OVERLAP"
     assert "scratch.ns.inner (not maintained: excluded)" in str(caught.value)
 
 
 async def test_an_unmaintained_table_with_no_known_location_refuses_naming_it(
-    db, database_url, tmp_path, scratch_catalog
-):
+    db: asyncpg.Pool,
+    database_url: str,
+    tmp_path: Path,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     """A table whose metadata was never readable (a REST or Glue load failing from the first
     pass) is recorded without a location: the checks refuse rather than ignore it."""
     cfg, catalog = scratch_catalog
@@ -161,7 +178,8 @@ async def test_an_unmaintained_table_with_no_known_location_refuses_naming_it(
     await discovery_of(db, database_url, tmp_path, cfg).run_once()
     async with db.acquire() as conn:
         unread = UnmaintainedTable("ns", "hidden", "excluded", None, None, load_error="timeout")
-        await record_unmaintained(conn, "scratch", [unread])
+        # record_unmaintained's annotation names a Connection; the services hand it a pooled one
+        await record_unmaintained(cast(asyncpg.Connection, conn), "scratch", [unread])
 
     with pytest.raises(ActionRefused) as caught:
         await own_confinement(db, catalog, "sandbox")

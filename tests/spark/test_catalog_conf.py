@@ -54,7 +54,7 @@ def jars(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_rest_catalog_gets_credential_scope_headers_and_s3_file_io():
+def test_rest_catalog_gets_credential_scope_headers_and_s3_file_io() -> None:
     conf = spark_catalog_conf(rest_catalog())
     prefix = "spark.sql.catalog.polaris"
     assert conf == {
@@ -75,7 +75,7 @@ def test_rest_catalog_gets_credential_scope_headers_and_s3_file_io():
     }
 
 
-def test_rest_catalog_with_a_bearer_token():
+def test_rest_catalog_with_a_bearer_token() -> None:
     cfg = CatalogConfig(name="r", type="rest", uri="http://127.0.0.1:8181", token=TOKEN)
     conf = spark_catalog_conf(cfg)
     assert conf["spark.sql.catalog.r.token"] == TOKEN
@@ -83,7 +83,7 @@ def test_rest_catalog_with_a_bearer_token():
     assert "spark.sql.catalog.r.io-impl" not in conf
 
 
-def test_sql_catalog_becomes_jdbc_on_the_same_database():
+def test_sql_catalog_becomes_jdbc_on_the_same_database() -> None:
     cfg = CatalogConfig(
         name="icepack",
         type="sql",
@@ -102,7 +102,7 @@ def test_sql_catalog_becomes_jdbc_on_the_same_database():
     assert "spark.sql.catalog.icepack.io-impl" not in conf
 
 
-def test_glue_catalog_gets_endpoint_region_and_s3():
+def test_glue_catalog_gets_endpoint_region_and_s3() -> None:
     cfg = CatalogConfig(
         name="glue", type="glue", endpoint="http://127.0.0.1:5000", region="eu-west-1",
         warehouse="s3://bucket/wh",
@@ -114,7 +114,7 @@ def test_glue_catalog_gets_endpoint_region_and_s3():
     assert conf["spark.sql.catalog.glue.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
 
 
-def test_passthrough_properties_lose_to_derived_keys_and_skip_pyiceberg_only_ones():
+def test_passthrough_properties_lose_to_derived_keys_and_skip_pyiceberg_only_ones() -> None:
     cfg = CatalogConfig(
         name="r", type="rest", uri="http://127.0.0.1:8181",
         properties={"type": "hive", "py-io-impl": "x", "rest.sigv4-enabled": "false"},
@@ -133,24 +133,26 @@ def test_passthrough_properties_lose_to_derived_keys_and_skip_pyiceberg_only_one
         ("mysql://u@h/db", "postgresql://"),
     ],
 )
-def test_jdbc_url_refuses_what_pgjdbc_cannot_use(url, message):
+def test_jdbc_url_refuses_what_pgjdbc_cannot_use(url: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         jdbc_url_and_credentials(url, "icepack")
 
 
-def test_jdbc_url_keeps_ipv6_hosts_and_sqlalchemy_drivers():
+def test_jdbc_url_keeps_ipv6_hosts_and_sqlalchemy_drivers() -> None:
     url, user, password = jdbc_url_and_credentials("postgresql+psycopg2://u@[::1]:5433/db")
     assert (url, user, password) == ("jdbc:postgresql://[::1]:5433/db", "u", None)
 
 
-def test_redaction_masks_every_secret_and_header():
+def test_redaction_masks_every_secret_and_header() -> None:
     redacted = redact_conf(spark_catalog_conf(rest_catalog()))
     assert not any(secret in str(redacted) for secret in SECRETS)
     assert redacted["spark.sql.catalog.polaris.header.X-Iceberg-Access-Delegation"] == "***"
     assert redacted["spark.sql.catalog.polaris.uri"].startswith("https://")
 
 
-def test_building_confs_and_engines_logs_no_secret(jars, tmp_path, caplog, capsys):
+def test_building_confs_and_engines_logs_no_secret(
+    jars: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
     settings = load_settings(
         database_url="postgresql://icepack:pg-pass-value@127.0.0.1:5432/icepack",
         data_dir=tmp_path / "data",
@@ -171,7 +173,7 @@ def test_building_confs_and_engines_logs_no_secret(jars, tmp_path, caplog, capsy
     assert not any(secret in logged for secret in SECRETS)  # ...nothing printed has
 
 
-def test_session_conf_layers_common_catalog_and_operator_confs(jars, tmp_path):
+def test_session_conf_layers_common_catalog_and_operator_confs(jars: Path, tmp_path: Path) -> None:
     settings = load_settings(
         database_url="postgresql://p@127.0.0.1:5432/icepack",
         data_dir=tmp_path,
@@ -194,12 +196,12 @@ def test_session_conf_layers_common_catalog_and_operator_confs(jars, tmp_path):
     assert "spark-connect_2.12-3.5.7.jar" in connect
 
 
-def test_missing_jars_name_the_fix(tmp_path):
+def test_missing_jars_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"make setup.*scripts/fetch-maven\.sh jars"):
         jars_for(tmp_path / "nowhere", [rest_catalog()])
 
 
-def test_engine_for_follows_the_engine_setting(tmp_path):
+def test_engine_for_follows_the_engine_setting(tmp_path: Path) -> None:
     base = {"database_url": "postgresql://p@127.0.0.1:5432/icepack", "data_dir": tmp_path}
     assert isinstance(engine_for(load_settings(**base)), LocalEngine)
     connect = load_settings(**base, spark_engine="connect", spark_connect_url="sc://h:15002")
@@ -208,7 +210,7 @@ def test_engine_for_follows_the_engine_setting(tmp_path):
     assert isinstance(engine_for(thrift), ThriftEngine)
 
 
-async def test_a_closed_engine_refuses_statements(tmp_path):
+async def test_a_closed_engine_refuses_statements(tmp_path: Path) -> None:
     engine = ConnectEngine("sc://127.0.0.1:1")
     await engine.close()
     await engine.close()  # idempotent
@@ -216,6 +218,6 @@ async def test_a_closed_engine_refuses_statements(tmp_path):
         await engine.sql("SELECT 1")
 
 
-def test_properties_file_escapes_separators_and_comments():
+def test_properties_file_escapes_separators_and_comments() -> None:
     text = spark_properties({"a:b=c d": " v\\x", "#k": "1"})
     assert text == "a\\:b\\=c\\ d=\\ v\\\\x\n\\#k=1\n"

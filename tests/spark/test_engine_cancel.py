@@ -36,7 +36,7 @@ class HeldEngine(SparkEngine):
         pass
 
 
-async def test_a_cancelled_statement_holds_the_engine_until_its_thread_ends():
+async def test_a_cancelled_statement_holds_the_engine_until_its_thread_ends() -> None:
     engine = HeldEngine()
     held = asyncio.create_task(engine.sql("hold"))
     assert await asyncio.to_thread(engine.started.wait, 30)

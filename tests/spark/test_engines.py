@@ -60,7 +60,9 @@ async def data_file_count(engine: SparkEngine, namespace: str) -> int:
     return int(row["n"])
 
 
-async def test_rewrite_data_files_keeps_rows_and_reports_its_output(make_engine):
+async def test_rewrite_data_files_keeps_rows_and_reports_its_output(
+    make_engine: Callable[[], SparkEngine],
+) -> None:
     async with make_engine() as engine:
         namespace = f"contract_{engine.kind}"
         table = qualified_name(CATALOG, [namespace], TABLE)
@@ -97,7 +99,9 @@ async def test_rewrite_data_files_keeps_rows_and_reports_its_output(make_engine)
         assert await data_file_count(engine, namespace) == 1
 
 
-async def test_set_statements_apply_to_the_engine_session(make_engine):
+async def test_set_statements_apply_to_the_engine_session(
+    make_engine: Callable[[], SparkEngine],
+) -> None:
     async with make_engine() as engine:
         rows = await engine.sql(spark_conf_set("spark.sql.shuffle.partitions", "3"))
         assert rows == [{"key": "spark.sql.shuffle.partitions", "value": "3"}]
@@ -106,7 +110,9 @@ async def test_set_statements_apply_to_the_engine_session(make_engine):
         await engine.sql(spark_conf_set("spark.sql.shuffle.partitions", "4"))
 
 
-async def test_a_failing_statement_raises_and_the_engine_stays_usable(make_engine):
+async def test_a_failing_statement_raises_and_the_engine_stays_usable(
+    make_engine: Callable[[], SparkEngine],
+) -> None:
     async with make_engine() as engine:
         missing = qualified_name(CATALOG, ["contract_missing"], "nope")
         with pytest.raises(Exception, match=r"(?i)not found|cannot be found|TABLE_OR_VIEW"):

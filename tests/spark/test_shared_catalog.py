@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -18,13 +20,15 @@ pytestmark = pytest.mark.spark
 def pyiceberg_catalog(spark_catalog_settings: Settings) -> SqlCatalog:
     """PyIceberg's view of the embedded catalog, built from the same Icepack settings."""
     (cfg,) = spark_catalog_settings.effective_catalogs()
-    assert cfg.uri is not None
+    assert cfg.uri is not None and cfg.warehouse is not None
     # SQLAlchemy 2.x maps bare postgresql:// to psycopg 3; psycopg2 is what is installed.
     uri = cfg.uri.replace("postgresql://", "postgresql+psycopg2://", 1)
     return SqlCatalog(cfg.name, uri=uri, warehouse=cfg.warehouse)
 
 
-def test_a_table_spark_writes_is_read_by_pyiceberg(spark, pyiceberg_catalog):
+def test_a_table_spark_writes_is_read_by_pyiceberg(
+    spark: Any, pyiceberg_catalog: SqlCatalog
+) -> None:
     table = qualified_name("icepack", ["shared_from_spark"], "orders")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS icepack.shared_from_spark")
     spark.sql(f"CREATE TABLE {table} (id bigint, name string) USING iceberg")
@@ -36,7 +40,9 @@ def test_a_table_spark_writes_is_read_by_pyiceberg(spark, pyiceberg_catalog):
     assert rows == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}, {"id": 3, "name": "c"}]
 
 
-def test_a_table_pyiceberg_writes_is_read_and_maintained_by_spark(spark, pyiceberg_catalog):
+def test_a_table_pyiceberg_writes_is_read_and_maintained_by_spark(
+    spark: Any, pyiceberg_catalog: SqlCatalog
+) -> None:
     pyiceberg_catalog.create_namespace_if_not_exists("shared_from_py")
     schema = Schema(
         NestedField(1, "id", LongType(), required=False),

@@ -103,7 +103,9 @@ def check_literal(spark: Any, spark_type: SparkType, value: Any) -> None:
 @spark_settings
 @given(data=st.data())
 @example(data=None)  # the edge values below, first
-def test_literals_evaluate_to_the_same_value_of_the_same_type(spark, type_text, data):
+def test_literals_evaluate_to_the_same_value_of_the_same_type(
+    spark: Any, type_text: str, data: st.DataObject | None
+) -> None:
     spark_type = SparkType.parse(type_text)
     if data is None:
         for value in EDGES.get(type_text, []):
@@ -144,7 +146,9 @@ EDGES: dict[str, list[Any]] = {
 @pytest.mark.parametrize(("precision", "scale"), DECIMAL_TYPES)
 @spark_settings
 @given(data=st.data())
-def test_decimal_literals_keep_precision_and_scale(spark, precision, scale, data):
+def test_decimal_literals_keep_precision_and_scale(
+    spark: Any, precision: int, scale: int, data: st.DataObject
+) -> None:
     spark_type = SparkType("decimal", precision, scale)
     check_literal(spark, spark_type, data.draw(decimals_of(precision, scale)))
 
@@ -154,7 +158,7 @@ def test_decimal_literals_keep_precision_and_scale(spark, precision, scale, data
 @given(value=st.one_of(st.text(), st.text(alphabet=NASTY)))
 @example(value="x' OR true OR 'y")
 @example(value="\\' OR true --")
-def test_string_values_survive_the_where_argument(spark, value):
+def test_string_values_survive_the_where_argument(spark: Any, value: str) -> None:
     """``procedure_call`` embeds the filter with ``sql_string_literal``; Iceberg parses what
     that evaluates to. The predicate must come out intact and its literal mean ``value``."""
     where = f"`s` = {string_literal(value)}"
@@ -176,7 +180,7 @@ PLAIN = "ABCXYZabcxyz0189_.:/+ -"
         st.sampled_from(["", " ", "-", "0", "2026-01-01", "a/b:c+d e_f.g"]),
     )
 )
-def test_a_plain_string_reads_back_by_grammar_and_on_spark(spark, text):
+def test_a_plain_string_reads_back_by_grammar_and_on_spark(spark: Any, text: str) -> None:
     """``partition_filter`` skips the engine's round trip for these: Spark must agree."""
     string = SparkType.parse("string")
     assert reads_back_by_grammar(string, text)
@@ -187,7 +191,9 @@ def test_a_plain_string_reads_back_by_grammar_and_on_spark(spark, text):
 @pytest.mark.parametrize("type_text", ["tinyint", "smallint", "int", "bigint", "boolean"])
 @spark_settings
 @given(data=st.data())
-def test_canonical_integers_and_booleans_read_back_by_grammar_and_on_spark(spark, type_text, data):
+def test_canonical_integers_and_booleans_read_back_by_grammar_and_on_spark(
+    spark: Any, type_text: str, data: st.DataObject
+) -> None:
     kind = SparkType.parse(type_text)
     text = str(data.draw(VALUES[type_text])).lower()
     assert reads_back_by_grammar(kind, text)
@@ -216,5 +222,5 @@ def test_canonical_integers_and_booleans_read_back_by_grammar_and_on_spark(spark
         ("binary", "00FF"),
     ],
 )
-def test_anything_else_is_checked_on_the_engine(type_text, text):
+def test_anything_else_is_checked_on_the_engine(type_text: str, text: str) -> None:
     assert not reads_back_by_grammar(SparkType.parse(type_text), text)

@@ -19,7 +19,13 @@ from icepack_core.execution.scoping.partition_filter import (
     partition_predicate,
     split_described_name,
 )
-from icepack_core.spark.literals import SparkType, decode_canonical, string_literal, typed_literal
+from icepack_core.spark.literals import (
+    PartitionValue,
+    SparkType,
+    decode_canonical,
+    string_literal,
+    typed_literal,
+)
 
 
 def t(text: str) -> SparkType:
@@ -62,7 +68,7 @@ def t(text: str) -> SparkType:
         ("string", None, "CAST(NULL AS STRING)"),
     ],
 )  # fmt: skip
-def test_literal_forms(type_text, value, literal):
+def test_literal_forms(type_text: str, value: PartitionValue, literal: str) -> None:
     assert typed_literal(t(type_text), value) == literal
 
 
@@ -87,7 +93,9 @@ def test_literal_forms(type_text, value, literal):
         ("binary", "00", "cannot render str"),
     ],
 )  # fmt: skip
-def test_values_that_cannot_be_exact_are_refused_by_name(type_text, value, message):
+def test_values_that_cannot_be_exact_are_refused_by_name(
+    type_text: str, value: PartitionValue, message: str
+) -> None:
     with pytest.raises(UnsupportedLiteral, match=message):
         typed_literal(t(type_text), value)
 
@@ -96,12 +104,12 @@ def test_values_that_cannot_be_exact_are_refused_by_name(type_text, value, messa
     "text",
     ["time", "timestamp_ns", "struct<x:int>", "decimal(39,2)", "decimal(5,6)", "void", "decimal"],
 )
-def test_types_without_a_literal_form_are_refused(text):
+def test_types_without_a_literal_form_are_refused(text: str) -> None:
     with pytest.raises(UnsupportedLiteral, match="type"):
         SparkType.parse(text)
 
 
-def test_types_parse_case_and_space_insensitively():
+def test_types_parse_case_and_space_insensitively() -> None:
     assert SparkType.parse("DECIMAL(10, 2)") == SparkType("decimal", 10, 2)
     assert str(SparkType.parse("decimal(38,0)")) == "decimal(38,0)"
     assert SparkType.parse(" BigInt ") == SparkType("bigint")
@@ -124,7 +132,9 @@ def test_types_parse_case_and_space_insensitively():
         ("int", None, None),
     ],
 )  # fmt: skip
-def test_canonical_text_decodes_by_column_type(type_text, text, value):
+def test_canonical_text_decodes_by_column_type(
+    type_text: str, text: str | None, value: object
+) -> None:
     assert decode_canonical(t(type_text), text) == value
 
 
@@ -139,17 +149,17 @@ def test_canonical_text_decodes_by_column_type(type_text, text, value):
         ("decimal(10,2)", "x"),
     ],
 )
-def test_undecodable_text_is_refused_naming_the_type(type_text, text):
+def test_undecodable_text_is_refused_naming_the_type(type_text: str, text: str) -> None:
     with pytest.raises(UnsupportedLiteral, match=r"value text"):
         decode_canonical(t(type_text), text)
 
 
-def test_nan_and_negative_zero_decode_exactly():
+def test_nan_and_negative_zero_decode_exactly() -> None:
     assert math.isnan(decode_canonical(t("float"), "NaN"))  # type: ignore[arg-type]
     assert math.copysign(1, decode_canonical(t("double"), "-0.0")) == -1  # type: ignore[arg-type]
 
 
-def test_string_literal_stays_on_one_printable_line():
+def test_string_literal_stays_on_one_printable_line() -> None:
     literal = string_literal("a\r\n\x00\u2028\u200b")
     assert literal == "'a\\u000D\\u000A\\u0000\\u2028\\u200B'"
 
@@ -159,12 +169,14 @@ def test_string_literal_stays_on_one_printable_line():
     [("p", ("p",)), ("st.x", ("st", "x")), ("`we ird`", ("we ird",)), ("`a.b`.c", ("a.b", "c")),
      ("`x``y`", ("x`y",)), ("`中`", ("中",))],
 )  # fmt: skip
-def test_described_names_split_like_spark_quotes_them(text, parts):
+def test_described_names_split_like_spark_quotes_them(
+    text: str, parts: tuple[str] | tuple[str, str]
+) -> None:
     assert split_described_name(text) == parts
 
 
 @pytest.mark.parametrize("bad", ["`open", "a..b", ""])
-def test_malformed_described_names_are_refused(bad):
+def test_malformed_described_names_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="cannot split"):
         split_described_name(bad)
 
@@ -191,7 +203,7 @@ def describe(*partition_rows: tuple[str, str], transform: bool = False) -> list[
     return rows
 
 
-def test_identity_columns_come_with_their_types():
+def test_identity_columns_come_with_their_types() -> None:
     columns = identity_columns(
         describe(("d", "date"), ("`we ird`", "decimal(10,2)"), ("st.x", "int"))
     )
@@ -204,12 +216,12 @@ def test_identity_columns_come_with_their_types():
     assert [c.field_name for c in columns] == ["d", "we ird", "st.x"]
 
 
-def test_other_transforms_and_unpartitioned_tables():
+def test_other_transforms_and_unpartitioned_tables() -> None:
     assert identity_columns(describe(transform=True)) is None
     assert identity_columns(describe()) == []
 
 
-def test_predicate_joins_typed_terms_and_nulls():
+def test_predicate_joins_typed_terms_and_nulls() -> None:
     columns = [PartitionColumn(("d",), "date"), PartitionColumn(("s",), "string")]
     types = [t("date"), t("string")]
     assert (

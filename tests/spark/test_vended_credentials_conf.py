@@ -22,11 +22,11 @@ def vending_catalog(**extra: object) -> CatalogConfig:
         warehouse="analytics",
         credential="icepack-client:client-secret-value",
         vended_credentials=True,
-        **extra,  # type: ignore[arg-type]
+        **extra,
     )
 
 
-def test_both_clients_ask_for_vended_credentials_and_get_no_static_keys():
+def test_both_clients_ask_for_vended_credentials_and_get_no_static_keys() -> None:
     cfg = vending_catalog(s3_endpoint="http://127.0.0.1:8333", region="us-east-1")
     spark = spark_catalog_conf(cfg)
     assert spark[f"spark.sql.catalog.polaris.header.{HEADER}"] == "vended-credentials"
@@ -38,12 +38,12 @@ def test_both_clients_ask_for_vended_credentials_and_get_no_static_keys():
     assert redact_conf(spark)[f"spark.sql.catalog.polaris.header.{HEADER}"] == "***"
 
 
-def test_without_the_setting_spark_does_not_ask():
+def test_without_the_setting_spark_does_not_ask() -> None:
     cfg = vending_catalog().model_copy(update={"vended_credentials": False})
     assert not any(HEADER in k for k in spark_catalog_conf(cfg))
 
 
-def test_an_explicit_header_still_wins():
+def test_an_explicit_header_still_wins() -> None:
     cfg = vending_catalog(headers={HEADER: "remote-signing"})
     assert spark_catalog_conf(cfg)[f"spark.sql.catalog.polaris.header.{HEADER}"] == (
         "remote-signing"
@@ -52,13 +52,13 @@ def test_an_explicit_header_still_wins():
 
 
 @pytest.mark.parametrize("kind", ["sql", "glue"])
-def test_vended_credentials_on_a_catalog_that_cannot_vend_is_refused(kind):
+def test_vended_credentials_on_a_catalog_that_cannot_vend_is_refused(kind: str) -> None:
     uri = "postgresql://u@127.0.0.1/db" if kind == "sql" else None
     with pytest.raises(ValidationError, match=f"vended_credentials needs a REST catalog.*{kind}"):
         CatalogConfig(name="lake", type=kind, uri=uri, vended_credentials=True)
 
 
-def test_vended_secrets_are_masked_wherever_they_appear_the_key_id_is_not():
+def test_vended_secrets_are_masked_wherever_they_appear_the_key_id_is_not() -> None:
     secret, session = "vendedSecret-Zq81Lk3", "vendedSession-Pw72Nc9"
     register_vended_secrets(
         {

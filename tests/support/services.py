@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Sequence
 
 import structlog
@@ -30,7 +31,9 @@ async def running(
         for service in services:
             pool = await icedb.create_pool(settings, service.name)
             pools.append(pool)
-            listener = Listener(lambda s=service: icedb.connect(settings, f"{s.name}-listen"))
+            listener = Listener(
+                functools.partial(icedb.connect, settings, f"{service.name}-listen")
+            )
             ctx = ServiceContext(
                 service.name,
                 settings,

@@ -142,7 +142,15 @@ def _metadata(location: str, snaps: list[Snapshot]) -> TableMetadataV2:
         ],
         sort_orders=[UNSORTED_SORT_ORDER],
         default_sort_order_id=0,
-        refs={MAIN_BRANCH: SnapshotRef(snapshot_id=head, snapshot_ref_type=SnapshotRefType.BRANCH)},
+        refs={
+            MAIN_BRANCH: SnapshotRef(
+                snapshot_id=head,
+                snapshot_ref_type=SnapshotRefType.BRANCH,
+                min_snapshots_to_keep=None,
+                max_snapshot_age_ms=None,
+                max_ref_age_ms=None,
+            )
+        },
         last_sequence_number=len(snaps),
     )
 

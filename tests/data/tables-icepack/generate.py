@@ -117,7 +117,7 @@ def write_pyiceberg(root: Path, warehouse: Path) -> str:
         table.append(
             pa.Table.from_pylist([{"id": i, "cat": "ab"[i % 2]} for i in ids], schema=arrow)
         )
-    table.delete(EqualTo("id", 3))
+    table.delete(EqualTo(term="id", value=3))
     return f"PyIceberg {pyiceberg.__version__}"
 
 

@@ -9,6 +9,7 @@ number or boolean) and, for orphan-file-removal, ``max_orphan_file_age_in_days``
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _type_ok(value: Any, kinds: str | list[str]) -> bool:
-    checks = {
+    checks: dict[str, Callable[[Any], bool]] = {
         "string": lambda v: isinstance(v, str),
         "number": _is_number,
         "boolean": lambda v: isinstance(v, bool),

@@ -32,7 +32,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.plugins.catalogs import free_port
+from icepack_core.local.object_store import free_port
 from tests.support.polaris.content import SYSTEM_TYPES, valid_content
 
 UNIT = "\x1f"
@@ -263,7 +263,7 @@ class PolarisStandIn:
         target_type = body["target"]["type"]
         path = tuple(body["target"].get("path") or ())
         target: Target = (target_type, () if target_type == "catalog" else path)
-        exists = {
+        exists: Callable[[], Awaitable[bool]] = {
             "catalog": lambda: _true(),
             "namespace": lambda: self._namespace_exists(path),
             "table-like": lambda: self._table_exists(path),

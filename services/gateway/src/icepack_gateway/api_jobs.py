@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, IntentError, JobNotFound
 from icepack_core.intents import MAX_ACTIONS, Intent, intents_json, parse_intents
 from icepack_core.safety.admission import admit
@@ -151,7 +152,7 @@ async def _admit(state: GatewayState, table: asyncpg.Record, intents: list[Inten
     try:
         await admit(
             state.pool,
-            table,
+            TableRow.from_record(table),
             intents,
             now=datetime.now(UTC),
             expiry_min_age_hours=state.expiry_min_age_hours,

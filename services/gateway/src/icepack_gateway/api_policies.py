@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import PolicyError
+from icepack_core.inspection.status import target_file_size
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import recommend
 from icepack_core.planning.simulation import simulate as simulate_catalog
@@ -204,13 +205,12 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
             r["action"]: r["finished_at"]
             for r in await pool.fetch(load_query("job_last_runs"), table["id"])
         }
-        target = properties.get("write.target-file-size-bytes", "")
         recommendation = recommend(
             status["status"],
             policy,
             last_runs,
             datetime.now(UTC),
-            target_file_size_bytes=int(target) if target.isdigit() else None,
+            target_file_size_bytes=target_file_size(properties),
         ).to_json()
     return reply(
         policy_replies.Simulation(

@@ -45,6 +45,11 @@ from icepack_core.execution.scoping.partition_filter import (
 from icepack_core.execution.statistics import compute_statistics
 from icepack_core.execution.verification.fingerprint import Fingerprint
 from icepack_core.execution.verification.verifier import Guard, RewriteVerifier, TableLoader
+from icepack_core.inspection.status import (
+    DEFAULT_TARGET_FILE_SIZE,
+    TARGET_FILE_SIZE_PROPERTY,
+    parse_target_file_size,
+)
 from icepack_core.intents import (
     LEDGER_INTENTS,
     STATISTICS_INTENTS,
@@ -84,7 +89,6 @@ __all__ = [
 ]
 
 log = structlog.get_logger("icepack.maintenance")
-DEFAULT_TARGET_FILE_SIZE = 536_870_912
 MAX_SCOPED_PARTITIONS = 100
 
 
@@ -514,13 +518,13 @@ class TableMaintenance:
     def _target(self, options: Mapping[str, str], *, strict: bool = True) -> int:
         """The rewrite's target file size: its option, the table's property, Iceberg's. A
         value that is not a number raises ``ValueError`` (``strict``) or gives Iceberg's."""
-        raw = (
-            options.get("target-file-size-bytes")
-            or self.properties.get("write.target-file-size-bytes")
-            or DEFAULT_TARGET_FILE_SIZE
+        raw = options.get("target-file-size-bytes") or self.properties.get(
+            TARGET_FILE_SIZE_PROPERTY
         )
+        if not raw:
+            return DEFAULT_TARGET_FILE_SIZE
         try:
-            return int(raw)
+            return parse_target_file_size(raw)
         except ValueError:
             if strict:
                 raise

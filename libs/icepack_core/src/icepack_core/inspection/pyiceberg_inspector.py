@@ -19,7 +19,13 @@ from pyiceberg.table import Table
 
 from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.manifest_list import ManifestRef, inline_refs, read_list
-from icepack_core.inspection.manifests import ManifestAggregate, Totals, read_manifest
+from icepack_core.inspection.manifests import (
+    AggregateDoc,
+    ManifestAggregate,
+    Totals,
+    TotalsDoc,
+    read_manifest,
+)
 from icepack_core.inspection.metadata import MetadataView, read_metadata
 from icepack_core.inspection.statistics import freshness
 from icepack_core.inspection.status import (
@@ -41,13 +47,13 @@ class CachedManifest:
     path: str
     length: int
     content: int
-    stats: dict[str, Any]
+    stats: AggregateDoc
 
 
 class ManifestCache(Protocol):
     """Where aggregates of immutable manifests are kept between inspections."""
 
-    async def get_many(self, paths: list[str]) -> dict[str, dict[str, Any]]: ...
+    async def get_many(self, paths: list[str]) -> dict[str, AggregateDoc]: ...
 
     async def put_many(self, rows: list[CachedManifest]) -> None: ...
 
@@ -58,7 +64,7 @@ class CachedTotals:
 
     small_threshold: int
     manifest_paths: list[str]
-    totals: dict[str, Any]
+    totals: TotalsDoc
     touch_due: bool = False  # the manifests' last_used_at wants refreshing
 
 
@@ -87,10 +93,10 @@ class MemoryManifestCache:
     """A process-local cache (the standalone CLI, tests); the services use ``store``."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows: dict[str, AggregateDoc] = {}
         self.totals: dict[str, CachedTotals] = {}
 
-    async def get_many(self, paths: list[str]) -> dict[str, dict[str, Any]]:
+    async def get_many(self, paths: list[str]) -> dict[str, AggregateDoc]:
         return {p: self.rows[p] for p in paths if p in self.rows}
 
     async def put_many(self, rows: list[CachedManifest]) -> None:
