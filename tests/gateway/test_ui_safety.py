@@ -22,6 +22,7 @@ from icepack_core.execution.maintenance import VerificationFailed
 from icepack_core.inspection.health import assess
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import record_inspection
+from icepack_core.intents import intents_json, parse_intents
 from icepack_core.local.postgres import free_port
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
@@ -246,7 +247,7 @@ async def test_a_violation_not_rolled_back_is_shown_so(
     queue = JobQueue(db)
     enqueued = await queue.enqueue(
         fleet.tables["crm.users"],
-        [{"action": "rewrite_position_delete_files"}],
+        intents_json(parse_intents([{"action": "rewrite_position_delete_files"}])),
         dedupe_key="verification-key",
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:3", 600)
