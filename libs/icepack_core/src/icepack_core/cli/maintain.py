@@ -98,7 +98,7 @@ async def _record_table(
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(load_query("table_lock_catalog"), ref.catalog)
         row = await conn.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
-        payload: dict[str, Any] = {"metadata_location": location, "source": "cli"}
+        payload = {"metadata_location": location, "source": "cli"}
         if row is None:
             table_id = await conn.fetchval(
                 load_query("table_insert"),
