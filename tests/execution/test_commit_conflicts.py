@@ -21,6 +21,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -29,6 +30,7 @@ import pytest
 from icepack_core.execution.job_runner import JobRun, JobRunner
 from icepack_core.queue.deferrals import conflict_figures
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from tests.execution.spark_tables import (
@@ -65,7 +67,9 @@ CREATE TRIGGER test_conflict_gate BEFORE UPDATE ON iceberg_tables
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path / "conflicts")
 
 
@@ -184,6 +188,7 @@ async def assert_given_back(db: asyncpg.Pool, run: JobRun, action: str, conflict
     table = await db.fetchrow(
         "SELECT maintenance_hold FROM icepack.tables WHERE id = $1", done.table_id
     )
+    assert table is not None
     assert table["maintenance_hold"] is None
     deferral = await db.fetchrow(
         "SELECT conflicts, deferred_until FROM icepack.maintenance_deferrals "
@@ -191,6 +196,7 @@ async def assert_given_back(db: asyncpg.Pool, run: JobRun, action: str, conflict
         done.table_id,
         action,
     )
+    assert deferral is not None
     assert deferral["conflicts"] == 1 and deferral["deferred_until"] is None
 
 
@@ -226,8 +232,12 @@ async def assert_exact_after(
 
 
 async def test_a_manifest_rewrite_racing_a_copy_on_write_delete_is_conflict_retried(
-    spark, spark_catalog_settings, spark_database_url, db, runner_settings
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    db: asyncpg.Pool,
+    runner_settings: Settings,
+) -> None:
     name = unique_name("manifests_race")
     table = make_small_files_table(spark, NS, name, batches=8, rows=20)
     before = fingerprint(spark, table)
@@ -261,8 +271,12 @@ async def test_a_manifest_rewrite_racing_a_copy_on_write_delete_is_conflict_retr
 
 
 async def test_a_compaction_racing_deletes_and_appends_is_conflict_retried(
-    spark, spark_catalog_settings, spark_database_url, db, runner_settings
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    db: asyncpg.Pool,
+    runner_settings: Settings,
+) -> None:
     """Without partial progress the whole rewrite is one commit: the writer's delete removed
     one of the files it replaced, so the commit is refused and the job is given back."""
     name = unique_name("compaction_race")
@@ -284,8 +298,12 @@ async def test_a_compaction_racing_deletes_and_appends_is_conflict_retried(
 
 
 async def test_a_compaction_with_partial_progress_keeps_what_committed(
-    spark, spark_catalog_settings, spark_database_url, db, runner_settings
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    db: asyncpg.Pool,
+    runner_settings: Settings,
+) -> None:
     """With ``partial-progress.enabled`` (the planner's default) file groups commit in batches:
     a batch holding a file the writer rewrote loses (Iceberg logs the failed commits; its
     output does not count them), the others stay committed, and the job succeeds."""
@@ -311,7 +329,8 @@ async def test_a_compaction_with_partial_progress_keeps_what_committed(
         db, spark, spark_catalog_settings, spark_database_url, runner_settings, name, action
     )
     done = run.job
-    assert done is not None and done.state is JobState.SUCCEEDED, done.error
+    assert done is not None and done.state is JobState.SUCCEEDED, done and done.error
+    assert done.result is not None
     (result,) = done.result["actions"]
     assert result["rewritten_data_files_count"] > 0  # the groups that committed are kept
     await assert_exact_after(db, spark, table, writer_snapshot, before)
