@@ -42,7 +42,7 @@ from icepack_core.errors import (
     RetryableError,
     StaleFence,
 )
-from icepack_core.execution.conflicts import conflict_reason
+from icepack_core.execution.conflicts import conflict_reason, lost_part
 from icepack_core.execution.ledger.actions import LedgerActions
 from icepack_core.execution.ledger.expiry_ledger import ExpiryLedger
 from icepack_core.execution.maintenance import (
@@ -389,7 +389,9 @@ class JobExecution:
                 if job is not None:
                     await self.settle(job, table_id, record, guard, maintenance)
                 raise (RetryableError if classify(exc) else PermanentError)(message) from exc
-            await clear_conflicts(self.pool, table_id, name)
+            lost = lost_part(name, outcome.output)
+            if lost is None or outcome.output.get("rewritten_data_files_count"):
+                await clear_conflicts(self.pool, table_id, name)  # it committed: progress
             after = await self._status(ref)
             finished = datetime.now(UTC)
             JOB_ACTION_DURATION.record(
@@ -414,6 +416,8 @@ class JobExecution:
                     # The pending row starts before this rewrite (an older row nobody
                     # settled): verify from there before going on.
                     await self.settle(job, table_id, record, guard, maintenance)
+            if lost is not None:  # recorded and verified: the lost part is retried
+                raise CommitConflict(name, lost)
             results.append({"action": name, **outcome.output})
             own = await measure_own(self.inspector, ref, status, outcome.verification)
             layout = outcome.output.get("clustering")
