@@ -34,6 +34,7 @@ from icepack_core.execution.scoping.clustering_scope import (
     clustering_after,
     clustering_run,
 )
+from icepack_core.execution.scoping.left_behind import ScopedRun, partitions_lost
 from icepack_core.execution.scoping.metadata_scope import OpenRule, scope_from_metadata
 from icepack_core.execution.scoping.partition_filter import (
     PartitionColumn,
@@ -203,6 +204,8 @@ class TableMaintenance:
         self.expiry = expiry
         # Orphans are never deleted by the procedure: without a ledger sink nothing is removed.
         self.orphan_sink = orphan_sink
+        # The partitions the current rewrite selected from the manifests (``partition_scope``).
+        self.scoped: ScopedRun | None = None
 
     def metadata_table(self, name: str) -> str:
         return qualified_name(self.ref.catalog, (*self.levels, self.ref.name), name)
@@ -232,6 +235,7 @@ class TableMaintenance:
                 partial progress before it, which the caller must still verify.
         """
         intent = action if not isinstance(action, Mapping) else parse_intent(action)
+        self.scoped = None
         if isinstance(intent, LEDGER_INTENTS):
             raise PermanentError(
                 f"{intent.kind.value} runs through the deletion ledger, not a Spark procedure"
@@ -370,6 +374,8 @@ class TableMaintenance:
         rows = await self.engine.sql(call)
         outcome.output.update(summarise(name, rows))
         outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+        if isinstance(intent, RewriteDataFiles):
+            await self._left_behind(start, outcome.output)
         if self.after_call is not None:
             await self.after_call(name)
         if intent.kind in REWRITES:
@@ -392,6 +398,20 @@ class TableMaintenance:
             return await metadata()
 
         return fresh
+
+    async def _left_behind(self, start: int | None, output: dict[str, Any]) -> None:
+        """``partitions_lost`` in ``output``: the selected partitions the rewrite left
+        uncompacted (``scoping.left_behind``); evidence only, never a reason to fail."""
+        scoped, self.scoped = self.scoped, None
+        if scoped is None or self.metadata is None:
+            return
+        try:
+            lost = await partitions_lost(self.metadata, start, scoped)
+        except Exception as exc:
+            output["partitions_lost_error"] = brief(exc)
+            return
+        if lost:
+            output["partitions_lost"] = lost
 
     async def _conf_value(self, key: str) -> str:
         """The session's current value of an allowlisted conf (``SPARK_CONF_UNDEFINED``)."""
@@ -539,6 +559,7 @@ class TableMaintenance:
             note["open_partitions_skipped_count"] = scope.open_skipped_count
         if scope.older_specs:
             note["older_specs_scoped"] = scope.older_specs
+        self.scoped = ScopedRun(scope.keys, int(target * 0.75), min_files)
         return scope.where, note
 
     def _target(self, options: Mapping[str, str], *, strict: bool = True) -> int:
