@@ -22,23 +22,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import subprocess
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import asyncpg
 
-from icepack_core.db.migrate import migrate
+from bench.postgres import migrated_postgres
 from icepack_core.db.pool import create_pool
 from icepack_core.discovery.catalogs import CatalogSet, load_catalog
 from icepack_core.discovery.refresh import CatalogResult, refresh_catalog
-from icepack_core.local.postgres import LocalPostgres
 from icepack_core.settings import CatalogConfig, load_settings
 from tests.plugins.catalogs import SCHEMA, rows
-from tests.plugins.rest_fixture import REPO_ROOT, REST_FIXTURE_DIR, run_rest_fixture
+from tests.plugins.rest_fixture import (
+    REPO_ROOT,
+    REST_FIXTURE_DIR,
+    IcebergRest,
+    run_rest_fixture,
+)
 
 PER_NAMESPACE = 100
 KINDS = ("list", "load", "conditional", "not_modified")
@@ -82,61 +84,54 @@ def row(label: str, result: CatalogResult, seconds: float) -> str:
     return f"  {label:<34} {calls}   {events}   {seconds:6.2f} s"
 
 
+async def passes(
+    rest: IcebergRest, dsn: str, data_dir: Path, tables: int, changes: int
+) -> list[str]:
+    """One row per discovery pass: first, steady state, after ``changes`` commits; on and off."""
+    limits = {"max_concurrent_requests": 8, "max_requests_per_second": 10_000.0}
+    on = rest.config("rest_conditional", **limits)
+    off = rest.config("rest_full", conditional_loads=False, **limits)
+    print(f"conditional loads: creating {tables} tables in the REST fixture ...")
+    started = time.monotonic()
+    names = await asyncio.to_thread(create_tables, on, tables)
+    print(f"conditional loads: {tables} tables in {time.monotonic() - started:.0f} s")
+    catalogs = CatalogSet([on, off])
+    settings = load_settings(database_url=dsn, data_dir=data_dir, catalogs=[on, off])
+    pool = await create_pool(settings, "bench")
+    lines: list[str] = []
+    try:
+        for label in ("first pass", "steady state"):
+            for cfg in (on, off):
+                result, seconds = await one_pass(pool, catalogs, cfg)
+                mode = "on" if cfg.conditional_loads else "off"
+                lines.append(row(f"{label}, conditional {mode}", result, seconds))
+        catalog = load_catalog(on)
+        for name in names[:: max(1, len(names) // changes)][:changes]:
+            await asyncio.to_thread(catalog.load_table(name).append, rows(1))
+        for cfg in (on, off):
+            result, seconds = await one_pass(pool, catalogs, cfg)
+            mode = "on" if cfg.conditional_loads else "off"
+            lines.append(row(f"after {changes} commits, conditional {mode}", result, seconds))
+    finally:
+        await pool.close()
+    return lines
+
+
 async def main(tables: int, changes: int) -> None:
     fetch = [str(REPO_ROOT / "scripts" / "fetch-maven.sh"), "rest-fixture"]
     done = await asyncio.to_thread(subprocess.run, fetch, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"scripts/fetch-maven.sh rest-fixture failed:\n{done.stdout}{done.stderr}")
-    with tempfile.TemporaryDirectory(prefix="icepack-conditional-") as tmp:
-        root = Path(tmp)
-        os.chmod(root, 0o755)  # the server may run as user postgres
-        server = LocalPostgres(root / "pg", durable=False)
-        dsn = server.start()
-        try:
-            conn = await asyncpg.connect(dsn)
-            try:
-                await migrate(conn)
-            finally:
-                await conn.close()
-            with run_rest_fixture(REST_FIXTURE_DIR, "bench") as rest:
-                limits = {"max_concurrent_requests": 8, "max_requests_per_second": 10_000.0}
-                on = rest.config("rest_conditional", **limits)
-                off = rest.config("rest_full", conditional_loads=False, **limits)
-                print(f"conditional loads: creating {tables} tables in the REST fixture ...")
-                started = time.monotonic()
-                names = await asyncio.to_thread(create_tables, on, tables)
-                print(f"conditional loads: {tables} tables in {time.monotonic() - started:.0f} s")
-                catalogs = CatalogSet([on, off])
-                settings = load_settings(
-                    database_url=dsn, data_dir=root / "data", catalogs=[on, off]
-                )
-                pool = await create_pool(settings, "bench")
-                try:
-                    lines: list[str] = []
-                    for label in ("first pass", "steady state"):
-                        for cfg in (on, off):
-                            result, seconds = await one_pass(pool, catalogs, cfg)
-                            mode = "on" if cfg.conditional_loads else "off"
-                            lines.append(row(f"{label}, conditional {mode}", result, seconds))
-                    catalog = load_catalog(on)
-                    for name in names[:: max(1, len(names) // changes)][:changes]:
-                        await asyncio.to_thread(catalog.load_table(name).append, rows(1))
-                    for cfg in (on, off):
-                        result, seconds = await one_pass(pool, catalogs, cfg)
-                        mode = "on" if cfg.conditional_loads else "off"
-                        label = f"after {changes} commits, conditional {mode}"
-                        lines.append(row(label, result, seconds))
-                finally:
-                    await pool.close()
-            print(f"catalog calls per discovery pass, {tables} tables behind the REST fixture:")
-            for line in lines:
-                print(line)
-            print(
-                "  goal: calls proportional to changes (steady state: load 0, every "
-                "conditional answered not_modified; after K commits: load K)"
-            )
-        finally:
-            server.stop()
+    async with migrated_postgres("icepack-conditional-") as (dsn, root):
+        with run_rest_fixture(REST_FIXTURE_DIR, "bench") as rest:
+            lines = await passes(rest, dsn, root / "data", tables, changes)
+    print(f"catalog calls per discovery pass, {tables} tables behind the REST fixture:")
+    for line in lines:
+        print(line)
+    print(
+        "  goal: calls proportional to changes (steady state: load 0, every "
+        "conditional answered not_modified; after K commits: load K)"
+    )
 
 
 if __name__ == "__main__":

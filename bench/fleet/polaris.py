@@ -22,18 +22,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
 
-from icepack_core.db.migrate import migrate
+from bench.postgres import migrated_postgres
 from icepack_core.db.pool import create_pool
 from icepack_core.discovery.catalogs import gate_for
-from icepack_core.local.postgres import LocalPostgres
 from icepack_core.polaris.client import PolarisClient
 from icepack_core.polaris.refresh import refresh_policies
 from icepack_core.settings import CatalogConfig, load_settings
@@ -157,20 +154,8 @@ def report(
 
 
 async def main(tables: int, namespaces: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="icepack-polaris-") as tmp:
-        root = Path(tmp)
-        os.chmod(root, 0o755)  # the server may run as user postgres
-        server = LocalPostgres(root / "pg", durable=False)
-        dsn = server.start()
-        try:
-            conn = await asyncpg.connect(dsn)
-            try:
-                await migrate(conn)
-            finally:
-                await conn.close()
-            await run(tables, namespaces, dsn, root / "data")
-        finally:
-            server.stop()
+    async with migrated_postgres("icepack-polaris-") as (dsn, root):
+        await run(tables, namespaces, dsn, root / "data")
 
 
 if __name__ == "__main__":

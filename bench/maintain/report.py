@@ -104,9 +104,17 @@ def load() -> str:
 
 
 def report(m: Measured) -> None:
-    before, base = m.before, m.base
     job = min(m.jobs, key=lambda r: r.seconds)
     direct = min(m.directs, key=lambda r: r.seconds)
+    _report_files(m, job, direct)
+    _report_times(m, job, direct)
+    _report_scans(m)
+    _report_contents(m)
+
+
+def _report_files(m: Measured, job: Rewrite, direct: Rewrite) -> None:
+    """The table, the planner's intent and each rewrite's write amplification."""
+    before, base = m.before, m.base
     need_files, need_bytes, need_parts = m.need
     hot = sorted(p for p in before.parts if before.parts[p] >= MIN_INPUT_FILES)
     print()
@@ -137,6 +145,10 @@ def report(m: Measured) -> None:
             f"  {label:34s} {before.count:6d} -> {r.files_after.count:5d}   {mib(out)}"
             f"        {wa:5.2f}{goal}{note}"
         )
+
+
+def _report_times(m: Measured, job: Rewrite, direct: Rewrite) -> None:
+    """Wall times: the job against the direct CALL (and its verification), the baseline."""
     ratio = job.seconds / direct.seconds
     how = f"best of {len(m.jobs)}" if len(m.jobs) > 1 else "once"
     print()
@@ -146,7 +158,21 @@ def report(m: Measured) -> None:
         f"(goal <= {OVERHEAD_GOAL}x) {verdict(ratio <= OVERHEAD_GOAL)}"
     )
     print("    " + ", ".join(f"{k} {v:.2f} s" for k, v in job.breakdown.items()))
-    snaps = job.output.get("verified_snapshots") or []
+    verification = _report_verification(job)
+    rest = job.seconds - verification
+    print(f"    job without the verification: {rest:.1f} s = {rest / direct.seconds:.2f}x direct")
+    _report_verification_ab(m, direct)
+    print(
+        f"  direct CALL, same where      : {direct.seconds:6.1f} s   (all runs: job "
+        f"{', '.join(f'{r.seconds:.1f}' for r in m.jobs)}; direct "
+        f"{', '.join(f'{r.seconds:.1f}' for r in m.directs)})"
+    )
+    print(f"  baseline whole-table rewrite : {m.base.seconds:6.1f} s")
+
+
+def _report_verification(job: Rewrite) -> float:
+    """What the job's verification time went into, per replace snapshot; returns that time."""
+    snaps = job.output.get("verification", {}).get("snapshots") or []
     verification = job.breakdown["verification"]
     read = job.verification_steps.get("touched partitions read (in process)", 0.0)
     scanned = sum(job.verification_scans) + read
@@ -184,30 +210,32 @@ def report(m: Measured) -> None:
             f"{', ' + detail if detail else ''}; rows {snap['rows_before']} -> "
             f"{snap['rows_after']}{reason}"
         )
-    rest = job.seconds - verification
-    print(f"    job without the verification: {rest:.1f} s = {rest / direct.seconds:.2f}x direct")
-    if m.verification_ab:  # not measured on the object store (see bench.maintain.objstore)
-        print(f"    verification A/B on the job's snapshots (round-robin, best of {SCAN_REPEAT}):")
-        whole = min(next(iter(m.verification_ab.values())))
-        for label, times in m.verification_ab.items():
-            best = min(times)
-            print(
-                f"      {label:40s}: {best:6.2f} s  ({', '.join(f'{t:.2f}' for t in times)})"
-                f"  {whole / best:4.1f}x faster than whole table"
-            )
-        floor = min(m.verification_ab[FLOOR])
+    return verification
+
+
+def _report_verification_ab(m: Measured, direct: Rewrite) -> None:
+    """Each way of verifying the job's snapshots, timed side by side."""
+    if not m.verification_ab:  # not measured on the object store (see bench.maintain.objstore)
+        return
+    print(f"    verification A/B on the job's snapshots (round-robin, best of {SCAN_REPEAT}):")
+    whole = min(next(iter(m.verification_ab.values())))
+    for label, times in m.verification_ab.items():
+        best = min(times)
         print(
-            f"    a verification that re-reads the replaced rows through Spark costs at least "
-            f"{floor:.2f} s = {floor / direct.seconds:.2f}x the direct CALL (the job at least "
-            f"{1 + floor / direct.seconds:.2f}x direct); the in-process reader's whole comparison: "
-            f"{min(m.verification_ab[IN_PROCESS]):.2f} s"
+            f"      {label:40s}: {best:6.2f} s  ({', '.join(f'{t:.2f}' for t in times)})"
+            f"  {whole / best:4.1f}x faster than whole table"
         )
+    floor = min(m.verification_ab[FLOOR])
     print(
-        f"  direct CALL, same where      : {direct.seconds:6.1f} s   (all runs: job "
-        f"{', '.join(f'{r.seconds:.1f}' for r in m.jobs)}; direct "
-        f"{', '.join(f'{r.seconds:.1f}' for r in m.directs)})"
+        f"    a verification that re-reads the replaced rows through Spark costs at least "
+        f"{floor:.2f} s = {floor / direct.seconds:.2f}x the direct CALL (the job at least "
+        f"{1 + floor / direct.seconds:.2f}x direct); the in-process reader's whole comparison: "
+        f"{min(m.verification_ab[IN_PROCESS]):.2f} s"
     )
-    print(f"  baseline whole-table rewrite : {base.seconds:6.1f} s")
+
+
+def _report_scans(m: Measured) -> None:
+    """The full-table scan before and after the rewrites."""
     scans = m.scans
     first = scans["before"]
     print(
@@ -230,6 +258,12 @@ def report(m: Measured) -> None:
             f"  {label:28s} : {scan.best:6.2f} s  ({', '.join(f'{t:.2f}' for t in scan.seconds)}"
             f"; {scan.tasks:3d} Spark tasks)  {note}"
         )
+
+
+def _report_contents(m: Measured) -> None:
+    """Contents after every rewrite against before, and the rollbacks between them."""
+    before, base, scans = m.before, m.base, m.scans
+    first = scans["before"]
     fp = m.fingerprint
     print(f"contents before: {fp.rows} rows, checksum {fp.checksum}")
     for r in [*m.jobs, *m.directs, base]:

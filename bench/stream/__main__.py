@@ -44,6 +44,7 @@ from bench.stream.sample import (
     contents,
     icepack_side,
     sample_table,
+    timeline,
 )
 from bench.stream.writers import create_tables
 from icepack_core.local.postgres import LocalPostgres
@@ -161,6 +162,9 @@ async def with_icepack(
         results = finished(writers, Path(spec["out"]), root / "writers-icepack.log")
         history.append([sample_table(catalog, t, seen[t]) for t in spec["tables"]])
         ice = await icepack_side(pool)
+        if args.timeline:  # a post-mortem of every plan and run, per table
+            text = json.dumps(await timeline(pool), indent=1)
+            await asyncio.to_thread(Path(args.timeline).write_text, text)
         return results, seen, history, ice
     finally:
         await pool.close()
@@ -303,6 +307,12 @@ def main() -> int:
         default=60.0,
         help="wall minutes per event hour of the hour(ts) writer (below 60: hours close "
         "within a short run)",
+    )
+    parser.add_argument(
+        "--timeline",
+        default=None,
+        help="write each table's plans (the rewrite's verdict, the status read) and runs, "
+        "oldest first, to this JSON file",
     )
     args = parser.parse_args()
     if args.baseline_minutes is None:

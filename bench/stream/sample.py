@@ -205,3 +205,33 @@ async def icepack_side(pool: asyncpg.Pool) -> Icepack:
         actions,
         decisions,
     )
+
+
+async def timeline(pool: asyncpg.Pool) -> dict[str, list[dict[str, Any]]]:
+    """Per table, its plans' word on ``rewrite_data_files`` (with the status each read) and
+    its compaction runs, oldest first: what ``--timeline`` writes for a post-mortem."""
+    plans = await pool.fetch(
+        "SELECT t.namespace || '.' || t.name AS tbl, r.created_at AS at, s.inspected_at,"
+        " s.current_snapshot_id::text AS snapshot, s.status->>'small_file_count' AS small,"
+        " s.status->>'max_files_in_partition' AS fullest, coalesce("
+        "  (SELECT 'DUE ' || (a->>'reason') FROM jsonb_array_elements(r.actions->'actions') a"
+        "    WHERE a->>'action' = 'rewrite_data_files'),"
+        "  (SELECT s2->>'reason' FROM jsonb_array_elements(r.actions->'skipped') s2"
+        "    WHERE s2->>'action' = 'rewrite_data_files')) AS verdict"
+        " FROM icepack.recommendations r JOIN icepack.tables t ON t.id = r.table_id"
+        " LEFT JOIN icepack.status_snapshots s ON s.id = r.status_snapshot_id ORDER BY r.id"
+    )
+    runs = await pool.fetch(
+        "SELECT t.namespace || '.' || t.name AS tbl, a.action, a.state, a.started_at,"
+        " a.finished_at AS at, a.error, a.impact->>'snapshot_after' AS snapshot_after,"
+        " a.output - 'verification' AS output, j.conflicts, j.attempts"
+        " FROM icepack.job_actions a JOIN icepack.jobs j ON j.id = a.job_id"
+        " JOIN icepack.tables t ON t.id = j.table_id ORDER BY a.finished_at"
+    )
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in [*plans, *runs]:
+        entry = {k: v if isinstance(v, int | float | None) else str(v) for k, v in row.items()}
+        found.setdefault(str(row["tbl"]), []).append(entry)
+    for entries in found.values():
+        entries.sort(key=lambda e: str(e["at"]))
+    return found

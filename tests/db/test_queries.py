@@ -1,3 +1,5 @@
+from importlib import resources
+
 import pytest
 
 from icepack_core.db.queries import all_queries, load_query, parse_queries
@@ -49,3 +51,55 @@ def test_unknown_query_names_itself() -> None:
 def test_keda_trigger_counts_only_claimable_jobs() -> None:
     sql = " ".join(load_query("job_count_claimable").split())
     assert sql == ("SELECT COALESCE(count(*), 0) FROM icepack.claimable_jobs(now())")
+
+
+# Each sql/ file holds the queries of one table (or one tightly bound group of tables): a query
+# sits in the file of the table its name's noun names, whoever calls it.
+FILE_PREFIXES = {
+    "budgets": ("budget_", "job_give_back"),
+    "catalog_hints": ("catalog_hint_",),
+    "catalog_status": ("catalog_status_", "catalog_listing_"),
+    "consumer_offsets": ("consumer_", "webhook_consumer_"),
+    "deletions": ("deletion_",),
+    "events": ("event_",),
+    "health": ("health_",),
+    "inspection_totals": ("inspection_totals_",),
+    "job_actions": ("job_action_record", "job_actions_of", "job_last_"),
+    "jobs": ("job_",),
+    "locks": ("lock_",),
+    "maintenance_deferrals": ("deferral_",),
+    "manifest_stats": ("manifest_stats_",),
+    "pending_verifications": ("table_pending_verification_",),
+    "planner_replans": ("recommendation_replan",),
+    "polaris": ("polaris_",),
+    "policies": ("policy_",),
+    "recommendations": ("recommendation_",),
+    "status_snapshots": ("status_",),
+    "tables": ("table_",),
+    "tokens": ("token_",),
+    "unmaintained_tables": ("table_unmaintained_",),
+    "webhooks": ("webhook_",),
+    "work_items": ("work_",),
+}
+
+
+def test_each_sql_file_holds_one_tables_queries():
+    files = {
+        entry.name.removesuffix(".sql"): parse_queries(entry.read_text(encoding="utf-8"))
+        for entry in resources.files("icepack_core.db").joinpath("sql").iterdir()
+        if entry.name.endswith(".sql")
+    }
+    assert set(files) == set(FILE_PREFIXES)
+    # A query goes to the file whose prefix matches it longest (job_last_runs: job_actions).
+    for stem, queries in files.items():
+        for name in queries:
+            home = max(
+                (
+                    (len(p), f)
+                    for f, prefixes in FILE_PREFIXES.items()
+                    for p in prefixes
+                    if name.startswith(p)
+                ),
+                default=(0, None),
+            )[1]
+            assert home == stem, f"{name} is in {stem}.sql, belongs in {home}.sql"

@@ -113,6 +113,13 @@ def test_overlay_values(env: str, rendered: Objects) -> None:
     assert has_postgres is want["postgres"]
 
 
+_TUNED_KEYS = {
+    "ICEPACK_DISCOVERY_INTERVAL_SECONDS",
+    "ICEPACK_MAINTENANCE_CADENCE_HOURS",
+    "ICEPACK_LOG_LEVEL",
+}
+
+
 def _without_intended_differences(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Objects with every field the table above controls blanked out."""
     out = []
@@ -121,16 +128,7 @@ def _without_intended_differences(objects: list[dict[str, Any]]) -> list[dict[st
             continue  # the dev-only component
         obj["metadata"].pop("namespace", None)
         if obj["kind"] == "ConfigMap":
-            obj["metadata"]["name"] = "icepack-config"
-            catalogs = json.loads(obj["data"].pop("ICEPACK_CATALOGS"))
-            assert [c["name"] for c in catalogs] == ["polaris"]
-            for key in list(obj["data"]):
-                if key.startswith("ICEPACK_SPARK_") or key in {
-                    "ICEPACK_DISCOVERY_INTERVAL_SECONDS",
-                    "ICEPACK_MAINTENANCE_CADENCE_HOURS",
-                    "ICEPACK_LOG_LEVEL",
-                }:
-                    del obj["data"][key]
+            _blank_config_map(obj)
         if obj["kind"] in {"Deployment", "StatefulSet"}:
             obj["spec"].pop("replicas", None)
         if obj["kind"] == "ScaledJob":
@@ -138,13 +136,28 @@ def _without_intended_differences(objects: list[dict[str, Any]]) -> list[dict[st
         if obj["kind"] == "ServiceAccount":
             obj["metadata"]["annotations"].pop("eks.amazonaws.com/role-arn")
         if (spec := pod_spec(obj)) is not None:
-            for c in spec["containers"]:
-                c["image"] = c["image"].rpartition(":")[0]
-                for source in c.get("envFrom", []):
-                    if "configMapRef" in source:
-                        source["configMapRef"]["name"] = "icepack-config"
+            _blank_containers(spec)
         out.append(obj)
     return sorted(out, key=lambda o: (o["kind"], o["metadata"]["name"]))
+
+
+def _blank_config_map(obj: dict[str, Any]) -> None:
+    """The ConfigMap's name and the keys each overlay tunes removed (catalogs checked)."""
+    obj["metadata"]["name"] = "icepack-config"
+    catalogs = json.loads(obj["data"].pop("ICEPACK_CATALOGS"))
+    assert [c["name"] for c in catalogs] == ["polaris"]
+    for key in list(obj["data"]):
+        if key.startswith("ICEPACK_SPARK_") or key in _TUNED_KEYS:
+            del obj["data"][key]
+
+
+def _blank_containers(spec: dict[str, Any]) -> None:
+    """Image tags dropped and the ConfigMap references renamed, in every container."""
+    for c in spec["containers"]:
+        c["image"] = c["image"].rpartition(":")[0]
+        for source in c.get("envFrom", []):
+            if "configMapRef" in source:
+                source["configMapRef"]["name"] = "icepack-config"
 
 
 def test_overlays_differ_only_as_intended(rendered: Objects) -> None:

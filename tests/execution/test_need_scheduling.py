@@ -17,17 +17,15 @@ import asyncpg
 import pytest
 import structlog
 
-from icepack_core.db.queries import load_query
-from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner, PlanOutcome
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.upkeep import QueueUpkeep
 from icepack_core.queue.work_items import WorkQueue
 from icepack_core.settings import Settings
-from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
-from icepack_core.types import JobState
+from tests.execution import executor_jobs
+from tests.execution.executor_jobs import job_runner, run_claimed
 from tests.execution.spark_tables import (
     CATALOG,
     fingerprint,
@@ -64,11 +62,7 @@ async def all_partitions_closed(db: Any) -> None:
 
 
 async def register(db: Any, spark: Any, table: str, name: str) -> int:
-    location = spark.sql(
-        f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
-    ).first()["file"]
-    table_id: int = await db.fetchval(load_query("table_insert"), CATALOG, NS, name, location, {})
-    return table_id
+    return await executor_jobs.register(db, spark, table, NS, name)
 
 
 def make_partitioned(spark: Any, name: str, appends: int) -> str:
@@ -108,13 +102,7 @@ def files_by_part(spark: Any, table: str) -> dict[str, set[str]]:
 
 
 async def run(db: Any, settings: Any, spark: Any, planned: PlanOutcome) -> Job:
-    queue = JobQueue(db)
-    job = await queue.claim("executor@test", 60)
-    assert job is not None and job.id == planned.job_id
-    runner = JobRunner(db, settings, queue, LocalEngine(settings, session=spark), "executor@test")
-    done = (await runner.run(job)).job
-    assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
-    return done
+    return await run_claimed(job_runner(db, settings, spark), planned.job_id)
 
 
 def skip_reason(outcome: PlanOutcome, action: str) -> str:

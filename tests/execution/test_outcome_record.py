@@ -5,6 +5,7 @@ for. Real Postgres, real queue transitions, a real ``Inspector``."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import asyncpg
 import pytest
@@ -27,7 +28,7 @@ from icepack_core.types import TableRef
 async def test_the_read_probe_records_why_it_could_not_plan_instead_of_raising(
     settings: Settings,
 ) -> None:
-    probe = await read_probe(Inspector(settings), TableRef("nowhere", "db", "t"))
+    probe = await read_probe(partial(Inspector(settings).load, TableRef("nowhere", "db", "t")))
     assert set(probe) == {"error"}
     assert "catalog 'nowhere' is not configured" in probe["error"]
 

@@ -9,7 +9,6 @@ planner again (throttling from the measured history). Contents are checked befor
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -17,16 +16,14 @@ import pytest
 from rich.console import Console
 
 from icepack_core.cli.outcomes import outcome_table, probe_line
-from icepack_core.db.queries import load_query
-from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner
-from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import Settings
-from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
-from icepack_core.types import JobState
 from icepack_gateway.models import JobOutcome, JobPrediction
+from tests.execution import executor_jobs
+from tests.execution.executor_jobs import plan_and_run
 from tests.execution.spark_tables import (
     CATALOG,
     data_file_count,
@@ -34,42 +31,14 @@ from tests.execution.spark_tables import (
     make_small_files_table,
     unique_name,
 )
-from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "outcomes"
 REWRITE = "rewrite_data_files"
 
 
-@pytest.fixture
-def runner_settings(
-    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
-) -> Settings:
-    return service_settings(database_url, spark_catalog_settings, tmp_path)
-
-
 async def register(db: Any, spark: Any, table: str, name: str) -> int:
-    location = spark.sql(
-        f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
-    ).first()["file"]
-    table_id: int = await db.fetchval(load_query("table_insert"), CATALOG, NS, name, location, {})
-    return table_id
-
-
-async def plan_and_run(
-    db: Any, settings: Any, spark: Any, table_id: int, now: datetime | None = None
-) -> tuple[Any, Job]:
-    """Inspect (as the inspector does), plan, claim and run the planned job to its end."""
-    await TableInspections(settings, db).inspect_and_record(table_id)
-    queue = JobQueue(db)
-    planned = await Planner(settings, db, queue).plan(table_id, now=now)
-    assert planned.job_created, planned.recommendation
-    job = await queue.claim("executor@test", 60)
-    assert job is not None and job.id == planned.job_id
-    runner = JobRunner(db, settings, queue, LocalEngine(settings, session=spark), "executor@test")
-    done = (await runner.run(job)).job
-    assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
-    return planned, done
+    return await executor_jobs.register(db, spark, table, NS, name)
 
 
 async def test_a_compaction_records_its_prediction_and_measured_outcome(

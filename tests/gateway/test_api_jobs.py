@@ -8,8 +8,13 @@ import asyncpg
 import httpx
 import pytest
 
+from icepack_core.intents import intents_json, parse_intents
 from icepack_core.queue.jobs import JobQueue
 from tests.gateway.seed import Fleet
+
+# A job to list or cancel; what it would run does not matter here (the real intent form, as
+# the API's job model reads it).
+NOOP = intents_json(parse_intents([{"action": "rewrite_manifests"}]))
 
 
 async def test_jobs_list_newest_first_with_tables(client: httpx.AsyncClient, fleet: Fleet) -> None:
@@ -51,7 +56,7 @@ async def test_jobs_cursor_walks_all(
 ) -> None:
     queue = JobQueue(db)
     for i in range(23):
-        await queue.enqueue(None, [{"action": "noop"}], dedupe_key=f"x{i}")
+        await queue.enqueue(None, NOOP, dedupe_key=f"x{i}")
     seen, cursor = [], None
     while True:
         r = await client.get("/jobs?limit=4" + (f"&cursor={cursor}" if cursor else ""))
@@ -61,6 +66,23 @@ async def test_jobs_cursor_walks_all(
         if not cursor:
             break
     assert len(seen) == len(set(seen)) == 26 and seen == sorted(seen, reverse=True)
+
+
+async def test_answers_are_built_through_their_models(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet
+) -> None:
+    """A job is answered through the Job model: its timestamps as ``isoformat`` writes them,
+    and a stored value the model refuses is a 500 naming the model and field where it was
+    built (not a 422 blaming the request, not a 200 the document does not describe)."""
+    row = await db.fetchrow("SELECT created_at FROM icepack.jobs WHERE id = $1", fleet.jobs["done"])
+    r = await client.get(f"/jobs/{fleet.jobs['done']}")
+    assert r.status_code == 200 and r.json()["created_at"] == row["created_at"].isoformat()
+    bad = await JobQueue(db).enqueue(None, [{"action": "noop", "params": {}}], dedupe_key="bad")
+    r = await client.get(f"/jobs/{bad.job.id}")
+    assert r.status_code == 500 and r.json()["code"] == "INVALID_REPLY"
+    assert "JobWithActions" in r.json()["message"] and "actions.0.action" in r.json()["message"]
+    r = await client.get("/jobs?limit=1")
+    assert r.status_code == 500 and "Job answer" in r.json()["message"]
 
 
 async def test_job_detail_has_actions_sql_and_impact(
@@ -226,7 +248,7 @@ async def test_cancel_queued_running_and_finished(
     r = await client.post("/jobs/424242/cancel", headers=auth)
     assert r.status_code == 404 and r.json()["code"] == "JOB_NOT_FOUND"
     queue = JobQueue(db)
-    await queue.enqueue(fleet.tables["crm.users"], [{"action": "noop"}], dedupe_key="run")
+    await queue.enqueue(fleet.tables["crm.users"], NOOP, dedupe_key="run")
     running = await queue.claim("executor@test", 60)
     assert running is not None
     r = await client.post(f"/jobs/{running.id}/cancel", headers=auth)

@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 from icepack_core.execution.conflicts import (
     COMMIT_FAILED,
     CONFLICT_MESSAGES,
+    PARTIAL_LOSS,
     VALIDATION,
     conflict_reason,
+    lost_part,
 )
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.deferrals import (
@@ -110,9 +112,38 @@ def test_iceberg_conflicts_are_told_from_other_failures() -> None:
         assert conflict_reason(RuntimeError(text)) is None, text
 
 
+def test_a_rewrite_whose_partial_progress_partly_lost_is_a_conflict() -> None:
+    """Iceberg's RewriteDataFilesSparkAction, with partial-progress.max-failed-commits 0."""
+    text = (
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o51.sql.\n"
+        "java.lang.RuntimeException: partial-progress.enabled is true but 2 rewrite commits "
+        "failed. This is more than the maximum allowed failures of 0. Check the logs\n"
+        "\tat org.apache.iceberg.spark.actions.RewriteDataFilesSparkAction.x"
+    )
+    reason = conflict_reason(RuntimeError(text))
+    assert reason is not None and reason.startswith(
+        "partial progress: 2 of the rewrite's commits lost to concurrent commits"
+    )
+    for text in (
+        "partial-progress.enabled is true but x rewrite commits failed",
+        "partial-progress.enabled is true but 2 rewrite",
+    ):
+        assert conflict_reason(RuntimeError(text)) is None, text
+
+
+def test_a_rewrite_that_left_selected_partitions_reports_the_lost_part() -> None:
+    reason = lost_part("rewrite_data_files", {"partitions_lost": 3, "partitions_selected": 16})
+    assert reason is not None and reason.startswith(
+        "partial progress: 3 of 16 selected partitions not rewritten"
+    )
+    for output in ({}, {"partitions_lost": 0}, {"partitions_lost": "3"}):
+        assert lost_part("rewrite_data_files", output) is None, output
+    assert lost_part("rewrite_manifests", {"partitions_lost": 3}) is None
+
+
 @given(st.text(max_size=300))
 def test_text_without_iceberg_conflict_exceptions_is_never_a_conflict(text: str) -> None:
-    if COMMIT_FAILED in text or VALIDATION in text:
+    if COMMIT_FAILED in text or VALIDATION in text or PARTIAL_LOSS[0] in text:
         return
     assert conflict_reason(RuntimeError(text)) is None
     assert conflict_reason(RuntimeError(f"{COMMIT_FAILED}: {text}")) is not None

@@ -295,13 +295,15 @@ async def test_job_history_is_read_only_for_a_table_that_has_jobs(
     """``table_plan_inputs.has_jobs`` gates the history reads: a table without jobs is planned as
     if its (empty) history had been read; once planning queued a job, the flag is set."""
     from icepack_core.db.queries import load_query
+    from icepack_core.db.tables import TableRow
 
     table_id = await add_table(db, "fresh", status(small_file_count=30, small_file_bytes=30 * MIB))
     row = await db.fetchrow(load_query("table_plan_inputs"), table_id)
     assert row is not None
     assert (row["has_jobs"], row["score"]) == (False, 40) and row["status_id"] is not None
-    read = await planner.recommend_for(row, row["status"], NOW, has_jobs=True)
-    skipped = await planner.recommend_for(row, row["status"], NOW, has_jobs=False)
+    table = TableRow.from_record(row)
+    read = await planner.recommend_for(table, row["status"], NOW, has_jobs=True)
+    skipped = await planner.recommend_for(table, row["status"], NOW, has_jobs=False)
     assert skipped == read and [a.action for a in skipped.actions] == ["rewrite_data_files"]
 
     outcome = await planner.plan(table_id, now=NOW)

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused
 from icepack_core.intents import Intent, parse_intents
 from icepack_core.safety.admission import admit
@@ -30,7 +31,7 @@ async def add(
     catalog: str = "lake",
     namespace: str = "db",
     properties: dict[str, str] | None = None,
-) -> asyncpg.Record:
+) -> TableRow:
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name, metadata_location, properties,"
         " location) VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING id",
@@ -41,9 +42,13 @@ async def add(
         properties or {},
         location,
     )
+    return await table_row(db, table_id)
+
+
+async def table_row(db: asyncpg.Pool, table_id: int) -> TableRow:
     row = await db.fetchrow(load_query("table_get"), table_id)
     assert row is not None
-    return row
+    return TableRow.from_record(row)
 
 
 async def attach_orphan_policy(
@@ -67,7 +72,7 @@ def expire(hours: float) -> list[Intent]:
     return parse_intents([{"action": "expire_snapshots", "params": {"older_than": older}}])
 
 
-async def refused(db: asyncpg.Pool, table: asyncpg.Record, intents: list[Intent]) -> ActionRefused:
+async def refused(db: asyncpg.Pool, table: TableRow, intents: list[Intent]) -> ActionRefused:
     with pytest.raises(ActionRefused) as exc:
         await admit(db, table, intents, now=NOW, expiry_min_age_hours=1)
     return exc.value
@@ -77,12 +82,11 @@ async def test_held_and_opted_out_tables_are_refused(db: asyncpg.Pool) -> None:
     held = await add(db, "held", f"{WH}/db/held")
     await db.execute(
         load_query("table_hold_set"),
-        held["id"],
+        held.id,
         {"reason": "rewrite snapshot 7 changed the live contents"},
     )
-    reread = await db.fetchrow(load_query("table_get"), held["id"])
-    assert reread is not None
-    held = reread
+    assert held.id is not None
+    held = await table_row(db, held.id)
     rewrite = parse_intents([{"action": "rewrite_data_files"}])
     error = await refused(db, held, rewrite)
     assert (error.rule, error.conflict) == ("TABLE_HELD", True)
@@ -208,7 +212,7 @@ async def test_orphan_removal_refuses_another_tables_files_under_the_location(
     if metadata_dir is not None:
         await db.execute(
             "UPDATE icepack.tables SET metadata_location = $2 WHERE id = $1",
-            other["id"],
+            other.id,
             f"{metadata_dir}/00009-y.metadata.json",
         )
     if named is None:
@@ -224,7 +228,7 @@ async def test_dropped_tables_do_not_block_and_unknown_locations_do(db: asyncpg.
     table = await add(db, "t", f"{WH}/db/t")
     await attach_orphan_policy(db, {})
     gone = await add(db, "gone", f"{WH}/db/t")
-    await db.execute("UPDATE icepack.tables SET dropped_at = now() WHERE id = $1", gone["id"])
+    await db.execute("UPDATE icepack.tables SET dropped_at = now() WHERE id = $1", gone.id)
     await admit(db, table, orphans(100), now=NOW, expiry_min_age_hours=1)
     # Not inspected yet and laid out so that its root cannot be derived: refuse.
     await db.execute(

@@ -17,6 +17,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.discovery.refresh import Discovery
 from icepack_core.discovery.unmaintained import UnmaintainedTable, record_unmaintained
 from icepack_core.errors import ActionRefused, DeletionOutsideTable
@@ -157,7 +158,7 @@ async def test_orphan_removal_over_an_excluded_table_is_refused_naming_it(
     assert row is not None
 
     with pytest.raises(ActionRefused) as caught:
-        await _target_location(db, row)
+        await _target_location(db, TableRow.from_record(row))
 
     assert caught.value.rule == "LOCATION_OVERLAP"
     assert "scratch.ns.inner (not maintained: excluded)" in str(caught.value)

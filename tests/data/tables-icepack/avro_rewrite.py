@@ -94,21 +94,7 @@ class Codec:
             i = r.long()
             return (i, self.read(t[i], r))
         if isinstance(t, str):
-            if t == "null":
-                return None
-            if t == "boolean":
-                return r.take(1)
-            if t in ("int", "long"):
-                return r.long()
-            if t == "float":
-                return r.take(4)
-            if t == "double":
-                return r.take(8)
-            if t == "bytes":
-                return r.take(r.long())
-            if t == "string":
-                return r.take(r.long()).decode()
-            raise ValueError(f"unknown Avro type {t!r}")
+            return self._read_primitive(t, r)
         kind = t["type"]
         if kind == "record":
             return [self.read(f["type"], r) for f in t["fields"]]
@@ -117,21 +103,41 @@ class Codec:
         if kind == "fixed":
             return r.take(int(t["size"]))
         if kind in ("array", "map"):
-            items = []
-            n = r.long()
-            while n:
-                if n < 0:
-                    n = -n
-                    r.long()  # the block's byte size
-                for _ in range(n):
-                    if kind == "map":
-                        key = r.take(r.long()).decode()
-                        items.append((key, self.read(t["values"], r)))
-                    else:
-                        items.append(self.read(t["items"], r))
-                n = r.long()
-            return items
+            return self._read_items(t, r)
         raise ValueError(f"unknown Avro type {kind!r}")
+
+    @staticmethod
+    def _read_primitive(t: str, r: _Reader) -> Any:
+        """A primitive's value: numbers other than int/long stay raw bytes (written back as is)."""
+        if t == "null":
+            return None
+        if t in ("int", "long"):
+            return r.long()
+        sizes = {"boolean": 1, "float": 4, "double": 8}
+        if t in sizes:
+            return r.take(sizes[t])
+        if t == "bytes":
+            return r.take(r.long())
+        if t == "string":
+            return r.take(r.long()).decode()
+        raise ValueError(f"unknown Avro type {t!r}")
+
+    def _read_items(self, t: dict[str, Any], r: _Reader) -> list[Any]:
+        """An array's items, or a map's (key, value) pairs, over all their blocks."""
+        items: list[Any] = []
+        n = r.long()
+        while n:
+            if n < 0:
+                n = -n
+                r.long()  # the block's byte size
+            for _ in range(n):
+                if t["type"] == "map":
+                    key = r.take(r.long()).decode()
+                    items.append((key, self.read(t["values"], r)))
+                else:
+                    items.append(self.read(t["items"], r))
+            n = r.long()
+        return items
 
     def write(self, t: Any, value: Any, rewrite: Rewrite) -> bytes:
         t = self._resolve(t)
@@ -139,19 +145,7 @@ class Codec:
             i, inner = value
             return _long(i) + self.write(t[i], inner, rewrite)
         if isinstance(t, str):
-            if t == "null":
-                return b""
-            if t in ("int", "long"):
-                return _long(value)
-            if t in ("boolean", "float", "double"):
-                return bytes(value)
-            if t == "bytes":
-                data: bytes = value
-                return _long(len(data)) + data
-            if t == "string":
-                raw = rewrite(value).encode()
-                return _long(len(raw)) + raw
-            raise ValueError(f"unknown Avro type {t!r}")
+            return self._write_primitive(t, value, rewrite)
         kind = t["type"]
         if kind == "record":
             return b"".join(
@@ -162,17 +156,38 @@ class Codec:
         if kind == "fixed":
             return bytes(value)
         if kind in ("array", "map"):
-            if not value:
-                return _long(0)
-            parts = [_long(len(value))]
-            for item in value:
-                if kind == "map":
-                    key = item[0].encode()
-                    parts.append(_long(len(key)) + key + self.write(t["values"], item[1], rewrite))
-                else:
-                    parts.append(self.write(t["items"], item, rewrite))
-            return b"".join(parts) + _long(0)
+            return self._write_items(t, value, rewrite)
         raise ValueError(f"unknown Avro type {kind!r}")
+
+    @staticmethod
+    def _write_primitive(t: str, value: Any, rewrite: Rewrite) -> bytes:
+        """A primitive written back; a string through ``rewrite``."""
+        if t == "null":
+            return b""
+        if t in ("int", "long"):
+            return _long(value)
+        if t in ("boolean", "float", "double"):
+            return bytes(value)
+        if t == "bytes":
+            data: bytes = value
+            return _long(len(data)) + data
+        if t == "string":
+            raw = rewrite(value).encode()
+            return _long(len(raw)) + raw
+        raise ValueError(f"unknown Avro type {t!r}")
+
+    def _write_items(self, t: dict[str, Any], value: list[Any], rewrite: Rewrite) -> bytes:
+        """An array's items, or a map's (key, value) pairs, as one block."""
+        if not value:
+            return _long(0)
+        parts = [_long(len(value))]
+        for item in value:
+            if t["type"] == "map":
+                key = item[0].encode()
+                parts.append(_long(len(key)) + key + self.write(t["values"], item[1], rewrite))
+            else:
+                parts.append(self.write(t["items"], item, rewrite))
+        return b"".join(parts) + _long(0)
 
 
 def read_container(data: bytes) -> tuple[dict[str, bytes], bytes, Codec, list[list[Any]]]:

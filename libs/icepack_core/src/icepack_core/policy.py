@@ -404,86 +404,13 @@ def resolve(
         PolicyError: a stored policy or a table property is invalid (the message names it).
     """
     properties = properties or {}
-    chosen, passed_over = choose(attachments, namespace, table)
-
-    sources: dict[str, str] = {}
-    raw: dict[str, dict[str, Any]] = {}
-    enabled: dict[str, bool] = {}
-    for policy_type in POLICY_TYPES:
-        if policy_type in chosen:
-            att = chosen[policy_type]
-            raw[policy_type] = dict(att.config)
-            enabled[policy_type] = att.enabled
-            sources[policy_type] = att.label()
-        else:
-            raw[policy_type] = {}
-            enabled[policy_type] = DEFAULT_ENABLED[policy_type]
-            sources[policy_type] = "default"
-        for bad in passed_over.get(policy_type, []):
-            sources[policy_type] += f" (passed over {bad.label()}: invalid: {bad.invalid})"
-
+    layers = _attached(*choose(attachments, namespace, table))
     for key, value in properties.items():
-        if key in PROPERTY_OVERRIDES:
-            policy_type, field = PROPERTY_OVERRIDES[key]
-            if field == "enable" and policy_type == PolicyType.ORPHAN_FILE_REMOVAL:
-                # Whoever can write the table can set its properties: they may turn orphan
-                # removal off, never on (only an operator-attached policy enables it).
-                if not _parse_bool(key, value):
-                    enabled[policy_type] = False
-                    sources[policy_type] = f"{sources[policy_type]} + property {key}"
-                elif sources[policy_type] == "default":
-                    sources[policy_type] = (
-                        f"default (property {key}=true ignored: only an "
-                        "operator policy enables orphan removal)"
-                    )
-                continue
-            if field == "enable":
-                enabled[policy_type] = _parse_bool(key, value)
-            else:
-                number = _parse_number(key, value)
-                if (policy_type, field) == (PolicyType.ORPHAN_FILE_REMOVAL, "older_than_hours"):
-                    # A property may make orphan removal more careful, never less.
-                    floor = float(raw[policy_type].get(field, ORPHAN_SAFE_HOURS))
-                    if number < floor:
-                        raise PolicyError(
-                            f"table property {key}={value!r} is below the {floor:g} h of the "
-                            "policy; a table property may only raise it"
-                        )
-                raw[policy_type][field] = int(number) if number.is_integer() else number
-            sources[policy_type] = f"{sources[policy_type]} + property {key}"
-        elif (
-            key.startswith("icepack.")
-            and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS, MIN_INTERVAL_MINUTES)
-            and not key.startswith("icepack.spark.sql.")
-        ):
-            raise PolicyError(f"unknown table property {key!r}")
-
+        _override(layers, key, value)
     maintenance = _parse_bool(MAINTENANCE_ENABLED, properties.get(MAINTENANCE_ENABLED, "true"))
-    cadence = default_cadence_hours
-    if CADENCE_HOURS in properties:
-        cadence = _parse_number(CADENCE_HOURS, properties[CADENCE_HOURS])
-        if not MIN_CADENCE_HOURS <= cadence <= MAX_HOURS:
-            raise PolicyError(
-                f"table property {CADENCE_HOURS}={properties[CADENCE_HOURS]!r} must be between "
-                f"{MIN_CADENCE_HOURS:g} and {MAX_HOURS} hours"
-            )
-    min_interval = default_min_interval_minutes
-    if MIN_INTERVAL_MINUTES in properties:
-        min_interval = _parse_number(MIN_INTERVAL_MINUTES, properties[MIN_INTERVAL_MINUTES])
-        if min_interval > MAX_HOURS * 60:
-            raise PolicyError(
-                f"table property {MIN_INTERVAL_MINUTES}={properties[MIN_INTERVAL_MINUTES]!r} "
-                f"must be at most {MAX_HOURS * 60} minutes"
-            )
-
-    configs: dict[str, _Config | None] = {}
-    for policy_type in POLICY_TYPES:
-        try:
-            configs[policy_type] = (
-                parse_config(policy_type, raw[policy_type]) if enabled[policy_type] else None
-            )
-        except PolicyError as exc:  # name where the bad value came from (a property?)
-            raise PolicyError(f"{exc} (from {sources[policy_type]})") from None
+    cadence = _cadence_hours(properties, default_cadence_hours)
+    min_interval = _min_interval_minutes(properties, default_min_interval_minutes)
+    configs = layers.configs()
     return EffectivePolicy(
         maintenance_enabled=maintenance,
         cadence_hours=cadence,
@@ -491,7 +418,123 @@ def resolve(
         metadata_compaction=configs[PolicyType.METADATA_COMPACTION],  # type: ignore[arg-type]
         snapshot_expiry=configs[PolicyType.SNAPSHOT_EXPIRY],  # type: ignore[arg-type]
         orphan_file_removal=configs[PolicyType.ORPHAN_FILE_REMOVAL],  # type: ignore[arg-type]
-        sources=sources,
+        sources=layers.sources,
         min_interval_minutes=min_interval,
         table_statistics=configs[PolicyType.TABLE_STATISTICS],  # type: ignore[arg-type]
     )
+
+
+@dataclass
+class _Layers:
+    """Per policy type, while ``resolve`` works: the raw config, whether it is enabled and
+    where its settings came from."""
+
+    raw: dict[str, dict[str, Any]] = field(default_factory=dict)
+    enabled: dict[str, bool] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def configs(self) -> dict[str, _Config | None]:
+        """Each type's parsed config (None: disabled).
+
+        Raises:
+            PolicyError: a config is invalid, naming where its bad value came from.
+        """
+        configs: dict[str, _Config | None] = {}
+        for policy_type in POLICY_TYPES:
+            try:
+                configs[policy_type] = (
+                    parse_config(policy_type, self.raw[policy_type])
+                    if self.enabled[policy_type]
+                    else None
+                )
+            except PolicyError as exc:  # name where the bad value came from (a property?)
+                raise PolicyError(f"{exc} (from {self.sources[policy_type]})") from None
+        return configs
+
+
+def _attached(
+    chosen: Mapping[str, PolicyAttachment], passed_over: Mapping[str, list[PolicyAttachment]]
+) -> _Layers:
+    """The chosen attachment of each type, or its default, with the invalid ones passed over."""
+    layers = _Layers()
+    for policy_type in POLICY_TYPES:
+        if policy_type in chosen:
+            att = chosen[policy_type]
+            layers.raw[policy_type] = dict(att.config)
+            layers.enabled[policy_type] = att.enabled
+            layers.sources[policy_type] = att.label()
+        else:
+            layers.raw[policy_type] = {}
+            layers.enabled[policy_type] = DEFAULT_ENABLED[policy_type]
+            layers.sources[policy_type] = "default"
+        for bad in passed_over.get(policy_type, []):
+            layers.sources[policy_type] += f" (passed over {bad.label()}: invalid: {bad.invalid})"
+    return layers
+
+
+def _override(layers: _Layers, key: str, value: str) -> None:
+    """Apply one table property to ``layers`` (``PROPERTY_OVERRIDES``).
+
+    Raises:
+        PolicyError: an unknown ``icepack.*`` property, or a bad value.
+    """
+    if key not in PROPERTY_OVERRIDES:
+        if (
+            key.startswith("icepack.")
+            and key not in (MAINTENANCE_ENABLED, CADENCE_HOURS, MIN_INTERVAL_MINUTES)
+            and not key.startswith("icepack.spark.sql.")
+        ):
+            raise PolicyError(f"unknown table property {key!r}")
+        return
+    policy_type, name = PROPERTY_OVERRIDES[key]
+    sources = layers.sources
+    if name == "enable" and policy_type == PolicyType.ORPHAN_FILE_REMOVAL:
+        # Whoever can write the table can set its properties: they may turn orphan
+        # removal off, never on (only an operator-attached policy enables it).
+        if not _parse_bool(key, value):
+            layers.enabled[policy_type] = False
+            sources[policy_type] = f"{sources[policy_type]} + property {key}"
+        elif sources[policy_type] == "default":
+            sources[policy_type] = (
+                f"default (property {key}=true ignored: only an "
+                "operator policy enables orphan removal)"
+            )
+        return
+    if name == "enable":
+        layers.enabled[policy_type] = _parse_bool(key, value)
+    else:
+        number = _parse_number(key, value)
+        if (policy_type, name) == (PolicyType.ORPHAN_FILE_REMOVAL, "older_than_hours"):
+            # A property may make orphan removal more careful, never less.
+            floor = float(layers.raw[policy_type].get(name, ORPHAN_SAFE_HOURS))
+            if number < floor:
+                raise PolicyError(
+                    f"table property {key}={value!r} is below the {floor:g} h of the "
+                    "policy; a table property may only raise it"
+                )
+        layers.raw[policy_type][name] = int(number) if number.is_integer() else number
+    sources[policy_type] = f"{sources[policy_type]} + property {key}"
+
+
+def _cadence_hours(properties: Mapping[str, str], default: float) -> float:
+    if CADENCE_HOURS not in properties:
+        return default
+    cadence = _parse_number(CADENCE_HOURS, properties[CADENCE_HOURS])
+    if not MIN_CADENCE_HOURS <= cadence <= MAX_HOURS:
+        raise PolicyError(
+            f"table property {CADENCE_HOURS}={properties[CADENCE_HOURS]!r} must be between "
+            f"{MIN_CADENCE_HOURS:g} and {MAX_HOURS} hours"
+        )
+    return cadence
+
+
+def _min_interval_minutes(properties: Mapping[str, str], default: float) -> float:
+    if MIN_INTERVAL_MINUTES not in properties:
+        return default
+    minutes = _parse_number(MIN_INTERVAL_MINUTES, properties[MIN_INTERVAL_MINUTES])
+    if minutes > MAX_HOURS * 60:
+        raise PolicyError(
+            f"table property {MIN_INTERVAL_MINUTES}={properties[MIN_INTERVAL_MINUTES]!r} "
+            f"must be at most {MAX_HOURS * 60} minutes"
+        )
+    return minutes

@@ -6,15 +6,16 @@ one ``Reply`` per status it answers. The route parses the request into those mod
 handler runs (``Call``): an unknown or malformed path/query parameter is ``InvalidParameter``
 (422, the message names it; unknown ones first, as a typo is the likely mistake), a body that
 does not fit its model is pydantic's ``ValidationError`` (422, ``detail`` lists each problem).
-Handlers return ``ApiResponse`` with plain JSON; the conformance test checks that JSON against
-the reply models. ``document`` turns the table into OpenAPI 3.1 with every model under
-``#/components/schemas``.
+Handlers build their answer as its reply model (a ``ReplyModel``) and return it serialised
+(``jsonutil.reply``); a reply model that refuses what a handler built it from is a server error
+(500 ``INVALID_REPLY``, ``ReplyInvalid``), never a 422 blaming the request. ``document`` turns
+the table into OpenAPI 3.1 with every model under ``#/components/schemas``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -24,7 +25,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from icepack_gateway.auth import needs_token
-from icepack_gateway.errors import InvalidParameter
+from icepack_gateway.errors import InvalidParameter, ReplyInvalid
+from icepack_gateway.jsonutil import ReplyModel
 from icepack_gateway.params import json_body
 
 REF = "#/components/schemas/{model}"
@@ -78,17 +80,22 @@ class Reply:
 
 @dataclass(frozen=True)
 class Endpoint(Generic[P, Q, B]):
-    """A route and its contract. ``handler`` None: served by another app (the runner's probes),
-    documented here."""
+    """A route and its contract: ``Endpoint(method, path, handler, summary=..., responses=...)``,
+    every option by keyword (as Starlette's ``Route(path, endpoint, *, methods=...)``). Parameter
+    and body models default to none (``NoParams``, ``NoBody``). ``handler`` None: served by
+    another app (the runner's probes), documented here."""
 
     method: str
     path: str
-    summary: str
     handler: Callable[[Call[P, Q, B]], Awaitable[Response]] | None
-    path_params: type[P]
-    query: type[Q]
-    body: type[B]
+    _: KW_ONLY
+    summary: str
     responses: Mapping[int, Reply]
+    # The defaults are the "none" models; a handler typed for others names them (mypy cannot
+    # tie a default to the type variable, hence the ignores).
+    path_params: type[P] = NoParams  # type: ignore[assignment]
+    query: type[Q] = NoParams  # type: ignore[assignment]
+    body: type[B] = NoBody  # type: ignore[assignment]
     body_required: bool = True
     name: str | None = None
 
@@ -100,7 +107,12 @@ class Endpoint(Generic[P, Q, B]):
             query = parse_params(self.query, request.query_params)
             path = parse_params(self.path_params, request.path_params)
             body = await self.parse_body(request)
-            return await handler(Call(request, path, query, body))
+            try:
+                return await handler(Call(request, path, query, body))
+            except ValidationError as exc:
+                if exc.title in ReplyModel.names:
+                    raise ReplyInvalid.of(exc) from exc
+                raise
 
         return Route(self.path, endpoint, methods=[self.method], name=self.operation_id)
 

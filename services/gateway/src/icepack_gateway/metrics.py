@@ -228,11 +228,9 @@ endpoints: list[AnyEndpoint] = [
     Endpoint(
         "GET",
         "/metrics",
-        "Prometheus metrics (fleet gauges read at scrape time)",
         metrics_endpoint,
-        NoParams,
-        AnyParams,
-        NoBody,
-        {200: Reply("Prometheus text format", media_type="text/plain")},
+        summary="Prometheus metrics (fleet gauges read at scrape time)",
+        query=AnyParams,
+        responses={200: Reply("Prometheus text format", media_type="text/plain")},
     ),
 ]

@@ -18,9 +18,10 @@ import asyncio
 import json
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import asyncpg
 import typer
@@ -32,6 +33,7 @@ from icepack_core.cli.outcomes import prediction_text
 from icepack_core.cli.read import parse_table
 from icepack_core.db import pool as db
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import (
     ActionRefused,
     IcepackError,
@@ -46,7 +48,7 @@ from icepack_core.inspection.health import Assessment, assess
 from icepack_core.inspection.inspector import Inspector, MemoryManifestCache
 from icepack_core.inspection.status import TableStatus, target_file_size
 from icepack_core.inspection.store import ManifestStatsStore
-from icepack_core.intents import Intent, RemoveOrphanFiles, intents_json, parse_intents
+from icepack_core.intents import Intent, RemoveOrphanFiles, intents_json
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import Recommendation, Skip, recommend
 from icepack_core.policy import EffectivePolicy, resolve
@@ -96,7 +98,7 @@ async def _record_table(
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(load_query("table_lock_catalog"), ref.catalog)
         row = await conn.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
-        payload: dict[str, Any] = {"metadata_location": location, "source": "cli"}
+        payload = {"metadata_location": location, "source": "cli"}
         if row is None:
             table_id = await conn.fetchval(
                 load_query("table_insert"),
@@ -160,7 +162,7 @@ async def observe(
     except PolicyError as exc:
         raise Refused(f"invalid policy for {ref}: {exc}") from None
     rec = await planner.recommend_for(
-        cast(asyncpg.Record, row), status.model_dump(mode="json"), datetime.now(UTC)
+        TableRow.from_record(row), status.model_dump(mode="json"), datetime.now(UTC)
     )
     return Observed(ref, status, assess(status), row, policy, rec)
 
@@ -185,13 +187,9 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Int
             target_file_size_bytes=target_file_size(obs.row["properties"]),
         )
     wanted = set(requested or ACTION_NAMES)
-    chosen = [
-        {"action": a.action, "params": a.params, "reason": a.reason}
-        for a in rec.actions
-        if a.action in wanted
-    ]
+    chosen = [a.to_intent() for a in rec.actions if a.action in wanted]
     return (
-        parse_intents(chosen) if chosen else [],
+        chosen,
         [s for s in rec.skipped if s.action in wanted or s.action == "*"],
     )
 
@@ -209,7 +207,7 @@ async def check_admitted(
     try:
         admission = await admit(
             pool,
-            cast(asyncpg.Record, obs.row),
+            TableRow.from_record(obs.row),
             intents,
             now=datetime.now(UTC),
             expiry_min_age_hours=settings.expiry_min_age_hours,
@@ -294,8 +292,28 @@ async def run_maintenance(
     lease = settings.job_lease_seconds
     actions = intents_json(intents)
     job = await _enqueue_and_claim(queue, pool, table_id, actions, lease)
-    task = progress.add_task(f"{actions[0]['action']} (1/{len(actions)})", total=len(actions))
     records: list[ActionRecord] = []
+    record = _progress_printer(progress, [a["action"] for a in actions], records)
+    engine = engine_for(settings)
+    runner = JobRunner(pool, settings, queue, engine, OWNER, retry_failures=False)
+    try:
+        run = await runner.run(job, on_record=record)
+    finally:
+        await engine.close()
+    if run.lock_held:
+        raise Refused(f"{obs.ref} is locked by another job; nothing ran (job {job.id})")
+    if run.job is None:
+        raise Refused(f"job {job.id}: the lease was lost; another holder owns it now")
+    job = run.job
+    return job, records
+
+
+def _progress_printer(
+    progress: Progress, names: list[str], records: list[ActionRecord]
+) -> Callable[[ActionRecord], Awaitable[None]]:
+    """The runner's ``on_record``: keeps each record in ``records`` and prints it (its state,
+    time and file/snapshot changes), advancing the progress bar to the next of ``names``."""
+    task = progress.add_task(f"{names[0]} (1/{len(names)})", total=len(names))
 
     async def record(action: ActionRecord) -> None:
         records.append(action)  # the runner has stored it under the job's fence
@@ -313,23 +331,12 @@ async def run_maintenance(
         progress.console.print(
             f"{mark} {action.action} {seconds:.1f} s  {changes}", highlight=False, soft_wrap=True
         )
-        following = actions[len(records)]["action"] if len(records) < len(actions) else "done"
+        following = names[len(records)] if len(records) < len(names) else "done"
         progress.update(
-            task, advance=1, description=f"{following} ({len(records) + 1}/{len(actions)})"
+            task, advance=1, description=f"{following} ({len(records) + 1}/{len(names)})"
         )
 
-    engine = engine_for(settings)
-    runner = JobRunner(pool, settings, queue, engine, OWNER, retry_failures=False)
-    try:
-        run = await runner.run(job, on_record=record)
-    finally:
-        await engine.close()
-    if run.lock_held:
-        raise Refused(f"{obs.ref} is locked by another job; nothing ran (job {job.id})")
-    if run.job is None:
-        raise Refused(f"job {job.id}: the lease was lost; another holder owns it now")
-    job = run.job
-    return job, records
+    return record
 
 
 def print_recommendation(obs: Observed) -> None:
@@ -439,25 +446,15 @@ def maintain_cmd(
     requested = _parse_actions(actions)
     settings = _settings(**({"spark_engine": engine} if engine else {}))
     if not dry_run:
-        try:  # before the table is inspected or recorded: nothing half-done
-            require_spark(settings.spark_engine, "icepack maintain")
-        except MissingExtra as exc:
-            err.print(
-                f"[bold red]error:[/] {escape(str(exc))}; or use --dry-run to print the SQL",
-                highlight=False,
-                soft_wrap=True,
-            )
-            raise typer.Exit(2) from None
+        _require_spark(settings)  # before the table is inspected or recorded: nothing half-done
     ref = parse_table(table, settings)
 
-    async def work(
-        pool: asyncpg.Pool,
-    ) -> tuple[Observed, list[Intent], list[Skip], Any, str | None]:
+    async def work(pool: asyncpg.Pool) -> _Maintained:
         obs = await observe(settings, pool, ref, write=not dry_run)
         chosen, skipped = choose_actions(obs, requested)
         location = await check_admitted(settings, pool, obs, chosen) if chosen else None
         if dry_run or not chosen:
-            return obs, chosen, skipped, None, location
+            return _Maintained(obs, chosen, skipped, None, location)
         with Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -466,50 +463,86 @@ def maintain_cmd(
             disable=as_json,
         ) as progress:
             ran = await run_maintenance(settings, pool, obs, chosen, progress)
-        return obs, chosen, skipped, ran, location
+        return _Maintained(obs, chosen, skipped, ran, location)
 
-    obs, chosen, skipped, ran, location = _with_db(settings, work)
-    result: dict[str, Any] = {
-        "table": str(ref),
-        "actions": intents_json(chosen),
-        "skipped": [vars(s) for s in skipped],
-    }
-    if dry_run or ran is None:
-        result["sql"] = [
-            s for a in chosen for s in planned_sql(ref, obs.row["properties"], a, location)
-        ]
-        if as_json:
-            print(json.dumps(result | {"dry_run": dry_run, "job": None}, indent=2))
-            return
-        for statement in result["sql"]:
-            print(f"{statement};")
-        for skip in skipped:
-            err.print(f"skipped {skip.action}: {skip.reason}", highlight=False, soft_wrap=True)
-        if not chosen:
-            err.print(f"{ref}: nothing to do")
+    done: _Maintained = _with_db(settings, work)
+    if dry_run or done.ran is None:
+        _print_planned(done, dry_run=dry_run, as_json=as_json)
         return
+    _print_ran(done, done.ran, as_json=as_json)
+    if done.ran[0].state.value != "succeeded":
+        raise typer.Exit(1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Maintained:
+    """What ``maintain`` did: the table observed, the intents chosen and skipped, the job and
+    its action records (None: nothing ran), and the admitted orphan location."""
+
+    obs: Observed
+    chosen: list[Intent]
+    skipped: list[Skip]
+    ran: tuple[Job, list[ActionRecord]] | None
+    location: str | None
+
+    def summary(self) -> dict[str, object]:
+        """The JSON answer's common part."""
+        return {
+            "table": str(self.obs.ref),
+            "actions": intents_json(self.chosen),
+            "skipped": [vars(s) for s in self.skipped],
+        }
+
+
+def _require_spark(settings: Settings) -> None:
+    """Exit 2, naming the missing extra, when Spark cannot run here."""
+    try:
+        require_spark(settings.spark_engine, "icepack maintain")
+    except MissingExtra as exc:
+        err.print(
+            f"[bold red]error:[/] {escape(str(exc))}; or use --dry-run to print the SQL",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(2) from None
+
+
+def _print_planned(done: _Maintained, *, dry_run: bool, as_json: bool) -> None:
+    """The SQL a dry run (or a run with nothing to do) would send, and what was skipped."""
+    obs = done.obs
+    sql = [
+        s
+        for a in done.chosen
+        for s in planned_sql(obs.ref, obs.row["properties"], a, done.location)
+    ]
+    if as_json:
+        answer = done.summary() | {"sql": sql, "dry_run": dry_run, "job": None}
+        print(json.dumps(answer, indent=2))
+        return
+    for statement in sql:
+        print(f"{statement};")
+    for skip in done.skipped:
+        err.print(f"skipped {skip.action}: {skip.reason}", highlight=False, soft_wrap=True)
+    if not done.chosen:
+        err.print(f"{obs.ref}: nothing to do")
+
+
+def _print_ran(done: _Maintained, ran: tuple[Job, list[ActionRecord]], *, as_json: bool) -> None:
+    """The job's outcome: as JSON, or one line (and its error) for a person."""
     job, records = ran
     if as_json:
-        print(
-            json.dumps(
-                result
-                | {
-                    "job": job.id,
-                    "state": job.state.value,
-                    "error": job.error,
-                    "results": [asdict(r) for r in records],
-                },
-                indent=2,
-                default=str,
-            )
-        )
-    else:
-        out.print(
-            f"job {job.id} {job.state.value} ({len(records)} of {len(chosen)} actions; "
-            f"`icepack job {job.id}` shows the SQL and impact)",
-            highlight=False,
-        )
-        if job.error:
-            err.print(f"[bold red]failed:[/] {job.error}", highlight=False)
-    if job.state.value != "succeeded":
-        raise typer.Exit(1)
+        answer = done.summary() | {
+            "job": job.id,
+            "state": job.state.value,
+            "error": job.error,
+            "results": [asdict(r) for r in records],
+        }
+        print(json.dumps(answer, indent=2, default=str))
+        return
+    out.print(
+        f"job {job.id} {job.state.value} ({len(records)} of {len(done.chosen)} actions; "
+        f"`icepack job {job.id}` shows the SQL and impact)",
+        highlight=False,
+    )
+    if job.error:
+        err.print(f"[bold red]failed:[/] {job.error}", highlight=False)

@@ -22,6 +22,7 @@ import typer
 
 from icepack_core.cli.common import err, out
 from icepack_core.cli.maintain import JsonOpt, Refused, _enqueue_and_claim, _settings, _with_db
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, JobNotFound
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.intents import RestoreQuarantine, RestoreQuarantineParams, intents_json
@@ -59,7 +60,7 @@ async def run_restore(settings: Settings, pool: asyncpg.Pool, job_id: int) -> di
     try:
         await admit(
             pool,
-            table,
+            TableRow.from_record(table),
             list(intents),
             now=datetime.now(UTC),
             expiry_min_age_hours=settings.expiry_min_age_hours,

@@ -32,42 +32,67 @@ MAX_NAMESPACE_DEPTH = 16  # guards against a catalog that lists a namespace as i
 
 def catalog_properties(cfg: CatalogConfig) -> dict[str, str]:
     """PyIceberg properties for ``cfg`` (includes secrets: never log the result)."""
-    props: dict[str, str] = {}
     if cfg.type == "sql":
-        assert cfg.uri is not None
-        uri = cfg.uri
-        for prefix in ("postgresql://", "postgres://"):
-            if uri.startswith(prefix):
-                uri = "postgresql+psycopg2://" + uri.removeprefix(prefix)
-        props["uri"] = uri
+        props = _sql_properties(cfg)
     elif cfg.type == "rest":
-        assert cfg.uri is not None
-        props["uri"] = cfg.uri
-        if cfg.credential is not None:
-            props["credential"] = cfg.credential.get_secret_value()
-            props["scope"] = cfg.scope
-        if cfg.token is not None:
-            props["token"] = cfg.token.get_secret_value()
-        if cfg.oauth2_server_uri:
-            props["oauth2-server-uri"] = cfg.oauth2_server_uri
-        elif cfg.credential is not None:
-            # The REST spec's token endpoint, spelled out: PyIceberg's implicit fallback is
-            # deprecated (and drops the slash when the URI has none).
-            props["oauth2-server-uri"] = cfg.uri.rstrip("/") + "/v1/oauth/tokens"
-        if cfg.vended_credentials:
-            props[f"header.{ACCESS_DELEGATION_HEADER}"] = VENDED_CREDENTIALS
-        for name, value in cfg.headers.items():
-            props[f"header.{name}"] = value
-    else:  # glue
-        if cfg.region:
-            props["glue.region"] = cfg.region
-        if cfg.endpoint:
-            props["glue.endpoint"] = cfg.endpoint
-        if cfg.s3_access_key_id and cfg.s3_secret_access_key:
-            props["glue.access-key-id"] = cfg.s3_access_key_id
-            props["glue.secret-access-key"] = cfg.s3_secret_access_key.get_secret_value()
+        props = _rest_properties(cfg)
+    else:
+        props = _glue_properties(cfg)
     if cfg.warehouse:
         props["warehouse"] = cfg.warehouse
+    props.update(_s3_properties(cfg))
+    props.update(cfg.properties)
+    return props
+
+
+def _sql_properties(cfg: CatalogConfig) -> dict[str, str]:
+    """The SQL catalog's URI, with a Postgres URI spelled for SQLAlchemy's psycopg2 driver."""
+    assert cfg.uri is not None
+    uri = cfg.uri
+    for prefix in ("postgresql://", "postgres://"):
+        if uri.startswith(prefix):
+            uri = "postgresql+psycopg2://" + uri.removeprefix(prefix)
+    return {"uri": uri}
+
+
+def _rest_properties(cfg: CatalogConfig) -> dict[str, str]:
+    """A REST catalog's URI, OAuth2 credential or token, and request headers."""
+    assert cfg.uri is not None
+    props = {"uri": cfg.uri}
+    if cfg.credential is not None:
+        props["credential"] = cfg.credential.get_secret_value()
+        props["scope"] = cfg.scope
+    if cfg.token is not None:
+        props["token"] = cfg.token.get_secret_value()
+    if cfg.oauth2_server_uri:
+        props["oauth2-server-uri"] = cfg.oauth2_server_uri
+    elif cfg.credential is not None:
+        # The REST spec's token endpoint, spelled out: PyIceberg's implicit fallback is
+        # deprecated (and drops the slash when the URI has none).
+        props["oauth2-server-uri"] = cfg.uri.rstrip("/") + "/v1/oauth/tokens"
+    if cfg.vended_credentials:
+        props[f"header.{ACCESS_DELEGATION_HEADER}"] = VENDED_CREDENTIALS
+    for name, value in cfg.headers.items():
+        props[f"header.{name}"] = value
+    return props
+
+
+def _glue_properties(cfg: CatalogConfig) -> dict[str, str]:
+    """Glue's region, endpoint and static keys (the same keys the S3 FileIO gets)."""
+    props: dict[str, str] = {}
+    if cfg.region:
+        props["glue.region"] = cfg.region
+    if cfg.endpoint:
+        props["glue.endpoint"] = cfg.endpoint
+    if cfg.s3_access_key_id and cfg.s3_secret_access_key:
+        props["glue.access-key-id"] = cfg.s3_access_key_id
+        props["glue.secret-access-key"] = cfg.s3_secret_access_key.get_secret_value()
+    return props
+
+
+def _s3_properties(cfg: CatalogConfig) -> dict[str, str]:
+    """The S3 FileIO's endpoint, region and static keys, whatever the catalog type."""
+    props: dict[str, str] = {}
     if cfg.s3_endpoint:
         props["s3.endpoint"] = cfg.s3_endpoint
     if cfg.region:
@@ -75,7 +100,6 @@ def catalog_properties(cfg: CatalogConfig) -> dict[str, str]:
     if cfg.s3_access_key_id and cfg.s3_secret_access_key:
         props["s3.access-key-id"] = cfg.s3_access_key_id
         props["s3.secret-access-key"] = cfg.s3_secret_access_key.get_secret_value()
-    props.update(cfg.properties)
     return props
 
 
@@ -226,7 +250,7 @@ class ListedTable:
 
     ref: TableRef
     metadata_location: str | None
-    properties: dict[str, Any] | None = None
+    properties: dict[str, str] | None = None
     error: str | None = None
     etag: str | None = None
     not_modified: bool = False
@@ -342,40 +366,60 @@ async def list_table_locations(
         return [ListedTable(r, locations.get((".".join(r.levels), r.name))) for r in refs]
     if excluded is not None:
         excluded += [ListedTable(r, None) for r in left_out]
+    return await _load_each(catalog, cfg, gate, calls, refs, stored or {})
+
+
+async def _load_each(
+    catalog: Catalog,
+    cfg: CatalogConfig,
+    gate: CatalogGate,
+    calls: CatalogCalls | None,
+    refs: list[TableRef],
+    known: Mapping[tuple[str, str], StoredEtag],
+) -> list[ListedTable]:
+    """``refs`` each loaded (conditionally from a capable REST catalog), a failure listed with
+    its error and no location."""
     # At most as many threads waiting on the gate as it lets through at once.
     slots = asyncio.Semaphore(cfg.max_concurrent_requests)
     rest = conditional_capable(catalog, cfg)
-    known = stored or {}
 
     async def one(ref: TableRef) -> ListedTable:
         async with slots:
             try:
                 if rest is not None:
-                    return await _rest_listed(rest, ref, known.get((ref.namespace, ref.name)))
+                    stored = known.get((ref.namespace, ref.name))
+                    return await _rest_listed(rest, ref, stored, gate, calls)
                 table = await load_table(catalog, ref, gate, calls)
             except Exception as exc:
                 return ListedTable(ref, None, error=f"{type(exc).__name__}: {exc}")
             return ListedTable(ref, table.metadata_location, dict(table.metadata.properties))
 
-    async def _rest_listed(
-        rest: RestCatalog, ref: TableRef, known_etag: StoredEtag | None
-    ) -> ListedTable:
-        from icepack_core.discovery.conditional import rest_load
-
-        ident = (*ref.levels, ref.name)
-        if known_etag is None:
-            got = await asyncio.to_thread(gate.call, "load", calls, rest_load, rest, ident, None)
-        else:
-            got = await asyncio.to_thread(
-                gate.call, "conditional", calls, rest_load, rest, ident, known_etag.etag
-            )
-            if got.not_modified:
-                gate.count("not_modified", calls)
-                return ListedTable(ref, known_etag.metadata_location, not_modified=True)
-            gate.count("load", calls)
-        return ListedTable(ref, got.metadata_location, got.properties, etag=got.etag)
-
     return list(await asyncio.gather(*(one(r) for r in refs)))
+
+
+async def _rest_listed(
+    rest: RestCatalog,
+    ref: TableRef,
+    known_etag: StoredEtag | None,
+    gate: CatalogGate,
+    calls: CatalogCalls | None,
+) -> ListedTable:
+    """One REST load, conditional on ``known_etag`` when there is one (a 304 lists the table
+    at its stored location)."""
+    from icepack_core.discovery.conditional import rest_load
+
+    ident = (*ref.levels, ref.name)
+    if known_etag is None:
+        got = await asyncio.to_thread(gate.call, "load", calls, rest_load, rest, ident, None)
+    else:
+        got = await asyncio.to_thread(
+            gate.call, "conditional", calls, rest_load, rest, ident, known_etag.etag
+        )
+        if got.not_modified:
+            gate.count("not_modified", calls)
+            return ListedTable(ref, known_etag.metadata_location, not_modified=True)
+        gate.count("load", calls)
+    return ListedTable(ref, got.metadata_location, got.properties, etag=got.etag)
 
 
 def conditional_capable(catalog: Catalog, cfg: CatalogConfig) -> RestCatalog | None:

@@ -28,7 +28,7 @@ import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 import asyncpg
 import structlog
@@ -53,7 +53,7 @@ from icepack_core.discovery.unmaintained import (
 )
 from icepack_core.errors import InvalidIdentifier
 from icepack_core.polaris.refresh import PolicySources
-from icepack_core.queue.events import publish, publish_many
+from icepack_core.queue.events import Payload, publish, publish_many
 from icepack_core.settings import CatalogConfig, Settings
 from icepack_core.spark.sql import quote_identifier
 from icepack_core.telemetry.logs import redact_text
@@ -127,7 +127,7 @@ async def _announce(
     catalog: str,
     key: tuple[str, str],
     table_id: int,
-    payload: dict[str, Any] | None = None,
+    payload: Payload | None = None,
 ) -> None:
     """Publish one table event as the root span of that table's trace."""
     with _table_span(topic, catalog, key, table_id):
@@ -157,11 +157,7 @@ Known = dict[tuple[str, str], tuple[int, str | None, bool]]  # key -> (id, locat
 async def known_tables(conn: asyncpg.Pool | asyncpg.Connection, cfg: CatalogConfig) -> Known:
     """Every row of ``cfg``'s tables (dropped ones too): (id, metadata location, dropped)."""
     return {
-        (r["namespace"], r["name"]): (
-            int(r["id"]),
-            r["metadata_location"],
-            r["dropped_at"] is not None,
-        )
+        (r["namespace"], r["name"]): _known_entry(r)
         for r in await conn.fetch(load_query("table_list_catalog"), cfg.name)
     }
 
@@ -198,21 +194,7 @@ async def apply_listing(
                 await _apply_chunk(conn, cfg, chunk, before, result, seen_keys)
         async with conn.transaction():
             await conn.execute(load_query("table_lock_catalog"), cfg.name)
-            now = await known_tables(conn, cfg)
-            missing = {
-                table_id: key
-                for key, (table_id, location, dropped) in now.items()
-                if key not in seen_keys and not dropped and before.get(key) == now[key]
-            }
-            if missing:
-                for dropped_row in await conn.fetch(
-                    load_query("table_mark_dropped"), list(missing)
-                ):
-                    table_id = dropped_row["id"]
-                    await _announce(
-                        conn, Topic.TABLE_DROPPED, cfg.name, missing[table_id], table_id
-                    )
-                    result.dropped += 1
+            await _mark_missing(conn, cfg, before, seen_keys, result)
             if unmaintained is not None:
                 await record_unmaintained(conn, cfg.name, unmaintained)
                 result.unmaintained = len(unmaintained)
@@ -226,6 +208,29 @@ async def apply_listing(
             )
     result.calls = calls.as_json()
     return result
+
+
+async def _mark_missing(
+    conn: asyncpg.Connection,
+    cfg: CatalogConfig,
+    before: Known,
+    seen_keys: set[tuple[str, str]],
+    result: CatalogResult,
+) -> None:
+    """Mark dropped (``table.dropped``) the live rows the listing lacks, unless written since
+    the listing was read (``before``)."""
+    now = await known_tables(conn, cfg)
+    missing = {
+        table_id: key
+        for key, (table_id, _location, dropped) in now.items()
+        if key not in seen_keys and not dropped and before.get(key) == now[key]
+    }
+    if not missing:
+        return
+    for dropped_row in await conn.fetch(load_query("table_mark_dropped"), list(missing)):
+        table_id = dropped_row["id"]
+        await _announce(conn, Topic.TABLE_DROPPED, cfg.name, missing[table_id], table_id)
+        result.dropped += 1
 
 
 async def _apply_chunk(
@@ -249,10 +254,45 @@ async def _apply_chunk(
         [item.ref.name for item in chunk],
     )
     known = {(r["namespace"], r["name"]): r for r in rows}
-    seen_unchanged: list[int] = []
-    new_etags: dict[int, str] = {}
-    new: list[ListedTable] = []
-    written: list[ListedTable] = []
+    sorted_out = _sort_chunk(chunk, known, before, result, seen_keys)
+    inserted = await _insert_new(conn, cfg, sorted_out.new, result)
+    if inserted is None:  # the chunk's insert was refused: one table at a time finds which
+        sorted_out.written.extend(sorted_out.new)
+        inserted = {}
+    inserted.update(await _write_each(conn, cfg, sorted_out.written, known, result))
+    new_etags = sorted_out.new_etags
+    for item in chunk:
+        table_id = inserted.get((item.ref.namespace, item.ref.name))
+        if table_id is not None and item.etag is not None:
+            new_etags[table_id] = item.etag
+    if sorted_out.unchanged:
+        await conn.execute(load_query("table_touch_seen"), sorted_out.unchanged)
+    if new_etags:
+        await conn.execute(load_query("table_set_etags"), list(new_etags), list(new_etags.values()))
+
+
+@dataclass
+class _SortedChunk:
+    """A chunk's tables by what recording them takes: ``unchanged`` row ids (one UPDATE for
+    all, with the ``new_etags`` they answered), ``new`` tables (one batch insert), and the
+    ``written`` rest (a savepoint each)."""
+
+    unchanged: list[int] = field(default_factory=list)
+    new_etags: dict[int, str] = field(default_factory=dict)
+    new: list[ListedTable] = field(default_factory=list)
+    written: list[ListedTable] = field(default_factory=list)
+
+
+def _sort_chunk(
+    chunk: list[ListedTable],
+    known: dict[tuple[str, str], asyncpg.Record],
+    before: Known,
+    result: CatalogResult,
+    seen_keys: set[tuple[str, str]],
+) -> _SortedChunk:
+    """Sort ``chunk`` against its rows (``known``); an unfit table is skipped, a row written
+    since the listing was read, or a 304 for a row no longer live, is left alone."""
+    out = _SortedChunk()
     for item in chunk:
         key = (item.ref.namespace, item.ref.name)
         seen_keys.add(key)  # a skipped table is still there: never mark it dropped
@@ -261,28 +301,43 @@ async def _apply_chunk(
             _skip(result, key, reason)
             continue
         row = known.get(key)
-        if row is not None and before.get(key) != (
-            int(row["id"]),
-            row["metadata_location"],
-            row["dropped_at"] is not None,
-        ):
+        if row is not None and before.get(key) != _known_entry(row):
             continue  # written since the listing was read: the listing may be the older one
         if item.not_modified and (row is None or row["dropped_at"] is not None):
             continue  # a 304 only ever confirms the live row its ETag was read from
         if row is None:
-            new.append(item)
-        elif item.not_modified or (
-            row["dropped_at"] is None and item.metadata_location in (None, row["metadata_location"])
-        ):
-            seen_unchanged.append(int(row["id"]))
+            out.new.append(item)
+        elif _unchanged(item, row):
+            out.unchanged.append(int(row["id"]))
             if item.etag is not None and item.etag != row["catalog_etag"]:
-                new_etags[int(row["id"])] = item.etag
+                out.new_etags[int(row["id"])] = item.etag
         else:
-            written.append(item)
-    inserted = await _insert_new(conn, cfg, new, result)
-    if inserted is None:  # the chunk's insert was refused: one table at a time finds which
-        written.extend(new)
-        inserted = {}
+            out.written.append(item)
+    return out
+
+
+def _known_entry(row: asyncpg.Record) -> tuple[int, str | None, bool]:
+    """A table row as ``Known`` holds it: (id, metadata location, dropped)."""
+    return int(row["id"]), row["metadata_location"], row["dropped_at"] is not None
+
+
+def _unchanged(item: ListedTable, row: asyncpg.Record) -> bool:
+    """Whether ``item`` confirms its live row as it is (a 304, or the same or no location)."""
+    return item.not_modified or (
+        row["dropped_at"] is None and item.metadata_location in (None, row["metadata_location"])
+    )
+
+
+async def _write_each(
+    conn: asyncpg.Connection,
+    cfg: CatalogConfig,
+    written: list[ListedTable],
+    known: dict[tuple[str, str], asyncpg.Record],
+    result: CatalogResult,
+) -> dict[tuple[str, str], int]:
+    """Record each of ``written`` in a savepoint of its own (what Postgres refuses is skipped
+    alone); the ids recorded, by (namespace, name)."""
+    recorded_ids: dict[tuple[str, str], int] = {}
     for item in written:
         key = (item.ref.namespace, item.ref.name)
         try:
@@ -292,15 +347,8 @@ async def _apply_chunk(
             _skip(result, key, f"refused by Postgres: {type(exc).__name__}: {exc}")
             continue
         if recorded is not None:
-            inserted[key] = recorded[0]
-    for item in chunk:
-        table_id = inserted.get((item.ref.namespace, item.ref.name))
-        if table_id is not None and item.etag is not None:
-            new_etags[table_id] = item.etag
-    if seen_unchanged:
-        await conn.execute(load_query("table_touch_seen"), seen_unchanged)
-    if new_etags:
-        await conn.execute(load_query("table_set_etags"), list(new_etags), list(new_etags.values()))
+            recorded_ids[key] = recorded[0]
+    return recorded_ids
 
 
 async def _insert_new(
@@ -357,11 +405,11 @@ async def _apply_one(
     meanwhile), and a row dropped or gone since is left to the next pass's full load.
     """
     key = (item.ref.namespace, item.ref.name)
-    payload: dict[str, Any] = {"metadata_location": item.metadata_location}
     if item.not_modified:
         if row is None or row["dropped_at"] is not None:
             return None
         return int(row["id"]), True
+    payload: dict[str, object] = {"metadata_location": item.metadata_location}
     if row is None:
         table_id = await conn.fetchval(
             load_query("table_insert"),
@@ -374,29 +422,22 @@ async def _apply_one(
         await _announce(conn, Topic.TABLE_DISCOVERED, cfg.name, key, table_id, payload)
         result.discovered += 1
         return int(table_id), False
-    elif row["dropped_at"] is not None:
-        await conn.execute(
-            load_query("table_update_seen"), row["id"], item.metadata_location, item.properties
-        )
-        await _announce(
-            conn, Topic.TABLE_DISCOVERED, cfg.name, key, row["id"], {**payload, "reappeared": True}
-        )
-        result.discovered += 1
+    if row["dropped_at"] is not None:
+        topic = Topic.TABLE_DISCOVERED
+        payload["reappeared"] = True
     elif item.metadata_location is not None and item.metadata_location != row["metadata_location"]:
-        await conn.execute(
-            load_query("table_update_seen"), row["id"], item.metadata_location, item.properties
-        )
-        await _announce(
-            conn,
-            Topic.TABLE_CHANGED,
-            cfg.name,
-            key,
-            row["id"],
-            {**payload, "previous_metadata_location": row["metadata_location"]},
-        )
-        result.changed += 1
+        topic = Topic.TABLE_CHANGED
+        payload["previous_metadata_location"] = row["metadata_location"]
     else:
         return int(row["id"]), True
+    await conn.execute(
+        load_query("table_update_seen"), row["id"], item.metadata_location, item.properties
+    )
+    await _announce(conn, topic, cfg.name, key, row["id"], payload)
+    if topic == Topic.TABLE_CHANGED:
+        result.changed += 1
+    else:
+        result.discovered += 1
     return int(row["id"]), False
 
 
@@ -408,7 +449,7 @@ async def apply_change(
     metadata_location: str | None,
     *,
     dropped: bool = False,
-    properties: dict[str, Any] | None = None,
+    properties: dict[str, str] | None = None,
     etag: str | None = None,
 ) -> CatalogResult:
     """Refresh one table of ``cfg`` from a pushed change, exactly as a poll that listed it

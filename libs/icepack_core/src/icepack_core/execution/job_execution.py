@@ -15,34 +15,39 @@ over its limits, or an expiry whose ledger disagrees with the table (a recorded 
 or other counts deleted) puts the table on hold (no automatic maintenance until an operator
 releases it) and fails the job permanently. Before a rewrite's CALL the start snapshot is stored
 in ``pending_verifications``; see ``JobExecution`` for how that row is settled on every exit
-path."""
+path. The run is a pipeline over one ``JobContext`` (``execution.job_context``); every
+failure is mapped in one place, ``execution.failures.failure_of``."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncpg
 import structlog
-from pyiceberg.table import Table
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import (
     ActionRefused,
     CommitConflict,
-    DeletionLedgerViolation,
-    DeletionOutsideTable,
     InspectionFailed,
-    InvalidIdentifier,
-    OrphanLimitExceeded,
+    IntentError,
     PermanentError,
-    RetryableError,
     StaleFence,
 )
-from icepack_core.execution.conflicts import conflict_reason
+from icepack_core.execution.conflicts import lost_part
+from icepack_core.execution.failures import (
+    PERMANENT_ERRORS,
+    VERIFY_ACTION,
+    ActionRecord,
+    Failure,
+    classify,
+    failure_of,
+)
+from icepack_core.execution.job_context import JobContext, Record, TableMetadata
 from icepack_core.execution.ledger.actions import LedgerActions
 from icepack_core.execution.ledger.expiry_ledger import ExpiryLedger
 from icepack_core.execution.maintenance import (
@@ -50,7 +55,6 @@ from icepack_core.execution.maintenance import (
     AfterCall,
     OrphanLimits,
     TableMaintenance,
-    VerificationFailed,
 )
 from icepack_core.execution.outcome import (
     job_outcome,
@@ -68,6 +72,7 @@ from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
 from icepack_core.safety.confinement import loaded_confinement
 from icepack_core.safety.holds import place_hold
+from icepack_core.safety.verification import Evidence, PendingOrigin
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.metrics import JOB_ACTION_DURATION
@@ -86,25 +91,25 @@ IMPACT_FIELDS = (
     "manifest_count",
     "snapshot_count",
 )
-# The job action under which a pending rewrite's verification is recorded.
-VERIFY_ACTION = "verify_rewrites"
 # A verification scans the table twice (start and newest snapshot); far longer means it is stuck.
 DEFAULT_VERIFY_TIMEOUT_S = 3600.0
-# Failures that will fail again whatever we do (bad SQL, bad arguments, missing table; and
-# Python's own type errors, which a malformed action raises on every attempt).
-PERMANENT_ERRORS = frozenset(
-    {
-        "AnalysisException",
-        "ParseException",
-        "IllegalArgumentException",
-        "NoSuchTableException",
-        "InvalidIdentifier",
-        "PermanentError",
-        "AttributeError",
-        "TypeError",
-        "KeyError",
-    }
+# The files an orphan removal's limits compare its findings with.
+LIVE_FILE_FIELDS = (
+    "data_file_count",
+    "position_delete_file_count",
+    "equality_delete_file_count",
+    "deletion_vector_count",
+    "manifest_count",
 )
+__all__ = [
+    "PERMANENT_ERRORS",
+    "VERIFY_ACTION",
+    "ActionRecord",
+    "JobExecution",
+    "Record",
+    "classify",
+    "granted_roots",
+]
 
 
 def granted_roots(admission: Admission | None) -> tuple[str, ...]:
@@ -112,42 +117,6 @@ def granted_roots(admission: Admission | None) -> tuple[str, ...]:
     table's expiry delete under (``delete_outside_location``)."""
     expiry = admission.policy.snapshot_expiry if admission else None
     return tuple(expiry.delete_outside_location) if expiry else ()
-
-
-@dataclass
-class ActionRecord:
-    """One action as run: what ``job_actions`` stores."""
-
-    action: str
-    state: str
-    started_at: datetime
-    finished_at: datetime
-    procedure: str | None = None
-    sql_text: str | None = None
-    output: dict[str, Any] = field(default_factory=dict)
-    impact: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-
-    @classmethod
-    def failed(
-        cls, action: str, started: datetime, error: str, output: dict[str, Any] | None = None
-    ) -> ActionRecord:
-        """A failed run of ``action`` (its procedure), finished now."""
-        now = datetime.now(UTC)
-        return cls(
-            action, "failed", started, now, procedure=action, output=output or {}, error=error
-        )
-
-
-Record = Callable[[ActionRecord], Awaitable[None]]
-
-
-def classify(exc: BaseException) -> bool:
-    """True when ``exc`` is worth retrying (by exception type, never by message text)."""
-    for error in (exc, exc.__cause__, exc.__context__):
-        if error is not None and type(error).__name__ in PERMANENT_ERRORS:
-            return False
-    return True
 
 
 def _impact(before: TableStatus | None, after: TableStatus | None) -> dict[str, Any]:
@@ -162,6 +131,16 @@ def _impact(before: TableStatus | None, after: TableStatus | None) -> dict[str, 
     }
 
 
+@dataclass
+class Measuring:
+    """A job's measured outcome as its actions run (``execution.outcome``): the predicted
+    benefit per action, the read probe before the first, the measured actions so far."""
+
+    expected: list[float | None]
+    probe_before: dict[str, Any]
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+
 class JobExecution:
     """Runs actions on one table with one engine.
 
@@ -170,6 +149,12 @@ class JobExecution:
     ``pending_verifications`` (fenced) before the CALL, the row is deleted only once the
     rewrite is verified or the table held, and ``settle`` verifies a row left by an earlier
     attempt or job before anything else runs on the table.
+
+    A run is a short pipeline over one ``JobContext`` (row, ref, intents, admission,
+    maintenance; each obtained once): settle, inspect, then per action run -> record ->
+    measure, then the outcome. Every exception of an action or a verification goes through
+    ``failures.failure_of`` (the one mapping to a record, a hold and a retry decision) and is
+    applied by ``_fail``.
     """
 
     def __init__(
@@ -193,126 +178,6 @@ class JobExecution:
         # Orphan quarantine, purge and restore (the deletion ledger).
         self.ledger = LedgerActions(pool, inspector)
 
-    async def admitted(
-        self, table_id: int, actions: Any
-    ) -> tuple[asyncpg.Record, list[Intent], Admission]:
-        """The table row, the validated intents and what the choke point established.
-
-        Raises:
-            PermanentError: unknown or dropped table, malformed actions, or refused
-                by a safety rule; the message says which.
-        """
-        row = await self.pool.fetchrow(load_query("table_get"), table_id)
-        if row is None or row["dropped_at"] is not None:
-            raise PermanentError(f"table {table_id} is unknown or dropped")
-        try:
-            intents = parse_intents(actions, allow_empty=True)
-            admission = await admit(
-                self.pool,
-                row,
-                intents,
-                now=datetime.now(UTC),
-                expiry_min_age_hours=self.expiry_min_age_hours,
-                default_cadence_hours=self.default_cadence_hours,
-            )
-        except (ActionRefused, PermanentError) as exc:
-            raise PermanentError(f"refused: {exc}") from exc
-        return row, intents, admission
-
-    async def _orphan_limits(self, table_id: int, admission: Admission) -> OrphanLimits:
-        config = admission.policy.orphan_file_removal
-        latest = await self.pool.fetchrow(load_query("status_latest"), table_id)
-        live = None
-        if latest is not None:
-            status = latest["status"]
-            live = sum(
-                int(status.get(k, 0))
-                for k in (
-                    "data_file_count",
-                    "position_delete_file_count",
-                    "equality_delete_file_count",
-                    "deletion_vector_count",
-                    "manifest_count",
-                )
-            )
-        if config is None:
-            return OrphanLimits(live_files=live)
-        return OrphanLimits(
-            max_files=config.max_orphan_files,
-            max_fraction=config.max_orphan_fraction,
-            live_files=live,
-        )
-
-    async def _status(self, ref: TableRef) -> TableStatus | None:
-        try:
-            return await self.inspector.inspect(ref)
-        except InspectionFailed as exc:
-            log.warning("maintenance.inspect_failed", table=str(ref), error=exc.message)
-            return None
-
-    async def _maintenance(
-        self,
-        table_id: int,
-        job: Job | None,
-        guard: Guard | None,
-        admission: Admission | None = None,
-        limits: OrphanLimits | None = None,
-    ) -> TableMaintenance:
-        row = await self.pool.fetchrow(load_query("table_get"), table_id)
-        if row is None or row["dropped_at"] is not None:
-            raise PermanentError(f"table {table_id} is unknown or dropped")
-        ref = TableRef(row["catalog"], row["namespace"], row["name"])
-
-        async def begin(action: str, start: int | None) -> None:
-            assert job is not None
-            pending = await self.pool.fetchrow(
-                load_query("table_pending_verification_begin"),
-                table_id,
-                start,
-                job.id,
-                job.fence,
-                action,
-            )
-            if pending is None:
-                raise StaleFence(job.id, job.fence, f"record the start of {action}")
-
-        orphans = admission.policy.orphan_file_removal if admission else None
-
-        async def metadata() -> Table | None:
-            # The verifier's file diff reads the manifests through the executor's own catalog.
-            return (await self.inspector.load(ref)).table
-
-        return TableMaintenance(
-            self.engine,
-            ref,
-            row["properties"] or {},
-            after_call=self.after_call,
-            guard=guard,
-            before_call=begin if job is not None else None,
-            orphan_location=admission.location if admission else None,
-            orphan_limits=limits,
-            expiry=(
-                ExpiryLedger(
-                    self.pool,
-                    job.id,
-                    job.fence,
-                    table_id,
-                    lambda: self.inspector.load(ref),
-                    confine=loaded_confinement(
-                        self.pool, table_id, str(ref), granted_roots(admission)
-                    ),
-                )
-                if job is not None
-                else None
-            ),
-            orphan_sink=(
-                self.ledger.orphan_sink(job, table_id, ref, orphans.quarantine_days)
-                if job is not None and orphans is not None
-                else None
-            ),
-            metadata=metadata,
-        )
-
     async def run(
         self,
         table_id: int,
@@ -333,114 +198,252 @@ class JobExecution:
             RetryableError | PermanentError: an action failed (the type says whether to try again).
             StaleFence: the job was lost; any unverified rewrite is left to the next holder.
         """
-        _row, intents, admission = await self.admitted(table_id, actions)
-        limits = (
-            await self._orphan_limits(table_id, admission)
-            if any(isinstance(i, RemoveOrphanFiles) for i in intents)
-            else None
-        )
-        maintenance = await self._maintenance(table_id, job, guard, admission, limits)
-        ref = maintenance.ref
+        ctx = await self._context(table_id, record, job, guard, actions)
         if job is not None:
-            await self.settle(job, table_id, record, guard, maintenance)
+            await self._settle(ctx)
+        status = await self._status(ctx)
+        measuring = await self._start_measuring(ctx)
         results: list[dict[str, Any]] = []
-        status = await self._status(ref)
-        measure = job is not None and bool(intents)
-        probe_before = await read_probe(self.inspector, ref) if measure else {}
-        expected = predicted_benefits(
-            job.predicted if job else None, [i.kind.value for i in intents]
-        )
-        measured: list[dict[str, Any]] = []
-        for index, intent in enumerate(intents):
-            name = intent.kind.value
-            started = datetime.now(UTC)
-            try:
-                outcome = await self._run_one(maintenance, intent, job, table_id)
-            except (OrphanLimitExceeded, DeletionLedgerViolation, DeletionOutsideTable) as exc:
-                self._failed(name, started)
-                await self._hold(table_id, name, str(exc), exc.evidence)
-                await record(ActionRecord.failed(name, started, str(exc), exc.evidence))
-                raise PermanentError(str(exc)) from exc
-            except VerificationFailed as exc:
-                self._failed(name, started)
-                await self._hold(table_id, name, str(exc), exc.evidence)
-                if job is not None:
-                    await self._clear(job, table_id)
-                output = {**exc.evidence, "verification": exc.evidence}
-                await record(ActionRecord.failed(name, started, str(exc), output))
-                raise PermanentError(str(exc)) from exc
-            except StaleFence:
-                raise  # lost the job: the pending verification is the next holder's
-            except (PermanentError, InvalidIdentifier, ValueError) as exc:
-                self._failed(name, started)
-                await record(ActionRecord.failed(name, started, str(exc)))
-                if job is not None:
-                    await self.settle(job, table_id, record, guard, maintenance)
-                raise PermanentError(f"{name}: {exc}") from exc
-            except Exception as exc:  # Spark/py4j/thrift errors: classify by type
-                self._failed(name, started)
-                conflict = conflict_reason(exc)
-                if conflict is not None:  # a writer won: not a failure of the table
-                    await self._conflicted(name, started, conflict, job, table_id, record, guard)
-                    raise CommitConflict(name, conflict) from exc
-                message = redact_text(f"{name} failed: {type(exc).__name__}: {exc}")[:4000]
-                await record(ActionRecord.failed(name, started, message))
-                # A rewrite may have committed partial progress before failing: verify it.
-                if job is not None:
-                    await self.settle(job, table_id, record, guard, maintenance)
-                raise (RetryableError if classify(exc) else PermanentError)(message) from exc
-            await clear_conflicts(self.pool, table_id, name)
-            after = await self._status(ref)
-            finished = datetime.now(UTC)
-            JOB_ACTION_DURATION.record(
-                (finished - started).total_seconds(), {"action": name, "state": "succeeded"}
-            )
-            output = {**outcome.output, **outcome.verification}
-            await record(
-                ActionRecord(
-                    name,
-                    "succeeded",
-                    started,
-                    finished,
-                    procedure=outcome.procedure,
-                    sql_text=redact_text(";\n".join(outcome.sql)),
-                    output=output,
-                    impact=_impact(status, after),
+        for index, intent in enumerate(ctx.intents):
+            outcome, after = await self._action(ctx, intent, status)
+            results.append({"action": intent.kind.value, **outcome.output})
+            if measuring is not None:
+                own = await measure_own(ctx.metadata.loaded, status, outcome.verification)
+                layout = outcome.output.get("clustering")
+                expected = measuring.expected[index]
+                measuring.actions.append(
+                    measured_action(intent.kind.value, status, after, expected, own, layout)
                 )
-            )
-            if job is not None and outcome.verification:
-                start = outcome.verification["verification"]["start_snapshot_id"]
-                if not await self._clear(job, table_id, start, check_start=True):
-                    # The pending row starts before this rewrite (an older row nobody
-                    # settled): verify from there before going on.
-                    await self.settle(job, table_id, record, guard, maintenance)
-            results.append({"action": name, **outcome.output})
-            own = await measure_own(self.inspector, ref, status, outcome.verification)
-            layout = outcome.output.get("clustering")
-            measured.append(measured_action(name, status, after, expected[index], own, layout))
             status = after
-        if measure:
+        if measuring is not None:
             assert job is not None
-            probe_after = await read_probe(self.inspector, ref)
-            await self._record_outcome(job, job_outcome(measured, probe_before, probe_after))
+            probe_after = await read_probe(ctx.metadata.loaded)
+            outcome_doc = job_outcome(measuring.actions, measuring.probe_before, probe_after)
+            await self._record_outcome(job, outcome_doc)
         return results
 
-    async def _conflicted(
+    async def _context(
         self,
-        name: str,
-        started: datetime,
-        conflict: str,
-        job: Job | None,
         table_id: int,
         record: Record,
+        job: Job | None,
         guard: Guard | None,
-    ) -> None:
-        """Record an action that lost a commit conflict, and verify whatever partial progress
-        it committed before (``partial-progress.enabled``: committed groups stay)."""
-        error = f"commit conflict with a writer (the writer won): {conflict}"
-        await record(ActionRecord.failed(name, started, error, {"conflict": conflict}))
-        if job is not None:
-            await self.settle(job, table_id, record, guard)
+        actions: Any = None,
+    ) -> JobContext:
+        """The run's context; with ``actions``, validated and admitted (a settle alone admits
+        nothing).
+
+        Raises:
+            PermanentError: unknown or dropped table, malformed actions, or refused by a
+                safety rule; the message says which.
+        """
+        row = await self.pool.fetchrow(load_query("table_get"), table_id)
+        if row is None or row["dropped_at"] is not None:
+            raise PermanentError(f"table {table_id} is unknown or dropped")
+        ref = TableRef(row["catalog"], row["namespace"], row["name"])
+        intents: list[Intent] = []
+        admission = limits = None
+        if actions is not None:
+            intents, admission = await self._admit(row, actions)
+            if any(isinstance(i, RemoveOrphanFiles) for i in intents):
+                limits = await self._orphan_limits(table_id, admission)
+        metadata = TableMetadata(self.inspector, ref)
+        maintenance = self._maintenance(row, metadata, job, guard, admission, limits)
+        return JobContext(
+            table_id, row, ref, maintenance, metadata, record, job, guard, intents, admission
+        )
+
+    async def _admit(self, row: asyncpg.Record, actions: Any) -> tuple[list[Intent], Admission]:
+        """The validated intents and what the choke point established.
+
+        Raises:
+            PermanentError: malformed actions, or refused by a safety rule.
+        """
+        try:
+            if isinstance(actions, IntentError):
+                raise actions  # the job's stored actions are not intents (Job.actions_error)
+            intents = parse_intents(actions, allow_empty=True)
+            admission = await admit(
+                self.pool,
+                TableRow.from_record(row),
+                intents,
+                now=datetime.now(UTC),
+                expiry_min_age_hours=self.expiry_min_age_hours,
+                default_cadence_hours=self.default_cadence_hours,
+            )
+        except (ActionRefused, PermanentError) as exc:
+            raise PermanentError(f"refused: {exc}") from exc
+        return intents, admission
+
+    async def _orphan_limits(self, table_id: int, admission: Admission) -> OrphanLimits:
+        config = admission.policy.orphan_file_removal
+        latest = await self.pool.fetchrow(load_query("status_latest"), table_id)
+        live = None
+        if latest is not None:
+            status = latest["status"]
+            live = sum(int(status.get(k, 0)) for k in LIVE_FILE_FIELDS)
+        if config is None:
+            return OrphanLimits(live_files=live)
+        return OrphanLimits(
+            max_files=config.max_orphan_files,
+            max_fraction=config.max_orphan_fraction,
+            live_files=live,
+        )
+
+    async def _status(self, ctx: JobContext) -> TableStatus | None:
+        """The table's status as ``ctx.metadata`` has it (None, logged, when that fails)."""
+        try:
+            return await self.inspector.inspect_loaded(ctx.ref, await ctx.metadata.loaded())
+        except InspectionFailed as exc:
+            log.warning("maintenance.inspect_failed", table=str(ctx.ref), error=exc.message)
+            return None
+
+    def _maintenance(
+        self,
+        row: asyncpg.Record,
+        metadata: TableMetadata,
+        job: Job | None,
+        guard: Guard | None,
+        admission: Admission | None,
+        limits: OrphanLimits | None,
+    ) -> TableMaintenance:
+        table_id: int = row["id"]
+        ref = metadata.ref
+
+        async def begin(action: str, start: int | None) -> None:
+            assert job is not None
+            pending = await self.pool.fetchrow(
+                load_query("table_pending_verification_begin"),
+                table_id,
+                start,
+                job.id,
+                job.fence,
+                action,
+            )
+            if pending is None:
+                raise StaleFence(job.id, job.fence, f"record the start of {action}")
+
+        orphans = admission.policy.orphan_file_removal if admission else None
+        return TableMaintenance(
+            self.engine,
+            ref,
+            row["properties"] or {},
+            after_call=self.after_call,
+            guard=guard,
+            before_call=begin if job is not None else None,
+            orphan_location=admission.location if admission else None,
+            orphan_limits=limits,
+            expiry=self._expiry(job, table_id, ref, admission) if job is not None else None,
+            orphan_sink=(
+                self.ledger.orphan_sink(job, table_id, ref, orphans.quarantine_days)
+                if job is not None and orphans is not None
+                else None
+            ),
+            # The scope, the start snapshot and the verifier's file diff read the table
+            # through the executor's own catalog, from the run's one load per table state.
+            metadata=metadata.table,
+            on_commit=metadata.changed,
+        )
+
+    def _expiry(
+        self, job: Job, table_id: int, ref: TableRef, admission: Admission | None
+    ) -> ExpiryLedger:
+        """Expiry through the deletion ledger, confined to the table's roots."""
+        confine = loaded_confinement(self.pool, table_id, str(ref), granted_roots(admission))
+        return ExpiryLedger(
+            self.pool,
+            job.id,
+            job.fence,
+            table_id,
+            lambda: self.inspector.load(ref),
+            confine=confine,
+        )
+
+    async def _start_measuring(self, ctx: JobContext) -> Measuring | None:
+        """The measurement of a job with actions (None otherwise): the prediction per action
+        and the read probe before the first."""
+        if ctx.job is None or not ctx.intents:
+            return None
+        expected = predicted_benefits(ctx.job.predicted, [i.kind.value for i in ctx.intents])
+        return Measuring(expected, await read_probe(ctx.metadata.loaded))
+
+    async def _action(
+        self, ctx: JobContext, intent: Intent, before: TableStatus | None
+    ) -> tuple[ActionOutcome, TableStatus | None]:
+        """Run one action and record it; returns its outcome and the table's status after.
+        A failure is applied by ``_fail`` (which raises)."""
+        name = intent.kind.value
+        started = datetime.now(UTC)
+        try:
+            outcome = await self._run_one(ctx, intent)
+        except Exception as exc:  # mapped in one place: failures.failure_of
+            await self._fail(ctx, exc, failure_of(exc, name, started))
+        lost = lost_part(name, outcome.output)
+        if lost is None or outcome.output.get("rewritten_data_files_count"):
+            await clear_conflicts(self.pool, ctx.table_id, name)  # it committed: progress
+        after = await self._status(ctx)
+        finished = datetime.now(UTC)
+        JOB_ACTION_DURATION.record(
+            (finished - started).total_seconds(), {"action": name, "state": "succeeded"}
+        )
+        await ctx.record(
+            ActionRecord(
+                name,
+                "succeeded",
+                started,
+                finished,
+                procedure=outcome.procedure,
+                sql_text=redact_text(";\n".join(outcome.sql)),
+                output=_output(outcome),
+                impact=_impact(before, after),
+            )
+        )
+        if ctx.job is not None and outcome.verification is not None:
+            start = outcome.verification.start_snapshot_id
+            if not await self._clear(ctx.job, ctx.table_id, start, check_start=True):
+                # The pending row starts before this rewrite (an older row nobody
+                # settled): verify from there before going on.
+                await self._settle(ctx)
+        if lost is not None:  # recorded and verified: the lost part is retried
+            raise CommitConflict(name, lost)
+        return outcome, after
+
+    async def _run_one(self, ctx: JobContext, intent: Intent) -> ActionOutcome:
+        """One action: a Spark procedure, or a ledger action (purge, restore) without Spark."""
+        if isinstance(intent, LEDGER_INTENTS):
+            return await self.ledger.run(intent, ctx.job, ctx.table_id, ctx.ref)
+        return await ctx.maintenance.run(intent)
+
+    async def _fail(
+        self,
+        ctx: JobContext,
+        exc: Exception,
+        failure: Failure,
+        pending: asyncpg.Record | None = None,
+    ) -> NoReturn:
+        """Apply ``failure`` (``failures.failure_of`` of ``exc``): hold, release the pending
+        row (``pending``: the one being verified, else this job's), record, verify partial
+        progress, raise the decided error."""
+        # Whatever the action committed (partial progress, a rollback) is read anew.
+        ctx.metadata.changed()
+        done = failure.record
+        if done is None:
+            raise exc  # lost the job: the pending verification is the next holder's
+        if failure.interrupt:
+            await self.engine.interrupt()
+        if pending is None:
+            elapsed = (datetime.now(UTC) - done.started_at).total_seconds()
+            JOB_ACTION_DURATION.record(elapsed, {"action": done.action, "state": "failed"})
+        if failure.hold is not None:
+            await self._hold(ctx.table_id, done.action, done.error or "", failure.hold)
+        if failure.release and pending is not None:
+            await self._settled(pending)
+        elif failure.release and ctx.job is not None:
+            await self._clear(ctx.job, ctx.table_id)
+        await ctx.record(done)
+        if failure.settle and ctx.job is not None:
+            await self._settle(ctx)
+        raise failure.error from exc
 
     async def _record_outcome(self, job: Job, outcome: dict[str, Any]) -> None:
         """Store the job's measured outcome, fenced. Raises ``StaleFence`` for a lost job."""
@@ -460,22 +463,9 @@ class JobExecution:
             plan_ms=[probes[k].get("plan_ms") for k in ("before", "after")],
         )
 
-    async def _run_one(
-        self, maintenance: TableMaintenance, intent: Intent, job: Job | None, table_id: int
-    ) -> ActionOutcome:
-        """One action: a Spark procedure, or a ledger action (purge, restore) without Spark."""
-        if isinstance(intent, LEDGER_INTENTS):
-            return await self.ledger.run(intent, job, table_id, maintenance.ref)
-        return await maintenance.run(intent)
-
     async def settle(
-        self,
-        job: Job,
-        table_id: int,
-        record: Record,
-        guard: Guard | None,
-        maintenance: TableMaintenance | None = None,
-    ) -> dict[str, Any] | None:
+        self, job: Job, table_id: int, record: Record, guard: Guard | None
+    ) -> Evidence | None:
         """Verify the table's pending rewrite (left by this or an earlier attempt or job), if
         any, and record the evidence as a ``verify_rewrites`` action. Returns the evidence
         (None when nothing was pending).
@@ -488,79 +478,47 @@ class JobExecution:
         pending = await self.pool.fetchrow(load_query("table_pending_verification_get"), table_id)
         if pending is None:
             return None
-        maintenance = maintenance or await self._maintenance(table_id, job, guard)
+        ctx = await self._context(table_id, record, job, guard)
+        return await self._verify_pending(ctx, pending)
+
+    async def _settle(self, ctx: JobContext) -> Evidence | None:
+        """``settle`` within a run (its context already built)."""
+        pending = await self.pool.fetchrow(
+            load_query("table_pending_verification_get"), ctx.table_id
+        )
+        if pending is None:
+            return None
+        return await self._verify_pending(ctx, pending)
+
+    async def _verify_pending(self, ctx: JobContext, pending: asyncpg.Record) -> Evidence:
         started = datetime.now(UTC)
-        origin = {
-            "job_id": pending["job_id"],
-            "fence": pending["fence"],
-            "action": pending["action"],
-            "recorded_at": pending["recorded_at"].isoformat(),
-            "start_snapshot_id": pending["start_snapshot_id"],
-        }
+        origin = PendingOrigin(
+            job_id=pending["job_id"],
+            fence=pending["fence"],
+            action=pending["action"],
+            recorded_at=pending["recorded_at"].isoformat(),
+            start_snapshot_id=pending["start_snapshot_id"],
+        )
         try:
             verified = await asyncio.wait_for(
-                maintenance.verify_rewrites(pending["start_snapshot_id"], guard),
+                ctx.maintenance.verify_rewrites(pending["start_snapshot_id"], ctx.guard),
                 self.verify_timeout_seconds,
             )
-        except VerificationFailed as exc:
-            evidence = {**exc.evidence, "pending": origin}
-            await self._hold(table_id, VERIFY_ACTION, str(exc), evidence)
-            await self._settled(pending)
-            await record(
-                ActionRecord(
-                    VERIFY_ACTION,
-                    "failed",
-                    started,
-                    datetime.now(UTC),
-                    output={**evidence, "verification": evidence},
-                    error=str(exc),
-                )
-            )
-            raise PermanentError(str(exc)) from exc
-        except StaleFence:
-            raise
-        except Exception as exc:  # query error, timeout, engine gone: never "failed and forgotten"
-            if isinstance(exc, TimeoutError):
-                await self.engine.interrupt()
-            reason = redact_text(
-                f"rewrite of {maintenance.ref} could not be verified: {type(exc).__name__}: {exc}"
-            )[:4000]
-            evidence = {
-                "status": "error",
-                "start_snapshot_id": pending["start_snapshot_id"],
-                "snapshots": [],
-                "rollback": None,
-                "error": reason,
-                "pending": origin,
-            }
-            await self._hold(table_id, VERIFY_ACTION, reason, evidence)
-            await self._settled(pending)
-            await record(
-                ActionRecord(
-                    VERIFY_ACTION,
-                    "failed",
-                    started,
-                    datetime.now(UTC),
-                    output={"verification": evidence},
-                    error=reason,
-                )
-            )
-            raise PermanentError(reason) from exc
-        evidence = {**verified["verification"], "pending": origin}
+        except Exception as exc:  # never "failed and forgotten": failures.failure_of
+            failure = failure_of(exc, VERIFY_ACTION, started, pending=origin, table=str(ctx.ref))
+            await self._fail(ctx, exc, failure, pending)
+        verified.pending = origin
         await self._settled(pending)
-        await record(
+        await ctx.record(
             ActionRecord(
                 VERIFY_ACTION,
                 "succeeded",
                 started,
                 datetime.now(UTC),
-                output={
-                    "verified_snapshots": verified["verified_snapshots"],
-                    "verification": evidence,
-                },
+                output={"verification": verified.to_json()},
             )
         )
-        return evidence
+        return verified
 
     async def _clear(
         self, job: Job, table_id: int, start: int | None = None, *, check_start: bool = False
@@ -589,14 +547,16 @@ class JobExecution:
             pending["recorded_at"],
         )
 
-    @staticmethod
-    def _failed(name: str, started: datetime) -> None:
-        JOB_ACTION_DURATION.record(
-            (datetime.now(UTC) - started).total_seconds(), {"action": name, "state": "failed"}
-        )
-
     async def _hold(
         self, table_id: int, action: str, reason: str, evidence: dict[str, Any]
     ) -> None:
         await place_hold(self.pool, table_id, action=action, reason=reason, evidence=evidence)
         log.error("maintenance.table_held", table_id=table_id, reason=reason)
+
+
+def _output(outcome: ActionOutcome) -> dict[str, Any]:
+    """A succeeded action's stored output: the procedure's, with its verification evidence."""
+    output = dict(outcome.output)
+    if outcome.verification is not None:
+        output["verification"] = outcome.verification.to_json()
+    return output

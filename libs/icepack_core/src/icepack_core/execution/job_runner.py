@@ -34,7 +34,7 @@ from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.queue.deferrals import record_conflict
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.lease import JobLease
-from icepack_core.queue.locks import TableLocks
+from icepack_core.queue.locks import TableLock, TableLocks
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact_text
@@ -51,6 +51,30 @@ class JobRun:
 
     job: Job | None
     lock_held: bool = False
+
+
+@dataclass
+class _Attempt:
+    """One run of a job: its lock and lease once taken, and the ``record`` and ``guard`` the
+    execution calls back."""
+
+    runner: JobRunner
+    job: Job
+    on_record: Record | None
+    lock: TableLock | None = None
+    lease: JobLease | None = None
+
+    async def record(self, action: ActionRecord) -> None:
+        await self.runner.queue.record_action(self.job, **vars(action))
+        if self.on_record is not None:
+            await self.on_record(action)
+
+    async def guard(self) -> None:
+        # Before a rollback: the table lock is still ours under the job's fence.
+        assert self.lease is not None and self.lease.lock is not None
+        self.lease.lock = await self.runner.locks.renew(
+            self.lease.lock, self.runner.settings.job_lease_seconds
+        )
 
 
 class JobRunner:
@@ -105,67 +129,13 @@ class JobRunner:
 
     async def _run(self, job: Job, on_record: Record | None) -> JobRun:
         bound = log.bind(job_id=job.id, table_id=job.table_id, fence=job.fence)
-        lease_seconds = self.settings.job_lease_seconds
-        lock = None
-        lease: JobLease | None = None
+        attempt = _Attempt(self, job, on_record)
         try:
-            if job.table_id is None:
-                raise PermanentError("job names no table")
-            lock = await self.locks.acquire(
-                job.table_id, self.owner, job.fence, lease_seconds, job_id=job.id
-            )
-            lease = JobLease(
-                self.queue, job, lease_seconds, self.locks, lock, on_stop=self.engine.interrupt
-            )
-
-            async def record(action: ActionRecord) -> None:
-                await self.queue.record_action(job, **vars(action))
-                if on_record is not None:
-                    await on_record(action)
-
-            async def guard() -> None:
-                # Before a rollback: the table lock is still ours under the job's fence.
-                assert lease is not None and lease.lock is not None
-                lease.lock = await self.locks.renew(lease.lock, lease_seconds)
-
-            results = await lease.run(
-                self.execution.run(job.table_id, job.actions, record, job=job, guard=guard)
-            )
-            done = await self.queue.complete(job, {"actions": results})
-            JOBS_FINISHED.add(1, {"outcome": "succeeded"})
-            bound.info("job.succeeded", actions=len(results))
-            return JobRun(done)
+            return await self._execute(attempt, bound)
         except LockHeld as exc:
-            # Another job is working on the table: not this job's failure. Its attempt and
-            # budget charge are given back and it waits its turn (the CLI has no turn to wait).
-            if self.retry_failures:
-                done = await self.queue.give_back(job, "lock", str(exc))
-            else:
-                done = await self.queue.fail(job, str(exc), retryable=False, code=exc.code)
-            bound.info("job.table_busy", lock_waits=done.lock_waits)
-            return JobRun(done, lock_held=True)
+            return await self._table_busy(job, exc, bound)
         except CancelRequested:
-            bound.info("job.cancelled")
-            # The lock is still ours: whatever the cancelled rewrite committed is verified now
-            # (or the table held) before the job ends.
-            assert job.table_id is not None and lease is not None
-            settling = JobLease(
-                self.queue,
-                job,
-                lease_seconds,
-                self.locks,
-                lease.lock,
-                on_stop=self.engine.interrupt,
-                honour_cancel=False,
-            )
-            try:
-                await settling.run(self.execution.settle(job, job.table_id, record, guard))
-            except PermanentError as exc:  # the table is on hold, with the evidence
-                bound.warning("job.cancelled_rewrite_failed_verification", error=str(exc))
-            except (LeaseLost, StaleFence) as exc:
-                bound.warning("job.abandoned", error=str(exc))  # the next holder verifies
-                return JobRun(None)
-            return JobRun(await self.queue.finish_cancelled(job))
+            return await self._cancelled(attempt, bound)
         except (LeaseLost, StaleFence) as exc:
             bound.warning("job.abandoned", error=str(exc))  # someone else owns it now
             return JobRun(None)
@@ -180,23 +150,7 @@ class JobRunner:
             bound.warning("job.failed", error=str(exc), state=done.state.value)
             return JobRun(done)
         except Exception as exc:
-            # Anything else (a malformed job, a bug, the database going away): this job fails
-            # alone, with its reason, and the caller goes on to the next one. Permanently,
-            # unless the database was unreachable; if even this write fails, the caller's
-            # loop (or the lease reaper) deals with it.
-            error = redact_text(f"{type(exc).__name__}: {exc}")[:4000]
-            bound.exception("job.crashed", error=error)
-            try:
-                done = await self.queue.fail(
-                    job,
-                    f"unexpected error: {error}",
-                    retryable=is_transient(exc) and self.retry_failures,
-                )
-            except StaleFence:
-                bound.warning("job.abandoned", error=error)  # reaped meanwhile: not ours now
-                return JobRun(None)
-            JOBS_FINISHED.add(1, {"outcome": done.state.value})
-            return JobRun(done)
+            return await self._crashed(job, exc, bound)
         except asyncio.CancelledError:
             # Shutdown or Ctrl-C: hand the job back (or, for the CLI, record why it stopped).
             await asyncio.shield(
@@ -209,13 +163,99 @@ class JobRunner:
             )
             raise
         finally:
-            if lock is not None:
-                try:
-                    await self.locks.release(lock)
-                except StaleFence:
-                    bound.info("job.lock_already_taken_over")
-                except TRANSIENT_DB_ERRORS as exc:  # its lease runs out by itself
-                    bound.warning("job.lock_release_failed", error=str(exc))
+            await self._release(attempt, bound)
+
+    async def _execute(self, attempt: _Attempt, bound: Any) -> JobRun:
+        """Lock the table, run the actions under the lease, complete the job (fenced)."""
+        job = attempt.job
+        if job.table_id is None:
+            raise PermanentError("job names no table")
+        lease_seconds = self.settings.job_lease_seconds
+        attempt.lock = await self.locks.acquire(
+            job.table_id, self.owner, job.fence, lease_seconds, job_id=job.id
+        )
+        attempt.lease = JobLease(
+            self.queue, job, lease_seconds, self.locks, attempt.lock, on_stop=self.engine.interrupt
+        )
+        results = await attempt.lease.run(
+            self.execution.run(
+                job.table_id,
+                job.actions_error or job.actions,
+                attempt.record,
+                job=job,
+                guard=attempt.guard,
+            )
+        )
+        done = await self.queue.complete(job, {"actions": results})
+        JOBS_FINISHED.add(1, {"outcome": "succeeded"})
+        bound.info("job.succeeded", actions=len(results))
+        return JobRun(done)
+
+    async def _table_busy(self, job: Job, exc: LockHeld, bound: Any) -> JobRun:
+        """Another job is working on the table: not this job's failure. Its attempt and
+        budget charge are given back and it waits its turn (the CLI has no turn to wait)."""
+        if self.retry_failures:
+            done = await self.queue.give_back(job, "lock", str(exc))
+        else:
+            done = await self.queue.fail(job, str(exc), retryable=False, code=exc.code)
+        bound.info("job.table_busy", lock_waits=done.lock_waits)
+        return JobRun(done, lock_held=True)
+
+    async def _cancelled(self, attempt: _Attempt, bound: Any) -> JobRun:
+        """The lock is still ours: whatever the cancelled rewrite committed is verified now
+        (or the table held) before the job ends."""
+        job = attempt.job
+        bound.info("job.cancelled")
+        assert job.table_id is not None and attempt.lease is not None
+        settling = JobLease(
+            self.queue,
+            job,
+            self.settings.job_lease_seconds,
+            self.locks,
+            attempt.lease.lock,
+            on_stop=self.engine.interrupt,
+            honour_cancel=False,
+        )
+        try:
+            await settling.run(
+                self.execution.settle(job, job.table_id, attempt.record, attempt.guard)
+            )
+        except PermanentError as exc:  # the table is on hold, with the evidence
+            bound.warning("job.cancelled_rewrite_failed_verification", error=str(exc))
+        except (LeaseLost, StaleFence) as exc:
+            bound.warning("job.abandoned", error=str(exc))  # the next holder verifies
+            return JobRun(None)
+        return JobRun(await self.queue.finish_cancelled(job))
+
+    async def _crashed(self, job: Job, exc: Exception, bound: Any) -> JobRun:
+        """Anything else (a malformed job, a bug, the database going away): this job fails
+        alone, with its reason, and the caller goes on to the next one. Permanently, unless
+        the database was unreachable; if even this write fails, the caller's loop (or the
+        lease reaper) deals with it."""
+        error = redact_text(f"{type(exc).__name__}: {exc}")[:4000]
+        bound.exception("job.crashed", error=error)
+        try:
+            done = await self.queue.fail(
+                job,
+                f"unexpected error: {error}",
+                retryable=is_transient(exc) and self.retry_failures,
+            )
+        except StaleFence:
+            bound.warning("job.abandoned", error=error)  # reaped meanwhile: not ours now
+            return JobRun(None)
+        JOBS_FINISHED.add(1, {"outcome": done.state.value})
+        return JobRun(done)
+
+    async def _release(self, attempt: _Attempt, bound: Any) -> None:
+        """Release the table lock, only if still ours."""
+        if attempt.lock is None:
+            return
+        try:
+            await self.locks.release(attempt.lock)
+        except StaleFence:
+            bound.info("job.lock_already_taken_over")
+        except TRANSIENT_DB_ERRORS as exc:  # its lease runs out by itself
+            bound.warning("job.lock_release_failed", error=str(exc))
 
     async def _conflicted(self, job: Job, exc: CommitConflict, bound: Any) -> JobRun:
         """A writer won a commit conflict: count it for the (table, action), and give the

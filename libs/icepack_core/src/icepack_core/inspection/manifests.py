@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.io import FileIO
@@ -107,6 +107,42 @@ def partition_key(spec_id: int, partition: Any) -> str:
     return json.dumps([spec_id, values], separators=(",", ":"), sort_keys=True)
 
 
+class _CountsDoc(TypedDict):
+    """The counts an aggregate and the totals share, in their stored (jsonb) form."""
+
+    data_files: int
+    data_bytes: int
+    records: int
+    small_files: int
+    small_bytes: int
+    histogram: dict[str, int]
+    position_deletes: int
+    equality_deletes: int
+    deletion_vectors: int
+    delete_records: int
+    partitions: dict[str, int]
+    data_mins: dict[str, list[int]]
+    deletes: dict[str, list[int]]
+
+
+class AggregateDoc(_CountsDoc):
+    """``ManifestAggregate``'s stored form: a ``manifest_stats.stats`` row (the module
+    docstring's cache format). Rows of another ``v`` may hold other keys: check ``v`` first."""
+
+    v: int
+    small_threshold: int
+
+
+class TotalsDoc(_CountsDoc):
+    """``Totals``' stored form: an ``inspection_totals.totals`` row, with the manifest list it
+    is the sum of (and that list's manifest bytes) once stored by the inspector."""
+
+    v: str
+    groups_dropped: bool
+    manifest_list: NotRequired[str | None]
+    manifest_bytes: NotRequired[int]
+
+
 @dataclass
 class ManifestAggregate:
     """The live (ADDED/EXISTING) entries of one manifest, summed."""
@@ -136,7 +172,7 @@ class ManifestAggregate:
         found[0] += 1
         found[1] += records
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> AggregateDoc:
         return {
             "v": AGGREGATE_VERSION,
             "small_threshold": self.small_threshold,
@@ -156,7 +192,7 @@ class ManifestAggregate:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], small_threshold: int) -> ManifestAggregate | None:
+    def from_json(cls, data: AggregateDoc, small_threshold: int) -> ManifestAggregate | None:
         """The cached aggregate, or None when it cannot serve this threshold/format."""
         if data.get("v") != AGGREGATE_VERSION or data.get("small_threshold") != small_threshold:
             return None
@@ -255,12 +291,48 @@ def _aggregate_scanned(
     spec_id: int, manifest_seq: int, plan: Plan, entries: list[Entry], small_threshold: int
 ) -> ManifestAggregate:
     agg = ManifestAggregate(small_threshold=small_threshold)
+    scan = _scan_entries(agg, manifest_seq, entries, small_threshold)
+    for fmt in scan.formats:
+        check_format(fmt)
+    for raw in scan.raws:  # PyIceberg decodes every entry's partition; a bad one fails the read
+        plan.partition_key(spec_id, raw, partition_key)
+    partitions = agg.partitions
+    for raw, count in scan.by_raw.items():
+        partitions[plan.partition_key(spec_id, raw, partition_key)] += count
+    for raw, (seq, count) in scan.mins.items():
+        add_min(agg.data_mins, plan.partition_key(spec_id, raw, partition_key), seq, count)
+    for (kind, seq, raw), (files, records) in scan.deletes.items():
+        key = group_key(kind, seq, plan.partition_key(spec_id, raw, partition_key))
+        add_groups(agg.deletes, {key: [files, records]})
+    return agg
+
+
+@dataclass
+class _Scanned:
+    """One manifest's entries by encoded partition, before the partitions are decoded (once
+    per distinct encoding, not per entry)."""
+
+    by_raw: dict[bytes, int] = field(default_factory=dict)  # live data files per partition
+    mins: dict[bytes, list[int]] = field(default_factory=dict)  # -> [min data seq, files]
+    deletes: dict[tuple[str, int, bytes], list[int]] = field(default_factory=dict)
+    formats: set[str] = field(default_factory=set)
+    raws: set[bytes] = field(default_factory=set)  # every entry's, deleted ones too
+
+
+def _scan_entries(
+    agg: ManifestAggregate, manifest_seq: int, entries: list[Entry], small_threshold: int
+) -> _Scanned:
+    """Count ``entries`` into ``agg`` (data file totals, delete kinds) and the partition tallies
+    returned. The hot loop of an inspection: everything it touches is a local."""
+    scan = _Scanned()
+    by_raw, mins, deletes, formats, raws = (
+        scan.by_raw,
+        scan.mins,
+        scan.deletes,
+        scan.formats,
+        scan.raws,
+    )
     histogram = agg.histogram
-    by_raw: dict[bytes, int] = {}
-    mins: dict[bytes, list[int]] = {}  # partition encoding -> [min data seq, files with it]
-    deletes: dict[tuple[str, int, bytes], list[int]] = {}
-    formats: set[str] = set()
-    raws: set[bytes] = set()
     bounds = _BUCKET_BOUNDS
     data_files = data_bytes = records_sum = small_files = small_bytes = 0
     for status, content, fmt, raw, records, size, seq in entries:
@@ -272,49 +344,52 @@ def _aggregate_scanned(
             raise AvroUnsupported(f"entry status {status}")
         if seq == INHERIT:
             seq = manifest_seq
-        if content == 0:
-            low = mins.get(raw)
-            if low is None or seq < low[0]:
-                mins[raw] = [seq, 1]
-            elif seq == low[0]:
-                low[1] += 1
-            data_files += 1
-            data_bytes += size
-            records_sum += records
-            histogram[bounds[bisect_right(_BUCKET_UPPERS, size)]] += 1
-            if size < small_threshold:
-                small_files += 1
-                small_bytes += size
-            by_raw[raw] = by_raw.get(raw, 0) + 1
-        elif content == 2:
-            agg.equality_deletes += 1
-            agg.delete_records += records
-            _group(deletes, (EQUALITY, seq, raw), records)
-        elif content == 1:
-            if fmt.upper() == "PUFFIN":
-                agg.deletion_vectors += 1
-                _group(deletes, (VECTOR, seq, raw), records)
-            else:
-                agg.position_deletes += 1
-                _group(deletes, (POSITION, seq, raw), records)
-            agg.delete_records += records
-        else:
-            raise AvroUnsupported(f"data file content {content}")
-    for fmt in formats:
-        check_format(fmt)
-    for raw in raws:  # PyIceberg decodes every entry's partition; a bad one fails the read
-        plan.partition_key(spec_id, raw, partition_key)
-    partitions = agg.partitions
-    for raw, count in by_raw.items():
-        partitions[plan.partition_key(spec_id, raw, partition_key)] += count
-    for raw, (seq, count) in mins.items():
-        add_min(agg.data_mins, plan.partition_key(spec_id, raw, partition_key), seq, count)
-    for (kind, seq, raw), (files, records) in deletes.items():
-        key = group_key(kind, seq, plan.partition_key(spec_id, raw, partition_key))
-        add_groups(agg.deletes, {key: [files, records]})
+        if content != 0:
+            _count_delete(agg, deletes, content, fmt, seq, raw, records)
+            continue
+        low = mins.get(raw)
+        if low is None or seq < low[0]:
+            mins[raw] = [seq, 1]
+        elif seq == low[0]:
+            low[1] += 1
+        data_files += 1
+        data_bytes += size
+        records_sum += records
+        histogram[bounds[bisect_right(_BUCKET_UPPERS, size)]] += 1
+        if size < small_threshold:
+            small_files += 1
+            small_bytes += size
+        by_raw[raw] = by_raw.get(raw, 0) + 1
     agg.data_files, agg.data_bytes, agg.records = data_files, data_bytes, records_sum
     agg.small_files, agg.small_bytes = small_files, small_bytes
-    return agg
+    return scan
+
+
+def _count_delete(
+    agg: ManifestAggregate,
+    deletes: dict[tuple[str, int, bytes], list[int]],
+    content: int,
+    fmt: str,
+    seq: int,
+    raw: bytes,
+    records: int,
+) -> None:
+    """Count one live delete file (``content`` 1: positions or a deletion vector, 2: equality)
+    into ``agg`` and its group."""
+    if content == 2:
+        agg.equality_deletes += 1
+        agg.delete_records += records
+        _group(deletes, (EQUALITY, seq, raw), records)
+    elif content == 1:
+        if fmt.upper() == "PUFFIN":
+            agg.deletion_vectors += 1
+            _group(deletes, (VECTOR, seq, raw), records)
+        else:
+            agg.position_deletes += 1
+            _group(deletes, (POSITION, seq, raw), records)
+        agg.delete_records += records
+    else:
+        raise AvroUnsupported(f"data file content {content}")
 
 
 def _group(
@@ -490,15 +565,24 @@ class Totals:
             )
         return applicable(self.data_mins, self.deletes)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"v": TOTALS_VERSION}
-        out.update((name, getattr(self, name)) for name in _COUNTS)
-        out["histogram"] = dict(self.histogram)
-        out["partitions"] = self.partitions
-        out["data_mins"] = {k: list(v) for k, v in self.data_mins.items()}
-        out["deletes"] = groups_to_json(self.deletes)
-        out["groups_dropped"] = self.groups_dropped
-        return out
+    def to_json(self) -> TotalsDoc:
+        return {
+            "v": TOTALS_VERSION,
+            "data_files": self.data_files,
+            "data_bytes": self.data_bytes,
+            "records": self.records,
+            "small_files": self.small_files,
+            "small_bytes": self.small_bytes,
+            "position_deletes": self.position_deletes,
+            "equality_deletes": self.equality_deletes,
+            "deletion_vectors": self.deletion_vectors,
+            "delete_records": self.delete_records,
+            "histogram": dict(self.histogram),
+            "partitions": self.partitions,
+            "data_mins": {k: list(v) for k, v in self.data_mins.items()},
+            "deletes": groups_to_json(self.deletes),
+            "groups_dropped": self.groups_dropped,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> Totals | None:

@@ -12,17 +12,24 @@ import time
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.table import Table
 
 from icepack_core.errors import InspectionFailed
 from icepack_core.inspection.manifest_list import ManifestRef, inline_refs, read_list
-from icepack_core.inspection.manifests import ManifestAggregate, Totals, read_manifest
+from icepack_core.inspection.manifests import (
+    AggregateDoc,
+    ManifestAggregate,
+    Totals,
+    TotalsDoc,
+    read_manifest,
+)
 from icepack_core.inspection.metadata import MetadataView, read_metadata
 from icepack_core.inspection.statistics import freshness
 from icepack_core.inspection.status import (
+    StatisticsFreshness,
     TableStatus,
     describe_error,
     format_ts,
@@ -41,13 +48,13 @@ class CachedManifest:
     path: str
     length: int
     content: int
-    stats: dict[str, Any]
+    stats: AggregateDoc
 
 
 class ManifestCache(Protocol):
     """Where aggregates of immutable manifests are kept between inspections."""
 
-    async def get_many(self, paths: list[str]) -> dict[str, dict[str, Any]]: ...
+    async def get_many(self, paths: list[str]) -> dict[str, AggregateDoc]: ...
 
     async def put_many(self, rows: list[CachedManifest]) -> None: ...
 
@@ -58,7 +65,7 @@ class CachedTotals:
 
     small_threshold: int
     manifest_paths: list[str]
-    totals: dict[str, Any]
+    totals: TotalsDoc
     touch_due: bool = False  # the manifests' last_used_at wants refreshing
 
 
@@ -87,10 +94,10 @@ class MemoryManifestCache:
     """A process-local cache (the standalone CLI, tests); the services use ``store``."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows: dict[str, AggregateDoc] = {}
         self.totals: dict[str, CachedTotals] = {}
 
-    async def get_many(self, paths: list[str]) -> dict[str, dict[str, Any]]:
+    async def get_many(self, paths: list[str]) -> dict[str, AggregateDoc]:
         return {p: self.rows[p] for p in paths if p in self.rows}
 
     async def put_many(self, rows: list[CachedManifest]) -> None:
@@ -123,7 +130,19 @@ def identity_from_location(location: str) -> tuple[str, str]:
     return (parts[-4] if len(parts) >= 4 else ""), parts[-3]
 
 
-def history_metrics(view: MetadataView) -> dict[str, Any]:
+class HistoryMetrics(TypedDict):
+    """The ``TableStatus`` fields read from the metadata JSON alone."""
+
+    snapshot_count: int
+    oldest_snapshot_at: str | None
+    current_snapshot_at: str | None
+    metadata_log_count: int
+    ref_count: int
+    table_statistics: StatisticsFreshness
+    partition_statistics: StatisticsFreshness
+
+
+def history_metrics(view: MetadataView) -> HistoryMetrics:
     """The history/retention fields of the contract, from the metadata JSON alone."""
     current = view.current
     return {

@@ -45,15 +45,30 @@ def empty_histogram() -> dict[str, int]:
     return {name: 0 for name, _ in HISTOGRAM_BUCKETS}
 
 
+def parse_target_file_size(raw: str) -> int:
+    """A target file size (``write.target-file-size-bytes``, the ``target-file-size-bytes``
+    rewrite option): a positive whole number that fits Iceberg's Java ``long``, in ASCII
+    digits only. The one parser of it.
+
+    Raises:
+        ValueError: anything else, naming the value.
+    """
+    if re.fullmatch(r"[0-9]{1,19}", raw) is None or not 0 < int(raw) < 2**63:
+        raise ValueError(f"target file size {raw!r} is not a positive whole number of bytes")
+    return int(raw)
+
+
 def target_file_size(properties: Mapping[str, Any]) -> int | None:
-    """The table's ``write.target-file-size-bytes`` when it is a positive whole number that
-    fits Iceberg's Java ``long`` (ASCII digits only), else None: Iceberg's default applies.
-    Any string a writer put there yields one of the two, never an exception."""
+    """The table's ``write.target-file-size-bytes`` when ``parse_target_file_size`` accepts
+    it, else None: Iceberg's default applies. Any string a writer put there yields one of the
+    two, never an exception."""
     raw = properties.get(TARGET_FILE_SIZE_PROPERTY)
-    if not isinstance(raw, str) or re.fullmatch(r"[0-9]{1,19}", raw) is None:
+    if not isinstance(raw, str):
         return None
-    value = int(raw)
-    return value if 0 < value < 2**63 else None
+    try:
+        return parse_target_file_size(raw)
+    except ValueError:
+        return None
 
 
 def small_file_threshold(properties: dict[str, str], override: int | None = None) -> int:

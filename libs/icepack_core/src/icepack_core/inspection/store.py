@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import asyncpg
 
 from icepack_core.db.queries import load_query
 from icepack_core.inspection.health import Assessment
+from icepack_core.inspection.manifests import AggregateDoc
 from icepack_core.inspection.pyiceberg_inspector import CachedManifest, CachedTotals
 from icepack_core.inspection.status import TableStatus, parse_ts
 from icepack_core.queue.events import publish
@@ -77,7 +78,7 @@ class ManifestStatsStore:
                 raise
             await conn.execute("COMMIT")
 
-    async def get_many(self, paths: list[str]) -> dict[str, dict[str, Any]]:
+    async def get_many(self, paths: list[str]) -> dict[str, AggregateDoc]:
         async with self._cache_write() as conn:  # it marks the rows used (an UPDATE)
             rows = await conn.fetch(load_query("manifest_stats_get_many"), paths)
         return {r["manifest_path"]: r["stats"] for r in rows}

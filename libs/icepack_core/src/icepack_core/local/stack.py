@@ -86,14 +86,42 @@ def run_all(
     if unknown:
         console.print(f"[red]unknown service(s): {', '.join(unknown)}[/]")
         return 2
-    logs = ExitStack()
+    with ExitStack() as logs:
+        start = _Launcher(ports, env or {}, log_dir, logs)
+        children: dict[str, Child] = {}
+        for name in services:
+            proc = start(name)
+            children[name] = Child(name, proc, time.monotonic())
+            console.print(
+                f"started {name:<10} pid {proc.pid:<7} "
+                f"http://{settings.http_host}:{ports[name]}/healthz",
+                highlight=False,
+            )
+        failed: list[str] = []
+        try:
+            _supervise(children, start, duration, watch)
+        finally:
+            live = {c.name: c.proc for c in children.values() if c.proc is not None}
+            failed += _stop_children(live)
+    return 1 if failed else 0
 
-    def start(name: str) -> subprocess.Popen[bytes]:
-        child_env = {**os.environ, **(env or {}), "ICEPACK_HTTP_PORT": str(ports[name])}
+
+@dataclass
+class _Launcher:
+    """Starts one service as a child process on its port (output to ``NAME.log`` in
+    ``log_dir`` when given; the files close with ``logs``)."""
+
+    ports: dict[str, int]
+    env: dict[str, str]
+    log_dir: Path | None
+    logs: ExitStack
+
+    def __call__(self, name: str) -> subprocess.Popen[bytes]:
+        child_env = {**os.environ, **self.env, "ICEPACK_HTTP_PORT": str(self.ports[name])}
         output: IO[bytes] | None = None
-        if log_dir is not None:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            output = logs.enter_context((log_dir / f"{name}.log").open("ab"))
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            output = self.logs.enter_context((self.log_dir / f"{name}.log").open("ab"))
         return subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "icepack_core.cli.app", "service", name],
             env=child_env,
@@ -101,15 +129,15 @@ def run_all(
             stderr=output,
         )
 
-    children: dict[str, Child] = {}
-    for name in services:
-        proc = start(name)
-        children[name] = Child(name, proc, time.monotonic())
-        console.print(
-            f"started {name:<10} pid {proc.pid:<7} "
-            f"http://{settings.http_host}:{ports[name]}/healthz",
-            highlight=False,
-        )
+
+def _supervise(
+    children: dict[str, Child],
+    start: Callable[[str], subprocess.Popen[bytes]],
+    duration: float | None,
+    watch: Callable[[], bool] | None,
+) -> None:
+    """Keep ``children`` running until SIGINT/SIGTERM, ``duration`` or ``watch`` says stop
+    (the previous signal handlers are back on return)."""
     stopping = False
     next_watch = time.monotonic() + WATCH_SECONDS
 
@@ -119,7 +147,6 @@ def run_all(
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     deadline = time.monotonic() + duration if duration is not None else None
-    failed: list[str] = []
     try:
         while not stopping:
             for child in children.values():
@@ -133,9 +160,6 @@ def run_all(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        failed += _stop_children({c.name: c.proc for c in children.values() if c.proc is not None})
-        logs.close()
-    return 1 if failed else 0
 
 
 def _supervise_child(child: Child, start: Callable[[str], subprocess.Popen[bytes]]) -> None:
@@ -267,6 +291,108 @@ def _start_object_store(store: LocalSeaweed, dsn: str) -> dict[str, str]:
     return embedded_catalog_env(started, dsn, DEMO_BUCKET)
 
 
+def _prepare_demo(settings: Settings, *, object_store: bool) -> None:
+    """Migrate the demo's database, write the demo lake (first run only) and attach the demo
+    policies (orphan removal only on the local file system).
+
+    Raises:
+        subprocess.CalledProcessError: the migration failed.
+    """
+    from icepack_core.local.demo_lake import attach_demo_policies, create_demo_lake
+
+    subprocess.run(
+        [sys.executable, "-m", "icepack_core.cli.app", "migrate"], check=True, env=os.environ
+    )
+    created = create_demo_lake(settings, say=console.print)
+    console.print(
+        f"demo lake: {'wrote ' + ', '.join(created) if created else 'reused'} "
+        f"(warehouse {settings.effective_catalogs()[0].warehouse})",
+        soft_wrap=True,  # one line whatever the terminal's width: the location is copied
+        highlight=False,
+    )
+
+    async def policies() -> None:
+        from icepack_core.db import pool as db
+
+        conn = await db.connect(settings, "demo")
+        try:
+            catalog = settings.effective_catalogs()[0].name
+            await attach_demo_policies(conn, catalog, orphans=not object_store)
+        finally:
+            await conn.close()
+
+    asyncio.run(policies())
+
+
+def _demo_env(dsn: str, root: Path) -> dict[str, str]:
+    """The services' environment: ``DEMO_ENV`` (each overridable), the database, the data dir."""
+    return {
+        **{k: os.environ.get(k, v) for k, v in DEMO_ENV.items()},
+        "ICEPACK_DATABASE_URL": dsn,
+        "ICEPACK_DATA_DIR": str(root),
+    }
+
+
+def _spark_installed() -> bool:
+    """Whether the demo can run Spark here; if not, the error names the missing extra."""
+    from icepack_core.errors import MissingExtra
+    from icepack_core.spark.extra import require_spark
+
+    try:
+        require_spark("local", "icepack demo")
+    except MissingExtra as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return False
+    return True
+
+
+def _run_demo_services(
+    env: dict[str, str],
+    root: Path,
+    started: float,
+    duration: float | None,
+    *,
+    until_healthy: bool,
+    deadline: float,
+    object_store: bool,
+) -> int:
+    """Run every service on the demo's database, printing the fleet as it changes (see
+    ``run_demo``) once the database is migrated and the lake written (``env`` becomes this
+    process's environment too); 1 when ``until_healthy`` and the tables never got healthy."""
+    from icepack_core.settings import load_settings
+
+    os.environ.update(env)
+    settings = load_settings()
+    _prepare_demo(settings, object_store=object_store)
+    dsn = env["ICEPACK_DATABASE_URL"]
+    base = int(os.environ.get("ICEPACK_UP_BASE_PORT", BASE_PORT))
+    ui_url = f"http://{settings.http_host}:{base}/ui"
+    console.print(
+        f"database: psql {dsn}\nservice logs: {root / 'logs'}\nUI: {ui_url}", highlight=False
+    )
+    watch = DemoWatch(
+        settings,
+        started,
+        until_healthy,
+        deadline,
+        ui_url,
+        list(service_ports(base).values()),
+        strays=0 if object_store else None,
+    )
+    code = run_all(
+        settings,
+        list(PORT_OFFSETS),
+        base_port=base,
+        duration=duration,
+        env=env,
+        log_dir=root / "logs",
+        watch=watch,
+    )
+    if until_healthy and watch.healthy_after is None:
+        return 1
+    return code
+
+
 def run_demo(
     duration: float | None = None,
     data_dir: Path | None = None,
@@ -284,16 +410,10 @@ def run_demo(
     ``icepack-core[spark]`` extra) is not installed: the demo lake is written with Spark and
     the executor runs on it."""
     from icepack_core.errors import ConfigError, MissingExtra
-    from icepack_core.local.demo_lake import attach_demo_policies, create_demo_lake
-    from icepack_core.settings import load_settings
-    from icepack_core.spark.extra import require_spark
     from icepack_core.telemetry.logs import setup_logging
 
     setup_logging("demo", level="warning", fmt="console")  # the summary is the demo's output
-    try:
-        require_spark("local", "icepack demo")
-    except MissingExtra as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    if not _spark_installed():
         return 2
     started = time.monotonic()
     root = (data_dir or Path(os.environ.get("ICEPACK_DATA_DIR", ".icepack"))).resolve()
@@ -301,65 +421,20 @@ def run_demo(
     server.stop()  # a server an interrupted demo left running
     store = LocalSeaweed(root / "object-store", secret_key=token_urlsafe(18), table_bucket=None)
     console.print(f"starting PostgreSQL in {server.root} ...")
-    dsn = server.start()
-    env = {
-        **{k: os.environ.get(k, v) for k, v in DEMO_ENV.items()},
-        "ICEPACK_DATABASE_URL": dsn,
-        "ICEPACK_DATA_DIR": str(root),
-    }
+    env = _demo_env(server.start(), root)
+    dsn = env["ICEPACK_DATABASE_URL"]
     try:
         if object_store:
             env |= _start_object_store(store, dsn)
-        os.environ.update(env)
-        settings = load_settings()
-        subprocess.run(
-            [sys.executable, "-m", "icepack_core.cli.app", "migrate"], check=True, env=os.environ
-        )
-        created = create_demo_lake(settings, say=console.print)
-        console.print(
-            f"demo lake: {'wrote ' + ', '.join(created) if created else 'reused'} "
-            f"(warehouse {settings.effective_catalogs()[0].warehouse})",
-            soft_wrap=True,  # one line whatever the terminal's width: the location is copied
-            highlight=False,
-        )
-
-        async def policies() -> None:
-            from icepack_core.db import pool as db
-
-            conn = await db.connect(settings, "demo")
-            try:
-                catalog = settings.effective_catalogs()[0].name
-                await attach_demo_policies(conn, catalog, orphans=not object_store)
-            finally:
-                await conn.close()
-
-        asyncio.run(policies())
-        base = int(os.environ.get("ICEPACK_UP_BASE_PORT", BASE_PORT))
-        ui_url = f"http://{settings.http_host}:{base}/ui"
-        console.print(
-            f"database: psql {dsn}\nservice logs: {root / 'logs'}\nUI: {ui_url}", highlight=False
-        )
-        watch = DemoWatch(
-            settings,
+        return _run_demo_services(
+            env,
+            root,
             started,
-            until_healthy,
-            deadline,
-            ui_url,
-            list(service_ports(base).values()),
-            strays=0 if object_store else None,
+            duration,
+            until_healthy=until_healthy,
+            deadline=deadline,
+            object_store=object_store,
         )
-        code = run_all(
-            settings,
-            list(PORT_OFFSETS),
-            base_port=base,
-            duration=duration,
-            env=env,
-            log_dir=root / "logs",
-            watch=watch,
-        )
-        if until_healthy and watch.healthy_after is None:
-            return 1
-        return code
     except (ConfigError, MissingExtra) as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 1

@@ -23,17 +23,19 @@ the claim order within it is benefit per byte rewritten, then health score.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import structlog
 
+from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, IntentError, PolicyError
 from icepack_core.inspection.status import parse_ts, target_file_size
-from icepack_core.intents import intents_json, parse_intent, parse_intents
+from icepack_core.intents import intents_json
 from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
     ActionIntent,
@@ -46,11 +48,11 @@ from icepack_core.planning.recommendation import (
 )
 from icepack_core.planning.throttle import THROTTLE_RUNS, MeasuredRun, Throttle, throttle_of
 from icepack_core.polaris.store import attachments_of
-from icepack_core.policy import PolicyAttachment, resolve
+from icepack_core.policy import EffectivePolicy, PolicyAttachment, resolve
 from icepack_core.queue import events
 from icepack_core.queue.deferrals import Deferral, active_deferrals
 from icepack_core.queue.jobs import JobQueue
-from icepack_core.safety.admission import admit
+from icepack_core.safety.admission import admit_resolved
 from icepack_core.settings import Settings
 from icepack_core.types import JobTrigger, Topic
 
@@ -69,6 +71,21 @@ class PlanOutcome:
 COMPACTION = "rewrite_data_files"
 # Every planned job has this priority; operators' jobs keep theirs (lower runs first).
 PLANNER_PRIORITY = 100
+
+
+@dataclass(frozen=True)
+class History:
+    """Per action, what a table's job history says (``Planner.history``); empty for a table
+    no job ever ran on."""
+
+    last_runs: dict[str, datetime] = field(default_factory=dict)
+    snapshots_after: dict[str, str | None] = field(default_factory=dict)
+    open_skipped: dict[str, int] = field(default_factory=dict)
+    selected: dict[str, int | None] = field(default_factory=dict)
+    durations: dict[str, float | None] = field(default_factory=dict)
+    cancelled: dict[str, datetime] = field(default_factory=dict)
+    failures: dict[str, FailureStreak] = field(default_factory=dict)
+    throttles: dict[str, Throttle] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -131,72 +148,54 @@ class Planner:
 
     async def recommend_for(
         self,
-        table: asyncpg.Record,
+        table: TableRow,
         status: dict[str, Any],
         now: datetime,
         attachments: list[PolicyAttachment] | None = None,
         *,
         has_jobs: bool = True,
+        status_id: int | None = None,
     ) -> Recommendation:
         """The recommendation for one table row and its status (no writes).
 
         ``attachments`` replaces the stored policies of the table's catalog (simulation).
         ``has_jobs=False`` says no job ever ran on the table, so its job history (cadence,
-        failure streaks, throttles) is known to be empty and is not read.
+        failure streaks, throttles) is known to be empty and is not read. ``status_id`` is
+        the stored status's id (None: a status not read from ``status_snapshots``, whose growth
+        is then not measured). The hold is checked and the policy resolved here, once: the
+        admission of each proposed action reuses both (``admit_resolved``).
         """
-        properties: dict[str, str] = table["properties"] or {}
-        hold = table["maintenance_hold"]
-        if hold:
-            return Recommendation(skipped=[Skip("*", f"table on hold: {hold.get('reason')}")])
+        if table.maintenance_hold:
+            reason = table.maintenance_hold.get("reason")
+            return Recommendation(skipped=[Skip("*", f"table on hold: {reason}")])
         try:
             if attachments is None:
-                attachments = await self.attachments(table["catalog"])
+                attachments = await self.attachments(table.catalog)
             policy = resolve(
                 attachments,
-                table["namespace"],
-                table["name"],
-                properties,
+                table.namespace,
+                table.name,
+                table.properties,
                 self.settings.maintenance_cadence_hours,
                 self.settings.maintenance_min_interval_minutes,
             )
         except PolicyError as exc:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
-        last_runs: dict[str, datetime] = {}
-        snapshots_after: dict[str, str | None] = {}
-        open_skipped: dict[str, int] = {}
-        durations: dict[str, float | None] = {}
-        selected: dict[str, int | None] = {}
-        failures: dict[str, FailureStreak] = {}
-        throttles: dict[str, Throttle] = {}
-        cancelled: dict[str, datetime] = {}
-        if has_jobs:
-            runs = await self.pool.fetch(load_query("job_last_action_runs"), table["id"])
-            last_runs = {r["action"]: r["finished_at"] for r in runs}
-            snapshots_after = {r["action"]: r["snapshot_after"] for r in runs}
-            open_skipped = {r["action"]: int(r["open_skipped"]) for r in runs}
-            selected = {r["action"]: r["selected"] for r in runs}
-            durations = {
-                r["action"]: None if r["duration_ms"] is None else r["duration_ms"] / 1000
-                for r in runs
-            }
-            stops = await self.pool.fetch(load_query("job_cancelled_actions"), table["id"])
-            cancelled = {r["action"]: r["cancelled_at"] for r in stops}
-            failures = await self.failure_streaks(table["id"])
-            throttles = await self.throttles(table["id"])
+        history = await self.history(table.id) if has_jobs and table.id is not None else History()
         rec = recommend(
             status,
             policy,
-            last_runs,
+            history.last_runs,
             now,
-            target_file_size_bytes=target_file_size(properties),
-            failures=failures,
-            throttles=throttles,
-            cancelled=cancelled,
-            snapshots_after=snapshots_after,
-            open_skipped=open_skipped,
-            selected=selected,
-            growth=await self.growth(table, status, last_runs.get(COMPACTION)),
-            compaction_seconds=durations.get(COMPACTION),
+            target_file_size_bytes=target_file_size(table.properties),
+            failures=history.failures,
+            throttles=history.throttles,
+            cancelled=history.cancelled,
+            snapshots_after=history.snapshots_after,
+            open_skipped=history.open_skipped,
+            selected=history.selected,
+            growth=await self.growth(table, status_id, status, history.last_runs.get(COMPACTION)),
+            compaction_seconds=history.durations.get(COMPACTION),
             due_rule=due_rule_of(
                 policy,
                 self.settings.maintenance_min_benefit,
@@ -205,60 +204,78 @@ class Planner:
             ),
             expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
-        if has_jobs:
-            rec = without_deferred(rec, await active_deferrals(self.pool, table["id"], now))
-        return await self._admissible(table, rec, now, attachments)
+        if has_jobs and table.id is not None:
+            rec = without_deferred(rec, await active_deferrals(self.pool, table.id, now))
+        return await self._admissible(table, rec, now, policy)
+
+    async def history(self, table_id: int) -> History:
+        """What the table's job history says about each action (``History``)."""
+        runs = await self.pool.fetch(load_query("job_last_action_runs"), table_id)
+        stops = await self.pool.fetch(load_query("job_cancelled_actions"), table_id)
+        return History(
+            last_runs={r["action"]: r["finished_at"] for r in runs},
+            snapshots_after={r["action"]: r["snapshot_after"] for r in runs},
+            open_skipped={r["action"]: int(r["open_skipped"]) for r in runs},
+            selected={r["action"]: r["selected"] for r in runs},
+            durations={
+                r["action"]: None if r["duration_ms"] is None else r["duration_ms"] / 1000
+                for r in runs
+            },
+            cancelled={r["action"]: r["cancelled_at"] for r in stops},
+            failures=await self.failure_streaks(table_id),
+            throttles=await self.throttles(table_id),
+        )
 
     async def _admissible(
         self,
-        table: asyncpg.Record,
+        table: TableRow,
         rec: Recommendation,
         now: datetime,
-        attachments: list[PolicyAttachment],
+        policy: EffectivePolicy,
     ) -> Recommendation:
         """``rec`` with every action the safety choke point would refuse moved to ``skipped``
-        (with the rule and reason), so a job never carries an action the executor refuses."""
+        (with the rule and reason), so a job never carries an action the executor refuses.
+        The table's hold and policy were settled by ``recommend_for`` (``policy``)."""
         kept, skipped = [], list(rec.skipped)
         for action in rec.actions:
             try:
-                intent = parse_intent(
-                    {"action": action.action, "params": action.params, "reason": action.reason}
-                )
-                await admit(
+                intent = action.to_intent()
+                await admit_resolved(
                     self.pool,
                     table,
                     [intent],
+                    policy,
                     now=now,
                     expiry_min_age_hours=self.settings.expiry_min_age_hours,
-                    default_cadence_hours=self.settings.maintenance_cadence_hours,
-                    attachments=attachments,
                 )
             except ActionRefused as exc:
                 skipped.append(Skip(action.action, f"refused ({exc.rule}): {exc}"))
             except IntentError as exc:
                 skipped.append(Skip(action.action, f"invalid: {exc}"))
             else:
-                kept.append(action)
+                kept.append(replace(action, intent=intent))
         return Recommendation(
             actions=kept, skipped=skipped, replan_at=rec.replan_at, sources=rec.sources
         )
 
     async def growth(
-        self, table: asyncpg.Record, status: dict[str, Any], since: datetime | None
+        self,
+        table: TableRow,
+        status_id: int | None,
+        status: dict[str, Any],
+        since: datetime | None,
     ) -> Growth | None:
         """The fullest partition's small files in an earlier status and in ``status`` (the
         newest), both inspected after ``since`` (the last compaction's end), at least
         ``maintenance_growth_span_seconds`` apart; None when there is no such earlier status
         (``planning.pressure``).
         """
-        keys = table.keys()  # a Record (simulation passes rows without a status id)
-        status_id = table["status_id"] if "status_id" in keys else None
         now_at = parse_ts(status.get("inspected_at"))
         if status_id is None or now_at is None:
             return None
         base = await self.pool.fetchrow(
             load_query("status_growth_base"),
-            table["id"],
+            table.id,
             status_id,
             now_at - timedelta(seconds=self.settings.maintenance_growth_span_seconds),
         )
@@ -305,45 +322,55 @@ class Planner:
         found = {action: throttle_of(history, period) for action, history in runs.items()}
         return {action: t for action, t in found.items() if t is not None}
 
+    async def _enqueue(
+        self, conn: Conn, table_id: int, rec: Recommendation, health_score: float | None
+    ) -> tuple[int, bool]:
+        """Enqueue ``rec``'s actions as the table's planned job (deduped per table), in the
+        caller's transaction; the job's id and whether this call created it."""
+        # Validated like any other source (``_admissible`` parsed each action once).
+        intents = [a.to_intent() for a in rec.actions]
+        prediction = job_prediction(rec.actions)
+        enqueued = await self.queue.enqueue(
+            table_id,
+            intents_json(intents),
+            dedupe_key=f"table:{table_id}",
+            priority=PLANNER_PRIORITY,
+            max_attempts=self.settings.job_max_attempts,
+            trigger=JobTrigger.PLANNER,
+            predicted=prediction.predicted,
+            rewrite_bytes=prediction.rewrite_bytes,
+            benefit=prediction.benefit,
+            health_score=health_score,
+            conn=conn,
+        )
+        return enqueued.job.id, enqueued.created
+
     async def plan(self, table_id: int, now: datetime | None = None) -> PlanOutcome:
         """Plan one table (see module doc). Safe to repeat: at-least-once delivery."""
         now = now or datetime.now(UTC)
         # The table, its newest status and score, and whether it has any job: one round trip.
-        table = await self.pool.fetchrow(load_query("table_plan_inputs"), table_id)
-        if table is None or table["dropped_at"] is not None:
+        inputs = await self.pool.fetchrow(load_query("table_plan_inputs"), table_id)
+        if inputs is None or inputs["dropped_at"] is not None:
             return PlanOutcome(table_id, None, None, None, False)
-        if table["status_id"] is None:
+        if inputs["status_id"] is None:
             return PlanOutcome(table_id, None, None, None, False)  # never inspected successfully
-        rec = await self.recommend_for(table, table["status"], now, has_jobs=table["has_jobs"])
+        table = TableRow.from_record(inputs)
+        rec = await self.recommend_for(
+            table,
+            inputs["status"],
+            now,
+            has_jobs=inputs["has_jobs"],
+            status_id=inputs["status_id"],
+        )
         job_id, created = None, False
         async with self.pool.acquire() as conn, conn.transaction():
             if rec.actions:
-                # Validated like any other source: the planner's output is an intent too.
-                intents = parse_intents(
-                    [
-                        {"action": a.action, "params": a.params, "reason": a.reason}
-                        for a in rec.actions
-                    ]
-                )
-                prediction = job_prediction(rec.actions)
-                enqueued = await self.queue.enqueue(
-                    table_id,
-                    intents_json(intents),
-                    dedupe_key=f"table:{table_id}",
-                    priority=PLANNER_PRIORITY,
-                    max_attempts=self.settings.job_max_attempts,
-                    trigger=JobTrigger.PLANNER,
-                    predicted=prediction.predicted,
-                    rewrite_bytes=prediction.rewrite_bytes,
-                    benefit=prediction.benefit,
-                    health_score=None if table["score"] is None else float(table["score"]),
-                    conn=conn,
-                )
-                job_id, created = enqueued.job.id, enqueued.created
+                score = None if inputs["score"] is None else float(inputs["score"])
+                job_id, created = await self._enqueue(conn, table_id, rec, score)
             recommendation_id: int = await conn.fetchval(
                 load_query("recommendation_insert"),
                 table_id,
-                table["status_id"],
+                inputs["status_id"],
                 rec.to_json(),
                 job_id,
             )

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from icepack_core.inspection.status import DEFAULT_TARGET_FILE_SIZE
+from icepack_core.intents import Intent, parse_intent
 from icepack_core.planning.due import (
     DueRule,
     LastRun,
@@ -36,10 +38,8 @@ from icepack_core.planning.pressure import Growth, Pressure, table_pressure
 from icepack_core.planning.retention import retention_advice
 from icepack_core.planning.statistics import Proposal, statistics_candidates, statistics_gate
 from icepack_core.planning.throttle import Throttle
-from icepack_core.policy import EffectivePolicy
+from icepack_core.policy import DataCompactionConfig, EffectivePolicy
 from icepack_core.types import STATISTICS_ACTIONS, Action
-
-DEFAULT_TARGET_FILE_SIZE = 536_870_912
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,18 @@ class ActionIntent:
     extra_benefit: int = 0
     # A compaction's open-partition projection (``planning.pressure``), None without growth.
     pressure: Pressure | None = None
+    # The validated intent (``intents.parse_intent``), set once the planner admitted it.
+    intent: Intent | None = None
+
+    def to_intent(self) -> Intent:
+        """The action as a validated ``intents.Intent`` (parsed once, then kept in ``intent``).
+
+        Raises:
+            IntentError: the proposal is not a valid intent, naming the field.
+        """
+        if self.intent is not None:
+            return self.intent
+        return parse_intent({"action": self.action, "params": self.params, "reason": self.reason})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -197,11 +209,23 @@ def recommend(
     if not policy.maintenance_enabled:
         result.skipped.append(Skip("*", "icepack.maintenance.enabled=false"))
         return result
-    rule = due_rule or due_rule_of(policy)
-    state = TableState(
-        current_snapshot_id=_text(status.get("current_snapshot_id")),
-        inspected_at=_parse(status.get("inspected_at")),
-        newest_run_at=newest_run(last_runs),
+    gate = _Gate(
+        status,
+        policy,
+        now,
+        due_rule or due_rule_of(policy),
+        TableState(
+            current_snapshot_id=_text(status.get("current_snapshot_id")),
+            inspected_at=_parse(status.get("inspected_at")),
+            newest_run_at=newest_run(last_runs),
+        ),
+        last_runs,
+        failures or {},
+        throttles or {},
+        cancelled or {},
+        snapshots_after or {},
+        open_skipped or {},
+        selected or {},
     )
     pressure = table_pressure(status, policy, growth, compaction_seconds)
     candidates = [
@@ -214,50 +238,78 @@ def recommend(
     ]
     replan: list[datetime] = []
     for candidate in candidates:
-        if isinstance(candidate, Skip):
-            result.skipped.append(candidate)
-            continue
-        held = _held_back(candidate, policy, now, failures, throttles, cancelled)
-        if held is None and candidate.by_need:
-            last = last_runs.get(candidate.action)
-            after = (snapshots_after or {}).get(candidate.action)
-            skipped_open = (open_skipped or {}).get(candidate.action, 0)
-            reopens = _reopens_at(policy, last, skipped_open)
-            only_open = skipped_open > 0 and (selected or {}).get(candidate.action) == 0
-            verdict = judge(
-                Need(candidate.action, _need_benefit(candidate), _rewrite_bytes(candidate)),
-                None if last is None else LastRun(last, after, reopens, only_open),
-                state,
-                now,
-                rule,
-                candidate.pressure,
-            )
-            if verdict.due:
-                candidate = replace(candidate, reason=f"{candidate.reason}; {verdict.reason}")
-            else:
-                held = Skip(candidate.action, f"{verdict.reason} (would be: {candidate.reason})")
-                replan.extend([verdict.replan_at] if verdict.replan_at else [])
-        elif held is None and candidate.action in STATISTICS_ACTIONS:
-            why = statistics_gate(
-                candidate.reason,
-                last_runs.get(candidate.action),
-                (snapshots_after or {}).get(candidate.action),
-                status,
-                state.inspected_at,
-                policy.cadence_hours,
-                now,
-            )
-            held = None if why is None else Skip(candidate.action, why)
-        elif held is None:
-            held = _within_cadence(candidate, policy, last_runs.get(candidate.action), now)
-        if held is not None:
-            result.skipped.append(held)
-            continue
-        result.actions.append(candidate)
+        judged = candidate if isinstance(candidate, Skip) else gate.judge(candidate, replan)
+        if isinstance(judged, Skip):
+            result.skipped.append(judged)
+        else:
+            result.actions.append(judged)
     result.actions.sort(key=lambda a: Action(a.action).rank)
     if pressure is not None and pressure.threat_at is not None:
         replan.append(pressure.threat_at)  # plan again when the open partition reaches its level
     return replace(result, replan_at=min(replan, default=None))
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """What decides whether a proposed action runs now: the table, its policy and history."""
+
+    status: Mapping[str, Any]
+    policy: EffectivePolicy
+    now: datetime
+    rule: DueRule
+    state: TableState
+    last_runs: Mapping[str, datetime]
+    failures: Mapping[str, FailureStreak]
+    throttles: Mapping[str, Throttle]
+    cancelled: Mapping[str, datetime]
+    snapshots_after: Mapping[str, str | None]
+    open_skipped: Mapping[str, int]
+    selected: Mapping[str, int | None]
+
+    def judge(self, candidate: ActionIntent, replan: list[datetime]) -> ActionIntent | Skip:
+        """``candidate`` as proposed (its reason extended by the due rule's), or why it
+        waits; a due-by-need action held back only by time adds when to plan again to
+        ``replan``."""
+        policy, now = self.policy, self.now
+        held = _held_back(candidate, policy, now, self.failures, self.throttles, self.cancelled)
+        if held is not None:
+            return held
+        last = self.last_runs.get(candidate.action)
+        if candidate.by_need:
+            return self._by_need(candidate, last, replan)
+        if candidate.action in STATISTICS_ACTIONS:
+            why = statistics_gate(
+                candidate.reason,
+                last,
+                self.snapshots_after.get(candidate.action),
+                self.status,
+                self.state.inspected_at,
+                policy.cadence_hours,
+                now,
+            )
+            return candidate if why is None else Skip(candidate.action, why)
+        return _within_cadence(candidate, policy, last, now) or candidate
+
+    def _by_need(
+        self, candidate: ActionIntent, last: datetime | None, replan: list[datetime]
+    ) -> ActionIntent | Skip:
+        """The due rule (``planning.due.judge``) of a debt action."""
+        after = self.snapshots_after.get(candidate.action)
+        skipped_open = self.open_skipped.get(candidate.action, 0)
+        reopens = _reopens_at(self.policy, last, skipped_open)
+        only_open = skipped_open > 0 and self.selected.get(candidate.action) == 0
+        verdict = judge(
+            Need(candidate.action, _need_benefit(candidate), _rewrite_bytes(candidate)),
+            None if last is None else LastRun(last, after, reopens, only_open),
+            self.state,
+            self.now,
+            self.rule,
+            candidate.pressure,
+        )
+        if verdict.due:
+            return replace(candidate, reason=f"{candidate.reason}; {verdict.reason}")
+        replan.extend([verdict.replan_at] if verdict.replan_at else [])
+        return Skip(candidate.action, f"{verdict.reason} (would be: {candidate.reason})")
 
 
 def _statistics(proposal: Proposal) -> ActionIntent | Skip:
@@ -356,45 +408,16 @@ def _rewrite_data_files(
         return Skip(action, "system.data-compaction is disabled")
     target = cfg.target_file_size_bytes or table_target or DEFAULT_TARGET_FILE_SIZE
     small, small_bytes = int(status["small_file_count"]), int(status["small_file_bytes"])
-    eq_deletes = int(status["equality_delete_file_count"])
-    pos_deletes = int(status["position_delete_file_count"]) + int(
-        status.get("deletion_vector_count", 0)
-    )
-    records = int(status.get("record_count", 0))
-    deleted_share = int(status.get("delete_record_count", 0)) / records if records else 0.0
-    options = {
-        "min-input-files": str(cfg.min_input_files),
-        "target-file-size-bytes": str(target),
-        "partial-progress.enabled": "true",
-    }
+    eq_deletes, pos_deletes, deleted_share = _delete_debt(status)
     reasons = []
     if small >= cfg.min_input_files:
         reasons.append(
             f"{small} small files ({small_bytes} bytes) >= min_input_files {cfg.min_input_files}"
         )
-    applies_deletes = False
-    if cfg.rewrite_delete_files and eq_deletes >= cfg.min_delete_files:
-        # Equality deletes are only ever removed by rewriting the data files they apply to.
-        applies_deletes = True
-        reasons.append(f"{eq_deletes} equality delete files")
-    elif (
-        cfg.rewrite_delete_files
-        and pos_deletes
-        and (deleted_share >= cfg.delete_ratio_threshold or pos_deletes >= cfg.max_delete_files)
-    ):
-        # Compacting position deletes keeps their records; only a data rewrite drops them.
-        applies_deletes = True
-        reasons.append(
-            f"{pos_deletes} position delete files cover {deleted_share:.0%} of "
-            f"records (threshold {cfg.delete_ratio_threshold:.0%} or "
-            f"{cfg.max_delete_files} files)"
-        )
-    if applies_deletes:
-        options["delete-file-threshold"] = str(cfg.min_delete_files)
-        # A rewrite leaves the delete files it applied live (they no longer apply to anything,
-        # but every scan still plans them; health does not count them: delete_applicability):
-        # Iceberg drops them in one more commit when asked (partitioned tables only).
-        options["remove-dangling-deletes"] = "true"
+    deletes_reason = _delete_build_up(cfg, eq_deletes, pos_deletes, deleted_share)
+    applies_deletes = deletes_reason is not None
+    reasons.extend([deletes_reason] if deletes_reason else [])
+    options = _compaction_options(cfg, target, applies_deletes)
     layout = layout_of(status, cfg, target, applies_deletes)
     if layout.refused is not None:
         return Skip(action, layout.refused)
@@ -409,45 +432,121 @@ def _rewrite_data_files(
         reasons.append(layout.note)
     params: dict[str, Any] = {**layout.params, "options": options}
     if int(status.get("partition_count", 0)) > 1 and not applies_deletes:
-        # The executor narrows the rewrite to partitions that have enough small files, at most
-        # max_partitions per run, skipping partitions still being written (metadata_scope).
-        params["scope"] = "partitions"
-        params["max_partitions"] = cfg.max_partitions_per_run
-        params["open_quiet_seconds"] = cfg.open_partition_quiet_minutes * 60
-        params["open_max_small_files"] = cfg.open_partition_max_small_files
-        if pressure is not None:
-            held = _open_only(status, cfg.min_input_files, pressure)
-            if held is not None:
-                return held
-            streaming_scope(params, pressure)
+        held = _partition_scope(params, status, cfg, pressure)
+        if held is not None:
+            return held
     rewrite_bytes = small_bytes
     if partitions and not applies_deletes:
-        needing = sorted(
-            (p for p in partitions if p.small_file_count >= cfg.min_input_files),
-            key=lambda p: -p.small_file_count,
-        )[: cfg.max_partitions_per_run]
-        if needing:
-            params["where"] = " OR ".join(f"({p.predicate})" for p in needing)
-            small = sum(p.small_file_count for p in needing)
-            rewrite_bytes = sum(p.small_file_bytes for p in needing)
-            reasons.append(f"scoped to {len(needing)} of {len(partitions)} partitions")
+        where, small, rewrite_bytes = _where_scope(partitions, cfg, reasons, small, small_bytes)
+        params.update({"where": where} if where is not None else {})
     files_after = max(1, math.ceil(rewrite_bytes / target)) if small else 0
     effect = with_layout(
         predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target), layout
     )
+    removed = max(0, small - files_after, layout.files_removed)
     return ActionIntent(
         action,
         "; ".join(reasons),
         params,
-        {
-            "files_removed": max(0, small - files_after, layout.files_removed),
-            "bytes_to_rewrite": effect.rewrite_bytes,
-        },
+        {"files_removed": removed, "bytes_to_rewrite": effect.rewrite_bytes},
         effect,
         by_need=True,
         extra_benefit=((eq_deletes + pos_deletes) if applies_deletes else 0) + layout.gain,
         pressure=None if "open_max_small_files" not in params else pressure,
     )
+
+
+def _delete_debt(status: Mapping[str, Any]) -> tuple[int, int, float]:
+    """Equality delete files, position delete files (deletion vectors included) and the
+    share of records they delete."""
+    eq_deletes = int(status["equality_delete_file_count"])
+    pos_deletes = int(status["position_delete_file_count"]) + int(
+        status.get("deletion_vector_count", 0)
+    )
+    records = int(status.get("record_count", 0))
+    deleted_share = int(status.get("delete_record_count", 0)) / records if records else 0.0
+    return eq_deletes, pos_deletes, deleted_share
+
+
+def _compaction_options(
+    cfg: DataCompactionConfig, target: int, applies_deletes: bool
+) -> dict[str, str]:
+    """Iceberg's ``rewrite_data_files`` options of a planned compaction."""
+    options = {
+        "min-input-files": str(cfg.min_input_files),
+        "target-file-size-bytes": str(target),
+        "partial-progress.enabled": "true",
+    }
+    if applies_deletes:
+        options["delete-file-threshold"] = str(cfg.min_delete_files)
+        # A rewrite leaves the delete files it applied live (they no longer apply to anything,
+        # but every scan still plans them; health does not count them: delete_applicability):
+        # Iceberg drops them in one more commit when asked (partitioned tables only).
+        options["remove-dangling-deletes"] = "true"
+    return options
+
+
+def _delete_build_up(
+    cfg: DataCompactionConfig, eq_deletes: int, pos_deletes: int, deleted_share: float
+) -> str | None:
+    """Why the rewrite should apply the table's delete files; None when it need not."""
+    if cfg.rewrite_delete_files and eq_deletes >= cfg.min_delete_files:
+        # Equality deletes are only ever removed by rewriting the data files they apply to.
+        return f"{eq_deletes} equality delete files"
+    if (
+        cfg.rewrite_delete_files
+        and pos_deletes
+        and (deleted_share >= cfg.delete_ratio_threshold or pos_deletes >= cfg.max_delete_files)
+    ):
+        # Compacting position deletes keeps their records; only a data rewrite drops them.
+        return (
+            f"{pos_deletes} position delete files cover {deleted_share:.0%} of "
+            f"records (threshold {cfg.delete_ratio_threshold:.0%} or "
+            f"{cfg.max_delete_files} files)"
+        )
+    return None
+
+
+def _partition_scope(
+    params: dict[str, Any],
+    status: Mapping[str, Any],
+    cfg: DataCompactionConfig,
+    pressure: Pressure | None,
+) -> Skip | None:
+    """Scope a partitioned table's rewrite in ``params``; a Skip when only the growing open
+    partition has small files (``_open_only``)."""
+    # The executor narrows the rewrite to partitions that have enough small files, at most
+    # max_partitions per run, skipping partitions still being written (metadata_scope).
+    params["scope"] = "partitions"
+    params["max_partitions"] = cfg.max_partitions_per_run
+    params["open_quiet_seconds"] = cfg.open_partition_quiet_minutes * 60
+    params["open_max_small_files"] = cfg.open_partition_max_small_files
+    if pressure is None:
+        return None
+    held = _open_only(status, cfg.min_input_files, pressure)
+    if held is None:
+        streaming_scope(params, pressure)
+    return held
+
+
+def _where_scope(
+    partitions: Sequence[PartitionStat],
+    cfg: DataCompactionConfig,
+    reasons: list[str],
+    small: int,
+    small_bytes: int,
+) -> tuple[str | None, int, int]:
+    """The ``where`` filter that narrows the rewrite to the partitions with enough small files
+    (None: none has), and the small files and bytes then in scope."""
+    needing = sorted(
+        (p for p in partitions if p.small_file_count >= cfg.min_input_files),
+        key=lambda p: -p.small_file_count,
+    )[: cfg.max_partitions_per_run]
+    if not needing:
+        return None, small, small_bytes
+    reasons.append(f"scoped to {len(needing)} of {len(partitions)} partitions")
+    where = " OR ".join(f"({p.predicate})" for p in needing)
+    return where, sum(p.small_file_count for p in needing), sum(p.small_file_bytes for p in needing)
 
 
 # A closed partition of a table being written holds at most this many data files once

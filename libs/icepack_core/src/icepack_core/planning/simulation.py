@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import PolicyError
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import Recommendation
@@ -112,14 +113,12 @@ def _signature(rec: Recommendation) -> list[tuple[str, str]]:
     return [(a.action, repr(sorted(a.params.items()))) for a in rec.actions]
 
 
-def _cadence(planner: Planner, row: Any, attachments: list[PolicyAttachment]) -> float:
+def _cadence(planner: Planner, table: TableRow, attachments: list[PolicyAttachment]) -> float:
     """The table's maintenance cadence in hours under ``attachments`` (the default when its
     policy does not resolve; its recommendation then has no actions anyway)."""
     default = planner.settings.maintenance_cadence_hours
     try:
-        policy = resolve(
-            attachments, row["namespace"], row["name"], row["properties"] or {}, default
-        )
+        policy = resolve(attachments, table.namespace, table.name, table.properties, default)
     except PolicyError:
         return default
     return policy.cadence_hours
@@ -147,19 +146,19 @@ async def simulate(
     totals: dict[str, int] = {}
     for row in await planner.pool.fetch(load_query("status_latest_per_table"), catalog):
         report.tables_evaluated += 1
+        table = TableRow.from_record(row)
         try:
-            current = await planner.recommend_for(row, row["status"], now, stored)
-            future = await planner.recommend_for(row, row["status"], now, candidate)
+            current = await planner.recommend_for(table, row["status"], now, stored)
+            future = await planner.recommend_for(table, row["status"], now, candidate)
         except (KeyError, TypeError, AttributeError) as exc:  # a status row missing fields
-            table = f"{row['catalog']}.{row['namespace']}.{row['name']}"
             reason = f"status not readable: {type(exc).__name__}: {exc}"[:500]
-            report.skipped.append({"table": table, "reason": reason})
+            report.skipped.append({"table": table.label, "reason": reason})
             continue
         if future.actions:
             rewrite = sum(a.estimated_benefit.get("bytes_to_rewrite", 0) for a in future.actions)
-            cadence = _cadence(planner, row, candidate)
+            cadence = _cadence(planner, table, candidate)
             report.budget.add(rewrite, cadence)
-            report.budget_by_namespace.setdefault(row["namespace"], BudgetNeed()).add(
+            report.budget_by_namespace.setdefault(table.namespace, BudgetNeed()).add(
                 rewrite, cadence
             )
         if _signature(current) == _signature(future):
@@ -172,9 +171,9 @@ async def simulate(
             totals[name] = totals.get(name, 0) + value
         report.changes.append(
             TableChange(
-                row["catalog"],
-                row["namespace"],
-                row["name"],
+                table.catalog,
+                table.namespace,
+                table.name,
                 [a.action for a in current.actions],
                 [a.action for a in future.actions],
                 estimated,

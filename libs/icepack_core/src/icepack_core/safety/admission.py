@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import asyncpg
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.intents import ExpireSnapshots, Intent, RemoveOrphanFiles, RestoreQuarantine
 from icepack_core.polaris.store import attachments_of
@@ -63,10 +63,6 @@ class Admission:
     location: str | None = None
 
 
-def _label(row: asyncpg.Record | dict[str, Any]) -> str:
-    return f"{row['catalog']}.{row['namespace']}.{row['name']}"
-
-
 def _orphan_floor_hours(config: OrphanFileRemovalConfig) -> float:
     if config.allow_unsafe_older_than:
         return config.older_than_hours
@@ -84,11 +80,11 @@ def gc_enabled(properties: Mapping[str, str]) -> bool:
     return value is None or value.lower() == "true"
 
 
-async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
-    label = _label(table)
+async def _target_location(pool: asyncpg.Pool, table: TableRow) -> str:
+    label = table.label
     await refuse_unlisted_catalogs(pool, label)
     rows = await pool.fetch(load_query("table_locations_known"))
-    mine = next((r for r in rows if r["id"] == table["id"]), None)
+    mine = next((r for r in rows if r["id"] == table.id), None)
     own = (mine["location"] if mine else None) or location_from_metadata(
         (mine["metadata_location"] if mine else None) or ""
     )
@@ -98,7 +94,7 @@ async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
             f"{label}: its location is not known yet (not inspected); orphan removal needs it",
         )
     for other in rows:
-        if other["id"] == table["id"]:
+        if other["id"] == table.id:
             continue
         theirs = known_label(other)
         roots = table_roots(
@@ -129,7 +125,7 @@ async def _target_location(pool: asyncpg.Pool, table: asyncpg.Record) -> str:
 
 async def admit(
     pool: asyncpg.Pool,
-    table: asyncpg.Record,
+    table: TableRow,
     intents: Sequence[Intent],
     *,
     now: datetime,
@@ -137,82 +133,132 @@ async def admit(
     default_cadence_hours: float = 24.0,
     attachments: list[PolicyAttachment] | None = None,
 ) -> Admission:
-    """Check ``intents`` against the table's state and the safety floors (module doc).
+    """Check ``intents`` against the table's state and the safety floors (module doc): the
+    hold, the table's policy (resolved here from ``attachments``, by default the catalog's
+    stored ones), then ``admit_resolved``.
 
-    ``table`` is a ``table_get`` row. Runs no Spark and writes nothing.
+    ``table`` is the table's row (``table_get``). Runs no Spark and writes nothing.
 
     Raises:
         ActionRefused: the first rule broken, naming the table and the parameter.
     """
-    label = _label(table)
-    hold = table["maintenance_hold"]
-    repair_only = bool(intents) and all(isinstance(i, RestoreQuarantine) for i in intents)
-    if hold and not repair_only:
-        reason = hold.get("reason") if isinstance(hold, dict) else hold
-        raise ActionRefused("TABLE_HELD", f"{label} is on hold: {reason}")
+    refuse_held(table, intents)
     try:
         if attachments is None:
-            attachments = await attachments_of(pool, table["catalog"])
+            attachments = await attachments_of(pool, table.catalog)
         policy = resolve(
-            attachments,
-            table["namespace"],
-            table["name"],
-            table["properties"] or {},
-            default_cadence_hours,
+            attachments, table.namespace, table.name, table.properties, default_cadence_hours
         )
     except PolicyError as exc:
-        raise ActionRefused("POLICY_INVALID", f"{label}: invalid policy: {exc}") from None
-    if not policy.maintenance_enabled and not repair_only:
+        raise ActionRefused("POLICY_INVALID", f"{table.label}: invalid policy: {exc}") from None
+    return await admit_resolved(
+        pool, table, intents, policy, now=now, expiry_min_age_hours=expiry_min_age_hours
+    )
+
+
+def _repair_only(intents: Sequence[Intent]) -> bool:
+    return bool(intents) and all(isinstance(i, RestoreQuarantine) for i in intents)
+
+
+def refuse_held(table: TableRow, intents: Sequence[Intent]) -> None:
+    """Refuse a held table (``TABLE_HELD``), unless ``intents`` only restore quarantined files.
+
+    Raises:
+        ActionRefused: the table is on hold, naming the hold's reason.
+    """
+    hold = table.maintenance_hold
+    if hold and not _repair_only(intents):
+        reason = hold.get("reason") if isinstance(hold, Mapping) else hold
+        raise ActionRefused("TABLE_HELD", f"{table.label} is on hold: {reason}")
+
+
+async def admit_resolved(
+    pool: asyncpg.Pool,
+    table: TableRow,
+    intents: Sequence[Intent],
+    policy: EffectivePolicy,
+    *,
+    now: datetime,
+    expiry_min_age_hours: float,
+) -> Admission:
+    """The checks of ``admit`` after the hold and the policy resolution, for a caller that
+    already did both on this table row (the planner: ``Planner.recommend_for`` refuses a held
+    table and resolves its policy once per plan): the opt-out, then each intent's rules.
+
+    Raises:
+        ActionRefused: the first rule broken, naming the table and the parameter.
+    """
+    if not policy.maintenance_enabled and not _repair_only(intents):
         raise ActionRefused(
             "TABLE_OPTED_OUT",
-            f"{label} opted out of maintenance (icepack.maintenance.enabled=false)",
+            f"{table.label} opted out of maintenance (icepack.maintenance.enabled=false)",
         )
     location = None
     for index, intent in enumerate(intents):
         field = f"actions[{index}].params.older_than"
-        if isinstance(intent, ExpireSnapshots | RemoveOrphanFiles) and not gc_enabled(
-            table["properties"] or {}
-        ):
-            value = (table["properties"] or {})[GC_ENABLED_PROPERTY]
-            raise ActionRefused(
-                "GC_DISABLED",
-                f"{label}: {intent.kind.value} deletes files, and the table has "
-                f"{GC_ENABLED_PROPERTY}={value!r} (its files may be shared with other tables; "
-                "Iceberg refuses it too)",
-            )
+        _refuse_gc_disabled(table, intent)
         if isinstance(intent, ExpireSnapshots):
-            newest = now - timedelta(hours=expiry_min_age_hours)
-            if intent.params.older_than > newest:
-                raise ActionRefused(
-                    "SAFETY_FLOOR",
-                    f"{field}: expire_snapshots older_than {intent.params.older_than.isoformat()}"
-                    f" is newer than the {expiry_min_age_hours:g} h floor "
-                    f"({newest.isoformat()})",
-                    field,
-                )
+            _refuse_young_expiry(intent, now, expiry_min_age_hours, field)
         elif isinstance(intent, RemoveOrphanFiles):
-            config = policy.orphan_file_removal
-            if config is None:
-                raise ActionRefused(
-                    "ORPHAN_REMOVAL_NOT_ENABLED",
-                    f"{label}: orphan removal needs an operator policy "
-                    "(system.orphan-file-removal) that enables it "
-                    f"({policy.sources.get('system.orphan-file-removal', 'default')})",
-                    field,
-                )
-            hours = _orphan_floor_hours(config)
-            newest = now - timedelta(hours=hours)
-            if intent.params.older_than > newest:
-                raise ActionRefused(
-                    "SAFETY_FLOOR",
-                    f"{field}: remove_orphan_files older_than "
-                    f"{intent.params.older_than.isoformat()} is newer than the {hours:g} h "
-                    f"floor ({newest.isoformat()})",
-                    field,
-                )
+            config = _orphan_config(table, policy, intent, now, field)
             location = await _target_location(pool, table)
-            _refuse_outside_locations(label, config, location, policy.sources, field)
+            _refuse_outside_locations(table.label, config, location, policy.sources, field)
     return Admission(policy, location)
+
+
+def _refuse_gc_disabled(table: TableRow, intent: Intent) -> None:
+    """Expiry and orphan removal delete files: refused unless ``gc.enabled`` reads true."""
+    if isinstance(intent, ExpireSnapshots | RemoveOrphanFiles) and not gc_enabled(table.properties):
+        value = table.properties[GC_ENABLED_PROPERTY]
+        raise ActionRefused(
+            "GC_DISABLED",
+            f"{table.label}: {intent.kind.value} deletes files, and the table has "
+            f"{GC_ENABLED_PROPERTY}={value!r} (its files may be shared with other tables; "
+            "Iceberg refuses it too)",
+        )
+
+
+def _refuse_young_expiry(
+    intent: ExpireSnapshots, now: datetime, floor_hours: float, field: str
+) -> None:
+    newest = now - timedelta(hours=floor_hours)
+    if intent.params.older_than > newest:
+        raise ActionRefused(
+            "SAFETY_FLOOR",
+            f"{field}: expire_snapshots older_than {intent.params.older_than.isoformat()}"
+            f" is newer than the {floor_hours:g} h floor ({newest.isoformat()})",
+            field,
+        )
+
+
+def _orphan_config(
+    table: TableRow,
+    policy: EffectivePolicy,
+    intent: RemoveOrphanFiles,
+    now: datetime,
+    field: str,
+) -> OrphanFileRemovalConfig:
+    """The operator policy that enables orphan removal, once ``intent`` keeps its age floor."""
+    config = policy.orphan_file_removal
+    if config is None:
+        raise ActionRefused(
+            "ORPHAN_REMOVAL_NOT_ENABLED",
+            f"{table.label}: orphan removal needs an operator policy "
+            "(system.orphan-file-removal) that enables it "
+            f"({policy.sources.get('system.orphan-file-removal', 'default')})",
+            field,
+        )
+    hours = _orphan_floor_hours(config)
+    newest = now - timedelta(hours=hours)
+    if intent.params.older_than > newest:
+        raise ActionRefused(
+            "SAFETY_FLOOR",
+            f"{field}: remove_orphan_files older_than "
+            f"{intent.params.older_than.isoformat()} is newer than the {hours:g} h "
+            f"floor ({newest.isoformat()})",
+            field,
+        )
+    return config
 
 
 def _refuse_outside_locations(

@@ -32,6 +32,7 @@ import math
 import re
 import struct
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Context, Decimal, InvalidOperation
@@ -136,35 +137,39 @@ def decode_canonical(spark_type: SparkType, text: str | None) -> PartitionValue:
     if text is None:
         return None
     text = str(text)
-    kind = spark_type.name
     try:
-        if kind == "boolean":
-            if text not in ("true", "false"):
-                raise ValueError(text)
-            return text == "true"
-        if kind in _INT_RANGES:
-            return int(text)
-        if kind in ("float", "double"):
-            value = float(text)
-            return _to_float32(value) if kind == "float" else value
-        if kind == "decimal":
-            return Decimal(text)
-        if kind == "date":
-            return _EPOCH_DAY + timedelta(days=int(text))
-        if kind == "timestamp":
-            return _EPOCH + timedelta(microseconds=int(text))
-        if kind == "timestamp_ntz":
-            parsed = datetime.fromisoformat(text)
-            if parsed.tzinfo is not None:
-                raise ValueError(text)
-            return parsed
-        if kind == "binary":
-            return bytes.fromhex(text)
-        return text
+        return _DECODERS.get(spark_type.name, str)(text)
     except (ValueError, OverflowError, InvalidOperation, struct.error) as exc:
         raise UnsupportedLiteral(
             f"{spark_type} value text {text[:60]!r} cannot be decoded ({exc})"
         ) from exc
+
+
+def _decode_boolean(text: str) -> bool:
+    if text not in ("true", "false"):
+        raise ValueError(text)
+    return text == "true"
+
+
+def _decode_timestamp_ntz(text: str) -> datetime:
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is not None:
+        raise ValueError(text)
+    return parsed
+
+
+# Canonical text -> Python value, by Spark type name (a string's text is its value).
+_DECODERS: dict[str, Callable[[str], PartitionValue]] = {
+    "boolean": _decode_boolean,
+    **dict.fromkeys(_INT_RANGES, int),
+    "float": lambda text: _to_float32(float(text)),
+    "double": float,
+    "decimal": Decimal,
+    "date": lambda text: _EPOCH_DAY + timedelta(days=int(text)),
+    "timestamp": lambda text: _EPOCH + timedelta(microseconds=int(text)),
+    "timestamp_ntz": _decode_timestamp_ntz,
+    "binary": bytes.fromhex,
+}
 
 
 def typed_literal(spark_type: SparkType, value: PartitionValue) -> str:
@@ -183,34 +188,45 @@ def typed_literal(spark_type: SparkType, value: PartitionValue) -> str:
             represented exactly (out of range, too many digits, naive instant, float not
             representable as float32, lone surrogate, string over the length limit).
     """
-    kind = spark_type.name
     if value is None:
         return f"CAST(NULL AS {str(spark_type).upper()})"
+    literal = _number_literal(spark_type, value)
+    if literal is None:
+        literal = _other_literal(spark_type.name, value)
+    if literal is None:
+        raise UnsupportedLiteral(
+            f"cannot render {type(value).__name__} {value!r:.80} as a {spark_type} literal"
+        )
+    return literal
+
+
+def _number_literal(spark_type: SparkType, value: PartitionValue) -> str | None:
+    """``typed_literal`` of a boolean, integer, float or decimal type (None: not one of these,
+    or ``value`` is not of a Python type that fits it)."""
+    kind = spark_type.name
     if kind == "boolean" and isinstance(value, bool):
         return "true" if value else "false"
-    if kind in _INT_RANGES and isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        return None
+    if kind in _INT_RANGES and isinstance(value, int):
         bits = _INT_RANGES[kind]
         if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
             raise UnsupportedLiteral(f"{value} is outside the range of {kind}")
         return f"{value}{_INT_SUFFIXES[kind]}"
-    if (
-        kind in ("float", "double")
-        and isinstance(value, int | float)
-        and not isinstance(value, bool)
-    ):
+    if kind in ("float", "double") and isinstance(value, int | float):
         return _float_literal(kind, float(value))
-    if kind == "decimal" and isinstance(value, Decimal | int) and not isinstance(value, bool):
+    if kind == "decimal" and isinstance(value, Decimal | int):
         return _decimal_literal(spark_type, Decimal(value))
+    return None
+
+
+def _other_literal(kind: str, value: PartitionValue) -> str | None:
+    """``typed_literal`` of a date, timestamp, binary or string type (None: not one of these,
+    or ``value`` is not of a Python type that fits it)."""
     if kind == "date" and isinstance(value, date) and not isinstance(value, datetime):
         return f"DATE '{value.isoformat()}'"
     if kind == "timestamp" and isinstance(value, datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise UnsupportedLiteral(f"timestamp value {value!r} is naive (needs a zone)")
-        try:
-            utc = value.astimezone(UTC).replace(tzinfo=None)
-        except OverflowError as exc:
-            raise UnsupportedLiteral(f"timestamp value {value!r} is out of range in UTC") from exc
-        return f"TIMESTAMP '{utc.isoformat(sep=' ', timespec='microseconds')}+00:00'"
+        return _timestamp_literal(value)
     if kind == "timestamp_ntz" and isinstance(value, datetime):
         if value.tzinfo is not None:
             raise UnsupportedLiteral(f"timestamp_ntz value {value!r} has a time zone")
@@ -219,9 +235,18 @@ def typed_literal(spark_type: SparkType, value: PartitionValue) -> str:
         return f"X'{bytes(value).hex().upper()}'"
     if kind == "string" and isinstance(value, str):
         return string_literal(value)
-    raise UnsupportedLiteral(
-        f"cannot render {type(value).__name__} {value!r:.80} as a {spark_type} literal"
-    )
+    return None
+
+
+def _timestamp_literal(value: datetime) -> str:
+    """An instant's TIMESTAMP literal, written in UTC (the session zone cannot shift it)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise UnsupportedLiteral(f"timestamp value {value!r} is naive (needs a zone)")
+    try:
+        utc = value.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError as exc:
+        raise UnsupportedLiteral(f"timestamp value {value!r} is out of range in UTC") from exc
+    return f"TIMESTAMP '{utc.isoformat(sep=' ', timespec='microseconds')}+00:00'"
 
 
 # Canonical texts whose literal no Spark engine can read otherwise: strings of characters with

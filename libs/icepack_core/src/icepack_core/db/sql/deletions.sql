@@ -1,7 +1,7 @@
 -- The deletion ledger (icepack.deletions, migration 0014): what orphan removal quarantined, and
--- what purge and restore did with it. Every write happens only while the writing job ($1 id,
--- $2 fence) is still running under that fence (as job_action_record): a job that lost its lease
--- cannot record or change anything.
+-- what purge and restore did with it, and the files snapshot expiry deletes. Every write happens
+-- only while the writing job ($1 id, $2 fence) is still running under that fence (as
+-- job_action_record): a job that lost its lease cannot record or change anything.
 
 -- name: deletion_record_batch
 -- Record listed paths of a job before any is touched ($3 table, $4 action, $5 kind, $6 reason,
@@ -73,18 +73,6 @@ SELECT DISTINCT t.id AS table_id
  ORDER BY t.id
  LIMIT $2;
 
--- name: table_lineage
--- Table $1 and every dropped table it is the live successor of (``live_table_at``: a rename),
--- so the ledger rows of a renamed table are purged and restored with it.
-SELECT $1::bigint AS id
-UNION
-SELECT o.id
-  FROM icepack.tables t
-  JOIN icepack.tables o
-    ON o.catalog = t.catalog AND o.dropped_at IS NOT NULL
-   AND rtrim(o.location, '/') = rtrim(t.location, '/')
- WHERE t.id = $1 AND icepack.live_table_at(o.id) = $1;
-
 -- name: deletion_page_job
 -- A page of job $1's ledger rows, in the order they were recorded: the rows after id $2 (NULL:
 -- from the start), at most $3.
@@ -117,3 +105,53 @@ SELECT state, count(*) AS files, coalesce(sum(size_bytes), 0)::bigint AS bytes
   FROM icepack.deletions
  WHERE job_id = $1
  GROUP BY state;
+
+-- name: deletion_quarantine_totals
+-- Files in quarantine (orphan removal moved them; purged after purge_after), with bytes, and
+-- those whose purge is due.
+SELECT count(*) AS files, coalesce(sum(size_bytes), 0)::bigint AS bytes,
+       count(*) FILTER (WHERE purge_after <= now()) AS due_files,
+       coalesce(sum(size_bytes) FILTER (WHERE purge_after <= now()), 0)::bigint AS due_bytes
+  FROM icepack.deletions
+ WHERE state = 'quarantined';
+
+-- name: deletion_expiry_record
+-- Record the files an expire_snapshots run will delete, only while the job still holds its
+-- fence. $1 job id, $2 fence, $3 table id, $4 paths, $5 sizes, $6 kinds, $7 reason. A path a
+-- previous attempt of the same job recorded (still 'recorded') is refreshed, not duplicated.
+INSERT INTO icepack.deletions (job_id, table_id, action, path, size_bytes, kind, reason)
+SELECT $1, $3, 'expire_snapshots', f.path, f.size_bytes, f.kind, $7
+  FROM unnest($4::text[], $5::bigint[], $6::text[]) AS f(path, size_bytes, kind)
+ WHERE EXISTS (SELECT 1 FROM icepack.jobs WHERE id = $1 AND fence = $2 AND state = 'running')
+ON CONFLICT (job_id, path) DO UPDATE
+   SET size_bytes = excluded.size_bytes, kind = excluded.kind, reason = excluded.reason,
+       changed_at = now()
+ WHERE icepack.deletions.state = 'recorded'
+RETURNING id;
+
+-- name: deletion_expiry_recorded
+-- The expire_snapshots ledger rows of one job still 'recorded', among the given paths.
+-- $1 job id, $2 paths.
+SELECT path, kind, size_bytes
+  FROM icepack.deletions
+ WHERE job_id = $1 AND action = 'expire_snapshots' AND state = 'recorded'
+   AND path = ANY($2::text[])
+ ORDER BY path;
+
+-- name: deletion_expiry_mark_deleted
+-- recorded -> deleted for the given paths of one job, once the procedure's counts matched the
+-- ledger; fenced. $1 job id, $2 fence, $3 paths.
+UPDATE icepack.deletions d
+   SET state = 'deleted', changed_at = now()
+ WHERE d.job_id = $1 AND d.action = 'expire_snapshots' AND d.state = 'recorded'
+   AND d.path = ANY($3::text[])
+   AND EXISTS (SELECT 1 FROM icepack.jobs WHERE id = $1 AND fence = $2 AND state = 'running')
+RETURNING d.id;
+
+-- name: deletion_counts_by_kind
+-- Ledger rows of one job and action per kind and state.
+SELECT kind, state, count(*) AS files, coalesce(sum(size_bytes), 0)::bigint AS bytes
+  FROM icepack.deletions
+ WHERE job_id = $1 AND action = $2
+ GROUP BY kind, state
+ ORDER BY kind, state;

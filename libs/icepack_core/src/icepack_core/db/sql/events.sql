@@ -1,3 +1,5 @@
+-- The event log (icepack.events): publishing, reading in commit order, paging, pruning.
+
 -- name: event_publish
 -- Append one event to the outbox inside the caller's transaction; the trigger NOTIFYs at commit.
 INSERT INTO icepack.events (topic, table_id, payload, traceparent)
@@ -39,28 +41,25 @@ DELETE FROM icepack.events e
    AND NOT EXISTS (SELECT 1 FROM icepack.consumer_offsets c
                     WHERE (c.last_xid, c.last_event_id) < (e.xid, e.id));
 
--- name: consumer_offset_ensure
--- Create a consumer's offset row at the beginning of the outbox if it has none.
-INSERT INTO icepack.consumer_offsets (consumer) VALUES ($1)
-ON CONFLICT (consumer) DO NOTHING;
+-- name: event_page
+-- Events newest first with their table, optionally one topic and/or table, before cursor id $3.
+SELECT e.id, e.topic, e.table_id, e.payload, e.traceparent, e.created_at,
+       t.catalog, t.namespace, t.name AS table_name
+  FROM icepack.events e
+  LEFT JOIN icepack.tables t ON t.id = e.table_id
+ WHERE ($1::text IS NULL OR e.topic = $1)
+   AND ($2::bigint IS NULL OR e.table_id = $2)
+   AND ($3::bigint IS NULL OR e.id < $3)
+ ORDER BY e.id DESC
+ LIMIT $4;
 
--- name: consumer_offset_lock
--- Lock a consumer's offset for this transaction; no row when a replica of it holds the lock.
-SELECT last_xid, last_event_id
-  FROM icepack.consumer_offsets
- WHERE consumer = $1
-   FOR UPDATE SKIP LOCKED;
-
--- name: consumer_offset_advance
--- Move a consumer's cursor, in the same transaction as the consumer's own writes.
-UPDATE icepack.consumer_offsets
-   SET last_xid = $2::xid8, last_event_id = $3, updated_at = now()
- WHERE consumer = $1;
-
--- name: consumer_lag
--- Events each consumer has not read yet.
-SELECT c.consumer,
-       (SELECT count(*) FROM icepack.events e
-         WHERE (e.xid, e.id) > (c.last_xid, c.last_event_id)) AS lag
-  FROM icepack.consumer_offsets c
- ORDER BY c.consumer;
+-- name: event_page_after
+-- Events after id $2 oldest first (for `icepack events --follow`), optionally one topic.
+SELECT e.id, e.topic, e.table_id, e.payload, e.traceparent, e.created_at,
+       t.catalog, t.namespace, t.name AS table_name
+  FROM icepack.events e
+  LEFT JOIN icepack.tables t ON t.id = e.table_id
+ WHERE ($1::text IS NULL OR e.topic = $1)
+   AND e.id > $2
+ ORDER BY e.id
+ LIMIT $3;

@@ -1,3 +1,5 @@
+-- The job queue (icepack.jobs): enqueue, claim, lease, finish, and its read models.
+
 -- name: job_enqueue
 -- Queue a job. With a dedupe key already queued or running, insert nothing (no row returned).
 INSERT INTO icepack.jobs
@@ -96,10 +98,6 @@ charged AS (
       FROM taken JOIN icepack.tables t ON t.id = taken.table_id
      WHERE taken.rewrite_bytes > 0)
 SELECT * FROM taken;
-
--- name: budget_scope_lock
--- Serialise budget checks of one scope until the transaction ends (job_claim's scopes).
-SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0));
 
 -- name: job_heartbeat
 -- running -> running: extend the lease if the fence still matches; tells whether cancel was asked.
@@ -204,15 +202,6 @@ SELECT * FROM icepack.jobs
  ORDER BY id DESC
  LIMIT $4;
 
--- name: job_action_record
--- Record one action an executor ran, only while it still holds the job's fence.
-INSERT INTO icepack.job_actions
-       (job_id, fence, action, procedure, sql_text, state, output, impact, error,
-        started_at, finished_at)
-SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, $10, $11
- WHERE EXISTS (SELECT 1 FROM icepack.jobs WHERE id = $1 AND fence = $2 AND state = 'running')
-RETURNING id;
-
 -- name: job_running_fence
 -- The fence of a running job (NULL when it is not running).
 SELECT fence FROM icepack.jobs WHERE id = $1 AND state = 'running';
@@ -235,51 +224,134 @@ charged AS (
      WHERE taken.rewrite_bytes > 0)
 SELECT * FROM taken;
 
--- name: budget_set
--- Create or replace the budget of one scope (namespace NULL = the whole catalog).
-INSERT INTO icepack.budgets (catalog, namespace, rewrite_bytes_per_hour, max_running)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT (catalog, namespace) DO UPDATE
-   SET rewrite_bytes_per_hour = excluded.rewrite_bytes_per_hour,
-       max_running            = excluded.max_running,
-       updated_at             = now()
-RETURNING id;
+-- name: job_finished_recent
+-- Jobs that reached a terminal state in the last hour, by state.
+SELECT state, count(*) AS jobs
+  FROM icepack.jobs
+ WHERE state IN ('succeeded', 'failed', 'cancelled')
+   AND finished_at > now() - interval '1 hour'
+ GROUP BY state;
 
--- name: budget_clear
--- Remove the budget of one scope.
-DELETE FROM icepack.budgets WHERE catalog = $1 AND namespace IS NOT DISTINCT FROM $2
-RETURNING id;
+-- name: job_failures_recent
+-- Jobs failed for good in the last hour, by action named ('' for a job naming none) and error
+-- class (jobs.error_code; UNCLASSIFIED for rows failed before it existed). A job naming two
+-- actions counts once for each.
+SELECT coalesce(a.elem->>'action', '') AS action,
+       coalesce(j.error_code, 'UNCLASSIFIED') AS reason, count(*) AS jobs
+  FROM icepack.jobs j
+  LEFT JOIN LATERAL jsonb_array_elements(
+        CASE WHEN jsonb_typeof(j.actions) = 'array' THEN j.actions ELSE '[]'::jsonb END
+        ) AS a(elem) ON jsonb_typeof(a.elem) = 'object'
+ WHERE j.state = 'failed' AND j.finished_at > now() - interval '1 hour'
+ GROUP BY 1, 2;
 
--- name: budget_use_all
--- Every budget with its use now (v_budget_use), catalog-wide ones first.
-SELECT * FROM icepack.v_budget_use ORDER BY catalog, namespace NULLS FIRST;
+-- name: job_claim_times
+-- The oldest claimable job's wait (seconds since it became due: created, or its retry's
+-- not_before), and claim latency over the jobs claimed in the last hour (the same wait, at
+-- claim): median, p90, p99 and how many. NULLs when there are none.
+SELECT (SELECT extract(epoch FROM now() - min(greatest(j.created_at, j.not_before)))::float8
+          FROM icepack.claimable_jobs(now()) c JOIN icepack.jobs j ON j.id = c.job_id)
+         AS oldest_claimable_seconds,
+       percentile_cont(ARRAY[0.5, 0.9, 0.99]::float8[]) WITHIN GROUP (ORDER BY
+           greatest(extract(epoch FROM started_at - greatest(created_at, not_before)), 0)::float8)
+         AS claim_latency,
+       count(*) AS claimed
+  FROM icepack.jobs
+ WHERE started_at > now() - interval '1 hour'
+   -- a job claimed in the last hour runs, or finished since (indexes jobs_lease, jobs_finished)
+   AND (state = 'running' OR finished_at > now() - interval '1 hour');
 
--- name: job_give_back
--- running -> queued without spending the attempt, fenced: the claim found the table busy
--- (another job's lock, $3 = 'lock') or lost an Iceberg commit conflict to a writer ($3 =
--- 'conflict'). The attempt is given back and the budget charge of this claim refunded (it
--- rewrote nothing that counts against the table); the job is due again after a capped
--- exponential backoff with jitter over its give-backs of that kind ($4 base, $5 cap seconds,
--- $6 an optional pinned clock). $7: the reason, kept in `error`. $8: an optional earliest
--- time (a deferral's end), when later than the backoff.
-WITH refund AS (
-    DELETE FROM icepack.budget_charges c
-     USING icepack.jobs j
-     WHERE j.id = $1 AND j.fence = $2 AND j.state = 'running'
-       AND c.job_id = j.id AND c.attempt = j.attempts)
-UPDATE icepack.jobs
-   SET state       = 'queued',
-       attempts    = greatest(attempts - 1, 0),
-       lock_waits  = lock_waits + (CASE WHEN $3 = 'lock' THEN 1 ELSE 0 END),
-       conflicts   = conflicts + (CASE WHEN $3 = 'conflict' THEN 1 ELSE 0 END),
-       not_before  = greatest(
-                     coalesce($6::timestamptz, now()) + make_interval(secs =>
-                         least($5::float8, $4::float8 * power(2, least(
-                             CASE WHEN $3 = 'lock' THEN lock_waits ELSE conflicts END, 30)))
-                         * (0.5 + random() * 0.5)),
-                     $8::timestamptz),
-       finished_at = NULL,
-       lease_until = NULL,
-       error       = $7
- WHERE id = $1 AND fence = $2 AND state = 'running'
-RETURNING *;
+-- name: job_conflict_figures
+-- The conflict-retried figure: jobs that gave a claim back after a commit conflict (and how
+-- many conflicts in all), by state now; and the (table, action) pairs deferred at $1.
+SELECT (SELECT count(*) FROM icepack.jobs WHERE conflicts > 0)              AS conflict_retried_jobs,
+       (SELECT coalesce(sum(conflicts), 0)::bigint FROM icepack.jobs)       AS conflicts,
+       (SELECT count(*) FROM icepack.jobs WHERE conflicts > 0 AND state = 'failed')
+                                                                             AS conflict_jobs_failed,
+       (SELECT count(*) FROM icepack.maintenance_deferrals
+         WHERE deferred_until > coalesce($1::timestamptz, now()))           AS deferred;
+
+-- name: job_page
+-- Jobs newest first with their table, optionally one state and/or table, before cursor id $3.
+SELECT j.*, t.catalog, t.namespace, t.name AS table_name
+  FROM icepack.jobs j
+  LEFT JOIN icepack.tables t ON t.id = j.table_id
+ WHERE ($1::text IS NULL OR j.state = $1)
+   AND ($2::bigint IS NULL OR j.table_id = $2)
+   AND ($3::bigint IS NULL OR j.id < $3)
+ ORDER BY j.id DESC
+ LIMIT $4;
+
+-- name: job_detail
+-- One job with its table (and the table's maintenance hold, if any).
+SELECT j.*, t.catalog, t.namespace, t.name AS table_name, t.maintenance_hold AS table_hold
+  FROM icepack.jobs j
+  LEFT JOIN icepack.tables t ON t.id = j.table_id
+ WHERE j.id = $1;
+
+-- name: job_queue_depth
+-- Jobs per state (all five states, zeros included), claimable ones, and the oldest job's age.
+SELECT state, jobs, claimable,
+       extract(epoch FROM now() - oldest_created_at)::float8 AS oldest_age_seconds
+  FROM icepack.v_queue;
+
+-- name: job_cancelled_actions
+-- When each action named by a table's cancelled jobs was last cancelled (an operator's "not
+-- now": the planner does not propose it again within the cadence). Malformed `actions` are
+-- ignored. $1 table.
+SELECT a.elem->>'action' AS action, max(j.finished_at) AS cancelled_at
+  FROM icepack.jobs j
+ CROSS JOIN LATERAL jsonb_array_elements(
+       CASE WHEN jsonb_typeof(j.actions) = 'array' THEN j.actions ELSE '[]'::jsonb END
+       ) AS a(elem)
+ WHERE j.table_id = $1 AND j.state = 'cancelled' AND j.finished_at IS NOT NULL
+   AND jsonb_typeof(a.elem) = 'object' AND a.elem->>'action' IS NOT NULL
+ GROUP BY 1;
+
+-- name: job_failure_streaks
+-- Per action named by a table's permanently failed jobs: how many such jobs finished since the
+-- action last succeeded on that table, when the newest did and its error (the planner backs
+-- off on them). Malformed `actions` (not an array, elements not objects) are ignored. $1 table.
+WITH failures AS (
+    SELECT DISTINCT j.id, a.elem->>'action' AS action, j.finished_at, j.error
+      FROM icepack.jobs j
+     CROSS JOIN LATERAL jsonb_array_elements(
+           CASE WHEN jsonb_typeof(j.actions) = 'array' THEN j.actions ELSE '[]'::jsonb END
+           ) AS a(elem)
+     WHERE j.table_id = $1 AND j.state = 'failed' AND jsonb_typeof(a.elem) = 'object'),
+successes AS (
+    SELECT ja.action, max(ja.finished_at) AS finished_at
+      FROM icepack.job_actions ja JOIN icepack.jobs j ON j.id = ja.job_id
+     WHERE j.table_id = $1 AND ja.state = 'succeeded'
+     GROUP BY ja.action)
+SELECT f.action, count(*)::int AS failures, max(f.finished_at) AS last_failed_at,
+       (array_agg(f.error ORDER BY f.finished_at DESC, f.id DESC))[1] AS last_error
+  FROM failures f LEFT JOIN successes s ON s.action = f.action
+ WHERE f.action IS NOT NULL AND (s.finished_at IS NULL OR f.finished_at > s.finished_at)
+ GROUP BY f.action;
+
+-- name: job_outcome_history
+-- Per action, its newest measured runs on a table (planning.throttle): succeeded jobs whose
+-- outcome holds, for that action, a numeric predicted benefit and measured/predicted ratio;
+-- newest first, at most $2 per action. Malformed outcomes are ignored. $1 table.
+WITH runs AS (
+    SELECT j.id, j.finished_at, a.elem->>'action' AS action,
+           (a.elem->>'predicted_benefit')::float8 AS predicted_benefit,
+           (a.elem->>'ratio')::float8 AS ratio
+      FROM icepack.jobs j
+     CROSS JOIN LATERAL jsonb_array_elements(
+           CASE WHEN jsonb_typeof(j.outcome->'actions') = 'array' THEN j.outcome->'actions'
+                ELSE '[]'::jsonb END
+           ) AS a(elem)
+     WHERE j.table_id = $1 AND j.state = 'succeeded' AND j.outcome IS NOT NULL
+       AND jsonb_typeof(a.elem) = 'object'
+       AND jsonb_typeof(a.elem->'action') = 'string'
+       AND jsonb_typeof(a.elem->'predicted_benefit') = 'number'
+       AND jsonb_typeof(a.elem->'ratio') = 'number'),
+ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY action ORDER BY finished_at DESC, id DESC) AS n
+      FROM runs)
+SELECT action, finished_at, predicted_benefit, ratio
+  FROM ranked
+ WHERE n <= $2
+ ORDER BY action, n;

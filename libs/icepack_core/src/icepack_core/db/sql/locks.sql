@@ -1,3 +1,5 @@
+-- Per-table maintenance locks (icepack.table_locks), held by a running job.
+
 -- name: lock_acquire
 -- Take a table's lock for a job under its current fence. Succeeds when the lock is free, expired,
 -- or held by an older fence of the same job; never while the job's fence has moved on.

@@ -1,3 +1,5 @@
+-- Polaris policy sources, their targets and the policies read from them (icepack.polaris_*).
+
 -- name: polaris_source_get
 -- A catalog's Polaris state (null row: never detected).
 SELECT catalog, is_polaris, last_pass_at, last_success_at, last_error, last_error_at, last_requests

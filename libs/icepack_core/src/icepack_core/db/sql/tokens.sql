@@ -1,3 +1,5 @@
+-- API tokens (icepack.api_tokens); only a key's hash is stored.
+
 -- name: token_insert
 -- Store a new token's public key id and the SHA-256 of the token (never the token itself).
 INSERT INTO icepack.api_tokens (name, key_id, token_hash, scope)

@@ -1,22 +1,5 @@
 -- Webhook notifications (icepack_core.notify.webhooks; table webhook_deliveries, migration 0019).
 
--- name: webhook_consumer_start
--- Create the notifying consumer's cursor at the current horizon (the newest event no running
--- transaction can still precede) if it has none: turning webhooks on notifies what happens
--- from then on, not the retained history. $1 consumer name.
-INSERT INTO icepack.consumer_offsets (consumer, last_xid, last_event_id)
-SELECT $1, coalesce(h.xid, '0'::xid8), coalesce(h.id, 0)
-  FROM (SELECT 1) AS one
-  LEFT JOIN LATERAL (SELECT e.xid, e.id FROM icepack.events e
-                      WHERE e.xid < pg_snapshot_xmin(pg_current_snapshot())
-                      ORDER BY e.xid DESC, e.id DESC LIMIT 1) AS h ON true
-ON CONFLICT (consumer) DO NOTHING;
-
--- name: webhook_consumer_forget
--- Webhooks are off: drop the notifying consumer's cursor, so it neither shows as lagging nor
--- keeps the planner from pruning events. $1 consumer name.
-DELETE FROM icepack.consumer_offsets WHERE consumer = $1;
-
 -- name: webhook_table_name
 -- The table an event names, for the notification's subject. $1 table id.
 SELECT catalog, namespace, name FROM icepack.tables WHERE id = $1;

@@ -1,3 +1,5 @@
+-- The work-item queue of the inspector and discovery (icepack.work_items).
+
 -- name: work_request
 -- Ask a service to work on a table. Repeated requests coalesce into one row; each bumps the
 -- generation so a claim in progress is re-done once it finishes. It also NOTIFYs

@@ -1,3 +1,5 @@
+-- Catalog change hints (icepack.catalog_hints): what discovery should look at first.
+
 -- name: catalog_hint_upsert
 -- Record a pushed change; a duplicate for the same table coalesces into the waiting row (and
 -- makes it due now). Returns whether the row is new.

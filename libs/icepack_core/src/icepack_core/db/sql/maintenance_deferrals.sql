@@ -1,3 +1,5 @@
+-- Actions deferred after a commit conflict (icepack.maintenance_deferrals).
+
 -- name: deferral_conflict
 -- One more commit conflict in a row for (table $1, action $2): count it, keep its error ($3).
 -- $4 an optional pinned clock.
@@ -27,13 +29,3 @@ DELETE FROM icepack.maintenance_deferrals WHERE table_id = $1 AND action = $2;
 SELECT * FROM icepack.maintenance_deferrals
  WHERE table_id = $1 AND deferred_until > coalesce($2::timestamptz, now())
  ORDER BY action;
-
--- name: job_conflict_figures
--- The conflict-retried figure: jobs that gave a claim back after a commit conflict (and how
--- many conflicts in all), by state now; and the (table, action) pairs deferred at $1.
-SELECT (SELECT count(*) FROM icepack.jobs WHERE conflicts > 0)              AS conflict_retried_jobs,
-       (SELECT coalesce(sum(conflicts), 0)::bigint FROM icepack.jobs)       AS conflicts,
-       (SELECT count(*) FROM icepack.jobs WHERE conflicts > 0 AND state = 'failed')
-                                                                             AS conflict_jobs_failed,
-       (SELECT count(*) FROM icepack.maintenance_deferrals
-         WHERE deferred_until > coalesce($1::timestamptz, now()))           AS deferred;

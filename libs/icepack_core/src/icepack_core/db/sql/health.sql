@@ -1,33 +1,22 @@
--- name: manifest_stats_get_many
--- Cached aggregates of the given manifests, marking them used (for cache pruning).
-UPDATE icepack.manifest_stats
-   SET last_used_at = now()
- WHERE manifest_path = ANY($1::text[])
-RETURNING manifest_path, stats;
+-- Health assessments (icepack.health_assessments) and each table's latest (icepack.table_health_latest).
 
--- name: manifest_stats_put
--- Store (or replace, e.g. after a small-file threshold change) one manifest's aggregate.
-INSERT INTO icepack.manifest_stats (manifest_path, manifest_length, content, stats)
-VALUES ($1, $2, $3, $4::jsonb)
-ON CONFLICT (manifest_path) DO UPDATE
-   SET manifest_length = EXCLUDED.manifest_length, content = EXCLUDED.content,
-       stats = EXCLUDED.stats, computed_at = now(), last_used_at = now();
+-- name: health_fleet_counts
+-- How many tables still in their catalog are at each health level (latest assessment).
+SELECT coalesce(l.health, 'unknown') AS health, count(*) AS tables
+  FROM icepack.tables t
+  LEFT JOIN icepack.table_health_latest l ON l.table_id = t.id
+ WHERE t.dropped_at IS NULL
+ GROUP BY 1;
 
--- name: status_snapshot_insert
--- Append one inspection's TableStatus.
-INSERT INTO icepack.status_snapshots
-       (table_id, inspected_at, inspector, metadata_location, current_snapshot_id, status,
-        traceparent)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)
-RETURNING id;
-
--- name: status_latest
--- The newest status snapshot of a table.
-SELECT id, inspected_at, inspector, metadata_location, current_snapshot_id, status
-  FROM icepack.status_snapshots
- WHERE table_id = $1
- ORDER BY id DESC
- LIMIT 1;
+-- name: health_issue_counts
+-- How many tables still in their catalog have each issue code in their latest assessment.
+SELECT i ->> 'code' AS code, count(*) AS tables
+  FROM icepack.tables t
+  JOIN icepack.table_health_latest l ON l.table_id = t.id
+ CROSS JOIN LATERAL jsonb_array_elements(l.issues) AS i
+ WHERE t.dropped_at IS NULL
+ GROUP BY 1
+ ORDER BY 2 DESC, 1;
 
 -- name: health_assessment_insert
 -- Append one health assessment (status_snapshot_id is NULL when the inspection failed).
@@ -94,26 +83,3 @@ SELECT t.id
    AND NOT EXISTS (SELECT 1 FROM icepack.work_items w WHERE w.service = $4 AND w.table_id = t.id)
  ORDER BY h.assessed_at NULLS FIRST
  LIMIT $3;
-
--- name: manifest_stats_touch
--- Mark cached aggregates used (for cache pruning) when the totals row served them instead.
-UPDATE icepack.manifest_stats
-   SET last_used_at = now()
- WHERE manifest_path = ANY($1::text[]);
-
--- name: inspection_totals_get
--- A table's merged aggregates from its last inspection, and whether its touch is due (daily).
-SELECT small_threshold, manifest_paths, totals,
-       touched_at < now() - interval '1 day' AS touch_due
-  FROM icepack.inspection_totals
- WHERE table_key = $1;
-
--- name: inspection_totals_put
--- Replace a table's merged aggregates ($5: the manifests' last_used_at was refreshed now).
-INSERT INTO icepack.inspection_totals AS t
-       (table_key, small_threshold, manifest_paths, totals)
-VALUES ($1, $2, $3::text[], $4::jsonb)
-ON CONFLICT (table_key) DO UPDATE
-   SET small_threshold = EXCLUDED.small_threshold, manifest_paths = EXCLUDED.manifest_paths,
-       totals = EXCLUDED.totals, computed_at = now(),
-       touched_at = CASE WHEN $5 THEN now() ELSE t.touched_at END;
