@@ -372,8 +372,12 @@ def live_files(spark: Any, table: str, part: str) -> set[str]:
 
 
 async def test_a_scoped_compaction_whose_partition_group_lost_is_conflict_retried(
-    spark, spark_catalog_settings, spark_database_url, db, runner_settings
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    db: asyncpg.Pool,
+    runner_settings: Settings,
+) -> None:
     """The planner's scoped compaction with partial progress (its default) on partitions ``a``
     and ``b``; the writer's copy-on-write delete rewrites files of ``b`` while the rewrite
     runs. ``a``'s group commits, ``b``'s loses (Iceberg only logs it: its output says the
@@ -416,6 +420,7 @@ async def test_a_scoped_compaction_whose_partition_group_lost_is_conflict_retrie
         "WHERE table_id = $1 AND action = 'rewrite_data_files'",
         done.table_id,
     )
+    assert deferral is not None
     assert deferral["conflicts"] == 1 and deferral["deferred_until"] is None
     assert (
         await db.fetchval(

@@ -76,6 +76,7 @@ async def test_maintenance_through_a_remote_engine(
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) == 1 < files_before
     assert snapshot_count(spark, table) == 1
+    assert rewrite.verification is not None
     assert rewrite.verification.to_json()["snapshots"][0]["rows_after"] == before[0]
     assert int(expire.output["deleted_data_files_count"]) == files_before
     assert missing_referenced_files(spark, table) == []
@@ -102,6 +103,7 @@ async def test_every_type_is_verified_through_a_remote_engine(
         )
     finally:
         await engine.close()
+    assert outcome.verification is not None
     (checked,) = outcome.verification.to_json()["snapshots"]
     assert checked["ok"] and checked["rows_after"] == 5
     assert checked["checksum_before"] == checked["checksum_after"] != "0"

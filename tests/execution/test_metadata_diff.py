@@ -213,6 +213,7 @@ async def verified_snapshots(
     rows_before, start = content(spark, table), current_snapshot(spark, table)
     outcome = await maintenance.run(action)
     assert content(spark, table) == rows_before
+    assert outcome.verification is not None
     evidence = outcome.verification.to_json()
     records, end = evidence["snapshots"], current_snapshot(spark, table)
     assert bool(records) == (end != start), "every replace snapshot was verified"

@@ -52,6 +52,7 @@ async def test_a_compaction_records_its_prediction_and_measured_outcome(
 
     planned, job = await plan_and_run(db, runner_settings, spark, table_id)
 
+    assert planned.recommendation is not None
     assert [a.action for a in planned.recommendation.actions] == [REWRITE]
     assert fingerprint(spark, table) == contents and data_file_count(spark, table) == 1
     # Predicted at planning: the small files become one.
@@ -125,6 +126,7 @@ async def test_an_action_that_twice_measures_under_ten_percent_is_throttled(
         planned, job = await plan_and_run(
             db, runner_settings, spark, table_id, now=start + run * (cadence + timedelta(hours=1))
         )
+        assert planned.recommendation is not None
         assert [a.action for a in planned.recommendation.actions] == [REWRITE]
         (measured,) = JobOutcome.model_validate(job.outcome).actions
         assert measured.predicted_benefit == 7  # the planner sees 8 small files -> 1

@@ -246,6 +246,7 @@ async def run_and_check(
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) == len(hot_keys) + 1
     assert missing_referenced_files(spark, table) == []
+    assert outcome.verification is not None
     (verified,) = outcome.verification.to_json()["snapshots"]
     # Rows of what the verification fingerprinted: the table, or only the rewritten partitions.
     assert verified["ok"] and verified["rows_after"] == verified["rows_before"]

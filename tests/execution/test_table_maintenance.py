@@ -54,6 +54,7 @@ async def test_rewrite_data_files_compacts_without_losing_a_row(
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) < files_before
     assert outcome.output["rewritten_data_files_count"] == files_before
+    assert outcome.verification is not None
     (verified,) = outcome.verification.to_json()["snapshots"]
     assert verified["rows_before"] == verified["rows_after"] == before[0]
     assert (
@@ -199,7 +200,8 @@ async def test_orphan_removal_spares_young_and_referenced_files(
             orphan_limits=OrphanLimits(max_files=0),
         ).run(intent)
     assert over.value.evidence["dry_run_orphans"] == 1
-    assert "orphan-from-a-crashed-job" in over.value.evidence["orphans"][0]
+    orphans = over.value.evidence["orphans"]
+    assert isinstance(orphans, list) and "orphan-from-a-crashed-job" in orphans[0]
     assert old_orphan.exists()
 
     # Without the deletion ledger nothing is removed: the procedure never deletes

@@ -112,6 +112,7 @@ async def test_every_iceberg_type_is_fingerprinted_and_compacted_unchanged(
     m = maintenance(engine, name)
     fp_before = await m.fingerprint()
     outcome = await m.run(COMPACT)
+    assert outcome.verification is not None
     evidence = outcome.verification.to_json()
     assert evidence["status"] == "verified"
     (checked,) = evidence["snapshots"]
@@ -425,6 +426,7 @@ async def test_a_rewrite_after_a_type_was_widened_is_verified_not_rolled_back(
 
     outcome = await maintenance(engine, name).run(COMPACT)
 
+    assert outcome.verification is not None
     evidence = outcome.verification.to_json()
     assert evidence["status"] == "verified", evidence
     assert all(s["ok"] for s in evidence["snapshots"]) and evidence["snapshots"]
@@ -445,6 +447,7 @@ async def test_a_manifest_rewrite_is_verified_from_metadata_without_a_scan(
 
     outcome = await maintenance(engine, name).run(REWRITE_MANIFESTS)
 
+    assert outcome.verification is not None
     evidence = outcome.verification.to_json()
     assert evidence["status"] == "verified" and evidence["snapshots"], evidence
     assert all(s["ok"] and s["scope"] == "none" for s in evidence["snapshots"])

@@ -98,6 +98,7 @@ async def test_compaction_fingerprints_only_the_rewritten_partitions(
     finally:
         hidden.restore()
     assert outcome.output["rewritten_data_files_count"] == 8
+    assert outcome.verification is not None
     evidence = outcome.verification.to_json()
     (record,) = evidence["snapshots"]
     assert evidence["status"] == "verified" and record["ok"]
@@ -235,6 +236,7 @@ async def test_delete_file_naming_another_partitions_file_touches_that_partition
         outcome = await maintenance(
             engine, name, after_call=rewrite_p3_deletes_adding_one_for_p2
         ).run(NO_OP_REWRITE)
+        assert outcome.verification is not None
         record, failed = outcome.verification.to_json()["snapshots"][-1], False
     except VerificationFailed as exc:  # measured with Iceberg 1.10: the delete applies by path
         record, failed = exc.evidence.to_json()["violation"], True
@@ -264,6 +266,7 @@ async def test_rewrite_that_changes_no_file_is_proven_from_metadata(
         ).collect()
 
     outcome = await maintenance(engine, name, after_call=rewrite_manifests).run(NO_OP_REWRITE)
+    assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["parent_id"] == original and record["snapshot_id"] != original
     assert record["ok"] and record["scope"] == "none"
@@ -287,6 +290,7 @@ async def test_position_delete_rewrite_is_scoped_to_its_partition(
         {"action": "rewrite_position_delete_files", "params": {"options": {"rewrite-all": "true"}}}
     )
     assert outcome.output["rewritten_delete_files_count"] == 2
+    assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions" and labels(record) == {"p0"}
     assert record["reader"] == "engine" and "delete files" in record["reader_fallback"]
@@ -328,6 +332,7 @@ async def test_unpartitioned_table(spark: Any, engine: LocalEngine, reader: str)
     assert fingerprint(spark, table) == fp and current_snapshot(spark, table) == original
 
     outcome = await maintenance(engine, name, reader).run(COMPACT)
+    assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"]
     assert_whole_or_read_in_process(record, reader, "unpartitioned")
@@ -343,6 +348,7 @@ async def test_transform_partitioned_table(
     table = make_partitioned_table(spark, NS, name, partitioned_by=transform)
     before = content(spark, table)
     outcome = await maintenance(engine, name, reader).run(COMPACT)
+    assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     # Both readers compare only the touched partitions: the engine filters them by Iceberg's
     # transform functions (the fields from the loaded spec), the in-process reader by files.
@@ -399,6 +405,7 @@ async def test_every_primitive_type_spark_writes_is_proven_in_process(
 
     outcome = await maintenance(engine, name).run(COMPACT)
 
+    assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert record["reader"] == "in_process", record.get("reader_fallback")

@@ -76,6 +76,7 @@ async def test_every_transform_is_scoped_without_a_table_loader(
     table = make_partitioned_table(spark, NS, name, partitioned_by=transform)
     before = content(spark, table)
     outcome = await maintenance(engine, spark_catalog_settings, name, loader=False).run(COMPACT)
+    assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert record["reader"] == "engine" and record["files_diff"] == "engine"
@@ -122,6 +123,7 @@ async def test_a_rewrite_across_two_specs_is_scoped_to_the_shared_field(
         ).run(COMPACT)
     finally:
         hidden.restore()
+    assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert record["reader"] == "engine"
@@ -149,6 +151,7 @@ async def test_specs_sharing_no_field_fall_back_to_the_whole_table_with_the_reas
     )
     before = content(spark, table)
     outcome = await maintenance(engine, spark_catalog_settings, name, loader=True).run(COMPACT)
+    assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "table", record
     assert "share no partition field" in record["scope_reason"], record

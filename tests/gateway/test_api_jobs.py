@@ -75,6 +75,7 @@ async def test_answers_are_built_through_their_models(
     and a stored value the model refuses is a 500 naming the model and field where it was
     built (not a 422 blaming the request, not a 200 the document does not describe)."""
     row = await db.fetchrow("SELECT created_at FROM icepack.jobs WHERE id = $1", fleet.jobs["done"])
+    assert row is not None
     r = await client.get(f"/jobs/{fleet.jobs['done']}")
     assert r.status_code == 200 and r.json()["created_at"] == row["created_at"].isoformat()
     bad = await JobQueue(db).enqueue(None, [{"action": "noop", "params": {}}], dedupe_key="bad")
