@@ -339,20 +339,7 @@ async def read_state(
             )
             for r in tables
         ),
-        tuple(
-            (
-                r["id"],
-                r["name"],
-                r["state"],
-                r["trigger"],
-                r["actions"] or "",
-                _pair(r["before"], r["after"], "data_file_count"),
-                _pair(r["before"], r["after"], "snapshot_count"),
-                _pair(r["before"], r["after"], "position_delete_file_count"),
-                (r["error"] or "")[:80],
-            )
-            for r in jobs
-        ),
+        tuple(_job_line(r) for r in jobs),
         tuple((r["state"], r["jobs"]) for r in queue),
         tuple(
             (r["id"], r["name"], r["predicted_benefit"], r["measured_benefit"])
@@ -372,6 +359,22 @@ async def read_state(
             for r in ledger
         ),
         strays,
+    )
+
+
+def _job_line(r: asyncpg.Record) -> tuple[Any, ...]:
+    """One job as ``DemoState.jobs`` holds it: id, table, state, trigger, actions, the files,
+    snapshots and delete files before->after, and the start of its error."""
+    return (
+        r["id"],
+        r["name"],
+        r["state"],
+        r["trigger"],
+        r["actions"] or "",
+        _pair(r["before"], r["after"], "data_file_count"),
+        _pair(r["before"], r["after"], "snapshot_count"),
+        _pair(r["before"], r["after"], "position_delete_file_count"),
+        (r["error"] or "")[:80],
     )
 
 
