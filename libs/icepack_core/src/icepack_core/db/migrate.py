@@ -60,29 +60,10 @@ async def migrate(conn: asyncpg.Connection) -> list[int]:
             has a newer schema than this code knows.
     """
     migrations = available_migrations()
-    applied_now: list[int] = []
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
     try:
-        await conn.execute(
-            """
-            CREATE SCHEMA IF NOT EXISTS icepack;
-            CREATE TABLE IF NOT EXISTS icepack.schema_migrations (
-                version    integer     PRIMARY KEY,
-                name       text        NOT NULL,
-                checksum   text        NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            );
-            """
-        )
-        rows = await conn.fetch("SELECT version, name, checksum FROM icepack.schema_migrations")
-        recorded = {r["version"]: r for r in rows}
-        known = {m.version for m in migrations}
-        unknown = sorted(set(recorded) - known)
-        if unknown:
-            raise MigrationError(
-                f"the database has schema versions {unknown} that this Icepack does not know; "
-                "run a newer Icepack or restore the database"
-            )
+        recorded = await _recorded(conn, migrations)
+        applied_now: list[int] = []
         for migration in migrations:
             row = recorded.get(migration.version)
             if row is not None:
@@ -105,3 +86,34 @@ async def migrate(conn: asyncpg.Connection) -> list[int]:
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
     return applied_now
+
+
+async def _recorded(
+    conn: asyncpg.Connection, migrations: list[Migration]
+) -> dict[int, asyncpg.Record]:
+    """The migrations the database records, by version (the bookkeeping table created when
+    missing).
+
+    Raises:
+        MigrationError: the database records a version ``migrations`` does not have.
+    """
+    await conn.execute(
+        """
+        CREATE SCHEMA IF NOT EXISTS icepack;
+        CREATE TABLE IF NOT EXISTS icepack.schema_migrations (
+            version    integer     PRIMARY KEY,
+            name       text        NOT NULL,
+            checksum   text        NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        );
+        """
+    )
+    rows = await conn.fetch("SELECT version, name, checksum FROM icepack.schema_migrations")
+    recorded = {r["version"]: r for r in rows}
+    unknown = sorted(set(recorded) - {m.version for m in migrations})
+    if unknown:
+        raise MigrationError(
+            f"the database has schema versions {unknown} that this Icepack does not know; "
+            "run a newer Icepack or restore the database"
+        )
+    return recorded

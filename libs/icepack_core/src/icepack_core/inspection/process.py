@@ -80,31 +80,9 @@ class TableInspections:
         policy: EffectivePolicy | None = None
         try:
             if reason == REFRESH_REASON:
-                previous = await latest_status(self.pool, table_id)
-                status = await self.inspector.refresh(ref, previous, row["metadata_location"])
-                policy = await self._policy(ref, row["properties"] or {})
-                status = await self.clustered(ref, status, None, policy, row["properties"] or {})
+                status, policy = await self._refresh(ref, row)
             else:
-                started = time.monotonic()
-                table = await self.inspector.load(ref, row["metadata_location"])
-                properties = dict(table.properties)
-                unfit = unstorable_properties(properties)
-                if unfit is not None:  # Postgres refuses it: a reason, not a retry for ever
-                    raise InspectionFailed(f"the table's properties cannot be recorded: {unfit}")
-                status = await self.inspector.inspect_loaded(ref, table, started)
-                policy = await self._policy(ref, properties)
-                status = await self.clustered(ref, status, table, policy, properties)
-                if properties != (row["properties"] or {}):
-                    # Catalog listings (SQL, Glue) carry no properties; the metadata does, and
-                    # the planner and executor read icepack.* overrides from this row.
-                    await self.pool.execute(
-                        load_query("table_set_properties"), table_id, properties
-                    )
-                # Orphan removal refuses overlapping table locations (safety.admission).
-                if table.location() != row["location"]:
-                    await self.pool.execute(
-                        load_query("table_set_location"), table_id, table.location()
-                    )
+                status, policy = await self._inspect(ref, row)
         except InspectionFailed as exc:
             # The cause's text (a REST catalog's error body, go-inspector's stderr, a driver's
             # message) may carry a secret, and the health API is open by default: redacted as
@@ -132,6 +110,43 @@ class TableInspections:
             manifests_cached=status.manifests_cached if status else None,
         )
         return Outcome(table_id, status, assessment, recorded)
+
+    async def _refresh(
+        self, ref: TableRef, row: asyncpg.Record
+    ) -> tuple[TableStatus, EffectivePolicy | None]:
+        """The stored status brought up to date from the metadata JSON alone (a refresh)."""
+        previous = await latest_status(self.pool, row["id"])
+        status = await self.inspector.refresh(ref, previous, row["metadata_location"])
+        policy = await self._policy(ref, row["properties"] or {})
+        status = await self.clustered(ref, status, None, policy, row["properties"] or {})
+        return status, policy
+
+    async def _inspect(
+        self, ref: TableRef, row: asyncpg.Record
+    ) -> tuple[TableStatus, EffectivePolicy | None]:
+        """A full inspection of the loaded table; the row's properties and location follow
+        what the metadata says.
+
+        Raises:
+            InspectionFailed: the table could not be inspected, or its properties recorded.
+        """
+        started = time.monotonic()
+        table = await self.inspector.load(ref, row["metadata_location"])
+        properties = dict(table.properties)
+        unfit = unstorable_properties(properties)
+        if unfit is not None:  # Postgres refuses it: a reason, not a retry for ever
+            raise InspectionFailed(f"the table's properties cannot be recorded: {unfit}")
+        status = await self.inspector.inspect_loaded(ref, table, started)
+        policy = await self._policy(ref, properties)
+        status = await self.clustered(ref, status, table, policy, properties)
+        if properties != (row["properties"] or {}):
+            # Catalog listings (SQL, Glue) carry no properties; the metadata does, and the
+            # planner and executor read icepack.* overrides from this row.
+            await self.pool.execute(load_query("table_set_properties"), row["id"], properties)
+        # Orphan removal refuses overlapping table locations (safety.admission).
+        if table.location() != row["location"]:
+            await self.pool.execute(load_query("table_set_location"), row["id"], table.location())
+        return status, policy
 
     async def _policy(self, ref: TableRef, properties: dict[str, str]) -> EffectivePolicy | None:
         """The table's effective policy (Icepack's attachments and Polaris', then its

@@ -339,20 +339,7 @@ async def read_state(
             )
             for r in tables
         ),
-        tuple(
-            (
-                r["id"],
-                r["name"],
-                r["state"],
-                r["trigger"],
-                r["actions"] or "",
-                _pair(r["before"], r["after"], "data_file_count"),
-                _pair(r["before"], r["after"], "snapshot_count"),
-                _pair(r["before"], r["after"], "position_delete_file_count"),
-                (r["error"] or "")[:80],
-            )
-            for r in jobs
-        ),
+        tuple(_job_line(r) for r in jobs),
         tuple((r["state"], r["jobs"]) for r in queue),
         tuple(
             (r["id"], r["name"], r["predicted_benefit"], r["measured_benefit"])
@@ -375,10 +362,48 @@ async def read_state(
     )
 
 
+def _job_line(r: asyncpg.Record) -> tuple[Any, ...]:
+    """One job as ``DemoState.jobs`` holds it: id, table, state, trigger, actions, the files,
+    snapshots and delete files before->after, and the start of its error."""
+    return (
+        r["id"],
+        r["name"],
+        r["state"],
+        r["trigger"],
+        r["actions"] or "",
+        _pair(r["before"], r["after"], "data_file_count"),
+        _pair(r["before"], r["after"], "snapshot_count"),
+        _pair(r["before"], r["after"], "position_delete_file_count"),
+        (r["error"] or "")[:80],
+    )
+
+
 def render_state(state: DemoState, elapsed: float) -> Any:
     """A rich renderable of ``state``: tables, then jobs, then the queue (fits 80 columns)."""
-    from rich import box
     from rich.console import Group
+
+    parts: list[Any] = [_tables_table(state, elapsed)]
+    if state.jobs:
+        parts.append(_jobs_table(state))
+    for job_id, name, predicted, measured in state.outcomes:
+        share = f" ({measured / predicted:.0%})" if predicted else ""
+        guess = "none" if predicted is None else f"{predicted:g}"
+        parts.append(
+            f"outcome of job {job_id} ({name}): benefit predicted {guess}, "
+            f"measured {measured:g}{share}"
+        )
+    for job_id, name, _action, ledger_state, files, size, purge_after in state.ledger:
+        # Two short lines: the summary is printed 80 columns wide.
+        parts.append(f"{ledger_state} by job {job_id} ({name}): {files} files, {size} B")
+        if ledger_state == "quarantined" and purge_after is not None:
+            parts.append(f"  until {purge_after:%Y-%m-%d %H:%M}; undo: icepack restore {job_id}")
+    parts.append("queue: " + ", ".join(f"{s} {n}" for s, n in state.queue))
+    return Group(*parts)
+
+
+def _tables_table(state: DemoState, elapsed: float) -> Any:
+    """The demo tables' health and files, snapshots and delete files."""
+    from rich import box
     from rich.table import Column, Table
 
     colours = {"healthy": "green", "warning": "yellow", "critical": "red"}
@@ -404,47 +429,39 @@ def render_state(state: DemoState, elapsed: float) -> Any:
             (issues or "-").replace(",", "\n"),
             *("-" if c is None else str(c) for c in (files, snaps, deletes)),
         )
-    parts: list[Any] = [tables]
-    if state.jobs:
-        jobs = Table(
-            "job",
-            "state",
-            Column("actions", min_width=29),
-            "files",
-            "snaps",
-            "dels",
-            title="maintenance jobs (before->after)",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-            # Two spaces between columns, none at the edge: the widest rows (a two-digit job
-            # id, "customers", the longest action name) still fit 80 columns unwrapped.
-            show_edge=False,
-            collapse_padding=True,
+    return tables
+
+
+def _jobs_table(state: DemoState) -> Any:
+    """The maintenance jobs with their files, snapshots and delete files before and after."""
+    from rich import box
+    from rich.table import Column, Table
+
+    jobs = Table(
+        "job",
+        "state",
+        Column("actions", min_width=29),
+        "files",
+        "snaps",
+        "dels",
+        title="maintenance jobs (before->after)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        # Two spaces between columns, none at the edge: the widest rows (a two-digit job
+        # id, "customers", the longest action name) still fit 80 columns unwrapped.
+        show_edge=False,
+        collapse_padding=True,
+    )
+    for job_id, name, job_state, trigger, actions, files, snaps, deletes, error in state.jobs:
+        jobs.add_row(
+            f"{job_id} {name}",
+            f"{job_state}\n({trigger})",
+            (actions or "-").replace(" + ", "\n"),
+            files,
+            snaps,
+            deletes,
         )
-        for job_id, name, job_state, trigger, actions, files, snaps, deletes, error in state.jobs:
-            jobs.add_row(
-                f"{job_id} {name}",
-                f"{job_state}\n({trigger})",
-                (actions or "-").replace(" + ", "\n"),
-                files,
-                snaps,
-                deletes,
-            )
-            if error:
-                jobs.add_row("", "[red]error[/]", error, "", "", "")
-        parts.append(jobs)
-    for job_id, name, predicted, measured in state.outcomes:
-        share = f" ({measured / predicted:.0%})" if predicted else ""
-        guess = "none" if predicted is None else f"{predicted:g}"
-        parts.append(
-            f"outcome of job {job_id} ({name}): benefit predicted {guess}, "
-            f"measured {measured:g}{share}"
-        )
-    for job_id, name, _action, ledger_state, files, size, purge_after in state.ledger:
-        # Two short lines: the summary is printed 80 columns wide.
-        parts.append(f"{ledger_state} by job {job_id} ({name}): {files} files, {size} B")
-        if ledger_state == "quarantined" and purge_after is not None:
-            parts.append(f"  until {purge_after:%Y-%m-%d %H:%M}; undo: icepack restore {job_id}")
-    parts.append("queue: " + ", ".join(f"{s} {n}" for s, n in state.queue))
-    return Group(*parts)
+        if error:
+            jobs.add_row("", "[red]error[/]", error, "", "", "")
+    return jobs

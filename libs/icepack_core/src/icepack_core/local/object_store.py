@@ -158,18 +158,7 @@ class LocalSeaweed:
             "AWS_SECRET_ACCESS_KEY": self.secret_key,
         }
         s3_port, rest_port = free_port_below(_PORT_CEILING), free_port()
-        others = {name: free_port_below(_PORT_CEILING) for name in _OTHER_PORTS}
-        args = [
-            exe,
-            "mini",
-            f"-dir={self.root}",
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
-            f"-s3.port={s3_port}",
-            f"-s3.port.iceberg={rest_port}",
-            "-s3.port.lance=0",
-            *(f"-{k}={v}" for k, v in others.items()),
-        ]
+        args = self._command(exe, s3_port, rest_port)
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(  # noqa: S603 - the installed weed binary
             args, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.root
@@ -190,6 +179,22 @@ class LocalSeaweed:
             self.stop()
             raise
         return store
+
+    def _command(self, exe: str, s3_port: int, rest_port: int) -> list[str]:
+        """``weed mini``'s argv: S3 and the Iceberg REST catalog on the given ports, every
+        other listener on a free one, all on the loopback interface."""
+        others = {name: free_port_below(_PORT_CEILING) for name in _OTHER_PORTS}
+        return [
+            exe,
+            "mini",
+            f"-dir={self.root}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-s3.port={s3_port}",
+            f"-s3.port.iceberg={rest_port}",
+            "-s3.port.lance=0",
+            *(f"-{k}={v}" for k, v in others.items()),
+        ]
 
     @staticmethod
     def _create_table_bucket(store: ObjectStore, name: str) -> None:

@@ -324,8 +324,11 @@ def _prepare_demo(settings: Settings, *, object_store: bool) -> None:
     asyncio.run(policies())
 
 
-def _demo_env(dsn: str, root: Path) -> dict[str, str]:
-    """The services' environment: ``DEMO_ENV`` (each overridable), the database, the data dir."""
+def _demo_env(server: LocalPostgres, root: Path) -> dict[str, str]:
+    """Start the demo's Postgres; the services' environment: ``DEMO_ENV`` (each overridable),
+    that database, the data dir."""
+    console.print(f"starting PostgreSQL in {server.root} ...")
+    dsn = server.start()
     return {
         **{k: os.environ.get(k, v) for k, v in DEMO_ENV.items()},
         "ICEPACK_DATABASE_URL": dsn,
@@ -333,10 +336,14 @@ def _demo_env(dsn: str, root: Path) -> dict[str, str]:
     }
 
 
-def _spark_installed() -> bool:
-    """Whether the demo can run Spark here; if not, the error names the missing extra."""
+def _demo_preflight() -> bool:
+    """Set the demo's logging up and say whether it can run Spark here (if not, the error
+    names the missing extra)."""
     from icepack_core.errors import MissingExtra
     from icepack_core.spark.extra import require_spark
+    from icepack_core.telemetry.logs import setup_logging
+
+    setup_logging("demo", level="warning", fmt="console")  # the summary is the demo's output
 
     try:
         require_spark("local", "icepack demo")
@@ -410,22 +417,18 @@ def run_demo(
     ``icepack-core[spark]`` extra) is not installed: the demo lake is written with Spark and
     the executor runs on it."""
     from icepack_core.errors import ConfigError, MissingExtra
-    from icepack_core.telemetry.logs import setup_logging
 
-    setup_logging("demo", level="warning", fmt="console")  # the summary is the demo's output
-    if not _spark_installed():
+    if not _demo_preflight():
         return 2
     started = time.monotonic()
     root = (data_dir or Path(os.environ.get("ICEPACK_DATA_DIR", ".icepack"))).resolve()
     server = LocalPostgres(root / "pg")
     server.stop()  # a server an interrupted demo left running
     store = LocalSeaweed(root / "object-store", secret_key=token_urlsafe(18), table_bucket=None)
-    console.print(f"starting PostgreSQL in {server.root} ...")
-    env = _demo_env(server.start(), root)
-    dsn = env["ICEPACK_DATABASE_URL"]
+    env = _demo_env(server, root)
     try:
         if object_store:
-            env |= _start_object_store(store, dsn)
+            env |= _start_object_store(store, env["ICEPACK_DATABASE_URL"])
         return _run_demo_services(
             env,
             root,

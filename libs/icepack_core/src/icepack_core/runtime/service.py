@@ -29,6 +29,7 @@ from icepack_core.db.migrate import migrate
 from icepack_core.db.resilience import retry_db
 from icepack_core.queue.events import Listener
 from icepack_core.runtime.probes import (
+    EmbeddedServer,
     ReadyCheck,
     health_routes,
     make_server,
@@ -113,20 +114,8 @@ async def run_service(service: Service, settings: Settings, *, serve_http: bool 
     side_tasks: list[asyncio.Task[Any]] = [
         asyncio.create_task(listener.run(stop), name=f"{service.name}.listener")
     ]
-    server = None
-    if serve_http:
-        # /metrics last: a service that serves its own (the gateway's fleet view) wins.
-        app = Starlette(
-            routes=[
-                *health_routes(service.name, pool, _ready(service, ctx)),
-                *service.routes(ctx),
-                Route("/metrics", prometheus_metrics),
-            ]
-        )
-        port = settings.http_port
-        if port is None:
-            port = BASE_PORT + PORT_OFFSETS.get(service.name, 0)
-        server = make_server(app, settings.http_host, port)
+    server = _http_server(service, ctx) if serve_http else None
+    if server is not None:
         side_tasks.append(asyncio.create_task(server.serve(), name=f"{service.name}.http"))
     log.info("service.started", worker=ctx.worker_id, database=settings.masked_dsn)
     main = asyncio.create_task(service.run(ctx), name=f"{service.name}.main")
@@ -144,6 +133,22 @@ async def run_service(service: Service, settings: Settings, *, serve_http: bool 
         telemetry.shutdown()
         log.info("service.stopped", exit_code=code)
     return code
+
+
+def _http_server(service: Service, ctx: ServiceContext) -> EmbeddedServer:
+    """The service's HTTP server (health, its own routes, ``/metrics``) on its port."""
+    # /metrics last: a service that serves its own (the gateway's fleet view) wins.
+    app = Starlette(
+        routes=[
+            *health_routes(service.name, ctx.pool, _ready(service, ctx)),
+            *service.routes(ctx),
+            Route("/metrics", prometheus_metrics),
+        ]
+    )
+    port = ctx.settings.http_port
+    if port is None:
+        port = BASE_PORT + PORT_OFFSETS.get(service.name, 0)
+    return make_server(app, ctx.settings.http_host, port)
 
 
 def _ready(service: Service, ctx: ServiceContext) -> ReadyCheck:

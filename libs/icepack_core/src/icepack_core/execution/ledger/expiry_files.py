@@ -132,6 +132,32 @@ def _length(io: FileIO, path: str) -> int | None:
         return None
 
 
+def _add_snapshot_files(
+    files: dict[str, LedgerFile],
+    metadata: TableMetadata,
+    io: FileIO,
+    expiring: frozenset[int],
+    retained: frozenset[int],
+) -> None:
+    """Add to ``files`` the manifest lists and statistics files of the ``expiring`` snapshots
+    that no ``retained`` snapshot shares."""
+    kept_lists = {
+        s.manifest_list for s in metadata.snapshots if s.snapshot_id in retained and s.manifest_list
+    }
+    for snap in metadata.snapshots:
+        path = snap.manifest_list
+        if snap.snapshot_id in expiring and path and path not in kept_lists:
+            files.setdefault(path, LedgerFile(path, "manifest_list", _length(io, path)))
+    stats: list[tuple[str, StatisticsCommonFields]] = [
+        ("statistics", s) for s in metadata.statistics
+    ] + [("partition_statistics", s) for s in metadata.partition_statistics]
+    kept_stats = {s.statistics_path for _, s in stats if s.snapshot_id in retained}
+    for kind, s in stats:
+        path = s.statistics_path
+        if s.snapshot_id in expiring and path not in kept_stats:
+            files.setdefault(path, LedgerFile(path, kind, int(s.file_size_in_bytes)))
+
+
 def plan_expiry(
     metadata: TableMetadata,
     io: FileIO,
@@ -168,19 +194,5 @@ def plan_expiry(
     for path, m in gone.items():
         if path not in kept:
             files.setdefault(path, LedgerFile(path, "manifest", int(m.manifest_length)))
-    kept_lists = {
-        s.manifest_list for s in metadata.snapshots if s.snapshot_id in retained and s.manifest_list
-    }
-    for snap in metadata.snapshots:
-        path = snap.manifest_list
-        if snap.snapshot_id in expiring and path and path not in kept_lists:
-            files.setdefault(path, LedgerFile(path, "manifest_list", _length(io, path)))
-    stats: list[tuple[str, StatisticsCommonFields]] = [
-        ("statistics", s) for s in metadata.statistics
-    ] + [("partition_statistics", s) for s in metadata.partition_statistics]
-    kept_stats = {s.statistics_path for _, s in stats if s.snapshot_id in retained}
-    for kind, s in stats:
-        path = s.statistics_path
-        if s.snapshot_id in expiring and path not in kept_stats:
-            files.setdefault(path, LedgerFile(path, kind, int(s.file_size_in_bytes)))
+    _add_snapshot_files(files, metadata, io, expiring, retained)
     return ExpiryPlan(expiring, retained, tuple(sorted(files.values(), key=lambda f: f.path)))

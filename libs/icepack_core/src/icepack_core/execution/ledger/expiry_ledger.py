@@ -54,7 +54,13 @@ from icepack_core.inspection.inspector import LoadedTable
 from icepack_core.intents import ExpireSnapshots
 from icepack_core.safety.confinement import Confinement, refuse_foreign
 from icepack_core.spark.engine import SparkEngine
-from icepack_core.spark.sql import BigintArray, procedure_call, qualified_name, sql_literal
+from icepack_core.spark.sql import (
+    BigintArray,
+    ProcedureValue,
+    procedure_call,
+    qualified_name,
+    sql_literal,
+)
 from icepack_core.types import TableRef
 
 log = structlog.get_logger("icepack.expiry")
@@ -157,18 +163,7 @@ class ExpiryLedger:
         if check.conflict_count:
             raise _still_live(ref, check, recorded, expiring)
         snapshots_before = check.snapshot_ids
-        args: dict[str, Any] = {
-            "table": ref,
-            "older_than": datetime.fromtimestamp(ANCIENT_MS / 1000, UTC),
-            "retain_last": intent.params.retain_last,
-            "snapshot_ids": BigintArray(tuple(expiring)),
-        }
-        call = procedure_call(ref.catalog, ACTION, args)
-        outcome.sql.append(call)
-        started = time.monotonic()
-        rows = await engine.sql(call)
-        outcome.output.update(summarise(ACTION, rows))
-        outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+        await _call_expire(engine, ref, intent, expiring, outcome)
         after = await snapshot_ids(engine, ref)
         await self._reconcile(ref, plan, outcome.output, snapshots_before - after)
 
@@ -385,3 +380,26 @@ async def spark_sample(
 
 
 __all__ = ["COUNT_COLUMNS", "ExpiryLedger", "snapshot_ids", "spark_sample"]
+
+
+async def _call_expire(
+    engine: SparkEngine,
+    ref: TableRef,
+    intent: ExpireSnapshots,
+    expiring: list[int],
+    outcome: ActionOutcome,
+) -> None:
+    """Call ``expire_snapshots`` on exactly the ``expiring`` snapshots (``older_than`` long
+    past, so the ids alone decide); the SQL and the procedure's counts go into ``outcome``."""
+    args: dict[str, ProcedureValue] = {
+        "table": ref,
+        "older_than": datetime.fromtimestamp(ANCIENT_MS / 1000, UTC),
+        "retain_last": intent.params.retain_last,
+        "snapshot_ids": BigintArray(tuple(expiring)),
+    }
+    call = procedure_call(ref.catalog, ACTION, args)
+    outcome.sql.append(call)
+    started = time.monotonic()
+    rows = await engine.sql(call)
+    outcome.output.update(summarise(ACTION, rows))
+    outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)

@@ -177,6 +177,22 @@ async def clustering_scope(
     }
     if deferred:
         note["partitions_deferred"] = deferred
+    return await _scoped(
+        table, engine, chosen, catalog, ClusteringScope(None, rewrite_all, note, before)
+    )
+
+
+async def _scoped(
+    table: Table,
+    engine: SparkEngine,
+    chosen: Sequence[PartitionDepth],
+    catalog: str,
+    planned: ClusteringScope,
+) -> ClusteringScope:
+    """``planned`` with the filter of the ``chosen`` partitions (``false`` for none, the whole
+    table for an unpartitioned one); the whole table, without ``rewrite-all``, when the filter
+    cannot be built (the note says why)."""
+    note, before = planned.note, planned.before
     partitioned = any(s.fields for s in table.metadata.specs().values())
     try:
         if not chosen:
@@ -194,7 +210,7 @@ async def clustering_scope(
         return ClusteringScope(None, False, note, before)
     if where is None:
         note["scope"] = "table"
-    return ClusteringScope(where, rewrite_all, note, before)
+    return ClusteringScope(where, planned.rewrite_all, note, before)
 
 
 async def _where(

@@ -193,14 +193,7 @@ def field_term(
         return Term(f"{column_sql} IS NULL")
     name = transform.name
     if name in ("identity", "truncate"):
-        literal = typed_literal(source, value)
-        checks: tuple[tuple[SparkType, str, str], ...] = (
-            ((source, literal, expected),) if expected is not None else ()
-        )
-        if name == "identity":
-            return Term(f"{column_sql} = {literal}", checks)
-        function = system_function(catalog, "truncate")
-        return Term(f"{function}({transform.param}, {column_sql}) = {literal}", checks)
+        return _value_term(column_sql, transform, source, value, catalog, expected)
     if name == "day" and isinstance(value, date) and not isinstance(value, datetime):
         value = (value - _EPOCH_DAY).days  # a day value decoded as its value type
     if not isinstance(value, int) or isinstance(value, bool):
@@ -217,6 +210,26 @@ def field_term(
         for literal, bound in ((low, start), (high, end))
     )
     return Term(f"{column_sql} >= {low} AND {column_sql} < {high}", bounds)
+
+
+def _value_term(
+    column_sql: str,
+    transform: Transform,
+    source: SparkType,
+    value: PartitionValue,
+    catalog: str | None,
+    expected: str | None,
+) -> Term:
+    """An identity or truncate field's term: the column (or its truncation) equal to the value's
+    literal, checked against ``expected`` when given."""
+    literal = typed_literal(source, value)
+    checks: tuple[tuple[SparkType, str, str], ...] = (
+        ((source, literal, expected),) if expected is not None else ()
+    )
+    if transform.name == "identity":
+        return Term(f"{column_sql} = {literal}", checks)
+    function = system_function(catalog, "truncate")
+    return Term(f"{function}({transform.param}, {column_sql}) = {literal}", checks)
 
 
 def bound_text(source: SparkType, bound: date | datetime) -> str:
