@@ -411,7 +411,7 @@ async def test_a_scoped_compaction_whose_partition_group_lost_is_conflict_retrie
     (rewrite,) = [r for r in rows if r["action"] == "rewrite_data_files"]
     assert rewrite["state"] == "succeeded" and rewrite["output"]["partitions_lost"] == 1
     assert rewrite["output"]["partitions_selected"] == 2
-    assert all(s["ok"] for s in rewrite["output"]["verified_snapshots"])
+    assert all(s["ok"] for s in rewrite["output"]["verification"]["snapshots"])
     assert len(live_files(spark, table, "a")) == 2  # compacted, plus the writer's append
     assert live_files(spark, table, "b") & b_before  # b's old small files are still live
     # A partial loss that committed something is progress: it never defers the action.
