@@ -52,15 +52,17 @@ from icepack_core.db.migrate import migrate
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_execution import ActionRecord, JobExecution
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.execution.verification.comparison import Comparison
 from icepack_core.execution.verification.fingerprint import checksum_expression, table_columns
 from icepack_core.execution.verification.scope import snapshot_view
-from icepack_core.execution.verification.verifier import Comparison, RewriteVerifier
+from icepack_core.execution.verification.verifier import RewriteVerifier
 from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.planning.recommendation import recommend
 from icepack_core.policy import resolve
+from icepack_core.safety.verification import ScopeNote
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.engine import LocalEngine, Rows
 from icepack_core.spark.session import build_local_session
@@ -214,7 +216,7 @@ class Bench:
                             )
                         )
                         compared = (
-                            await chosen.proven_in_process(start, end, {})
+                            await chosen.proven_in_process(start, end, ScopeNote())
                             if name == IN_PROCESS
                             else await chosen.scoped_comparison(start, end, layout)
                         )
@@ -223,8 +225,8 @@ class Bench:
                     same = (
                         isinstance(compared, Comparison)
                         and compared.ok
-                        and compared.scope["scope"] == "partitions"
-                        and compared.scope["reader"]
+                        and compared.scope.scope == "partitions"
+                        and compared.scope.reader
                         == ("in_process" if name == IN_PROCESS else "engine")
                     )
                 found[name].append(time.perf_counter() - started)
@@ -314,7 +316,7 @@ class Bench:
                 breakdown["other statements"] += took
         # A file diff read from metadata and the in-process read of the touched partitions'
         # files run in this process, not as statements: their seconds are in the evidence.
-        compared = file_diffs(rec.output.get("verified_snapshots") or [])
+        compared = file_diffs(rec.output.get("verification", {}).get("snapshots") or [])
         for step, seconds_key, how, value in (
             ("file diff (metadata, in process)", "files_diff_seconds", "files_diff", "metadata"),
             ("touched partitions read (in process)", "reader_seconds", "reader", "in_process"),

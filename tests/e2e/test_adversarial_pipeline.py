@@ -76,11 +76,9 @@ async def settled(db, tables: list[ZooTable]) -> bool:
 
 
 def verified_snapshots(output: dict[str, Any]) -> set[int]:
-    """Snapshot ids a rewrite's stored verification evidence covers (either layout)."""
-    records = list(output.get("verified_snapshots") or [])
+    """Snapshot ids a rewrite's stored verification evidence covers."""
     evidence = output.get("verification")
-    if isinstance(evidence, dict):
-        records += list(evidence.get("verified_snapshots") or evidence.get("snapshots") or [])
+    records = list(evidence.get("snapshots") or []) if isinstance(evidence, dict) else []
     return {int(r["snapshot_id"]) for r in records if isinstance(r, dict) and "snapshot_id" in r}
 
 

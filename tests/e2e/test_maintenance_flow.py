@@ -71,7 +71,9 @@ async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):
     )
     assert action["state"] == "succeeded"
     # What the UI and `icepack job` say about it, read from what the executor stored.
-    safety = action_safety(action["action"], action["state"], action["output"], action["impact"])
+    safety = action_safety(
+        action["action"], action["state"], action["output"], action["impact"]
+    ).model_dump()
     assert safety["verdict"] == "verified", safety
     assert safety["live_rows"]["before"] == safety["live_rows"]["after"] == before[0]
     assert safety["snapshots"] and all(r["rows_after"] == before[0] for r in safety["snapshots"])

@@ -70,7 +70,7 @@ async def test_maintenance_through_a_remote_engine(kind, request, spark):
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) == 1 < files_before
     assert snapshot_count(spark, table) == 1
-    assert rewrite.verification["verified_snapshots"][0]["rows_after"] == before[0]
+    assert rewrite.verification.to_json()["snapshots"][0]["rows_after"] == before[0]
     assert int(expire.output["deleted_data_files_count"]) == files_before
     assert missing_referenced_files(spark, table) == []
 
@@ -94,7 +94,7 @@ async def test_every_type_is_verified_through_a_remote_engine(kind, request, spa
         )
     finally:
         await engine.close()
-    (checked,) = outcome.verification["verification"]["snapshots"]
+    (checked,) = outcome.verification.to_json()["snapshots"]
     assert checked["ok"] and checked["rows_after"] == 5
     assert checked["checksum_before"] == checked["checksum_after"] != "0"
     assert content(spark, table) == before

@@ -208,7 +208,7 @@ async def verified_snapshots(
     rows_before, start = content(spark, table), current_snapshot(spark, table)
     outcome = await maintenance.run(action)
     assert content(spark, table) == rows_before
-    evidence = outcome.verification["verification"]
+    evidence = outcome.verification.to_json()
     records, end = evidence["snapshots"], current_snapshot(spark, table)
     assert bool(records) == (end != start), "every replace snapshot was verified"
     for record in records:
@@ -306,7 +306,7 @@ async def test_unknown_layout_column_falls_back(spark, engine, spark_catalog_set
             await metadata_loader(spark_catalog_settings, NS, name)(), engine, start, start, wrong
         )
     diff, source = await maintenance.verifier.file_diff(start, start, wrong)
-    assert source["files_diff"] == "engine" and "metadata says" in source["files_diff_fallback"]
+    assert source.files_diff == "engine" and "metadata says" in (source.files_diff_fallback or "")
     assert diff.touched == () and diff.partitions == 4
 
 

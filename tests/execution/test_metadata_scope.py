@@ -21,7 +21,8 @@ from icepack_core.errors import ScopeFallback
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.execution.scoping.metadata_scope import scope_from_metadata
 from icepack_core.execution.scoping.partition_filter import PartitionScope, scope_partitions
-from icepack_core.execution.verification.verifier import RewriteVerifier, snapshots_after
+from icepack_core.execution.verification.snapshots import snapshots_after
+from icepack_core.execution.verification.verifier import RewriteVerifier
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.literals import SparkType, typed_literal
 from icepack_core.spark.sql import qualified_name

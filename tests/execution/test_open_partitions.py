@@ -189,7 +189,7 @@ async def test_files_of_a_day_spec_and_of_an_hour_spec_are_scoped_together(
     # The spec 0 day's rows now live in a spec 1 hour partition: per partition key they
     # differ, and no filter selects both specs' partitions exactly, so the comparison is the
     # whole table's, and says why.
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "table", record
     assert "partition specs share no partition field" in record["scope_reason"], record
     assert record["reader_fallback"].startswith("the in-process read differs (partition spec 0")

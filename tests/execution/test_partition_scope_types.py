@@ -245,7 +245,7 @@ async def run_and_check(
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) == len(hot_keys) + 1
     assert missing_referenced_files(spark, table) == []
-    (verified,) = outcome.verification["verified_snapshots"]
+    (verified,) = outcome.verification.to_json()["snapshots"]
     # Rows of what the verification fingerprinted: the table, or only the rewritten partitions.
     assert verified["ok"] and verified["rows_after"] == verified["rows_before"]
     if verified["scope"] == "table":
@@ -269,7 +269,7 @@ async def test_scoped_rewrite_selects_exactly_the_hot_partitions(
         spark, engine, name, table, hot_keys, key_of(spark, case.ddl, case.cold)
     )
     assert outcome.output["scope"] == case.scope, outcome.output.get("scope_reason")
-    (verified,) = outcome.verification["verified_snapshots"]
+    (verified,) = outcome.verification.to_json()["snapshots"]
     # The verification's proof needs no partition text: its file diff is read from the
     # manifests and its touched partitions in process, with no Spark query, for every type
     # whose manifests PyIceberg decodes.

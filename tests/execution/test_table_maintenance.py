@@ -50,7 +50,7 @@ async def test_rewrite_data_files_compacts_without_losing_a_row(spark, engine):
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) < files_before
     assert outcome.output["rewritten_data_files_count"] == files_before
-    (verified,) = outcome.verification["verified_snapshots"]
+    (verified,) = outcome.verification.to_json()["snapshots"]
     assert verified["rows_before"] == verified["rows_after"] == before[0]
     assert (
         "CALL `icepack`.`system`.`rewrite_data_files`(table => '`icepack`.`maint`."
@@ -142,9 +142,9 @@ async def test_broken_rewrite_is_detected_and_rolled_back(spark, engine):
         await maintenance(engine, name, after_call=drop_a_file_in_a_rewrite).run(
             {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "50"}}}
         )
-    evidence = exc.value.evidence
-    assert evidence["rows_before"] == before[0] and evidence["rows_after"] < before[0]
-    assert evidence["rolled_back"] is True
+    violation = exc.value.evidence.to_json()["violation"]
+    assert violation["rows_before"] == before[0] and violation["rows_after"] < before[0]
+    assert exc.value.evidence.rolled_back is True
     assert fingerprint(spark, table) == before
     current = spark.sql(
         f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "

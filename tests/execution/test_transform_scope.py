@@ -199,7 +199,7 @@ async def test_each_transform_compacts_only_the_hot_partition(
     assert cold <= after and not hot & after and len(after) == 2
     assert fingerprint(spark, table) == before
     assert missing_referenced_files(spark, table) == []
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert (record["partitions_total"], record["partitions_proven"]) == (2, 1)
     assert record["reader"] == reader

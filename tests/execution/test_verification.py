@@ -101,12 +101,11 @@ async def test_every_iceberg_type_is_fingerprinted_and_compacted_unchanged(spark
     m = maintenance(engine, name)
     fp_before = await m.fingerprint()
     outcome = await m.run(COMPACT)
-    evidence = outcome.verification["verification"]
+    evidence = outcome.verification.to_json()
     assert evidence["status"] == "verified"
     (checked,) = evidence["snapshots"]
     assert checked["ok"] and checked["rows_before"] == checked["rows_after"] == 5
     assert checked["checksum_before"] == checked["checksum_after"] == str(fp_before.checksum)
-    assert outcome.verification["verified_snapshots"] == evidence["snapshots"]
     assert content(spark, table) == before
     assert fp_before == await m.fingerprint()
 
@@ -129,12 +128,13 @@ async def test_corrupted_rewrite_of_a_map_table_is_detected_and_rolled_back(spar
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, after_call=swap).run(NO_OP_REWRITE)
-    evidence = exc.value.evidence
+    evidence = exc.value.evidence.to_json()
     assert evidence["status"] == "violation" and evidence["violation"]["snapshot_id"] == bad[0]
     # Same row count: only the checksum over the canonical map form can see it.
-    assert evidence["rows_before"] == evidence["rows_after"] == 5
-    assert evidence["checksum_before"] != evidence["checksum_after"]
-    assert evidence["rollback"]["status"] == "rolled_back" and evidence["rolled_back"] is True
+    violation = evidence["violation"]
+    assert violation["rows_before"] == violation["rows_after"] == 5
+    assert violation["checksum_before"] != violation["checksum_after"]
+    assert evidence["rollback"]["status"] == "rolled_back" and exc.value.evidence.rolled_back
     assert content(spark, table) == before
     assert current_snapshot(spark, table) == original
 
@@ -158,7 +158,7 @@ async def test_writer_committing_during_the_rollback_is_named_in_the_evidence(sp
         await maintenance(engine, name, after_call=drop, guard=guard_then_a_writer_commits).run(
             NO_OP_REWRITE
         )
-    rollback = exc.value.evidence["rollback"]
+    rollback = exc.value.evidence.to_json()["rollback"]
     assert rollback["status"] == "rolled_back_reverting_writer"
     assert rollback["previous_snapshot_id"] == rollback["reverted_snapshot_id"] == writer[0]
     assert rollback["bad_snapshot_id"] == bad[0]
@@ -336,7 +336,7 @@ async def test_successful_rewrite_stores_its_evidence_and_clears_the_record(
     (stored,) = await stored_actions(db, job.id)
     output = stored["output"]
     assert output["verification"]["status"] == "verified"
-    assert output["verified_snapshots"][0]["rows_after"] == 5  # the pre-existing key stays
+    assert output["verification"]["snapshots"][0]["rows_after"] == 5
     assert output["verification"]["snapshots"][0]["ok"] is True
     assert await pending_row(db, table_id) is None
     assert content(spark, table) == before
@@ -366,7 +366,7 @@ async def test_a_writer_in_another_process_is_never_reverted_by_the_rollback(
         await maintenance(engine, name, after_call=drop_then_another_process_commits).run(
             NO_OP_REWRITE
         )
-    rollback = exc.value.evidence["rollback"]
+    rollback = exc.value.evidence.to_json()["rollback"]
     assert rollback["status"] == "not_rolled_back", rollback
     assert rollback["current_snapshot_id"] == writer[0] and rollback["bad_snapshot_id"] == bad[0]
     spark.sql(f"REFRESH TABLE {table}")
@@ -400,7 +400,7 @@ async def test_a_rewrite_after_a_type_was_widened_is_verified_not_rolled_back(sp
 
     outcome = await maintenance(engine, name).run(COMPACT)
 
-    evidence = outcome.verification["verification"]
+    evidence = outcome.verification.to_json()
     assert evidence["status"] == "verified", evidence
     assert all(s["ok"] for s in evidence["snapshots"]) and evidence["snapshots"]
     assert content(spark, table) == before
@@ -418,7 +418,7 @@ async def test_a_manifest_rewrite_is_verified_from_metadata_without_a_scan(spark
 
     outcome = await maintenance(engine, name).run(REWRITE_MANIFESTS)
 
-    evidence = outcome.verification["verification"]
+    evidence = outcome.verification.to_json()
     assert evidence["status"] == "verified" and evidence["snapshots"], evidence
     assert all(s["ok"] and s["scope"] == "none" for s in evidence["snapshots"])
     assert content(spark, table) == before
@@ -436,5 +436,5 @@ async def test_a_manifest_rewrite_that_loses_a_file_is_caught_and_rolled_back(sp
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, after_call=drop).run(REWRITE_MANIFESTS)
-    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before

@@ -92,7 +92,7 @@ async def test_compaction_fingerprints_only_the_rewritten_partitions(
     finally:
         hidden.restore()
     assert outcome.output["rewritten_data_files_count"] == 8
-    evidence = outcome.verification["verification"]
+    evidence = outcome.verification.to_json()
     (record,) = evidence["snapshots"]
     assert evidence["status"] == "verified" and record["ok"]
     assert record["scope"] == "partitions"
@@ -147,7 +147,7 @@ async def test_corrupted_rewritten_partition_is_caught_and_rolled_back(
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, reader, after_call=corrupt).run(NO_OP_REWRITE)
-    evidence = exc.value.evidence
+    evidence = exc.value.evidence.to_json()
     violation = evidence["violation"]
     assert evidence["status"] == "violation" and violation["snapshot_id"] == bad[0]
     # The in-process reader only proves equality: what it finds different, Spark's scan judges.
@@ -194,7 +194,7 @@ async def test_commit_that_also_changes_an_untouched_partition_is_caught(spark, 
         await maintenance(engine, name, reader, after_call=legit_p0_and_a_row_lost_in_p2).run(
             NO_OP_REWRITE
         )
-    violation = exc.value.evidence["violation"]
+    violation = exc.value.evidence.to_json()["violation"]
     assert violation["reader"] == "engine"
     if reader == "in_process":
         assert violation["reader_fallback"].startswith("the in-process read differs (partition")
@@ -202,7 +202,7 @@ async def test_commit_that_also_changes_an_untouched_partition_is_caught(spark, 
     assert labels(violation) == {"p0", "p2"} and violation["partitions_proven"] == 2
     assert violation["files_diff"] == "metadata"
     assert (violation["rows_before"], violation["rows_after"]) == (24, 23)
-    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before and current_snapshot(spark, table) == original
 
 
@@ -227,10 +227,10 @@ async def test_delete_file_naming_another_partitions_file_touches_that_partition
         outcome = await maintenance(
             engine, name, after_call=rewrite_p3_deletes_adding_one_for_p2
         ).run(NO_OP_REWRITE)
-        record, failed = outcome.verification["verification"]["snapshots"][-1], False
+        record, failed = outcome.verification.to_json()["snapshots"][-1], False
     except VerificationFailed as exc:  # measured with Iceberg 1.10: the delete applies by path
-        record, failed = exc.evidence["violation"], True
-        assert exc.evidence["rollback"]["status"] == "rolled_back"
+        record, failed = exc.evidence.to_json()["violation"], True
+        assert exc.evidence.to_json()["rollback"]["status"] == "rolled_back"
         assert current_snapshot(spark, table) == original
     assert record["scope"] == "partitions" and labels(record) == {"p2", "p3"}
     assert record["files_diff"] == "metadata"
@@ -252,7 +252,7 @@ async def test_rewrite_that_changes_no_file_is_proven_from_metadata(spark, engin
         ).collect()
 
     outcome = await maintenance(engine, name, after_call=rewrite_manifests).run(NO_OP_REWRITE)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["parent_id"] == original and record["snapshot_id"] != original
     assert record["ok"] and record["scope"] == "none"
     assert (
@@ -273,7 +273,7 @@ async def test_position_delete_rewrite_is_scoped_to_its_partition(spark, engine)
         {"action": "rewrite_position_delete_files", "params": {"options": {"rewrite-all": "true"}}}
     )
     assert outcome.output["rewritten_delete_files_count"] == 2
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions" and labels(record) == {"p0"}
     assert record["reader"] == "engine" and "delete files" in record["reader_fallback"]
     assert record["rows_before"] == record["rows_after"] == 10
@@ -304,15 +304,15 @@ async def test_unpartitioned_table(spark, engine, reader):
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, reader, after_call=swap).run(NO_OP_REWRITE)
-    violation = exc.value.evidence["violation"]
+    violation = exc.value.evidence.to_json()["violation"]
     assert_whole_or_read_in_process(violation, reader, "unpartitioned")
     assert violation["rows_before"] == violation["rows_after"] == 48
     assert violation["checksum_before"] != violation["checksum_after"]
-    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert fingerprint(spark, table) == fp and current_snapshot(spark, table) == original
 
     outcome = await maintenance(engine, name, reader).run(COMPACT)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"]
     assert_whole_or_read_in_process(record, reader, "unpartitioned")
     assert record["rows_before"] == record["rows_after"] == 48
@@ -325,7 +325,7 @@ async def test_transform_partitioned_table(spark, engine, reader, transform):
     table = make_partitioned_table(spark, NS, name, partitioned_by=transform)
     before = content(spark, table)
     outcome = await maintenance(engine, name, reader).run(COMPACT)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     # Both readers compare only the touched partitions: the engine filters them by Iceberg's
     # transform functions (the fields from the loaded spec), the in-process reader by files.
     assert record["ok"] and record["scope"] == "partitions", record
@@ -340,12 +340,12 @@ async def test_transform_partitioned_table(spark, engine, reader, transform):
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, reader, after_call=drop).run(NO_OP_REWRITE)
-    violation = exc.value.evidence["violation"]
+    violation = exc.value.evidence.to_json()["violation"]
     assert violation["scope"] == "partitions" and violation["reader"] == "engine", violation
     if reader == "in_process":
         assert violation["reader_fallback"].startswith("the in-process read differs (partition")
     assert violation["rows_after"] < violation["rows_before"]
-    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before and current_snapshot(spark, table) == compacted
 
 
@@ -379,7 +379,7 @@ async def test_every_primitive_type_spark_writes_is_proven_in_process(spark, eng
 
     outcome = await maintenance(engine, name).run(COMPACT)
 
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert record["reader"] == "in_process", record.get("reader_fallback")
     assert record["rows_before"] == record["rows_after"] == 30

@@ -41,7 +41,7 @@ async def test_scoped_verification_through_a_remote_engine(
         ).run({"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}})
     finally:
         await engine.close()
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record.get("scope_reason")
     assert record["files_diff"] == "metadata", record.get("files_diff_fallback")
     assert {json.loads(p["partition"])["part"] for p in record["fingerprinted"]} == set(HOT)

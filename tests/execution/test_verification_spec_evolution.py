@@ -52,9 +52,9 @@ async def caught_drop(engine, settings, spark, name, table, *, loader: bool):
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, settings, name, loader=loader, after_call=drop).run(NO_OP_REWRITE)
-    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before and current_snapshot(spark, table) == kept
-    violation = exc.value.evidence["violation"]
+    violation = exc.value.evidence.to_json()["violation"]
     assert violation["rows_after"] < violation["rows_before"], violation
     return violation
 
@@ -69,7 +69,7 @@ async def test_every_transform_is_scoped_without_a_table_loader(
     table = make_partitioned_table(spark, NS, name, partitioned_by=transform)
     before = content(spark, table)
     outcome = await maintenance(engine, spark_catalog_settings, name, loader=False).run(COMPACT)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert record["reader"] == "engine" and record["files_diff"] == "engine"
     if not transform.startswith("bucket"):  # every bucket holds a small file of HOT
@@ -115,7 +115,7 @@ async def test_a_rewrite_across_two_specs_is_scoped_to_the_shared_field(
         ).run(COMPACT)
     finally:
         hidden.restore()
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert record["reader"] == "engine"
     specs = {p["spec_id"] for p in record["fingerprinted"]}
@@ -142,7 +142,7 @@ async def test_specs_sharing_no_field_fall_back_to_the_whole_table_with_the_reas
     )
     before = content(spark, table)
     outcome = await maintenance(engine, spark_catalog_settings, name, loader=True).run(COMPACT)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "table", record
     assert "share no partition field" in record["scope_reason"], record
     assert content(spark, table) == before

@@ -315,7 +315,7 @@ async def test_a_compaction_beside_an_appending_writer_is_measured_by_its_own_co
     assert done.state == JobState.SUCCEEDED, done.error
     entry = next(a for a in done.outcome["actions"] if a["action"] == "rewrite_data_files")
     rewrite = next(a for a in actions if a["action"] == "rewrite_data_files")
-    verified = {s["snapshot_id"] for s in rewrite["output"]["verified_snapshots"]}
+    verified = {s["snapshot_id"] for s in rewrite["output"]["verification"]["snapshots"]}
     own = entry.get("own")
     assert own is not None, entry
     assert own["error"] is None and set(own["snapshots"]) == verified, own

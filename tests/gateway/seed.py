@@ -27,6 +27,7 @@ from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import record_inspection
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.safety.verification import Evidence, SnapshotCheck
 from icepack_core.settings import Settings
 
 CATALOG = "demo"
@@ -131,23 +132,28 @@ async def add_status(
 
 # What JobExecution stores for the demo's delete-applying compaction of sales.orders: the
 # executor's impact (IMPACT_FIELDS before/after) and TableMaintenance's output (the procedure's
-# result row plus ``verified_snapshots``, one record per rewrite snapshot it checked).
+# result row plus its ``verification`` evidence, one record per rewrite snapshot it checked).
+ORDERS_REWRITE_CHECK = SnapshotCheck(
+    snapshot_id=7001,
+    parent_id=7000,
+    rows_before=256,
+    rows_after=256,
+    checksum_before="-4611686018427387904",
+    checksum_after="-4611686018427387904",
+    checked="parent",
+    ok=True,
+    scope="table",
+    scope_reason="the table is not partitioned",
+)
 ORDERS_REWRITE_OUTPUT: dict[str, Any] = {
     "rewritten_data_files_count": 150,
     "added_data_files_count": 40,
     "rewritten_bytes_count": 52_428_800,
     "failed_data_files_count": 0,
     "removed_delete_files_count": 4,
-    "verified_snapshots": [
-        {
-            "snapshot_id": 7001,
-            "parent_id": 7000,
-            "rows_before": 256,
-            "rows_after": 256,
-            "checksum_before": -4_611_686_018_427_387_904,
-            "checksum_after": -4_611_686_018_427_387_904,
-        }
-    ],
+    "verification": Evidence(
+        status="verified", start_snapshot_id=7000, snapshots=[ORDERS_REWRITE_CHECK]
+    ).to_json(),
 }
 ORDERS_REWRITE_IMPACT: dict[str, Any] = {
     "before": {

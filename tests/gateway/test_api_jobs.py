@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from icepack_core.intents import intents_json, parse_intents
 from icepack_core.queue.jobs import JobQueue
+
+# A job to list or cancel; what it would run does not matter here (the real intent form, as
+# the API's job model reads it).
+NOOP = intents_json(parse_intents([{"action": "rewrite_manifests"}]))
 
 
 async def test_jobs_list_newest_first_with_tables(client, fleet):
@@ -42,7 +47,7 @@ async def test_jobs_filter_by_table_id_and_unknown_table(client, fleet):
 async def test_jobs_cursor_walks_all(client, db, fleet):
     queue = JobQueue(db)
     for i in range(23):
-        await queue.enqueue(None, [{"action": "noop"}], dedupe_key=f"x{i}")
+        await queue.enqueue(None, NOOP, dedupe_key=f"x{i}")
     seen, cursor = [], None
     while True:
         r = await client.get("/jobs?limit=4" + (f"&cursor={cursor}" if cursor else ""))
@@ -52,6 +57,21 @@ async def test_jobs_cursor_walks_all(client, db, fleet):
         if not cursor:
             break
     assert len(seen) == len(set(seen)) == 26 and seen == sorted(seen, reverse=True)
+
+
+async def test_answers_are_built_through_their_models(client, db, fleet):
+    """A job is answered through the Job model: its timestamps as ``isoformat`` writes them,
+    and a stored value the model refuses is a 500 naming the model and field where it was
+    built (not a 422 blaming the request, not a 200 the document does not describe)."""
+    row = await db.fetchrow("SELECT created_at FROM icepack.jobs WHERE id = $1", fleet.jobs["done"])
+    r = await client.get(f"/jobs/{fleet.jobs['done']}")
+    assert r.status_code == 200 and r.json()["created_at"] == row["created_at"].isoformat()
+    bad = await JobQueue(db).enqueue(None, [{"action": "noop", "params": {}}], dedupe_key="bad")
+    r = await client.get(f"/jobs/{bad.job.id}")
+    assert r.status_code == 500 and r.json()["code"] == "INVALID_REPLY"
+    assert "JobWithActions" in r.json()["message"] and "actions.0.action" in r.json()["message"]
+    r = await client.get("/jobs?limit=1")
+    assert r.status_code == 500 and "Job answer" in r.json()["message"]
 
 
 async def test_job_detail_has_actions_sql_and_impact(client, fleet):
@@ -196,7 +216,7 @@ async def test_cancel_queued_running_and_finished(client, db, fleet, auth):
     r = await client.post("/jobs/424242/cancel", headers=auth)
     assert r.status_code == 404 and r.json()["code"] == "JOB_NOT_FOUND"
     queue = JobQueue(db)
-    await queue.enqueue(fleet.tables["crm.users"], [{"action": "noop"}], dedupe_key="run")
+    await queue.enqueue(fleet.tables["crm.users"], NOOP, dedupe_key="run")
     running = await queue.claim("executor@test", 60)
     r = await client.post(f"/jobs/{running.id}/cancel", headers=auth)
     assert r.status_code == 200 and r.json()["cancelled"] is False

@@ -33,6 +33,7 @@ from icepack_core.execution.maintenance import VerificationFailed
 from icepack_core.local.postgres import free_port
 from icepack_core.queue import events
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.safety.verification import Evidence
 from icepack_core.settings import load_settings
 from icepack_core.telemetry.logs import setup_logging
 from icepack_core.telemetry.tracing import tracer
@@ -179,9 +180,10 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, deb
                 "spark_conf": settings.spark_conf,
             },
         )
-    held = VerificationFailed(f"check against {url} failed", {"dsn": dsn})
+    evidence = Evidence(status="error", start_snapshot_id=None, error=f"database {dsn}")
+    held = VerificationFailed(f"check against {url} failed", evidence)
     await JobExecution(db, None, None)._hold(  # type: ignore[arg-type]
-        table_id, "rewrite_data_files", str(held), held.evidence
+        table_id, "rewrite_data_files", str(held), held.evidence.to_json()
     )
 
     # Spans: attributes, a recorded exception and the error status description.

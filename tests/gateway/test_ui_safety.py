@@ -22,10 +22,12 @@ from icepack_core.execution.maintenance import VerificationFailed
 from icepack_core.inspection.health import assess
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import record_inspection
+from icepack_core.intents import intents_json, parse_intents
 from icepack_core.local.postgres import free_port
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.runtime.probes import make_server
+from icepack_core.safety.verification import Evidence, Rollback, SnapshotCheck
 from icepack_core.settings import Settings, load_settings
 from icepack_gateway.app import create_app
 from tests.gateway.seed import ORDERS_REWRITE_OUTPUT, Fleet, add_table, status_doc
@@ -113,28 +115,40 @@ async def test_recommendation_shows_each_action_and_each_skip(base, browser, db)
 
 async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
     """A rewrite whose post-commit check failed, recorded and held as ``JobExecution`` does:
-    the evidence record as the action's output, the table put on hold, the job failed."""
+    the evidence as the action's ``output.verification``, the table put on hold, the job
+    failed."""
     queue = JobQueue(db)
     enqueued = await queue.enqueue(
         table_id, [{"action": "rewrite_data_files", "params": {}}], dedupe_key="verify-fail"
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:2", 600)
-    evidence = {
-        "snapshot_id": 9_123_456_789_012_345_678,
-        "parent_id": 9_000_000_000_000_000_001,
-        "rows_before": 1000,
-        "rows_after": 990,
-        "checksum_before": 1234567890123456789,
-        "checksum_after": -987654321987654321,
-        "rolled_back": True,
-    }
+    bad = SnapshotCheck(
+        snapshot_id=9_123_456_789_012_345_678,
+        parent_id=9_000_000_000_000_000_001,
+        rows_before=1000,
+        rows_after=990,
+        checksum_before="1234567890123456789",
+        checksum_after="-987654321987654321",
+        checked="parent",
+        ok=False,
+    )
+    rollback = Rollback(
+        status="rolled_back", to_snapshot_id=bad.parent_id, bad_snapshot_id=bad.snapshot_id
+    )
+    evidence = Evidence(
+        status="violation",
+        start_snapshot_id=bad.parent_id,
+        snapshots=[bad],
+        violation=bad,
+        rollback=rollback,
+    )
     exc = VerificationFailed(
         "rewrite snapshot 9123456789012345678 changed the live contents "
         "of demo.crm.users: 1000 rows -> 990 rows, checksum differs",
         evidence,
     )
     await JobExecution(db, None, None)._hold(  # type: ignore[arg-type]
-        table_id, "rewrite_data_files", str(exc), exc.evidence
+        table_id, "rewrite_data_files", str(exc), exc.evidence.to_json()
     )
     await queue.record_action(
         job,
@@ -143,7 +157,7 @@ async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
         started_at=NOW,
         finished_at=NOW,
         procedure="rewrite_data_files",
-        output=exc.evidence,
+        output={"verification": exc.evidence.to_json()},
         error=str(exc),
     )
     await queue.fail(job, str(exc), retryable=False)
@@ -169,7 +183,7 @@ async def test_job_page_shows_live_rows_deleted_rows_and_evidence(
         assert "320\t256" in stored and "64 deleted rows physically removed" in stored, stored
         assert "4" in await safety.locator("[data-test=delete-files]").inner_text()
         row = await safety.locator("[data-test=evidence-row]").inner_text()
-        record = ORDERS_REWRITE_OUTPUT["verified_snapshots"][0]
+        record = ORDERS_REWRITE_OUTPUT["verification"]["snapshots"][0]
         assert str(record["snapshot_id"]) in row and str(record["parent_id"]) in row
         assert "256 → 256" in row
         # 64-bit checksums shown with their exact digits (not rounded by JS numbers).
@@ -222,57 +236,68 @@ async def test_job_page_shows_a_failed_verification_rollback_and_hold(
         await context.close()
 
 
-async def test_evidence_under_a_verification_key_is_shown_too(
+async def test_a_violation_not_rolled_back_is_shown_so(
     base,
     browser,
     db,
     fleet: Fleet,
 ):
-    """The executor's newer shape: records anywhere under ``output.verification``."""
+    """A violation whose rollback was refused (a writer committed on top): every checked
+    snapshot shown, the bad one as not rolled back."""
     queue = JobQueue(db)
     enqueued = await queue.enqueue(
         fleet.tables["crm.users"],
-        [{"action": "rewrite_position_delete_files"}],
+        intents_json(parse_intents([{"action": "rewrite_position_delete_files"}])),
         dedupe_key="verification-key",
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:3", 600)
-    output = {
-        "rewritten_delete_files_count": 3,
-        "verification": {
-            "mode": "per-snapshot",
-            "snapshots": [
-                {
-                    "snapshot_id": 11,
-                    "parent_id": 10,
-                    "rows_before": 50,
-                    "rows_after": 50,
-                    "checksum_before": 7,
-                    "checksum_after": 7,
-                    "checked": True,
-                    "rolled_back": False,
-                }
-            ],
-        },
-    }
+    good, bad = (
+        SnapshotCheck(
+            snapshot_id=parent + 1,
+            parent_id=parent,
+            rows_before=50,
+            rows_after=rows,
+            checksum_before="7",
+            checksum_after=checksum,
+            checked="parent",
+            ok=rows == 50,
+        )
+        for parent, rows, checksum in ((10, 50, "7"), (11, 49, "6"))
+    )
+    evidence = Evidence(
+        status="violation",
+        start_snapshot_id=10,
+        snapshots=[good, bad],
+        violation=bad,
+        rollback=Rollback(
+            status="not_rolled_back",
+            to_snapshot_id=11,
+            bad_snapshot_id=12,
+            current_snapshot_id=13,
+            reason="snapshots were committed on top of the bad one",
+        ),
+    )
+    output = {"rewritten_delete_files_count": 3, "verification": evidence.to_json()}
     await queue.record_action(
         job,
         action="rewrite_position_delete_files",
-        state="succeeded",
+        state="failed",
         started_at=NOW,
         finished_at=NOW,
         output=output,
         impact={},
     )
-    await queue.complete(job)
+    await queue.fail(job, "verification failed", retryable=False)
     errors: list[str] = []
     context, page = await _page(browser, 1280, 900, errors)
     try:
         await page.goto(f"{base}/ui/#/job/{job.id}")
-        row = page.locator("[data-test=evidence-row]")
-        await row.wait_for()
-        text = await row.inner_text()
-        assert "50 → 50" in text and "7 → 7" in text and "not rolled back" in text
-        assert await page.locator("[data-test=verdict]").inner_text() == "verified"
+        rows = page.locator("[data-test=evidence-row]")
+        await rows.first.wait_for()
+        first, second = await rows.all_inner_texts()
+        assert "50 → 50" in first and "7 → 7" in first and "rolled back" not in first
+        assert "50 → 49" in second and "7 → 6" in second and "not rolled back" in second
+        assert await page.locator("[data-test=verdict]").inner_text() == "verification failed"
         assert errors == [], errors
     finally:
         await context.close()
@@ -285,7 +310,7 @@ def test_cli_job_shows_the_same_safety(database_url, db, fleet: Fleet, monkeypat
     result = runner.invoke(cli_app, ["job", str(fleet.jobs["done"])])
     assert result.exit_code == 0, result.output
     out = result.stdout
-    record = ORDERS_REWRITE_OUTPUT["verified_snapshots"][0]
+    record = ORDERS_REWRITE_OUTPUT["verification"]["snapshots"][0]
     assert "rewrite_data_files: verified" in out
     assert "live rows    256 -> 256  unchanged (verified by scanning both snapshots)" in out
     assert "stored rows  320 -> 256  (incl. deleted)  64 deleted rows physically removed" in out

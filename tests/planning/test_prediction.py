@@ -173,3 +173,37 @@ def test_the_recommendation_skips_a_throttled_action_with_the_reason():
     more = status(data_file_count=80, small_file_count=59, small_file_bytes=59 * MIB)
     rec = recommend(more, policy, {}, NOW, throttles={"rewrite_data_files": throttle})
     assert "rewrite_data_files" in [a.action for a in rec.actions]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=2**40), min_size=7, max_size=7))
+def test_the_shape_of_a_parsed_status_is_the_shape_of_its_document(counts: list[int]) -> None:
+    """``Shape.of_status`` (the executor's, on a ``TableStatus``) and ``Shape.of`` (on the
+    stored document) agree; every kind of delete file counts (``delete_file_count``)."""
+    from icepack_core.inspection.status import TableStatus
+
+    data, data_bytes, manifests, position, equality, vectors, snapshots = counts
+    parsed = TableStatus(
+        catalog="c",
+        namespace="n",
+        table="t",
+        format_version=3,
+        metadata_location="file:///m.json",
+        current_snapshot_id=None,
+        inspected_at="2026-11-21T12:00:00.000Z",
+        inspector="pyiceberg",
+        inspect_ms=0,
+        manifests_read=0,
+        manifests_cached=0,
+        small_file_threshold_bytes=1,
+        file_size_histogram={},
+        data_file_count=data,
+        data_file_bytes=data_bytes,
+        manifest_count=manifests,
+        position_delete_file_count=position,
+        equality_delete_file_count=equality,
+        deletion_vector_count=vectors,
+        snapshot_count=snapshots,
+    )
+    shape = Shape.of_status(parsed)
+    assert shape == Shape.of(parsed.model_dump())
+    assert shape.delete_files == position + equality + vectors

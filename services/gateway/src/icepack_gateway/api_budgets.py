@@ -14,6 +14,7 @@ from icepack_core.errors import BudgetInvalid, BudgetNotFound
 from icepack_core.queue.budgets import (
     MAX_BYTES_PER_HOUR,
     MAX_RUNNING,
+    BudgetUse,
     clear_budget,
     list_budgets,
     set_budget,
@@ -21,7 +22,7 @@ from icepack_core.queue.budgets import (
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams
 from icepack_gateway.errors import InvalidParameter, NotFound
 from icepack_gateway.inputs import Ident, Params
-from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import Model, error, ok
 from icepack_gateway.state import gateway
 
@@ -44,6 +45,19 @@ class Budget(Model):
         "they can never be claimed until the budget grows or they are cancelled"
     )
     updated_at: str
+
+    @classmethod
+    def of(cls, use: BudgetUse) -> Budget:
+        return cls(
+            catalog=use.catalog,
+            namespace=use.namespace,
+            rewrite_bytes_per_hour=use.rewrite_bytes_per_hour,
+            max_running=use.max_running,
+            running=use.running,
+            charged_bytes_last_hour=use.charged_bytes,
+            oversized_jobs=use.oversized_jobs,
+            updated_at=use.updated_at.isoformat(),
+        )
 
 
 class BudgetList(Model):
@@ -81,7 +95,7 @@ class BudgetCleared(Model):
 
 async def get_budgets(call: Call[NoParams, NoParams, NoBody]) -> Response:
     budgets = await list_budgets(gateway(call.request).pool)
-    return ApiResponse({"items": [b.to_json() for b in budgets]})
+    return reply(BudgetList(items=[Budget.of(b) for b in budgets]))
 
 
 async def put_budget(call: Call[CatalogPath, NoParams, BudgetIn]) -> Response:
@@ -96,7 +110,7 @@ async def put_budget(call: Call[CatalogPath, NoParams, BudgetIn]) -> Response:
         )
     except BudgetInvalid as exc:
         raise InvalidParameter(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
-    return ApiResponse(use.to_json())
+    return reply(Budget.of(use))
 
 
 async def delete_budget(call: Call[CatalogPath, NamespaceQuery, NoBody]) -> Response:
@@ -105,7 +119,7 @@ async def delete_budget(call: Call[CatalogPath, NamespaceQuery, NoBody]) -> Resp
         await clear_budget(gateway(call.request).pool, catalog, namespace)
     except BudgetNotFound as exc:
         raise NotFound(exc.code, str(exc)) from None
-    return ApiResponse({"catalog": catalog, "namespace": namespace, "cleared": True})
+    return reply(BudgetCleared(catalog=catalog, namespace=namespace, cleared=True))
 
 
 endpoints: list[AnyEndpoint] = [

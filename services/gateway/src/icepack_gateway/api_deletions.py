@@ -14,16 +14,14 @@ from icepack_core.intents import RestoreQuarantine, RestoreQuarantineParams, int
 from icepack_core.queue.ledger import job_page, restore_target
 from icepack_core.types import JobTrigger
 from icepack_gateway import models
-from icepack_gateway.api_jobs import MANUAL_PRIORITY, _admit, job_json
+from icepack_gateway.api_jobs import MANUAL_PRIORITY, _admit, job_reply
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams
 from icepack_gateway.errors import Conflict
 from icepack_gateway.inputs import DeletionsQuery, JobPath
-from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
 from icepack_gateway.params import decode_cursor, encode_cursor
 from icepack_gateway.state import gateway
-
-DELETION_KEYS = tuple(models.Deletion.model_fields)
 
 
 async def job_deletions(call: Call[JobPath, DeletionsQuery, NoBody]) -> Response:
@@ -31,18 +29,19 @@ async def job_deletions(call: Call[JobPath, DeletionsQuery, NoBody]) -> Response
     after = decode_cursor(q.cursor, "deletions", (int,))
     pool = gateway(call.request).pool
     page = await job_page(pool, job_id, after[0] if after else None, q.limit)
-    return ApiResponse(
-        {
-            "job_id": job_id,
-            "items": [{k: r[k] for k in DELETION_KEYS} for r in page.rows],
-            "next_cursor": (
+    return reply(
+        models.JobDeletions(
+            job_id=job_id,
+            items=[models.Deletion.of_row(r) for r in page.rows],
+            next_cursor=(
                 None if page.last_id is None else encode_cursor("deletions", [page.last_id])
             ),
-            "totals": {"files": page.files, "bytes": page.bytes},
-            "by_state": {
-                state: {"files": t.files, "bytes": t.bytes} for state, t in page.by_state.items()
+            totals=models.DeletionTotal(files=page.files, bytes=page.bytes),
+            by_state={
+                state: models.DeletionTotal(files=t.files, bytes=t.bytes)
+                for state, t in page.by_state.items()
             },
-        }
+        )
     )
 
 
@@ -71,8 +70,8 @@ async def restore_job(call: Call[JobPath, NoParams, NoBody]) -> Response:
     )
     row = await pool.fetchrow(load_query("job_detail"), enqueued.job.id)
     assert row is not None  # enqueued (or found) in this request
-    return ApiResponse(
-        {"job": job_json(row), "created": enqueued.created},
+    return reply(
+        models.JobSubmitted(job=job_reply(row), created=enqueued.created),
         status_code=201 if enqueued.created else 200,
     )
 

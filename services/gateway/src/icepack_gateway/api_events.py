@@ -2,35 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import asyncpg
 from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
 from icepack_gateway import models
-from icepack_gateway.api_jobs import table_id_filter
+from icepack_gateway.api_jobs import table_id_filter, table_key
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams
 from icepack_gateway.inputs import EventsQuery
-from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
 from icepack_gateway.params import decode_cursor, encode_cursor
 from icepack_gateway.state import gateway
-
-
-def event_json(row: asyncpg.Record) -> dict[str, Any]:
-    event = {k: row[k] for k in ("id", "topic", "payload", "traceparent", "created_at")}
-    event["table"] = (
-        None
-        if row["table_id"] is None
-        else {
-            "id": row["table_id"],
-            "catalog": row["catalog"],
-            "namespace": row["namespace"],
-            "name": row["table_name"],
-        }
-    )
-    return event
 
 
 async def list_events(call: Call[NoParams, EventsQuery, NoBody]) -> Response:
@@ -43,7 +25,8 @@ async def list_events(call: Call[NoParams, EventsQuery, NoBody]) -> Response:
         load_query("event_page"), q.topic, table_id, before[0] if before else None, size
     )
     next_cursor = encode_cursor("events", [rows[-1]["id"]]) if len(rows) == size else None
-    return ApiResponse({"items": [event_json(r) for r in rows], "next_cursor": next_cursor})
+    items = [models.Event.of_row(r, table=table_key(r)) for r in rows]
+    return reply(models.EventPage(items=items, next_cursor=next_cursor))
 
 
 endpoints: list[AnyEndpoint] = [

@@ -20,9 +20,9 @@ from icepack_gateway import models
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoParams
 from icepack_gateway.errors import Conflict, InvalidParameter, TableNotFound
 from icepack_gateway.inputs import TablePath
-from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
-from icepack_gateway.state import find_table, gateway, table_json
+from icepack_gateway.state import find_table, gateway
 
 
 class HoldReleaseIn(BaseModel):
@@ -57,9 +57,17 @@ async def release(call: Call[TablePath, NoParams, HoldReleaseIn]) -> Response:
     except UnknownTableId:  # deleted between the look-up and the lock
         raise TableNotFound(catalog, namespace, name) from None
     after = await pool.fetchrow(load_query("table_find"), catalog, namespace, name)
-    return ApiResponse(
-        {"table": table_json(after) if after is not None else None, "released": done.to_json()}
+    released = models.Released(
+        table_id=done.table_id,
+        table=done.table,
+        previous_hold=done.previous_hold,
+        released_by=done.released_by,
+        reason=done.reason,
+        released_at=done.released_at,
+        event_id=done.event_id,
     )
+    table_after = models.Table.of_row(after) if after is not None else None
+    return reply(models.HoldReleased(table=table_after, released=released))
 
 
 endpoints: list[AnyEndpoint] = [

@@ -31,7 +31,7 @@ from icepack_gateway.auth import bearer
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoParams
 from icepack_gateway.errors import HookDisabled, HookTokenError, UnknownCatalog
 from icepack_gateway.inputs import MAX_IDENT, Ident
-from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
 from icepack_gateway.state import gateway
 
@@ -102,17 +102,11 @@ async def catalog_event(call: Call[NoParams, NoParams, CloudEvent]) -> Response:
         created, received = await record_hint(
             conn, change.catalog, levels, change.table, change.metadata_location
         )
-    return ApiResponse(
-        {
-            "accepted": True,
-            "coalesced": not created,
-            "received": received,
-            "table": {
-                "catalog": change.catalog,
-                "namespace": join_namespace(levels),
-                "name": change.table,
-            },
-        },
+    table = models.HookTable(
+        catalog=change.catalog, namespace=join_namespace(levels), name=change.table
+    )
+    return reply(
+        models.HookAccepted(accepted=True, coalesced=not created, received=received, table=table),
         status_code=202,
     )
 

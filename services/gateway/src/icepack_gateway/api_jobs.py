@@ -20,7 +20,7 @@ from icepack_gateway import models
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams
 from icepack_gateway.errors import Conflict, InvalidParameter
 from icepack_gateway.inputs import Ident, JobPath, JobsQuery, TableFilter
-from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
 from icepack_gateway.params import decode_cursor, encode_cursor, split_table
 from icepack_gateway.state import GatewayState, find_table, gateway
@@ -28,37 +28,36 @@ from icepack_gateway.state import GatewayState, find_table, gateway
 # Manual jobs jump ahead of the planner's (default 100; lower runs first).
 MANUAL_PRIORITY = 50
 
-# The keys a job and an action answer are their models' fields (the row has a few more).
-JOB_KEYS = tuple(k for k in models.Job.model_fields if k != "table")
-ACTION_KEYS = tuple(models.JobAction.model_fields)
 
-
-def job_json(row: asyncpg.Record) -> dict[str, Any]:
-    """A job row joined with its table (``job_page`` / ``job_detail``)."""
-    job = {k: row[k] for k in JOB_KEYS}
-    job["table"] = (
-        None
-        if row["table_id"] is None
-        else {
-            "id": row["table_id"],
-            "catalog": row["catalog"],
-            "namespace": row["namespace"],
-            "name": row["table_name"],
-        }
+def table_key(row: asyncpg.Record) -> models.TableKey | None:
+    """The table a job or event row was joined with (``table_id``, ``catalog``, ``namespace``,
+    ``table_name``); None for a row of no table."""
+    if row["table_id"] is None:
+        return None
+    return models.TableKey(
+        id=row["table_id"],
+        catalog=row["catalog"],
+        namespace=row["namespace"],
+        name=row["table_name"],
     )
-    return job
+
+
+def job_reply(row: asyncpg.Record) -> models.Job:
+    """A job row joined with its table (``job_page`` / ``job_detail``)."""
+    return models.Job.of_row(row, table=table_key(row))
 
 
 async def jobs_with_actions(
     pool: asyncpg.Pool, rows: Sequence[asyncpg.Record]
-) -> list[dict[str, Any]]:
-    jobs = [job_json(r) for r in rows]
-    by_id: dict[int, list[dict[str, Any]]] = {j["id"]: [] for j in jobs}
+) -> list[models.JobWithActions]:
+    """Each job row with the actions it ran, in order (one query for all of them)."""
+    by_id: dict[int, list[models.JobAction]] = {r["id"]: [] for r in rows}
     for action in await pool.fetch(load_query("job_actions_of"), list(by_id)):
-        by_id[action["job_id"]].append({k: action[k] for k in ACTION_KEYS})
-    for job in jobs:
-        job["job_actions"] = by_id[job["id"]]
-    return jobs
+        by_id[action["job_id"]].append(models.JobAction.of_row(action))
+    return [
+        models.JobWithActions.of_row(r, table=table_key(r), job_actions=by_id[r["id"]])
+        for r in rows
+    ]
 
 
 async def table_id_filter(pool: asyncpg.Pool, query: TableFilter) -> int | None:
@@ -85,7 +84,7 @@ async def list_jobs(call: Call[NoParams, JobsQuery, NoBody]) -> Response:
         size,
     )
     next_cursor = encode_cursor("jobs", [rows[-1]["id"]]) if len(rows) == size else None
-    return ApiResponse({"items": [job_json(r) for r in rows], "next_cursor": next_cursor})
+    return reply(models.JobPage(items=[job_reply(r) for r in rows], next_cursor=next_cursor))
 
 
 async def job_detail(call: Call[JobPath, NoParams, NoBody]) -> Response:
@@ -94,7 +93,7 @@ async def job_detail(call: Call[JobPath, NoParams, NoBody]) -> Response:
     row = await pool.fetchrow(load_query("job_detail"), job_id)
     if row is None:
         raise JobNotFound(job_id)
-    return ApiResponse((await jobs_with_actions(pool, [row]))[0])
+    return reply((await jobs_with_actions(pool, [row]))[0])
 
 
 def _no_nul(value: Any, where: str) -> None:
@@ -190,8 +189,8 @@ async def submit_job(call: Call[NoParams, NoParams, JobIn]) -> Response:
     )
     row = await pool.fetchrow(load_query("job_detail"), enqueued.job.id)
     assert row is not None  # enqueued (or found) in this request; jobs are pruned only when done
-    return ApiResponse(
-        {"job": job_json(row), "created": enqueued.created},
+    return reply(
+        models.JobSubmitted(job=job_reply(row), created=enqueued.created),
         status_code=201 if enqueued.created else 200,
     )
 
@@ -213,7 +212,9 @@ async def cancel_job(call: Call[JobPath, NoParams, NoBody]) -> Response:
     assert row is not None  # read above; only finished jobs are ever pruned
     # A queued job is cancelled at once; a running one stops when its executor next heartbeats
     # (``cancel_requested_at`` is set and the state is still ``running``).
-    return ApiResponse({"job": job_json(row), "cancelled": row["state"] == JobState.CANCELLED})
+    return reply(
+        models.JobCancelled(job=job_reply(row), cancelled=row["state"] == JobState.CANCELLED)
+    )
 
 
 REFUSED = (

@@ -12,7 +12,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
@@ -39,16 +38,10 @@ from icepack_gateway.inputs import (
     PolicyPath,
     Scope,
 )
-from icepack_gateway.jsonutil import ApiResponse
-from icepack_gateway.models import error, ok
+from icepack_gateway.jsonutil import reply
+from icepack_gateway.models import Table, error, ok
 from icepack_gateway.policy_models import PolicyIn, ProposedPolarisPolicy, validated_config
-from icepack_gateway.state import find_table, gateway, table_json
-
-POLICY_KEYS = tuple(policy_replies.Policy.model_fields)
-
-
-def policy_json(row: asyncpg.Record) -> dict[str, Any]:
-    return {k: row[k] for k in POLICY_KEYS}
+from icepack_gateway.state import find_table, gateway
 
 
 async def list_policies(call: Call[NoParams, PoliciesQuery, NoBody]) -> Response:
@@ -61,7 +54,7 @@ async def list_policies(call: Call[NoParams, PoliciesQuery, NoBody]) -> Response
         q.namespace,
         q.table,
     )
-    return ApiResponse({"items": [policy_json(r) for r in rows]})
+    return reply(policy_replies.PolicyList(items=[policy_replies.Policy.of_row(r) for r in rows]))
 
 
 POLARIS_PAGE = 5_000  # policies in one listing (bounded memory); `truncated` says if more
@@ -74,12 +67,12 @@ async def list_polaris_policies(call: Call[NoParams, PolarisPoliciesQuery, NoBod
     catalog = call.query.catalog
     sources = await pool.fetch(load_query("polaris_source_list"), catalog)
     rows = await pool.fetch(load_query("polaris_policy_page"), catalog, POLARIS_PAGE + 1)
-    return ApiResponse(
-        {
-            "sources": [dict(s) for s in sources],
-            "items": [dict(r) for r in rows[:POLARIS_PAGE]],
-            "truncated": len(rows) > POLARIS_PAGE,
-        }
+    return reply(
+        policy_replies.PolarisPolicyList(
+            sources=[policy_replies.PolarisSource.of_row(s) for s in sources],
+            items=[policy_replies.PolarisPolicy.of_row(r) for r in rows[:POLARIS_PAGE]],
+            truncated=len(rows) > POLARIS_PAGE,
+        )
     )
 
 
@@ -102,8 +95,10 @@ async def put_policy(call: Call[PolicyPath, NoParams, PolicyIn]) -> Response:
         config,
     )
     assert row is not None  # an upsert always returns its row
-    return ApiResponse(
-        {"policy": policy_json(row), "created": row["created"]},
+    return reply(
+        policy_replies.PolicyStored(
+            policy=policy_replies.Policy.of_row(row), created=row["created"]
+        ),
         status_code=201 if row["created"] else 200,
     )
 
@@ -154,7 +149,7 @@ def _proposed_target(p: ProposedPolicy) -> tuple[str | None, str | None]:
     return namespace, name
 
 
-def _policy_json(policy: EffectivePolicy) -> dict[str, Any]:
+def _effective(policy: EffectivePolicy) -> policy_replies.EffectivePolicy:
     configs = {
         PolicyType.DATA_COMPACTION: policy.data_compaction,
         PolicyType.METADATA_COMPACTION: policy.metadata_compaction,
@@ -162,14 +157,16 @@ def _policy_json(policy: EffectivePolicy) -> dict[str, Any]:
         PolicyType.ORPHAN_FILE_REMOVAL: policy.orphan_file_removal,
         PolicyType.TABLE_STATISTICS: policy.table_statistics,
     }
-    return {
-        "maintenance_enabled": policy.maintenance_enabled,
-        "cadence_hours": policy.cadence_hours,
-        "sources": dict(policy.sources),
-        "policies": {
-            t.value: None if c is None else c.model_dump(mode="json") for t, c in configs.items()
-        },
-    }
+    # PolicyConfigs names its fields by the policy types' values (aliases); each config as its
+    # full JSON (an instance would keep only the keys that were set: ``reply`` drops the rest).
+    return policy_replies.EffectivePolicy(
+        maintenance_enabled=policy.maintenance_enabled,
+        cadence_hours=policy.cadence_hours,
+        sources={PolicyType(t): source for t, source in policy.sources.items()},
+        policies=policy_replies.PolicyConfigs.model_validate(
+            {t.value: None if c is None else c.model_dump(mode="json") for t, c in configs.items()}
+        ),
+    )
 
 
 async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
@@ -215,13 +212,15 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
             datetime.now(UTC),
             target_file_size_bytes=target_file_size(properties),
         ).to_json()
-    return ApiResponse(
-        {
-            "table": table_json(table),
-            "effective_policy": _policy_json(policy),
-            "status_snapshot_id": status["id"] if status else None,
-            "recommendation": recommendation,
-        }
+    return reply(
+        policy_replies.Simulation(
+            table=Table.of_row(table),
+            effective_policy=_effective(policy),
+            status_snapshot_id=status["id"] if status else None,
+            recommendation=(
+                None if recommendation is None else policy_replies.Proposal(**recommendation)
+            ),
+        )
     )
 
 
@@ -258,7 +257,7 @@ async def simulate_fleet(call: Call[NoParams, NoParams, FleetSimulateIn]) -> Res
         report = await simulate_catalog(planner, catalog, proposed)
     except PolicyError as exc:
         raise InvalidParameter("policies", str(exc)) from None
-    return ApiResponse(report.to_json())
+    return reply(policy_replies.FleetSimulation.model_validate(report.to_json()))
 
 
 C, NS, T, PT = "{catalog}", "{namespace}", "{table}", "{policy_type}"

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from icepack_core.db.queries import load_query
 from icepack_core.types import Health
 from icepack_gateway import models
-from icepack_gateway.api_jobs import job_json, jobs_with_actions
+from icepack_gateway.api_jobs import job_reply, jobs_with_actions
 from icepack_gateway.endpoint import AnyEndpoint, Call, Endpoint, NoBody, NoParams
 from icepack_gateway.errors import InvalidCursor, NotFound, TableNotFound
 from icepack_gateway.inputs import (
@@ -23,35 +23,29 @@ from icepack_gateway.inputs import (
     TablePath,
     TablesQuery,
 )
-from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
 from icepack_gateway.params import decode_cursor, encode_cursor
-from icepack_gateway.state import find_table, gateway, table_json
+from icepack_gateway.state import find_table, gateway
 
 # The current metrics a fleet listing carries per table (the full status is one call away).
 LIST_METRICS = tuple(models.ListMetrics.model_fields)
-HEALTH_KEYS = tuple(models.HealthAssessment.model_fields)
-STATUS_KEYS = tuple(models.StatusSnapshot.model_fields)
 
 
-def _issue_summary(issues: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    return [{"code": i.get("code"), "severity": i.get("severity")} for i in issues or []]
-
-
-def _list_item(row: asyncpg.Record) -> dict[str, Any]:
-    status = row["status"] or {}
-    return {
-        "id": row["id"],
-        "catalog": row["catalog"],
-        "namespace": row["namespace"],
-        "name": row["name"],
-        "health": row["health"],
-        "score": row["score"],
-        "issues": _issue_summary(row["issues"]),
-        "assessed_at": row["assessed_at"],
-        "inspected_at": row["inspected_at"],
-        "metrics": {k: status.get(k) for k in LIST_METRICS} if row["status"] else None,
-    }
+def _list_item(row: asyncpg.Record) -> models.TableListItem:
+    status: Mapping[str, Any] | None = row["status"]
+    return models.TableListItem.of_row(
+        row,
+        issues=[
+            models.IssueSummary(code=i.get("code"), severity=i.get("severity"))
+            for i in row["issues"] or []
+        ],
+        metrics=(
+            models.ListMetrics.model_validate({k: status.get(k) for k in LIST_METRICS})
+            if status
+            else None
+        ),
+    )
 
 
 async def _fetch_planned(pool: asyncpg.Pool, query: str, *args: Any) -> list[asyncpg.Record]:
@@ -105,36 +99,24 @@ async def list_tables(call: Call[NoParams, TablesQuery, NoBody]) -> Response:
             if sort is Sort.NAME
             else encode_cursor(f"tables:{sort.value}", [last["sort_key"], *tail])
         )
-    return ApiResponse({"items": [_list_item(r) for r in rows], "next_cursor": next_cursor})
+    return reply(models.TablePage(items=[_list_item(r) for r in rows], next_cursor=next_cursor))
 
 
 async def summary(call: Call[NoParams, NoParams, NoBody]) -> Response:
-    health = {h.value: 0 for h in Health}
+    health = dict.fromkeys(Health, 0)
     async with gateway(call.request).pool.acquire() as conn:  # one connection, one reset
         for row in await conn.fetch(load_query("health_fleet_counts")):
-            health[row["health"]] = row["tables"]
+            health[Health(row["health"])] = row["tables"]
         issues = {
             r["code"]: r["tables"] for r in await conn.fetch(load_query("health_issue_counts"))
         }
         queue = {r["state"]: r["jobs"] for r in await conn.fetch(load_query("job_queue_depth"))}
-    return ApiResponse(
-        {"tables": sum(health.values()), "health": health, "issues": issues, "jobs": queue}
+    return reply(
+        models.Summary(tables=sum(health.values()), health=health, issues=issues, jobs=queue)
     )
 
 
-def _health_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
-    if row is None:
-        return None
-    return {k: row[k] for k in HEALTH_KEYS}
-
-
-def _status_json(row: asyncpg.Record | None) -> dict[str, Any] | None:
-    if row is None:
-        return None
-    return {k: row[k] for k in STATUS_KEYS}
-
-
-def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _recommendation(row: models.Row) -> models.Recommendation:
     """A ``recommendations`` row for the API: ``actions`` (each ``{action, reason, params,
     estimated_benefit}``) and ``skipped`` (each ``{action, reason}``) side by side, and
     ``policy_sources`` (per policy type, where its settings came from; empty for older rows).
@@ -142,8 +124,6 @@ def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict
     The column holds what ``Recommendation.to_json`` wrote (``{"actions", "skipped"}``); a bare
     list of actions (older rows) reads as actions with nothing skipped.
     """
-    if row is None:
-        return None
     stored = row["actions"]
     sources: Mapping[str, str] = {}
     if isinstance(stored, Mapping):
@@ -151,15 +131,9 @@ def _recommendation_json(row: asyncpg.Record | Mapping[str, Any] | None) -> dict
         sources = stored.get("policy_sources") or {}
     else:
         actions, skipped = stored if isinstance(stored, list) else [], []
-    return {
-        "id": row["id"],
-        "status_snapshot_id": row["status_snapshot_id"],
-        "actions": actions,
-        "skipped": skipped,
-        "policy_sources": dict(sources),
-        "job_id": row["job_id"],
-        "created_at": row["created_at"],
-    }
+    return models.Recommendation.of_row(
+        row, actions=actions, skipped=skipped, policy_sources=dict(sources)
+    )
 
 
 async def table_detail(call: Call[TablePath, NoParams, NoBody]) -> Response:
@@ -175,15 +149,16 @@ async def table_detail(call: Call[TablePath, NoParams, NoBody]) -> Response:
             if row["job_id"] is not None
             else None
         )
-    latest_job = job_json(job) if job is not None else None
-    return ApiResponse(
-        {
-            "table": table_json(row),
-            "health": row["health"],
-            "status": row["status"],
-            "recommendation": _recommendation_json(row["recommendation"]),
-            "latest_job": latest_job,
-        }
+    return reply(
+        models.TableDetail(
+            table=models.Table.of_row(row),
+            health=row["health"],
+            status=row["status"],
+            recommendation=(
+                _recommendation(row["recommendation"]) if row["recommendation"] else None
+            ),
+            latest_job=job_reply(job) if job is not None else None,
+        )
     )
 
 
@@ -193,7 +168,7 @@ async def table_status(call: Call[TablePath, NoParams, NoBody]) -> Response:
     row = await pool.fetchrow(load_query("status_latest"), table["id"])
     if row is None:
         raise NotFound("NO_STATUS", "the table has not been inspected yet")
-    return ApiResponse(_status_json(row))
+    return reply(models.StatusSnapshot.of_row(row))
 
 
 async def status_history(call: Call[TablePath, StatusHistoryQuery, NoBody]) -> Response:
@@ -206,7 +181,8 @@ async def status_history(call: Call[TablePath, StatusHistoryQuery, NoBody]) -> R
     )
     next_cursor = encode_cursor("status", [rows[-1]["id"]]) if len(rows) == size else None
     # Oldest first, the order a chart draws; the cursor pages further into the past.
-    return ApiResponse({"items": [dict(r) for r in reversed(rows)], "next_cursor": next_cursor})
+    items = [models.StatusPoint.of_row(r) for r in reversed(rows)]
+    return reply(models.StatusPage(items=items, next_cursor=next_cursor))
 
 
 async def table_health(call: Call[TablePath, NoParams, NoBody]) -> Response:
@@ -215,7 +191,7 @@ async def table_health(call: Call[TablePath, NoParams, NoBody]) -> Response:
     row = await pool.fetchrow(load_query("health_latest"), table["id"])
     if row is None:
         raise NotFound("NO_HEALTH", "the table has not been assessed yet")
-    return ApiResponse(_health_json(row))
+    return reply(models.HealthAssessment.of_row(row))
 
 
 async def table_recommendation(call: Call[TablePath, NoParams, NoBody]) -> Response:
@@ -226,7 +202,7 @@ async def table_recommendation(call: Call[TablePath, NoParams, NoBody]) -> Respo
         raise NotFound(
             "NO_RECOMMENDATION", "the planner has not recommended anything for the table yet"
         )
-    return ApiResponse(_recommendation_json(row))
+    return reply(_recommendation(row))
 
 
 async def table_jobs(
@@ -239,9 +215,11 @@ async def table_jobs(
     rows = await pool.fetch(
         load_query("job_page"), None, table["id"], before[0] if before else None, size
     )
-    items = await jobs_with_actions(pool, rows) if with_actions else [job_json(r) for r in rows]
     next_cursor = encode_cursor("jobs", [rows[-1]["id"]]) if len(rows) == size else None
-    return ApiResponse({"items": items, "next_cursor": next_cursor})
+    if with_actions:
+        items = await jobs_with_actions(pool, rows)
+        return reply(models.HistoryPage(items=items, next_cursor=next_cursor))
+    return reply(models.JobPage(items=[job_reply(r) for r in rows], next_cursor=next_cursor))
 
 
 async def table_history(call: Call[TablePath, HistoryQuery, NoBody]) -> Response:

@@ -47,7 +47,7 @@ from icepack_gateway.endpoint import (
     routes,
 )
 from icepack_gateway.errors import error_body, exception_handlers
-from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.jsonutil import reply
 from icepack_gateway.request_ids import RequestIds
 from icepack_gateway.state import AlertInputs, GatewayState
 
@@ -85,9 +85,7 @@ OPENAPI = openapi.build(ENDPOINTS)
 
 async def internal_error(request: Request, exc: Exception) -> Response:
     log.error("gateway.unhandled", path=request.url.path, error=repr(exc))
-    return ApiResponse(
-        error_body("INTERNAL", "unexpected error; see the gateway log"), status_code=500
-    )
+    return reply(error_body("INTERNAL", "unexpected error; see the gateway log"), status_code=500)
 
 
 def api_routes() -> list[BaseRoute]:

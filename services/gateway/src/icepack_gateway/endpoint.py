@@ -6,9 +6,10 @@ one ``Reply`` per status it answers. The route parses the request into those mod
 handler runs (``Call``): an unknown or malformed path/query parameter is ``InvalidParameter``
 (422, the message names it; unknown ones first, as a typo is the likely mistake), a body that
 does not fit its model is pydantic's ``ValidationError`` (422, ``detail`` lists each problem).
-Handlers return ``ApiResponse`` with plain JSON; the conformance test checks that JSON against
-the reply models. ``document`` turns the table into OpenAPI 3.1 with every model under
-``#/components/schemas``.
+Handlers build their answer as its reply model (a ``ReplyModel``) and return it serialised
+(``jsonutil.reply``); a reply model that refuses what a handler built it from is a server error
+(500 ``INVALID_REPLY``, ``ReplyInvalid``), never a 422 blaming the request. ``document`` turns
+the table into OpenAPI 3.1 with every model under ``#/components/schemas``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from icepack_gateway.auth import needs_token
-from icepack_gateway.errors import InvalidParameter
+from icepack_gateway.errors import InvalidParameter, ReplyInvalid
+from icepack_gateway.jsonutil import ReplyModel
 from icepack_gateway.params import json_body
 
 REF = "#/components/schemas/{model}"
@@ -105,7 +107,12 @@ class Endpoint(Generic[P, Q, B]):
             query = parse_params(self.query, request.query_params)
             path = parse_params(self.path_params, request.path_params)
             body = await self.parse_body(request)
-            return await handler(Call(request, path, query, body))
+            try:
+                return await handler(Call(request, path, query, body))
+            except ValidationError as exc:
+                if exc.title in ReplyModel.names:
+                    raise ReplyInvalid.of(exc) from exc
+                raise
 
         return Route(self.path, endpoint, methods=[self.method], name=self.operation_id)
 

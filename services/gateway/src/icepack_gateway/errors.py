@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 import structlog
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -30,7 +30,7 @@ from icepack_core.errors import (
     TokenReadOnly,
     TokenRevoked,
 )
-from icepack_gateway.jsonutil import ApiResponse
+from icepack_gateway.jsonutil import ReplyModel, reply
 
 log = structlog.get_logger("icepack.gateway")
 
@@ -83,6 +83,20 @@ class BodyTooLarge(IcepackError):
         super().__init__(
             f"request body is larger than {limit} bytes (ICEPACK_GATEWAY_MAX_BODY_BYTES={limit})"
         )
+
+
+class ReplyInvalid(IcepackError):
+    """An answer did not fit its reply model (a stored value of a shape the API does not
+    describe): a server error, logged with where it failed, never the request's fault."""
+
+    code = "INVALID_REPLY"
+
+    @classmethod
+    def of(cls, exc: ValidationError) -> ReplyInvalid:
+        errors = exc.errors(include_url=False, include_input=False)
+        where = ", ".join(sorted({".".join(str(p) for p in e["loc"]) or exc.title for e in errors}))
+        log.error("gateway.invalid_reply", model=exc.title, fields=where)
+        return cls(f"the {exc.title} answer could not be built ({where} does not fit)")
 
 
 class Conflict(IcepackError):
@@ -166,14 +180,28 @@ def status_for(exc: Exception) -> int:
     return 500
 
 
-def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
-    return {"code": code, "message": message, "detail": detail}
+class ErrorDetail(ReplyModel):
+    loc: list[str | int] = Field(description='where in the body, e.g. ["actions", 0]')
+    message: str
+    type: str = Field(description="pydantic's error type, e.g. missing")
+
+
+class ErrorBody(ReplyModel):
+    """Every error answer."""
+
+    code: str = Field(description="stable, e.g. TABLE_NOT_FOUND (scripts match on it)")
+    message: str = Field(description="for people; names the bad parameter")
+    detail: list[ErrorDetail] | None = Field(description="each problem of an invalid body")
+
+
+def error_body(code: str, message: str, detail: list[ErrorDetail] | None = None) -> ErrorBody:
+    return ErrorBody(code=code, message=message, detail=detail)
 
 
 def error_response(exc: IcepackError) -> Response:
     status = status_for(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return ApiResponse(error_body(exc.code, str(exc)), status_code=status, headers=headers)
+    return reply(error_body(exc.code, str(exc)), status_code=status, headers=headers)
 
 
 async def icepack_error(_request: Request, exc: Exception) -> Response:
@@ -184,17 +212,17 @@ async def icepack_error(_request: Request, exc: Exception) -> Response:
 async def validation_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ValidationError)
     detail = [
-        {"loc": list(e["loc"]), "message": e["msg"], "type": e["type"]}
+        ErrorDetail(loc=list(e["loc"]), message=e["msg"], type=e["type"])
         for e in exc.errors(include_url=False, include_input=False)
     ]
-    fields = ", ".join(sorted({".".join(str(p) for p in d["loc"]) or "body" for d in detail}))
-    return ApiResponse(
+    fields = ", ".join(sorted({".".join(str(p) for p in d.loc) or "body" for d in detail}))
+    return reply(
         error_body("INVALID_PARAMETER", f"invalid request body: {fields}", detail), status_code=422
     )
 
 
 async def json_error(_request: Request, exc: Exception) -> Response:
-    return ApiResponse(
+    return reply(
         error_body("INVALID_PARAMETER", f"request body is not JSON: {exc}"), status_code=422
     )
 
@@ -203,7 +231,7 @@ async def http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
     code = codes.get(exc.status_code, f"HTTP_{exc.status_code}")
-    return ApiResponse(
+    return reply(
         error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
     )
 

@@ -1,11 +1,14 @@
-"""JSON out: one response class that renders datetimes as RFC 3339 and never echoes bytes."""
+"""JSON out: the base of every answer model, answering one (``reply``), and one response class
+that renders datetimes as RFC 3339 and never echoes bytes."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import date, datetime
-from typing import Any
+from typing import Any, ClassVar
 
+from pydantic import BaseModel, ConfigDict
 from starlette.responses import JSONResponse
 
 
@@ -30,3 +33,25 @@ class ApiResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return dumps(content)
+
+
+class ReplyModel(BaseModel):
+    """Base of every answer model (``models``, ``errors.ErrorBody``): extra keys forbidden. The
+    names of its subclasses tell a failed answer from a refused request (``Endpoint.route``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    names: ClassVar[set[str]] = set()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        ReplyModel.names.add(cls.__name__)
+
+
+def reply(
+    model: ReplyModel, *, status_code: int = 200, headers: Mapping[str, str] | None = None
+) -> ApiResponse:
+    """``model`` as the answer: its fields by alias, only those it was given (a default never
+    adds a key a stored value did not have), timestamps as the model serialises them."""
+    content = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return ApiResponse(content, status_code=status_code, headers=headers)

@@ -1,17 +1,21 @@
-"""What the gateway answers, as pydantic models: the source of the OpenAPI response schemas.
+"""What the gateway answers, as pydantic models: the source of the OpenAPI response schemas and
+of every JSON answer.
 
-Handlers build plain JSON (rows picked key by key; datetimes as RFC 3339 strings); these models
-say exactly which keys that JSON has, their types, nullability and enums. Every model forbids
-extra keys, so a key a handler adds without adding it here fails the conformance test
-(``tests/gateway/test_conformance.py``) and schemathesis' schema check.
+Handlers build these models from rows (``Model.of_row``: each field from the column of its name)
+and domain values, and answer them with ``jsonutil.reply``: a row without a field's column, a
+value of the wrong type or a key the model lacks fails where the answer is built, not only in the
+conformance test (``tests/gateway/test_conformance.py``). Every model forbids extra keys;
+timestamps serialise as RFC 3339 (``datetime.isoformat``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+import asyncpg
+from pydantic import BaseModel, Field, PlainSerializer
 
 from icepack_core.inspection.health import Issue
 from icepack_core.types import (
@@ -24,27 +28,28 @@ from icepack_core.types import (
     Topic,
 )
 from icepack_gateway.endpoint import Reply
+from icepack_gateway.errors import ErrorBody
+from icepack_gateway.jsonutil import ReplyModel
 
 Scope = Literal["catalog", "namespace", "table"]
+# A JSON object whose keys are open: table properties, stored jsonb payloads (event payloads,
+# action output and impact, evidence) that other modules own the shape of.
 JSONObject = dict[str, Any]
+# A timestamp; in JSON RFC 3339 as ``datetime.isoformat`` writes it (``+00:00``, not ``Z``).
+Timestamp = Annotated[
+    datetime, PlainSerializer(datetime.isoformat, return_type=str, when_used="json")
+]
+Row = asyncpg.Record | Mapping[str, Any]
 
 
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ErrorDetail(Model):
-    loc: list[str | int] = Field(description='where in the body, e.g. ["actions", 0]')
-    message: str
-    type: str = Field(description="pydantic's error type, e.g. missing")
-
-
-class ErrorBody(Model):
-    """Every error answer."""
-
-    code: str = Field(description="stable, e.g. TABLE_NOT_FOUND (scripts match on it)")
-    message: str = Field(description="for people; names the bad parameter")
-    detail: list[ErrorDetail] | None = Field(description="each problem of an invalid body")
+class Model(ReplyModel):
+    @classmethod
+    def of_row(cls, row: Row, **values: Any) -> Self:
+        """The model of a database row: each field from ``values``, else from the row's column
+        of its name (a row without it raises ``KeyError`` here, where the answer is built)."""
+        return cls.model_validate(
+            {k: values[k] if k in values else row[k] for k in cls.model_fields}
+        )
 
 
 class TableKey(Model):
@@ -65,9 +70,9 @@ class Table(Model):
     name: str
     metadata_location: str | None
     properties: dict[str, Any]
-    first_seen_at: datetime
-    last_seen_at: datetime
-    dropped_at: datetime | None
+    first_seen_at: Timestamp
+    last_seen_at: Timestamp
+    dropped_at: Timestamp | None
     maintenance_hold: JSONObject | None = Field(
         description="set when a verification failed: {reason, action, evidence, at}"
     )
@@ -100,8 +105,8 @@ class TableListItem(Model):
     health: Health
     score: int | None
     issues: list[IssueSummary]
-    assessed_at: datetime | None
-    inspected_at: datetime | None
+    assessed_at: Timestamp | None
+    inspected_at: Timestamp | None
     metrics: ListMetrics | None = Field(description="null until the table is inspected")
 
 
@@ -125,12 +130,12 @@ class HealthAssessment(Model):
     health: Health
     score: int = Field(ge=0, le=100)
     issues: list[Issue]
-    assessed_at: datetime
+    assessed_at: Timestamp
 
 
 class StatusSnapshot(Model):
     id: int
-    inspected_at: datetime
+    inspected_at: Timestamp
     inspector: str
     metadata_location: str | None
     current_snapshot_id: int | None
@@ -139,7 +144,7 @@ class StatusSnapshot(Model):
 
 class StatusPoint(Model):
     id: int
-    inspected_at: datetime
+    inspected_at: Timestamp
     data_file_count: int | None
     data_file_bytes: int | None
     record_count: int | None
@@ -299,7 +304,7 @@ class Recommendation(Model):
         "attachment, a Polaris policy (named, with its version and fetch time), + properties",
     )
     job_id: int | None
-    created_at: datetime
+    created_at: Timestamp
 
 
 class Intent(Model):
@@ -324,21 +329,21 @@ class Job(Model):
         description="claims given back because a writer won an Iceberg commit conflict "
         "(no attempt spent): > 0 means the job was conflict-retried"
     )
-    not_before: datetime
+    not_before: Timestamp
     lease_owner: str | None
-    lease_until: datetime | None
+    lease_until: Timestamp | None
     fence: int
     dedupe_key: str | None
     trigger: JobTrigger
     error: str | None
     result: JSONObject | None
     traceparent: str | None
-    cancel_requested_at: datetime | None = Field(
+    cancel_requested_at: Timestamp | None = Field(
         description="set by a cancel; a running job stops at its next heartbeat"
     )
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    created_at: Timestamp
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
     predicted: JobPrediction | None = Field(description="set by the planner when it enqueues")
     outcome: JobOutcome | None = Field(description="set when the job succeeded")
     table: TableKey | None
@@ -354,8 +359,8 @@ class JobAction(Model):
     output: JSONObject
     impact: JSONObject = Field(description="{before: {...}, after: {...}} metrics")
     error: str | None
-    started_at: datetime
-    finished_at: datetime
+    started_at: Timestamp
+    finished_at: Timestamp
     duration_ms: int | None
 
 
@@ -401,10 +406,10 @@ class Deletion(Model):
     size_bytes: int | None
     state: DeletionState
     quarantine_path: str | None
-    purge_after: datetime | None
+    purge_after: Timestamp | None
     reason: str
-    recorded_at: datetime
-    changed_at: datetime
+    recorded_at: Timestamp
+    changed_at: Timestamp
 
 
 class DeletionTotal(Model):
@@ -432,7 +437,7 @@ class Event(Model):
     topic: Topic
     payload: JSONObject
     traceparent: str | None
-    created_at: datetime
+    created_at: Timestamp
     table: TableKey | None
 
 
@@ -447,7 +452,7 @@ class Released(Model):
     previous_hold: Any = Field(description="the hold as it was: {reason, action, evidence, at}")
     released_by: str = Field(description="token:NAME")
     reason: str | None
-    released_at: datetime
+    released_at: Timestamp
     event_id: int = Field(description="the table.hold_released event")
 
 

@@ -5,8 +5,6 @@ policies, effective policies and simulations), as pydantic models; the same cont
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from pydantic import Field
 
 from icepack_core.policy import (
@@ -27,6 +25,7 @@ from icepack_gateway.models import (
     Scope,
     SkippedAction,
     Table,
+    Timestamp,
 )
 
 
@@ -39,8 +38,8 @@ class Policy(Model):
     table_name: str | None
     enabled: bool
     config: JSONObject = Field(description="only the keys that were set")
-    created_at: datetime
-    updated_at: datetime
+    created_at: Timestamp
+    updated_at: Timestamp
 
 
 class PolicyList(Model):
@@ -61,16 +60,16 @@ class PolarisPolicy(Model):
     config: JSONObject = Field(description="Icepack's fields, mapped from Polaris' keys")
     unknown: JSONObject = Field(description="keys Icepack does not use, kept and shown")
     invalid: str | None = Field(description="why Icepack cannot use it (passed over)")
-    fetched_at: datetime
+    fetched_at: Timestamp
 
 
 class PolarisSource(Model):
     catalog: str
     is_polaris: bool
-    last_pass_at: datetime | None
-    last_success_at: datetime | None
+    last_pass_at: Timestamp | None
+    last_success_at: Timestamp | None
     last_error: str | None = Field(description="the last failed refresh; policies kept meanwhile")
-    last_error_at: datetime | None
+    last_error_at: Timestamp | None
     last_requests: int = Field(description="policy requests of the last pass")
 
 

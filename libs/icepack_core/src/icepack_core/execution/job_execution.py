@@ -30,7 +30,13 @@ import structlog
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
-from icepack_core.errors import ActionRefused, InspectionFailed, PermanentError, StaleFence
+from icepack_core.errors import (
+    ActionRefused,
+    InspectionFailed,
+    IntentError,
+    PermanentError,
+    StaleFence,
+)
 from icepack_core.execution.failures import (
     PERMANENT_ERRORS,
     VERIFY_ACTION,
@@ -64,6 +70,7 @@ from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
 from icepack_core.safety.confinement import loaded_confinement
 from icepack_core.safety.holds import place_hold
+from icepack_core.safety.verification import Evidence, PendingOrigin
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.metrics import JOB_ACTION_DURATION
@@ -252,6 +259,8 @@ class JobExecution:
             PermanentError: malformed actions, or refused by a safety rule.
         """
         try:
+            if isinstance(actions, IntentError):
+                raise actions  # the job's stored actions are not intents (Job.actions_error)
             intents = parse_intents(actions, allow_empty=True)
             admission = await admit(
                 self.pool,
@@ -382,12 +391,12 @@ class JobExecution:
                 finished,
                 procedure=outcome.procedure,
                 sql_text=redact_text(";\n".join(outcome.sql)),
-                output={**outcome.output, **outcome.verification},
+                output=_output(outcome),
                 impact=_impact(before, after),
             )
         )
-        if ctx.job is not None and outcome.verification:
-            start = outcome.verification["verification"]["start_snapshot_id"]
+        if ctx.job is not None and outcome.verification is not None:
+            start = outcome.verification.start_snapshot_id
             if not await self._clear(ctx.job, ctx.table_id, start, check_start=True):
                 # The pending row starts before this rewrite (an older row nobody
                 # settled): verify from there before going on.
@@ -451,7 +460,7 @@ class JobExecution:
 
     async def settle(
         self, job: Job, table_id: int, record: Record, guard: Guard | None
-    ) -> dict[str, Any] | None:
+    ) -> Evidence | None:
         """Verify the table's pending rewrite (left by this or an earlier attempt or job), if
         any, and record the evidence as a ``verify_rewrites`` action. Returns the evidence
         (None when nothing was pending).
@@ -467,7 +476,7 @@ class JobExecution:
         ctx = await self._context(table_id, record, job, guard)
         return await self._verify_pending(ctx, pending)
 
-    async def _settle(self, ctx: JobContext) -> dict[str, Any] | None:
+    async def _settle(self, ctx: JobContext) -> Evidence | None:
         """``settle`` within a run (its context already built)."""
         pending = await self.pool.fetchrow(
             load_query("table_pending_verification_get"), ctx.table_id
@@ -476,15 +485,15 @@ class JobExecution:
             return None
         return await self._verify_pending(ctx, pending)
 
-    async def _verify_pending(self, ctx: JobContext, pending: asyncpg.Record) -> dict[str, Any]:
+    async def _verify_pending(self, ctx: JobContext, pending: asyncpg.Record) -> Evidence:
         started = datetime.now(UTC)
-        origin = {
-            "job_id": pending["job_id"],
-            "fence": pending["fence"],
-            "action": pending["action"],
-            "recorded_at": pending["recorded_at"].isoformat(),
-            "start_snapshot_id": pending["start_snapshot_id"],
-        }
+        origin = PendingOrigin(
+            job_id=pending["job_id"],
+            fence=pending["fence"],
+            action=pending["action"],
+            recorded_at=pending["recorded_at"].isoformat(),
+            start_snapshot_id=pending["start_snapshot_id"],
+        )
         try:
             verified = await asyncio.wait_for(
                 ctx.maintenance.verify_rewrites(pending["start_snapshot_id"], ctx.guard),
@@ -493,7 +502,7 @@ class JobExecution:
         except Exception as exc:  # never "failed and forgotten": failures.failure_of
             failure = failure_of(exc, VERIFY_ACTION, started, pending=origin, table=str(ctx.ref))
             await self._fail(ctx, exc, failure, pending)
-        evidence = {**verified["verification"], "pending": origin}
+        verified.pending = origin
         await self._settled(pending)
         await ctx.record(
             ActionRecord(
@@ -501,13 +510,10 @@ class JobExecution:
                 "succeeded",
                 started,
                 datetime.now(UTC),
-                output={
-                    "verified_snapshots": verified["verified_snapshots"],
-                    "verification": evidence,
-                },
+                output={"verification": verified.to_json()},
             )
         )
-        return evidence
+        return verified
 
     async def _clear(
         self, job: Job, table_id: int, start: int | None = None, *, check_start: bool = False
@@ -541,3 +547,11 @@ class JobExecution:
     ) -> None:
         await place_hold(self.pool, table_id, action=action, reason=reason, evidence=evidence)
         log.error("maintenance.table_held", table_id=table_id, reason=reason)
+
+
+def _output(outcome: ActionOutcome) -> dict[str, Any]:
+    """A succeeded action's stored output: the procedure's, with its verification evidence."""
+    output = dict(outcome.output)
+    if outcome.verification is not None:
+        output["verification"] = outcome.verification.to_json()
+    return output

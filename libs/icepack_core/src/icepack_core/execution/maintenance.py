@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -26,7 +26,6 @@ from icepack_core.errors import (
     OrphanLimitExceeded,
     PermanentError,
     ScopeFallback,
-    VerificationFailed,
     brief,
 )
 from icepack_core.execution.ledger.quarantine import is_quarantined
@@ -61,6 +60,7 @@ from icepack_core.intents import (
     parse_intent,
 )
 from icepack_core.safety.locations import location_key
+from icepack_core.safety.verification import Evidence, VerificationFailed
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import (
     SPARK_CONF_UNDEFINED,
@@ -124,7 +124,8 @@ class ActionOutcome:
     procedure: str
     sql: list[str]
     output: dict[str, Any]
-    verification: dict[str, Any] = field(default_factory=dict)
+    # A rewrite's verification (None for other actions); stored as ``output.verification``.
+    verification: Evidence | None = None
 
 
 AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the procedure commits
@@ -575,19 +576,17 @@ class TableMaintenance:
             max_partitions=MAX_SCOPED_PARTITIONS,
         )
 
-    async def verify_rewrites(
-        self, start: int | None, guard: Guard | None = None
-    ) -> dict[str, Any]:
+    async def verify_rewrites(self, start: int | None, guard: Guard | None = None) -> Evidence:
         """Check every ``replace`` snapshot after ``start`` (see ``RewriteVerifier.verify``).
 
-        Returns ``{"verified_snapshots": [...], "verification": evidence}``; the evidence
-        carries ``seconds``, the verification's wall time (its share of the action's time is
-        what an object store makes larger: there the Spark scan reads the touched files).
+        Returns the evidence with ``seconds``, the verification's wall time (its share of the
+        action's time is what an object store makes larger: there the Spark scan reads the
+        touched files).
         """
         started = time.perf_counter()
         evidence = await self.verifier.verify(start, guard)
-        evidence["seconds"] = round(time.perf_counter() - started, 3)
-        return {"verified_snapshots": evidence["snapshots"], "verification": evidence}
+        evidence.seconds = round(time.perf_counter() - started, 3)
+        return evidence
 
 
 def summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

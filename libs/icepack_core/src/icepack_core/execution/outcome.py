@@ -41,10 +41,11 @@ from typing import Any
 
 from pyiceberg.table import Table
 
-from icepack_core.execution.verification.verifier import snapshots_after
+from icepack_core.execution.verification.snapshots import snapshots_after
 from icepack_core.inspection.inspector import LoadedTable
 from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.prediction import Shape, benefit, ratio
+from icepack_core.safety.verification import Evidence
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.types import STATISTICS_ACTIONS, Action
 
@@ -147,19 +148,15 @@ def own_effect(table: Table, start: int | None, own: frozenset[int]) -> OwnEffec
 async def measure_own(
     load: Load,
     before: TableStatus | None,
-    verification: Mapping[str, Any],
+    verification: Evidence | None,
 ) -> OwnEffect | None:
     """``own_effect`` on the table as ``load`` gives it now, after the snapshot ``before`` was
-    inspected at; the own snapshots are those ``verification`` (a rewrite's
-    ``{"verified_snapshots": [...]}``) checked. None when ``before`` is unknown, for an action
-    that committed no verified snapshot, or when writers committed nothing; an unreadable
-    table gives an ``OwnEffect`` with ``error``, never an exception (except cancellation)."""
-    checked = verification.get("verified_snapshots")
-    own = frozenset(
-        int(s["snapshot_id"])
-        for s in (checked if isinstance(checked, list) else [])
-        if isinstance(s, Mapping) and isinstance(s.get("snapshot_id"), int)
-    )
+    inspected at; the own snapshots are those ``verification`` (a rewrite's evidence) checked.
+    None when ``before`` is unknown, for an action that committed no verified snapshot (or no
+    verification), or when writers committed nothing; an unreadable table gives an
+    ``OwnEffect`` with ``error``, never an exception (except cancellation)."""
+    checked = verification.snapshots if verification is not None else []
+    own = frozenset(s.snapshot_id for s in checked)
     if before is None or not own:
         return None
     start = before.current_snapshot_id
@@ -194,7 +191,7 @@ def measured_action(
             "predicted_benefit": predicted_benefit,
             "ratio": None,
         }
-    b, a = Shape.of(before.model_dump()), Shape.of(after.model_dump())
+    b, a = Shape.of_status(before), Shape.of_status(after)
     table_benefit = benefit(b, a)
     measured = table_benefit if own is None else own.benefit
     entry: dict[str, Any] = {
