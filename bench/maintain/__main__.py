@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -510,7 +511,7 @@ async def measure(
                 )
             else:  # the exact CALL the job sent, where filter included
                 call = jobs[-1].sql
-                directs.append(await then_rollback(lambda c=call: bench.direct("direct", c)))
+                directs.append(await then_rollback(functools.partial(bench.direct, "direct", call)))
     # Rolled-back snapshots stay readable: scan all three states side by side.
     assert jobs[0].snapshot is not None and base.snapshot is not None
     scans = bench.scans(

@@ -82,12 +82,14 @@ async def test_one_compaction_job_loads_the_table_metadata_twice(
     planned, job = await plan_and_run(db, runner_settings, spark, table_id, runner=runner)
 
     assert job.state == JobState.SUCCEEDED
+    assert planned.recommendation is not None
     assert [a.action for a in planned.recommendation.actions] == [REWRITE]
     assert fingerprint(spark, table) == contents and data_file_count(spark, table) == 1
     assert missing_referenced_files(spark, table) == []
     # Everything the job read about its table came from two loads: before and after the CALL.
     assert catalogs.loads == [f"('{NS}', '{name}')"] * 2, catalogs.loads
     # ... and every reader was served: both probes planned, the rewrite was verified.
+    assert job.outcome is not None
     probes = job.outcome["read_probe"]
     assert (probes["before"]["files_planned"], probes["after"]["files_planned"]) == (files, 1)
     actions = await db.fetch(

@@ -10,8 +10,10 @@ Contents are checked before and after every run, and no file a snapshot referenc
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 import structlog
 
@@ -20,6 +22,7 @@ from icepack_core.planning.planner import Planner, PlanOutcome
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.upkeep import QueueUpkeep
 from icepack_core.queue.work_items import WorkQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.sql import qualified_name
 from tests.execution import executor_jobs
 from tests.execution.executor_jobs import job_runner, run_claimed
@@ -39,7 +42,7 @@ PARTS = 6
 
 
 @pytest.fixture
-def need_settings(database_url, spark_catalog_settings, tmp_path):
+def need_settings(database_url: str, spark_catalog_settings: Settings, tmp_path: Path) -> Settings:
     # A small threshold so a 6-partition test table crosses it (the default is 50 objects).
     return service_settings(
         database_url, spark_catalog_settings, tmp_path, maintenance_min_benefit=3
@@ -109,8 +112,8 @@ def skip_reason(outcome: PlanOutcome, action: str) -> str:
 
 
 async def test_a_hot_table_is_planned_again_within_minutes_and_an_unchanged_one_is_not(
-    db, spark, need_settings
-):
+    db: asyncpg.Pool, spark: Any, need_settings: Settings
+) -> None:
     name = unique_name("hot")
     table = make_partitioned(spark, name, appends=6)
     table_id = await register(db, spark, table, name)
@@ -192,8 +195,12 @@ async def test_a_hot_table_is_planned_again_within_minutes_and_an_unchanged_one_
 
 
 async def test_a_table_below_its_threshold_is_not_planned_until_the_cadence(
-    db, spark, database_url, spark_catalog_settings, tmp_path
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    database_url: str,
+    spark_catalog_settings: Settings,
+    tmp_path: Path,
+) -> None:
     """Default threshold (50 objects): after a first run, 6 new small files are not worth a
     job within the cadence (what a batch table had under the cadence alone)."""
     settings = service_settings(database_url, spark_catalog_settings, tmp_path)
@@ -224,8 +231,12 @@ async def test_a_table_below_its_threshold_is_not_planned_until_the_cadence(
 
 
 async def test_a_count_retention_the_policy_sets_expires_down_to_it(
-    db, spark, database_url, spark_catalog_settings, tmp_path
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    database_url: str,
+    spark_catalog_settings: Settings,
+    tmp_path: Path,
+) -> None:
     """``icepack.snapshot-expiry.max-count=4`` on a table of 9 young snapshots (the safety floor
     is 0 here so they may go): expiry keeps exactly the newest 4, nothing else changes."""
     settings = service_settings(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import pytest
 from rich.console import Console
 
@@ -18,6 +19,7 @@ from icepack_core.cli.outcomes import outcome_table, probe_line
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.sql import qualified_name
 from icepack_gateway.models import JobOutcome, JobPrediction
 from tests.execution import executor_jobs
@@ -39,7 +41,9 @@ async def register(db: Any, spark: Any, table: str, name: str) -> int:
     return await executor_jobs.register(db, spark, table, NS, name)
 
 
-async def test_a_compaction_records_its_prediction_and_measured_outcome(db, spark, runner_settings):
+async def test_a_compaction_records_its_prediction_and_measured_outcome(
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("compact")
     table = make_small_files_table(spark, NS, name, batches=12)
     contents, files = fingerprint(spark, table), data_file_count(spark, table)
@@ -48,11 +52,14 @@ async def test_a_compaction_records_its_prediction_and_measured_outcome(db, spar
 
     planned, job = await plan_and_run(db, runner_settings, spark, table_id)
 
+    assert planned.recommendation is not None
     assert [a.action for a in planned.recommendation.actions] == [REWRITE]
     assert fingerprint(spark, table) == contents and data_file_count(spark, table) == 1
     # Predicted at planning: the small files become one.
     prediction = JobPrediction.model_validate(job.predicted)
     (predicted,) = prediction.actions
+    assert predicted.before is not None
+    assert predicted.after is not None
     assert (predicted.before.data_files, predicted.after.data_files) == (files, 1)
     assert predicted.benefit == files - 1 and job.benefit == files - 1
     assert job.rewrite_bytes == predicted.rewrite_bytes > 0
@@ -104,8 +111,8 @@ def make_sparse_partitions_table(spark: Any, name: str, partitions: int) -> str:
 
 
 async def test_an_action_that_twice_measures_under_ten_percent_is_throttled(
-    db, spark, runner_settings
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("sparse")
     table = make_sparse_partitions_table(spark, name, partitions=8)
     contents = fingerprint(spark, table)
@@ -119,6 +126,7 @@ async def test_an_action_that_twice_measures_under_ten_percent_is_throttled(
         planned, job = await plan_and_run(
             db, runner_settings, spark, table_id, now=start + run * (cadence + timedelta(hours=1))
         )
+        assert planned.recommendation is not None
         assert [a.action for a in planned.recommendation.actions] == [REWRITE]
         (measured,) = JobOutcome.model_validate(job.outcome).actions
         assert measured.predicted_benefit == 7  # the planner sees 8 small files -> 1
@@ -130,7 +138,9 @@ async def test_an_action_that_twice_measures_under_ten_percent_is_throttled(
     await TableInspections(runner_settings, db).inspect_and_record(table_id)
     third = start + 2 * (cadence + timedelta(hours=1))
     outcome = await Planner(runner_settings, db, JobQueue(db)).plan(table_id, now=third)
+    assert outcome.recommendation is not None
     assert outcome.job_id is None and outcome.recommendation.actions == []
+    assert outcome.recommendation is not None
     (skip,) = [s for s in outcome.recommendation.skipped if s.action == REWRITE]
     assert skip.reason.startswith(
         "throttled: last 2 runs measured 0 % and 0 % of the predicted benefit (< 10 %); "

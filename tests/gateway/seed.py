@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
+from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
 from icepack_core.inspection.health import Assessment, Issue
 from icepack_core.inspection.status import TableStatus
@@ -97,9 +98,7 @@ class Fleet:
     jobs: dict[str, int] = field(default_factory=dict)  # "done" / "queued" / "failed" -> id
 
 
-async def add_table(
-    conn: asyncpg.Connection, namespace: str, name: str, catalog: str = CATALOG
-) -> int:
+async def add_table(conn: Conn, namespace: str, name: str, catalog: str = CATALOG) -> int:
     table_id: int = await conn.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name, metadata_location) "
         "VALUES ($1, $2, $3, $4) RETURNING id",
@@ -112,7 +111,7 @@ async def add_table(
 
 
 async def add_status(
-    conn: asyncpg.Connection,
+    conn: Conn,
     table_id: int,
     at: datetime,
     doc: dict[str, Any],
@@ -125,7 +124,8 @@ async def add_status(
     assessment = Assessment(
         health=health, score=score, issues=[Issue.model_validate(i) for i in issues]
     )
-    recorded = await record_inspection(conn, table_id, status, assessment)
+    # record_inspection's annotation names a Connection; the inspector casts its pooled one too
+    recorded = await record_inspection(cast(asyncpg.Connection, conn), table_id, status, assessment)
     assert recorded.status_snapshot_id is not None
     return recorded.status_snapshot_id
 
@@ -191,7 +191,7 @@ ORDERS_EXPIRE_IMPACT: dict[str, Any] = {
 }
 
 
-async def update_latest(conn: asyncpg.Connection, assessment_ids: list[int]) -> None:
+async def update_latest(conn: Conn, assessment_ids: list[int]) -> None:
     """What ``record_inspection`` does after inserting assessments: make them the tables'
     ``table_health_latest`` rows (the read model the gateway lists from)."""
     await conn.execute(load_query("health_latest_upsert"), assessment_ids)

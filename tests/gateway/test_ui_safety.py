@@ -10,6 +10,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import asyncpg
 import pytest
@@ -51,12 +52,12 @@ async def serving(db: asyncpg.Pool, settings: Settings) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def base(db, database_url) -> AsyncIterator[str]:
+async def base(db: asyncpg.Pool, database_url: str) -> AsyncIterator[str]:
     async with serving(db, load_settings(database_url=database_url)) as url:
         yield url
 
 
-async def planned_table(db: asyncpg.Pool) -> tuple[int, dict]:
+async def planned_table(db: asyncpg.Pool) -> tuple[int, dict[str, Any]]:
     """``demo.shop.carts``: inspected (stored as the inspector stores it, assessed by the real
     health rules) and planned by the real planner. Returns its id and the stored
     recommendation."""
@@ -75,7 +76,9 @@ async def planned_table(db: asyncpg.Pool) -> tuple[int, dict]:
                 current_snapshot_at=NOW.isoformat(),
             )
         )
-        await record_inspection(conn, table_id, status, assess(status, now=NOW))
+        await record_inspection(
+            cast(asyncpg.Connection, conn), table_id, status, assess(status, now=NOW)
+        )
     outcome = await Planner(Settings(), db, JobQueue(db)).plan(table_id, now=NOW)
     stored = await db.fetchval(
         "SELECT actions FROM icepack.recommendations WHERE id = $1", outcome.recommendation_id
@@ -83,7 +86,9 @@ async def planned_table(db: asyncpg.Pool) -> tuple[int, dict]:
     return table_id, stored
 
 
-async def test_recommendation_shows_each_action_and_each_skip(base, browser, db):
+async def test_recommendation_shows_each_action_and_each_skip(
+    base: str, browser: object, db: asyncpg.Pool
+) -> None:
     _, stored = await planned_table(db)
     assert stored["actions"] and stored["skipped"]  # the real planner wrote both kinds
     errors: list[str] = []
@@ -122,6 +127,7 @@ async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
         table_id, [{"action": "rewrite_data_files", "params": {}}], dedupe_key="verify-fail"
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:2", 600)
+    assert job is not None
     bad = SnapshotCheck(
         snapshot_id=9_123_456_789_012_345_678,
         parent_id=9_000_000_000_000_000_001,
@@ -165,11 +171,11 @@ async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
 
 
 async def test_job_page_shows_live_rows_deleted_rows_and_evidence(
-    base,
-    browser,
-    db,
+    base: str,
+    browser: object,
+    db: asyncpg.Pool,
     fleet: Fleet,
-):
+) -> None:
     errors: list[str] = []
     context, page = await _page(browser, 1280, 900, errors)
     try:
@@ -200,11 +206,11 @@ async def test_job_page_shows_live_rows_deleted_rows_and_evidence(
 
 
 async def test_job_page_shows_a_failed_verification_rollback_and_hold(
-    base,
-    browser,
-    db,
+    base: str,
+    browser: object,
+    db: asyncpg.Pool,
     fleet: Fleet,
-):
+) -> None:
     job_id = await failed_verification_job(db, fleet.tables["crm.users"])
     errors: list[str] = []
     context, page = await _page(browser, 390, 844, errors)
@@ -237,11 +243,11 @@ async def test_job_page_shows_a_failed_verification_rollback_and_hold(
 
 
 async def test_a_violation_not_rolled_back_is_shown_so(
-    base,
-    browser,
-    db,
+    base: str,
+    browser: object,
+    db: asyncpg.Pool,
     fleet: Fleet,
-):
+) -> None:
     """A violation whose rollback was refused (a writer committed on top): every checked
     snapshot shown, the bad one as not rolled back."""
     queue = JobQueue(db)
@@ -251,6 +257,7 @@ async def test_a_violation_not_rolled_back_is_shown_so(
         dedupe_key="verification-key",
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:3", 600)
+    assert job is not None
     good, bad = (
         SnapshotCheck(
             snapshot_id=parent + 1,
@@ -303,7 +310,9 @@ async def test_a_violation_not_rolled_back_is_shown_so(
         await context.close()
 
 
-def test_cli_job_shows_the_same_safety(database_url, db, fleet: Fleet, monkeypatch):
+def test_cli_job_shows_the_same_safety(
+    database_url: str, db: asyncpg.Pool, fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
     monkeypatch.setenv("COLUMNS", "200")
     runner = CliRunner()
@@ -326,7 +335,9 @@ def test_cli_job_shows_the_same_safety(database_url, db, fleet: Fleet, monkeypat
     assert safety["live_rows"] == {"before": 256, "after": 256, "source": "verification"}
 
 
-async def test_cli_job_shows_rollback_and_hold(database_url, db, fleet: Fleet, monkeypatch):
+async def test_cli_job_shows_rollback_and_hold(
+    database_url: str, db: asyncpg.Pool, fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job_id = await failed_verification_job(db, fleet.tables["crm.users"])
     monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
     monkeypatch.setenv("COLUMNS", "200")
@@ -339,11 +350,11 @@ async def test_cli_job_shows_rollback_and_hold(database_url, db, fleet: Fleet, m
 
 
 async def test_read_auth_ui_asks_for_a_token_and_uses_it(
-    browser,
-    db,
-    database_url,
+    browser: object,
+    db: asyncpg.Pool,
+    database_url: str,
     fleet: Fleet,
-):
+) -> None:
     token, _ = await TokenStore(db).create("ui-reader")
     settings = load_settings(database_url=database_url, gateway_read_auth=True)
     errors: list[str] = []

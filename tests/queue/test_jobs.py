@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 
 from icepack_core.errors import JobNotFound, StaleFence
-from icepack_core.intents import intents_json
+from icepack_core.intents import RewriteManifests, intents_json
 from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.types import JobState, JobTrigger
 
@@ -54,6 +54,7 @@ async def test_a_job_is_read_with_its_actions_parsed_into_intents_once(queue: Jo
     read as none, with the reason the executor fails the job with."""
     job = (await queue.enqueue(None, ACTIONS)).job
     assert [a.kind.value for a in job.actions] == ["rewrite_manifests"]
+    assert isinstance(job.actions[0], RewriteManifests)
     assert job.actions[0].params.use_caching and job.actions_error is None
     bad = (await queue.enqueue(None, [{"action": "noop"}])).job
     assert bad.actions == [] and "unknown action 'noop'" in str(bad.actions_error)

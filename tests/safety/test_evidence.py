@@ -4,6 +4,8 @@ raise."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,7 +50,7 @@ CHAIN = {
 }
 
 
-def test_a_delete_applying_rewrite_loses_no_live_row():
+def test_a_delete_applying_rewrite_loses_no_live_row() -> None:
     s = action_safety("rewrite_data_files", "succeeded", CHAIN, IMPACT).model_dump()
     assert s["verdict"] == "verified" and len(s["snapshots"]) == 2
     assert s["live_rows"] == {"before": 256, "after": 256, "source": "verification"}
@@ -56,7 +58,7 @@ def test_a_delete_applying_rewrite_loses_no_live_row():
     assert s["deleted_rows_removed"] == 64 and s["delete_files_applied"] == 4
 
 
-def test_without_evidence_live_rows_come_from_metadata():
+def test_without_evidence_live_rows_come_from_metadata() -> None:
     s = action_safety("rewrite_data_files", "succeeded", {}, IMPACT).model_dump()
     assert s["verdict"] == "unverified"
     assert s["live_rows"] == {"before": 256, "after": 256, "source": "metadata"}
@@ -70,7 +72,7 @@ def test_without_evidence_live_rows_come_from_metadata():
     )  # equality deletes: no estimate
 
 
-def test_a_failed_check_with_rollback():
+def test_a_failed_check_with_rollback() -> None:
     bad = check(9, rows_after=255, checksum_after="2")
     evidence = Evidence(
         status="violation",
@@ -87,7 +89,7 @@ def test_a_failed_check_with_rollback():
     assert [r["rolled_back"] for r in s["snapshots"]] == [None, True]
 
 
-def test_records_under_the_verification_key_and_nothing_rewritten():
+def test_records_under_the_verification_key_and_nothing_rewritten() -> None:
     assert [r.snapshot_id for r in verification_records(CHAIN)] == [2, 3]
     nothing = Evidence(status="verified", start_snapshot_id=4).to_json()
     s = action_safety("rewrite_data_files", "succeeded", {"verification": nothing}, {}).model_dump()
@@ -126,6 +128,6 @@ JSON = st.recursive(
 
 
 @given(output=JSON, impact=JSON, state=st.sampled_from(["succeeded", "failed"]))
-def test_any_stored_json_gives_an_answer(output, impact, state):
+def test_any_stored_json_gives_an_answer(output: Any, impact: Any, state: str) -> None:
     s = action_safety("rewrite_data_files", state, output, impact).model_dump()
     assert s["verdict"] in {"verified", "failed", "nothing_rewritten", "unverified"}

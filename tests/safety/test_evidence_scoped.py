@@ -31,7 +31,7 @@ def stored(*checks: SnapshotCheck) -> dict[str, object]:
     return {"verification": evidence.to_json()}
 
 
-def test_scoped_records_verify_but_live_rows_come_from_metadata():
+def test_scoped_records_verify_but_live_rows_come_from_metadata() -> None:
     out = stored(record(2, "partitions", 24), record(3, "none", 0))
     s = action_safety("rewrite_data_files", "succeeded", out, IMPACT).model_dump()
     assert s["verdict"] == "verified"
@@ -39,14 +39,14 @@ def test_scoped_records_verify_but_live_rows_come_from_metadata():
     assert [r["scope"] for r in s["snapshots"]] == ["partitions", "none"]
 
 
-def test_whole_table_records_still_give_the_live_rows():
+def test_whole_table_records_still_give_the_live_rows() -> None:
     for scope in (None, "table"):
         out = stored(record(2, scope, 1000))
         s = action_safety("rewrite_data_files", "succeeded", out, IMPACT).model_dump()
         assert s["live_rows"] == {"before": 1000, "after": 1000, "source": "verification"}
 
 
-def test_a_scoped_violation_still_fails():
+def test_a_scoped_violation_still_fails() -> None:
     bad = record(2, "partitions", 24).model_copy(update={"rows_after": 23, "ok": False})
     out = stored(bad)
     assert (

@@ -5,8 +5,6 @@ Retryable and permanent failures are different types; nothing is decided by mess
 
 from __future__ import annotations
 
-from typing import Any
-
 
 class IcepackError(Exception):
     """Root of every error Icepack raises on purpose."""

@@ -32,11 +32,13 @@ from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import (
     ActionRefused,
+    CommitConflict,
     InspectionFailed,
     IntentError,
     PermanentError,
     StaleFence,
 )
+from icepack_core.execution.conflicts import lost_part
 from icepack_core.execution.failures import (
     PERMANENT_ERRORS,
     VERIFY_ACTION,
@@ -377,7 +379,9 @@ class JobExecution:
             outcome = await self._run_one(ctx, intent)
         except Exception as exc:  # mapped in one place: failures.failure_of
             await self._fail(ctx, exc, failure_of(exc, name, started))
-        await clear_conflicts(self.pool, ctx.table_id, name)
+        lost = lost_part(name, outcome.output)
+        if lost is None or outcome.output.get("rewritten_data_files_count"):
+            await clear_conflicts(self.pool, ctx.table_id, name)  # it committed: progress
         after = await self._status(ctx)
         finished = datetime.now(UTC)
         JOB_ACTION_DURATION.record(
@@ -401,6 +405,8 @@ class JobExecution:
                 # The pending row starts before this rewrite (an older row nobody
                 # settled): verify from there before going on.
                 await self._settle(ctx)
+        if lost is not None:  # recorded and verified: the lost part is retried
+            raise CommitConflict(name, lost)
         return outcome, after
 
     async def _run_one(self, ctx: JobContext, intent: Intent) -> ActionOutcome:

@@ -34,6 +34,7 @@ from icepack_core.execution.scoping.clustering_scope import (
     clustering_after,
     clustering_run,
 )
+from icepack_core.execution.scoping.left_behind import ScopedRun, partitions_lost
 from icepack_core.execution.scoping.metadata_scope import OpenRule, scope_from_metadata
 from icepack_core.execution.scoping.partition_filter import (
     PartitionColumn,
@@ -155,17 +156,11 @@ class TableMaintenance:
         self.before_call = before_call
         self.guard = guard
         self.metadata = metadata
-        # Told right before a statement that may commit to the table: a caching ``metadata``
-        # (``job_context.TableMetadata``) then loads it again on its next read.
-        self.on_commit = on_commit
+        self.on_commit = on_commit  # before a commit: ``job_context.TableMetadata`` reloads
         self.verifier = RewriteVerifier(
-            engine,
-            ref.catalog,
-            self.table,
-            verify_checksum=verify_checksum,
-            metadata=metadata,
+            engine, ref.catalog, ref, verify_checksum=verify_checksum, metadata=metadata,
             in_process=in_process_reader,
-        )
+        )  # fmt: skip
         # Set by the safety choke point (safety.admission.admit) for orphan removal only.
         self.orphan_location = orphan_location
         self.orphan_limits = orphan_limits or OrphanLimits()
@@ -173,6 +168,8 @@ class TableMaintenance:
         self.expiry = expiry
         # Orphans are never deleted by the procedure: without a ledger sink nothing is removed.
         self.orphan_sink = orphan_sink
+        # The partitions the current rewrite selected from the manifests (``partition_scope``).
+        self.scoped: ScopedRun | None = None
 
     def metadata_table(self, name: str) -> str:
         return qualified_name(self.ref.catalog, (*self.levels, self.ref.name), name)
@@ -201,6 +198,7 @@ class TableMaintenance:
                 partial progress before it, which the caller must still verify.
         """
         intent = action if not isinstance(action, Mapping) else parse_intent(action)
+        self.scoped = None
         if isinstance(intent, LEDGER_INTENTS):
             raise PermanentError(
                 f"{intent.kind.value} runs through the deletion ledger, not a Spark procedure"
@@ -347,11 +345,28 @@ class TableMaintenance:
         rows = await self.engine.sql(call)
         outcome.output.update(summarise(name, rows))
         outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+        if isinstance(intent, RewriteDataFiles):
+            await self._left_behind(start, outcome.output)
         if self.after_call is not None:
+            self._committing()  # a test's hook may commit (a writer, a corrupt replace)
             await self.after_call(name)
         if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start, self.guard)
         return outcome
+
+    async def _left_behind(self, start: int | None, output: dict[str, Any]) -> None:
+        """``partitions_lost`` in ``output``: the selected partitions the rewrite left
+        uncompacted (``scoping.left_behind``); evidence only, never a reason to fail."""
+        scoped, self.scoped = self.scoped, None
+        if scoped is None or self.metadata is None:
+            return
+        try:
+            lost = await partitions_lost(self.metadata, start, scoped)
+        except Exception as exc:
+            output["partitions_lost_error"] = brief(exc)
+            return
+        if lost:
+            output["partitions_lost"] = lost
 
     def _committing(self) -> None:
         if self.on_commit is not None:
@@ -462,6 +477,7 @@ class TableMaintenance:
             return whole_table(exc.reason)
         except Exception as exc:  # any scoping failure must not fail the job, only widen it
             return whole_table(f"partition scoping failed: {brief(exc)}")
+        self.scoped = ScopedRun(scope.keys, int(target * 0.75), min_files)
         return scope.where, _partitions_note(scope, source)
 
     async def _metadata_scope(
