@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import asyncpg
 from pyiceberg.table import Table
 
+from icepack_core.db.tables import TableRow
 from icepack_core.execution.failures import ActionRecord
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.execution.verification.verifier import Guard
@@ -69,7 +69,7 @@ class JobContext:
     run without the durable verification record."""
 
     table_id: int
-    row: asyncpg.Record
+    row: TableRow
     ref: TableRef
     maintenance: TableMaintenance
     metadata: TableMetadata

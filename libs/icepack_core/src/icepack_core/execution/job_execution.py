@@ -237,10 +237,11 @@ class JobExecution:
             PermanentError: unknown or dropped table, malformed actions, or refused by a
                 safety rule; the message says which.
         """
-        row = await self.pool.fetchrow(load_query("table_get"), table_id)
-        if row is None or row["dropped_at"] is not None:
+        record_row = await self.pool.fetchrow(load_query("table_get"), table_id)
+        row = TableRow.from_record(record_row) if record_row is not None else None
+        if row is None or row.dropped:
             raise PermanentError(f"table {table_id} is unknown or dropped")
-        ref = TableRef(row["catalog"], row["namespace"], row["name"])
+        ref = row.ref
         intents: list[Intent] = []
         admission = limits = None
         if actions is not None:
@@ -248,12 +249,12 @@ class JobExecution:
             if any(isinstance(i, RemoveOrphanFiles) for i in intents):
                 limits = await self._orphan_limits(table_id, admission)
         metadata = TableMetadata(self.inspector, ref)
-        maintenance = self._maintenance(row, metadata, job, guard, admission, limits)
+        maintenance = self._maintenance(table_id, row, metadata, job, guard, admission, limits)
         return JobContext(
             table_id, row, ref, maintenance, metadata, record, job, guard, intents, admission
         )
 
-    async def _admit(self, row: asyncpg.Record, actions: Any) -> tuple[list[Intent], Admission]:
+    async def _admit(self, row: TableRow, actions: Any) -> tuple[list[Intent], Admission]:
         """The validated intents and what the choke point established.
 
         Raises:
@@ -265,7 +266,7 @@ class JobExecution:
             intents = parse_intents(actions, allow_empty=True)
             admission = await admit(
                 self.pool,
-                TableRow.from_record(row),
+                row,
                 intents,
                 now=datetime.now(UTC),
                 expiry_min_age_hours=self.expiry_min_age_hours,
@@ -300,14 +301,14 @@ class JobExecution:
 
     def _maintenance(
         self,
-        row: asyncpg.Record,
+        table_id: int,
+        row: TableRow,
         metadata: TableMetadata,
         job: Job | None,
         guard: Guard | None,
         admission: Admission | None,
         limits: OrphanLimits | None,
     ) -> TableMaintenance:
-        table_id: int = row["id"]
         ref = metadata.ref
 
         async def begin(action: str, start: int | None) -> None:
@@ -327,7 +328,7 @@ class JobExecution:
         return TableMaintenance(
             self.engine,
             ref,
-            row["properties"] or {},
+            row.properties,
             after_call=self.after_call,
             guard=guard,
             before_call=begin if job is not None else None,

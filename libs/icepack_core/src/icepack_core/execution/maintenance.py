@@ -22,15 +22,15 @@ import structlog
 from pyiceberg.table import Table
 
 from icepack_core.errors import (
-    InvalidIdentifier,
     OrphanLimitExceeded,
     PermanentError,
     ScopeFallback,
     brief,
 )
-from icepack_core.execution.ledger.quarantine import is_quarantined
+from icepack_core.execution.orphan_listing import OrphanLimits, listed_orphans
 from icepack_core.execution.procedure_calls import procedure_args
 from icepack_core.execution.scoping.clustering_scope import (
+    ClusteringScope,
     clustering_after,
     clustering_run,
 )
@@ -43,6 +43,7 @@ from icepack_core.execution.scoping.partition_filter import (
     scope_partitions,
 )
 from icepack_core.execution.statistics import compute_statistics
+from icepack_core.execution.table_confs import table_confs
 from icepack_core.execution.verification.fingerprint import Fingerprint
 from icepack_core.execution.verification.verifier import Guard, RewriteVerifier, TableLoader
 from icepack_core.inspection.status import (
@@ -64,14 +65,9 @@ from icepack_core.safety.locations import location_key
 from icepack_core.safety.verification import Evidence, VerificationFailed
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import (
-    SPARK_CONF_UNDEFINED,
     ProcedureValue,
     procedure_call,
     qualified_name,
-    spark_conf_reset,
-    spark_conf_set,
-    spark_conf_settings,
-    spark_conf_show,
     spark_conf_statements,
 )
 from icepack_core.types import REWRITES, TableRef
@@ -91,32 +87,6 @@ __all__ = [
 
 log = structlog.get_logger("icepack.maintenance")
 MAX_SCOPED_PARTITIONS = 100
-
-
-@dataclass(frozen=True)
-class OrphanLimits:
-    """When an orphan dry run finds too much to delete, something is wrong (a wrong location,
-    a writer's missing commit): stop and hold instead. The ratio applies from ``min_files`` on,
-    so a small table's few stray files are still cleaned."""
-
-    max_files: int = 10_000
-    max_fraction: float = 0.10
-    min_files: int = 100
-    live_files: int | None = None
-
-    def exceeded_by(self, found: int) -> str | None:
-        if found > self.max_files:
-            return f"{found} orphan candidates > max {self.max_files}"
-        if (
-            self.live_files is not None
-            and found >= self.min_files
-            and found > self.max_fraction * self.live_files
-        ):
-            return (
-                f"{found} orphan candidates > {self.max_fraction:.0%} of "
-                f"{self.live_files} live files"
-            )
-        return None
 
 
 @dataclass
@@ -186,17 +156,11 @@ class TableMaintenance:
         self.before_call = before_call
         self.guard = guard
         self.metadata = metadata
-        # Told right before a statement that may commit to the table: a caching ``metadata``
-        # (``job_context.TableMetadata``) then loads it again on its next read.
-        self.on_commit = on_commit
+        self.on_commit = on_commit  # before a commit: ``job_context.TableMetadata`` reloads
         self.verifier = RewriteVerifier(
-            engine,
-            ref.catalog,
-            self.table,
-            verify_checksum=verify_checksum,
-            metadata=metadata,
+            engine, ref.catalog, ref, verify_checksum=verify_checksum, metadata=metadata,
             in_process=in_process_reader,
-        )
+        )  # fmt: skip
         # Set by the safety choke point (safety.admission.admit) for orphan removal only.
         self.orphan_location = orphan_location
         self.orphan_limits = orphan_limits or OrphanLimits()
@@ -222,9 +186,8 @@ class TableMaintenance:
         return await self.verifier.snapshots_since(start)
 
     async def run(self, action: Intent | Mapping[str, Any]) -> ActionOutcome:
-        """Run one action; rewrites are verified (and rolled back on a violation).
-
-        A mapping is validated into an intent first (``icepack_core.intents``).
+        """Run one action; rewrites are verified (and rolled back on a violation). A mapping
+        is validated into an intent first (``icepack_core.intents``).
 
         Raises:
             PermanentError: bad parameters (``IntentError``), or orphan removal whose table
@@ -253,8 +216,26 @@ class TableMaintenance:
         name, args = procedure_args(intent, self.table, location=location)
         # A rewrite's table as the catalog has it now: its scope and start snapshot.
         loaded = await self._load_metadata() if intent.kind in REWRITES else None
-        scope_note: dict[str, Any] = {}
-        # Sort and z-order: the key is checked first, the scope is their own (clustering_scope).
+        clustered, scope_note = await self._scope(intent, args, loaded)
+        statements = spark_conf_statements(self.properties)
+        # The session is shared by every table this engine maintains (``table_confs``).
+        async with table_confs(self.engine, self.properties):
+            outcome = await self._call(intent, name, args, location, statements, scope_note, loaded)
+            if clustered is not None and isinstance(intent, RewriteDataFiles) and self.metadata:
+                outcome.output["clustering"] = await clustering_after(
+                    self.metadata,
+                    intent.params,
+                    clustered.before,
+                    self._target(intent.params.options, strict=False),
+                )
+            return outcome
+
+    async def _scope(
+        self, intent: Intent, args: dict[str, ProcedureValue], loaded: Table | None
+    ) -> tuple[ClusteringScope | None, dict[str, Any]]:
+        """A rewrite's scope and its note. Sort and z-order: the key is checked first, the
+        scope is their own (``clustering_scope``). A binpack over partitions: the partitions
+        worth compacting, as ``args["where"]`` (``partition_scope``)."""
         clustered = (
             await clustering_run(
                 loaded,
@@ -268,8 +249,8 @@ class TableMaintenance:
             else None
         )
         if clustered is not None:
-            scope_note = dict(clustered.note)
-        elif (
+            return clustered, dict(clustered.note)
+        if (
             isinstance(intent, RewriteDataFiles)
             and intent.params.scope == "partitions"
             and "where" not in args
@@ -279,25 +260,8 @@ class TableMaintenance:
             )
             if where is not None:
                 args["where"] = where
-        statements = spark_conf_statements(self.properties)
-        # The session is shared by every table this engine maintains: each conf set for this
-        # action goes back to its previous value afterwards, whatever happens.
-        previous: dict[str, str] = {}
-        try:
-            for key, value in spark_conf_settings(self.properties):
-                previous[key] = await self._conf_value(key)
-                await self.engine.sql(spark_conf_set(key, value))
-            outcome = await self._call(intent, name, args, location, statements, scope_note, loaded)
-            if clustered is not None and isinstance(intent, RewriteDataFiles) and self.metadata:
-                outcome.output["clustering"] = await clustering_after(
-                    self.metadata,
-                    intent.params,
-                    clustered.before,
-                    self._target(intent.params.options, strict=False),
-                )
-            return outcome
-        finally:
-            await self._restore_confs(previous)
+            return None, scope_note
+        return None, {}
 
     async def _call(
         self,
@@ -333,38 +297,45 @@ class TableMaintenance:
             await self.expiry.expire(self.engine, self.ref, intent, outcome)
             return outcome
         if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
-            # Always list first: the list is recorded, and too long a list stops the job.
-            dry = procedure_call(self.ref.catalog, name, {**args, "dry_run": True})
-            outcome.sql.append(dry)
-            found = await self.engine.sql(dry)
-            listed = [str(next(iter(r.values()))) for r in found]
             assert location is not None  # confirmed for every orphan removal
-            # Iceberg's listing skips hidden directories; a quarantine path is never a candidate.
-            paths = [p for p in listed if not is_quarantined(location, p)]
-            outcome.output["dry_run_orphans"] = len(paths)
-            outcome.output["dry_run_sample"] = paths[:20]
-            if len(paths) != len(listed):
-                outcome.output["dry_run_quarantined_skipped"] = len(listed) - len(paths)
-            too_many = self.orphan_limits.exceeded_by(len(paths))
-            if too_many is not None:
-                raise OrphanLimitExceeded(
-                    f"remove_orphan_files on {self.ref} stopped before deleting: {too_many}",
-                    {
-                        "dry_run_orphans": len(paths),
-                        "orphans": paths[:1000],
-                        "location": location,
-                        "limits": vars(self.orphan_limits),
-                    },
-                )
-            if self.orphan_sink is None:
-                raise PermanentError(
-                    f"remove_orphan_files on {self.ref}: orphans are only removed through the "
-                    "deletion ledger (quarantine), and this run has none"
-                )
-            started = time.monotonic()
-            outcome.output.update(await self.orphan_sink(paths, location, intent.params.older_than))
-            outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
-            return outcome
+            return await self._remove_orphans(intent, name, args, location, outcome)
+        return await self._procedure(intent, name, args, start, outcome)
+
+    async def _remove_orphans(
+        self,
+        intent: RemoveOrphanFiles,
+        name: str,
+        args: dict[str, ProcedureValue],
+        location: str,
+        outcome: ActionOutcome,
+    ) -> ActionOutcome:
+        """Orphan removal: the dry run's listing, checked against the limits, handed to the
+        deletion ledger (quarantine); the procedure never deletes."""
+        dry = procedure_call(self.ref.catalog, name, {**args, "dry_run": True})
+        outcome.sql.append(dry)
+        paths = await listed_orphans(self.engine, self.ref, dry, location, self.orphan_limits)
+        outcome.output.update(paths.output)
+        if self.orphan_sink is None:
+            raise PermanentError(
+                f"remove_orphan_files on {self.ref}: orphans are only removed through the "
+                "deletion ledger (quarantine), and this run has none"
+            )
+        started = time.monotonic()
+        found = paths.paths
+        outcome.output.update(await self.orphan_sink(found, location, intent.params.older_than))
+        outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+        return outcome
+
+    async def _procedure(
+        self,
+        intent: Intent,
+        name: str,
+        args: dict[str, ProcedureValue],
+        start: int | None,
+        outcome: ActionOutcome,
+    ) -> ActionOutcome:
+        """The procedure's own CALL; a rewrite's start is recorded first (``before_call``) and
+        every ``replace`` it committed after ``start`` is verified."""
         call = procedure_call(self.ref.catalog, name, args)
         outcome.sql.append(call)
         if intent.kind in REWRITES and self.before_call is not None:
@@ -377,10 +348,25 @@ class TableMaintenance:
         if isinstance(intent, RewriteDataFiles):
             await self._left_behind(start, outcome.output)
         if self.after_call is not None:
+            self._committing()  # a test's hook may commit (a writer, a corrupt replace)
             await self.after_call(name)
         if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start, self.guard)
         return outcome
+
+    async def _left_behind(self, start: int | None, output: dict[str, Any]) -> None:
+        """``partitions_lost`` in ``output``: the selected partitions the rewrite left
+        uncompacted (``scoping.left_behind``); evidence only, never a reason to fail."""
+        scoped, self.scoped = self.scoped, None
+        if scoped is None or self.metadata is None:
+            return
+        try:
+            lost = await partitions_lost(self.metadata, start, scoped)
+        except Exception as exc:
+            output["partitions_lost_error"] = brief(exc)
+            return
+        if lost:
+            output["partitions_lost"] = lost
 
     def _committing(self) -> None:
         if self.on_commit is not None:
@@ -398,46 +384,6 @@ class TableMaintenance:
             return await metadata()
 
         return fresh
-
-    async def _left_behind(self, start: int | None, output: dict[str, Any]) -> None:
-        """``partitions_lost`` in ``output``: the selected partitions the rewrite left
-        uncompacted (``scoping.left_behind``); evidence only, never a reason to fail."""
-        scoped, self.scoped = self.scoped, None
-        if scoped is None or self.metadata is None:
-            return
-        try:
-            lost = await partitions_lost(self.metadata, start, scoped)
-        except Exception as exc:
-            output["partitions_lost_error"] = brief(exc)
-            return
-        if lost:
-            output["partitions_lost"] = lost
-
-    async def _conf_value(self, key: str) -> str:
-        """The session's current value of an allowlisted conf (``SPARK_CONF_UNDEFINED``)."""
-        rows = await self.engine.sql(spark_conf_show(key))
-        if not rows:
-            return SPARK_CONF_UNDEFINED
-        row = rows[0]
-        return str(row["value"] if "value" in row else list(row.values())[-1])
-
-    async def _restore_confs(self, previous: Mapping[str, str]) -> None:
-        """Put each conf back: ``SET`` its previous value, or ``RESET`` it when it had none
-        (or one ``SET`` cannot carry). Never raises: a failed restore is logged, and must not
-        hide the action's own outcome or error."""
-        for key, value in previous.items():
-            try:
-                statement = spark_conf_set(key, value)  # refuses SPARK_CONF_UNDEFINED too
-            except InvalidIdentifier:
-                statement = spark_conf_reset(key)
-            try:
-                await self.engine.sql(statement)
-            except Exception as exc:
-                log.error(
-                    "maintenance.conf_restore_failed",
-                    conf=key,
-                    error=f"{type(exc).__name__}: {exc}",
-                )
 
     async def _confirmed_location(self) -> str:
         """The location orphan removal is confined to: the one the choke point admitted, and
@@ -523,22 +469,7 @@ class TableMaintenance:
             min_files = int(options.get("min-input-files", "5"))
             scope = None
             if loaded is not None:
-                source["scope_source"] = "metadata"  # its ScopeFallback is the answer
-                try:
-                    scope = await scope_from_metadata(
-                        loaded,
-                        self.engine,
-                        undersized_bytes=int(target * 0.75),
-                        min_files=min_files,
-                        max_partitions=params.max_partitions,
-                        catalog=self.ref.catalog,
-                        rule=OpenRule(params.open_quiet_seconds, params.open_max_small_files),
-                        now_ms=int(self.clock() * 1000),
-                    )
-                except ScopeFallback:
-                    raise
-                except Exception as exc:  # the Spark queries decide
-                    source["scope_source_fallback"] = brief(exc)
+                scope = await self._metadata_scope(loaded, target, min_files, params, source)
             if scope is None:
                 source["scope_source"] = "engine"
                 scope = await self._scope_on_engine(target, min_files)
@@ -546,21 +477,37 @@ class TableMaintenance:
             return whole_table(exc.reason)
         except Exception as exc:  # any scoping failure must not fail the job, only widen it
             return whole_table(f"partition scoping failed: {brief(exc)}")
-        note: dict[str, Any] = {
-            "scope": "partitions",
-            "partitions_selected": scope.selected,
-            "partitions_total": scope.total,
-            **source,
-        }
-        if scope.deferred:
-            note["partitions_deferred"] = scope.deferred
-        if scope.open_skipped_count:
-            note["open_partitions_skipped"] = list(scope.open_skipped)
-            note["open_partitions_skipped_count"] = scope.open_skipped_count
-        if scope.older_specs:
-            note["older_specs_scoped"] = scope.older_specs
         self.scoped = ScopedRun(scope.keys, int(target * 0.75), min_files)
-        return scope.where, note
+        return scope.where, _partitions_note(scope, source)
+
+    async def _metadata_scope(
+        self,
+        loaded: Table,
+        target: int,
+        min_files: int,
+        params: RewriteDataFilesParams,
+        source: dict[str, Any],
+    ) -> PartitionScope | None:
+        """``partition_scope`` from the loaded table's manifests (``metadata_scope``); None,
+        with ``source["scope_source_fallback"]`` saying why, when the Spark queries must
+        decide. Its ``ScopeFallback`` is the answer (raised)."""
+        source["scope_source"] = "metadata"
+        try:
+            return await scope_from_metadata(
+                loaded,
+                self.engine,
+                undersized_bytes=int(target * 0.75),
+                min_files=min_files,
+                max_partitions=params.max_partitions,
+                catalog=self.ref.catalog,
+                rule=OpenRule(params.open_quiet_seconds, params.open_max_small_files),
+                now_ms=int(self.clock() * 1000),
+            )
+        except ScopeFallback:
+            raise
+        except Exception as exc:  # the Spark queries decide
+            source["scope_source_fallback"] = brief(exc)
+            return None
 
     def _target(self, options: Mapping[str, str], *, strict: bool = True) -> int:
         """The rewrite's target file size: its option, the table's property, Iceberg's. A
@@ -608,6 +555,24 @@ class TableMaintenance:
         evidence = await self.verifier.verify(start, guard)
         evidence.seconds = round(time.perf_counter() - started, 3)
         return evidence
+
+
+def _partitions_note(scope: PartitionScope, source: dict[str, Any]) -> dict[str, Any]:
+    """``partition_scope``'s note for a partition-scoped rewrite."""
+    note: dict[str, Any] = {
+        "scope": "partitions",
+        "partitions_selected": scope.selected,
+        "partitions_total": scope.total,
+        **source,
+    }
+    if scope.deferred:
+        note["partitions_deferred"] = scope.deferred
+    if scope.open_skipped_count:
+        note["open_partitions_skipped"] = list(scope.open_skipped)
+        note["open_partitions_skipped_count"] = scope.open_skipped_count
+    if scope.older_specs:
+        note["older_specs_scoped"] = scope.older_specs
+    return note
 
 
 def summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
