@@ -128,11 +128,9 @@ async def run(settings: Settings, strategy: str) -> None:
     cfg = policy.data_compaction
     assert cfg is not None
     loaded = await load()
-    status = (await inspector.inspect(ref)).model_dump(mode="json")
     strategy_key: Literal["sort", "zorder"] = "zorder" if cfg.strategy == "zorder" else "sort"
-    status["clustering"] = measure(
-        loaded, strategy_key, cfg.zorder_columns, cfg.max_overlap_ratio, TARGET
-    ).model_dump(mode="json")
+    clustering = measure(loaded, strategy_key, cfg.zorder_columns, cfg.max_overlap_ratio, TARGET)
+    status = (await inspector.inspect(ref)).model_copy(update={"clustering": clustering})
     rec = recommend(status, policy, {}, datetime.now(UTC), target_file_size_bytes=TARGET)
     (intent,) = [a for a in rec.actions if a.action == "rewrite_data_files"]
     start = loaded.metadata.current_snapshot_id
@@ -170,7 +168,7 @@ async def run(settings: Settings, strategy: str) -> None:
     packed_files = await planned_files(inspector, ref, packed)
     found = outcome.output["clustering"]
     predicted = intent.predicted.overlap_depth if intent.predicted else None
-    print(f"strategy {strategy}: {status['data_file_count']} data files, {PARTS} partitions")
+    print(f"strategy {strategy}: {status.data_file_count} data files, {PARTS} partitions")
     print(
         f"overlap depth: before {found['before']:g}, predicted after "
         f"{predicted.after if predicted else None}, measured after {found['after']:g} in "

@@ -461,7 +461,7 @@ async def measure(
     status = await inspector.inspect(bench.ref)
     policy = resolve([], bench_table.NAMESPACE, bench_table.TABLE, properties)
     rec = recommend(
-        status.model_dump(mode="json"),
+        status,
         policy,
         {},
         datetime.now(UTC),

@@ -20,23 +20,27 @@ from icepack_core.intents import (
 from icepack_core.planning.recommendation import recommend
 from icepack_core.policy import resolve
 from icepack_core.types import Action
+from tests.support import statuses
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-STATUS = {
-    "small_file_count": 40,
-    "small_file_bytes": 4_000_000,
-    "data_file_count": 50,
-    "equality_delete_file_count": 3,
-    "position_delete_file_count": 4,
-    "deletion_vector_count": 0,
-    "record_count": 1000,
-    "delete_record_count": 300,
-    "manifest_count": 500,
-    "manifest_bytes": 10_000_000,
-    "snapshot_count": 40,
-    "oldest_snapshot_at": "2026-01-01T00:00:00Z",
-    "partition_count": 3,
-}
+STATUS = statuses.status(
+    **{
+        "small_file_count": 40,
+        "small_file_bytes": 4_000_000,
+        "data_file_count": 50,
+        "equality_delete_file_count": 3,
+        "position_delete_file_count": 4,
+        "deletion_vector_count": 0,
+        "record_count": 1000,
+        "delete_record_count": 300,
+        "manifest_count": 500,
+        "manifest_bytes": 10_000_000,
+        "snapshot_count": 40,
+        "oldest_snapshot_at": "2026-01-01T00:00:00Z",
+        "partition_count": 3,
+        "current_snapshot_at": None,
+    }
+)
 
 
 def test_the_planners_own_output_validates_and_round_trips() -> None:

@@ -74,8 +74,8 @@ async def test_writer_snapshots_around_a_rewrite_do_not_count_against_it(tmp_pat
         table.append(rows(200 + 10 * i, 2))
     after = await status(table)
 
-    expected = benefit(Shape.of(parent.model_dump()), Shape.of(rewritten.model_dump()))
-    table_level = benefit(Shape.of(start.model_dump()), Shape.of(after.model_dump()))
+    expected = benefit(Shape.of(parent), Shape.of(rewritten))
+    table_level = benefit(Shape.of(start), Shape.of(after))
     assert expected >= 4  # 5 files became 1 (the oracle itself is meaningful)
     assert table_level < expected  # what the job-wide shape would have blamed on the rewrite
 
@@ -90,7 +90,7 @@ async def test_writer_snapshots_around_a_rewrite_do_not_count_against_it(tmp_pat
     assert entry["benefit"] == expected
     assert entry["ratio"] == pytest.approx(1.0)
     assert entry["own"]["table_benefit"] == table_level
-    assert entry["before"] == Shape.of(start.model_dump()).to_json()
+    assert entry["before"] == Shape.of(start).to_json()
     assert table.scan().to_arrow().num_rows == everything.num_rows + 6
 
 
@@ -108,6 +108,6 @@ async def test_a_rewrite_nobody_wrote_beside_is_measured_as_before(tmp_path: Pat
 
     assert own_effect(table.refresh(), start.current_snapshot_id, own) is None
     entry = measured_action("rewrite_data_files", start, after, 3.0, None)
-    table_level = benefit(Shape.of(start.model_dump()), Shape.of(after.model_dump()))
+    table_level = benefit(Shape.of(start), Shape.of(after))
     assert "own" not in entry
     assert entry["benefit"] == table_level

@@ -265,6 +265,7 @@ async def test_missing_then_stale_statistics_are_computed_without_touching_the_d
     ours = await inspect_table(
         loaded, catalog=CATALOG, namespace=NS, name=name, cache=MemoryManifestCache()
     )
+    assert ours.table_statistics is not None and ours.partition_statistics is not None
     assert ours.table_statistics.current and ours.partition_statistics.current
     if (REPO / DEFAULT_BINARY).is_file():
         theirs = await inspect_with_go(

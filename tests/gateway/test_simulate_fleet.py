@@ -6,6 +6,8 @@ import asyncpg
 import httpx
 import pytest
 
+from tests.support import statuses
+
 
 async def add_table(db: asyncpg.Pool, name: str, oldest: str) -> None:
     table_id = await db.fetchval(
@@ -13,27 +15,22 @@ async def add_table(db: asyncpg.Pool, name: str, oldest: str) -> None:
         "RETURNING id",
         name,
     )
-    status = {
-        "data_file_count": 3,
-        "data_file_bytes": 300,
-        "small_file_count": 0,
-        "small_file_bytes": 0,
-        "position_delete_file_count": 0,
-        "equality_delete_file_count": 0,
-        "deletion_vector_count": 0,
-        "delete_record_count": 0,
-        "manifest_count": 3,
-        "manifest_bytes": 3000,
-        "snapshot_count": 30,
-        "partition_count": 1,
-        "oldest_snapshot_at": oldest,
-        "current_snapshot_at": oldest,
-    }
+    status = statuses.status(
+        catalog="sim",
+        table=name,
+        data_file_count=3,
+        data_file_bytes=300,
+        manifest_count=3,
+        manifest_bytes=3000,
+        snapshot_count=30,
+        oldest_snapshot_at=oldest,
+        current_snapshot_at=oldest,
+    )
     await db.execute(
         "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, "
         "status) VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
         table_id,
-        status,
+        status.model_dump(mode="json"),
     )
 
 
@@ -93,8 +90,9 @@ async def test_fleet_simulation_needs_a_token(client: httpx.AsyncClient) -> None
 async def test_a_status_row_missing_fields_is_skipped_with_its_reason_not_a_500(
     client: httpx.AsyncClient, db: asyncpg.Pool, auth: dict[str, str]
 ) -> None:
-    # Regression (found by schemathesis): a stored status without `small_file_bytes`, as an
-    # older writer or a hand-made row may leave, made the whole fleet simulation a 500.
+    # Regression (found by schemathesis): a stored status without required fields, as an
+    # older writer or a hand-made row may leave, made the whole fleet simulation a 500. The
+    # reason names the fields (`small_file_bytes` has a default of 0; `inspected_at` has none).
     await add_table(db, "ancient", "2020-01-01T00:00:00.000Z")
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('sim', 'db', 'partial') "
@@ -114,7 +112,7 @@ async def test_a_status_row_missing_fields_is_skipped_with_its_reason_not_a_500(
     report = response.json()
     assert report["tables_evaluated"] == 2
     (skipped,) = report["skipped"]
-    assert skipped["table"] == "sim.db.partial" and "small_file_bytes" in skipped["reason"]
+    assert skipped["table"] == "sim.db.partial" and "inspected_at" in skipped["reason"]
 
 
 async def add_small_files_table(
@@ -130,27 +128,25 @@ async def add_small_files_table(
         name,
         properties,
     )
-    status = {
-        "data_file_count": 50,
-        "data_file_bytes": small_bytes,
-        "small_file_count": 50,
-        "small_file_bytes": small_bytes,
-        "position_delete_file_count": 0,
-        "equality_delete_file_count": 0,
-        "deletion_vector_count": 0,
-        "delete_record_count": 0,
-        "manifest_count": 1,
-        "manifest_bytes": 100,
-        "snapshot_count": 1,
-        "partition_count": 1,
-        "oldest_snapshot_at": "2999-01-01T00:00:00.000Z",
-        "current_snapshot_at": "2999-01-01T00:00:00.000Z",
-    }
+    status = statuses.status(
+        catalog="sim",
+        namespace=namespace,
+        table=name,
+        data_file_count=50,
+        data_file_bytes=small_bytes,
+        small_file_count=50,
+        small_file_bytes=small_bytes,
+        manifest_count=1,
+        manifest_bytes=100,
+        snapshot_count=1,
+        oldest_snapshot_at="2999-01-01T00:00:00.000Z",
+        current_snapshot_at="2999-01-01T00:00:00.000Z",
+    )
     await db.execute(
         "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, "
         "status) VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
         table_id,
-        status,
+        status.model_dump(mode="json"),
     )
 
 

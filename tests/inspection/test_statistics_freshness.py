@@ -32,6 +32,7 @@ from icepack_core.inspection.statistics import (
 from icepack_core.inspection.status import StatisticsFreshness, TableStatus
 from icepack_core.policy import TableStatisticsConfig
 from icepack_core.types import IssueCode
+from tests.support import statuses
 
 REPO = Path(__file__).resolve().parents[2]
 IDS = st.integers(1, 12)
@@ -169,23 +170,13 @@ def test_moving_further_never_freshens_statistics(
 
 
 def test_missing_statistics_are_an_issue_only_where_the_policy_asks_for_them() -> None:
-    status = TableStatus.model_validate(
-        {
-            "catalog": "c",
-            "namespace": "n",
-            "table": "t",
-            "format_version": 2,
-            "metadata_location": "m",
-            "current_snapshot_id": 3,
-            "inspected_at": "2026-11-21T10:00:00.000Z",
-            "inspector": "pyiceberg",
-            "inspect_ms": 1,
-            "manifests_read": 0,
-            "manifests_cached": 0,
-            "small_file_threshold_bytes": 1,
-            "file_size_histogram": {},
-            "record_count": 100,
-        }
+    # As an inspector leaves it: statistics of neither kind (no entry in the metadata).
+    status = statuses.status(
+        current_snapshot_id=3,
+        inspected_at="2026-11-21T10:00:00.000Z",
+        record_count=100,
+        oldest_snapshot_at=None,
+        current_snapshot_at=None,
     )
     assert assess(status).issues == []
     wanted = with_statistics_policy(Thresholds(), TableStatisticsConfig(partition_stats=False))

@@ -5,11 +5,12 @@ and ``tests/execution/test_need_scheduling.py``."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.due import DueRule, LastRun, Need, TableState, judge
 from icepack_core.planning.recommendation import recommend
 from icepack_core.policy import PolicyAttachment, resolve
@@ -131,7 +132,7 @@ def _iso(value: datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def streaming(snapshots: int, hours: float = 1.0) -> dict[str, Any]:
+def streaming(snapshots: int, hours: float = 1.0) -> TableStatus:
     """A table committed ``snapshots`` times over the last ``hours``."""
     return status(
         snapshot_count=snapshots,

@@ -9,18 +9,20 @@ import asyncpg
 import pytest
 
 from icepack_core.errors import PolicyError
+from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.simulation import simulate
 from icepack_core.policy import PolicyAttachment
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import Settings
 from icepack_core.types import PolicyType
+from tests.support import statuses
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 MIB = 1024 * 1024
 
 
-def status(**over: Any) -> dict[str, Any]:
+def status(**over: Any) -> TableStatus:
     base = {
         "data_file_count": 40,
         "data_file_bytes": 40 * MIB,
@@ -37,13 +39,13 @@ def status(**over: Any) -> dict[str, Any]:
         "oldest_snapshot_at": "2026-11-21T10:00:00.000Z",
         "current_snapshot_at": "2026-11-21T11:00:00.000Z",
     }
-    return {**base, **over}
+    return statuses.status(**(base | over))
 
 
 async def add_table(
     db: asyncpg.Pool,
     name: str,
-    st: dict[str, Any],
+    st: TableStatus,
     properties: dict[str, str] | None = None,
     hold: dict[str, Any] | None = None,
 ) -> int:
@@ -58,7 +60,7 @@ async def add_table(
         "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
         "VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
         table_id,
-        st,
+        st.model_dump(mode="json"),
     )
     await db.execute(
         "INSERT INTO icepack.health_assessments (table_id, health, score, issues) "
@@ -302,8 +304,12 @@ async def test_job_history_is_read_only_for_a_table_that_has_jobs(
     assert row is not None
     assert (row["has_jobs"], row["score"]) == (False, 40) and row["status_id"] is not None
     table = TableRow.from_record(row)
-    read = await planner.recommend_for(table, row["status"], NOW, has_jobs=True)
-    skipped = await planner.recommend_for(table, row["status"], NOW, has_jobs=False)
+    read = await planner.recommend_for(
+        table, TableStatus.model_validate(row["status"]), NOW, has_jobs=True
+    )
+    skipped = await planner.recommend_for(
+        table, TableStatus.model_validate(row["status"]), NOW, has_jobs=False
+    )
     assert skipped == read and [a.action for a in skipped.actions] == ["rewrite_data_files"]
 
     outcome = await planner.plan(table_id, now=NOW)

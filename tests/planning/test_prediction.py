@@ -186,8 +186,8 @@ def test_the_recommendation_skips_a_throttled_action_with_the_reason() -> None:
 
 @given(st.lists(st.integers(min_value=0, max_value=2**40), min_size=7, max_size=7))
 def test_the_shape_of_a_parsed_status_is_the_shape_of_its_document(counts: list[int]) -> None:
-    """``Shape.of_status`` (the executor's, on a ``TableStatus``) and ``Shape.of`` (on the
-    stored document) agree; every kind of delete file counts (``delete_file_count``)."""
+    """``Shape.of`` (the planner's and the executor's, on a parsed ``TableStatus``) takes
+    each field of the status; every kind of delete file counts (``delete_file_count``)."""
     from icepack_core.inspection.status import TableStatus
 
     data, data_bytes, manifests, position, equality, vectors, snapshots = counts
@@ -213,6 +213,6 @@ def test_the_shape_of_a_parsed_status_is_the_shape_of_its_document(counts: list[
         deletion_vector_count=vectors,
         snapshot_count=snapshots,
     )
-    shape = Shape.of_status(parsed)
-    assert shape == Shape.of(parsed.model_dump())
+    shape = Shape.of(parsed)
+    assert shape == Shape(data, data_bytes, manifests, position + equality + vectors, snapshots)
     assert shape.delete_files == position + equality + vectors

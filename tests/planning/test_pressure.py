@@ -6,11 +6,12 @@ real statuses is in ``tests/planning/test_pressure_planning.py``; a real writer 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.due import DueRule, LastRun, Need, TableState, judge
 from icepack_core.planning.pressure import (
     DEFAULT_LEAD,
@@ -140,7 +141,7 @@ def test_a_held_compaction_is_planned_again_when_the_projection_reaches_the_leve
     assert not verdict.due and verdict.replan_at == slow.threat_at
 
 
-def streaming_status(fullest: int, small: int, partitions: int = 3) -> dict[str, Any]:
+def streaming_status(fullest: int, small: int, partitions: int = 3) -> TableStatus:
     return status(
         data_file_count=small,
         data_file_bytes=small * MIB,

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.recommendation import PartitionStat, recommend
 from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.types import LEDGER_ACTIONS, Action, PolicyType
+from tests.support import statuses
 
 if TYPE_CHECKING:  # type-only: the planner's intent type is being replaced (issue #29)
     from icepack_core.planning.recommendation import Recommendation
@@ -22,7 +24,7 @@ NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 MIB = 1024 * 1024
 
 
-def status(**over: Any) -> dict[str, Any]:
+def status(**over: Any) -> TableStatus:
     base = {
         "data_file_count": 10,
         "data_file_bytes": 10 * 100 * MIB,
@@ -38,7 +40,7 @@ def status(**over: Any) -> dict[str, Any]:
         "oldest_snapshot_at": "2026-11-21T10:00:00.000Z",
         "current_snapshot_at": "2026-11-21T11:00:00.000Z",
     }
-    return {**base, **over}
+    return statuses.status(**(base | over))
 
 
 def actions(rec: Recommendation) -> list[str]:

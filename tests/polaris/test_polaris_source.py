@@ -281,7 +281,7 @@ async def test_orphan_policy_reaching_outside_the_table_is_refused(
         "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
         "VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
         table["id"],
-        planner_status(),
+        planner_status().model_dump(mode="json"),
     )
     outcome = await Planner(settings, db, JobQueue(db)).plan(table["id"], now=NOW)
     assert outcome.recommendation is not None

@@ -24,26 +24,20 @@ from icepack_core.queue import events
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.types import SERVICE_NAMES, Topic
 from tests.e2e.test_local_stack import free_port_block
+from tests.support import statuses
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]  # starts its own server
 WORKERS = ("planner", "inspector", "executor")  # the loops that claim work from the database
-STATUS = {
-    "data_file_count": 4,
-    "data_file_bytes": 4096,
-    "small_file_count": 0,
-    "small_file_bytes": 0,
-    "position_delete_file_count": 0,
-    "equality_delete_file_count": 0,
-    "deletion_vector_count": 0,
-    "delete_record_count": 0,
-    "manifest_count": 1,
-    "manifest_bytes": 100,
-    "snapshot_count": 1,
-    "partition_count": 1,
-    "oldest_snapshot_at": None,
-    "current_snapshot_at": None,
-}
+STATUS = statuses.status(
+    data_file_count=4,
+    data_file_bytes=4096,
+    manifest_count=1,
+    manifest_bytes=100,
+    snapshot_count=1,
+    oldest_snapshot_at=None,
+    current_snapshot_at=None,
+).model_dump(mode="json")
 
 
 @pytest.fixture

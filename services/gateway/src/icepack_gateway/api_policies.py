@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
 from icepack_core.errors import PolicyError
-from icepack_core.inspection.status import target_file_size
+from icepack_core.inspection.status import TableStatus, target_file_size
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import recommend
 from icepack_core.planning.simulation import simulate as simulate_catalog
@@ -206,7 +206,7 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
             for r in await pool.fetch(load_query("job_last_runs"), table["id"])
         }
         recommendation = recommend(
-            status["status"],
+            TableStatus.model_validate(status["status"]),
             policy,
             last_runs,
             datetime.now(UTC),

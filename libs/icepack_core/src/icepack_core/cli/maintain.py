@@ -161,9 +161,7 @@ async def observe(
         )
     except PolicyError as exc:
         raise Refused(f"invalid policy for {ref}: {exc}") from None
-    rec = await planner.recommend_for(
-        TableRow.from_record(row), status.model_dump(mode="json"), datetime.now(UTC)
-    )
+    rec = await planner.recommend_for(TableRow.from_record(row), status, datetime.now(UTC))
     return Observed(ref, status, assess(status), row, policy, rec)
 
 
@@ -180,7 +178,7 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Int
     rec = obs.recommendation
     if requested is not None:
         rec = recommend(
-            obs.status.model_dump(mode="json"),
+            obs.status,
             obs.policy,
             {},
             datetime.now(UTC),

@@ -66,6 +66,7 @@ from icepack_core.execution.outcome import (
 from icepack_core.execution.verification.verifier import Guard
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.inspection.status import TableStatus
+from icepack_core.inspection.store import latest_status
 from icepack_core.intents import LEDGER_INTENTS, Intent, RemoveOrphanFiles, parse_intents
 from icepack_core.queue.deferrals import clear_conflicts
 from icepack_core.queue.jobs import Job
@@ -93,14 +94,6 @@ IMPACT_FIELDS = (
 )
 # A verification scans the table twice (start and newest snapshot); far longer means it is stuck.
 DEFAULT_VERIFY_TIMEOUT_S = 3600.0
-# The files an orphan removal's limits compare its findings with.
-LIVE_FILE_FIELDS = (
-    "data_file_count",
-    "position_delete_file_count",
-    "equality_delete_file_count",
-    "deletion_vector_count",
-    "manifest_count",
-)
 __all__ = [
     "PERMANENT_ERRORS",
     "VERIFY_ACTION",
@@ -278,11 +271,10 @@ class JobExecution:
 
     async def _orphan_limits(self, table_id: int, admission: Admission) -> OrphanLimits:
         config = admission.policy.orphan_file_removal
-        latest = await self.pool.fetchrow(load_query("status_latest"), table_id)
+        latest = await latest_status(self.pool, table_id)
         live = None
-        if latest is not None:
-            status = latest["status"]
-            live = sum(int(status.get(k, 0)) for k in LIVE_FILE_FIELDS)
+        if latest is not None:  # the files its limits compare the findings with
+            live = latest.data_file_count + latest.delete_file_count + latest.manifest_count
         if config is None:
             return OrphanLimits(live_files=live)
         return OrphanLimits(

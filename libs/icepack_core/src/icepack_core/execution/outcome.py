@@ -43,7 +43,7 @@ from pyiceberg.table import Table
 
 from icepack_core.execution.verification.snapshots import snapshots_after
 from icepack_core.inspection.inspector import LoadedTable
-from icepack_core.inspection.status import TableStatus
+from icepack_core.inspection.status import StatisticsFreshness, TableStatus
 from icepack_core.planning.prediction import Shape, benefit, ratio
 from icepack_core.safety.verification import Evidence
 from icepack_core.telemetry.logs import redact_text
@@ -191,7 +191,7 @@ def measured_action(
             "predicted_benefit": predicted_benefit,
             "ratio": None,
         }
-    b, a = Shape.of_status(before), Shape.of_status(after)
+    b, a = Shape.of(before), Shape.of(after)
     table_benefit = benefit(b, a)
     measured = table_benefit if own is None else own.benefit
     entry: dict[str, Any] = {
@@ -226,7 +226,9 @@ def measured_statistics(action: Action, before: TableStatus, after: TableStatus)
     snapshot or not, which snapshot they describe, and the bytes of the file it wrote (0 when
     the status shows the same file as before)."""
     kind = "table_statistics" if action == Action.COMPUTE_TABLE_STATS else "partition_statistics"
-    b, a = getattr(before, kind), getattr(after, kind)
+    # None (an inspector before statistics inspection) is no statistics of that kind.
+    b = getattr(before, kind) or StatisticsFreshness()
+    a = getattr(after, kind) or StatisticsFreshness()
     same = (b.snapshot_id, b.file_bytes) == (a.snapshot_id, a.file_bytes)
     return {
         "present_for_current": a.current,

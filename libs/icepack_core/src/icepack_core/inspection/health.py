@@ -253,7 +253,7 @@ def metadata_log_growth(status: TableStatus, t: Thresholds, now: datetime) -> Is
     )
 
 
-def _statistics(status: TableStatus) -> tuple[tuple[str, StatisticsFreshness], ...]:
+def _statistics(status: TableStatus) -> tuple[tuple[str, StatisticsFreshness | None], ...]:
     return (
         ("table statistics", status.table_statistics),
         ("partition statistics", status.partition_statistics),
@@ -269,7 +269,7 @@ def missing_statistics(status: TableStatus, t: Thresholds, now: datetime) -> Iss
     missing = [
         staleness(f, status.record_count, StalenessRule(), kind).reason
         for (kind, f), wanted in zip(_statistics(status), expected, strict=True)
-        if wanted and f.snapshot_id is None
+        if wanted and f is not None and f.snapshot_id is None
     ]
     if not missing:
         return None
@@ -289,7 +289,8 @@ def stale_statistics(status: TableStatus, t: Thresholds, now: datetime) -> Issue
     stale = [
         verdict
         for kind, f in _statistics(status)
-        if (verdict := staleness(f, status.record_count, rule, kind)).state == "stale"
+        if f is not None
+        and (verdict := staleness(f, status.record_count, rule, kind)).state == "stale"
     ]
     if not stale:
         return None

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from icepack_core.inspection.clustering import Clustering
 
@@ -154,8 +154,10 @@ class TableStatus(BaseModel):
     metadata_log_count: int = 0
     ref_count: int = 0
     # Table statistics (Puffin NDV sketches) and partition statistics: see StatisticsFreshness.
-    table_statistics: StatisticsFreshness = Field(default_factory=StatisticsFreshness)
-    partition_statistics: StatisticsFreshness = Field(default_factory=StatisticsFreshness)
+    # Both inspectors always set them; None is a stored status of an inspector that predates
+    # statistics inspection: unknown (planning waits for the next inspection, health skips).
+    table_statistics: StatisticsFreshness | None = None
+    partition_statistics: StatisticsFreshness | None = None
     # Only for a table whose compaction policy clusters it (sort, zorder): its overlap depth
     # on the key (inspection.clustering), measured by the inspector's unit of work after
     # either inspector, so both leave it None.

@@ -14,14 +14,12 @@ does not have refuses the rewrite, naming the column.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from icepack_core.inspection.clustering import Clustering
 from icepack_core.inspection.layout_key import layout_key_of
+from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.prediction import OverlapDepth, PredictedEffect, predict_clustering
 from icepack_core.policy import DataCompactionConfig
 
@@ -52,18 +50,14 @@ def _label(found: Clustering) -> str:
 
 
 def layout_of(
-    status: Mapping[str, Any], cfg: DataCompactionConfig, target: int, applies_deletes: bool
+    status: TableStatus, cfg: DataCompactionConfig, target: int, applies_deletes: bool
 ) -> Layout:
     """The layout of a compaction under ``cfg`` on a table with ``status`` (module doc).
     ``applies_deletes``: the rewrite applies deletes table-wide, so it is not scoped by depth."""
     if cfg.strategy == "binpack":
         return Layout()
     key = layout_key_of(cfg, target)
-    raw = status.get("clustering")
-    try:
-        found = Clustering.model_validate(raw) if isinstance(raw, Mapping) else None
-    except ValidationError:
-        found = None
+    found = status.clustering
     if found is None or not key.measured_by(found):
         return Layout(
             note=f"strategy {cfg.strategy}: the clustering on its key is not measured yet (the "

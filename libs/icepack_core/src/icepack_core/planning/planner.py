@@ -34,7 +34,7 @@ from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, IntentError, PolicyError
-from icepack_core.inspection.status import parse_ts, target_file_size
+from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
 from icepack_core.intents import intents_json
 from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
@@ -149,7 +149,7 @@ class Planner:
     async def recommend_for(
         self,
         table: TableRow,
-        status: dict[str, Any],
+        status: TableStatus,
         now: datetime,
         attachments: list[PolicyAttachment] | None = None,
         *,
@@ -262,7 +262,7 @@ class Planner:
         self,
         table: TableRow,
         status_id: int | None,
-        status: dict[str, Any],
+        status: TableStatus,
         since: datetime | None,
     ) -> Growth | None:
         """The fullest partition's small files in an earlier status and in ``status`` (the
@@ -270,7 +270,7 @@ class Planner:
         ``maintenance_growth_span_seconds`` apart; None when there is no such earlier status
         (``planning.pressure``).
         """
-        now_at = parse_ts(status.get("inspected_at"))
+        now_at = parse_ts(status.inspected_at)
         if status_id is None or now_at is None:
             return None
         base = await self.pool.fetchrow(
@@ -281,16 +281,11 @@ class Planner:
         )
         if base is None or (since is not None and base["inspected_at"] <= since):
             return None
-        before = base["status"]
+        before = TableStatus.model_validate(base["status"])
         return Growth(
-            fullest_small(
-                int(before.get("max_files_in_partition", 0)),
-                int(before.get("small_file_count", 0)),
-            ),
+            fullest_small(before.max_files_in_partition, before.small_file_count),
             base["inspected_at"],
-            fullest_small(
-                int(status.get("max_files_in_partition", 0)), int(status.get("small_file_count", 0))
-            ),
+            fullest_small(status.max_files_in_partition, status.small_file_count),
             now_at,
         )
 
@@ -357,7 +352,7 @@ class Planner:
         table = TableRow.from_record(inputs)
         rec = await self.recommend_for(
             table,
-            inputs["status"],
+            TableStatus.model_validate(inputs["status"]),
             now,
             has_jobs=inputs["has_jobs"],
             status_id=inputs["status_id"],

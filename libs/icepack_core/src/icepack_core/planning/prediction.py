@@ -17,7 +17,6 @@ Pure functions, shared by the planner, ``icepack recommend`` and policy simulati
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,25 +36,8 @@ class Shape:
     snapshots: int
 
     @classmethod
-    def of(cls, status: Mapping[str, Any]) -> Shape:
-        """The shape of a ``TableStatus`` document (docs/table-status.md); absent fields are 0."""
-
-        def count(key: str) -> int:
-            return int(status.get(key) or 0)
-
-        return cls(
-            data_files=count("data_file_count"),
-            data_bytes=count("data_file_bytes"),
-            manifests=count("manifest_count"),
-            delete_files=count("position_delete_file_count")
-            + count("equality_delete_file_count")
-            + count("deletion_vector_count"),
-            snapshots=count("snapshot_count"),
-        )
-
-    @classmethod
-    def of_status(cls, status: TableStatus) -> Shape:
-        """The shape of a parsed ``TableStatus`` (its ``delete_file_count``: every kind)."""
+    def of(cls, status: TableStatus) -> Shape:
+        """The shape of a ``TableStatus`` (its ``delete_file_count``: every kind)."""
         return cls(
             data_files=status.data_file_count,
             data_bytes=status.data_file_bytes,

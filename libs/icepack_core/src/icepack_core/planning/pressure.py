@@ -37,11 +37,10 @@ Pure: the planner reads the two statuses and the last run and passes them in.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
+from icepack_core.inspection.status import TableStatus
 from icepack_core.policy import EffectivePolicy
 
 # The share of the bound a run planned by the projection aims to stay under when it commits:
@@ -144,7 +143,7 @@ def fullest_small(max_files_in_partition: int, small_file_count: int) -> int:
 
 
 def table_pressure(
-    status: Mapping[str, Any],
+    status: TableStatus,
     policy: EffectivePolicy,
     growth: Growth | None,
     compaction_seconds: float | None,
@@ -154,7 +153,7 @@ def table_pressure(
     cfg = policy.data_compaction
     if cfg is None or cfg.open_partition_quiet_minutes <= 0:
         return None
-    if int(status.get("partition_count", 0)) <= 1:
+    if status.partition_count <= 1:
         return None
     bound = OpenBound(
         cfg.open_partition_max_small_files, cfg.min_input_files, lead_of(compaction_seconds)

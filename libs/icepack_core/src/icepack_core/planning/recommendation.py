@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from icepack_core.inspection.status import DEFAULT_TARGET_FILE_SIZE
+from icepack_core.inspection.status import DEFAULT_TARGET_FILE_SIZE, TableStatus, parse_ts
 from icepack_core.intents import Intent, parse_intent
 from icepack_core.planning.due import (
     DueRule,
@@ -152,12 +152,8 @@ def _iso(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _parse(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-
-
 def recommend(
-    status: Mapping[str, Any],
+    status: TableStatus,
     policy: EffectivePolicy,
     last_runs: Mapping[str, datetime],
     now: datetime,
@@ -178,7 +174,8 @@ def recommend(
     """Ordered action intents for one table.
 
     Args:
-        status: the ``TableStatus`` contract (docs/table-status.md) as a mapping.
+        status: the table's newest ``TableStatus`` (docs/table-status.md), parsed where it
+            was read.
         policy: the table's effective policy.
         last_runs: when each action last succeeded on this table (cadence, due rule).
         now: the clock (pinned by tests).
@@ -215,8 +212,8 @@ def recommend(
         now,
         due_rule or due_rule_of(policy),
         TableState(
-            current_snapshot_id=_text(status.get("current_snapshot_id")),
-            inspected_at=_parse(status.get("inspected_at")),
+            current_snapshot_id=_text(status.current_snapshot_id),
+            inspected_at=parse_ts(status.inspected_at),
             newest_run_at=newest_run(last_runs),
         ),
         last_runs,
@@ -253,7 +250,7 @@ def recommend(
 class _Gate:
     """What decides whether a proposed action runs now: the table, its policy and history."""
 
-    status: Mapping[str, Any]
+    status: TableStatus
     policy: EffectivePolicy
     now: datetime
     rule: DueRule
@@ -391,12 +388,12 @@ def _rewrite_bytes(candidate: ActionIntent) -> int:
     return candidate.predicted.rewrite_bytes if candidate.predicted is not None else 0
 
 
-def _text(value: Any) -> str | None:
+def _text(value: int | None) -> str | None:
     return None if value is None else str(value)
 
 
 def _rewrite_data_files(
-    status: Mapping[str, Any],
+    status: TableStatus,
     policy: EffectivePolicy,
     table_target: int | None,
     partitions: Sequence[PartitionStat] | None,
@@ -407,7 +404,7 @@ def _rewrite_data_files(
     if cfg is None:
         return Skip(action, "system.data-compaction is disabled")
     target = cfg.target_file_size_bytes or table_target or DEFAULT_TARGET_FILE_SIZE
-    small, small_bytes = int(status["small_file_count"]), int(status["small_file_bytes"])
+    small, small_bytes = status.small_file_count, status.small_file_bytes
     eq_deletes, pos_deletes, deleted_share = _delete_debt(status)
     reasons = []
     if small >= cfg.min_input_files:
@@ -431,7 +428,7 @@ def _rewrite_data_files(
     if layout.note:
         reasons.append(layout.note)
     params: dict[str, Any] = {**layout.params, "options": options}
-    if int(status.get("partition_count", 0)) > 1 and not applies_deletes:
+    if status.partition_count > 1 and not applies_deletes:
         held = _partition_scope(params, status, cfg, pressure)
         if held is not None:
             return held
@@ -456,15 +453,13 @@ def _rewrite_data_files(
     )
 
 
-def _delete_debt(status: Mapping[str, Any]) -> tuple[int, int, float]:
+def _delete_debt(status: TableStatus) -> tuple[int, int, float]:
     """Equality delete files, position delete files (deletion vectors included) and the
     share of records they delete."""
-    eq_deletes = int(status["equality_delete_file_count"])
-    pos_deletes = int(status["position_delete_file_count"]) + int(
-        status.get("deletion_vector_count", 0)
-    )
-    records = int(status.get("record_count", 0))
-    deleted_share = int(status.get("delete_record_count", 0)) / records if records else 0.0
+    eq_deletes = status.equality_delete_file_count
+    pos_deletes = status.position_delete_file_count + status.deletion_vector_count
+    records = status.record_count
+    deleted_share = status.delete_record_count / records if records else 0.0
     return eq_deletes, pos_deletes, deleted_share
 
 
@@ -509,7 +504,7 @@ def _delete_build_up(
 
 def _partition_scope(
     params: dict[str, Any],
-    status: Mapping[str, Any],
+    status: TableStatus,
     cfg: DataCompactionConfig,
     pressure: Pressure | None,
 ) -> Skip | None:
@@ -563,10 +558,10 @@ def streaming_scope(params: dict[str, Any], pressure: Pressure) -> None:
     params["options"]["min-input-files"] = str(CLOSED_MIN_FILES)
 
 
-def _open_only(status: Mapping[str, Any], min_files: int, pressure: Pressure) -> Skip | None:
+def _open_only(status: TableStatus, min_files: int, pressure: Pressure) -> Skip | None:
     """Not due while every small file that could qualify is in the open partition, below the
     level (a run would skip it and do nothing): the projection says when it reaches it."""
-    others = int(status["small_file_count"]) - pressure.small_now
+    others = status.small_file_count - pressure.small_now
     if pressure.threatened or others >= min_files:
         return None
     return Skip(
@@ -576,14 +571,12 @@ def _open_only(status: Mapping[str, Any], min_files: int, pressure: Pressure) ->
     )
 
 
-def _rewrite_position_deletes(
-    status: Mapping[str, Any], policy: EffectivePolicy
-) -> ActionIntent | Skip:
+def _rewrite_position_deletes(status: TableStatus, policy: EffectivePolicy) -> ActionIntent | Skip:
     action = Action.REWRITE_POSITION_DELETE_FILES
     cfg = policy.data_compaction
     if cfg is None or not cfg.rewrite_delete_files:
         return Skip(action, "delete-file rewrites are disabled")
-    count = int(status["position_delete_file_count"])
+    count = status.position_delete_file_count
     if count < max(cfg.min_delete_files, 2):
         # One position delete file cannot be compacted into fewer.
         return Skip(action, f"{count} position delete files")
@@ -597,12 +590,12 @@ def _rewrite_position_deletes(
     )
 
 
-def _rewrite_manifests(status: Mapping[str, Any], policy: EffectivePolicy) -> ActionIntent | Skip:
+def _rewrite_manifests(status: TableStatus, policy: EffectivePolicy) -> ActionIntent | Skip:
     action = Action.REWRITE_MANIFESTS
     cfg = policy.metadata_compaction
     if cfg is None:
         return Skip(action, "system.metadata-compaction is disabled")
-    count, size = int(status["manifest_count"]), int(status["manifest_bytes"])
+    count, size = status.manifest_count, status.manifest_bytes
     if count <= cfg.max_manifests:
         return Skip(action, f"{count} manifests <= max_manifests {cfg.max_manifests}")
     after = max(1, math.ceil(size / cfg.target_manifest_size_bytes))
@@ -617,14 +610,14 @@ def _rewrite_manifests(status: Mapping[str, Any], policy: EffectivePolicy) -> Ac
 
 
 def _expire_snapshots(
-    status: Mapping[str, Any], policy: EffectivePolicy, now: datetime, floor_hours: float
+    status: TableStatus, policy: EffectivePolicy, now: datetime, floor_hours: float
 ) -> ActionIntent | Skip:
     action = Action.EXPIRE_SNAPSHOTS
     cfg = policy.snapshot_expiry
     if cfg is None:
         return Skip(action, "system.snapshot-expiry is disabled")
-    count = int(status["snapshot_count"])
-    oldest = _parse(status.get("oldest_snapshot_at"))
+    count = status.snapshot_count
+    oldest = parse_ts(status.oldest_snapshot_at or None)
     horizon = now - timedelta(hours=cfg.max_snapshot_age_hours)
     floor = now - timedelta(hours=floor_hours)
     advice = retention_advice(status, cfg, floor_hours)

@@ -5,35 +5,27 @@ retention (``max_snapshots``), never applied unless the policy sets it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
-from typing import Any
-
 from icepack_core.inspection.health import Thresholds
+from icepack_core.inspection.status import TableStatus, parse_ts
 from icepack_core.policy import SnapshotExpiryConfig
-
-
-def _parse(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-
 
 # The snapshot count at which the health rule warns (TOO_MANY_SNAPSHOTS): the one number the
 # advice, the offered retention and the health rule share.
 SNAPSHOTS_WARNING = Thresholds().snapshots_warning
 
 
-def commit_rate_per_hour(status: Mapping[str, Any]) -> float | None:
+def commit_rate_per_hour(status: TableStatus) -> float | None:
     """Snapshots added per hour, from the retained ones' span (None under two snapshots)."""
-    count = int(status.get("snapshot_count") or 0)
-    oldest = _parse(status.get("oldest_snapshot_at"))
-    newest = _parse(status.get("current_snapshot_at"))
+    count = status.snapshot_count
+    oldest = parse_ts(status.oldest_snapshot_at or None)
+    newest = parse_ts(status.current_snapshot_at or None)
     if count < 2 or oldest is None or newest is None:
         return None
     hours = (newest - oldest).total_seconds() / 3600
     return (count - 1) / hours if hours > 0 else None
 
 
-def retention_advice(status: Mapping[str, Any], cfg: SnapshotExpiryConfig, floor: float) -> str:
+def retention_advice(status: TableStatus, cfg: SnapshotExpiryConfig, floor: float) -> str:
     """When the policy keeps more snapshots than the health rule tolerates at the table's
     commit rate, say so and offer the count-based retention (never applied unasked)."""
     rate = commit_rate_per_hour(status)

@@ -28,9 +28,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import PolicyError
+from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import Recommendation
 from icepack_core.policy import PolicyAttachment, parse_config, resolve
@@ -109,6 +112,12 @@ def _key(att: PolicyAttachment) -> tuple[str, str, str, str | None, str | None]:
     return (att.origin, att.policy_type, att.scope, att.namespace, att.table_name)
 
 
+def _fields_of(exc: ValidationError) -> str:
+    """Each bad field of a stored status and what is wrong with it (``inspected_at: Field
+    required; ...``), so the report names what an older writer left out."""
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+
+
 def _signature(rec: Recommendation) -> list[tuple[str, str]]:
     return [(a.action, repr(sorted(a.params.items()))) for a in rec.actions]
 
@@ -148,9 +157,15 @@ async def simulate(
         report.tables_evaluated += 1
         table = TableRow.from_record(row)
         try:
-            current = await planner.recommend_for(table, row["status"], now, stored)
-            future = await planner.recommend_for(table, row["status"], now, candidate)
-        except (KeyError, TypeError, AttributeError) as exc:  # a status row missing fields
+            status = TableStatus.model_validate(row["status"])
+        except ValidationError as exc:  # a status row missing fields, or of the wrong type
+            reason = f"status not readable: {_fields_of(exc)}"[:500]
+            report.skipped.append({"table": table.label, "reason": reason})
+            continue
+        try:
+            current = await planner.recommend_for(table, status, now, stored)
+            future = await planner.recommend_for(table, status, now, candidate)
+        except (KeyError, TypeError, AttributeError) as exc:  # one bad row never ends the run
             reason = f"status not readable: {type(exc).__name__}: {exc}"[:500]
             report.skipped.append({"table": table.label, "reason": reason})
             continue

@@ -19,15 +19,12 @@ Pure functions, shared by the planner, ``icepack recommend`` and policy simulati
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
 from icepack_core.inspection.statistics import StalenessRule, staleness
-from icepack_core.inspection.status import StatisticsFreshness
+from icepack_core.inspection.status import StatisticsFreshness, TableStatus
 from icepack_core.planning.prediction import PredictedEffect, Shape, predict_statistics
 from icepack_core.policy import EffectivePolicy, TableStatisticsConfig
 from icepack_core.types import Action, PolicyType
@@ -54,27 +51,32 @@ def _wanted(config: TableStatisticsConfig, action: Action) -> bool:
     return config.table_stats if action == Action.COMPUTE_TABLE_STATS else config.partition_stats
 
 
-def statistics_candidates(status: Mapping[str, Any], policy: EffectivePolicy) -> list[Proposal]:
+def _freshness(status: TableStatus, action: Action) -> StatisticsFreshness | None:
+    """The status's freshness of the statistics ``action`` keeps current (None: unknown)."""
+    if action == Action.COMPUTE_TABLE_STATS:
+        return status.table_statistics
+    return status.partition_statistics
+
+
+def statistics_candidates(status: TableStatus, policy: EffectivePolicy) -> list[Proposal]:
     """One candidate or skip per statistics action (module doc)."""
     return [_candidate(status, policy, action) for action in FIELD]
 
 
-def _candidate(status: Mapping[str, Any], policy: EffectivePolicy, action: Action) -> Proposal:
+def _candidate(status: TableStatus, policy: EffectivePolicy, action: Action) -> Proposal:
     config = policy.table_statistics
     if config is None:
         return Proposal(action, f"{PolicyType.TABLE_STATISTICS} is not enabled")
     if not _wanted(config, action):
         return Proposal(action, f"{PolicyType.TABLE_STATISTICS}: {FIELD[action]} is off")
-    if status.get("current_snapshot_id") is None:
+    if status.current_snapshot_id is None:
         return Proposal(action, "the table has no snapshot: nothing to describe")
-    raw = status.get(FIELD[action])
-    try:
-        freshness = StatisticsFreshness.model_validate(raw)
-    except ValidationError:
+    freshness = _freshness(status, action)
+    if freshness is None:
         return Proposal(action, "the status predates statistics inspection; waiting for the next")
     rule = StalenessRule(config.stale_after_snapshots, config.stale_added_rows_share)
     kind = FIELD[action].replace("_", " ")
-    verdict = staleness(freshness, int(status.get("record_count") or 0), rule, kind)
+    verdict = staleness(freshness, status.record_count, rule, kind)
     if verdict.state == "fresh":
         return Proposal(action, f"fresh: {verdict.reason}")
     crossed = f" (>= {verdict.threshold:g})" if verdict.threshold is not None else ""
@@ -86,20 +88,15 @@ def _candidate(status: Mapping[str, Any], policy: EffectivePolicy, action: Actio
         action,
         f"{verdict.state}: {verdict.reason}{crossed}",
         params,
-        predict_statistics(Shape.of(status), _snapshot(status), previous),
+        predict_statistics(Shape.of(status), status.current_snapshot_id, previous),
     )
-
-
-def _snapshot(status: Mapping[str, Any]) -> int | None:
-    value = status.get("current_snapshot_id")
-    return int(value) if isinstance(value, int) else None
 
 
 def statistics_gate(
     reason: str,
     last: datetime | None,
     snapshot_after: str | None,
-    status: Mapping[str, Any],
+    status: TableStatus,
     inspected_at: datetime | None,
     cadence_hours: float,
     now: datetime,
@@ -113,7 +110,7 @@ def statistics_gate(
             f"waiting for the inspection after the run of {_iso(last)} (the newest status "
             f"predates it; would be: {reason})"
         )
-    current = status.get("current_snapshot_id")
+    current = status.current_snapshot_id
     unchanged = snapshot_after is not None and str(current) == snapshot_after
     if unchanged and now - last < timedelta(hours=cadence_hours):
         return (
