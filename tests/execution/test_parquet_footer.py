@@ -24,6 +24,7 @@ from pyiceberg.types import IntegerType, NestedField, StringType
 from icepack_core.errors import InProcessUnsupported
 from icepack_core.execution.verification.parquet_encoding import check_encodings
 from icepack_core.execution.verification.parquet_footer import (
+    LogicalParams,
     SchemaElement,
     SchemaReader,
     decode_schema,
@@ -115,13 +116,13 @@ def assert_matches_duckdb(path: str) -> tuple[SchemaElement, ...]:
         assert logical.startswith(DUCKDB_LOGICAL[element.logical]), (element, row)
         params = element.params
         if element.logical == "DECIMAL":
-            assert f"scale={params['scale']}, precision={params['precision']}" in logical
+            assert f"scale={params.scale}, precision={params.precision}" in logical
         if element.logical in ("TIME", "TIMESTAMP"):
-            assert f"isAdjustedToUTC={int(params['adjusted'])}" in logical
-            assert f"{params['unit']}=<null>" not in logical, (element, row)
+            assert f"isAdjustedToUTC={int(params.adjusted)}" in logical
+            assert f"{params.unit}=<null>" not in logical, (element, row)
         if element.logical == "INTEGER":
             # DuckDB prints the 8-bit width as a character.
-            bits, signed = chr(params["bits"]), int(params["signed"])
+            bits, signed = chr(params.bits), int(params.signed)
             assert f"bitWidth={bits}, isSigned={signed}" in logical
     return elements
 
@@ -181,7 +182,7 @@ def test_annotations_that_disagree_are_read_as_written_and_refused(tmp_path: Pat
     path.write_bytes(data.replace(b"\x13\x08\x11\x00", b"\x13\x20\x11\x00"))
     assert pq.read_metadata(path).schema.column(0).converted_type == "INT_32"  # PyArrow's view
     (_, column) = assert_matches_duckdb(str(path))
-    assert column.converted == "INT_8" and column.params == {"bits": 32, "signed": True}
+    assert column.converted == "INT_8" and column.params == LogicalParams(bits=32, signed=True)
     current = Schema(NestedField(1, "c", IntegerType(), required=False))
     with pytest.raises(
         InProcessUnsupported, match=r"field 1 \(int\) is stored as INT32 INTEGER INT_8"

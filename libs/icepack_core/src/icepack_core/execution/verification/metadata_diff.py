@@ -41,6 +41,7 @@ from typing import Any
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile, read_manifest_list
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.transforms import IdentityTransform
@@ -118,6 +119,48 @@ def _positions(struct_type: StructType) -> dict[int, int]:
     return {f.field_id: i for i, f in enumerate(struct_type.fields)}
 
 
+def _entry_layout(schema: Schema, path: str) -> tuple[dict[int, int], dict[int, int], list[int]]:
+    """Where a manifest's entry fields, its ``data_file`` fields (by field id) and its
+    partition fields are, from the manifest's own writer ``schema``.
+
+    Raises:
+        MetadataDiffUnsupported: a required field is missing or not a struct.
+    """
+    top = _positions(schema.as_struct())
+    data_field = schema.find_field(DATA_FILE)
+    if STATUS not in top or DATA_FILE not in top or not isinstance(data_field, NestedField):
+        raise MetadataDiffUnsupported(f"manifest {path}: no entry fields")
+    data_type = data_field.field_type
+    if not isinstance(data_type, StructType):
+        raise MetadataDiffUnsupported(f"manifest {path}: bad data_file")
+    fields = _positions(data_type)
+    missing = {PATH, PARTITION, RECORDS, BYTES} - set(fields)
+    if missing:
+        raise MetadataDiffUnsupported(
+            f"manifest {path}: data_file lacks field ids {sorted(missing)}"
+        )
+    partition_type = data_type.fields[fields[PARTITION]].field_type
+    if not isinstance(partition_type, StructType):
+        raise MetadataDiffUnsupported(f"manifest {path}: bad partition")
+    return top, fields, [f.field_id for f in partition_type.fields]
+
+
+def _sequence(written: int | None, status: int, manifest: ManifestFile) -> int:
+    """An entry's data sequence number: as written, else inherited from the manifest (an
+    ADDED entry, or a manifest of a v1 table).
+
+    Raises:
+        MetadataDiffUnsupported: an EXISTING entry without one.
+    """
+    if written is None and (manifest.sequence_number == 0 or status == ADDED):
+        written = manifest.sequence_number
+    if written is None:
+        raise MetadataDiffUnsupported(
+            f"manifest {manifest.manifest_path}: an EXISTING entry has no sequence number"
+        )
+    return written
+
+
 def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> _Live:
     """The live entries of one manifest, read with its own writer schema.
 
@@ -134,23 +177,7 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
     with AvroFile[Record](checked_input(io, manifest.manifest_path)) as reader:
         # ``AvroFile`` reads every block with ``self.reader`` (built on enter).
         reader.reader = exact_doubles(reader.reader)
-        top = _positions(reader.schema.as_struct())
-        data_field = reader.schema.find_field(DATA_FILE)
-        if STATUS not in top or DATA_FILE not in top or not isinstance(data_field, NestedField):
-            raise MetadataDiffUnsupported(f"manifest {manifest.manifest_path}: no entry fields")
-        data_type = data_field.field_type
-        if not isinstance(data_type, StructType):
-            raise MetadataDiffUnsupported(f"manifest {manifest.manifest_path}: bad data_file")
-        fields = _positions(data_type)
-        missing = {PATH, PARTITION, RECORDS, BYTES} - set(fields)
-        if missing:
-            raise MetadataDiffUnsupported(
-                f"manifest {manifest.manifest_path}: data_file lacks field ids {sorted(missing)}"
-            )
-        partition_type = data_type.fields[fields[PARTITION]].field_type
-        if not isinstance(partition_type, StructType):
-            raise MetadataDiffUnsupported(f"manifest {manifest.manifest_path}: bad partition")
-        part_ids = [f.field_id for f in partition_type.fields]
+        top, fields, part_ids = _entry_layout(reader.schema, manifest.manifest_path)
 
         def opt(record: Any, field_id: int) -> Any:
             return record[fields[field_id]] if field_id in fields else None
@@ -160,13 +187,9 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
             if status == DELETED:
                 continue
             data = entry[top[DATA_FILE]]
-            sequence = entry[top[SEQUENCE]] if SEQUENCE in top else None
-            if sequence is None and (manifest.sequence_number == 0 or status == ADDED):
-                sequence = manifest.sequence_number
-            if sequence is None:
-                raise MetadataDiffUnsupported(
-                    f"manifest {manifest.manifest_path}: an EXISTING entry has no sequence number"
-                )
+            sequence = _sequence(
+                entry[top[SEQUENCE]] if SEQUENCE in top else None, status, manifest
+            )
             raw = data[fields[PARTITION]]
             tuple_values = [raw[i] for i in range(len(part_ids))] if partitioned else []
             key = tuple(_norm(v) for v in tuple_values)

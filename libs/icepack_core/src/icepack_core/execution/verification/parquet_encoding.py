@@ -51,9 +51,7 @@ def _bare(column: SchemaElement) -> bool:
 def _plain_int(column: SchemaElement, bits: int) -> bool:
     """Unannotated, or annotated (both ways alike) as a signed integer of ``bits`` bits."""
     logical_ok = column.logical is None or (
-        column.logical == "INTEGER"
-        and column.params.get("bits") == bits
-        and column.params.get("signed") is True
+        column.logical == "INTEGER" and column.params.bits == bits and column.params.signed is True
     )
     return column.converted in (None, f"INT_{bits}") and logical_ok
 
@@ -62,8 +60,8 @@ def _micros(column: SchemaElement, logical: str, adjusted: bool, converted: str)
     return (
         column.physical == "INT64"
         and column.logical == logical
-        and column.params.get("unit") == "MICROS"
-        and column.params.get("adjusted") is adjusted
+        and column.params.unit == "MICROS"
+        and column.params.adjusted is adjusted
         and column.converted in (None, converted)
     )
 
@@ -80,8 +78,8 @@ def _decimal(kind: DecimalType, column: SchemaElement) -> bool:
             column.logical is None
             or (
                 column.logical == "DECIMAL"
-                and column.params.get("scale") == column.scale
-                and column.params.get("precision") == column.precision
+                and column.params.scale == column.scale
+                and column.params.precision == column.precision
             )
         )
     )

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,11 +84,23 @@ LOGICAL = {
 TIME_UNITS = {1: "MILLIS", 2: "MICROS", 3: "NANOS"}
 
 
+@dataclass
+class LogicalParams:
+    """A logical type's parameters as written (None: not set): ``scale``/``precision``
+    (DECIMAL), ``adjusted``/``unit`` (TIME, TIMESTAMP), ``bits``/``signed`` (INTEGER)."""
+
+    scale: int | None = None
+    precision: int | None = None
+    adjusted: bool | None = None
+    unit: str | None = None
+    bits: int | None = None
+    signed: bool | None = None
+
+
 @dataclass(frozen=True)
 class SchemaElement:
     """One element of a Parquet schema as written (None: the field is not set). ``logical``
-    is the logical type's name (``LOGICAL``) with its parameters: ``scale``/``precision``
-    (DECIMAL), ``adjusted``/``unit`` (TIME, TIMESTAMP), ``bits``/``signed`` (INTEGER)."""
+    is the logical type's name (``LOGICAL``) with its parameters (``LogicalParams``)."""
 
     name: str
     physical: str | None
@@ -101,7 +112,7 @@ class SchemaElement:
     precision: int | None
     field_id: int | None
     logical: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: LogicalParams = field(default_factory=LogicalParams)
 
     @property
     def is_leaf(self) -> bool:
@@ -206,19 +217,19 @@ class _Decoder:
             last = field_id
 
 
-def _logical(decoder: _Decoder) -> tuple[str | None, dict[str, Any]]:
+def _logical(decoder: _Decoder) -> tuple[str | None, LogicalParams]:
     """A ``LogicalType`` union: its member's name and parameters."""
-    found: list[tuple[str | None, dict[str, Any]]] = []
+    found: list[tuple[str | None, LogicalParams]] = []
 
     def member(member_id: int, kind: int) -> None:
-        params: dict[str, Any] = {}
+        params = LogicalParams()
 
         def param(field_id: int, param_kind: int) -> None:
             name = LOGICAL.get(member_id)
             if name == "DECIMAL" and field_id in (1, 2) and param_kind == _I32:
-                params["scale" if field_id == 1 else "precision"] = decoder.zigzag()
+                setattr(params, "scale" if field_id == 1 else "precision", decoder.zigzag())
             elif name in ("TIME", "TIMESTAMP") and field_id == 1 and param_kind in (_TRUE, _FALSE):
-                params["adjusted"] = param_kind == _TRUE
+                params.adjusted = param_kind == _TRUE
             elif name in ("TIME", "TIMESTAMP") and field_id == 2 and param_kind == _STRUCT:
                 units: list[str] = []
 
@@ -227,11 +238,11 @@ def _logical(decoder: _Decoder) -> tuple[str | None, dict[str, Any]]:
                     decoder.skip(unit_kind)
 
                 decoder.struct(unit)
-                params["unit"] = units[0] if len(units) == 1 else None
+                params.unit = units[0] if len(units) == 1 else None
             elif name == "INTEGER" and field_id == 1 and param_kind == _BYTE:
-                params["bits"] = struct.unpack("b", bytes([decoder.byte()]))[0]
+                params.bits = struct.unpack("b", bytes([decoder.byte()]))[0]
             elif name == "INTEGER" and field_id == 2 and param_kind in (_TRUE, _FALSE):
-                params["signed"] = param_kind == _TRUE
+                params.signed = param_kind == _TRUE
             else:
                 decoder.skip(param_kind)
 
@@ -243,13 +254,13 @@ def _logical(decoder: _Decoder) -> tuple[str | None, dict[str, Any]]:
 
     decoder.struct(member)
     if len(found) != 1:  # a union has exactly one member set
-        return (f"{len(found)} logical members", {})
+        return (f"{len(found)} logical members", LogicalParams())
     return found[0]
 
 
 def _element(decoder: _Decoder) -> SchemaElement:
     values: dict[int, Any] = {}
-    logical: list[tuple[str | None, dict[str, Any]]] = []
+    logical: list[tuple[str | None, LogicalParams]] = []
 
     def on_field(field_id: int, kind: int) -> None:
         if field_id in (1, 2, 3, 5, 6, 7, 8, 9) and kind == _I32:
@@ -271,7 +282,7 @@ def _element(decoder: _Decoder) -> SchemaElement:
             return None
         return names[value] if 0 <= value < len(names) else f"unknown {value}"
 
-    name, params = logical[0] if logical else (None, {})
+    name, params = logical[0] if logical else (None, LogicalParams())
     return SchemaElement(
         name=str(values.get(4, "")),
         physical=enum(PHYSICAL, values.get(1)),
