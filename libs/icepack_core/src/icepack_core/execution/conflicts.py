@@ -113,8 +113,8 @@ def lost_part(action: str, output: Mapping[str, Any]) -> str | None:
     if action != "rewrite_data_files" or not isinstance(lost, int) or lost <= 0:
         return None
     selected = output.get("partitions_selected")
-    of = f" of {selected}" if isinstance(selected, int) else ""
+    of = f" of {selected} selected" if isinstance(selected, int) else ""  # else table-wide
     return (
-        f"partial progress: {lost}{of} selected partitions not rewritten (their file groups' "
+        f"partial progress: {lost}{of} partitions not rewritten (their file groups' "
         "commits lost to concurrent commits; the others committed and are kept)"
     )

@@ -35,7 +35,11 @@ from icepack_core.execution.scoping.clustering_scope import (
     clustering_after,
     clustering_run,
 )
-from icepack_core.execution.scoping.left_behind import ScopedRun, partitions_lost
+from icepack_core.execution.scoping.left_behind import (
+    ScopedRun,
+    record_lost,
+    whole_table_run,
+)
 from icepack_core.execution.scoping.metadata_scope import OpenRule, scope_from_metadata
 from icepack_core.execution.scoping.partition_filter import (
     PartitionColumn,
@@ -270,6 +274,15 @@ class TableMaintenance:
             )
             if where is not None:
                 args["where"] = where
+        if (
+            isinstance(intent, RewriteDataFiles)
+            and clustered is None
+            and self.scoped is None
+            and "where" not in args
+            and loaded is not None
+        ):  # a table-wide binpack: every partition with enough small files forms a group
+            target = self._target(intent.params.options, strict=False)
+            self.scoped = whole_table_run(intent.params.options, target)
         statements = spark_conf_statements(self.properties)
         # The session is shared by every table this engine maintains: each conf set for this
         # action goes back to its previous value afterwards, whatever happens.
@@ -362,26 +375,13 @@ class TableMaintenance:
         outcome.output.update(summarise(name, rows))
         outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
         if isinstance(intent, RewriteDataFiles):
-            await self._left_behind(start, outcome.output)
+            scoped, self.scoped = self.scoped, None
+            await record_lost(self.metadata, start, scoped, outcome.output)
         if self.after_call is not None:
             await self.after_call(name)
         if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start, self.guard)
         return outcome
-
-    async def _left_behind(self, start: int | None, output: dict[str, Any]) -> None:
-        """``partitions_lost`` in ``output``: the selected partitions the rewrite left
-        uncompacted (``scoping.left_behind``); evidence only, never a reason to fail."""
-        scoped, self.scoped = self.scoped, None
-        if scoped is None or self.metadata is None:
-            return
-        try:
-            lost = await partitions_lost(self.metadata, start, scoped)
-        except Exception as exc:
-            output["partitions_lost_error"] = brief(exc)
-            return
-        if lost:
-            output["partitions_lost"] = lost
 
     async def _conf_value(self, key: str) -> str:
         """The session's current value of an allowlisted conf (``SPARK_CONF_UNDEFINED``)."""
