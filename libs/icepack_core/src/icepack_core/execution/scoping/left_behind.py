@@ -70,9 +70,8 @@ def left_behind(
     undersized_bytes: int,
 ) -> dict[PartitionKey, int]:
     """Per partition of ``keys`` (spec id, partition tuple; None: every partition), how many of
-    its live small data
-    files at ``table``'s current snapshot were already live at ``start`` (added by no snapshot
-    after it). Blocking (reads the manifests).
+    its live small data files at ``table``'s current snapshot were already live at ``start``
+    (added by no snapshot after it). Blocking (reads the manifests).
 
     A rewrite started at ``start`` that committed a partition's file group replaced every such
     file of that partition; files a writer added since are not counted. So a selected partition
