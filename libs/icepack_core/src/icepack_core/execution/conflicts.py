@@ -22,7 +22,7 @@ error text alike):
   ``partial-progress.max-failed-commits`` whose batches lost more commits than that allows
   (Iceberg committed every batch it could; those stay and are verified). Under Iceberg's
   default the lost batches are only logged; the executor then finds what they left from the
-  manifests (``metadata_scope.left_behind``) and reports it the same way.
+  manifests (``scoping.left_behind``) and reports it the same way.
 
 ``CommitStateUnknownException`` is deliberately not a conflict: whether the commit happened is
 unknown, and the verification that follows every failed rewrite decides.

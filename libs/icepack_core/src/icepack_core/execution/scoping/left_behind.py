@@ -7,10 +7,12 @@ stay, and the procedure succeeds. Iceberg only logs the dropped batches: its out
 committed. A rewrite that lost most of its groups to a writer read as a success, and the
 partitions it left kept growing until the next run the schedule allowed.
 
-After a scoped rewrite (``metadata_scope``, which knows the partitions it selected) the
-executor reads the manifests again: a selected partition that still holds small files that were
-live when the rewrite started was not compacted (a committed group replaces every one of
-them; files a writer added since are new and not counted). ``JobExecution`` then records the
+After a binpack rewrite, scoped (``metadata_scope``, which knows the partitions it selected) or
+table-wide without a ``where`` (every partition with ``min-input-files`` small files forms a
+group), the executor reads the manifests again: a selected partition that still holds
+``min-input-files`` small files that were live when the rewrite started was not compacted (a
+committed group replaces every one of them; files a writer added since are new and not
+counted). ``JobExecution`` then records the
 action (what committed is verified and kept) and gives the job back as a commit conflict for
 the lost part (``execution.conflicts``).
 """
