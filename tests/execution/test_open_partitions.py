@@ -212,3 +212,44 @@ async def test_a_void_transform_falls_back_to_the_whole_table_with_the_reason(
     assert outcome.output["scope"] == "table", outcome.output
     assert "void transform cannot be scoped exactly" in outcome.output["scope_reason"]
     assert outcome.output["rewritten_data_files_count"] == 3
+
+
+async def test_a_bucket_table_every_commit_touches_is_compacted_above_its_bound(
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
+    """``bucket(4, id)``: each commit adds a file to every bucket, so every partition is open
+    (a streaming sink's shape). Open never means never compacted: at or below the bound the
+    buckets are skipped (named), above it every one is compacted, scoped by Iceberg's bucket
+    function. (A check of the rule for bucket tables, which held already.)"""
+    name, table = create(spark, "bucket(4, id)")
+    for commit in range(4):
+        ids = ", ".join(f"({commit * 1000 + i}, 'x', TIMESTAMP '2026-01-01 10:00:00+00:00')"
+                        for i in range(40))  # fmt: skip
+        spark.sql(f"INSERT INTO {table} VALUES {ids}")
+    per_bucket = [
+        r["n"]
+        for r in spark.sql(
+            f"SELECT partition.id_bucket AS b, count(*) AS n FROM {table}.files GROUP BY 1"
+        ).collect()
+    ]
+    # Every commit wrote into every bucket (one file per bucket and write task).
+    assert len(per_bucket) == 4 and min(per_bucket) >= 4, per_bucket
+    now_ms = last_commit_ms(spark, table) + 1000  # every bucket written a second ago: open
+    before = live_files(spark, table)
+    held = await compact(
+        spark, engine, spark_catalog_settings, name, table, now_ms,
+        open_max_small_files=max(per_bucket),
+    )  # fmt: skip
+    assert held.output["partitions_selected"] == 0, held.output
+    assert held.output["open_partitions_skipped_count"] == 4
+    assert live_files(spark, table) == before
+    over = await compact(
+        spark, engine, spark_catalog_settings, name, table, now_ms + 1,
+        open_max_small_files=min(per_bucket) - 1,
+    )  # fmt: skip
+    assert over.output["partitions_selected"] == 4, over.output
+    assert over.output.get("open_partitions_skipped_count", 0) == 0
+    assert "`system`.`bucket`(4, `id`)" in over.sql[-1], over.sql[-1]
+    assert over.output["rewritten_data_files_count"] == sum(per_bucket)
+    assert "partitions_lost" not in over.output  # every bucket's group committed
+    assert len(live_files(spark, table)) == 4 and not live_files(spark, table) & before

@@ -118,10 +118,12 @@ def assert_matches_duckdb(path: str) -> tuple[SchemaElement, ...]:
         if element.logical == "DECIMAL":
             assert f"scale={params.scale}, precision={params.precision}" in logical
         if element.logical in ("TIME", "TIMESTAMP"):
+            assert params.adjusted is not None
             assert f"isAdjustedToUTC={int(params.adjusted)}" in logical
             assert f"{params.unit}=<null>" not in logical, (element, row)
         if element.logical == "INTEGER":
             # DuckDB prints the 8-bit width as a character.
+            assert params.bits is not None and params.signed is not None
             bits, signed = chr(params.bits), int(params.signed)
             assert f"bitWidth={bits}, isSigned={signed}" in logical
     return elements

@@ -22,7 +22,7 @@ error text alike):
   ``partial-progress.max-failed-commits`` whose batches lost more commits than that allows
   (Iceberg committed every batch it could; those stay and are verified). Under Iceberg's
   default the lost batches are only logged; the executor then finds what they left from the
-  manifests (``metadata_scope.left_behind``) and reports it the same way.
+  manifests (``scoping.left_behind``) and reports it the same way.
 
 ``CommitStateUnknownException`` is deliberately not a conflict: whether the commit happened is
 unknown, and the verification that follows every failed rewrite decides.
@@ -113,8 +113,8 @@ def lost_part(action: str, output: Mapping[str, Any]) -> str | None:
     if action != "rewrite_data_files" or not isinstance(lost, int) or lost <= 0:
         return None
     selected = output.get("partitions_selected")
-    of = f" of {selected}" if isinstance(selected, int) else ""
+    of = f" of {selected} selected" if isinstance(selected, int) else ""  # else table-wide
     return (
-        f"partial progress: {lost}{of} selected partitions not rewritten (their file groups' "
+        f"partial progress: {lost}{of} partitions not rewritten (their file groups' "
         "commits lost to concurrent commits; the others committed and are kept)"
     )

@@ -34,7 +34,11 @@ from icepack_core.execution.scoping.clustering_scope import (
     clustering_after,
     clustering_run,
 )
-from icepack_core.execution.scoping.left_behind import ScopedRun, partitions_lost
+from icepack_core.execution.scoping.left_behind import (
+    ScopedRun,
+    record_lost,
+    whole_table_run,
+)
 from icepack_core.execution.scoping.metadata_scope import OpenRule, scope_from_metadata
 from icepack_core.execution.scoping.partition_filter import (
     PartitionColumn,
@@ -217,6 +221,8 @@ class TableMaintenance:
         # A rewrite's table as the catalog has it now: its scope and start snapshot.
         loaded = await self._load_metadata() if intent.kind in REWRITES else None
         clustered, scope_note = await self._scope(intent, args, loaded)
+        if clustered is None and loaded is not None and "where" not in args:
+            self._whole_table(intent)
         statements = spark_conf_statements(self.properties)
         # The session is shared by every table this engine maintains (``table_confs``).
         async with table_confs(self.engine, self.properties):
@@ -229,6 +235,13 @@ class TableMaintenance:
                     self._target(intent.params.options, strict=False),
                 )
             return outcome
+
+    def _whole_table(self, intent: Intent) -> None:
+        """A table-wide binpack: every partition with enough small files forms a group, which
+        ``scoping.left_behind`` checks after the call."""
+        if isinstance(intent, RewriteDataFiles) and self.scoped is None:
+            target = self._target(intent.params.options, strict=False)
+            self.scoped = whole_table_run(intent.params.options, target)
 
     async def _scope(
         self, intent: Intent, args: dict[str, ProcedureValue], loaded: Table | None
@@ -346,27 +359,14 @@ class TableMaintenance:
         outcome.output.update(summarise(name, rows))
         outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
         if isinstance(intent, RewriteDataFiles):
-            await self._left_behind(start, outcome.output)
+            scoped, self.scoped = self.scoped, None
+            await record_lost(self.metadata, start, scoped, outcome.output)
         if self.after_call is not None:
             self._committing()  # a test's hook may commit (a writer, a corrupt replace)
             await self.after_call(name)
         if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start, self.guard)
         return outcome
-
-    async def _left_behind(self, start: int | None, output: dict[str, Any]) -> None:
-        """``partitions_lost`` in ``output``: the selected partitions the rewrite left
-        uncompacted (``scoping.left_behind``); evidence only, never a reason to fail."""
-        scoped, self.scoped = self.scoped, None
-        if scoped is None or self.metadata is None:
-            return
-        try:
-            lost = await partitions_lost(self.metadata, start, scoped)
-        except Exception as exc:
-            output["partitions_lost_error"] = brief(exc)
-            return
-        if lost:
-            output["partitions_lost"] = lost
 
     def _committing(self) -> None:
         if self.on_commit is not None:

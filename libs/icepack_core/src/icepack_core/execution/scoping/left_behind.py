@@ -7,10 +7,12 @@ stay, and the procedure succeeds. Iceberg only logs the dropped batches: its out
 committed. A rewrite that lost most of its groups to a writer read as a success, and the
 partitions it left kept growing until the next run the schedule allowed.
 
-After a scoped rewrite (``metadata_scope``, which knows the partitions it selected) the
-executor reads the manifests again: a selected partition that still holds small files that were
-live when the rewrite started was not compacted (a committed group replaces every one of
-them; files a writer added since are new and not counted). ``JobExecution`` then records the
+After a binpack rewrite, scoped (``metadata_scope``, which knows the partitions it selected) or
+table-wide without a ``where`` (every partition with ``min-input-files`` small files forms a
+group), the executor reads the manifests again: a selected partition that still holds
+``min-input-files`` small files that were live when the rewrite started was not compacted (a
+committed group replaces every one of them; files a writer added since are new and not
+counted). ``JobExecution`` then records the
 action (what committed is verified and kept) and gives the job back as a commit conflict for
 the lost part (``execution.conflicts``).
 """
@@ -18,13 +20,14 @@ the lost part (``execution.conflicts``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.table import Table
 
+from icepack_core.errors import brief
 from icepack_core.execution.verification.metadata_diff import checked_manifests, read_live_entries
 
 DATA = 0  # a manifest entry's content: data file
@@ -33,12 +36,21 @@ PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)
 
 @dataclass(frozen=True)
 class ScopedRun:
-    """What a scoped rewrite selected: its partitions, the small-file size and the
-    ``min-input-files`` that qualified them."""
+    """What a rewrite set out to compact: the partitions a scoped run selected (None: a
+    table-wide binpack, where every partition with ``min_files`` small files forms a group),
+    the small-file size and the ``min-input-files`` that qualified them."""
 
-    keys: tuple[PartitionKey, ...]
+    keys: tuple[PartitionKey, ...] | None
     undersized_bytes: int
     min_files: int
+
+
+def whole_table_run(options: Mapping[str, str], target_bytes: int) -> ScopedRun:
+    """A table-wide binpack's ``ScopedRun`` from its options (Iceberg's ``min-input-files``
+    default 5; a value that is not a number counts as 5: Iceberg refuses it anyway)."""
+    raw = options.get("min-input-files", "5")
+    min_files = int(raw) if raw.strip().isdigit() else 5
+    return ScopedRun(None, int(target_bytes * 0.75), min_files)
 
 
 def snapshots_after(table: Table, start: int | None) -> frozenset[int]:
@@ -56,12 +68,12 @@ def snapshots_after(table: Table, start: int | None) -> frozenset[int]:
 def left_behind(
     table: Table,
     start: int | None,
-    keys: Collection[PartitionKey],
+    keys: Collection[PartitionKey] | None,
     undersized_bytes: int,
 ) -> dict[PartitionKey, int]:
-    """Per partition of ``keys`` (spec id, partition tuple), how many of its live small data
-    files at ``table``'s current snapshot were already live at ``start`` (added by no snapshot
-    after it). Blocking (reads the manifests).
+    """Per partition of ``keys`` (spec id, partition tuple; None: every partition), how many of
+    its live small data files at ``table``'s current snapshot were already live at ``start``
+    (added by no snapshot after it). Blocking (reads the manifests).
 
     A rewrite started at ``start`` that committed a partition's file group replaced every such
     file of that partition; files a writer added since are not counted. So a selected partition
@@ -71,10 +83,10 @@ def left_behind(
     Raises:
         MetadataDiffUnsupported | Exception: a manifest read's error.
     """
-    wanted = set(keys)
-    found = dict.fromkeys(wanted, 0)
+    wanted = None if keys is None else set(keys)
+    found: dict[PartitionKey, int] = dict.fromkeys(wanted or (), 0)
     snapshot = table.metadata.current_snapshot()
-    if snapshot is None or not wanted:
+    if snapshot is None or wanted == set():
         return found
     since = snapshots_after(table, start)
     for manifest in checked_manifests(snapshot, table.io):
@@ -84,10 +96,10 @@ def left_behind(
         for identity in live.identities:
             content, path, size = identity[0], identity[1], identity[5]
             part = (int(identity[2]), identity[3])
-            if content != DATA or part not in wanted or size >= undersized_bytes:
+            if content != DATA or size >= undersized_bytes:
                 continue
-            if live.added_by.get(path) not in since:
-                found[part] += 1
+            if (wanted is None or part in wanted) and live.added_by.get(path) not in since:
+                found[part] = found.get(part, 0) + 1
     return found
 
 
@@ -100,10 +112,30 @@ async def partitions_lost(
     Raises:
         Exception: the load's or a manifest read's error (the caller keeps it as evidence).
     """
-    if not scoped.keys:
+    if scoped.keys == ():
         return 0
     table = await load()
     if table is None:
         return 0
     found = await asyncio.to_thread(left_behind, table, start, scoped.keys, scoped.undersized_bytes)
     return sum(1 for n in found.values() if n >= max(1, scoped.min_files))
+
+
+async def record_lost(
+    load: Callable[[], Awaitable[Table | None]] | None,
+    start: int | None,
+    scoped: ScopedRun | None,
+    output: dict[str, Any],
+) -> None:
+    """``partitions_lost`` in a rewrite's ``output`` (``partitions_lost``; absent when none
+    were); evidence only, never a reason to fail: an error is kept as
+    ``partitions_lost_error``."""
+    if scoped is None or load is None:
+        return
+    try:
+        lost = await partitions_lost(load, start, scoped)
+    except Exception as exc:
+        output["partitions_lost_error"] = brief(exc)
+        return
+    if lost:
+        output["partitions_lost"] = lost

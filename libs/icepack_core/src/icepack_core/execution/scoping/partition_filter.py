@@ -229,7 +229,7 @@ class PartitionScope:
     open_skipped_count: int = 0
     older_specs: int = 0
     # The selected partitions as (spec id, partition tuple), from the manifests only: what
-    # ``metadata_scope.left_behind`` checks after the rewrite.
+    # ``scoping.left_behind`` checks after the rewrite.
     keys: tuple[tuple[int, tuple[Any, ...]], ...] = ()
 
 
