@@ -15,7 +15,7 @@ the race the table's rows equal it, no referenced file is gone, the table is not
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -139,24 +139,42 @@ async def test_a_growing_open_partition_is_compacted_before_its_bound_and_planne
             db, pressure_settings, queue, LocalEngine(pressure_settings, session=spark), "ex"
         )
         done = (await runner.run(job)).job
+        # A partition group whose commit lost to the writer (Iceberg's commit retries run out
+        # at a commit every 0.2 s) gives the job back for that part: it runs again.
+        for _ in range(3):
+            if done is None or done.state != JobState.QUEUED:
+                break
+            assert done.conflicts >= 1 and "partitions not rewritten" in (done.error or "")
+            again = await queue.claim(
+                "executor@test", 120, now=datetime.now(UTC) + timedelta(hours=1)
+            )
+            assert again is not None and again.id == job.id
+            done = (await runner.run(again)).job
         assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
-        output = await db.fetchval(
-            "SELECT output FROM icepack.job_actions WHERE job_id = $1 AND action = $2",
-            job.id,
-            REWRITE,
-        )
+        outputs = [
+            r["output"]
+            for r in await db.fetch(
+                "SELECT output FROM icepack.job_actions WHERE job_id = $1 AND action = $2 "
+                "ORDER BY id",
+                job.id,
+                REWRITE,
+            )
+        ]
+        output = outputs[0]
         # Every partition was open (written within the quiet period) and at the level or
-        # above: all three were compacted, none skipped as open.
+        # above: all three were selected, none skipped as open (and compacted, by the retry
+        # for a partition whose group lost).
         assert output["partitions_selected"] == 3, output
         assert output.get("open_partitions_skipped_count", 0) == 0, output
-        assert output["rewritten_data_files_count"] >= 3 * level, output
+        rewritten = sum(o["rewritten_data_files_count"] for o in outputs)
+        assert rewritten >= 3 * level, outputs
 
         # The writer goes on: the table is planned again within the pressure interval (1 min),
         # not the 5-minute minimum interval (planned as if 30 s after the run, whatever the
         # machine's pace; the statuses are real).
         await inspect_twice(db, pressure_settings, spark, table, table_id, writer)
         last_run = await db.fetchval(
-            "SELECT finished_at FROM icepack.job_actions WHERE job_id = $1 AND action = $2",
+            "SELECT max(finished_at) FROM icepack.job_actions WHERE job_id = $1 AND action = $2",
             job.id,
             REWRITE,
         )

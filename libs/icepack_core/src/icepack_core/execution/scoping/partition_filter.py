@@ -35,7 +35,7 @@ table. Dates and timestamps outside years 1-9999 have no Python value and fall b
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from icepack_core.errors import ScopeFallback, UnsupportedLiteral
@@ -229,8 +229,9 @@ class PartitionScope:
     open_skipped_count: int = 0
     older_specs: int = 0
     # The selected partitions as (spec id, partition tuple), from the manifests only: what
-    # ``scoping.left_behind`` checks after the rewrite.
-    keys: tuple[tuple[int, tuple[Any, ...]], ...] = ()
+    # ``scoping.left_behind`` checks after the rewrite. Not compared: two scopes are the same
+    # when they select the same (the Spark path knows no keys).
+    keys: tuple[tuple[int, tuple[Any, ...]], ...] = field(default=(), compare=False)
 
 
 def _column_types(columns: Sequence[PartitionColumn]) -> list[SparkType]:
