@@ -105,6 +105,16 @@ async def race(
 
     runner.execution.after_call = writer_commits_on_top
     done = (await runner.run(job)).job
+    for _ in range(3):
+        # A file group whose commit lost to the writer (its commit retries ran out) gives the
+        # job back for that part, as the executor service would run it again: run the retry.
+        if done is None or done.state != JobState.QUEUED:
+            break
+        if "partitions not rewritten" not in (done.error or ""):
+            break
+        again = await queue.claim("executor@test", 120, now=datetime.now(UTC) + timedelta(hours=1))
+        assert again is not None and again.id == job.id
+        done = (await runner.run(again)).job
     assert done is not None
     actions = await db.fetch(
         "SELECT action, state, output, error FROM icepack.job_actions WHERE job_id = $1 "
@@ -336,7 +346,8 @@ async def test_a_compaction_beside_an_appending_writer_is_measured_by_its_own_co
 
     assert done.state == JobState.SUCCEEDED, done.error
     entry = next(a for a in done.outcome["actions"] if a["action"] == "rewrite_data_files")
-    rewrite = next(a for a in actions if a["action"] == "rewrite_data_files")
+    # The outcome is the succeeded run's: its rewrite is the last one recorded.
+    rewrite = [a for a in actions if a["action"] == "rewrite_data_files"][-1]
     verified = {s["snapshot_id"] for s in rewrite["output"]["verification"]["snapshots"]}
     own = entry.get("own")
     assert own is not None, entry
