@@ -145,11 +145,11 @@ async def test_a_growing_open_partition_is_compacted_before_its_bound_and_planne
             if done is None or done.state != JobState.QUEUED:
                 break
             assert done.conflicts >= 1 and "partitions not rewritten" in (done.error or "")
-            again = await queue.claim(
+            retry = await queue.claim(
                 "executor@test", 120, now=datetime.now(UTC) + timedelta(hours=1)
             )
-            assert again is not None and again.id == job.id
-            done = (await runner.run(again)).job
+            assert retry is not None and retry.id == job.id
+            done = (await runner.run(retry)).job
         assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
         outputs = [
             r["output"]
