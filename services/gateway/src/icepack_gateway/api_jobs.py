@@ -23,6 +23,7 @@ from icepack_gateway.inputs import Ident, JobPath, JobsQuery, TableFilter
 from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
 from icepack_gateway.params import decode_cursor, encode_cursor, split_table
+from icepack_gateway.policy_replies import Proposal
 from icepack_gateway.state import GatewayState, find_table, gateway, stored_id
 
 # Manual jobs jump ahead of the planner's (default 100; lower runs first).
@@ -121,9 +122,17 @@ class JobIn(BaseModel):
     priority: int = Field(default=MANUAL_PRIORITY, ge=0, le=1000)
 
 
-async def _recommended(pool: asyncpg.Pool, table: TableRow) -> list[dict[str, Any]]:
-    """The actions of the planner's latest recommendation (``Recommendation.to_json``); 409
-    when it proposes none, with what it skipped and why."""
+def _intents(raw: object) -> list[Intent]:
+    """``raw`` actions as intents; 422 naming the bad field."""
+    try:
+        return parse_intents(raw)
+    except IntentError as exc:
+        raise InvalidParameter(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+
+
+async def _recommended(pool: asyncpg.Pool, table: TableRow) -> list[Intent]:
+    """The intents of the planner's latest recommendation (``Recommendation.to_json``, read as
+    the ``Proposal`` it answers); 409 when it proposes none, with what it skipped and why."""
     label = table.label
     row = await pool.fetchrow(load_query("recommendation_latest"), stored_id(table))
     recommendation = row["actions"] if row is not None else None
@@ -131,18 +140,21 @@ async def _recommended(pool: asyncpg.Pool, table: TableRow) -> list[dict[str, An
         raise Conflict(
             "NOTHING_RECOMMENDED", f"{label} has no recommendation yet; name the actions to run"
         )
-    actions = recommendation.get("actions") or []
-    if not actions:
-        skipped = "; ".join(
-            f"{s.get('action')}: {s.get('reason')}" for s in recommendation.get("skipped") or []
-        )
+    proposal = Proposal.model_validate(recommendation)
+    if not proposal.actions:
+        skipped = "; ".join(f"{s.action}: {s.reason}" for s in proposal.skipped)
         raise Conflict(
             "NOTHING_RECOMMENDED",
             f"the planner recommends nothing for {label}"
             f"{f' ({skipped})' if skipped else ''}; name the actions to run",
         )
     # Only what an intent holds: the recommendation adds an estimated benefit per action.
-    return [{k: a[k] for k in ("action", "params", "reason") if k in a} for a in actions]
+    return _intents(
+        [
+            {"action": a.action.value, "params": a.params, "reason": a.reason}
+            for a in proposal.actions
+        ]
+    )
 
 
 async def _admit(state: GatewayState, table: TableRow, intents: list[Intent]) -> None:
@@ -173,11 +185,9 @@ async def submit_job(call: Call[NoParams, NoParams, JobIn]) -> Response:
         # A held or opted-out table is refused for that reason, not as "nothing recommended"
         # (the planner recommends nothing for a held table precisely because it is held).
         await _admit(state, table, [])
-    raw = spec.actions if spec.actions is not None else await _recommended(pool, table)
-    try:
-        intents = parse_intents(raw)
-    except IntentError as exc:
-        raise InvalidParameter(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+    intents = (
+        _intents(spec.actions) if spec.actions is not None else await _recommended(pool, table)
+    )
     await _admit(state, table, intents)
     enqueued = await state.jobs.enqueue(
         stored_id(table),
