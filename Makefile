@@ -47,7 +47,7 @@ test-python:
 test-go:
 	cd go-inspector && go vet ./... && go test ./...
 
-lint: uv ## ruff (lint + format) on everything, mypy strict on libs and services; no jars, no Go
+lint: uv ## ruff (lint + format) on everything, mypy strict on libs, services, tests and bench; no jars, no Go
 	uv sync --frozen --all-packages
 	uv run ruff check libs services tests bench scripts
 	uv run ruff format --check libs services tests bench scripts

@@ -26,7 +26,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
 
@@ -92,8 +92,8 @@ async def planned_files(inspector: Inspector, ref: TableRef, snapshot: int) -> i
     table = (await inspector.load(ref)).table
     assert table is not None
     box = And(
-        And(GreaterThanOrEqual("a", LOW), LessThanOrEqual("a", HIGH)),
-        And(GreaterThanOrEqual("b", LOW), LessThanOrEqual("b", HIGH)),
+        And(GreaterThanOrEqual(term="a", value=LOW), LessThanOrEqual(term="a", value=HIGH)),
+        And(GreaterThanOrEqual(term="b", value=LOW), LessThanOrEqual(term="b", value=HIGH)),
     )
     return len(list(table.scan(row_filter=box, snapshot_id=snapshot).plan_files()))
 
@@ -129,7 +129,7 @@ async def run(settings: Settings, strategy: str) -> None:
     assert cfg is not None
     loaded = await load()
     status = (await inspector.inspect(ref)).model_dump(mode="json")
-    strategy_key = "zorder" if cfg.strategy == "zorder" else "sort"
+    strategy_key: Literal["sort", "zorder"] = "zorder" if cfg.strategy == "zorder" else "sort"
     status["clustering"] = measure(
         loaded, strategy_key, cfg.zorder_columns, cfg.max_overlap_ratio, TARGET
     ).model_dump(mode="json")

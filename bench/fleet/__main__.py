@@ -258,13 +258,14 @@ async def _watch(
     """Resolve each pending commit once its table has a newer recommendation (600 s: inf)."""
     while pending or not done_committing.is_set():
         if pending:
-            newest = dict(
-                await pool.fetch(
+            newest: dict[int, int] = {
+                r[0]: r[1]
+                for r in await pool.fetch(
                     "SELECT table_id, max(id) FROM icepack.recommendations "
                     "WHERE table_id = ANY($1::bigint[]) GROUP BY table_id",
                     sorted({table_id for table_id, _, _ in pending}),
                 )
-            )
+            }
             now = time.monotonic()
             for key in list(pending):
                 table_id, after, committed = key

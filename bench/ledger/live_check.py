@@ -182,7 +182,9 @@ def run_baseline(metadata_location: str, expiring: list[int], budget: float) -> 
     )
     spark, _ = build_local_session(settings)
     spark.sparkContext.setLogLevel("ERROR")
-    jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    gateway = spark.sparkContext._jvm
+    assert gateway is not None
+    jvm = int(gateway.java.lang.ProcessHandle.current().pid())
     engine = LocalEngine(settings, session=spark)
     before = rss_mb()
     paths = recorded(metadata_location, expiring)

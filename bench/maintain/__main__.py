@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -52,15 +53,17 @@ from icepack_core.db.migrate import migrate
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_execution import ActionRecord, JobExecution
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.execution.verification.comparison import Comparison
 from icepack_core.execution.verification.fingerprint import checksum_expression, table_columns
 from icepack_core.execution.verification.scope import snapshot_view
-from icepack_core.execution.verification.verifier import Comparison, RewriteVerifier
-from icepack_core.inspection.inspector import Inspector
+from icepack_core.execution.verification.verifier import RewriteVerifier
+from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.planning.recommendation import recommend
 from icepack_core.policy import resolve
+from icepack_core.safety.verification import ScopeNote
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.engine import LocalEngine, Rows
 from icepack_core.spark.session import build_local_session
@@ -85,14 +88,17 @@ class TimedEngine(LocalEngine):
 
 
 class TimedInspector(Inspector):
-    """The inspector, adding up the seconds its inspections took."""
+    """The inspector, adding up the seconds its inspections took (of a loaded table: a job's
+    loads of the table's metadata are shared by all its readers, ``job_context``)."""
 
     seconds = 0.0
 
-    async def inspect(self, ref: TableRef, known_location: str | None = None) -> TableStatus:
+    async def inspect_loaded(
+        self, ref: TableRef, table: LoadedTable, started: float | None = None
+    ) -> TableStatus:
         start = time.perf_counter()
         try:
-            return await super().inspect(ref, known_location)
+            return await super().inspect_loaded(ref, table, started)
         finally:
             self.seconds += time.perf_counter() - start
 
@@ -211,7 +217,7 @@ class Bench:
                             )
                         )
                         compared = (
-                            await chosen.proven_in_process(start, end, {})
+                            await chosen.proven_in_process(start, end, ScopeNote())
                             if name == IN_PROCESS
                             else await chosen.scoped_comparison(start, end, layout)
                         )
@@ -220,8 +226,8 @@ class Bench:
                     same = (
                         isinstance(compared, Comparison)
                         and compared.ok
-                        and compared.scope["scope"] == "partitions"
-                        and compared.scope["reader"]
+                        and compared.scope.scope == "partitions"
+                        and compared.scope.reader
                         == ("in_process" if name == IN_PROCESS else "engine")
                     )
                 found[name].append(time.perf_counter() - started)
@@ -311,7 +317,7 @@ class Bench:
                 breakdown["other statements"] += took
         # A file diff read from metadata and the in-process read of the touched partitions'
         # files run in this process, not as statements: their seconds are in the evidence.
-        compared = file_diffs(rec.output.get("verified_snapshots") or [])
+        compared = file_diffs(rec.output.get("verification", {}).get("snapshots") or [])
         for step, seconds_key, how, value in (
             ("file diff (metadata, in process)", "files_diff_seconds", "files_diff", "metadata"),
             ("touched partitions read (in process)", "reader_seconds", "reader", "in_process"),
@@ -505,7 +511,7 @@ async def measure(
                 )
             else:  # the exact CALL the job sent, where filter included
                 call = jobs[-1].sql
-                directs.append(await then_rollback(lambda c=call: bench.direct("direct", c)))
+                directs.append(await then_rollback(functools.partial(bench.direct, "direct", call)))
     # Rolled-back snapshots stay readable: scan all three states side by side.
     assert jobs[0].snapshot is not None and base.snapshot is not None
     scans = bench.scans(

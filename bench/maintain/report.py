@@ -172,7 +172,7 @@ def _report_times(m: Measured, job: Rewrite, direct: Rewrite) -> None:
 
 def _report_verification(job: Rewrite) -> float:
     """What the job's verification time went into, per replace snapshot; returns that time."""
-    snaps = job.output.get("verified_snapshots") or []
+    snaps = job.output.get("verification", {}).get("snapshots") or []
     verification = job.breakdown["verification"]
     read = job.verification_steps.get("touched partitions read (in process)", 0.0)
     scanned = sum(job.verification_scans) + read

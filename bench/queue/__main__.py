@@ -23,9 +23,10 @@ import asyncpg
 
 from icepack_core.db import pool as icedb
 from icepack_core.db.migrate import migrate
+from icepack_core.db.pool import Conn
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.queue.budgets import set_budget
-from icepack_core.queue.events import EventConsumer, Listener, publish, run_consumer
+from icepack_core.queue.events import Event, EventConsumer, Listener, publish, run_consumer
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import load_settings
 
@@ -110,8 +111,8 @@ async def latency(pool: asyncpg.Pool, settings_dsn: str, n: int, notify: bool) -
     received: dict[int, float] = {}
     arrived = asyncio.Event()
 
-    async def handler(_conn: asyncpg.Connection, event: object) -> None:
-        received[event.id] = time.perf_counter()  # type: ignore[attr-defined]
+    async def handler(_conn: Conn, event: Event) -> None:
+        received[event.id] = time.perf_counter()
         arrived.set()
 
     consumer = EventConsumer(pool, f"bench-{notify}", handler)
@@ -129,7 +130,8 @@ async def latency(pool: asyncpg.Pool, settings_dsn: str, n: int, notify: bool) -
     try:
         for _ in range(n):
             arrived.clear()
-            event_id = await publish(pool, "table.changed")
+            async with pool.acquire() as conn:  # publish takes a connection, not the pool
+                event_id = await publish(conn, "table.changed")
             committed = time.perf_counter()
             await asyncio.wait_for(arrived.wait(), 10)
             samples.append((received[event_id] - committed) * 1000)

@@ -90,8 +90,8 @@ def _python_transform(self: Transform[Any, Any], source: IcebergType) -> Callabl
     return apply
 
 
-BucketTransform.pyarrow_transform = _python_transform  # type: ignore[method-assign,assignment]
-HourTransform.pyarrow_transform = _python_transform  # type: ignore[method-assign,assignment]
+BucketTransform.pyarrow_transform = _python_transform  # type: ignore[method-assign]
+HourTransform.pyarrow_transform = _python_transform  # type: ignore[method-assign]
 
 
 def spec_for(kind: str) -> PartitionSpec:

@@ -83,7 +83,7 @@ FILE_PREFIXES = {
 }
 
 
-def test_each_sql_file_holds_one_tables_queries():
+def test_each_sql_file_holds_one_tables_queries() -> None:
     files = {
         entry.name.removesuffix(".sql"): parse_queries(entry.read_text(encoding="utf-8"))
         for entry in resources.files("icepack_core.db").joinpath("sql").iterdir()

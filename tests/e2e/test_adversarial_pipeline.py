@@ -16,11 +16,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from bench.upserts import logical_rows
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.types import REWRITES as VERIFIED_REWRITES
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
@@ -49,7 +51,9 @@ REWRITES = tuple(sorted(a.value for a in VERIFIED_REWRITES))
 
 
 @pytest.fixture
-def pipeline_settings(database_url, spark_catalog_settings, tmp_path):
+def pipeline_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(
         database_url,
         spark_catalog_settings,
@@ -60,7 +64,7 @@ def pipeline_settings(database_url, spark_catalog_settings, tmp_path):
     )
 
 
-async def settled(db, tables: list[ZooTable]) -> bool:
+async def settled(db: asyncpg.Pool, tables: list[ZooTable]) -> bool:
     """Every zoo table was discovered, inspected and planned after its last job finished, and
     nothing is queued or running."""
     row = await db.fetchrow(
@@ -72,19 +76,18 @@ async def settled(db, tables: list[ZooTable]) -> bool:
         "        AS planned",
         NAMESPACE,
     )
-    return row["busy"] == 0 and row["planned"] == len(tables)
+    assert row is not None
+    return bool(row["busy"] == 0 and row["planned"] == len(tables))
 
 
 def verified_snapshots(output: dict[str, Any]) -> set[int]:
-    """Snapshot ids a rewrite's stored verification evidence covers (either layout)."""
-    records = list(output.get("verified_snapshots") or [])
+    """Snapshot ids a rewrite's stored verification evidence covers."""
     evidence = output.get("verification")
-    if isinstance(evidence, dict):
-        records += list(evidence.get("verified_snapshots") or evidence.get("snapshots") or [])
+    records = list(evidence.get("snapshots") or []) if isinstance(evidence, dict) else []
     return {int(r["snapshot_id"]) for r in records if isinstance(r, dict) and "snapshot_id" in r}
 
 
-async def rewritten_while_written(db, writer: StreamWriter) -> bool:
+async def rewritten_while_written(db: asyncpg.Pool, writer: StreamWriter) -> bool:
     """Every continuously written table had a rewrite finish (either way) while its writer
     kept committing after it."""
     writer.check_alive()
@@ -102,7 +105,7 @@ async def rewritten_while_written(db, writer: StreamWriter) -> bool:
     )
 
 
-def stream_problems(spark, writer: StreamWriter, table: ZooTable, held: bool) -> list[str]:
+def stream_problems(spark: Any, writer: StreamWriter, table: ZooTable, held: bool) -> list[str]:
     """A continuously written table after its writer stopped: the writer's rows, every writer
     snapshot still an ancestor, not held."""
     log = writer.target(table.name)
@@ -126,8 +129,12 @@ def stream_problems(spark, writer: StreamWriter, table: ZooTable, held: bool) ->
 
 @pytest.mark.timeout(1800)
 async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
-    spark, spark_catalog_settings, pipeline_settings, db, tmp_path
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    pipeline_settings: Settings,
+    db: asyncpg.Pool,
+    tmp_path: Path,
+) -> None:
     (catalog_cfg,) = spark_catalog_settings.effective_catalogs()
     zoo = build_zoo(spark, load_catalog(catalog_cfg))
     streams = build_streams(spark)
@@ -170,14 +177,15 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
         # A poison job arrives at a settled fleet: it fails alone, the executor goes on.
         poison = await JobQueue(db).enqueue(
             await db.fetchval("SELECT min(id) FROM icepack.tables"),
-            ["actions", "skipped"],
+            ["actions", "skipped"],  # type: ignore[list-item]  # a poison job: not actions at all
             dedupe_key="poison",
         )
 
-        async def poison_failed():
-            return await db.fetchval(
+        async def poison_failed() -> bool:
+            failed: bool = await db.fetchval(
                 "SELECT state = 'failed' FROM icepack.jobs WHERE id = $1", poison.job.id
             )
+            return failed
 
         await eventually(poison_failed, timeout=120, what="the poison job to fail")
 

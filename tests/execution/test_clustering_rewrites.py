@@ -11,8 +11,10 @@ overlap depth is checked against an oracle computed from Spark's own ``files`` m
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -24,6 +26,7 @@ from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
 from icepack_core.types import JobState, TableRef
@@ -45,7 +48,9 @@ BATCHES = 8
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path)
 
 
@@ -143,7 +148,9 @@ async def action_output(db: Any, job_id: int) -> dict[str, Any]:
     return output
 
 
-async def test_a_randomly_written_table_is_z_ordered_once(db, spark, runner_settings):
+async def test_a_randomly_written_table_is_z_ordered_once(
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("zorder")
     table = create(spark, name, "id BIGINT, a INT, b INT, part STRING", "PARTITIONED BY (part)")
     write_random(
@@ -177,6 +184,7 @@ async def test_a_randomly_written_table_is_z_ordered_once(db, spark, runner_sett
     (predicted,) = JobPrediction.model_validate(job.predicted).actions
     assert predicted.overlap_depth is not None
     assert predicted.overlap_depth.before == pytest.approx(before, abs=1e-3)
+    assert predicted.overlap_depth.after is not None
     assert 1.0 < predicted.overlap_depth.after < before / 3
 
     # Contents unchanged, nothing referenced deleted, the depth dropped as predicted.
@@ -207,8 +215,8 @@ async def test_a_randomly_written_table_is_z_ordered_once(db, spark, runner_sett
 
 
 async def test_a_day_partitioned_table_is_sorted_by_its_sort_order_per_partition(
-    db, spark, runner_settings
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("sorted")
     table = create(spark, name, "id BIGINT, ts TIMESTAMP, a INT", "PARTITIONED BY (days(ts))")
     spark.sql(f"ALTER TABLE {table} WRITE ORDERED BY a")
@@ -249,7 +257,9 @@ async def test_a_day_partitioned_table_is_sorted_by_its_sort_order_per_partition
     assert REWRITE not in [a.action for a in again.actions]
 
 
-async def test_a_bad_zorder_column_is_refused_with_its_name(db, spark, runner_settings):
+async def test_a_bad_zorder_column_is_refused_with_its_name(
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("badkey")
     table = create(spark, name, "id BIGINT, a INT", "")
     write_random(

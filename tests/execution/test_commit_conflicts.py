@@ -21,6 +21,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -29,6 +30,7 @@ import pytest
 from icepack_core.execution.job_runner import JobRun, JobRunner
 from icepack_core.queue.deferrals import conflict_figures
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from tests.execution.spark_tables import (
@@ -65,7 +67,9 @@ CREATE TRIGGER test_conflict_gate BEFORE UPDATE ON iceberg_tables
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path / "conflicts")
 
 
@@ -184,6 +188,7 @@ async def assert_given_back(db: asyncpg.Pool, run: JobRun, action: str, conflict
     table = await db.fetchrow(
         "SELECT maintenance_hold FROM icepack.tables WHERE id = $1", done.table_id
     )
+    assert table is not None
     assert table["maintenance_hold"] is None
     deferral = await db.fetchrow(
         "SELECT conflicts, deferred_until FROM icepack.maintenance_deferrals "
@@ -191,6 +196,7 @@ async def assert_given_back(db: asyncpg.Pool, run: JobRun, action: str, conflict
         done.table_id,
         action,
     )
+    assert deferral is not None
     assert deferral["conflicts"] == 1 and deferral["deferred_until"] is None
 
 
@@ -226,8 +232,12 @@ async def assert_exact_after(
 
 
 async def test_a_manifest_rewrite_racing_a_copy_on_write_delete_is_conflict_retried(
-    spark, spark_catalog_settings, spark_database_url, db, runner_settings
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    db: asyncpg.Pool,
+    runner_settings: Settings,
+) -> None:
     name = unique_name("manifests_race")
     table = make_small_files_table(spark, NS, name, batches=8, rows=20)
     before = fingerprint(spark, table)
@@ -261,8 +271,12 @@ async def test_a_manifest_rewrite_racing_a_copy_on_write_delete_is_conflict_retr
 
 
 async def test_a_compaction_racing_deletes_and_appends_is_conflict_retried(
-    spark, spark_catalog_settings, spark_database_url, db, runner_settings
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    db: asyncpg.Pool,
+    runner_settings: Settings,
+) -> None:
     """Without partial progress the whole rewrite is one commit: the writer's delete removed
     one of the files it replaced, so the commit is refused and the job is given back."""
     name = unique_name("compaction_race")
@@ -284,8 +298,12 @@ async def test_a_compaction_racing_deletes_and_appends_is_conflict_retried(
 
 
 async def test_a_compaction_with_partial_progress_keeps_what_committed(
-    spark, spark_catalog_settings, spark_database_url, db, runner_settings
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    db: asyncpg.Pool,
+    runner_settings: Settings,
+) -> None:
     """With ``partial-progress.enabled`` (the planner's default) file groups commit in batches:
     a batch holding a file the writer rewrote loses (Iceberg logs the failed commits; its
     output does not count them), the others stay committed, and the job succeeds."""
@@ -311,7 +329,8 @@ async def test_a_compaction_with_partial_progress_keeps_what_committed(
         db, spark, spark_catalog_settings, spark_database_url, runner_settings, name, action
     )
     done = run.job
-    assert done is not None and done.state is JobState.SUCCEEDED, done.error
+    assert done is not None and done.state is JobState.SUCCEEDED, done and done.error
+    assert done.result is not None
     (result,) = done.result["actions"]
     assert result["rewritten_data_files_count"] > 0  # the groups that committed are kept
     await assert_exact_after(db, spark, table, writer_snapshot, before)
@@ -323,3 +342,98 @@ async def test_a_compaction_with_partial_progress_keeps_what_committed(
         "SELECT maintenance_hold FROM icepack.tables WHERE id = $1", done.table_id
     )
     assert hold is None
+
+
+def make_two_partitions(spark: Any, name: str, files: int = 6) -> str:
+    """Partitions ``b`` (ids 0..) and ``a`` (ids 1000..), ``files`` small files each: the
+    writer's delete of ids < 30 rewrites files of ``b`` only."""
+    table = f"{CATALOG}.{NS}.{name}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NS}")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT, part STRING, payload STRING) USING iceberg "
+        "PARTITIONED BY (part) TBLPROPERTIES ('format-version'='2', "
+        "'write.target-file-size-bytes'='1048576')"
+    )
+    for b in range(files):
+        for part, base in (("b", 0), ("a", 1000)):
+            spark.sql(
+                f"INSERT INTO {table} SELECT id, '{part}', concat('row-', id) "
+                f"FROM range({base + b * 20}, {base + (b + 1) * 20})"
+            )
+    return table
+
+
+def live_files(spark: Any, table: str, part: str) -> set[str]:
+    spark.sql(f"REFRESH TABLE {table}")
+    rows = spark.sql(
+        f"SELECT file_path FROM {table}.files WHERE content = 0 AND partition.part = '{part}'"
+    ).collect()
+    return {r["file_path"] for r in rows}
+
+
+async def test_a_scoped_compaction_whose_partition_group_lost_is_conflict_retried(
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    db: asyncpg.Pool,
+    runner_settings: Settings,
+) -> None:
+    """The planner's scoped compaction with partial progress (its default) on partitions ``a``
+    and ``b``; the writer's copy-on-write delete rewrites files of ``b`` while the rewrite
+    runs. ``a``'s group commits, ``b``'s loses (Iceberg only logs it: its output says the
+    rewrite succeeded). The executor finds ``b`` still holding its old small files: the
+    action is recorded with ``partitions_lost`` 1 (what committed verified and kept) and the
+    job is given back as conflict-retried, not succeeded, so ``b`` is compacted by the retry
+    instead of waiting for the next planned run."""
+    name = unique_name("lost_group")
+    table = make_two_partitions(spark, name)
+    before = fingerprint(spark, table)
+    b_before = live_files(spark, table, "b")
+    action = {
+        "action": "rewrite_data_files",
+        "params": {
+            "scope": "partitions",
+            "open_quiet_seconds": 0,
+            "options": {"min-input-files": "2", "partial-progress.enabled": "true"},
+        },
+    }
+    run, job_id, writer_snapshot = await run_racing_a_writer(
+        db, spark, spark_catalog_settings, spark_database_url, runner_settings, name, action
+    )
+    done = run.job
+    assert done is not None and done.state is JobState.QUEUED, done
+    assert done.attempts == 0 and done.conflicts == 1, (done.attempts, done.conflicts)
+    assert "1 of 2 selected partitions not rewritten" in (done.error or ""), done.error
+    rows = await db.fetch(
+        "SELECT action, state, output FROM icepack.job_actions WHERE job_id = $1 ORDER BY id",
+        job_id,
+    )
+    (rewrite,) = [r for r in rows if r["action"] == "rewrite_data_files"]
+    assert rewrite["state"] == "succeeded" and rewrite["output"]["partitions_lost"] == 1
+    assert rewrite["output"]["partitions_selected"] == 2
+    assert all(s["ok"] for s in rewrite["output"]["verified_snapshots"])
+    assert len(live_files(spark, table, "a")) == 2  # compacted, plus the writer's append
+    assert live_files(spark, table, "b") & b_before  # b's old small files are still live
+    # A partial loss that committed something is progress: it never defers the action.
+    deferral = await db.fetchrow(
+        "SELECT conflicts, deferred_until FROM icepack.maintenance_deferrals "
+        "WHERE table_id = $1 AND action = 'rewrite_data_files'",
+        done.table_id,
+    )
+    assert deferral is not None
+    assert deferral["conflicts"] == 1 and deferral["deferred_until"] is None
+    assert (
+        await db.fetchval(
+            "SELECT maintenance_hold FROM icepack.tables WHERE id = $1", done.table_id
+        )
+        is None
+    )
+    await assert_exact_after(db, spark, table, writer_snapshot, before)
+
+    again = await retry(db, spark, runner_settings, job_id)
+    assert again.job is not None and again.job.state is JobState.SUCCEEDED, again.job
+    assert again.job.conflicts == 1  # the figure: conflict-retried once, for the lost part
+    assert len(live_files(spark, table, "b")) == 1 and not live_files(spark, table, "b") & b_before
+    await assert_exact_after(db, spark, table, writer_snapshot, before)
+    figures = await conflict_figures(db)
+    assert figures.conflict_retried_jobs >= 1 and figures.conflict_jobs_failed == 0

@@ -12,11 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine, LocalEngine, ThriftEngine
 from icepack_core.types import TableRef
 from tests.execution.spark_tables import (
@@ -38,12 +40,16 @@ NS = "engines"
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path / "retry")
 
 
 @pytest.mark.parametrize("kind", ["thrift", "connect"])
-async def test_maintenance_through_a_remote_engine(kind, request, spark):
+async def test_maintenance_through_a_remote_engine(
+    kind: str, request: pytest.FixtureRequest, spark: Any
+) -> None:
     server = request.getfixturevalue(f"{kind}_server")
     engine = (
         ThriftEngine(server.host, server.port)
@@ -70,13 +76,16 @@ async def test_maintenance_through_a_remote_engine(kind, request, spark):
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) == 1 < files_before
     assert snapshot_count(spark, table) == 1
-    assert rewrite.verification["verified_snapshots"][0]["rows_after"] == before[0]
+    assert rewrite.verification is not None
+    assert rewrite.verification.to_json()["snapshots"][0]["rows_after"] == before[0]
     assert int(expire.output["deleted_data_files_count"]) == files_before
     assert missing_referenced_files(spark, table) == []
 
 
 @pytest.mark.parametrize("kind", ["thrift", "connect"])
-async def test_every_type_is_verified_through_a_remote_engine(kind, request, spark):
+async def test_every_type_is_verified_through_a_remote_engine(
+    kind: str, request: pytest.FixtureRequest, spark: Any
+) -> None:
     """The fingerprint's schema comes from SQL (SHOW CREATE TABLE), so maps, nested types,
     binary, decimals and NaN verify the same over Thrift and Connect as in process."""
     server = request.getfixturevalue(f"{kind}_server")
@@ -94,13 +103,16 @@ async def test_every_type_is_verified_through_a_remote_engine(kind, request, spa
         )
     finally:
         await engine.close()
-    (checked,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (checked,) = outcome.verification.to_json()["snapshots"]
     assert checked["ok"] and checked["rows_after"] == 5
     assert checked["checksum_before"] == checked["checksum_after"] != "0"
     assert content(spark, table) == before
 
 
-async def test_appends_committed_during_compaction_all_survive(spark, spark_catalog_settings):
+async def test_appends_committed_during_compaction_all_survive(
+    spark: Any, spark_catalog_settings: Settings
+) -> None:
     name = unique_name("concurrent")
     table = make_small_files_table(spark, NS, name, batches=20)
     before = fingerprint(spark, table)
@@ -188,8 +200,13 @@ async def retry_in_this_process(
 
 
 async def test_executor_killed_mid_rewrite_is_rerun_after_lease_expiry(
-    spark, spark_catalog_settings, db, database_url, runner_settings, tmp_path
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    db: asyncpg.Pool,
+    database_url: str,
+    runner_settings: Settings,
+    tmp_path: Path,
+) -> None:
     name = unique_name("crash")
     table = make_small_files_table(spark, NS, name, batches=40, rows=50)
     before = fingerprint(spark, table)
@@ -216,7 +233,7 @@ async def test_executor_killed_mid_rewrite_is_rerun_after_lease_expiry(
 
     first = await start_executor_once(env)
 
-    async def rewrite_writing_files():
+    async def rewrite_writing_files() -> Any:
         state = await db.fetchval("SELECT state FROM icepack.jobs WHERE id = $1", job.id)
         new = {p for p in data_dir.iterdir() if p.suffix == ".parquet"} - referenced
         return state == "running" and bool(new)
@@ -228,7 +245,7 @@ async def test_executor_killed_mid_rewrite_is_rerun_after_lease_expiry(
     await first.wait()
     assert (await queue.get(job.id)).state.value == "running"  # until its lease runs out
 
-    async def reaped():
+    async def reaped() -> Any:
         return [j for j in await queue.reap() if j.id == job.id]
 
     (requeued,) = await eventually(reaped, timeout=30, interval=0.5, what="lease expiry")
@@ -266,8 +283,14 @@ CREATE TRIGGER test_commit_gate BEFORE UPDATE ON iceberg_tables
 
 
 async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
-    spark, spark_catalog_settings, spark_database_url, db, database_url, runner_settings, tmp_path
-):
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    db: asyncpg.Pool,
+    database_url: str,
+    runner_settings: Settings,
+    tmp_path: Path,
+) -> None:
     import asyncpg
 
     name = unique_name("partialkill")
@@ -312,7 +335,7 @@ async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
         await gate.execute("SELECT pg_advisory_lock($1)", GATE_KEY)
         first = await start_executor_once(env)
 
-        async def second_commit_blocked():
+        async def second_commit_blocked() -> bool:
             return (
                 await gate.fetchval(
                     "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
@@ -320,7 +343,7 @@ async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
                     "current_database()"
                 )
                 == 1
-            )
+            ) is True
 
         await eventually(
             second_commit_blocked,
@@ -340,7 +363,7 @@ async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
             "AND NOT l.granted AND l.pid <> pg_backend_pid()"
         )
 
-        async def blocked_gone():
+        async def blocked_gone() -> bool:
             return not await second_commit_blocked()
 
         await eventually(blocked_gone, timeout=30, what="the blocked commit to be aborted")
@@ -362,9 +385,10 @@ async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
     pending = await db.fetchrow(
         "SELECT * FROM icepack.pending_verifications WHERE table_id = $1", table_id
     )
+    assert pending is not None
     assert (pending["job_id"], pending["fence"], pending["start_snapshot_id"]) == (job.id, 1, start)
 
-    async def reaped():
+    async def reaped() -> Any:
         return [j for j in await queue.reap() if j.id == job.id]
 
     await eventually(reaped, timeout=30, interval=0.5, what="lease expiry")

@@ -11,8 +11,10 @@ logical contents: Spark's read of the table must equal it before and after.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from bench.upserts import (
@@ -28,6 +30,7 @@ from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from tests.execution.spark_tables import (
@@ -45,7 +48,9 @@ REWRITE = "rewrite_data_files"
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path)
 
 
@@ -104,8 +109,8 @@ async def run_planned_job(db: Any, settings: Any, spark: Any, table_id: int) -> 
     ids=["v2-unpartitioned", "v2-identity", "v3-unpartitioned", "v3-bucket"],
 )
 async def test_upsert_sink_equality_deletes_are_counted_applied_and_verified(
-    db, spark, runner_settings, version, partition
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings, version: int, partition: str | None
+) -> None:
     name = unique_name(f"upsert_v{version}")
     table = create_upsert_table(spark, NS, name, version=version, partition=partition)
     sink = seed_upserts(spark, name)
@@ -159,5 +164,6 @@ async def test_upsert_sink_equality_deletes_are_counted_applied_and_verified(
     assert again.status.equality_delete_file_count == 0
     assert "DELETE_FILE_BUILDUP" not in {i.code for i in again.assessment.issues}
     replanned = (await Planner(runner_settings, db, JobQueue(db)).plan(table_id)).recommendation
+    assert replanned is not None
     reasons = [a.reason for a in replanned.actions] + [s.reason for s in replanned.skipped]
     assert not any("equality delete files" in r for r in reasons), replanned

@@ -8,17 +8,22 @@ file, and a tag pinning an old snapshot, so every kind of file becomes unreachab
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
+import asyncpg
 import pytest
 
 import icepack_core.execution.ledger.expiry_ledger as expiry_ledger
 from icepack_core.errors import PermanentError
 from icepack_core.execution.job_execution import JobExecution
-from icepack_core.execution.ledger.expiry_files import LedgerFile
+from icepack_core.execution.ledger.expiry_files import LedgerFile, plan_expiry
+from icepack_core.execution.ledger.expiry_live import live_conflicts
 from icepack_core.inspection.inspector import Inspector
-from icepack_core.queue.jobs import Backoff, JobQueue
-from icepack_core.spark.engine import LocalEngine, ThriftEngine
+from icepack_core.queue.jobs import Backoff, Job, JobQueue
+from icepack_core.settings import Settings
+from icepack_core.spark.engine import LocalEngine, SparkEngine, ThriftEngine
 from tests.execution.spark_tables import (
     CATALOG,
     fingerprint,
@@ -28,17 +33,21 @@ from tests.execution.spark_tables import (
     snapshot_count,
     unique_name,
 )
+from tests.plugins.spark import SparkServer
+
+if TYPE_CHECKING:  # type-only: #29 moves the job execution's records
+    from icepack_core.execution.job_execution import ActionRecord
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "expiry"
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
-def build_table(spark, name):
+def build_table(spark: Any, name: str) -> tuple[str, int]:
     """Appends, two MoR deletes, a tag on the third snapshot, stats, then an overwrite."""
     table = make_small_files_table(spark, NS, name, batches=4, merge_on_read=True)
     spark.sql(f"DELETE FROM {table} WHERE id % 7 = 0")
@@ -53,7 +62,7 @@ def build_table(spark, name):
     return table, tagged
 
 
-def files_of(spark, table, snapshot_id):
+def files_of(spark: Any, table: str, snapshot_id: int) -> set[str]:
     """Data/delete files, manifests and the manifest list of one snapshot (Spark's view)."""
     paths = {
         r["file_path"]
@@ -76,28 +85,36 @@ def files_of(spark, table, snapshot_id):
     return paths
 
 
-async def register(db, name):
-    return await db.fetchval(
+async def register(db: asyncpg.Pool, name: str) -> int:
+    table_id: int = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ($1, $2, $3) RETURNING id",
         CATALOG,
         NS,
         name,
     )
+    return table_id
 
 
-async def run_job(db, engine, settings, table_id, actions):
+async def run_job(
+    db: asyncpg.Pool,
+    engine: SparkEngine,
+    settings: Settings,
+    table_id: int,
+    actions: list[dict[str, Any]],
+) -> tuple[Job, Coroutine[Any, Any, Any]]:
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
     await queue.enqueue(table_id, actions, max_attempts=1)
     job = await queue.claim("test@expiry", 300)
+    assert job is not None
     execution = JobExecution(db, engine, Inspector(settings), expiry_min_age_hours=0.0)
 
-    async def record(action):
+    async def record(action: ActionRecord) -> None:
         await queue.record_action(job, **vars(action))
 
     return job, execution.run(table_id, actions, record, job=job)
 
 
-def expire_action(retain_last=1):
+def expire_action(retain_last: int = 1) -> dict[str, Any]:
     older = (datetime.now(UTC) + timedelta(milliseconds=1)).isoformat()
     return {
         "action": "expire_snapshots",
@@ -105,7 +122,7 @@ def expire_action(retain_last=1):
     }
 
 
-async def ledger(db, job_id):
+async def ledger(db: asyncpg.Pool, job_id: int) -> list[dict[str, Any]]:
     return [
         dict(r)
         for r in await db.fetch(
@@ -117,8 +134,8 @@ async def ledger(db, job_id):
 
 
 async def test_expiry_records_exactly_what_the_procedure_deletes(
-    spark, engine, db, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, db: asyncpg.Pool, spark_catalog_settings: Settings
+) -> None:
     name = unique_name("ledger")
     table, tagged = build_table(spark, name)
     before = fingerprint(spark, table)
@@ -168,7 +185,9 @@ async def test_expiry_records_exactly_what_the_procedure_deletes(
     )
 
 
-async def test_nothing_to_expire_skips_the_call(spark, engine, db, spark_catalog_settings):
+async def test_nothing_to_expire_skips_the_call(
+    spark: Any, engine: LocalEngine, db: asyncpg.Pool, spark_catalog_settings: Settings
+) -> None:
     name = unique_name("fresh")
     table = make_small_files_table(spark, NS, name, batches=1)
     table_id = await register(db, name)
@@ -190,8 +209,12 @@ async def test_nothing_to_expire_skips_the_call(spark, engine, db, spark_catalog
 
 
 async def test_a_still_referenced_file_stops_the_job_before_the_call(
-    spark, engine, db, spark_catalog_settings, monkeypatch
-):
+    spark: Any,
+    engine: LocalEngine,
+    db: asyncpg.Pool,
+    spark_catalog_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The planted fault: the plan computation (``expiry_ledger.plan_expiry``, monkeypatched)
     adds a data file the current snapshot still reads. The independent Spark check must stop
     the job before the procedure runs and hold the table."""
@@ -201,9 +224,9 @@ async def test_a_still_referenced_file_stops_the_job_before_the_call(
     live = spark.sql(f"SELECT file_path FROM {table}.files WHERE content = 0 LIMIT 1").first()[
         "file_path"
     ]
-    real = expiry_ledger.plan_expiry
+    real = plan_expiry
 
-    def planted(*args, **kwargs):
+    def planted(*args: Any, **kwargs: Any) -> Any:
         plan = real(*args, **kwargs)
         return dataclasses.replace(plan, files=(*plan.files, LedgerFile(live, "data", 1)))
 
@@ -228,8 +251,12 @@ async def test_a_still_referenced_file_stops_the_job_before_the_call(
 
 
 async def test_the_spark_sample_stops_a_live_file_icepacks_reader_missed(
-    spark, engine, db, spark_catalog_settings, monkeypatch
-):
+    spark: Any,
+    engine: LocalEngine,
+    db: asyncpg.Pool,
+    spark_catalog_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Two planted faults at once: the plan records a data file the head still reads, and
     Icepack's own live check (``live_conflicts``) is blinded so that it finds nothing. Spark's
     sample (the newest kept snapshots, the head among them) still stops the job before the
@@ -240,13 +267,13 @@ async def test_the_spark_sample_stops_a_live_file_icepacks_reader_missed(
     live = spark.sql(f"SELECT file_path FROM {table}.files WHERE content = 0 LIMIT 1").first()[
         "file_path"
     ]
-    real_plan, real_check = expiry_ledger.plan_expiry, expiry_ledger.live_conflicts
+    real_plan, real_check = plan_expiry, live_conflicts
 
-    def planted(*args, **kwargs):
+    def planted(*args: Any, **kwargs: Any) -> Any:
         plan = real_plan(*args, **kwargs)
         return dataclasses.replace(plan, files=(*plan.files, LedgerFile(live, "data", 1)))
 
-    def blind(*args, **kwargs):
+    def blind(*args: Any, **kwargs: Any) -> Any:
         check = real_check(*args, **kwargs)
         return dataclasses.replace(check, conflicts=[], conflict_count=0, _hit=set())
 
@@ -267,18 +294,22 @@ async def test_the_spark_sample_stops_a_live_file_icepacks_reader_missed(
 
 
 async def test_a_count_mismatch_after_the_call_holds_the_table(
-    spark, engine, db, spark_catalog_settings, monkeypatch
-):
+    spark: Any,
+    engine: LocalEngine,
+    db: asyncpg.Pool,
+    spark_catalog_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The planted fault: the plan (monkeypatched) forgets one data file the procedure will
     delete. The procedure's count then exceeds the ledger's: the job fails, the table is held
     and the evidence names both counts; the rows stay ``recorded``."""
     name = unique_name("mismatch")
     table, _tagged = build_table(spark, name)
     before = fingerprint(spark, table)
-    real = expiry_ledger.plan_expiry
+    real = plan_expiry
     forgotten: list[str] = []
 
-    def forgetful(*args, **kwargs):
+    def forgetful(*args: Any, **kwargs: Any) -> Any:
         plan = real(*args, **kwargs)
         data = next(f for f in plan.files if f.kind == "data")
         forgotten.append(data.path)
@@ -301,8 +332,8 @@ async def test_a_count_mismatch_after_the_call_holds_the_table(
 
 
 async def test_the_ledger_check_runs_through_a_thrift_engine(
-    spark, thrift_server, db, spark_catalog_settings
-):
+    spark: Any, thrift_server: SparkServer, db: asyncpg.Pool, spark_catalog_settings: Settings
+) -> None:
     """Spark's sampled live view (``files VERSION AS OF``, ``all_manifests``, ``snapshots``)
     and the reconciliation read rows as the Thrift engine returns them."""
     name = unique_name("thrift")

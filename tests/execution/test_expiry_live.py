@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
 from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.table import Table
 
 from icepack_core.execution.ledger.expiry_files import plan_expiry
 from icepack_core.execution.ledger.expiry_live import live_conflicts, path_key
 from icepack_core.safety.locations import location_key
+from icepack_core.settings import CatalogConfig
 from tests.plugins.catalogs import rows
 from tests.support.snapshot_table import BuiltTable, build_streaming_table
 
@@ -32,7 +36,7 @@ SEGMENT = st.text(alphabet="aZ09._=-%?# /:", min_size=0, max_size=6)
     st.sampled_from(["file:", "file://", "s3://B", "s3a://b", "hdfs://nn:8020", "", "gs://x"]),
     st.lists(SEGMENT, min_size=0, max_size=4),
 )
-def test_the_fast_path_key_is_the_normalisation(prefix, segments):
+def test_the_fast_path_key_is_the_normalisation(prefix: str, segments: list[str]) -> None:
     path = prefix + "/" + "/".join(segments)
     assert path_key(path) == location_key(path)
 
@@ -41,7 +45,9 @@ def files_under(root: Path) -> dict[Path, int]:
     return {p: p.stat().st_size for p in root.rglob("*") if p.is_file()}
 
 
-def streaming(catalog, tmp_path: Path, name: str, snapshots: int, files: int) -> tuple:
+def streaming(
+    catalog: SqlCatalog, tmp_path: Path, name: str, snapshots: int, files: int
+) -> tuple[Any, ...]:
     """A registered table of ``snapshots`` appends of ``files`` data files each."""
     location = f"file://{tmp_path / name}"
     built: BuiltTable = build_streaming_table(PyArrowFileIO(), location, snapshots, files)
@@ -50,8 +56,8 @@ def streaming(catalog, tmp_path: Path, name: str, snapshots: int, files: int) ->
 
 
 def test_a_file_still_live_in_a_kept_snapshot_is_found_however_it_is_spelled(
-    scratch_catalog, tmp_path
-):
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog], tmp_path: Path
+) -> None:
     _cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     table, built, location = streaming(catalog, tmp_path, "events", 250, 10)
@@ -89,7 +95,9 @@ def test_a_file_still_live_in_a_kept_snapshot_is_found_however_it_is_spelled(
     assert files_under(tmp_path / "events") == before
 
 
-def test_a_file_deleted_in_every_kept_snapshot_is_not_live(scratch_catalog, tmp_path):
+def test_a_file_deleted_in_every_kept_snapshot_is_not_live(
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog], tmp_path: Path
+) -> None:
     """A DELETED entry does not keep a file live; the check and the plan (PyIceberg's reader)
     agree on which files the expiry may delete."""
     _cfg, catalog = scratch_catalog
@@ -99,7 +107,9 @@ def test_a_file_deleted_in_every_kept_snapshot_is_not_live(scratch_catalog, tmp_
     table.append(rows(3, start=100))
     first, second = (s.snapshot_id for s in table.metadata.snapshots)
     data = {t.file.file_path for t in table.scan().plan_files()}
-    table.delete(EqualTo("id", 0))  # rewrites the first file: a DELETED entry in the head
+    table.delete(
+        EqualTo(term="id", value=0)
+    )  # rewrites the first file: a DELETED entry in the head
     table = catalog.load_table("ns.real")
     content = table.scan().to_arrow().sort_by("id")
     before = files_under(Path(table.location().removeprefix("file://")))
@@ -116,7 +126,7 @@ def test_a_file_deleted_in_every_kept_snapshot_is_not_live(scratch_catalog, tmp_
     assert files_under(Path(table.location().removeprefix("file://"))) == before
 
 
-def peak_of_check(table, built: BuiltTable, location: str) -> tuple[int, int]:
+def peak_of_check(table: Table, built: BuiltTable, location: str) -> tuple[int, int]:
     """Peak traced memory (bytes) of one check over every snapshot but the first, and the
     conflicts found (a data file of the last snapshot is recorded)."""
     recorded = [built.data_path(location, len(built.snapshot_ids), 0)]
@@ -131,7 +141,9 @@ def peak_of_check(table, built: BuiltTable, location: str) -> tuple[int, int]:
     return peak, check.conflict_count
 
 
-def test_memory_grows_with_one_manifest_not_with_snapshots_times_files(scratch_catalog, tmp_path):
+def test_memory_grows_with_one_manifest_not_with_snapshots_times_files(
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog], tmp_path: Path
+) -> None:
     """400 snapshots of 25 files: Spark's ``files VERSION AS OF`` of every kept snapshot came to
     2 million rows (25 snapshots, up to 250,000 rows, held at once as dicts: over 50 MB). The
     check's peak stays under 4 MB, and a table with 4x the snapshots costs it next to nothing

@@ -34,7 +34,15 @@ def chain(*ids: int, start: int = 0) -> list[SnapshotNode]:
     return out
 
 
-def expire(snaps, refs, *, older_than_h=10_000, retain_last=1, props=None, current=None):
+def expire(
+    snaps: list[SnapshotNode],
+    refs: list[RefInfo],
+    *,
+    older_than_h: int = 10_000,
+    retain_last: int = 1,
+    props: dict[str, str] | None = None,
+    current: int | None = None,
+) -> set[int]:
     retention = Retention.of(snaps, refs, props or {}, current)
     return set(
         expiring_ids(
@@ -43,18 +51,18 @@ def expire(snaps, refs, *, older_than_h=10_000, retain_last=1, props=None, curre
     )
 
 
-def test_retain_last_keeps_the_newest_ancestors_of_main():
+def test_retain_last_keeps_the_newest_ancestors_of_main() -> None:
     snaps = chain(1, 2, 3, 4, 5)
     assert expire(snaps, [RefInfo("main", 5, True)], retain_last=2) == {1, 2, 3}
     assert expire(snaps, [RefInfo("main", 5, True)], retain_last=9) == set()
 
 
-def test_older_than_keeps_newer_ancestors_and_an_implicit_main():
+def test_older_than_keeps_newer_ancestors_and_an_implicit_main() -> None:
     snaps = chain(1, 2, 3, 4, 5)  # timestamps 0..4 h
     assert expire(snaps, [], older_than_h=3, current=5) == {1, 2, 3}
 
 
-def test_a_tag_pins_its_snapshot_and_a_branch_its_minimum():
+def test_a_tag_pins_its_snapshot_and_a_branch_its_minimum() -> None:
     snaps = chain(1, 2, 3, 4, 5)
     refs = [
         RefInfo("main", 5, True),
@@ -65,14 +73,14 @@ def test_a_tag_pins_its_snapshot_and_a_branch_its_minimum():
     assert expire(snaps, refs) == {1, 4}
 
 
-def test_unreferenced_snapshots_expire_by_age_only():
+def test_unreferenced_snapshots_expire_by_age_only() -> None:
     snaps = [*chain(1, 2, 3), SnapshotNode(9, 1, 50 * HOUR)]  # 9: a dropped branch's head
     refs = [RefInfo("main", 3, True)]
     assert expire(snaps, refs, older_than_h=40) == {1, 2}
     assert expire(snaps, refs, older_than_h=60) == {1, 2, 9}
 
 
-def test_an_aged_out_ref_is_dropped_but_its_snapshot_waits():
+def test_an_aged_out_ref_is_dropped_but_its_snapshot_waits() -> None:
     snaps = chain(1, 2, 3)
     refs = [RefInfo("main", 3, True), RefInfo("old", 1, False, max_ref_age_ms=HOUR)]
     assert expire(snaps, refs) == {2}
@@ -81,14 +89,14 @@ def test_an_aged_out_ref_is_dropped_but_its_snapshot_waits():
     assert expire(snaps, [RefInfo("main", 3, True), RefInfo("t", 1, False)], props=props) == {2}
 
 
-def test_gc_disabled_and_bad_properties_are_refused():
+def test_gc_disabled_and_bad_properties_are_refused() -> None:
     with pytest.raises(PermanentError, match=r"gc\.enabled"):
         Retention.of(chain(1), [], {"gc.enabled": "false"}, 1)
     with pytest.raises(PermanentError, match="'soon'"):
         Retention.of(chain(1), [], {"history.expire.max-ref-age-ms": "soon"}, 1)
 
 
-def test_a_branch_max_age_about_to_expire_more_is_refused():
+def test_a_branch_max_age_about_to_expire_more_is_refused() -> None:
     snaps = [*chain(1, 2, 3, start=999), SnapshotNode(4, None, NOW)]  # 999, 1000, 1001 h
     # dev's own max age: 1 h 5 min. Nothing is forced now, but 1 is within the drift margin.
     age = HOUR + DRIFT_MARGIN_MS // 3
@@ -100,7 +108,7 @@ def test_a_branch_max_age_about_to_expire_more_is_refused():
 
 
 @st.composite
-def graphs(draw):
+def graphs(draw: st.DrawFn) -> Retention:
     n = draw(st.integers(1, 12))
     snaps = []
     for sid in range(1, n + 1):
@@ -126,7 +134,9 @@ def graphs(draw):
 
 @settings(max_examples=300, deadline=None)
 @given(retention=graphs(), older_h=st.integers(0, 15), keep=st.integers(1, 5))
-def test_refs_are_never_expired_and_the_call_removes_exactly_e(retention, older_h, keep):
+def test_refs_are_never_expired_and_the_call_removes_exactly_e(
+    retention: Retention, older_h: int, keep: int
+) -> None:
     now = 10 * HOUR
     e = expiring_ids(retention, older_than_ms=older_h * HOUR, retain_last=keep, now_ms=now)
     assert not e & {r.snapshot_id for r in retention.refs}
@@ -142,11 +152,13 @@ def test_refs_are_never_expired_and_the_call_removes_exactly_e(retention, older_
 
 @settings(max_examples=300, deadline=None)
 @given(retention=graphs(), a=st.integers(0, 15), b=st.integers(0, 15), keep=st.integers(1, 5))
-def test_older_cutoffs_and_more_retained_expire_less(retention, a, b, keep):
+def test_older_cutoffs_and_more_retained_expire_less(
+    retention: Retention, a: int, b: int, keep: int
+) -> None:
     now = 10 * HOUR
     low, high = sorted((a, b))
 
-    def e(h, k):
+    def e(h: int, k: int) -> frozenset[int]:
         return expiring_ids(retention, older_than_ms=h * HOUR, retain_last=k, now_ms=now)
 
     assert e(low, keep) <= e(high, keep)

@@ -4,12 +4,16 @@ table with branches, a tag and an unreferenced lineage must name the same snapsh
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from icepack_core.execution.ledger.expiry_files import retention_of
+from icepack_core.execution.ledger.expiry_retention import Retention
 from icepack_core.inspection.inspector import Inspector
+from icepack_core.settings import Settings
 from icepack_core.types import TableRef
 from tests.execution.spark_tables import CATALOG, make_small_files_table, unique_name
 
@@ -18,7 +22,7 @@ NS = "expiry_oracle"
 
 
 @pytest.fixture(scope="module")
-def graph_table(spark):
+def graph_table(spark: Any) -> str:
     """main: 5 appends; ``dev`` (keeps 2) off the 2nd with 2 commits; ``gone`` off the 3rd
     with 1 commit, then dropped (unreferenced); tag ``t`` on the 1st; 1 more append on main."""
     name = unique_name("graph")
@@ -44,13 +48,13 @@ def graph_table(spark):
 
 
 @pytest.fixture(scope="module")
-async def graph_retention(graph_table, spark_catalog_settings):
+async def graph_retention(graph_table: str, spark_catalog_settings: Settings) -> Retention:
     loaded = await Inspector(spark_catalog_settings).load(TableRef(CATALOG, NS, graph_table))
     assert loaded.table is not None
     return retention_of(loaded.table.metadata)
 
 
-def iceberg_expires(spark, name, older_than_ms, retain_last):
+def iceberg_expires(spark: Any, name: str, older_than_ms: int, retain_last: int) -> set[int]:
     jvm = spark._jvm
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, f"{CATALOG}.{NS}.{name}"
@@ -62,8 +66,8 @@ def iceberg_expires(spark, name, older_than_ms, retain_last):
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), retain_last=st.integers(1, 6))
 def test_the_model_expires_what_iceberg_expires(
-    spark, graph_table, graph_retention, data, retain_last
-):
+    spark: Any, graph_table: str, graph_retention: Retention, data: st.DataObject, retain_last: int
+) -> None:
     stamps = sorted(s.timestamp_ms for s in graph_retention.snapshots)
     older_than = data.draw(
         st.sampled_from([0, *stamps, *(t + 1 for t in stamps), stamps[-1] + 10**9])
@@ -74,7 +78,9 @@ def test_the_model_expires_what_iceberg_expires(
     assert ours == iceberg_expires(spark, graph_table, older_than, retain_last)
 
 
-def test_the_oracle_case_is_not_trivial(spark, graph_table, graph_retention):
+def test_the_oracle_case_is_not_trivial(
+    spark: Any, graph_table: str, graph_retention: Retention
+) -> None:
     """At the latest cutoff Iceberg expires main's old ancestors and the dropped branch's
     commit, and keeps the tag, dev's two newest and main's head: every rule is exercised."""
     newest = max(s.timestamp_ms for s in graph_retention.snapshots) + 1

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 from hypothesis import given
 from hypothesis import strategies as st
 
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import failure_backoff
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from tests.planning.test_planner import add_table, status
 
 ERROR = "rewrite_data_files failed: AnalysisException: " + "x" * 300
 STEP = timedelta(minutes=5)  # how often something (an event, the replan timer) plans the table
 
 
-async def test_a_permanently_failing_table_gets_at_most_max_attempts_jobs_per_window(db, settings):
+async def test_a_permanently_failing_table_gets_at_most_max_attempts_jobs_per_window(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
     queue = JobQueue(db)
     planner = Planner(settings, db, queue)
     table_id = await add_table(db, "broken", status(small_file_count=30, small_file_bytes=30))
@@ -42,6 +46,7 @@ async def test_a_permanently_failing_table_gets_at_most_max_attempts_jobs_per_wi
             # job.finished re-plans the table at once: no new job, a reason instead.
             again = await planner.plan(table_id, now=t)
             assert again.job_id is None
+            assert again.recommendation is not None
             (skip,) = [s for s in again.recommendation.skipped if s.action == "rewrite_data_files"]
             n = len(created)
             retry = t + failure_backoff(
@@ -66,13 +71,14 @@ async def test_a_permanently_failing_table_gets_at_most_max_attempts_jobs_per_wi
     assert any(s["reason"].startswith("5 failures, last: ") for s in stored["skipped"])
 
 
-async def test_a_success_ends_the_backoff(db, settings):
+async def test_a_success_ends_the_backoff(db: asyncpg.Pool, settings: Settings) -> None:
     queue = JobQueue(db)
     planner = Planner(settings, db, queue)
     table_id = await add_table(db, "recovers", status(small_file_count=30, small_file_bytes=30))
     t = datetime.now(UTC) + timedelta(minutes=1)
     assert (await planner.plan(table_id, now=t)).job_created
     job = await queue.claim("executor@test", 60)
+    assert job is not None
     await queue.fail(job, ERROR, retryable=False, now=t)
     assert (await planner.plan(table_id, now=t + timedelta(minutes=1))).job_id is None
     # An operator fixed the table and ran the action by hand: it succeeded after the failure.
@@ -90,14 +96,18 @@ async def test_a_success_ends_the_backoff(db, settings):
     # Past the cadence, the action is proposed again at once: the streak was reset.
     later = t + timedelta(hours=25)
     outcome = await planner.plan(table_id, now=later)
+    assert outcome.recommendation is not None
     assert outcome.job_created, outcome.recommendation.skipped
 
 
-async def test_malformed_job_history_does_not_break_planning(db, settings):
+async def test_malformed_job_history_does_not_break_planning(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
     queue = JobQueue(db)
     planner = Planner(settings, db, queue)
     table_id = await add_table(db, "odd", status(small_file_count=30, small_file_bytes=30))
-    for actions in (["actions", "skipped"], {"action": "x"}, [{"params": []}]):
+    malformed: tuple[object, ...] = (["actions", "skipped"], {"action": "x"}, [{"params": []}])
+    for actions in malformed:
         await db.execute(
             "INSERT INTO icepack.jobs (table_id, state, actions, finished_at, error) "
             "VALUES ($1, 'failed', $2::jsonb, now(), 'poison')",
@@ -113,7 +123,7 @@ async def test_malformed_job_history_does_not_break_planning(db, settings):
     st.floats(min_value=0, max_value=1e6),
     st.floats(min_value=0, max_value=1e7),
 )
-def test_failure_backoff_doubles_within_its_cap(failures, base, cap):
+def test_failure_backoff_doubles_within_its_cap(failures: int, base: float, cap: float) -> None:
     rest = failure_backoff(failures, base, cap).total_seconds()
     assert 0 <= rest <= cap + 1e-6
     assert (

@@ -17,13 +17,15 @@ from icepack_core.errors import (
     PermanentError,
     RetryableError,
     StaleFence,
-    VerificationFailed,
 )
 from icepack_core.execution.failures import VERIFY_ACTION, failure_of
+from icepack_core.safety.verification import Evidence, PendingOrigin, VerificationFailed
 
 STARTED = datetime(2026, 1, 1, tzinfo=UTC)
 NAME = "rewrite_data_files"
-PENDING = {"job_id": 7, "fence": 2, "action": NAME, "start_snapshot_id": 11}
+PENDING = PendingOrigin(
+    job_id=7, fence=2, action=NAME, recorded_at=STARTED.isoformat(), start_snapshot_id=11
+)
 
 
 def test_a_lost_job_records_nothing_and_raises_itself() -> None:
@@ -44,12 +46,12 @@ def test_a_table_that_disagrees_is_held_with_the_evidence_and_not_retried(kind: 
     assert failure.record.output == evidence and failure.record.error == "too many"
 
 
-def test_a_failed_verification_holds_releases_the_row_and_keeps_the_evidence_twice() -> None:
-    evidence = {"status": "failed", "snapshots": [1]}
+def test_a_failed_verification_holds_releases_the_row_and_keeps_the_evidence_once() -> None:
+    evidence = Evidence(status="violation", start_snapshot_id=1)
     failure = failure_of(VerificationFailed("rows differ", evidence), NAME, STARTED)
     assert isinstance(failure.error, PermanentError) and failure.release and not failure.settle
-    assert failure.hold == evidence and failure.record is not None
-    assert failure.record.output == {**evidence, "verification": evidence}
+    assert failure.hold == evidence.to_json() and failure.record is not None
+    assert failure.record.output == {"verification": evidence.to_json()}
 
 
 @pytest.mark.parametrize(
@@ -85,16 +87,17 @@ def test_a_pending_rewrite_that_cannot_be_verified_holds_the_table() -> None:
     failure = failure_of(TimeoutError(), VERIFY_ACTION, STARTED, pending=PENDING, table="c.n.t")
     assert isinstance(failure.error, PermanentError) and failure.interrupt and failure.release
     assert failure.hold is not None and failure.hold["status"] == "error"
-    assert failure.hold["pending"] == PENDING and failure.hold["start_snapshot_id"] == 11
+    assert failure.hold["pending"] == PENDING.to_json() and failure.hold["start_snapshot_id"] == 11
     assert failure.record is not None and failure.record.procedure is None
     assert failure.record.output == {"verification": failure.hold}
     assert str(failure.error).startswith("rewrite of c.n.t could not be verified: TimeoutError")
 
 
 def test_a_pending_rewrite_that_changed_the_contents_is_held_with_its_origin() -> None:
-    evidence = {"status": "failed"}
+    evidence = Evidence(status="violation", start_snapshot_id=11)
     failed = VerificationFailed("checksum differs", evidence)
     failure = failure_of(failed, VERIFY_ACTION, STARTED, pending=PENDING)
-    assert failure.hold == {**evidence, "pending": PENDING} and not failure.interrupt
+    assert failure.hold == {**evidence.to_json(), "pending": PENDING.to_json()}
+    assert not failure.interrupt
     assert failure.record is not None and failure.record.action == VERIFY_ACTION
-    assert failure.record.output == {**failure.hold, "verification": failure.hold}
+    assert failure.record.output == {"verification": failure.hold}

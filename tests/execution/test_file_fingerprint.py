@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import random
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -33,6 +34,7 @@ from pyiceberg.types import (
     DoubleType,
     FixedType,
     FloatType,
+    IcebergType,
     IntegerType,
     ListType,
     LongType,
@@ -104,7 +106,7 @@ def one_partition(before: list[ListedFile], after: list[ListedFile]) -> TouchedF
     return TouchedFiles((PartitionFiles('spec 0 {"p":1}', tuple(before), tuple(after)),), None)
 
 
-def test_the_same_rows_in_other_files_and_order_are_equal(tmp_path):
+def test_the_same_rows_in_other_files_and_order_are_equal(tmp_path: Path) -> None:
     before = [write(tmp_path, ROWS)]
     after = [write(tmp_path, ROWS[2:][::-1]), write(tmp_path, ROWS[:2][::-1])]
     compared = compare_files(SCHEMA, one_partition(before, after))
@@ -115,7 +117,7 @@ def test_the_same_rows_in_other_files_and_order_are_equal(tmp_path):
 
 @pytest.mark.parametrize("column", [name for name, *_ in COLUMNS])
 @pytest.mark.parametrize("change", ["other value", "NULL"])
-def test_any_changed_value_of_any_type_differs(tmp_path, column, change):
+def test_any_changed_value_of_any_type_differs(tmp_path: Path, column: str, change: str) -> None:
     changed = [dict(r) for r in ROWS]
     a, b = next((a, b) for name, _, a, b in COLUMNS if name == column)
     changed[0][column] = None if change == "NULL" else (b if changed[0][column] == a else a)
@@ -126,7 +128,7 @@ def test_any_changed_value_of_any_type_differs(tmp_path, column, change):
     assert compared.differs == 'partition spec 0 {"p":1}: 4 rows -> 4 rows, checksum differs'
 
 
-def test_a_lost_or_duplicated_row_or_an_emptied_partition_differs(tmp_path):
+def test_a_lost_or_duplicated_row_or_an_emptied_partition_differs(tmp_path: Path) -> None:
     full = write(tmp_path, ROWS)
     lost = compare_files(SCHEMA, one_partition([full], [write(tmp_path, ROWS[1:])]))
     assert lost.differs == 'partition spec 0 {"p":1}: 4 rows -> 3 rows'
@@ -136,7 +138,7 @@ def test_a_lost_or_duplicated_row_or_an_emptied_partition_differs(tmp_path):
     assert emptied.differs is not None and emptied.after.rows == 0
 
 
-def test_partitions_are_compared_one_by_one(tmp_path):
+def test_partitions_are_compared_one_by_one(tmp_path: Path) -> None:
     """Two rows trading partitions keep the totals but not the partitions: a difference."""
     x, y = write(tmp_path, ROWS[:2]), write(tmp_path, ROWS[2:])
     x2, y2 = write(tmp_path, [ROWS[0], ROWS[2]]), write(tmp_path, [ROWS[1], ROWS[3]])
@@ -147,7 +149,7 @@ def test_partitions_are_compared_one_by_one(tmp_path):
     assert compare_files(SCHEMA, merged).differs is None
 
 
-def test_columns_are_read_by_field_id_renamed_widened_or_added_later(tmp_path):
+def test_columns_are_read_by_field_id_renamed_widened_or_added_later(tmp_path: Path) -> None:
     old = Schema(
         NestedField(1, "id_before_rename", IntegerType(), required=False),
         NestedField(2, "x", FloatType(), required=False),
@@ -165,7 +167,7 @@ def test_columns_are_read_by_field_id_renamed_widened_or_added_later(tmp_path):
     assert compare_files(current, one_partition([before], [other])).differs is not None
 
 
-def test_counts_only_without_checksum(tmp_path):
+def test_counts_only_without_checksum(tmp_path: Path) -> None:
     changed = [dict(r, s="z") for r in ROWS]
     compared = compare_files(
         SCHEMA,
@@ -175,7 +177,7 @@ def test_counts_only_without_checksum(tmp_path):
     assert compared.differs is None and compared.before.checksum == 0
 
 
-def test_a_record_count_the_manifest_contradicts_is_never_a_verdict(tmp_path):
+def test_a_record_count_the_manifest_contradicts_is_never_a_verdict(tmp_path: Path) -> None:
     listed = write(tmp_path, ROWS)
     miscounted = ListedFile(listed.path, 3, "PARQUET")
     with pytest.raises(
@@ -184,7 +186,7 @@ def test_a_record_count_the_manifest_contradicts_is_never_a_verdict(tmp_path):
         compare_files(SCHEMA, one_partition([listed], [miscounted]))
 
 
-def test_a_missing_file_raises(tmp_path):
+def test_a_missing_file_raises(tmp_path: Path) -> None:
     gone = ListedFile(f"file:{tmp_path}/gone.parquet", 1, "PARQUET")
     with pytest.raises(Exception, match=r"gone\.parquet"):
         compare_files(SCHEMA, one_partition([write(tmp_path, ROWS)], [gone]))
@@ -231,7 +233,9 @@ def listed(path: str, file_format: str = "PARQUET") -> TouchedFiles:
         (SCHEMA, {}, listed("file://host/t/a.parquet"), "not on the local file system"),
     ],
 )
-def test_what_it_cannot_read_exactly_is_named(schema, properties, files, reason):
+def test_what_it_cannot_read_exactly_is_named(
+    schema: Schema, properties: dict[str, Any], files: TouchedFiles, reason: str
+) -> None:
     found = reader_blocker(schema, properties, files)
     assert found is not None and reason in found
     if not properties:  # the reader itself refuses too (it is not given the properties)
@@ -239,7 +243,7 @@ def test_what_it_cannot_read_exactly_is_named(schema, properties, files, reason)
             compare_files(schema, files)
 
 
-def test_readable_files_have_no_blocker():
+def test_readable_files_have_no_blocker() -> None:
     assert reader_blocker(SCHEMA, {}, listed("file:/tmp/a.parquet")) is None
     assert reader_blocker(SCHEMA, {}, listed("/tmp/a b.parquet")) is None
     assert reader_blocker(SCHEMA, {}, listed("file:/tmp/p=it%27s/a.parquet")) is None
@@ -248,7 +252,7 @@ def test_readable_files_have_no_blocker():
 
 
 @given(st.text())
-def test_a_local_path_is_the_locations_own_text_after_its_prefix(location):
+def test_a_local_path_is_the_locations_own_text_after_its_prefix(location: str) -> None:
     """Whatever the text, the path read is the location's own tail, never a rewrite of it."""
     try:
         path = local_path(location)
@@ -260,7 +264,7 @@ def test_a_local_path_is_the_locations_own_text_after_its_prefix(location):
     assert prefix in ("", "file:", "file://", "file://localhost")
 
 
-def test_a_percent_escape_in_a_location_names_the_file_by_its_text(tmp_path):
+def test_a_percent_escape_in_a_location_names_the_file_by_its_text(tmp_path: Path) -> None:
     """Iceberg's file IO takes a location's text as the file's name (Spark writes the partition
     value ``it's`` as the directory ``p=it%27s``): the escape is never decoded, so a file that
     the decoded name would reach instead is not read."""
@@ -295,8 +299,13 @@ FLAT = Schema(
     fault=st.sampled_from(["none", "drop", "duplicate"]),
 )
 def test_equal_exactly_when_the_multiset_of_rows_is_equal(
-    tmp_path, rows, cuts, seed, victim, fault
-):
+    tmp_path: Path,
+    rows: list[tuple[int, str | None]],
+    cuts: list[int],
+    seed: random.Random,
+    victim: int,
+    fault: str,
+) -> None:
     as_dicts = [{"k": k, "v": v} for k, v in rows]
     shuffled = list(as_dicts)
     seed.shuffle(shuffled)
@@ -313,7 +322,7 @@ def test_equal_exactly_when_the_multiset_of_rows_is_equal(
 
 @settings(max_examples=200, deadline=None)
 @given(st.text())
-def test_a_path_literal_reads_back_as_itself_or_is_refused(text):
+def test_a_path_literal_reads_back_as_itself_or_is_refused(text: str) -> None:
     import duckdb
 
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
@@ -322,13 +331,15 @@ def test_a_path_literal_reads_back_as_itself_or_is_refused(text):
         return
     connection = duckdb.connect(":memory:")
     try:
-        (value,) = connection.execute(f"SELECT {duckdb_string_literal(text)}").fetchone()
+        row = connection.execute(f"SELECT {duckdb_string_literal(text)}").fetchone()
+        assert row is not None
+        (value,) = row
     finally:
         connection.close()
     assert value == text
 
 
-def test_a_file_whose_name_has_quotes_and_spaces_is_read(tmp_path):
+def test_a_file_whose_name_has_quotes_and_spaces_is_read(tmp_path: Path) -> None:
     odd = tmp_path / 'it\'s a "file" ;.parquet'
     pq.write_table(pa.Table.from_pylist(ROWS, schema=schema_to_pyarrow(SCHEMA)), odd)
     compared = compare_files(
@@ -337,7 +348,7 @@ def test_a_file_whose_name_has_quotes_and_spaces_is_read(tmp_path):
     assert compared.differs is None and compared.before.rows == 4
 
 
-def test_a_file_without_field_ids_is_refused_not_read_as_nulls(tmp_path):
+def test_a_file_without_field_ids_is_refused_not_read_as_nulls(tmp_path: Path) -> None:
     """Iceberg reads such a file by column position; DuckDB's field-id map would read NULLs,
     so two different id-less files would compare equal."""
     plain = tmp_path / "no_ids.parquet"
@@ -365,8 +376,8 @@ def with_types(*fields: tuple[int, str, pa.DataType]) -> pa.Schema:
     ],
 )
 def test_a_one_sided_file_stored_otherwise_than_iceberg_reads_it_is_refused(
-    tmp_path, iceberg, stored, value
-):
+    tmp_path: Path, iceberg: IcebergType, stored: pa.DataType, value: object
+) -> None:
     current = Schema(NestedField(1, "c", iceberg, required=False))
     odd = tmp_path / f"odd{next(_counter)}.parquet"
     pq.write_table(pa.Table.from_pylist([{"c": value}], schema=with_types((1, "c", stored))), odd)
@@ -378,7 +389,7 @@ def test_a_one_sided_file_stored_otherwise_than_iceberg_reads_it_is_refused(
     assert compare_files(current, same).differs is None
 
 
-def test_a_side_of_empty_files_counts_zero(tmp_path):
+def test_a_side_of_empty_files_counts_zero(tmp_path: Path) -> None:
     empty = write(tmp_path, [])
     compared = compare_files(SCHEMA, one_partition([empty], [write(tmp_path, ROWS[:1])]))
     assert compared.before.rows == 0 and compared.before.checksum == 0
@@ -387,9 +398,9 @@ def test_a_side_of_empty_files_counts_zero(tmp_path):
 
 def live(*entries: tuple[int, str, int, tuple[Any, ...], str | None]) -> Any:
     """A snapshot's live entries: (content, path, spec id, partition key, referenced file)."""
-    from icepack_core.execution.verification.metadata_diff import _Live
+    from icepack_core.execution.verification.metadata_diff import Identity, _Live
 
-    identities = [
+    identities: list[Identity] = [
         (content, path, spec, key, 1, 10, 1, ref, None, None, None)
         for content, path, spec, key, ref in entries
     ]
@@ -410,7 +421,13 @@ def live(*entries: tuple[int, str, int, tuple[Any, ...], str | None]) -> Any:
         ((2, "/d/b-eq", 0, ("b",), None), None),  # equality deletes stay in their partition
     ],
 )
-def test_touched_files_lists_each_side_and_names_what_deletes_block(delete, blocker):
+def test_touched_files_lists_each_side_and_names_what_deletes_block(
+    delete: tuple[int, str, int, tuple[str], None]
+    | tuple[int, str, int, tuple[()], None]
+    | tuple[int, str, int, tuple[str], str]
+    | None,
+    blocker: str | None,
+) -> None:
     from icepack_core.execution.verification.metadata_diff import touched_files
 
     before = [(0, "/d/a1", 0, ("a",), None), (0, "/d/a2", 0, ("a",), None)]
@@ -431,7 +448,7 @@ def test_touched_files_lists_each_side_and_names_what_deletes_block(delete, bloc
     assert files.blocker == blocker
 
 
-def test_identity_partition_columns_are_the_partitions_constant_not_read(tmp_path):
+def test_identity_partition_columns_are_the_partitions_constant_not_read(tmp_path: Path) -> None:
     """Iceberg's readers show an identity partition column's value from the partition tuple,
     whatever the file stores there; so does this reader, by not reading it."""
     stored_a = write(tmp_path, [{"k": 1, "v": "a"}], FLAT)
@@ -465,7 +482,7 @@ def with_dropped_struct(tmp_path: Path, leaf_id: str | None) -> ListedFile:
     return ListedFile(str(path), 1, "PARQUET")
 
 
-def test_a_nested_leaf_without_a_field_id_is_refused(tmp_path):
+def test_a_nested_leaf_without_a_field_id_is_refused(tmp_path: Path) -> None:
     """A column the table dropped may survive in old files: its leaves need ids too, or the
     file was not written by an Iceberg writer."""
     files = one_partition([with_dropped_struct(tmp_path, None)], [])
@@ -473,7 +490,7 @@ def test_a_nested_leaf_without_a_field_id_is_refused(tmp_path):
         compare_files(FLAT, files)
 
 
-def test_a_dropped_nested_column_with_ids_does_not_stop_the_read(tmp_path):
+def test_a_dropped_nested_column_with_ids_does_not_stop_the_read(tmp_path: Path) -> None:
     new = write(tmp_path, [{"k": 1, "v": "a"}], FLAT)
     compared = compare_files(FLAT, one_partition([with_dropped_struct(tmp_path, "10")], [new]))
     assert compared.differs is None and compared.after.rows == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,14 +84,14 @@ def render(kind: SparkType, comments: bool) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(spark_types(), st.booleans())
-def test_every_rendered_type_parses_back_to_itself(kind, comments):
+def test_every_rendered_type_parses_back_to_itself(kind: SparkType, comments: bool) -> None:
     assert parse_type(render(kind, comments)) == kind
     assert parse_type(kind.sql) == kind  # what the checksum casts to is the same type
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(names, spark_types()), min_size=1, max_size=5, unique_by=lambda c: c[0]))
-def test_show_create_table_columns_parse_in_order(columns):
+def test_show_create_table_columns_parse_in_order(columns: list[tuple[str, SparkType]]) -> None:
     body = ",\n  ".join(f"{quote_if_needed(n)} {render(t, True)}" for n, t in columns)
     ddl = (
         f"CREATE TABLE icepack.`n s`.`t(1)` (\n  {body})\nUSING iceberg\n"
@@ -100,7 +102,7 @@ def test_show_create_table_columns_parse_in_order(columns):
     assert expression.startswith("coalesce(sum(cast(xxhash64(")
 
 
-def test_maps_at_any_depth_become_sorted_entries():
+def test_maps_at_any_depth_become_sorted_entries() -> None:
     nested = parse_type("STRUCT<`a b`: INT, `x:y, z`: ARRAY<MAP<STRING, MAP<INT, DOUBLE>>>>")
     text = canonical("`c`", nested)
     assert text.count("array_sort(") == 2 and "map_entries(" in text
@@ -134,7 +136,9 @@ NESTED_TWINS = [
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("kind", "left", "right"), NESTED_TWINS)
-def test_nested_nulls_and_array_boundaries_change_the_checksum(spark, kind, left, right):
+def test_nested_nulls_and_array_boundaries_change_the_checksum(
+    spark: Any, kind: str, left: str, right: str
+) -> None:
     columns = [("c", parse_type(kind))]
 
     def checksum(value: str) -> int:
@@ -147,7 +151,7 @@ def test_nested_nulls_and_array_boundaries_change_the_checksum(spark, kind, left
 
 
 @pytest.mark.spark
-def test_adjacent_array_columns_keep_their_boundary(spark):
+def test_adjacent_array_columns_keep_their_boundary(spark: Any) -> None:
     """``c1=[1, 0], c2=[]`` against ``c1=[1], c2=[0]``: without sizes the chained hash agreed."""
     columns = [("c1", parse_type("ARRAY<INT>")), ("c2", parse_type("ARRAY<INT>"))]
     expression = checksum_expression(columns)
@@ -162,6 +166,6 @@ def test_adjacent_array_columns_keep_their_boundary(spark):
 @pytest.mark.parametrize(
     "bad", ["MAP<STRING>", "STRUCT<a INT>", "ARRAY<INT", "INT INT", "", "STRUCT<`a: INT>"]
 )
-def test_unparseable_types_are_named_in_the_error(bad):
+def test_unparseable_types_are_named_in_the_error(bad: str) -> None:
     with pytest.raises(SchemaUnreadable):
         parse_type(bad)

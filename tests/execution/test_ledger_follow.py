@@ -19,10 +19,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pyarrow as pa
 import pytest
 import structlog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
 
 from icepack_core.access.tokens import TokenStore
 from icepack_core.cli.restore import run_restore
@@ -34,7 +37,7 @@ from icepack_core.inspection.process import TableInspections
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.upkeep import QueueUpkeep
 from icepack_core.queue.work_items import WorkQueue
-from icepack_core.settings import load_settings
+from icepack_core.settings import CatalogConfig, Settings, load_settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from icepack_gateway.app import create_app
@@ -58,7 +61,9 @@ def referenced_missing(table: Any) -> list[str]:
 
 
 @pytest.fixture
-def lake(scratch_catalog, database_url, tmp_path):
+def lake(
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog], database_url: str, tmp_path: Path
+) -> tuple[Settings, SqlCatalog, Table]:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     table = catalog.create_table("ns.events", rows(0).schema)
@@ -73,7 +78,7 @@ def lake(scratch_catalog, database_url, tmp_path):
     return settings, catalog, table
 
 
-async def discover(settings, db) -> dict[str, int]:
+async def discover(settings: Settings, db: asyncpg.Pool) -> dict[str, int]:
     """One discovery pass and an inspection of every live table (as the services do); the live
     tables by name."""
     await Discovery(settings, db).run_once()
@@ -86,7 +91,9 @@ async def discover(settings, db) -> dict[str, int]:
     return live
 
 
-async def quarantine_orphans(db, table_id: int, table: Any, names: list[str]) -> tuple[Job, dict]:
+async def quarantine_orphans(
+    db: asyncpg.Pool, table_id: int, table: Any, names: list[str]
+) -> tuple[Job, dict[Path, str]]:
     """Plant orphan files under the table and quarantine them through the ledger (as a
     ``remove_orphan_files`` job's sink does), due for purging at once; the job and each file's
     digest."""
@@ -116,19 +123,19 @@ async def quarantine_orphans(db, table_id: int, table: Any, names: list[str]) ->
     return job, digests
 
 
-async def states(db, job_id: int) -> set[str]:
+async def states(db: asyncpg.Pool, job_id: int) -> set[str]:
     rows_ = await db.fetch("SELECT state FROM icepack.deletions WHERE job_id = $1", job_id)
     return {r["state"] for r in rows_}
 
 
-async def quarantine_copies(db, job_id: int) -> list[Path]:
+async def quarantine_copies(db: asyncpg.Pool, job_id: int) -> list[Path]:
     rows_ = await db.fetch(
         "SELECT quarantine_path FROM icepack.deletions WHERE job_id = $1", job_id
     )
     return [Path(r["quarantine_path"].removeprefix("file://")) for r in rows_]
 
 
-async def run_job(db, settings, job_id: int) -> Job:
+async def run_job(db: asyncpg.Pool, settings: Settings, job_id: int) -> Job:
     """Claim one named job and run it as the executor does."""
     queue = JobQueue(db)
     job = await queue.claim_id(job_id, "executor@test", 60)
@@ -142,13 +149,15 @@ async def run_job(db, settings, job_id: int) -> Job:
     return run.job
 
 
-def upkeep(db) -> QueueUpkeep:
+def upkeep(db: asyncpg.Pool) -> QueueUpkeep:
     return QueueUpkeep(
         db, JobQueue(db), WorkQueue(db, "planner", "test"), 3600, 3600, structlog.get_logger("t")
     )
 
 
-async def test_a_queued_restore_wins_over_the_purge(db, lake):
+async def test_a_queued_restore_wins_over_the_purge(
+    db: asyncpg.Pool, lake: tuple[Settings, SqlCatalog, Table]
+) -> None:
     settings, _catalog, table = lake
     before = content(table)
     (table_id,) = (await discover(settings, db)).values()
@@ -183,7 +192,9 @@ async def test_a_queued_restore_wins_over_the_purge(db, lake):
     assert content(table) == before and referenced_missing(table) == []
 
 
-async def test_quarantined_files_follow_a_renamed_table(db, lake):
+async def test_quarantined_files_follow_a_renamed_table(
+    db: asyncpg.Pool, lake: tuple[Settings, SqlCatalog, Table]
+) -> None:
     settings, catalog, table = lake
     before = content(table)
     (old_id,) = (await discover(settings, db)).values()
@@ -215,7 +226,9 @@ async def test_quarantined_files_follow_a_renamed_table(db, lake):
     assert content(renamed) == before and referenced_missing(renamed) == []
 
 
-async def test_a_dropped_table_with_no_successor_keeps_its_files(db, lake):
+async def test_a_dropped_table_with_no_successor_keeps_its_files(
+    db: asyncpg.Pool, lake: tuple[Settings, SqlCatalog, Table]
+) -> None:
     """Without a live table at its location, a dropped table's quarantine is left alone (as
     before): the restore is refused naming the drop, and no purge is queued."""
     settings, catalog, table = lake

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import structlog
 
 from icepack_core.errors import CommitConflict
@@ -17,6 +18,7 @@ from icepack_core.execution.job_runner import JobRunner
 from icepack_core.queue.budgets import list_budgets, set_budget
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.queue.locks import TableLocks
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from tests.planning.test_planner import add_table, status
@@ -24,14 +26,16 @@ from tests.planning.test_planner import add_table, status
 BYTES = 1_000_000
 
 
-async def charges(db, job_id: int) -> list[int]:
+async def charges(db: asyncpg.Pool, job_id: int) -> list[int]:
     rows = await db.fetch(
         "SELECT attempt FROM icepack.budget_charges WHERE job_id = $1 ORDER BY attempt", job_id
     )
     return [r["attempt"] for r in rows]
 
 
-async def test_lock_collisions_spend_no_attempt_and_no_budget(db, settings):
+async def test_lock_collisions_spend_no_attempt_and_no_budget(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
     queue = JobQueue(db)
     table_id = await add_table(db, "busy", status(small_file_count=30))
     await set_budget(db, "cat", None, rewrite_bytes_per_hour=10 * BYTES, max_running=None)
@@ -68,7 +72,7 @@ async def test_lock_collisions_spend_no_attempt_and_no_budget(db, settings):
     assert await charges(db, job.id) == [1]  # the run that gets the table is charged once
 
 
-async def test_lock_backoff_grows_with_the_collisions(db, settings):
+async def test_lock_backoff_grows_with_the_collisions(db: asyncpg.Pool, settings: Settings) -> None:
     queue = JobQueue(db)
     table_id = await add_table(db, "busy2", status(small_file_count=30))
     job = (await queue.enqueue(table_id, [{"action": "rewrite_data_files"}])).job
@@ -83,7 +87,9 @@ async def test_lock_backoff_grows_with_the_collisions(db, settings):
         assert back.lock_waits == waits + 1 and back.conflicts == 0
 
 
-async def test_repeated_conflicts_hold_the_job_back_until_the_deferral_ends(db, settings):
+async def test_repeated_conflicts_hold_the_job_back_until_the_deferral_ends(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
     """What ``JobRunner`` does when a writer wins (``_conflicted``; the Spark side is in
     ``test_commit_conflicts``): each conflict gives the claim back; from the third in a row the
     job is not due before the action's deferral on the table ends, and it never fails."""
@@ -108,6 +114,7 @@ async def test_repeated_conflicts_hold_the_job_back_until_the_deferral_ends(db, 
             "WHERE table_id = $1",
             table_id,
         )
+        assert deferral is not None
         assert deferral["conflicts"] == n
         if n < 3:
             assert deferral["deferred_until"] is None
@@ -115,4 +122,4 @@ async def test_repeated_conflicts_hold_the_job_back_until_the_deferral_ends(db, 
         else:
             assert deferral["deferred_until"] >= before + timedelta(minutes=15)
             assert back.not_before >= deferral["deferred_until"]
-            assert back.error == deferral["reason"] and "deferred" in back.error
+            assert back.error == deferral["reason"] and "deferred" in (back.error or "")

@@ -30,6 +30,7 @@ import pytest
 from bench.upserts import UpsertTable, create_upsert_table, delete_file_counts, logical_rows, row
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from tests.execution.spark_tables import CATALOG, missing_referenced_files, unique_name
@@ -60,7 +61,9 @@ CREATE TRIGGER test_first_commit_gate BEFORE UPDATE ON iceberg_tables
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path / "mrace")
 
 
@@ -113,8 +116,13 @@ async def register(db: Any, name: str) -> int:
 
 
 async def test_a_manifest_rewrite_racing_an_equality_delete_writer_is_conflict_retried(
-    db, spark, spark_catalog_settings, spark_database_url, runner_settings, tmp_path
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    spark_catalog_settings: Settings,
+    spark_database_url: str,
+    runner_settings: Settings,
+    tmp_path: Path,
+) -> None:
     name = unique_name("mrace_upsert")
     table = create_upsert_table(spark, NS, name, version=2)
     seed(spark, name)

@@ -28,6 +28,7 @@ from icepack_core.execution.verification.metadata_diff import metadata_diff
 from icepack_core.execution.verification.partition_text import decimal_text, timestamp_ntz_text
 from icepack_core.execution.verification.scope import FileDiff, TableLayout, diff_files
 from icepack_core.execution.verification.verifier import RewriteVerifier
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.literals import SparkType, typed_literal
 from icepack_core.spark.sql import qualified_name
@@ -91,12 +92,12 @@ SPECIAL = (
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
 @pytest.fixture(scope="module")
-def every_type_table(spark):
+def every_type_table(spark: Any) -> tuple[str, str]:
     """One table identity-partitioned by a column of every type; each example appends to it."""
     name = unique_name("every_type")
     table = qualified_name(CATALOG, [NS], name)
@@ -161,8 +162,12 @@ def comparable(diff: FileDiff, labels: bool = True) -> tuple[Any, ...]:
     ]
 )
 async def test_partition_texts_equal_spark(
-    rows, engine, spark, spark_catalog_settings, every_type_table
-):
+    rows: list[tuple[Any, ...]],
+    engine: LocalEngine,
+    spark: Any,
+    spark_catalog_settings: Settings,
+    every_type_table: tuple[str, str],
+) -> None:
     name, table = every_type_table
     verifier = RewriteVerifier(engine, CATALOG, TableRef(CATALOG, NS, name))
     layout = await verifier.layout()
@@ -185,7 +190,7 @@ async def test_partition_texts_equal_spark(
     assert python == oracle, f"python {python}\nspark  {oracle}"
 
 
-def test_texts_by_rule():
+def test_texts_by_rule() -> None:
     """The documented forms, independent of Spark (the property test proves them equal)."""
     assert timestamp_ntz_text(0) == "1970-01-01 00:00:00"
     assert timestamp_ntz_text(500_000) == "1970-01-01 00:00:00.5"
@@ -208,7 +213,8 @@ async def verified_snapshots(
     rows_before, start = content(spark, table), current_snapshot(spark, table)
     outcome = await maintenance.run(action)
     assert content(spark, table) == rows_before
-    evidence = outcome.verification["verification"]
+    assert outcome.verification is not None
+    evidence = outcome.verification.to_json()
     records, end = evidence["snapshots"], current_snapshot(spark, table)
     assert bool(records) == (end != start), "every replace snapshot was verified"
     for record in records:
@@ -217,7 +223,7 @@ async def verified_snapshots(
     return (records[-1] if records else {}), start, end
 
 
-def maintenance_for(engine, settings_, name):
+def maintenance_for(engine: LocalEngine, settings_: Settings, name: str) -> TableMaintenance:
     return TableMaintenance(
         engine, TableRef(CATALOG, NS, name), metadata=metadata_loader(settings_, NS, name)
     )
@@ -227,7 +233,9 @@ COMPACT = {"action": "rewrite_data_files", "params": {"options": {"min-input-fil
 
 
 @pytest.mark.parametrize("partitioned_by", ["part", "ts, part", ""])
-async def test_compaction_diff_equals_spark(partitioned_by, spark, engine, spark_catalog_settings):
+async def test_compaction_diff_equals_spark(
+    partitioned_by: str, spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     name = unique_name("compact")
     table = make_partitioned_table(spark, NS, name, partitioned_by)
     maintenance = maintenance_for(engine, spark_catalog_settings, name)
@@ -243,7 +251,9 @@ async def test_compaction_diff_equals_spark(partitioned_by, spark, engine, spark
     assert record["partitions_total"] == spark_diff.partitions
 
 
-async def test_v1_compaction_diff_equals_spark(spark, engine, spark_catalog_settings):
+async def test_v1_compaction_diff_equals_spark(
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """Format v1 manifests have no content field and no sequence numbers (inherited as 0)."""
     name = unique_name("v1")
     table = make_small_files_table(spark, NS, name, batches=4, partitioned=True, fmt_version=1)
@@ -258,8 +268,8 @@ async def test_v1_compaction_diff_equals_spark(spark, engine, spark_catalog_sett
 
 @pytest.mark.parametrize("fmt_version", [2, 3])
 async def test_delete_rewrites_diff_equals_spark(
-    fmt_version, spark, engine, spark_catalog_settings
-):
+    fmt_version: int, spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """Position deletes (v2) and deletion vectors (v3): rewriting the data files applies them,
     rewriting the delete files replaces them; both diffs agree on every step."""
     name = unique_name(f"deletes_v{fmt_version}")
@@ -291,7 +301,9 @@ async def test_delete_rewrites_diff_equals_spark(
     assert compared, "at least one rewrite committed"
 
 
-async def test_unknown_layout_column_falls_back(spark, engine, spark_catalog_settings):
+async def test_unknown_layout_column_falls_back(
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """A layout naming a column the metadata does not have as an identity field is refused,
     never guessed; the verifier then uses the Spark diff and says why."""
     name = unique_name("fallback")
@@ -306,11 +318,11 @@ async def test_unknown_layout_column_falls_back(spark, engine, spark_catalog_set
             await metadata_loader(spark_catalog_settings, NS, name)(), engine, start, start, wrong
         )
     diff, source = await maintenance.verifier.file_diff(start, start, wrong)
-    assert source["files_diff"] == "engine" and "metadata says" in source["files_diff_fallback"]
+    assert source.files_diff == "engine" and "metadata says" in (source.files_diff_fallback or "")
     assert diff.touched == () and diff.partitions == 4
 
 
-def test_doubles_are_read_exactly():
+def test_doubles_are_read_exactly() -> None:
     """PyIceberg 0.12's Cython decoder rounds doubles to float32; the manifest reader does not."""
     from pyiceberg.avro.decoder import new_decoder
     from pyiceberg.avro.reader import DoubleReader, OptionReader

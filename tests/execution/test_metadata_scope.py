@@ -12,6 +12,7 @@ the scope came from, and that contents are unchanged. The snapshot walk of the v
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -21,7 +22,9 @@ from icepack_core.errors import ScopeFallback
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.execution.scoping.metadata_scope import scope_from_metadata
 from icepack_core.execution.scoping.partition_filter import PartitionScope, scope_partitions
-from icepack_core.execution.verification.verifier import RewriteVerifier, snapshots_after
+from icepack_core.execution.verification.snapshots import snapshots_after
+from icepack_core.execution.verification.verifier import RewriteVerifier
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.literals import SparkType, typed_literal
 from icepack_core.spark.sql import qualified_name
@@ -45,7 +48,7 @@ SCOPED = {
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
@@ -64,7 +67,7 @@ async def both_scopes(
 ) -> tuple[PartitionScope | str, PartitionScope | str]:
     """(from the manifests, from the Spark queries); a fallback as its reason."""
 
-    async def outcome(make: Any) -> PartitionScope | str:
+    async def outcome(make: Callable[[], Awaitable[PartitionScope]]) -> PartitionScope | str:
         try:
             return await make()
         except ScopeFallback as exc:
@@ -96,7 +99,7 @@ async def both_scopes(
 
 
 @pytest.fixture(scope="module")
-def every_type_table(spark):
+def every_type_table(spark: Any) -> tuple[str, str]:
     name = unique_name("every_type")
     ddl = "id BIGINT, " + ", ".join(f"{c} {t}" for c, t in COLUMNS)
     table = create(spark, name, ddl, ", ".join(c for c, _ in COLUMNS))
@@ -113,8 +116,12 @@ def every_type_table(spark):
 @given(rows=ROW.map(lambda r: [r, r]) | ROW.map(lambda r: [r]))
 @example(rows=[SPECIAL, SPECIAL])
 async def test_every_type_scopes_the_same_from_manifests_and_from_spark(
-    rows, engine, spark, spark_catalog_settings, every_type_table
-):
+    rows: list[tuple[Any, ...]],
+    engine: LocalEngine,
+    spark: Any,
+    spark_catalog_settings: Settings,
+    every_type_table: tuple[str, str],
+) -> None:
     """Each example appends its rows as one file per row (a repeated row: two files in one
     partition); with ``min_files`` 2 only those partitions qualify, with 1 every one does."""
     name, table = every_type_table
@@ -131,7 +138,9 @@ async def test_every_type_scopes_the_same_from_manifests_and_from_spark(
     assert isinstance(metadata, PartitionScope) and metadata.selected >= 1
 
 
-async def test_thresholds_select_the_same_partitions(spark, engine, spark_catalog_settings):
+async def test_thresholds_select_the_same_partitions(
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """Partitions with 1, 2 and 3 small files and large ones, at every boundary of
     ``min_files`` and of the undersized limit (a file exactly at the limit is not under it)."""
     name = unique_name("thresholds")
@@ -185,8 +194,8 @@ async def scoped_run(spark: Any, engine: Any, settings: Any, name: str, table: s
 
 
 async def test_a_renamed_partition_field_is_scoped_from_the_manifests(
-    spark, engine, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """The ``files`` table cannot find a field renamed away from its column (the Spark path
     widens to the whole table); the manifests key it by field id."""
     name = unique_name("renamed")
@@ -208,8 +217,8 @@ async def test_a_renamed_partition_field_is_scoped_from_the_manifests(
 
 
 async def test_files_of_an_older_spec_are_scoped_from_the_manifests(
-    spark, engine, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """Partitions of both specs qualify; each is written with its own spec's fields, and the
     older spec's filter (``p`` only) also covers the newer spec's files of that ``p``."""
     name = unique_name("evolved")
@@ -235,7 +244,9 @@ async def test_files_of_an_older_spec_are_scoped_from_the_manifests(
     }
 
 
-async def test_a_rewrite_without_a_loader_scopes_on_the_engine(spark, engine):
+async def test_a_rewrite_without_a_loader_scopes_on_the_engine(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("no_loader")
     table = create(spark, name, "id BIGINT, p STRING", "p")
     for _ in range(2):
@@ -248,7 +259,9 @@ async def test_a_rewrite_without_a_loader_scopes_on_the_engine(spark, engine):
     assert fingerprint(spark, table) == before and data_file_count(spark, table) == 1
 
 
-async def test_the_snapshot_walk_equals_the_spark_query(spark, engine, spark_catalog_settings):
+async def test_the_snapshot_walk_equals_the_spark_query(
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """Appends, a rollback (its snapshot leaves the branch), a replace and more appends: for
     every start (none, each snapshot, one no longer an ancestor) both give the same chain."""
     name = unique_name("walk")

@@ -10,21 +10,22 @@ Contents are checked before and after every run, and no file a snapshot referenc
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 import structlog
 
-from icepack_core.db.queries import load_query
-from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner, PlanOutcome
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.upkeep import QueueUpkeep
 from icepack_core.queue.work_items import WorkQueue
-from icepack_core.spark.engine import LocalEngine
+from icepack_core.settings import Settings
 from icepack_core.spark.sql import qualified_name
-from icepack_core.types import JobState
+from tests.execution import executor_jobs
+from tests.execution.executor_jobs import job_runner, run_claimed
 from tests.execution.spark_tables import (
     CATALOG,
     fingerprint,
@@ -41,7 +42,7 @@ PARTS = 6
 
 
 @pytest.fixture
-def need_settings(database_url, spark_catalog_settings, tmp_path):
+def need_settings(database_url: str, spark_catalog_settings: Settings, tmp_path: Path) -> Settings:
     # A small threshold so a 6-partition test table crosses it (the default is 50 objects).
     return service_settings(
         database_url, spark_catalog_settings, tmp_path, maintenance_min_benefit=3
@@ -61,11 +62,7 @@ async def all_partitions_closed(db: Any) -> None:
 
 
 async def register(db: Any, spark: Any, table: str, name: str) -> int:
-    location = spark.sql(
-        f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
-    ).first()["file"]
-    table_id: int = await db.fetchval(load_query("table_insert"), CATALOG, NS, name, location, {})
-    return table_id
+    return await executor_jobs.register(db, spark, table, NS, name)
 
 
 def make_partitioned(spark: Any, name: str, appends: int) -> str:
@@ -105,13 +102,7 @@ def files_by_part(spark: Any, table: str) -> dict[str, set[str]]:
 
 
 async def run(db: Any, settings: Any, spark: Any, planned: PlanOutcome) -> Job:
-    queue = JobQueue(db)
-    job = await queue.claim("executor@test", 60)
-    assert job is not None and job.id == planned.job_id
-    runner = JobRunner(db, settings, queue, LocalEngine(settings, session=spark), "executor@test")
-    done = (await runner.run(job)).job
-    assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
-    return done
+    return await run_claimed(job_runner(db, settings, spark), planned.job_id)
 
 
 def skip_reason(outcome: PlanOutcome, action: str) -> str:
@@ -121,8 +112,8 @@ def skip_reason(outcome: PlanOutcome, action: str) -> str:
 
 
 async def test_a_hot_table_is_planned_again_within_minutes_and_an_unchanged_one_is_not(
-    db, spark, need_settings
-):
+    db: asyncpg.Pool, spark: Any, need_settings: Settings
+) -> None:
     name = unique_name("hot")
     table = make_partitioned(spark, name, appends=6)
     table_id = await register(db, spark, table, name)
@@ -204,8 +195,12 @@ async def test_a_hot_table_is_planned_again_within_minutes_and_an_unchanged_one_
 
 
 async def test_a_table_below_its_threshold_is_not_planned_until_the_cadence(
-    db, spark, database_url, spark_catalog_settings, tmp_path
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    database_url: str,
+    spark_catalog_settings: Settings,
+    tmp_path: Path,
+) -> None:
     """Default threshold (50 objects): after a first run, 6 new small files are not worth a
     job within the cadence (what a batch table had under the cadence alone)."""
     settings = service_settings(database_url, spark_catalog_settings, tmp_path)
@@ -236,8 +231,12 @@ async def test_a_table_below_its_threshold_is_not_planned_until_the_cadence(
 
 
 async def test_a_count_retention_the_policy_sets_expires_down_to_it(
-    db, spark, database_url, spark_catalog_settings, tmp_path
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    database_url: str,
+    spark_catalog_settings: Settings,
+    tmp_path: Path,
+) -> None:
     """``icepack.snapshot-expiry.max-count=4`` on a table of 9 young snapshots (the safety floor
     is 0 here so they may go): expiry keeps exactly the newest 4, nothing else changes."""
     settings = service_settings(

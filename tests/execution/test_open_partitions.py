@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
 from icepack_core.types import TableRef
@@ -31,7 +32,7 @@ QUIET = 600.0
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
@@ -89,8 +90,8 @@ async def compact(
 
 
 async def test_the_open_partition_is_skipped_and_the_closed_one_compacted_once(
-    spark, engine, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     name, table = create(spark, "p")
     append(spark, table, "closed", 3)
     closed_at = last_commit_ms(spark, table)
@@ -123,7 +124,9 @@ async def test_the_open_partition_is_skipped_and_the_closed_one_compacted_once(
     assert len(live_files(spark, table, "partition.p = 'open'")) == 1
 
 
-async def test_an_open_partition_over_its_bound_is_compacted(spark, engine, spark_catalog_settings):
+async def test_an_open_partition_over_its_bound_is_compacted(
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     name, table = create(spark, "p")
     append(spark, table, "hot", 4)
     append(spark, table, "warm", 2)
@@ -139,8 +142,8 @@ async def test_an_open_partition_over_its_bound_is_compacted(spark, engine, spar
 
 
 async def test_the_cap_compacts_the_partitions_with_most_small_files_first(
-    spark, engine, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     name, table = create(spark, "p")
     for p, files in (("a", 2), ("b", 4), ("c", 3)):
         append(spark, table, p, files)
@@ -163,8 +166,8 @@ async def test_the_cap_compacts_the_partitions_with_most_small_files_first(
 
 
 async def test_files_of_a_day_spec_and_of_an_hour_spec_are_scoped_together(
-    spark, engine, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """Spec 0 ``days(ts)``, spec 1 ``hours(ts)``: the day partition written under spec 0 and
     an hour partition of another day under spec 1 both qualify; the range of each is written
     on ``ts``, and a single-file hour partition is left alone."""
@@ -189,15 +192,15 @@ async def test_files_of_a_day_spec_and_of_an_hour_spec_are_scoped_together(
     # The spec 0 day's rows now live in a spec 1 hour partition: per partition key they
     # differ, and no filter selects both specs' partitions exactly, so the comparison is the
     # whole table's, and says why.
-    (record,) = outcome.verification["verification"]["snapshots"]
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "table", record
     assert "partition specs share no partition field" in record["scope_reason"], record
     assert record["reader_fallback"].startswith("the in-process read differs (partition spec 0")
 
 
 async def test_a_void_transform_falls_back_to_the_whole_table_with_the_reason(
-    spark, engine, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """A v1 table keeps a dropped partition field as ``void``: its partitions cannot be
     written as a filter, so the rewrite runs table-wide (binpack's thresholds apply)."""
     name, table = create(spark, "p, bucket(4, id)", version=1)

@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from bench.upserts import UpsertTable, create_upsert_table, logical_rows, row
@@ -26,6 +27,7 @@ from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner, PlanOutcome
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from tests.execution.spark_tables import CATALOG, missing_referenced_files, unique_name
@@ -41,7 +43,9 @@ BOUND = 12  # the policy's open_partition_max_small_files: 0.75 * 12 = 9 reached
 
 
 @pytest.fixture
-def pressure_settings(database_url, spark_catalog_settings, tmp_path):
+def pressure_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(
         database_url, spark_catalog_settings, tmp_path, maintenance_growth_span_seconds=1.0
     )
@@ -94,8 +98,12 @@ def rewrite_of(planned: PlanOutcome) -> Any:
 
 @pytest.mark.timeout(900)
 async def test_a_growing_open_partition_is_compacted_before_its_bound_and_planned_again_soon(
-    db, spark, spark_catalog_settings, pressure_settings, tmp_path
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    spark_catalog_settings: Settings,
+    pressure_settings: Settings,
+    tmp_path: Path,
+) -> None:
     name = unique_name("pressure")
     table = create_upsert_table(spark, NS, name, partition="part")
     UpsertTable(spark, NS, name, writer="seed").append([row(k, 0) for k in range(3)])

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -56,7 +57,7 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-async def running_job(db, table_id: int) -> Job:
+async def running_job(db: asyncpg.Pool, table_id: int) -> Job:
     queue = JobQueue(db)
     await queue.enqueue(
         table_id,
@@ -67,7 +68,7 @@ async def running_job(db, table_id: int) -> Job:
     return job
 
 
-async def table_row(db, name: str) -> int:
+async def table_row(db: asyncpg.Pool, name: str) -> int:
     table_id: int = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'ns', $1) RETURNING id",
         name,
@@ -75,7 +76,9 @@ async def table_row(db, name: str) -> int:
     return table_id
 
 
-def ledger(db, job: Job, table_id: int, location: str, mover: FileMover) -> OrphanQuarantine:
+def ledger(
+    db: asyncpg.Pool, job: Job, table_id: int, location: str, mover: FileMover
+) -> OrphanQuarantine:
     return OrphanQuarantine(
         db, job.id, job.fence, table_id, location, mover, lambda: datetime.now(UTC), batch_size=7
     )
@@ -85,7 +88,9 @@ def ledger(db, job: Job, table_id: int, location: str, mover: FileMover) -> Orph
     st.lists(st.text(alphabet="abc._-", min_size=1, max_size=6), min_size=1, max_size=4),
     st.sampled_from(["file:/w/t", "file:///w/t/", "/w/t", "s3a://b/w/t", "s3://B/w/t/"]),
 )
-def test_quarantine_paths_stay_under_the_table_and_are_recognised(parts, location):
+def test_quarantine_paths_stay_under_the_table_and_are_recognised(
+    parts: list[str], location: str
+) -> None:
     parts = [p for p in parts if p not in {".", ".."}] or ["x"]
     scheme = "s3://b" if location.startswith("s3") else "file://"
     path = f"{scheme}/w/t/" + "/".join(parts)
@@ -97,8 +102,8 @@ def test_quarantine_paths_stay_under_the_table_and_are_recognised(parts, locatio
 
 
 async def test_killed_quarantine_resumes_and_moves_each_file_exactly_once(
-    db, database_url, tmp_path
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path
+) -> None:
     location = f"file://{tmp_path}/wh/t"
     files = {}
     for i in range(30):
@@ -127,11 +132,12 @@ async def test_killed_quarantine_resumes_and_moves_each_file_exactly_once(
     )
     _, err = await asyncio.wait_for(child.communicate(), timeout=120)
     assert child.returncode == -9, err.decode()[-2000:]
-    states = dict(
-        await db.fetch(
+    states: dict[str, int] = {
+        r[0]: r[1]
+        for r in await db.fetch(
             "SELECT state, count(*) FROM icepack.deletions WHERE job_id = $1 GROUP BY 1", job.id
         )
-    )
+    }
     # The 12th file was moved, its mark never written.
     assert states == {"quarantined": 11, "recorded": 19}
 
@@ -157,7 +163,7 @@ async def test_killed_quarantine_resumes_and_moves_each_file_exactly_once(
         assert row["size_bytes"] == held.stat().st_size
 
 
-async def test_quarantine_and_restore_on_seaweedfs_s3(db, seaweed: Seaweed):
+async def test_quarantine_and_restore_on_seaweedfs_s3(db: asyncpg.Pool, seaweed: Seaweed) -> None:
     cfg = CatalogConfig(
         name="weed",
         type="rest",
@@ -216,7 +222,9 @@ async def test_quarantine_and_restore_on_seaweedfs_s3(db, seaweed: Seaweed):
     } == {"restored"}
 
 
-async def test_resume_finishes_a_half_done_move_and_reports_a_vanished_file(db, tmp_path):
+async def test_resume_finishes_a_half_done_move_and_reports_a_vanished_file(
+    db: asyncpg.Pool, tmp_path: Path
+) -> None:
     root = tmp_path / "t"
     (root / "data").mkdir(parents=True)
     location = f"file://{root}"
@@ -226,7 +234,8 @@ async def test_resume_finishes_a_half_done_move_and_reports_a_vanished_file(db, 
     digest = sha(copied.read_bytes())
     table_id = await table_row(db, "half")
     job = await running_job(db, table_id)
-    quarantine = ledger(db, job, table_id, location, CountingMover(PyArrowFileIO()))
+    mover = CountingMover(PyArrowFileIO())
+    quarantine = ledger(db, job, table_id, location, mover)
     await quarantine.record([f"file://{p}" for p in (copied, vanished, plain)], REASON)
     # An object store's move copied the file, then the process died before deleting the source.
     target = Path(quarantine_path(location, job.id, f"file://{copied}").removeprefix("file://"))
@@ -238,7 +247,7 @@ async def test_resume_finishes_a_half_done_move_and_reports_a_vanished_file(db, 
 
     assert report.resumed == 1 and report.moved == 2
     assert report.missing == [f"file://{vanished}"]
-    assert quarantine.mover.moves == [f"file://{plain}"]  # the copied one was not moved again
+    assert mover.moves == [f"file://{plain}"]  # the copied one was not moved again
     assert not copied.exists() and sha(target.read_bytes()) == digest
     states = {
         r["path"]: r["state"]
@@ -269,7 +278,9 @@ class CountingPool:
         return counted
 
 
-async def test_a_job_that_loses_its_fence_mid_quarantine_moves_at_most_one_more_file(db, tmp_path):
+async def test_a_job_that_loses_its_fence_mid_quarantine_moves_at_most_one_more_file(
+    db: asyncpg.Pool, tmp_path: Path
+) -> None:
     """Each file costs one round trip (the fenced mark proves the fence for the next move),
     and a fence lost mid-run stops the quarantine: the move already under way lands, its mark
     is refused, nothing after it moves."""
@@ -285,8 +296,14 @@ async def test_a_job_that_loses_its_fence_mid_quarantine_moves_at_most_one_more_
     pool = CountingPool(db)
     mover = CountingMover(PyArrowFileIO())
     quarantine = OrphanQuarantine(
-        pool, job.id, job.fence, table_id, location, mover, lambda: datetime.now(UTC)
-    )  # type: ignore[arg-type]
+        pool,  # type: ignore[arg-type]  # a counting stand-in for the pool (see CountingPool)
+        job.id,
+        job.fence,
+        table_id,
+        location,
+        mover,
+        lambda: datetime.now(UTC),
+    )
     assert await quarantine.record(paths, REASON) == 12
     pool.calls = 0
 
@@ -301,15 +318,18 @@ async def test_a_job_that_loses_its_fence_mid_quarantine_moves_at_most_one_more_
     assert len(mover.moves) == 5  # none after the loss
     # One batch read, one fence check, then one fenced mark per file (the 5th refused).
     assert pool.calls == 1 + 1 + 5
-    states = dict(
-        await db.fetch(
+    states: dict[str, int] = {
+        r[0]: r[1]
+        for r in await db.fetch(
             "SELECT state, count(*) FROM icepack.deletions WHERE job_id = $1 GROUP BY 1", job.id
         )
-    )
+    }
     assert states == {"quarantined": 4, "recorded": 8}
 
 
-async def test_the_quarantine_moves_only_orphan_rows_and_never_a_referenced_one(db, tmp_path):
+async def test_the_quarantine_moves_only_orphan_rows_and_never_a_referenced_one(
+    db: asyncpg.Pool, tmp_path: Path
+) -> None:
     """One job can expire snapshots and remove orphans: the expiry's ``recorded`` rows (left by
     an attempt that died before its CALL) are the expiry's, never the quarantine's to move. And
     a row an earlier attempt recorded is checked against the current references like a new
@@ -355,7 +375,9 @@ async def test_the_quarantine_moves_only_orphan_rows_and_never_a_referenced_one(
     }
 
 
-async def test_a_cancel_mid_move_still_marks_the_moved_file(db, tmp_path):
+async def test_a_cancel_mid_move_still_marks_the_moved_file(
+    db: asyncpg.Pool, tmp_path: Path
+) -> None:
     """Cancelling the work (an operator's cancel, a lost lease) cannot stop the thread moving a
     file. The mark must follow the move, or the ledger would say ``recorded`` (untouched) for a
     file sitting in quarantine, where neither restore nor purge looks."""
@@ -392,7 +414,9 @@ def local_file(uri: str) -> Path:
     return Path(uri.removeprefix("file://"))
 
 
-async def test_restore_finishes_a_copy_back_whose_delete_was_lost(db, tmp_path):
+async def test_restore_finishes_a_copy_back_whose_delete_was_lost(
+    db: asyncpg.Pool, tmp_path: Path
+) -> None:
     """On an object store a move is a copy then a delete. A restore killed between the two
     leaves the file at its path and in quarantine: the next restore finishes it (the bytes are
     the same) instead of refusing it for ever, and the purge never sees the row afterwards. A
@@ -429,7 +453,9 @@ async def test_restore_finishes_a_copy_back_whose_delete_was_lost(db, tmp_path):
     assert states == {back.as_uri(): "restored", taken.as_uri(): "quarantined"}
 
 
-async def test_names_the_quarantine_path_cannot_carry_exactly_are_kept(db, tmp_path):
+async def test_names_the_quarantine_path_cannot_carry_exactly_are_kept(
+    db: asyncpg.Pool, tmp_path: Path
+) -> None:
     """The quarantine path comes from the normalised location, which strips whitespace and
     drops a URL's ``?query`` and ``#fragment``: ``x.bin`` and ``x.bin `` would share one copy
     (the second move overwriting the first, or deleting its source as "already copied"). Such
@@ -455,7 +481,7 @@ async def test_names_the_quarantine_path_cannot_carry_exactly_are_kept(db, tmp_p
 
 
 @given(st.lists(st.text(alphabet="ab ?#/.%\t", min_size=1, max_size=6), max_size=8))
-def test_movable_paths_never_share_a_quarantine_path(names):
+def test_movable_paths_never_share_a_quarantine_path(names: list[str]) -> None:
     location = "s3://bucket/t"
     paths = [f"{location}/data/{name}" for name in names]
     ok, kept = movable(location, paths)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from icepack_core.db.queries import load_query
@@ -20,6 +21,7 @@ from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.ledger.actions import LedgerActions
 from icepack_core.execution.ledger.quarantine import QUARANTINE_DIR, QUARANTINE_PREFIX
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState, JobTrigger
 from tests.execution.spark_tables import (
@@ -37,7 +39,9 @@ WEEK_AGO = time.time() - 7 * 86400
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path)
 
 
@@ -55,7 +59,12 @@ def tree(root: Path) -> dict[str, str]:
 
 
 async def run_one(
-    db, settings, spark, table_id: int, actions: Any, clock: datetime | None = None
+    db: asyncpg.Pool,
+    settings: Settings,
+    spark: Any,
+    table_id: int,
+    actions: Any,
+    clock: datetime | None = None,
 ) -> Job:
     queue = JobQueue(db)
     enqueued = await queue.enqueue(table_id, actions, trigger=JobTrigger.MANUAL)
@@ -69,7 +78,7 @@ async def run_one(
     return done
 
 
-async def output_of(db, job_id: int, action: str) -> dict[str, Any]:
+async def output_of(db: asyncpg.Pool, job_id: int, action: str) -> dict[str, Any]:
     out: dict[str, Any] = await db.fetchval(
         "SELECT output FROM icepack.job_actions WHERE job_id = $1 AND action = $2",
         job_id,
@@ -78,7 +87,7 @@ async def output_of(db, job_id: int, action: str) -> dict[str, Any]:
     return out
 
 
-async def ledger(db, job_id: int) -> list[dict[str, Any]]:
+async def ledger(db: asyncpg.Pool, job_id: int) -> list[dict[str, Any]]:
     return [
         dict(r)
         for r in await db.fetch(
@@ -88,8 +97,8 @@ async def ledger(db, job_id: int) -> list[dict[str, Any]]:
 
 
 async def test_orphans_are_quarantined_restored_and_purged_without_touching_the_table(
-    db, spark, runner_settings
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("quarantine")
     table = make_small_files_table(spark, NS, name, batches=3)
     metadata = spark.sql(
@@ -187,7 +196,7 @@ async def test_orphans_are_quarantined_restored_and_purged_without_touching_the_
         load_query("table_hold_set"), table_id, {"reason": "operator looks", "action": "x"}
     )
     refused_job = await run_one(db, runner_settings, spark, table_id, purge, clock=later)
-    assert refused_job.state == JobState.FAILED and "is on hold" in refused_job.error
+    assert refused_job.state == JobState.FAILED and "is on hold" in (refused_job.error or "")
     assert all(p.exists() for p in held_copies)
     await db.execute("UPDATE icepack.tables SET maintenance_hold = NULL WHERE id = $1", table_id)
 
@@ -227,8 +236,8 @@ async def orphan_removal_allowed(db: Any, spark: Any, name: str) -> tuple[str, i
 
 
 async def test_a_job_that_died_mid_quarantine_is_retried_from_the_ledger(
-    db, spark, runner_settings
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("retried")
     table, table_id, root = await orphan_removal_allowed(db, spark, name)
     orphans = [root / "data" / f"orphan-{i:02}.parquet" for i in range(20)]
@@ -270,7 +279,7 @@ async def test_a_job_that_died_mid_quarantine_is_retried_from_the_ledger(
     assert second is not None and second.id == first.id and second.fence == first.fence + 1
     runner.execution.ledger.after_move = None
     done = (await runner.run(second)).job
-    assert done is not None and done.state == JobState.SUCCEEDED, done.error
+    assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
     out = await db.fetchval(
         "SELECT output FROM icepack.job_actions WHERE job_id = $1 AND fence = $2"
         " AND action = 'remove_orphan_files'",
@@ -338,8 +347,8 @@ def remove_week_old() -> list[dict[str, Any]]:
 
 
 async def test_a_file_another_writer_committed_since_spark_cached_the_table_is_kept(
-    db, spark, runner_settings, spark_catalog_settings
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings, spark_catalog_settings: Settings
+) -> None:
     """Iceberg's Spark catalog caches a loaded table until 30 s after its last access, so a
     long-lived executor session can hold metadata older than the catalog's. The dry run must
     list from the catalog's metadata: a file another writer committed since is no orphan."""
@@ -363,8 +372,8 @@ async def test_a_file_another_writer_committed_since_spark_cached_the_table_is_k
 
 
 async def test_a_file_committed_between_the_listing_and_the_quarantine_is_kept(
-    db, spark, runner_settings, spark_catalog_settings
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings, spark_catalog_settings: Settings
+) -> None:
     """The listing is checked against the catalog's metadata read after it: a file another
     writer commits once the dry run has named it is kept, and the output says so."""
     name = unique_name("race")
@@ -385,7 +394,7 @@ async def test_a_file_committed_between_the_listing_and_the_quarantine_is_kept(
         return after_listing
 
     before_import = rows_of(spark_catalog_settings, name)
-    LedgerActions.orphan_sink = commit_first  # type: ignore[method-assign]
+    LedgerActions.orphan_sink = commit_first  # type: ignore[method-assign,assignment]
     try:
         job = await run_one(db, runner_settings, spark, table_id, remove_week_old())
     finally:

@@ -58,7 +58,7 @@ def snapshot_ids(table: Table) -> list[int]:
     return [s.snapshot_id for s in table.refresh().metadata.snapshots]
 
 
-async def test_writer_snapshots_around_a_rewrite_do_not_count_against_it(tmp_path):
+async def test_writer_snapshots_around_a_rewrite_do_not_count_against_it(tmp_path: Path) -> None:
     table = make_table(tmp_path)
     for i in range(4):  # four small files, four manifests
         table.append(rows(10 * i, 3))
@@ -94,7 +94,7 @@ async def test_writer_snapshots_around_a_rewrite_do_not_count_against_it(tmp_pat
     assert table.scan().to_arrow().num_rows == everything.num_rows + 6
 
 
-async def test_a_rewrite_nobody_wrote_beside_is_measured_as_before(tmp_path):
+async def test_a_rewrite_nobody_wrote_beside_is_measured_as_before(tmp_path: Path) -> None:
     """A batch table: only the action's own snapshots after the start, so no own measurement
     and the entry is exactly the table-level one (no ``own`` key)."""
     table = make_table(tmp_path)

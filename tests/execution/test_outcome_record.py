@@ -5,7 +5,9 @@ for. Real Postgres, real queue transitions, a real ``Inspector``."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
+import asyncpg
 import pytest
 
 from icepack_core.errors import StaleFence
@@ -18,17 +20,22 @@ from icepack_core.execution.outcome import (
 )
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import TableRef
 
 
-async def test_the_read_probe_records_why_it_could_not_plan_instead_of_raising(settings):
-    probe = await read_probe(Inspector(settings), TableRef("nowhere", "db", "t"))
+async def test_the_read_probe_records_why_it_could_not_plan_instead_of_raising(
+    settings: Settings,
+) -> None:
+    probe = await read_probe(partial(Inspector(settings).load, TableRef("nowhere", "db", "t")))
     assert set(probe) == {"error"}
     assert "catalog 'nowhere' is not configured" in probe["error"]
 
 
-async def test_only_the_fence_holder_writes_the_outcome(db, settings):
+async def test_only_the_fence_holder_writes_the_outcome(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
     queue = JobQueue(db)
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'n', 't') RETURNING id"
@@ -49,7 +56,7 @@ async def test_only_the_fence_holder_writes_the_outcome(db, settings):
     assert (await queue.get(holder.id)).outcome == outcome
 
 
-def test_a_prediction_counts_only_for_the_action_it_was_made_for():
+def test_a_prediction_counts_only_for_the_action_it_was_made_for() -> None:
     predicted = {
         "actions": [
             {"action": "rewrite_data_files", "benefit": 12},
@@ -66,7 +73,7 @@ def test_a_prediction_counts_only_for_the_action_it_was_made_for():
         assert predicted_benefits(malformed, ["rewrite_data_files"]) == [None]
 
 
-def test_an_action_whose_inspection_failed_is_not_measured():
+def test_an_action_whose_inspection_failed_is_not_measured() -> None:
     entry = measured_action("rewrite_data_files", None, None, 12.0)
     assert entry["benefit"] is None and entry["ratio"] is None
     outcome = job_outcome([entry], {"error": "a"}, {"error": "b"})

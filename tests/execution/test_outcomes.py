@@ -11,19 +11,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import pytest
 from rich.console import Console
 
 from icepack_core.cli.outcomes import outcome_table, probe_line
-from icepack_core.db.queries import load_query
-from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner
-from icepack_core.queue.jobs import Job, JobQueue
-from icepack_core.spark.engine import LocalEngine
+from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.sql import qualified_name
-from icepack_core.types import JobState
 from icepack_gateway.models import JobOutcome, JobPrediction
+from tests.execution import executor_jobs
+from tests.execution.executor_jobs import plan_and_run
 from tests.execution.spark_tables import (
     CATALOG,
     data_file_count,
@@ -31,43 +31,19 @@ from tests.execution.spark_tables import (
     make_small_files_table,
     unique_name,
 )
-from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "outcomes"
 REWRITE = "rewrite_data_files"
 
 
-@pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
-    return service_settings(database_url, spark_catalog_settings, tmp_path)
-
-
 async def register(db: Any, spark: Any, table: str, name: str) -> int:
-    location = spark.sql(
-        f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
-    ).first()["file"]
-    table_id: int = await db.fetchval(load_query("table_insert"), CATALOG, NS, name, location, {})
-    return table_id
+    return await executor_jobs.register(db, spark, table, NS, name)
 
 
-async def plan_and_run(
-    db: Any, settings: Any, spark: Any, table_id: int, now: datetime | None = None
-) -> tuple[Any, Job]:
-    """Inspect (as the inspector does), plan, claim and run the planned job to its end."""
-    await TableInspections(settings, db).inspect_and_record(table_id)
-    queue = JobQueue(db)
-    planned = await Planner(settings, db, queue).plan(table_id, now=now)
-    assert planned.job_created, planned.recommendation
-    job = await queue.claim("executor@test", 60)
-    assert job is not None and job.id == planned.job_id
-    runner = JobRunner(db, settings, queue, LocalEngine(settings, session=spark), "executor@test")
-    done = (await runner.run(job)).job
-    assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
-    return planned, done
-
-
-async def test_a_compaction_records_its_prediction_and_measured_outcome(db, spark, runner_settings):
+async def test_a_compaction_records_its_prediction_and_measured_outcome(
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("compact")
     table = make_small_files_table(spark, NS, name, batches=12)
     contents, files = fingerprint(spark, table), data_file_count(spark, table)
@@ -76,11 +52,14 @@ async def test_a_compaction_records_its_prediction_and_measured_outcome(db, spar
 
     planned, job = await plan_and_run(db, runner_settings, spark, table_id)
 
+    assert planned.recommendation is not None
     assert [a.action for a in planned.recommendation.actions] == [REWRITE]
     assert fingerprint(spark, table) == contents and data_file_count(spark, table) == 1
     # Predicted at planning: the small files become one.
     prediction = JobPrediction.model_validate(job.predicted)
     (predicted,) = prediction.actions
+    assert predicted.before is not None
+    assert predicted.after is not None
     assert (predicted.before.data_files, predicted.after.data_files) == (files, 1)
     assert predicted.benefit == files - 1 and job.benefit == files - 1
     assert job.rewrite_bytes == predicted.rewrite_bytes > 0
@@ -132,8 +111,8 @@ def make_sparse_partitions_table(spark: Any, name: str, partitions: int) -> str:
 
 
 async def test_an_action_that_twice_measures_under_ten_percent_is_throttled(
-    db, spark, runner_settings
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("sparse")
     table = make_sparse_partitions_table(spark, name, partitions=8)
     contents = fingerprint(spark, table)
@@ -147,6 +126,7 @@ async def test_an_action_that_twice_measures_under_ten_percent_is_throttled(
         planned, job = await plan_and_run(
             db, runner_settings, spark, table_id, now=start + run * (cadence + timedelta(hours=1))
         )
+        assert planned.recommendation is not None
         assert [a.action for a in planned.recommendation.actions] == [REWRITE]
         (measured,) = JobOutcome.model_validate(job.outcome).actions
         assert measured.predicted_benefit == 7  # the planner sees 8 small files -> 1
@@ -158,7 +138,9 @@ async def test_an_action_that_twice_measures_under_ten_percent_is_throttled(
     await TableInspections(runner_settings, db).inspect_and_record(table_id)
     third = start + 2 * (cadence + timedelta(hours=1))
     outcome = await Planner(runner_settings, db, JobQueue(db)).plan(table_id, now=third)
+    assert outcome.recommendation is not None
     assert outcome.job_id is None and outcome.recommendation.actions == []
+    assert outcome.recommendation is not None
     (skip,) = [s for s in outcome.recommendation.skipped if s.action == REWRITE]
     assert skip.reason.startswith(
         "throttled: last 2 runs measured 0 % and 0 % of the predicted benefit (< 10 %); "

@@ -9,6 +9,7 @@ the check judges what DuckDB will cast.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -126,14 +127,16 @@ def assert_matches_duckdb(path: str) -> tuple[SchemaElement, ...]:
 
 
 @pytest.mark.parametrize("kind", LEAF_TYPES, ids=str)
-def test_every_leaf_type_decodes_as_duckdb_reads_it(tmp_path, kind):
+def test_every_leaf_type_decodes_as_duckdb_reads_it(tmp_path: Path, kind: pa.DataType) -> None:
     field = pa.field("c", kind, metadata={"PARQUET:field_id": "7"})
     elements = assert_matches_duckdb(write(tmp_path, pa.schema([field])))
     assert elements[1].field_id == 7 and elements[1].is_leaf
 
 
 @pytest.mark.parametrize("nest", NESTED, ids=["list", "struct", "map"])
-def test_nested_groups_decode_as_duckdb_reads_them(tmp_path, nest):
+def test_nested_groups_decode_as_duckdb_reads_them(
+    tmp_path: Path, nest: Callable[[pa.DataType], pa.DataType]
+) -> None:
     field = pa.field("g", nest(pa.int64()), metadata={"PARQUET:field_id": "8"})
     assert_matches_duckdb(write(tmp_path, pa.schema([field])))
 
@@ -152,7 +155,9 @@ def test_nested_groups_decode_as_duckdb_reads_them(tmp_path, nest):
         max_size=6,
     )
 )
-def test_any_schema_decodes_as_duckdb_reads_it(tmp_path, columns):
+def test_any_schema_decodes_as_duckdb_reads_it(
+    tmp_path: Path, columns: list[tuple[int, int | None, bool]]
+) -> None:
     fields = []
     for i, (leaf, nest, with_id) in enumerate(columns):
         if nest is not None and isinstance(LEAF_TYPES[leaf], pa.BaseExtensionType):
@@ -163,7 +168,7 @@ def test_any_schema_decodes_as_duckdb_reads_it(tmp_path, columns):
     assert_matches_duckdb(write(tmp_path, pa.schema(fields)))
 
 
-def test_annotations_that_disagree_are_read_as_written_and_refused(tmp_path):
+def test_annotations_that_disagree_are_read_as_written_and_refused(tmp_path: Path) -> None:
     """A footer whose logical type says INT(32) while its converted type says INT_8: PyArrow
     reports a plain int (it rebuilds the converted type from the logical one), DuckDB reads a
     TINYINT (300 as 44). The check must see the INT_8 and refuse the file."""
@@ -184,7 +189,7 @@ def test_annotations_that_disagree_are_read_as_written_and_refused(tmp_path):
         check_encodings(current, [str(path)])
 
 
-def test_each_distinct_schema_is_decoded_once(tmp_path):
+def test_each_distinct_schema_is_decoded_once(tmp_path: Path) -> None:
     one = pa.schema([pa.field("c", pa.int32(), metadata={"PARQUET:field_id": "1"})])
     other = pa.schema([pa.field("c", pa.int32(), metadata={"PARQUET:field_id": "2"})])
     reader = SchemaReader()
@@ -221,14 +226,16 @@ def test_each_distinct_schema_is_decoded_once(tmp_path):
         (b"PAR1\x15\x02\x19\x0c\x00" + b"\x05\x00\x00\x00PAR1", "not followed by num_rows"),
     ],
 )
-def test_a_file_that_is_not_plain_parquet_is_refused(tmp_path, content, reason):
+def test_a_file_that_is_not_plain_parquet_is_refused(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
     path = tmp_path / f"bad{next(_counter)}.parquet"
     path.write_bytes(content)
     with pytest.raises(InProcessUnsupported, match=reason):
         decode_schema(read_footer(str(path)))
 
 
-def test_a_group_where_a_column_is_declared_is_refused(tmp_path):
+def test_a_group_where_a_column_is_declared_is_refused(tmp_path: Path) -> None:
     """DuckDB would cast the struct to the declared string (``{'x': 1}``)."""
     kind = pa.struct([pa.field("x", pa.int32(), metadata={"PARQUET:field_id": "100"})])
     path = write(tmp_path, pa.schema([pa.field("c", kind, metadata={"PARQUET:field_id": "1"})]))
@@ -237,7 +244,7 @@ def test_a_group_where_a_column_is_declared_is_refused(tmp_path):
         check_encodings(current, [path])
 
 
-def test_two_columns_with_one_field_id_are_refused(tmp_path):
+def test_two_columns_with_one_field_id_are_refused(tmp_path: Path) -> None:
     fields = [pa.field(n, pa.int32(), metadata={"PARQUET:field_id": "1"}) for n in ("a", "b")]
     current = Schema(NestedField(1, "a", IntegerType(), required=False))
     with pytest.raises(InProcessUnsupported, match="same field id"):

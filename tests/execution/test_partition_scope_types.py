@@ -152,7 +152,7 @@ MANIFEST_UNREADABLE = {"fixed"}
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     SETTINGS[:] = [spark_catalog_settings]
     return LocalEngine(spark_catalog_settings, session=spark)
 
@@ -162,6 +162,7 @@ def pyiceberg_catalog(spark_catalog_settings: Settings) -> SqlCatalog:
     (cfg,) = spark_catalog_settings.effective_catalogs()
     assert cfg.uri is not None
     uri = cfg.uri.replace("postgresql://", "postgresql+psycopg2://", 1)
+    assert cfg.warehouse is not None
     return SqlCatalog(cfg.name, uri=uri, warehouse=cfg.warehouse)
 
 
@@ -245,7 +246,8 @@ async def run_and_check(
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) == len(hot_keys) + 1
     assert missing_referenced_files(spark, table) == []
-    (verified,) = outcome.verification["verified_snapshots"]
+    assert outcome.verification is not None
+    (verified,) = outcome.verification.to_json()["snapshots"]
     # Rows of what the verification fingerprinted: the table, or only the rewritten partitions.
     assert verified["ok"] and verified["rows_after"] == verified["rows_before"]
     if verified["scope"] == "table":
@@ -257,8 +259,8 @@ async def run_and_check(
 
 @pytest.mark.parametrize("type_name", sorted(CASES))
 async def test_scoped_rewrite_selects_exactly_the_hot_partitions(
-    spark, engine, pyiceberg_catalog, type_name
-):
+    spark: Any, engine: LocalEngine, pyiceberg_catalog: SqlCatalog, type_name: str
+) -> None:
     case = CASES[type_name]
     name = unique_name(f"typed_{type_name}")
     table = create_table(spark, pyiceberg_catalog, name, case)
@@ -269,7 +271,7 @@ async def test_scoped_rewrite_selects_exactly_the_hot_partitions(
         spark, engine, name, table, hot_keys, key_of(spark, case.ddl, case.cold)
     )
     assert outcome.output["scope"] == case.scope, outcome.output.get("scope_reason")
-    (verified,) = outcome.verification["verified_snapshots"]
+    (verified,) = outcome.verification.to_json()["snapshots"]
     # The verification's proof needs no partition text: its file diff is read from the
     # manifests and its touched partitions in process, with no Spark query, for every type
     # whose manifests PyIceberg decodes.
@@ -293,7 +295,9 @@ async def test_scoped_rewrite_selects_exactly_the_hot_partitions(
         assert form in where, (form, where)
 
 
-async def test_a_value_without_an_exact_literal_falls_back_to_the_whole_table(spark, engine):
+async def test_a_value_without_an_exact_literal_falls_back_to_the_whole_table(
+    spark: Any, engine: LocalEngine
+) -> None:
     """Year 10000 is a valid Spark date but has no Python date: the job still compacts, table-
     wide, and says which column and type made it fall back."""
     case = Case(
@@ -311,7 +315,9 @@ async def test_a_value_without_an_exact_literal_falls_back_to_the_whole_table(sp
     assert "where => " not in outcome.sql[-1]
 
 
-async def test_a_renamed_partition_field_falls_back_instead_of_failing(spark, engine):
+async def test_a_renamed_partition_field_falls_back_instead_of_failing(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("typed_renamed")
     table = qualified_name(CATALOG, [NS], name)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {qualified_name(CATALOG, [], NS)}")
@@ -329,7 +335,9 @@ async def test_a_renamed_partition_field_falls_back_instead_of_failing(spark, en
 
 
 @pytest.mark.parametrize("kind", ["thrift", "connect"])
-async def test_every_type_at_once_through_a_remote_engine(spark, request, kind):
+async def test_every_type_at_once_through_a_remote_engine(
+    spark: Any, request: pytest.FixtureRequest, kind: str
+) -> None:
     """All types in one multi-column identity spec, scoped through an engine that returns
     values as text (Thrift) or through Arrow (Connect)."""
     server = request.getfixturevalue(f"{kind}_server")

@@ -7,10 +7,13 @@ in-process against a real Postgres; poison jobs are queued the way anything else
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import asyncpg
 import pytest
 
-from icepack_core.queue.jobs import JobQueue
-from icepack_core.settings import load_settings
+from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.settings import Settings, load_settings
 from icepack_executor.service import ExecutorService
 from tests.support.services import running
 from tests.support.waiting import eventually
@@ -24,7 +27,7 @@ POISON = {
 
 
 @pytest.fixture
-def executor_settings(database_url, tmp_path):
+def executor_settings(database_url: str, tmp_path: Path) -> Settings:
     # No catalog is configured for the table below: its inspection fails (logged, not fatal),
     # and none of these jobs ever reaches Spark.
     return load_settings(
@@ -36,7 +39,9 @@ def executor_settings(database_url, tmp_path):
     )
 
 
-async def test_poison_jobs_fail_alone_and_the_executor_runs_the_next_job(db, executor_settings):
+async def test_poison_jobs_fail_alone_and_the_executor_runs_the_next_job(
+    db: asyncpg.Pool, executor_settings: Settings
+) -> None:
     queue = JobQueue(db)
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'n', 't') RETURNING id"
@@ -48,7 +53,12 @@ async def test_poison_jobs_fail_alone_and_the_executor_runs_the_next_job(db, exe
     poison = {}
     for priority, (label, actions) in enumerate(POISON.items()):
         poison[label] = (
-            await queue.enqueue(table_id, actions, priority=priority, max_attempts=3)
+            await queue.enqueue(
+                table_id,
+                actions,  # type: ignore[arg-type]  # deliberately malformed actions
+                priority=priority,
+                max_attempts=3,
+            )
         ).job.id
     poison["dropped table"] = (
         await queue.enqueue(
@@ -58,31 +68,34 @@ async def test_poison_jobs_fail_alone_and_the_executor_runs_the_next_job(db, exe
 
     async with running([ExecutorService()], executor_settings) as tasks:
 
-        async def all_finished():
+        async def all_finished() -> dict[str, Job] | None:
             states = {label: await queue.get(job_id) for label, job_id in poison.items()}
             done = all(j.state.terminal for j in states.values())
             return states if done else None
 
         finished = await eventually(all_finished, timeout=60, what="poison jobs to finish")
+        assert finished is not None
         for label, job in finished.items():
             assert job.state.value == "failed", (label, job.state, job.error)
             assert job.attempts == 1, (label, job.attempts)  # permanent: never retried
             assert job.error, label
+        errors = {label: job.error or "" for label, job in finished.items()}
         # Refused by the intent validation before any Spark call, naming the field.
-        assert "actions[0]" in finished["string list"].error
-        assert 'needs an "action" name' in finished["dict without action"].error
-        assert "actions[0].params" in finished["params is a list"].error
-        assert "unknown action 'drop_everything'" in finished["unknown action"].error
-        assert "unknown or dropped" in finished["dropped table"].error
+        assert "actions[0]" in errors["string list"]
+        assert 'needs an "action" name' in errors["dict without action"]
+        assert "actions[0].params" in errors["params is a list"]
+        assert "unknown action 'drop_everything'" in errors["unknown action"]
+        assert "unknown or dropped" in errors["dropped table"]
         assert not any(t.done() for t in tasks), "an executor task ended"
 
         good = (await queue.enqueue(table_id, [], priority=0)).job.id
 
-        async def good_done():
+        async def good_done() -> Job | None:
             job = await queue.get(good)
             return job if job.state.terminal else None
 
-        job = await eventually(good_done, timeout=60, what="the good job to finish")
-        assert job.state.value == "succeeded", job.error
+        good_job = await eventually(good_done, timeout=60, what="the good job to finish")
+        assert good_job is not None
+        assert good_job.state.value == "succeeded", good_job.error
         assert not any(t.done() for t in tasks), "an executor task ended"
     assert await db.fetchval("SELECT count(*) FROM icepack.table_locks") == 0

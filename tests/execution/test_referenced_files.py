@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyiceberg.io import InputFile, InputStream
@@ -19,13 +20,14 @@ from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.execution.ledger.referenced_files import referenced_paths, split_referenced
 from icepack_core.execution.verification.metadata_diff import checked_manifests, read_live_entries
 from icepack_core.safety.locations import location_key
+from icepack_core.settings import Settings
 from tests.execution.spark_tables import make_small_files_table, unique_name
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "referenced"
 
 
-def spark_references(spark, table: str) -> set[str]:
+def spark_references(spark: Any, table: str) -> set[str]:
     paths = [r[0] for r in spark.sql(f"SELECT file_path FROM {table}.all_files").collect()]
     paths += [r[0] for r in spark.sql(f"SELECT path FROM {table}.all_manifests").collect()]
     paths += [r[0] for r in spark.sql(f"SELECT manifest_list FROM {table}.snapshots").collect()]
@@ -33,7 +35,9 @@ def spark_references(spark, table: str) -> set[str]:
     return {location_key(p) for p in paths}
 
 
-def test_every_file_spark_says_is_referenced_is_in_the_set(spark, spark_catalog_settings):
+def test_every_file_spark_says_is_referenced_is_in_the_set(
+    spark: Any, spark_catalog_settings: Settings
+) -> None:
     name = unique_name("refs")
     table = make_small_files_table(spark, NS, name, batches=3, merge_on_read=True)
     spark.sql(f"DELETE FROM {table} WHERE id % 5 = 0")  # position delete files
@@ -79,13 +83,17 @@ def pyiceberg_references(metadata: str) -> set[str]:
 
 
 @pytest.mark.parametrize("name", ["spark_v1", "spark_v2", "spark_v3", "pyiceberg_v2"])
-def test_the_references_of_every_kind_of_table_equal_pyiceberg_s(name, monkeypatch):
+def test_the_references_of_every_kind_of_table_equal_pyiceberg_s(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(TABLES)  # the tables' locations are relative to it
     metadata = CASES[name]["metadata"]
     assert referenced_paths(PyArrowFileIO(), metadata) == pyiceberg_references(metadata)
 
 
-def test_a_v1_table_listing_its_manifests_inline_references_its_twin_s_files(monkeypatch):
+def test_a_v1_table_listing_its_manifests_inline_references_its_twin_s_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """spark_v1_inline is spark_v1 with each snapshot's manifests inline and the manifest
     lists removed (paths renamed): every manifest and content file of the twin is referenced."""
     monkeypatch.chdir(TABLES)
@@ -105,7 +113,7 @@ class CountingIO(PyArrowFileIO):
         super().__init__()
         self.opened: Counter[str] = Counter()
 
-    def new_input(self, location: str) -> InputFile:
+    def new_input(self, location: str) -> InputFile:  # type: ignore[override]  # a counting wrapper
         inner = super().new_input(location)
         opened = self.opened
 
@@ -124,7 +132,9 @@ class CountingIO(PyArrowFileIO):
 
 
 @pytest.mark.parametrize("name", ["spark_v2", "spark_v3", "pyiceberg_v2"])
-def test_every_manifest_and_manifest_list_is_read_once(name, monkeypatch):
+def test_every_manifest_and_manifest_list_is_read_once(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The framing check and the decoder share one read: against object storage each read is
     a request, and the reference check and the verification's file diff read every manifest."""
     monkeypatch.chdir(TABLES)

@@ -9,21 +9,29 @@ import asyncio
 import hashlib
 import json
 import os
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import asyncpg
 import pytest
-from typer.testing import CliRunner
+from pyiceberg.catalog.sql import SqlCatalog
+from typer.testing import CliRunner, Result
 
 from icepack_core.cli.app import app as cli_app
 from icepack_core.execution.ledger.file_mover import FileMover
 from icepack_core.execution.ledger.quarantine import OrphanQuarantine
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import CatalogConfig
 from tests.plugins.catalogs import rows
 
 
 @pytest.fixture
-def cli(database_url, scratch_catalog, monkeypatch):
+def cli(
+    database_url: str,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[..., Awaitable[Result]]:
     cfg, _ = scratch_catalog
     monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
     monkeypatch.setenv("ICEPACK_CATALOGS", json.dumps([cfg.model_dump(mode="json")]))
@@ -36,7 +44,11 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-async def test_restore_puts_the_bytes_back_and_refuses_an_occupied_path(cli, db, scratch_catalog):
+async def test_restore_puts_the_bytes_back_and_refuses_an_occupied_path(
+    cli: Callable[..., Awaitable[Result]],
+    db: asyncpg.Pool,
+    scratch_catalog: tuple[CatalogConfig, SqlCatalog],
+) -> None:
     cfg, catalog = scratch_catalog
     catalog.create_namespace("ns")
     table = catalog.create_table("ns.events", rows(0).schema)

@@ -3,10 +3,13 @@ on the shared session: the next table runs with the session's own values."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from icepack_core.errors import InvalidIdentifier
-from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.execution.maintenance import AfterCall, TableMaintenance
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import spark_conf_reset, spark_conf_set, spark_conf_show
 from icepack_core.types import TableRef
@@ -22,11 +25,14 @@ TUNED = {
 }
 
 
-def conf(spark, key):
-    return spark.sql(spark_conf_show(key)).first()["value"]
+def conf(spark: Any, key: str) -> str:
+    value: str = spark.sql(spark_conf_show(key)).first()["value"]
+    return value
 
 
-async def test_confs_of_one_table_are_reset_before_the_next(spark, spark_catalog_settings):
+async def test_confs_of_one_table_are_reset_before_the_next(
+    spark: Any, spark_catalog_settings: Settings
+) -> None:
     engine = LocalEngine(spark_catalog_settings, session=spark)
     spark.sql(spark_conf_set(SHUFFLE, "11"))  # the session's own value, not Spark's default
     spark.sql(spark_conf_reset(PLANNING))
@@ -35,8 +41,8 @@ async def test_confs_of_one_table_are_reset_before_the_next(spark, spark_catalog
     before = {n: fingerprint(spark, t) for n, t in tables.items()}
     seen: dict[str, tuple[str, str]] = {}
 
-    def recorder(name):
-        async def after_call(_action):
+    def recorder(name: str) -> AfterCall:
+        async def after_call(_action: str) -> None:
             seen[name] = (conf(spark, SHUFFLE), conf(spark, PLANNING))
 
         return after_call
@@ -54,7 +60,9 @@ async def test_confs_of_one_table_are_reset_before_the_next(spark, spark_catalog
     assert {n: fingerprint(spark, t) for n, t in tables.items()} == before
 
 
-async def test_confs_are_reset_when_the_action_fails(spark, spark_catalog_settings):
+async def test_confs_are_reset_when_the_action_fails(
+    spark: Any, spark_catalog_settings: Settings
+) -> None:
     engine = LocalEngine(spark_catalog_settings, session=spark)
     spark.sql(spark_conf_set(SHUFFLE, "11"))
     missing = TableMaintenance(engine, TableRef(CATALOG, NS, unique_name("missing")), TUNED)
@@ -63,7 +71,7 @@ async def test_confs_are_reset_when_the_action_fails(spark, spark_catalog_settin
     assert (conf(spark, SHUFFLE), conf(spark, PLANNING)) == ("11", "<undefined>")
 
 
-def test_conf_statements_refuse_keys_outside_the_allowlist():
+def test_conf_statements_refuse_keys_outside_the_allowlist() -> None:
     with pytest.raises(InvalidIdentifier, match=r"spark\.sql\.warehouse\.dir"):
         spark_conf_show("spark.sql.warehouse.dir")
     with pytest.raises(InvalidIdentifier, match=r"spark\.sql\.warehouse\.dir"):

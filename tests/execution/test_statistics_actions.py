@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from icepack_core.db.queries import load_query
@@ -25,6 +26,7 @@ from icepack_core.inspection.inspector import MemoryManifestCache, inspect_table
 from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState, PolicyType
 from icepack_gateway.models import JobOutcome, JobPrediction
@@ -49,7 +51,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     # No expiry age floor: the lifecycle test expires its brand-new snapshots through the ledger.
     return service_settings(
         database_url, spark_catalog_settings, tmp_path, expiry_min_age_hours=0.0
@@ -151,7 +155,8 @@ def actions_of(planned: Any) -> list[str]:
 
 
 def skip_reason(planned: Any, action: str) -> str:
-    return next(s.reason for s in planned.recommendation.skipped if s.action == action)
+    found: str = next(s.reason for s in planned.recommendation.skipped if s.action == action)
+    return found
 
 
 async def job_outputs(db: Any, job_id: int) -> dict[str, dict[str, Any]]:
@@ -160,8 +165,8 @@ async def job_outputs(db: Any, job_id: int) -> dict[str, dict[str, Any]]:
 
 
 async def test_missing_then_stale_statistics_are_computed_without_touching_the_data(
-    db, spark, runner_settings
-):
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("lifecycle")
     # Two appends over two partitions: four small files, below compaction's five.
     table = make_small_files_table(spark, NS, name, batches=2, partitioned=True)
@@ -201,7 +206,10 @@ async def test_missing_then_stale_statistics_are_computed_without_touching_the_d
     assert [
         p.statistics is not None and p.statistics.present_for_current for p in predicted.actions
     ] == [True, True]
-    assert all(p.statistics.snapshot_id == before["snapshot"] for p in predicted.actions)
+    assert all(
+        p.statistics is not None and p.statistics.snapshot_id == before["snapshot"]
+        for p in predicted.actions
+    )
     measured = JobOutcome.model_validate(job.outcome)
     for m, entry in zip(measured.actions, (stats, partition_stats), strict=True):
         assert m.statistics is not None and m.statistics.present_for_current
@@ -228,7 +236,8 @@ async def test_missing_then_stale_statistics_are_computed_without_touching_the_d
     assert missing_metadata_files(loaded) == []
     described = {s["snapshot-id"] for s in doc["statistics"]}
     assert described == {before["snapshot"], moved["snapshot"]}
-    assert JobOutcome.model_validate(second.outcome).actions[0].statistics.present_for_current
+    stats = JobOutcome.model_validate(second.outcome).actions[0].statistics
+    assert stats is not None and stats.present_for_current
 
     # Expiry through the deletion ledger records the statistics files of the snapshot it
     # expires (both kinds) before deleting them, and keeps those of the current snapshot.
@@ -268,7 +277,9 @@ async def test_missing_then_stale_statistics_are_computed_without_touching_the_d
         assert theirs.table_metrics() == ours.table_metrics()
 
 
-async def test_a_table_whose_policy_disables_statistics_is_not_planned(db, spark, runner_settings):
+async def test_a_table_whose_policy_disables_statistics_is_not_planned(
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     name = unique_name("disabled")
     table = make_small_files_table(spark, NS, name, batches=2, partitioned=True)
     table_id = await register(db, spark, table, name)
@@ -287,7 +298,9 @@ async def test_a_table_whose_policy_disables_statistics_is_not_planned(db, spark
     assert not doc.get("statistics") and not doc.get("partition-statistics")
 
 
-async def test_statistics_of_a_table_without_a_snapshot_call_nothing(db, spark, runner_settings):
+async def test_statistics_of_a_table_without_a_snapshot_call_nothing(
+    db: asyncpg.Pool, spark: Any, runner_settings: Settings
+) -> None:
     """An operator's ``compute_table_stats`` (no policy needed: it only adds metadata) on a
     table without a snapshot runs through the executor, calls nothing and records why."""
     name = unique_name("empty")

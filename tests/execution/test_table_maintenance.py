@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from icepack_core.errors import OrphanLimitExceeded, PermanentError
 from icepack_core.execution.maintenance import OrphanLimits, TableMaintenance, VerificationFailed
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
 from icepack_core.types import TableRef
@@ -29,15 +31,17 @@ NS = "maint"
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
-def maintenance(engine, name, **kwargs):
+def maintenance(engine: LocalEngine, name: str, **kwargs: Any) -> TableMaintenance:
     return TableMaintenance(engine, TableRef(CATALOG, NS, name), **kwargs)
 
 
-async def test_rewrite_data_files_compacts_without_losing_a_row(spark, engine):
+async def test_rewrite_data_files_compacts_without_losing_a_row(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("small")
     table = make_small_files_table(spark, NS, name, batches=12)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
@@ -50,7 +54,8 @@ async def test_rewrite_data_files_compacts_without_losing_a_row(spark, engine):
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) < files_before
     assert outcome.output["rewritten_data_files_count"] == files_before
-    (verified,) = outcome.verification["verified_snapshots"]
+    assert outcome.verification is not None
+    (verified,) = outcome.verification.to_json()["snapshots"]
     assert verified["rows_before"] == verified["rows_after"] == before[0]
     assert (
         "CALL `icepack`.`system`.`rewrite_data_files`(table => '`icepack`.`maint`."
@@ -59,7 +64,9 @@ async def test_rewrite_data_files_compacts_without_losing_a_row(spark, engine):
     assert missing_referenced_files(spark, table) == []
 
 
-async def test_partition_scoped_rewrite_leaves_other_partitions_alone(spark, engine):
+async def test_partition_scoped_rewrite_leaves_other_partitions_alone(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("parts")
     table = make_small_files_table(spark, NS, name, batches=8, partitioned=True)
     files_b_before = spark.sql(
@@ -82,7 +89,9 @@ async def test_partition_scoped_rewrite_leaves_other_partitions_alone(spark, eng
     assert fingerprint(spark, table) == before
 
 
-async def test_expire_snapshots_keeps_every_file_the_survivors_need(spark, engine):
+async def test_expire_snapshots_keeps_every_file_the_survivors_need(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("snaps")
     table = make_small_files_table(spark, NS, name, batches=6)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
@@ -101,7 +110,9 @@ async def test_expire_snapshots_keeps_every_file_the_survivors_need(spark, engin
     assert missing_referenced_files(spark, table) == []
 
 
-async def test_rewrite_manifests_and_position_deletes_on_merge_on_read(spark, engine):
+async def test_rewrite_manifests_and_position_deletes_on_merge_on_read(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("mor")
     table = make_small_files_table(spark, NS, name, batches=6, merge_on_read=True)
     spark.sql(f"DELETE FROM {table} WHERE id % 7 = 0")
@@ -118,7 +129,7 @@ async def test_rewrite_manifests_and_position_deletes_on_merge_on_read(spark, en
     assert missing_referenced_files(spark, table) == []
 
 
-async def test_broken_rewrite_is_detected_and_rolled_back(spark, engine):
+async def test_broken_rewrite_is_detected_and_rolled_back(spark: Any, engine: LocalEngine) -> None:
     name = unique_name("broken")
     table = make_small_files_table(spark, NS, name, batches=6)
     before = fingerprint(spark, table)
@@ -126,7 +137,7 @@ async def test_broken_rewrite_is_detected_and_rolled_back(spark, engine):
         f"SELECT snapshot_id FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1"
     ).first()["snapshot_id"]
 
-    async def drop_a_file_in_a_rewrite(_action):
+    async def drop_a_file_in_a_rewrite(_action: str) -> None:
         # Test-only fault: commit a "replace" that deletes one data file and adds nothing,
         # through Iceberg's Java API, as a buggy rewrite would.
         jvm = spark._jvm
@@ -142,9 +153,9 @@ async def test_broken_rewrite_is_detected_and_rolled_back(spark, engine):
         await maintenance(engine, name, after_call=drop_a_file_in_a_rewrite).run(
             {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "50"}}}
         )
-    evidence = exc.value.evidence
-    assert evidence["rows_before"] == before[0] and evidence["rows_after"] < before[0]
-    assert evidence["rolled_back"] is True
+    violation = exc.value.evidence.to_json()["violation"]
+    assert violation["rows_before"] == before[0] and violation["rows_after"] < before[0]
+    assert exc.value.evidence.rolled_back is True
     assert fingerprint(spark, table) == before
     current = spark.sql(
         f"SELECT snapshot_id FROM {table}.history WHERE is_current_ancestor "
@@ -153,7 +164,9 @@ async def test_broken_rewrite_is_detected_and_rolled_back(spark, engine):
     assert current == original_snapshot
 
 
-async def test_orphan_removal_spares_young_and_referenced_files(spark, engine):
+async def test_orphan_removal_spares_young_and_referenced_files(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("orphans")
     table = make_small_files_table(spark, NS, name, batches=3)
     before = fingerprint(spark, table)
@@ -187,7 +200,8 @@ async def test_orphan_removal_spares_young_and_referenced_files(spark, engine):
             orphan_limits=OrphanLimits(max_files=0),
         ).run(intent)
     assert over.value.evidence["dry_run_orphans"] == 1
-    assert "orphan-from-a-crashed-job" in over.value.evidence["orphans"][0]
+    orphans = over.value.evidence["orphans"]
+    assert isinstance(orphans, list) and "orphan-from-a-crashed-job" in orphans[0]
     assert old_orphan.exists()
 
     # Without the deletion ledger nothing is removed: the procedure never deletes
@@ -196,7 +210,7 @@ async def test_orphan_removal_spares_young_and_referenced_files(spark, engine):
         await maintenance(engine, name, orphan_location=table_location(spark, table)).run(intent)
     seen = []
 
-    async def sink(paths, location, older_than):
+    async def sink(paths: list[str], location: str, older_than: datetime) -> dict[str, Any]:
         seen.append((paths, location, older_than))
         return {"files_quarantined": len(paths)}
 
@@ -215,12 +229,13 @@ async def test_orphan_removal_spares_young_and_referenced_files(spark, engine):
     assert fingerprint(spark, table) == before
 
 
-def table_location(spark, table: str) -> str:
+def table_location(spark: Any, table: str) -> str:
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
-    return next(r["data_type"] for r in rows if r["col_name"] == "Location")
+    location: str = next(r["data_type"] for r in rows if r["col_name"] == "Location")
+    return location
 
 
-async def test_hostile_table_name_is_quoted_not_executed(spark, engine):
+async def test_hostile_table_name_is_quoted_not_executed(spark: Any, engine: LocalEngine) -> None:
     name = "we'ird`; DROP TABLE x --ünï"
     table = qualified_name(CATALOG, [NS], name)
     spark.sql(f"CREATE TABLE {table} (id BIGINT) USING iceberg")
@@ -237,7 +252,9 @@ async def test_hostile_table_name_is_quoted_not_executed(spark, engine):
     )
 
 
-async def test_partition_scope_is_decided_from_fresh_file_stats(spark, engine):
+async def test_partition_scope_is_decided_from_fresh_file_stats(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("scope")
     table = make_small_files_table(spark, NS, name, batches=3, partitioned=True)
     for i in range(5):  # partition a: 8 small files; partition b: 3 (below min-input-files)

@@ -11,6 +11,7 @@ PyIceberg's transform of each value, under a non-UTC session time zone.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from pyiceberg.types import DateType, LongType, StringType, TimestampType, Times
 
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.execution.scoping.transform_predicates import Transform, field_term
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.literals import SparkType, typed_literal
 from icepack_core.spark.sql import qualified_name
@@ -48,12 +50,12 @@ _EPOCH = datetime(1970, 1, 1)
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
 @pytest.fixture
-def new_york(spark):
+def new_york(spark: Any) -> Iterator[None]:
     """A session zone far from UTC: a term that depended on it would select the wrong hour."""
     spark.sql("SET spark.sql.session.timeZone=America/New_York")
     try:
@@ -178,8 +180,13 @@ def make_table(spark: Any, case: Case) -> tuple[str, str, set[str], set[str]]:
 @pytest.mark.parametrize("reader", ["in_process", "engine"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.partitioned_by)
 async def test_each_transform_compacts_only_the_hot_partition(
-    case, reader, spark, engine, spark_catalog_settings, new_york
-):
+    case: Case,
+    reader: str,
+    spark: Any,
+    engine: LocalEngine,
+    spark_catalog_settings: Settings,
+    new_york: None,
+) -> None:
     name, table, hot, cold = make_table(spark, case)
     assert len(hot) == 3 and len(cold) == 1
     before = fingerprint(spark, table)
@@ -199,7 +206,8 @@ async def test_each_transform_compacts_only_the_hot_partition(
     assert cold <= after and not hot & after and len(after) == 2
     assert fingerprint(spark, table) == before
     assert missing_referenced_files(spark, table) == []
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert (record["partitions_total"], record["partitions_proven"]) == (2, 1)
     assert record["reader"] == reader
@@ -272,8 +280,8 @@ TERM_CASES: dict[str, tuple[Any, str, Any, Any]] = {
 )
 @given(data=st.data())
 def test_a_term_holds_exactly_for_the_values_of_its_partition(
-    kind, time_function, data, spark, new_york
-):
+    kind: str, time_function: bool, data: st.DataObject, spark: Any, new_york: None
+) -> None:
     """Values near one drawn value (a partition likely to hold several of them) and random
     ones: Spark evaluates the term of the first value's partition on every value, and it is
     true exactly where PyIceberg's transform gives that partition."""

@@ -13,10 +13,13 @@ process, ``file_fingerprint``, the executor's default) and ``engine`` (the prune
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance, VerificationFailed
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import procedure_call
 from icepack_core.types import TableRef
@@ -44,21 +47,24 @@ COMPACT = {"action": "rewrite_data_files", "params": {"options": {"min-input-fil
 NO_OP_REWRITE = {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "500"}}}
 
 
-SETTINGS = []  # the catalog the metadata loader reads (set by the engine fixture)
+SETTINGS: list[Settings] = []  # the catalog the metadata loader reads (set by the engine fixture)
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     SETTINGS[:] = [spark_catalog_settings]
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
 @pytest.fixture(params=["in_process", "engine"])
-def reader(request):
-    return request.param
+def reader(request: pytest.FixtureRequest) -> str:
+    param: str = request.param
+    return param
 
 
-def maintenance(engine, name, reader="in_process", **kwargs):
+def maintenance(
+    engine: LocalEngine, name: str, reader: str = "in_process", **kwargs: Any
+) -> TableMaintenance:
     loader = metadata_loader(SETTINGS[0], NS, name)
     return TableMaintenance(
         engine,
@@ -69,13 +75,13 @@ def maintenance(engine, name, reader="in_process", **kwargs):
     )
 
 
-def labels(record):
+def labels(record: dict[str, Any]) -> set[str]:
     return {json.loads(p["partition"])["part"] for p in record["fingerprinted"]}
 
 
 async def test_compaction_fingerprints_only_the_rewritten_partitions(
-    spark, engine, reader, tmp_path
-):
+    spark: Any, engine: LocalEngine, reader: str, tmp_path: Path
+) -> None:
     name = unique_name("scoped")
     table = make_partitioned_table(spark, NS, name)
     before, start = content(spark, table), current_snapshot(spark, table)
@@ -84,7 +90,7 @@ async def test_compaction_fingerprints_only_the_rewritten_partitions(
     # by the verification (either snapshot) would fail.
     hidden = HiddenFiles(spark, NS, name, COLD, tmp_path / "aside")
 
-    async def hide(_action):
+    async def hide(_action: str) -> None:
         hidden.hide()
 
     try:
@@ -92,7 +98,8 @@ async def test_compaction_fingerprints_only_the_rewritten_partitions(
     finally:
         hidden.restore()
     assert outcome.output["rewritten_data_files_count"] == 8
-    evidence = outcome.verification["verification"]
+    assert outcome.verification is not None
+    evidence = outcome.verification.to_json()
     (record,) = evidence["snapshots"]
     assert evidence["status"] == "verified" and record["ok"]
     assert record["scope"] == "partitions"
@@ -123,8 +130,8 @@ async def test_compaction_fingerprints_only_the_rewritten_partitions(
     ],
 )
 async def test_corrupted_rewritten_partition_is_caught_and_rolled_back(
-    spark, engine, reader, fault
-):
+    spark: Any, engine: LocalEngine, reader: str, fault: str
+) -> None:
     name = unique_name("corrupt")
     table = make_partitioned_table(spark, NS, name)
     before, original = content(spark, table), current_snapshot(spark, table)
@@ -142,12 +149,12 @@ async def test_corrupted_rewritten_partition_is_caught_and_rolled_back(
     }[fault]
     bad: list[int] = []
 
-    async def corrupt(_action):
+    async def corrupt(_action: str) -> None:
         bad.append(commit_replacing_partitions(spark, NS, name, {"p0": replacement}))
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, reader, after_call=corrupt).run(NO_OP_REWRITE)
-    evidence = exc.value.evidence
+    evidence = exc.value.evidence.to_json()
     violation = evidence["violation"]
     assert evidence["status"] == "violation" and violation["snapshot_id"] == bad[0]
     # The in-process reader only proves equality: what it finds different, Spark's scan judges.
@@ -171,13 +178,15 @@ async def test_corrupted_rewritten_partition_is_caught_and_rolled_back(
     assert content(spark, table) == before and current_snapshot(spark, table) == original
 
 
-async def test_commit_that_also_changes_an_untouched_partition_is_caught(spark, engine, reader):
+async def test_commit_that_also_changes_an_untouched_partition_is_caught(
+    spark: Any, engine: LocalEngine, reader: str
+) -> None:
     name = unique_name("alsob")
     table = make_partitioned_table(spark, NS, name)
     before, original = content(spark, table), current_snapshot(spark, table)
     bad: list[int] = []
 
-    async def legit_p0_and_a_row_lost_in_p2(_action):
+    async def legit_p0_and_a_row_lost_in_p2(_action: str) -> None:
         bad.append(
             commit_replacing_partitions(
                 spark,
@@ -194,7 +203,7 @@ async def test_commit_that_also_changes_an_untouched_partition_is_caught(spark, 
         await maintenance(engine, name, reader, after_call=legit_p0_and_a_row_lost_in_p2).run(
             NO_OP_REWRITE
         )
-    violation = exc.value.evidence["violation"]
+    violation = exc.value.evidence.to_json()["violation"]
     assert violation["reader"] == "engine"
     if reader == "in_process":
         assert violation["reader_fallback"].startswith("the in-process read differs (partition")
@@ -202,13 +211,13 @@ async def test_commit_that_also_changes_an_untouched_partition_is_caught(spark, 
     assert labels(violation) == {"p0", "p2"} and violation["partitions_proven"] == 2
     assert violation["files_diff"] == "metadata"
     assert (violation["rows_before"], violation["rows_after"]) == (24, 23)
-    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before and current_snapshot(spark, table) == original
 
 
 async def test_delete_file_naming_another_partitions_file_touches_that_partition(
-    spark, engine, tmp_path
-):
+    spark: Any, engine: LocalEngine, tmp_path: Path
+) -> None:
     name = unique_name("named")
     table = make_partitioned_table(spark, NS, name, merge_on_read=True)
     # A position delete file in p3 (1 of 12 rows, under the rewrite's delete-ratio threshold).
@@ -216,7 +225,7 @@ async def test_delete_file_naming_another_partitions_file_touches_that_partition
     before, original = content(spark, table), current_snapshot(spark, table)
     at_bad: list[object] = []
 
-    async def rewrite_p3_deletes_adding_one_for_p2(_action):
+    async def rewrite_p3_deletes_adding_one_for_p2(_action: str) -> None:
         delete = position_delete_for_another_partition(spark, NS, name, 2000, "p3")
         commit_rewriting_deletes(spark, NS, name, tmp_path / "copies", delete)
         at_bad.append(content(spark, table))  # what readers see at the new snapshot
@@ -227,10 +236,11 @@ async def test_delete_file_naming_another_partitions_file_touches_that_partition
         outcome = await maintenance(
             engine, name, after_call=rewrite_p3_deletes_adding_one_for_p2
         ).run(NO_OP_REWRITE)
-        record, failed = outcome.verification["verification"]["snapshots"][-1], False
+        assert outcome.verification is not None
+        record, failed = outcome.verification.to_json()["snapshots"][-1], False
     except VerificationFailed as exc:  # measured with Iceberg 1.10: the delete applies by path
-        record, failed = exc.evidence["violation"], True
-        assert exc.evidence["rollback"]["status"] == "rolled_back"
+        record, failed = exc.evidence.to_json()["violation"], True
+        assert exc.evidence.to_json()["rollback"]["status"] == "rolled_back"
         assert current_snapshot(spark, table) == original
     assert record["scope"] == "partitions" and labels(record) == {"p2", "p3"}
     assert record["files_diff"] == "metadata"
@@ -241,18 +251,23 @@ async def test_delete_file_naming_another_partitions_file_touches_that_partition
     assert content(spark, table) == before
 
 
-async def test_rewrite_that_changes_no_file_is_proven_from_metadata(spark, engine):
+async def test_rewrite_that_changes_no_file_is_proven_from_metadata(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("manifests")
     table = make_partitioned_table(spark, NS, name)
     before, original = content(spark, table), current_snapshot(spark, table)
 
-    async def rewrite_manifests(_action):  # a replace snapshot with the very same files
+    async def rewrite_manifests(
+        _action: str,
+    ) -> None:  # a replace snapshot with the very same files
         spark.sql(
             procedure_call(CATALOG, "rewrite_manifests", {"table": TableRef(CATALOG, NS, name)})
         ).collect()
 
     outcome = await maintenance(engine, name, after_call=rewrite_manifests).run(NO_OP_REWRITE)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["parent_id"] == original and record["snapshot_id"] != original
     assert record["ok"] and record["scope"] == "none"
     assert (
@@ -263,7 +278,9 @@ async def test_rewrite_that_changes_no_file_is_proven_from_metadata(spark, engin
     assert content(spark, table) == before
 
 
-async def test_position_delete_rewrite_is_scoped_to_its_partition(spark, engine):
+async def test_position_delete_rewrite_is_scoped_to_its_partition(
+    spark: Any, engine: LocalEngine
+) -> None:
     name = unique_name("posdel")
     table = make_partitioned_table(spark, NS, name, merge_on_read=True)
     spark.sql(f"DELETE FROM {table} WHERE id = 1")
@@ -273,14 +290,15 @@ async def test_position_delete_rewrite_is_scoped_to_its_partition(spark, engine)
         {"action": "rewrite_position_delete_files", "params": {"options": {"rewrite-all": "true"}}}
     )
     assert outcome.output["rewritten_delete_files_count"] == 2
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions" and labels(record) == {"p0"}
     assert record["reader"] == "engine" and "delete files" in record["reader_fallback"]
     assert record["rows_before"] == record["rows_after"] == 10
     assert content(spark, table) == before
 
 
-def assert_whole_or_read_in_process(record, reader, why):
+def assert_whole_or_read_in_process(record: dict[str, Any], reader: str, why: str) -> None:
     """Without identity partitions Spark's scan cannot be pruned: the engine compares the whole
     table; the in-process reader proves the touched partitions equal from their files (their
     keys come from the manifests, no filter is needed). A difference it finds goes to the whole
@@ -293,26 +311,29 @@ def assert_whole_or_read_in_process(record, reader, why):
         assert record["reader_fallback"].startswith("the in-process read differs (partition")
 
 
-async def test_unpartitioned_table(spark, engine, reader):
+async def test_unpartitioned_table(spark: Any, engine: LocalEngine, reader: str) -> None:
     name = unique_name("flat")
     table = make_partitioned_table(spark, NS, name, partitioned_by="")
     before, original = content(spark, table), current_snapshot(spark, table)
     fp = fingerprint(spark, table)
 
-    async def swap(_action):  # same row count, other contents: only the checksum sees it
+    async def swap(
+        _action: str,
+    ) -> None:  # same row count, other contents: only the checksum sees it
         commit_swapping_a_file(spark, NS, name)
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, reader, after_call=swap).run(NO_OP_REWRITE)
-    violation = exc.value.evidence["violation"]
+    violation = exc.value.evidence.to_json()["violation"]
     assert_whole_or_read_in_process(violation, reader, "unpartitioned")
     assert violation["rows_before"] == violation["rows_after"] == 48
     assert violation["checksum_before"] != violation["checksum_after"]
-    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert fingerprint(spark, table) == fp and current_snapshot(spark, table) == original
 
     outcome = await maintenance(engine, name, reader).run(COMPACT)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"]
     assert_whole_or_read_in_process(record, reader, "unpartitioned")
     assert record["rows_before"] == record["rows_after"] == 48
@@ -320,12 +341,15 @@ async def test_unpartitioned_table(spark, engine, reader):
 
 
 @pytest.mark.parametrize("transform", ["days(ts)", "bucket(4, id)"])
-async def test_transform_partitioned_table(spark, engine, reader, transform):
+async def test_transform_partitioned_table(
+    spark: Any, engine: LocalEngine, reader: str, transform: str
+) -> None:
     name = unique_name("transform")
     table = make_partitioned_table(spark, NS, name, partitioned_by=transform)
     before = content(spark, table)
     outcome = await maintenance(engine, name, reader).run(COMPACT)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     # Both readers compare only the touched partitions: the engine filters them by Iceberg's
     # transform functions (the fields from the loaded spec), the in-process reader by files.
     assert record["ok"] and record["scope"] == "partitions", record
@@ -335,25 +359,27 @@ async def test_transform_partitioned_table(spark, engine, reader, transform):
     assert content(spark, table) == before
     compacted = current_snapshot(spark, table)
 
-    async def drop(_action):
+    async def drop(_action: str) -> None:
         commit_dropping_a_file(spark, NS, name)
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, reader, after_call=drop).run(NO_OP_REWRITE)
-    violation = exc.value.evidence["violation"]
+    violation = exc.value.evidence.to_json()["violation"]
     assert violation["scope"] == "partitions" and violation["reader"] == "engine", violation
     if reader == "in_process":
         assert violation["reader_fallback"].startswith("the in-process read differs (partition")
     assert violation["rows_after"] < violation["rows_before"]
-    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before and current_snapshot(spark, table) == compacted
 
 
-async def test_every_primitive_type_spark_writes_is_proven_in_process(spark, engine):
+async def test_every_primitive_type_spark_writes_is_proven_in_process(
+    spark: Any, engine: LocalEngine
+) -> None:
     """Files Spark wrote with every primitive type it has (NULLs, NaN and -0.0 among the values,
     an ``int`` column widened to ``bigint`` so that the older files hold int32) are read by field
     id and proven equal after a real compaction, with no Spark scan."""
-    from tests.execution.spark_tables import qualified_name
+    from icepack_core.spark.sql import qualified_name
 
     name = unique_name("prims")
     table = qualified_name(CATALOG, [NS], name)
@@ -379,7 +405,8 @@ async def test_every_primitive_type_spark_writes_is_proven_in_process(spark, eng
 
     outcome = await maintenance(engine, name).run(COMPACT)
 
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert record["reader"] == "in_process", record.get("reader_fallback")
     assert record["rows_before"] == record["rows_after"] == 30

@@ -32,13 +32,13 @@ ROW_FILTER = (
 )
 
 
-def test_a_filter_operator_anywhere_in_the_plan_is_seen():
+def test_a_filter_operator_anywhere_in_the_plan_is_seen() -> None:
     assert has_post_scan_filter(ROW_FILTER)
     assert has_post_scan_filter("(2) Filter [codegen id : 1]\nInput [1]: [id#1L]")  # formatted
     assert has_post_scan_filter("*(1) Filter isnotnull(x#1)")
 
 
-def test_iceberg_pushed_filters_and_runtime_filters_are_not_a_filter_operator():
+def test_iceberg_pushed_filters_and_runtime_filters_are_not_a_filter_operator() -> None:
     assert not has_post_scan_filter(PRUNED)
     assert not has_post_scan_filter("+- BatchScan t [filters=x = 1] RuntimeFilters: [Filter]")
 
@@ -55,7 +55,7 @@ def describe(partition_type: str, partitioning: list[tuple[str, str]]) -> list[d
     ]
 
 
-def test_layout_reads_identity_columns_and_whether_any_spec_is_partitioned():
+def test_layout_reads_identity_columns_and_whether_any_spec_is_partitioned() -> None:
     flat = describe("struct<>", [])
     assert layout_from_describe(flat, identity_columns(flat)).partitioned is False
     assert identity_columns(flat) == []
@@ -72,7 +72,7 @@ def test_layout_reads_identity_columns_and_whether_any_spec_is_partitioned():
     assert layout_from_describe(transform, identity_columns(transform)).columns is None
 
 
-def test_transforms_are_read_from_the_partitioning_section_with_default_field_names():
+def test_transforms_are_read_from_the_partitioning_section_with_default_field_names() -> None:
     rows = describe(
         "struct<ts_day:date,id_bucket:int,part_trunc:string,part:string>",
         [

@@ -6,10 +6,12 @@ catalog), whatever the engine."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine, ThriftEngine
 from icepack_core.types import TableRef
 from tests.execution.spark_tables import CATALOG, metadata_loader, unique_name
@@ -22,8 +24,8 @@ NS = "verify_scope_remote"
 
 @pytest.mark.parametrize("kind", ["thrift", "connect"])
 async def test_scoped_verification_through_a_remote_engine(
-    kind, request, spark, spark_catalog_settings
-):
+    kind: str, request: pytest.FixtureRequest, spark: Any, spark_catalog_settings: Settings
+) -> None:
     server = request.getfixturevalue(f"{kind}_server")
     engine = (
         ThriftEngine(server.host, server.port)
@@ -41,7 +43,8 @@ async def test_scoped_verification_through_a_remote_engine(
         ).run({"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}})
     finally:
         await engine.close()
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record.get("scope_reason")
     assert record["files_diff"] == "metadata", record.get("files_diff_fallback")
     assert {json.loads(p["partition"])["part"] for p in record["fingerprinted"]} == set(HOT)

@@ -11,10 +11,13 @@ partition values in every spec, else the comparison is table-wide with the reaso
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance, VerificationFailed
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import TableRef
 from tests.execution.spark_tables import CATALOG, metadata_loader, unique_name
@@ -28,11 +31,13 @@ NO_OP_REWRITE = {"action": "rewrite_data_files", "params": {"options": {"min-inp
 
 
 @pytest.fixture(scope="module")
-def engine(spark, spark_catalog_settings):
+def engine(spark: Any, spark_catalog_settings: Settings) -> LocalEngine:
     return LocalEngine(spark_catalog_settings, session=spark)
 
 
-def maintenance(engine, settings, name, *, loader: bool, **kwargs):
+def maintenance(
+    engine: LocalEngine, settings: Settings, name: str, *, loader: bool, **kwargs: Any
+) -> TableMaintenance:
     return TableMaintenance(
         engine,
         TableRef(CATALOG, NS, name),
@@ -42,34 +47,37 @@ def maintenance(engine, settings, name, *, loader: bool, **kwargs):
     )
 
 
-async def caught_drop(engine, settings, spark, name, table, *, loader: bool):
+async def caught_drop(
+    engine: LocalEngine, settings: Settings, spark: Any, name: str, table: str, *, loader: bool
+) -> Any:
     """A planted corruption (one data file dropped by a "replace") is caught and rolled back;
     the violation's evidence."""
     before, kept = content(spark, table), current_snapshot(spark, table)
 
-    async def drop(_action):
+    async def drop(_action: str) -> None:
         commit_dropping_a_file(spark, NS, name)
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, settings, name, loader=loader, after_call=drop).run(NO_OP_REWRITE)
-    assert exc.value.evidence["rollback"]["status"] == "rolled_back"
+    assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before and current_snapshot(spark, table) == kept
-    violation = exc.value.evidence["violation"]
+    violation = exc.value.evidence.to_json()["violation"]
     assert violation["rows_after"] < violation["rows_before"], violation
     return violation
 
 
 @pytest.mark.parametrize("transform", ["days(ts)", "hours(ts)", "bucket(4, id)"])
 async def test_every_transform_is_scoped_without_a_table_loader(
-    spark, engine, spark_catalog_settings, transform
-):
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings, transform: str
+) -> None:
     """No metadata loader: the fields come from ``DESCRIBE``'s ``# Partitioning`` (before,
     only identity partitions were scoped this way)."""
     name = unique_name("noloader")
     table = make_partitioned_table(spark, NS, name, partitioned_by=transform)
     before = content(spark, table)
     outcome = await maintenance(engine, spark_catalog_settings, name, loader=False).run(COMPACT)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert record["reader"] == "engine" and record["files_diff"] == "engine"
     if not transform.startswith("bucket"):  # every bucket holds a small file of HOT
@@ -83,8 +91,8 @@ async def test_every_transform_is_scoped_without_a_table_loader(
 
 
 async def test_a_rewrite_across_two_specs_is_scoped_to_the_shared_field(
-    spark, engine, spark_catalog_settings, tmp_path
-):
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings, tmp_path: Path
+) -> None:
     """identity(part), then bucket(4, id) added: files of both specs in the HOT partitions (the
     COLD ones rewritten into spec 1 first: a compaction rewrites every file of an older spec).
     The compaction's touched partitions (spec 0's, and spec 1's it wrote) are compared through
@@ -106,7 +114,7 @@ async def test_a_rewrite_across_two_specs_is_scoped_to_the_shared_field(
     before = content(spark, table)
     hidden = HiddenFiles(spark, NS, name, COLD, tmp_path / "aside")
 
-    async def hide(_action):
+    async def hide(_action: str) -> None:
         hidden.hide()
 
     try:
@@ -115,7 +123,8 @@ async def test_a_rewrite_across_two_specs_is_scoped_to_the_shared_field(
         ).run(COMPACT)
     finally:
         hidden.restore()
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
     assert record["reader"] == "engine"
     specs = {p["spec_id"] for p in record["fingerprinted"]}
@@ -130,8 +139,8 @@ async def test_a_rewrite_across_two_specs_is_scoped_to_the_shared_field(
 
 
 async def test_specs_sharing_no_field_fall_back_to_the_whole_table_with_the_reason(
-    spark, engine, spark_catalog_settings
-):
+    spark: Any, engine: LocalEngine, spark_catalog_settings: Settings
+) -> None:
     """identity(part) replaced by days(ts): no filter selects whole partitions of both specs;
     the comparison is table-wide and says why, and a dropped file is caught."""
     name = unique_name("respec")
@@ -142,7 +151,8 @@ async def test_specs_sharing_no_field_fall_back_to_the_whole_table_with_the_reas
     )
     before = content(spark, table)
     outcome = await maintenance(engine, spark_catalog_settings, name, loader=True).run(COMPACT)
-    (record,) = outcome.verification["verification"]["snapshots"]
+    assert outcome.verification is not None
+    (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "table", record
     assert "share no partition field" in record["scope_reason"], record
     assert content(spark, table) == before

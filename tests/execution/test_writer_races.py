@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from bench.upserts import (
@@ -35,6 +36,7 @@ from icepack_core.inspection.process import TableInspections
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.throttle import THROTTLE_RATIO, THROTTLE_RUNS
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from tests.execution.spark_tables import missing_referenced_files, unique_name
@@ -48,7 +50,9 @@ NS = "eqdel"  # the namespace ``register`` records tables under
 
 
 @pytest.fixture
-def runner_settings(database_url, spark_catalog_settings, tmp_path):
+def runner_settings(
+    database_url: str, spark_catalog_settings: Settings, tmp_path: Path
+) -> Settings:
     return service_settings(database_url, spark_catalog_settings, tmp_path)
 
 
@@ -176,8 +180,15 @@ async def invariants(
 )
 @pytest.mark.timeout(900)
 async def test_a_compaction_racing_a_writer_process_keeps_every_writer_commit(
-    db, spark, spark_catalog_settings, runner_settings, tmp_path, kind, version, partition
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    spark_catalog_settings: Settings,
+    runner_settings: Settings,
+    tmp_path: Path,
+    kind: str,
+    version: int,
+    partition: str | None,
+) -> None:
     name = unique_name(f"race_{kind}")
     table = create_upsert_table(spark, NS, name, version=version, partition=partition)
     seed(spark, name, kind)
@@ -237,8 +248,15 @@ async def quiet_compaction(db: Any, settings: Any, spark: Any, table_id: int) ->
 )
 @pytest.mark.timeout(1200)
 async def test_a_compaction_racing_a_deleting_writer_loses_nothing_and_holds_nothing(
-    db, spark, spark_catalog_settings, runner_settings, tmp_path, kind, version, mode
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    spark_catalog_settings: Settings,
+    runner_settings: Settings,
+    tmp_path: Path,
+    kind: str,
+    version: int,
+    mode: str,
+) -> None:
     """A deleting writer and a rewrite of the same files conflict (one of them is refused by
     Iceberg's validation); whichever loses, nothing may be lost, reverted or held. What becomes
     of a conflicted job (failed or requeued) is the conflict handling's to decide and is not
@@ -293,8 +311,12 @@ async def test_a_compaction_racing_a_deleting_writer_loses_nothing_and_holds_not
 
 @pytest.mark.timeout(900)
 async def test_a_compaction_beside_an_appending_writer_is_measured_by_its_own_commits(
-    db, spark, spark_catalog_settings, runner_settings, tmp_path
-):
+    db: asyncpg.Pool,
+    spark: Any,
+    spark_catalog_settings: Settings,
+    runner_settings: Settings,
+    tmp_path: Path,
+) -> None:
     """The job's recorded outcome measures the rewrite's own snapshots: the writer's small
     files committed during the job (and after the rewrite) are not counted against it, so the
     ratio the throttle reads is the rewrite's, close to its prediction."""
@@ -315,7 +337,7 @@ async def test_a_compaction_beside_an_appending_writer_is_measured_by_its_own_co
     assert done.state == JobState.SUCCEEDED, done.error
     entry = next(a for a in done.outcome["actions"] if a["action"] == "rewrite_data_files")
     rewrite = next(a for a in actions if a["action"] == "rewrite_data_files")
-    verified = {s["snapshot_id"] for s in rewrite["output"]["verified_snapshots"]}
+    verified = {s["snapshot_id"] for s in rewrite["output"]["verification"]["snapshots"]}
     own = entry.get("own")
     assert own is not None, entry
     assert own["error"] is None and set(own["snapshots"]) == verified, own

@@ -28,7 +28,7 @@ def main(config: str, namespace: str, name: str, below: int, append: int) -> Non
     catalog = load_catalog(CatalogConfig.model_validate_json(config))
     table = catalog.load_table((namespace, name))
     if below > 0:
-        table.delete(LessThan("id", below))
+        table.delete(LessThan(term="id", value=below))
     if append > 0:
         table.refresh()
         rows = pa.table(

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
+from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
 from icepack_core.inspection.health import Assessment, Issue
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import record_inspection
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.safety.verification import Evidence, SnapshotCheck
 from icepack_core.settings import Settings
 
 CATALOG = "demo"
@@ -96,9 +98,7 @@ class Fleet:
     jobs: dict[str, int] = field(default_factory=dict)  # "done" / "queued" / "failed" -> id
 
 
-async def add_table(
-    conn: asyncpg.Connection, namespace: str, name: str, catalog: str = CATALOG
-) -> int:
+async def add_table(conn: Conn, namespace: str, name: str, catalog: str = CATALOG) -> int:
     table_id: int = await conn.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name, metadata_location) "
         "VALUES ($1, $2, $3, $4) RETURNING id",
@@ -111,7 +111,7 @@ async def add_table(
 
 
 async def add_status(
-    conn: asyncpg.Connection,
+    conn: Conn,
     table_id: int,
     at: datetime,
     doc: dict[str, Any],
@@ -124,30 +124,36 @@ async def add_status(
     assessment = Assessment(
         health=health, score=score, issues=[Issue.model_validate(i) for i in issues]
     )
-    recorded = await record_inspection(conn, table_id, status, assessment)
+    # record_inspection's annotation names a Connection; the inspector casts its pooled one too
+    recorded = await record_inspection(cast(asyncpg.Connection, conn), table_id, status, assessment)
     assert recorded.status_snapshot_id is not None
     return recorded.status_snapshot_id
 
 
 # What JobExecution stores for the demo's delete-applying compaction of sales.orders: the
 # executor's impact (IMPACT_FIELDS before/after) and TableMaintenance's output (the procedure's
-# result row plus ``verified_snapshots``, one record per rewrite snapshot it checked).
+# result row plus its ``verification`` evidence, one record per rewrite snapshot it checked).
+ORDERS_REWRITE_CHECK = SnapshotCheck(
+    snapshot_id=7001,
+    parent_id=7000,
+    rows_before=256,
+    rows_after=256,
+    checksum_before="-4611686018427387904",
+    checksum_after="-4611686018427387904",
+    checked="parent",
+    ok=True,
+    scope="table",
+    scope_reason="the table is not partitioned",
+)
 ORDERS_REWRITE_OUTPUT: dict[str, Any] = {
     "rewritten_data_files_count": 150,
     "added_data_files_count": 40,
     "rewritten_bytes_count": 52_428_800,
     "failed_data_files_count": 0,
     "removed_delete_files_count": 4,
-    "verified_snapshots": [
-        {
-            "snapshot_id": 7001,
-            "parent_id": 7000,
-            "rows_before": 256,
-            "rows_after": 256,
-            "checksum_before": -4_611_686_018_427_387_904,
-            "checksum_after": -4_611_686_018_427_387_904,
-        }
-    ],
+    "verification": Evidence(
+        status="verified", start_snapshot_id=7000, snapshots=[ORDERS_REWRITE_CHECK]
+    ).to_json(),
 }
 ORDERS_REWRITE_IMPACT: dict[str, Any] = {
     "before": {
@@ -185,7 +191,7 @@ ORDERS_EXPIRE_IMPACT: dict[str, Any] = {
 }
 
 
-async def update_latest(conn: asyncpg.Connection, assessment_ids: list[int]) -> None:
+async def update_latest(conn: Conn, assessment_ids: list[int]) -> None:
     """What ``record_inspection`` does after inserting assessments: make them the tables'
     ``table_health_latest`` rows (the read model the gateway lists from)."""
     await conn.execute(load_query("health_latest_upsert"), assessment_ids)

@@ -37,7 +37,9 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-async def scrape(db: asyncpg.Pool, **settings: object) -> dict:
+async def scrape(
+    db: asyncpg.Pool, **settings: object
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     app = create_app(db, settings=Settings(**settings))  # type: ignore[arg-type]
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
@@ -146,6 +148,7 @@ async def test_stale_pending_verification_and_quarantine(db: asyncpg.Pool) -> No
         ["s3://b/x", "s3://b/y"],
         [100, 23],
     )
+    assert ids is not None
     assert ids["written"] == 2
     for row in await db.fetch("SELECT id FROM icepack.deletions ORDER BY id"):
         await db.fetchval(

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+import asyncpg
+import httpx
 import pytest
 from starlette.routing import Mount, Route
 
 from icepack_core.access.tokens import TokenStore
 from icepack_gateway.app import create_app
+from tests.gateway.seed import Fleet
 
 JOB = {
     "catalog": "demo",
@@ -25,24 +31,26 @@ WRITES = [
 ]
 
 
-async def counts(db) -> tuple:
-    return tuple(
-        await db.fetchrow(
-            "SELECT (SELECT count(*) FROM icepack.jobs), (SELECT count(*) FROM icepack.policies), "
-            "(SELECT count(*) FROM icepack.events), "
-            "(SELECT count(*) FROM icepack.jobs WHERE state = 'cancelled')"
-        )
+async def counts(db: asyncpg.Pool) -> tuple[int, ...]:
+    row = await db.fetchrow(
+        "SELECT (SELECT count(*) FROM icepack.jobs), (SELECT count(*) FROM icepack.policies), "
+        "(SELECT count(*) FROM icepack.events), "
+        "(SELECT count(*) FROM icepack.jobs WHERE state = 'cancelled')"
     )
+    assert row is not None
+    return tuple(row)
 
 
-async def _send(client, method, path, body, headers):
+async def _send(
+    client: httpx.AsyncClient, method: str, path: str, body: Any, headers: dict[str, str]
+) -> httpx.Response:
     return await client.request(method, path, json=body, headers=headers)
 
 
 @pytest.mark.parametrize("method,path,body", WRITES)
 async def test_writes_refuse_missing_wrong_and_revoked_tokens(
-    client, db, fleet, method, path, body
-):
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, method: str, path: str, body: Any
+) -> None:
     store = TokenStore(db)
     revoked, _ = await store.create("old-op")
     await store.revoke("old-op")
@@ -64,7 +72,7 @@ async def test_writes_refuse_missing_wrong_and_revoked_tokens(
     assert await counts(db) == before
 
 
-async def test_token_store_create_verify_revoke(db):
+async def test_token_store_create_verify_revoke(db: asyncpg.Pool) -> None:
     store = TokenStore(db)
     token, info = await store.create("ci-bot")
     assert token.startswith(f"icepack_{info.key_id}_")
@@ -86,7 +94,9 @@ async def test_token_store_create_verify_revoke(db):
     assert again != token
 
 
-async def test_policies_put_replace_list_delete(client, db, fleet, auth):
+async def test_policies_put_replace_list_delete(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     r = await client.put(
         POLICY, json={"config": {"target_file_size_bytes": 268435456}}, headers=auth
     )
@@ -133,7 +143,15 @@ async def test_policies_put_replace_list_delete(client, db, fleet, auth):
         ),
     ],
 )
-async def test_policy_validation(client, db, fleet, auth, path, body, where):
+async def test_policy_validation(
+    client: httpx.AsyncClient,
+    db: asyncpg.Pool,
+    fleet: Fleet,
+    auth: dict[str, str],
+    path: str,
+    body: dict[str, Any],
+    where: str,
+) -> None:
     before = await counts(db)
     r = await client.put(path, json=body, headers=auth)
     assert r.status_code == 422, r.text
@@ -141,17 +159,21 @@ async def test_policy_validation(client, db, fleet, auth, path, body, where):
     assert await counts(db) == before
 
 
-async def test_table_policy_for_unknown_table_is_404(client, fleet, auth):
+async def test_table_policy_for_unknown_table_is_404(
+    client: httpx.AsyncClient, fleet: Fleet, auth: dict[str, str]
+) -> None:
     r = await client.put(
         "/policies/table/demo/no/such/system.snapshot-expiry", json={"config": {}}, headers=auth
     )
     assert r.status_code == 404 and r.json()["code"] == "TABLE_NOT_FOUND"
 
 
-async def test_simulate_resolves_policies_and_recommends_without_writing(client, db, fleet, auth):
+async def test_simulate_resolves_policies_and_recommends_without_writing(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     pytest.importorskip("icepack_core.planning.recommendation")
     before = await counts(db)
-    body = {"catalog": "demo", "namespace": "web", "table": "clicks"}
+    body: dict[str, Any] = {"catalog": "demo", "namespace": "web", "table": "clicks"}
     r = await client.post("/policies/simulate", json=body, headers=auth)
     assert r.status_code == 200, r.text
     result = r.json()
@@ -160,7 +182,7 @@ async def test_simulate_resolves_policies_and_recommends_without_writing(client,
     assert result["effective_policy"]["policies"]["system.orphan-file-removal"] is None
     assert "rewrite_data_files" in [a["action"] for a in result["recommendation"]["actions"]]
     # A proposed table-level policy wins over the stored catalog one, and is not stored.
-    body["policies"] = [
+    proposed: list[dict[str, Any]] = [
         {
             "policy_type": "system.data-compaction",
             "scope": "table",
@@ -169,11 +191,12 @@ async def test_simulate_resolves_policies_and_recommends_without_writing(client,
             "enabled": False,
         }
     ]
+    body["policies"] = proposed
     r = await client.post("/policies/simulate", json=body, headers=auth)
     result = r.json()
     assert result["effective_policy"]["sources"]["system.data-compaction"] == "table"
     assert "rewrite_data_files" not in [a["action"] for a in result["recommendation"]["actions"]]
-    body["policies"][0]["config"] = {"nope": 1}
+    proposed[0]["config"] = {"nope": 1}
     r = await client.post("/policies/simulate", json=body, headers=auth)
     assert r.status_code == 422 and "nope" in r.json()["message"]
     r = await client.post("/policies/simulate", json=body | {"table": "missing"}, headers=auth)
@@ -181,7 +204,7 @@ async def test_simulate_resolves_policies_and_recommends_without_writing(client,
     assert await counts(db) == before
 
 
-async def test_events_tail_filters_and_pages(client, fleet):
+async def test_events_tail_filters_and_pages(client: httpx.AsyncClient, fleet: Fleet) -> None:
     items = (await client.get("/events")).json()["items"]
     topics = [e["topic"] for e in items]
     # Newest first: the planner's recommendation and job, the two executor runs, then the
@@ -217,7 +240,7 @@ async def test_events_tail_filters_and_pages(client, fleet):
     assert (await client.get("/events?topic=JOB")).status_code == 422
 
 
-def test_every_route_is_documented_and_every_documented_route_exists(db):
+def test_every_route_is_documented_and_every_documented_route_exists(db: asyncpg.Pool) -> None:
     from icepack_gateway.app import OPENAPI
 
     paths = OPENAPI["paths"]
@@ -233,7 +256,7 @@ def test_every_route_is_documented_and_every_documented_route_exists(db):
     assert served == documented
 
 
-async def test_openapi_is_served(client):
+async def test_openapi_is_served(client: httpx.AsyncClient) -> None:
     body = (await client.get("/openapi.json")).json()
     assert body["openapi"].startswith("3.1") and "/tables" in body["paths"]
     refs = {v for v in _refs(body)}
@@ -242,7 +265,7 @@ async def test_openapi_is_served(client):
     )
 
 
-def _refs(node):
+def _refs(node: object) -> Iterator[str]:
     if isinstance(node, dict):
         for k, v in node.items():
             if k == "$ref":
@@ -254,7 +277,7 @@ def _refs(node):
             yield from _refs(v)
 
 
-async def test_readyz_is_503_when_the_database_is_unreachable():
+async def test_readyz_is_503_when_the_database_is_unreachable() -> None:
     import asyncpg
     import httpx
 
@@ -276,8 +299,8 @@ async def test_readyz_is_503_when_the_database_is_unreachable():
 
 
 async def test_the_table_statistics_policy_is_stored_validated_and_simulated(
-    client, db, fleet, auth
-):
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     """Icepack's own type beside Polaris' (migration 0030 admits ``icepack.*`` types)."""
     path = "/policies/namespace/demo/web/icepack.table-statistics"
     r = await client.put(path, json={"config": {"columns": ["bad\ncolumn"]}}, headers=auth)

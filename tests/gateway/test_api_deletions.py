@@ -3,10 +3,15 @@ and a restore that only enqueues a ``restore_quarantine`` job (the gateway touch
 
 from __future__ import annotations
 
-from tests.gateway.seed import seed_deletions
+import asyncpg
+import httpx
+
+from tests.gateway.seed import Fleet, seed_deletions
 
 
-async def test_deletions_lists_the_ledger_with_totals_per_state(client, db, fleet, auth):
+async def test_deletions_lists_the_ledger_with_totals_per_state(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     job = fleet.jobs["done"]
     await seed_deletions(db, job, fleet.tables["sales.orders"])
     body = (await client.get(f"/jobs/{job}/deletions", headers=auth)).json()
@@ -24,7 +29,9 @@ async def test_deletions_lists_the_ledger_with_totals_per_state(client, db, flee
     assert empty["items"] == [] and empty["totals"] == {"files": 0, "bytes": 0}
 
 
-async def test_restore_enqueues_a_restore_job_or_says_why_not(client, db, fleet, auth):
+async def test_restore_enqueues_a_restore_job_or_says_why_not(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     job = fleet.jobs["done"]
     nothing = await client.post(f"/jobs/{job}/restore", headers=auth)
     assert nothing.status_code == 409

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import asyncpg
+import httpx
 import pytest
 
 from icepack_core.intents import intents_json, parse_intents
 from icepack_core.queue.jobs import JobQueue
+from tests.gateway.seed import Fleet
 
 # A job to list or cancel; what it would run does not matter here (the real intent form, as
 # the API's job model reads it).
 NOOP = intents_json(parse_intents([{"action": "rewrite_manifests"}]))
 
 
-async def test_jobs_list_newest_first_with_tables(client, fleet):
+async def test_jobs_list_newest_first_with_tables(client: httpx.AsyncClient, fleet: Fleet) -> None:
     items = (await client.get("/jobs")).json()["items"]
     assert [j["id"] for j in items] == sorted(fleet.jobs.values(), reverse=True)
     done = next(j for j in items if j["id"] == fleet.jobs["done"])
@@ -28,12 +33,14 @@ async def test_jobs_list_newest_first_with_tables(client, fleet):
         ("state=succeeded&table=demo.sales.orders", "done"),
     ],
 )
-async def test_jobs_filters(client, fleet, query, key):
+async def test_jobs_filters(client: httpx.AsyncClient, fleet: Fleet, query: str, key: str) -> None:
     items = (await client.get(f"/jobs?{query}")).json()["items"]
     assert [j["id"] for j in items] == [fleet.jobs[key]]
 
 
-async def test_jobs_filter_by_table_id_and_unknown_table(client, fleet):
+async def test_jobs_filter_by_table_id_and_unknown_table(
+    client: httpx.AsyncClient, fleet: Fleet
+) -> None:
     items = (await client.get(f"/jobs?table_id={fleet.tables['crm.users']}")).json()["items"]
     assert [j["id"] for j in items] == [fleet.jobs["failed"]]
     r = await client.get("/jobs?table=demo.no.such")
@@ -44,7 +51,9 @@ async def test_jobs_filter_by_table_id_and_unknown_table(client, fleet):
     assert r.status_code == 422 and "'state'" in r.json()["message"]
 
 
-async def test_jobs_cursor_walks_all(client, db, fleet):
+async def test_jobs_cursor_walks_all(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet
+) -> None:
     queue = JobQueue(db)
     for i in range(23):
         await queue.enqueue(None, NOOP, dedupe_key=f"x{i}")
@@ -59,11 +68,14 @@ async def test_jobs_cursor_walks_all(client, db, fleet):
     assert len(seen) == len(set(seen)) == 26 and seen == sorted(seen, reverse=True)
 
 
-async def test_answers_are_built_through_their_models(client, db, fleet):
+async def test_answers_are_built_through_their_models(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet
+) -> None:
     """A job is answered through the Job model: its timestamps as ``isoformat`` writes them,
     and a stored value the model refuses is a 500 naming the model and field where it was
     built (not a 422 blaming the request, not a 200 the document does not describe)."""
     row = await db.fetchrow("SELECT created_at FROM icepack.jobs WHERE id = $1", fleet.jobs["done"])
+    assert row is not None
     r = await client.get(f"/jobs/{fleet.jobs['done']}")
     assert r.status_code == 200 and r.json()["created_at"] == row["created_at"].isoformat()
     bad = await JobQueue(db).enqueue(None, [{"action": "noop", "params": {}}], dedupe_key="bad")
@@ -74,7 +86,9 @@ async def test_answers_are_built_through_their_models(client, db, fleet):
     assert r.status_code == 500 and "Job answer" in r.json()["message"]
 
 
-async def test_job_detail_has_actions_sql_and_impact(client, fleet):
+async def test_job_detail_has_actions_sql_and_impact(
+    client: httpx.AsyncClient, fleet: Fleet
+) -> None:
     job = (await client.get(f"/jobs/{fleet.jobs['done']}")).json()
     assert [a["action"] for a in job["job_actions"]] == ["rewrite_data_files", "expire_snapshots"]
     first = job["job_actions"][0]
@@ -93,12 +107,16 @@ async def test_job_detail_has_actions_sql_and_impact(client, fleet):
         ("/jobs/99999999999999999999", 422, "INVALID_PARAMETER"),
     ],
 )
-async def test_job_detail_errors(client, path, status, code):
+async def test_job_detail_errors(
+    client: httpx.AsyncClient, path: str, status: int, code: str
+) -> None:
     r = await client.get(path)
     assert r.status_code == status and r.json()["code"] == code
 
 
-async def test_submit_creates_then_dedupes(client, db, fleet, auth):
+async def test_submit_creates_then_dedupes(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     body = {
         "catalog": "demo",
         "namespace": "crm",
@@ -124,14 +142,18 @@ async def test_submit_creates_then_dedupes(client, db, fleet, auth):
     assert [t["topic"] for t in topics] == ["job.enqueued"]
 
 
-async def test_submit_for_a_table_with_an_active_planner_job_returns_it(client, fleet, auth):
+async def test_submit_for_a_table_with_an_active_planner_job_returns_it(
+    client: httpx.AsyncClient, fleet: Fleet, auth: dict[str, str]
+) -> None:
     r = await client.post(
         "/jobs", json={"catalog": "demo", "namespace": "web", "table": "clicks"}, headers=auth
     )
     assert r.status_code == 200 and r.json()["job"]["id"] == fleet.jobs["queued"]
 
 
-async def test_submit_without_actions_copies_the_recommendation(client, db, fleet, auth):
+async def test_submit_without_actions_copies_the_recommendation(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     await client.post(f"/jobs/{fleet.jobs['queued']}/cancel", headers=auth)
     r = await client.post(
         "/jobs", json={"catalog": "demo", "namespace": "web", "table": "clicks"}, headers=auth
@@ -185,14 +207,23 @@ async def test_submit_without_actions_copies_the_recommendation(client, db, flee
         ),
     ],
 )
-async def test_submit_validation(client, db, fleet, auth, body, where):
+async def test_submit_validation(
+    client: httpx.AsyncClient,
+    db: asyncpg.Pool,
+    fleet: Fleet,
+    auth: dict[str, str],
+    body: dict[str, Any],
+    where: str,
+) -> None:
     r = await client.post("/jobs", json=body, headers=auth)
     assert r.status_code == 422, r.text
     assert where in r.json()["message"]
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == 3
 
 
-async def test_submit_not_json_and_unknown_table(client, fleet, auth):
+async def test_submit_not_json_and_unknown_table(
+    client: httpx.AsyncClient, fleet: Fleet, auth: dict[str, str]
+) -> None:
     r = await client.post("/jobs", content=b"{nope", headers=auth)
     assert r.status_code == 422 and "'body'" in r.json()["message"]
     r = await client.post(
@@ -205,7 +236,9 @@ async def test_submit_not_json_and_unknown_table(client, fleet, auth):
     assert r.status_code == 404 and "dropped" in r.json()["message"]
 
 
-async def test_cancel_queued_running_and_finished(client, db, fleet, auth):
+async def test_cancel_queued_running_and_finished(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     r = await client.post(f"/jobs/{fleet.jobs['queued']}/cancel", headers=auth)
     assert r.status_code == 200 and r.json()["cancelled"] is True
     assert r.json()["job"]["state"] == "cancelled"
@@ -218,6 +251,7 @@ async def test_cancel_queued_running_and_finished(client, db, fleet, auth):
     queue = JobQueue(db)
     await queue.enqueue(fleet.tables["crm.users"], NOOP, dedupe_key="run")
     running = await queue.claim("executor@test", 60)
+    assert running is not None
     r = await client.post(f"/jobs/{running.id}/cancel", headers=auth)
     assert r.status_code == 200 and r.json()["cancelled"] is False
     job = r.json()["job"]

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import asyncpg
+import httpx
 import pytest
 
-from tests.gateway.seed import seed_many
+from tests.gateway.seed import Fleet, seed_many
 
 T = "/tables/demo/web/clicks"
 
 
-async def walk(client, url: str) -> list[dict]:
+async def walk(client: httpx.AsyncClient, url: str) -> list[dict[str, Any]]:
     items, cursor = [], None
     while True:
         sep = "&" if "?" in url else "?"
@@ -22,7 +26,7 @@ async def walk(client, url: str) -> list[dict]:
             return items
 
 
-async def test_tables_lists_worst_first_by_default(client, fleet):
+async def test_tables_lists_worst_first_by_default(client: httpx.AsyncClient, fleet: Fleet) -> None:
     r = await client.get("/tables")
     assert r.status_code == 200
     items = r.json()["items"]
@@ -40,7 +44,9 @@ async def test_tables_lists_worst_first_by_default(client, fleet):
         ("name", ["users", "orders", "clicks"]),  # crm, sales, web
     ],
 )
-async def test_tables_sort(client, fleet, sort, expected):
+async def test_tables_sort(
+    client: httpx.AsyncClient, fleet: Fleet, sort: str, expected: list[str]
+) -> None:
     r = await client.get(f"/tables?sort={sort}")
     assert [t["name"] for t in r.json()["items"]] == expected
 
@@ -59,14 +65,18 @@ async def test_tables_sort(client, fleet, sort, expected):
         ("q=demo.sales", ["orders"]),
     ],
 )
-async def test_tables_filters(client, fleet, query, expected):
+async def test_tables_filters(
+    client: httpx.AsyncClient, fleet: Fleet, query: str, expected: list[str] | list[Any]
+) -> None:
     r = await client.get(f"/tables?{query}")
     assert r.status_code == 200, r.text
     assert [t["name"] for t in r.json()["items"]] == expected
 
 
 @pytest.mark.parametrize("sort", ["score", "-score", "name"])
-async def test_cursor_walks_every_row_exactly_once(client, db, sort):
+async def test_cursor_walks_every_row_exactly_once(
+    client: httpx.AsyncClient, db: asyncpg.Pool, sort: str
+) -> None:
     await seed_many(db, 237)
     items = await walk(client, f"/tables?limit=20&sort={sort}")
     ids = [t["id"] for t in items]
@@ -99,14 +109,18 @@ async def test_cursor_walks_every_row_exactly_once(client, db, sort):
         ("catalog=%00", "catalog"),
     ],
 )
-async def test_bad_parameters_are_422_naming_them(client, fleet, query, parameter):
+async def test_bad_parameters_are_422_naming_them(
+    client: httpx.AsyncClient, fleet: Fleet, query: str, parameter: str
+) -> None:
     r = await client.get(f"/tables?{query}")
     assert r.status_code == 422, r.text
     body = r.json()
     assert body["code"] == "INVALID_PARAMETER" and f"'{parameter}'" in body["message"]
 
 
-async def test_a_cursor_of_another_sort_is_refused(client, db):
+async def test_a_cursor_of_another_sort_is_refused(
+    client: httpx.AsyncClient, db: asyncpg.Pool
+) -> None:
     await seed_many(db, 30)
     cursor = (await client.get("/tables?limit=5&sort=name")).json()["next_cursor"]
     r = await client.get(f"/tables?limit=5&sort=score&cursor={cursor}")
@@ -114,7 +128,7 @@ async def test_a_cursor_of_another_sort_is_refused(client, db):
     assert r.json()["code"] == "INVALID_CURSOR"
 
 
-async def test_summary_counts(client, fleet):
+async def test_summary_counts(client: httpx.AsyncClient, fleet: Fleet) -> None:
     body = (await client.get("/summary")).json()
     assert body["tables"] == 3
     assert body["health"] == {"healthy": 2, "warning": 0, "critical": 1, "unknown": 0}
@@ -122,7 +136,7 @@ async def test_summary_counts(client, fleet):
     assert body["jobs"] == {"queued": 1, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0}
 
 
-async def test_table_detail(client, fleet):
+async def test_table_detail(client: httpx.AsyncClient, fleet: Fleet) -> None:
     body = (await client.get(T)).json()
     assert body["table"]["id"] == fleet.tables["web.clicks"]
     assert body["health"]["health"] == "critical"
@@ -131,7 +145,9 @@ async def test_table_detail(client, fleet):
     assert body["latest_job"]["id"] == fleet.jobs["queued"]
 
 
-async def test_table_status_health_and_recommendation(client, fleet):
+async def test_table_status_health_and_recommendation(
+    client: httpx.AsyncClient, fleet: Fleet
+) -> None:
     status = (await client.get(f"{T}/status")).json()
     assert status["status"]["small_file_count"] == 340
     health = (await client.get(f"{T}/health")).json()
@@ -141,7 +157,9 @@ async def test_table_status_health_and_recommendation(client, fleet):
     assert rec["actions"][0]["reason"].startswith("340 small files")
 
 
-async def test_status_history_is_oldest_first_and_pages_back(client, fleet):
+async def test_status_history_is_oldest_first_and_pages_back(
+    client: httpx.AsyncClient, fleet: Fleet
+) -> None:
     body = (await client.get(f"{T}/status/history")).json()
     assert [p["data_file_count"] for p in body["items"]] == [60, 120, 180, 240, 300, 360]
     assert body["items"][-1]["delete_file_count"] == 15
@@ -152,7 +170,7 @@ async def test_status_history_is_oldest_first_and_pages_back(client, fleet):
     assert rest["next_cursor"] is None
 
 
-async def test_table_jobs_and_history(client, fleet):
+async def test_table_jobs_and_history(client: httpx.AsyncClient, fleet: Fleet) -> None:
     jobs = (await client.get("/tables/demo/sales/orders/jobs")).json()["items"]
     assert [j["id"] for j in jobs] == [fleet.jobs["done"]]
     history = (await client.get("/tables/demo/sales/orders/history")).json()["items"]
@@ -173,7 +191,7 @@ async def test_table_jobs_and_history(client, fleet):
         "/history",
     ],
 )
-async def test_unknown_table_is_404(client, fleet, suffix):
+async def test_unknown_table_is_404(client: httpx.AsyncClient, fleet: Fleet, suffix: str) -> None:
     r = await client.get(f"/tables/demo/nope/missing{suffix}")
     assert r.status_code == 404
     assert r.json()["code"] == "TABLE_NOT_FOUND"
@@ -187,7 +205,9 @@ async def test_unknown_table_is_404(client, fleet, suffix):
         ("/maintenance/recommendation", "NO_RECOMMENDATION"),
     ],
 )
-async def test_a_table_without_rows_says_which(client, db, suffix, code):
+async def test_a_table_without_rows_says_which(
+    client: httpx.AsyncClient, db: asyncpg.Pool, suffix: str, code: str
+) -> None:
     await db.execute(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('demo', 'new', 'fresh')"
     )
@@ -197,12 +217,12 @@ async def test_a_table_without_rows_says_which(client, db, suffix, code):
     assert detail["health"] is None and detail["status"] is None
 
 
-async def test_a_dropped_table_stays_readable(client, fleet):
+async def test_a_dropped_table_stays_readable(client: httpx.AsyncClient, fleet: Fleet) -> None:
     body = (await client.get("/tables/demo/old/gone")).json()
     assert body["table"]["dropped_at"] is not None
 
 
-async def test_unknown_route_is_json_404(client):
+async def test_unknown_route_is_json_404(client: httpx.AsyncClient) -> None:
     r = await client.get("/nope")
     assert r.status_code == 404 and r.json()["code"] == "NOT_FOUND"
     r = await client.delete("/tables")

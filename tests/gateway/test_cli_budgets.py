@@ -3,30 +3,31 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from icepack_core.cli.app import app
 from icepack_core.cli.budgets import parse_size
 
 
 @pytest.fixture
-def cli(database_url, monkeypatch):
+def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
     monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
     monkeypatch.setenv("COLUMNS", "200")
     runner = CliRunner()
     return lambda *args: runner.invoke(app, list(args))
 
 
-def test_parse_size():
+def test_parse_size() -> None:
     assert parse_size("123") == 123
     assert parse_size("500MB") == 500 * 10**6
     assert parse_size("10GiB") == 10 * 2**30
     assert parse_size("2t") == 2 * 10**12
 
 
-def test_budget_set_list_clear(cli):
+def test_budget_set_list_clear(cli: Callable[..., Result]) -> None:
     done = cli("budget", "set", "demo", "--bytes-per-hour", "1GiB", "--max-running", "2")
     assert done.exit_code == 0, done.output
     assert "1,073,741,824 bytes/hour, 2 running" in done.stdout
@@ -45,7 +46,7 @@ def test_budget_set_list_clear(cli):
     assert len(json.loads(cli("budget", "list", "--json").stdout)) == 1
 
 
-def test_budget_bad_input_exits_2_naming_the_value(cli):
+def test_budget_bad_input_exits_2_naming_the_value(cli: Callable[..., Result]) -> None:
     bad = cli("budget", "set", "demo", "--bytes-per-hour", "lots")
     assert bad.exit_code == 2 and "'lots'" in bad.output
     zero = cli("budget", "set", "demo", "--max-running", "0")

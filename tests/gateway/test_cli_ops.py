@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from icepack_core.cli.app import app
+from tests.gateway.seed import Fleet
 
 
 @pytest.fixture
-def cli(database_url, monkeypatch):
+def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
     monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
     monkeypatch.setenv("COLUMNS", "200")  # rich wraps to the terminal width
     runner = CliRunner()
     return lambda *args: runner.invoke(app, list(args))
 
 
-def test_token_create_revoke_exit_codes(cli, fleet):
+def test_token_create_revoke_exit_codes(cli: Callable[..., Result], fleet: Fleet) -> None:
     created = cli("token", "create", "ci")
     assert created.exit_code == 0, created.output
     assert created.stdout.strip().startswith("icepack_")
@@ -30,7 +32,7 @@ def test_token_create_revoke_exit_codes(cli, fleet):
     assert cli("token", "revoke", "ci").exit_code == 1
 
 
-def test_token_create_with_a_read_scope(cli, fleet):
+def test_token_create_with_a_read_scope(cli: Callable[..., Result], fleet: Fleet) -> None:
     created = cli("token", "create", "ui", "--scope", "read")
     assert created.exit_code == 0, created.output
     assert "scope read" in created.stderr
@@ -41,7 +43,7 @@ def test_token_create_with_a_read_scope(cli, fleet):
     assert bad.exit_code == 2 and "must be one of: read, write" in bad.stderr
 
 
-def test_jobs_job_and_events(cli, fleet):
+def test_jobs_job_and_events(cli: Callable[..., Result], fleet: Fleet) -> None:
     jobs = json.loads(cli("jobs", "--json").stdout)
     assert {j["id"] for j in jobs} == set(fleet.jobs.values())
     failed = json.loads(cli("jobs", "--state", "failed", "--json").stdout)
@@ -59,6 +61,6 @@ def test_jobs_job_and_events(cli, fleet):
     assert "table.discovered" in cli("events").stdout
 
 
-def test_unreachable_database_exits_1(monkeypatch):
+def test_unreachable_database_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ICEPACK_DATABASE_URL", "postgresql://postgres@127.0.0.1:1/x")
     assert CliRunner().invoke(app, ["jobs"]).exit_code == 1

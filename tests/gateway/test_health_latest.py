@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
+from typing import Any, cast
 
 import asyncpg
+import httpx
 
 from icepack_core.db.queries import load_query
 from icepack_core.inspection.health import Assessment, inspection_failed
 from icepack_core.inspection.status import TableStatus
-from icepack_core.inspection.store import record_inspection
+from icepack_core.inspection.store import Recorded, record_inspection
 from icepack_core.types import Health
 from tests.gateway.seed import add_table, seed_fleet, seed_many, status_doc
 
@@ -29,12 +32,14 @@ SELECT t.id AS table_id, h.id AS assessment_id, h.status_snapshot_id, h.health, 
 
 async def _record(
     db: asyncpg.Pool, table_id: int, status: TableStatus | None, assessment: Assessment
-):
+) -> Recorded:
     async with db.acquire() as conn, conn.transaction():
-        return await record_inspection(conn, table_id, status, assessment)
+        return await record_inspection(cast(asyncpg.Connection, conn), table_id, status, assessment)
 
 
-async def test_record_inspection_keeps_the_latest_row_current(db, client):
+async def test_record_inspection_keeps_the_latest_row_current(
+    db: asyncpg.Pool, client: httpx.AsyncClient
+) -> None:
     async with db.acquire() as conn:
         table_id = await add_table(conn, "sales", "orders")
     status = TableStatus.model_validate(status_doc("sales", "orders", small_file_count=7))
@@ -42,6 +47,7 @@ async def test_record_inspection_keeps_the_latest_row_current(db, client):
         db, table_id, status, Assessment(health=Health.WARNING, score=40, issues=[])
     )
     row = await db.fetchrow(LATEST, table_id)
+    assert row is not None
     assert (row["assessment_id"], row["status_snapshot_id"], row["status_id"]) == (
         first.health_assessment_id,
         first.status_snapshot_id,
@@ -52,6 +58,7 @@ async def test_record_inspection_keeps_the_latest_row_current(db, client):
     # A failed inspection: the assessment changes, the last good status stays.
     failed = await _record(db, table_id, None, inspection_failed("metadata unreadable"))
     row = await db.fetchrow(LATEST, table_id)
+    assert row is not None
     assert row["assessment_id"] == failed.health_assessment_id
     assert (row["health"], row["score"], row["status_snapshot_id"]) == ("unknown", 0, None)
     assert row["status_id"] == first.status_snapshot_id
@@ -59,7 +66,8 @@ async def test_record_inspection_keeps_the_latest_row_current(db, client):
 
     # An older assessment (a late or repeated upsert) never replaces a newer one.
     await db.execute(load_query("health_latest_upsert"), [first.health_assessment_id])
-    assert dict(await db.fetchrow(LATEST, table_id)) == dict(row)
+    latest = await db.fetchrow(LATEST, table_id)
+    assert latest is not None and dict(latest) == dict(row)
     assert [dict(r) for r in await db.fetch(FROM_HISTORY)] == [dict(row)]
 
     # The gateway answers from it.
@@ -71,7 +79,9 @@ async def test_record_inspection_keeps_the_latest_row_current(db, client):
     assert detail["status"]["id"] == first.status_snapshot_id
 
 
-async def test_the_read_model_matches_the_history_and_the_migration_backfill(db):
+async def test_the_read_model_matches_the_history_and_the_migration_backfill(
+    db: asyncpg.Pool,
+) -> None:
     await seed_fleet(db)
     await seed_many(db, 40)
     maintained = [
@@ -112,8 +122,8 @@ SELECT t.catalog, t.namespace, t.name, coalesce(h.health, 'unknown') AS health, 
           t.catalog, t.namespace, t.name"""
 
 
-async def _pages(client, query: str, limit: int) -> list[dict]:
-    items: list[dict] = []
+async def _pages(client: httpx.AsyncClient, query: str, limit: int) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
     cursor = None
     while True:
         url = f"/tables?{query}&limit={limit}" + (f"&cursor={cursor}" if cursor else "")
@@ -124,7 +134,9 @@ async def _pages(client, query: str, limit: int) -> list[dict]:
             return items
 
 
-async def test_pages_match_the_history_with_never_assessed_and_failed_tables(db, client):
+async def test_pages_match_the_history_with_never_assessed_and_failed_tables(
+    db: asyncpg.Pool, client: httpx.AsyncClient
+) -> None:
     await seed_fleet(db)
     await seed_many(db, 25)
     async with db.acquire() as conn:
@@ -144,13 +156,14 @@ async def test_pages_match_the_history_with_never_assessed_and_failed_tables(db,
 
     for sort in ("score", "-score", "name"):
         reference = [dict(r) for r in await db.fetch(REFERENCE, sort)]
-        for filters, keep in [
+        filtered: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [
             ("", lambda r: True),
             ("health=unknown", lambda r: r["health"] == "unknown"),
             ("namespace=fresh", lambda r: r["namespace"] == "fresh"),
             ("issue=SMALL_FILES", lambda r: any(i["code"] == "SMALL_FILES" for i in r["issues"])),
             ("q=T00001", lambda r: "t00001" in f"{r['catalog']}.{r['namespace']}.{r['name']}"),
-        ]:
+        ]
+        for filters, keep in filtered:
             expected = [
                 (r["catalog"], r["namespace"], r["name"], r["health"], r["score"], r["inspected"])
                 for r in reference

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
+import httpx
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from icepack_core.access.tokens import TokenStore
 from icepack_core.cli.app import app as cli_app
@@ -30,18 +33,22 @@ JOB = {
 
 
 @pytest.fixture
-async def held(db: asyncpg.Pool, fleet: Fleet) -> dict:
+async def held(db: asyncpg.Pool, fleet: Fleet) -> dict[str, Any]:
     """``demo.crm.users`` held after a failed verification; returns the stored hold."""
     await failed_verification_job(db, fleet.tables["crm.users"])
     hold = await db.fetchval(
         "SELECT maintenance_hold FROM icepack.tables WHERE id = $1", fleet.tables["crm.users"]
     )
     assert hold and "changed the live contents" in hold["reason"]
+    stored: dict[str, Any] = hold
+    return stored
+
+
+async def hold_of(db: asyncpg.Pool, table_id: int) -> dict[str, Any] | None:
+    hold: dict[str, Any] | None = await db.fetchval(
+        "SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id
+    )
     return hold
-
-
-async def hold_of(db: asyncpg.Pool, table_id: int):
-    return await db.fetchval("SELECT maintenance_hold FROM icepack.tables WHERE id = $1", table_id)
 
 
 async def release_events(db: asyncpg.Pool) -> list[asyncpg.Record]:
@@ -51,7 +58,13 @@ async def release_events(db: asyncpg.Pool) -> list[asyncpg.Record]:
     )
 
 
-async def test_release_clears_the_hold_and_records_who_and_why(client, db, fleet, held, auth):
+async def test_release_clears_the_hold_and_records_who_and_why(
+    client: httpx.AsyncClient,
+    db: asyncpg.Pool,
+    fleet: Fleet,
+    held: dict[str, Any],
+    auth: dict[str, str],
+) -> None:
     users = fleet.tables["crm.users"]
     refused = await client.post("/jobs", json=JOB, headers=auth)
     assert refused.status_code == 409 and refused.json()["code"] == "TABLE_HELD"
@@ -88,8 +101,12 @@ async def test_release_clears_the_hold_and_records_who_and_why(client, db, fleet
 
 
 async def test_maintain_now_on_a_held_table_says_held_not_nothing_recommended(
-    client, db, fleet, held, auth
-):
+    client: httpx.AsyncClient,
+    db: asyncpg.Pool,
+    fleet: Fleet,
+    held: dict[str, Any],
+    auth: dict[str, str],
+) -> None:
     """POST /jobs without actions: the hold is the reason, even with no recommendation."""
     jobs = await db.fetchval("SELECT count(*) FROM icepack.jobs")
     r = await client.post(
@@ -100,7 +117,13 @@ async def test_maintain_now_on_a_held_table_says_held_not_nothing_recommended(
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == jobs
 
 
-async def test_release_without_a_body_has_no_reason(client, db, fleet, held, auth):
+async def test_release_without_a_body_has_no_reason(
+    client: httpx.AsyncClient,
+    db: asyncpg.Pool,
+    fleet: Fleet,
+    held: dict[str, Any],
+    auth: dict[str, str],
+) -> None:
     r = await client.post(f"{USERS}/hold/release", headers=auth)
     assert r.status_code == 200, r.text
     assert r.json()["released"]["reason"] is None
@@ -138,8 +161,17 @@ async def test_release_without_a_body_has_no_reason(client, db, fleet, held, aut
     ],
 )
 async def test_release_refusals_name_the_problem_and_change_nothing(
-    client, db, fleet, held, auth, path, body, status, code, says
-):
+    client: httpx.AsyncClient,
+    db: asyncpg.Pool,
+    fleet: Fleet,
+    held: dict[str, Any],
+    auth: dict[str, str],
+    path: str,
+    body: dict[str, Any] | list[str] | None,
+    status: int,
+    code: str,
+    says: str,
+) -> None:
     r = (
         await client.post(path, json=body, headers=auth)
         if body is not None
@@ -152,7 +184,13 @@ async def test_release_refusals_name_the_problem_and_change_nothing(
     assert await release_events(db) == []
 
 
-async def test_concurrent_releases_release_once(client, db, fleet, held, auth):
+async def test_concurrent_releases_release_once(
+    client: httpx.AsyncClient,
+    db: asyncpg.Pool,
+    fleet: Fleet,
+    held: dict[str, Any],
+    auth: dict[str, str],
+) -> None:
     answers = await asyncio.gather(
         *[client.post(f"{USERS}/hold/release", headers=auth) for _ in range(6)]
     )
@@ -160,7 +198,9 @@ async def test_concurrent_releases_release_once(client, db, fleet, held, auth):
     assert len(await release_events(db)) == 1
 
 
-async def test_released_by_names_the_token(client, db, fleet, held):
+async def test_released_by_names_the_token(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, held: dict[str, Any]
+) -> None:
     token, _ = await TokenStore(db).create("night-shift")
     r = await client.post(
         f"{USERS}/hold/release", json={"reason": "ok"}, headers={"Authorization": f"Bearer {token}"}
@@ -174,14 +214,16 @@ async def test_released_by_names_the_token(client, db, fleet, held):
 
 
 @pytest.fixture
-def cli(database_url, monkeypatch):
+def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Awaitable[Result]]:
     monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
     monkeypatch.setenv("COLUMNS", "200")
     runner = CliRunner()
     return lambda *args: asyncio.to_thread(runner.invoke, cli_app, list(args))
 
 
-async def test_cli_hold_show_list_and_release(cli, db, fleet, held):
+async def test_cli_hold_show_list_and_release(
+    cli: Callable[..., Awaitable[Result]], db: asyncpg.Pool, fleet: Fleet, held: dict[str, Any]
+) -> None:
     users = fleet.tables["crm.users"]
     shown = await cli("hold", "show", "demo.crm.users")
     assert shown.exit_code == 0, shown.output
@@ -211,7 +253,9 @@ async def test_cli_hold_show_list_and_release(cli, db, fleet, held):
     assert json.loads((await cli("hold", "list", "--json")).stdout) == []
 
 
-async def test_cli_release_prints_the_previous_hold(cli, db, fleet, held):
+async def test_cli_release_prints_the_previous_hold(
+    cli: Callable[..., Awaitable[Result]], db: asyncpg.Pool, fleet: Fleet, held: dict[str, Any]
+) -> None:
     released = await cli("hold", "release", "demo.crm.users")
     assert released.exit_code == 0, released.output
     assert "released the hold on demo.crm.users" in released.stdout
@@ -231,7 +275,15 @@ async def test_cli_release_prints_the_previous_hold(cli, db, fleet, held):
         ),
     ],
 )
-async def test_cli_refusals_exit_codes(cli, db, fleet, held, args, code, says):
+async def test_cli_refusals_exit_codes(
+    cli: Callable[..., Awaitable[Result]],
+    db: asyncpg.Pool,
+    fleet: Fleet,
+    held: dict[str, Any],
+    args: list[str] | list[Any],
+    code: int,
+    says: str,
+) -> None:
     result = await cli(*args)
     assert result.exit_code == code, result.output
     assert says in result.output
@@ -239,7 +291,7 @@ async def test_cli_refusals_exit_codes(cli, db, fleet, held, args, code, says):
     assert await release_events(db) == []
 
 
-def test_table_names_resolve_to_candidates():
+def test_table_names_resolve_to_candidates() -> None:
     assert candidates("demo.crm.users", ["icepack"]) == [
         ("demo", "crm", "users"),
         ("icepack", "demo.crm", "users"),

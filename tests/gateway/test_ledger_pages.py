@@ -16,13 +16,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+import httpx
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 
 from icepack_core.db.queries import load_query
 from icepack_core.execution.ledger.file_mover import FileMover
 from icepack_core.execution.ledger.quarantine import OrphanQuarantine
 from icepack_core.queue.jobs import Job, JobQueue
+from icepack_core.settings import CatalogConfig
 from icepack_gateway.params import encode_cursor
+from tests.gateway.seed import Fleet
 from tests.plugins.catalogs import rows
 
 ROWS = 1_000_000
@@ -30,7 +35,7 @@ CHUNK = 50_000
 ROOT = "file:///lake/big/table/data"
 
 
-async def running_job(db, table_id: int, key: str) -> Job:
+async def running_job(db: asyncpg.Pool, table_id: int, key: str) -> Job:
     queue = JobQueue(db)
     await queue.enqueue(table_id, [], dedupe_key=key)
     job = await queue.claim("executor@test", 600)
@@ -38,7 +43,7 @@ async def running_job(db, table_id: int, key: str) -> Job:
     return job
 
 
-async def record_million(db, table_id: int) -> tuple[Job, int]:
+async def record_million(db: asyncpg.Pool, table_id: int) -> tuple[Job, int]:
     """A job with ``ROWS`` recorded orphan rows (sizes 1..1000); their byte total."""
     job = await running_job(db, table_id, "big")
     total = 0
@@ -57,14 +62,15 @@ async def record_million(db, table_id: int) -> tuple[Job, int]:
             paths,
             sizes,
         )
+        assert row is not None
         assert row["fenced"] and row["written"] == CHUNK
     return job, total
 
 
 @pytest.mark.slow
 async def test_a_million_row_ledger_is_served_in_bounded_pages_with_sql_totals(
-    client, db, fleet, auth
-):
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     table_id = fleet.tables["sales.orders"]
     job, total = await record_million(db, table_id)
     # A few rows in other states, so the totals per state come from the rows, not a constant.
@@ -78,6 +84,7 @@ async def test_a_million_row_ledger_is_served_in_bounded_pages_with_sql_totals(
         " WHERE job_id = $1 AND state = 'quarantined'",
         job.id,
     )
+    assert moved is not None
 
     tracemalloc.start()
     try:
@@ -91,6 +98,7 @@ async def test_a_million_row_ledger_is_served_in_bounded_pages_with_sql_totals(
     assert peak < 16 * 2**20, peak
     assert len(first.content) < 2**20
     body: dict[str, Any] = first.json()
+    assert body is not None
     assert len(body["items"]) == 500 and body["next_cursor"]
     assert body["totals"] == {"files": ROWS, "bytes": total}
     assert body["by_state"]["quarantined"] == {"files": moved["n"], "bytes": moved["b"]}
@@ -131,12 +139,12 @@ class CountingPool:
     """The test's pool, remembering how many rows each ``fetch`` returned (the executor's
     reads of the ledger go through ``fetch``)."""
 
-    def __init__(self, pool) -> None:
+    def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
         self.sizes: list[int] = []
 
     async def fetch(self, *args: Any) -> list[Any]:
-        rows = await self.pool.fetch(*args)
+        rows: list[Any] = await self.pool.fetch(*args)
         self.sizes.append(len(rows))
         return rows
 
@@ -144,7 +152,9 @@ class CountingPool:
         return getattr(self.pool, name)
 
 
-async def test_restore_and_purge_read_the_ledger_a_batch_at_a_time(db, fleet, scratch_catalog):
+async def test_restore_and_purge_read_the_ledger_a_batch_at_a_time(
+    db: asyncpg.Pool, fleet: Fleet, scratch_catalog: tuple[CatalogConfig, SqlCatalog]
+) -> None:
     """30 files quarantined from a PyIceberg table's folder, 8 of whose paths are taken again
     (refused, left quarantined): the restore brings back the other 22 reading at most one batch
     (4 rows) per query, and so does the purge of the 8 left. The table's rows and files are
@@ -180,7 +190,7 @@ async def test_restore_and_purge_read_the_ledger_a_batch_at_a_time(db, fleet, sc
     counting = CountingPool(db)
     restorer = await running_job(db, table_id, "restore")
     back = OrphanQuarantine(
-        counting,
+        counting,  # type: ignore[arg-type]  # a counting stand-in for the pool (see CountingPool)
         restorer.id,
         restorer.fence,
         table_id,
@@ -188,7 +198,7 @@ async def test_restore_and_purge_read_the_ledger_a_batch_at_a_time(db, fleet, sc
         mover,
         lambda: datetime.now(UTC),
         4,
-    )  # type: ignore[arg-type]
+    )
     report = await back.restore(source.id)
     assert report.moved == 22 and len(report.refused) == 8
     assert counting.sizes and max(counting.sizes) <= 4, counting.sizes
@@ -198,7 +208,7 @@ async def test_restore_and_purge_read_the_ledger_a_batch_at_a_time(db, fleet, sc
     counting.sizes.clear()
     purger = await running_job(db, table_id, "purge")
     purge = OrphanQuarantine(
-        counting,
+        counting,  # type: ignore[arg-type]  # a counting stand-in for the pool (see CountingPool)
         purger.id,
         purger.fence,
         table_id,
@@ -206,7 +216,7 @@ async def test_restore_and_purge_read_the_ledger_a_batch_at_a_time(db, fleet, sc
         mover,
         lambda: datetime.now(UTC) + timedelta(seconds=1),
         4,
-    )  # type: ignore[arg-type]
+    )
     assert (await purge.purge()).moved == 8
     assert max(counting.sizes) <= 4, counting.sizes
     states = await db.fetch(

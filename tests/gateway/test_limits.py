@@ -17,6 +17,7 @@ from icepack_core.local.postgres import free_port
 from icepack_core.runtime.probes import make_server
 from icepack_core.settings import load_settings
 from icepack_gateway.app import create_app
+from tests.gateway.seed import Fleet
 
 LIMIT = 4096
 LISTINGS = [
@@ -47,14 +48,16 @@ def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def test_the_body_limit_comes_from_the_environment(monkeypatch):
+def test_the_body_limit_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ICEPACK_GATEWAY_MAX_BODY_BYTES", "1234")
     assert load_settings().gateway_max_body_bytes == 1234
     monkeypatch.delenv("ICEPACK_GATEWAY_MAX_BODY_BYTES")
     assert load_settings().gateway_max_body_bytes == 1024 * 1024
 
 
-async def test_a_body_over_the_limit_is_413_naming_it(small_client, fleet, auth):
+async def test_a_body_over_the_limit_is_413_naming_it(
+    small_client: httpx.AsyncClient, fleet: Fleet, auth: dict[str, str]
+) -> None:
     body = json.dumps(
         {"catalog": "demo", "namespace": "sales", "table": "orders", "x": "y" * LIMIT}
     )
@@ -70,7 +73,9 @@ async def test_a_body_over_the_limit_is_413_naming_it(small_client, fleet, auth)
     assert r.status_code == 413
 
 
-async def test_a_chunked_body_without_length_is_counted(small_client, fleet, auth):
+async def test_a_chunked_body_without_length_is_counted(
+    small_client: httpx.AsyncClient, fleet: Fleet, auth: dict[str, str]
+) -> None:
     sent = 0
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -84,7 +89,9 @@ async def test_a_chunked_body_without_length_is_counted(small_client, fleet, aut
     assert sent < 64 * 1024  # it stopped reading once past the limit
 
 
-async def test_a_body_within_the_limit_still_works(small_client, fleet, auth):
+async def test_a_body_within_the_limit_still_works(
+    small_client: httpx.AsyncClient, fleet: Fleet, auth: dict[str, str]
+) -> None:
     r = await small_client.post(
         "/jobs",
         json={
@@ -98,7 +105,9 @@ async def test_a_body_within_the_limit_still_works(small_client, fleet, auth):
     assert r.status_code in (200, 201), r.text
 
 
-async def test_chunked_upload_to_the_real_server_gets_413(db, database_url, fleet):
+async def test_chunked_upload_to_the_real_server_gets_413(
+    db: asyncpg.Pool, database_url: str, fleet: Fleet
+) -> None:
     """Over a real socket (uvicorn's parser), ``Transfer-Encoding: chunked``, no length."""
     port = free_port()
     app = create_app(
@@ -127,12 +136,16 @@ async def test_chunked_upload_to_the_real_server_gets_413(db, database_url, flee
         await asyncio.wait_for(task, 10)
 
 
-async def test_the_default_limit_is_one_mebibyte(client, fleet, auth):
+async def test_the_default_limit_is_one_mebibyte(
+    client: httpx.AsyncClient, fleet: Fleet, auth: dict[str, str]
+) -> None:
     r = await client.post("/jobs", content=b" " * (1024 * 1024 + 1), headers=auth)
     assert r.status_code == 413 and "1048576" in r.json()["message"]
 
 
-async def test_deeply_nested_bodies_are_refused_not_crashed(client, fleet, auth):
+async def test_deeply_nested_bodies_are_refused_not_crashed(
+    client: httpx.AsyncClient, fleet: Fleet, auth: dict[str, str]
+) -> None:
     for depth in (40, 900, 5000, 100_000):
         body = "[" * depth + "]" * depth
         r = await client.post("/jobs", content=body, headers=auth)
@@ -160,7 +173,9 @@ async def test_deeply_nested_bodies_are_refused_not_crashed(client, fleet, auth)
         "A" * 10_000,
     ],
 )
-async def test_malformed_cursors_are_400(client, fleet, cursor):
+async def test_malformed_cursors_are_400(
+    client: httpx.AsyncClient, fleet: Fleet, cursor: str
+) -> None:
     for listing in LISTINGS:
         r = await client.get(listing, params={"cursor": cursor})
         assert r.status_code == 400, (listing, cursor[:40], r.status_code, r.text)
@@ -193,7 +208,9 @@ JSONISH = st.recursive(
         ),
     ),
 )
-async def test_no_cursor_string_gives_a_5xx(client, fleet, listing, cursor):
+async def test_no_cursor_string_gives_a_5xx(
+    client: httpx.AsyncClient, fleet: Fleet, listing: str, cursor: str
+) -> None:
     r = await client.get(listing, params={"limit": 2, "cursor": cursor})
     assert r.status_code in (200, 400), (listing, cursor, r.status_code, r.text)
 
@@ -215,7 +232,13 @@ async def test_no_cursor_string_gives_a_5xx(client, fleet, listing, cursor):
         st.integers(1, 3000).map(lambda d: b'{"a":' * d + b"1" + b"}" * d),
     ),
 )
-async def test_no_body_gives_a_5xx(client, fleet, auth, target, body):
+async def test_no_body_gives_a_5xx(
+    client: httpx.AsyncClient,
+    fleet: Fleet,
+    auth: dict[str, str],
+    target: tuple[str, str],
+    body: bytes,
+) -> None:
     method, path = target
     r = await client.request(
         method, path, content=body, headers={**auth, "content-type": "application/json"}

@@ -19,7 +19,7 @@ from icepack_core.local.postgres import free_port
 
 
 async def _wait_for(client: httpx.AsyncClient, path: str, status: int, deadline: float) -> None:
-    last = None
+    last: httpx.Response | httpx.TransportError | None = None
     while time.monotonic() < deadline:
         try:
             last = await client.get(path)
@@ -31,7 +31,9 @@ async def _wait_for(client: httpx.AsyncClient, path: str, status: int, deadline:
     raise AssertionError(f"{path} never answered {status}; last: {last!r}")
 
 
-async def test_gateway_process_serves_probes_metrics_and_api(database_url, pg_admin_url, db):
+async def test_gateway_process_serves_probes_metrics_and_api(
+    database_url: str, pg_admin_url: str, db: asyncpg.Pool
+) -> None:
     port = free_port()
     env = {
         **os.environ,

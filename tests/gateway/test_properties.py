@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.gateway.seed import Fleet
 
 SEGMENT = st.text(min_size=1, max_size=40).filter(lambda s: s not in (".", ".."))
 VALUE = st.text(max_size=40)
@@ -56,9 +59,17 @@ SETTINGS = settings(
     c=SEGMENT,
     query=st.lists(st.tuples(PARAMS, VALUE), max_size=3),
 )
-async def test_arbitrary_paths_and_queries_never_fail(client, fleet, template, a, b, c, query):
+async def test_arbitrary_paths_and_queries_never_fail(
+    client: httpx.AsyncClient,
+    fleet: Fleet,
+    template: str,
+    a: str,
+    b: str,
+    c: str,
+    query: list[tuple[str, str]],
+) -> None:
     path = template.format(a=quote(a, safe=""), b=quote(b, safe=""), c=quote(c, safe=""))
-    r = await client.get(path, params=query)
+    r = await client.get(path, params=tuple(query))
     if r.status_code == 307:
         # A last segment ending in "/" (%2F, decoded before routing) makes a path with a
         # trailing slash: Starlette redirects it to the path without (redirect_slashes).
@@ -81,6 +92,11 @@ async def test_arbitrary_paths_and_queries_never_fail(client, fleet, template, a
         max_size=6,
     )
 )
-async def test_arbitrary_job_bodies_never_fail(client, fleet, auth, body):
+async def test_arbitrary_job_bodies_never_fail(
+    client: httpx.AsyncClient,
+    fleet: Fleet,
+    auth: dict[str, str],
+    body: dict[str, str | int | list[dict[str, str]] | None],
+) -> None:
     r = await client.post("/jobs", json=body, headers=auth)
     assert r.status_code in (200, 201, 404, 422), (body, r.status_code, r.text)

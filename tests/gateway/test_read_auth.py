@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import asyncpg
 import httpx
 import pytest
 from starlette.routing import Mount, Route
@@ -18,7 +19,9 @@ OPEN = ["/healthz", "/readyz", "/metrics", "/openapi.json", "/ui/", "/ui/app.js"
 
 
 @pytest.fixture
-async def locked(db, database_url, monkeypatch) -> AsyncIterator[httpx.AsyncClient]:
+async def locked(
+    db: asyncpg.Pool, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[httpx.AsyncClient]:
     """The gateway with read auth switched on through the environment variable."""
     monkeypatch.setenv("ICEPACK_GATEWAY_READ_AUTH", "true")
     app = create_app(db, settings=load_settings(database_url=database_url))
@@ -44,7 +47,9 @@ def read_paths(fleet: Fleet) -> list[str]:
     return [p for p in paths if p not in OPEN and p != "/"]
 
 
-async def test_every_read_route_needs_a_token(locked, db, fleet):
+async def test_every_read_route_needs_a_token(
+    locked: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet
+) -> None:
     token, _ = await TokenStore(db).create("reader")
     paths = read_paths(fleet)
     assert "/tables" in paths and f"/jobs/{fleet.jobs['done']}" in paths and len(paths) >= 12
@@ -59,13 +64,17 @@ async def test_every_read_route_needs_a_token(locked, db, fleet):
         assert r.status_code == 200, (path, r.status_code, r.text)
 
 
-async def test_probes_metrics_and_static_ui_stay_open(locked, fleet):
+async def test_probes_metrics_and_static_ui_stay_open(
+    locked: httpx.AsyncClient, fleet: Fleet
+) -> None:
     for path in OPEN:
         r = await locked.get(path)
         assert r.status_code == 200, (path, r.status_code)
 
 
-async def test_a_revoked_token_cannot_read(locked, db, fleet):
+async def test_a_revoked_token_cannot_read(
+    locked: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet
+) -> None:
     store = TokenStore(db)
     token, _ = await store.create("gone")
     await store.revoke("gone")
@@ -73,7 +82,7 @@ async def test_a_revoked_token_cannot_read(locked, db, fleet):
     assert r.status_code == 403
 
 
-async def test_reads_are_open_by_default(client, fleet):
+async def test_reads_are_open_by_default(client: httpx.AsyncClient, fleet: Fleet) -> None:
     assert (await client.get("/tables")).status_code == 200
 
 
@@ -102,7 +111,9 @@ def write_calls(fleet: Fleet) -> list[tuple[str, str, dict[str, object] | None]]
     return calls
 
 
-async def test_a_read_token_reads_everything_and_writes_nothing(locked, db, fleet):
+async def test_a_read_token_reads_everything_and_writes_nothing(
+    locked: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet
+) -> None:
     """A UI reader's token: every read answers, every write is refused with 403
     TOKEN_READ_ONLY before its handler runs (nothing changes), and a write token still writes."""
     store = TokenStore(db)
@@ -133,7 +144,9 @@ async def test_a_read_token_reads_everything_and_writes_nothing(locked, db, flee
     assert r.status_code == 200, r.text
 
 
-async def test_a_read_token_cannot_write_with_reads_open_either(client, db, fleet):
+async def test_a_read_token_cannot_write_with_reads_open_either(
+    client: httpx.AsyncClient, db: asyncpg.Pool, fleet: Fleet
+) -> None:
     reader, _ = await TokenStore(db).create("reader", "read")
     r = await client.post(
         f"/jobs/{fleet.jobs['queued']}/cancel", headers={"Authorization": f"Bearer {reader}"}
@@ -142,7 +155,7 @@ async def test_a_read_token_cannot_write_with_reads_open_either(client, db, flee
     assert (await client.get(f"/jobs/{fleet.jobs['queued']}")).json()["state"] == "queued"
 
 
-async def test_a_token_scope_must_be_read_or_write(db):
+async def test_a_token_scope_must_be_read_or_write(db: asyncpg.Pool) -> None:
     with pytest.raises(ValueError, match="'admin' must be one of: read, write"):
         await TokenStore(db).create("x", "admin")
     assert await db.fetchval("SELECT count(*) FROM icepack.api_tokens") == 0

@@ -7,6 +7,7 @@ Prometheus, which these assertions would have to parse back).
 
 from __future__ import annotations
 
+import asyncpg
 import httpx
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -14,6 +15,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from icepack_core.settings import load_settings
 from icepack_gateway.app import api_routes, create_app
 from icepack_gateway.metrics import OTHER_METHOD, RequestMetrics, route_methods
+from tests.gateway.seed import Fleet
 
 
 def recorded(reader: InMemoryMetricReader) -> list[dict[str, object]]:
@@ -29,7 +31,9 @@ def recorded(reader: InMemoryMetricReader) -> list[dict[str, object]]:
     ]
 
 
-async def test_methods_no_route_answers_share_one_label(db, database_url, fleet):
+async def test_methods_no_route_answers_share_one_label(
+    db: asyncpg.Pool, database_url: str, fleet: Fleet
+) -> None:
     reader = InMemoryMetricReader()
     app = create_app(db, settings=load_settings(database_url=database_url))
     methods = route_methods(api_routes())

@@ -75,7 +75,7 @@ async def _wait_ready(client: httpx.AsyncClient, deadline: float) -> None:
 
 @pytest.mark.timeout(900)
 async def test_openapi_fuzzing_finds_no_server_errors(
-    database_url, db: asyncpg.Pool, tmp_path: Path
+    database_url: str, db: asyncpg.Pool, tmp_path: Path
 ) -> None:
     command = _schemathesis()
     await seed_fleet(db)

@@ -21,18 +21,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+import asyncpg
 import httpx
 import pytest
 import structlog
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from icepack_core.execution.job_execution import JobExecution
 from icepack_core.execution.maintenance import VerificationFailed
 from icepack_core.local.postgres import free_port
 from icepack_core.queue import events
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.safety.verification import Evidence
 from icepack_core.settings import load_settings
 from icepack_core.telemetry.logs import setup_logging
 from icepack_core.telemetry.tracing import tracer
@@ -49,7 +53,7 @@ SECRETS = {
 
 
 @pytest.fixture
-def secret_env(database_url, monkeypatch) -> dict[str, str]:
+def secret_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Every ``ICEPACK_*`` setting that can hold a secret, each holding a distinct one."""
     parts = urlsplit(database_url)
     assert parts.password is None  # the test server trusts local connections
@@ -85,7 +89,7 @@ def leaks(text: str) -> list[str]:
 
 
 @pytest.fixture
-def debug_logging():
+def debug_logging() -> Iterator[None]:
     """Debug logging for one test; the root logger is put back after (py4j logs every call at
     DEBUG, which would flood the rest of the session)."""
     root = logging.getLogger()
@@ -96,12 +100,21 @@ def debug_logging():
     root.setLevel(level)
 
 
-async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, debug_logging):
+async def test_no_secret_in_logs_rows_or_spans(
+    secret_env: dict[str, str],
+    db: asyncpg.Pool,
+    spans: InMemorySpanExporter,
+    capfd: pytest.CaptureFixture[str],
+    debug_logging: None,
+) -> None:
     settings = load_settings()
     log = structlog.get_logger("icepack.test")
     (catalog,) = settings.catalogs
     url, dsn = settings.spark_connect_url, settings.dsn
     # Each secret really is in the configuration (so a clean result means redaction).
+    assert catalog.credential is not None
+    assert catalog.s3_secret_access_key is not None
+    assert settings.spark_thrift_password is not None
     config_text = json.dumps(
         [
             dsn,
@@ -124,6 +137,7 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, deb
     )
     log.info("spark.connect.opening", url=url)
     log.info("service.started", database=settings.masked_dsn)
+    assert catalog.credential is not None
     log.info(
         "catalog.loading",
         headers=catalog.headers,
@@ -133,6 +147,7 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, deb
         },
     )
     try:
+        assert catalog.credential is not None
         raise ConnectionError(
             f"cannot reach {url} nor {dsn} "
             f"(ICEPACK_CATALOG_LAKE_CREDENTIAL="
@@ -151,7 +166,10 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, deb
     queue = JobQueue(db)
     enqueued = await queue.enqueue(table_id, [{"action": "rewrite_data_files"}])
     job = await queue.claim_id(enqueued.job.id, "executor@test", 60)
+    assert job is not None
     now = datetime.now(UTC)
+    assert settings.spark_thrift_password is not None
+    assert catalog.s3_secret_access_key is not None
     failure = (
         f"rewrite_data_files failed: SparkConnectGrpcException: {url} unreachable; "
         f"thrift password={settings.spark_thrift_password.get_secret_value()}; "
@@ -170,6 +188,7 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, deb
     )
     await queue.fail(job, f"{failure} (database {dsn})", retryable=False)
     async with db.acquire() as conn:
+        assert catalog.credential is not None
         await events.publish(
             conn,
             "catalog.failed",
@@ -179,9 +198,10 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, deb
                 "spark_conf": settings.spark_conf,
             },
         )
-    held = VerificationFailed(f"check against {url} failed", {"dsn": dsn})
+    evidence = Evidence(status="error", start_snapshot_id=None, error=f"database {dsn}")
+    held = VerificationFailed(f"check against {url} failed", evidence)
     await JobExecution(db, None, None)._hold(  # type: ignore[arg-type]
-        table_id, "rewrite_data_files", str(held), held.evidence
+        table_id, "rewrite_data_files", str(held), held.evidence.to_json()
     )
 
     # Spans: attributes, a recorded exception and the error status description.
@@ -220,7 +240,9 @@ async def test_no_secret_in_logs_rows_or_spans(secret_env, db, spans, capfd, deb
     assert not leaks(span.to_json()), span.to_json()
 
 
-async def test_gateway_process_start_logs_no_secret(secret_env, database_url, db):
+async def test_gateway_process_start_logs_no_secret(
+    secret_env: dict[str, str], database_url: str, db: asyncpg.Pool
+) -> None:
     """The real service process, configured only through the environment: its start-up and
     shutdown log lines (settings load, ``service.started``...) carry no secret."""
     port = free_port()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncpg
+import httpx
 import pytest
 
 
-async def add_table(db, name, oldest):
+async def add_table(db: asyncpg.Pool, name: str, oldest: str) -> None:
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('sim', 'db', $1) "
         "RETURNING id",
@@ -35,7 +37,9 @@ async def add_table(db, name, oldest):
     )
 
 
-async def test_fleet_simulation_lists_changed_tables_and_writes_nothing(client, db, auth):
+async def test_fleet_simulation_lists_changed_tables_and_writes_nothing(
+    client: httpx.AsyncClient, db: asyncpg.Pool, auth: dict[str, str]
+) -> None:
     await add_table(db, "ancient", "2020-01-01T00:00:00.000Z")
     await add_table(db, "fresh", "2999-01-01T00:00:00.000Z")
     body = {
@@ -61,7 +65,9 @@ async def test_fleet_simulation_lists_changed_tables_and_writes_nothing(client, 
     assert report["skipped"] == []
 
 
-async def test_fleet_simulation_rejects_a_bad_policy_naming_the_key(client, auth):
+async def test_fleet_simulation_rejects_a_bad_policy_naming_the_key(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
     body = {
         "catalog": "sim",
         "policies": [
@@ -77,14 +83,16 @@ async def test_fleet_simulation_rejects_a_bad_policy_naming_the_key(client, auth
     assert "older_than_hours" in response.json()["message"] + str(response.json()["detail"])
 
 
-async def test_fleet_simulation_needs_a_token(client):
+async def test_fleet_simulation_needs_a_token(client: httpx.AsyncClient) -> None:
     response = await client.post(
         "/policies/simulate/fleet", json={"catalog": "sim", "policies": []}
     )
     assert response.status_code == 401
 
 
-async def test_a_status_row_missing_fields_is_skipped_with_its_reason_not_a_500(client, db, auth):
+async def test_a_status_row_missing_fields_is_skipped_with_its_reason_not_a_500(
+    client: httpx.AsyncClient, db: asyncpg.Pool, auth: dict[str, str]
+) -> None:
     # Regression (found by schemathesis): a stored status without `small_file_bytes`, as an
     # older writer or a hand-made row may leave, made the whole fleet simulation a 500.
     await add_table(db, "ancient", "2020-01-01T00:00:00.000Z")
@@ -109,7 +117,9 @@ async def test_a_status_row_missing_fields_is_skipped_with_its_reason_not_a_500(
     assert skipped["table"] == "sim.db.partial" and "small_file_bytes" in skipped["reason"]
 
 
-async def add_small_files_table(db, namespace, name, small_bytes, cadence_hours=None):
+async def add_small_files_table(
+    db: asyncpg.Pool, namespace: str, name: str, small_bytes: int, cadence_hours: str | None = None
+) -> None:
     properties = (
         {} if cadence_hours is None else {"icepack.maintenance.cadence-hours": cadence_hours}
     )
@@ -144,7 +154,9 @@ async def add_small_files_table(db, namespace, name, small_bytes, cadence_hours=
     )
 
 
-async def test_fleet_simulation_reports_the_budget_the_policies_need(client, db, auth):
+async def test_fleet_simulation_reports_the_budget_the_policies_need(
+    client: httpx.AsyncClient, db: asyncpg.Pool, auth: dict[str, str]
+) -> None:
     # bytes_to_rewrite / max(cadence, 1 h), summed: 4800/24 + 1000/2 + 300/1 (0.5 h counts 1 h).
     await add_small_files_table(db, "sales", "orders", 4800)  # the default cadence: 24 h
     await add_small_files_table(db, "sales", "items", 1000, cadence_hours="2")

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import httpx
 
 from icepack_core.discovery.catalogs import gate_for
 from icepack_core.polaris.client import PolarisClient
@@ -32,7 +36,7 @@ def expiry(days: int, keep: int) -> str:
     )
 
 
-async def store_polaris_expiry(db) -> None:
+async def store_polaris_expiry(db: asyncpg.Pool) -> None:
     """A catalog-level Polaris expiry policy keeping everything for 10 years, as discovery
     would have read it from Polaris."""
     with run_standin("sim_cat") as polaris:
@@ -59,7 +63,9 @@ async def store_polaris_expiry(db) -> None:
         assert result.error is None
 
 
-async def test_a_proposed_polaris_policy_replaces_the_stored_one(client, db, auth):
+async def test_a_proposed_polaris_policy_replaces_the_stored_one(
+    client: httpx.AsyncClient, db: asyncpg.Pool, auth: dict[str, str]
+) -> None:
     await add_table(db, "ancient", "2020-01-01T00:00:00.000Z")
     await store_polaris_expiry(db)
     body = {
@@ -84,7 +90,9 @@ async def test_a_proposed_polaris_policy_replaces_the_stored_one(client, db, aut
     assert kept["max_snapshot_age_hours"] == 3650 * 24  # the stored one is untouched
 
 
-async def test_an_icepack_attachment_at_the_same_scope_still_wins(client, db, auth):
+async def test_an_icepack_attachment_at_the_same_scope_still_wins(
+    client: httpx.AsyncClient, db: asyncpg.Pool, auth: dict[str, str]
+) -> None:
     await add_table(db, "ancient", "2020-01-01T00:00:00.000Z")
     body = {
         "catalog": "sim",
@@ -114,7 +122,9 @@ async def test_an_icepack_attachment_at_the_same_scope_still_wins(client, db, au
     assert change["proposed_actions"] == []
 
 
-async def test_a_proposed_polaris_policy_icepack_cannot_use_is_refused_naming_the_key(client, auth):
+async def test_a_proposed_polaris_policy_icepack_cannot_use_is_refused_naming_the_key(
+    client: httpx.AsyncClient, auth: dict[str, str]
+) -> None:
     body = {
         "catalog": "sim",
         "polaris_policies": [
@@ -131,7 +141,9 @@ async def test_a_proposed_polaris_policy_icepack_cannot_use_is_refused_naming_th
     assert "min_snapshot_to_keep" in response.text
 
 
-async def test_the_polaris_policies_kept_are_listed_with_their_source_state(client, db, auth):
+async def test_the_polaris_policies_kept_are_listed_with_their_source_state(
+    client: httpx.AsyncClient, db: asyncpg.Pool, auth: dict[str, str]
+) -> None:
     empty = await client.get("/policies/polaris", params={"catalog": "sim"}, headers=auth)
     assert empty.status_code == 200
     assert empty.json() == {"sources": [], "items": [], "truncated": False}
@@ -148,11 +160,11 @@ async def test_the_polaris_policies_kept_are_listed_with_their_source_state(clie
 
 
 async def test_one_table_s_simulation_sees_polaris_policies_and_a_proposal_overrides_them(
-    client, db, auth
-):
+    client: httpx.AsyncClient, db: asyncpg.Pool, auth: dict[str, str]
+) -> None:
     await add_table(db, "ancient", "2020-01-01T00:00:00.000Z")
     await store_polaris_expiry(db)
-    body: dict = {"catalog": "sim", "namespace": "db", "table": "ancient"}
+    body: dict[str, Any] = {"catalog": "sim", "namespace": "db", "table": "ancient"}
     response = await client.post("/policies/simulate", json=body, headers=auth)
     assert response.status_code == 200, response.text
     effective = response.json()["effective_policy"]

@@ -11,6 +11,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -87,7 +88,7 @@ async def browser() -> AsyncIterator[object]:
             await chromium.close()
 
 
-async def _page(browser, width: int, height: int, errors: list[str]):
+async def _page(browser: Any, width: int, height: int, errors: list[str]) -> Any:
     context = await browser.new_context(viewport={"width": width, "height": height})
     page = await context.new_page()
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -95,7 +96,9 @@ async def _page(browser, width: int, height: int, errors: list[str]):
     return context, page
 
 
-async def test_ui_overview_table_and_jobs_in_chromium(base_url, browser, fleet: Fleet):
+async def test_ui_overview_table_and_jobs_in_chromium(
+    base_url: str, browser: object, fleet: Fleet
+) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     context, page = await _page(browser, 1280, 900, errors)
@@ -162,7 +165,9 @@ async def test_ui_overview_table_and_jobs_in_chromium(base_url, browser, fleet: 
         await context.close()
 
 
-async def test_ui_fits_a_phone_and_shows_empty_states(base_url, browser, db, fleet: Fleet):
+async def test_ui_fits_a_phone_and_shows_empty_states(
+    base_url: str, browser: object, db: asyncpg.Pool, fleet: Fleet
+) -> None:
     errors: list[str] = []
     context, page = await _page(browser, 390, 844, errors)
     try:

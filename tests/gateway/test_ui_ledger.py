@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import asyncpg
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
@@ -29,7 +31,7 @@ from tests.gateway.test_ui_safety import base, planned_table  # noqa: F401 (fixt
 NOW = datetime.now(UTC)
 
 
-async def planned_job_with_outcome(db) -> int:
+async def planned_job_with_outcome(db: asyncpg.Pool) -> int:
     """A job the real planner queued with its prediction, claimed, its outcome built by the
     executor's own functions from two statuses (380 small files compacted into 1) and stored
     under the job's fence, then completed."""
@@ -63,7 +65,7 @@ async def planned_job_with_outcome(db) -> int:
     return job.id
 
 
-async def quarantined_job(db, tmp_path) -> tuple[int, list[str]]:
+async def quarantined_job(db: asyncpg.Pool, tmp_path: Path) -> tuple[int, list[str]]:
     """Three real files moved into quarantine by an orphan job, through the ledger."""
     async with db.acquire() as conn:
         table_id = await add_table(conn, "shop", "orders_raw")
@@ -94,15 +96,15 @@ async def quarantined_job(db, tmp_path) -> tuple[int, list[str]]:
     assert await ledger.record(paths, "not referenced by any snapshot (UI test)") == 3
     await ledger.quarantine(timedelta(days=7))
     await queue.complete(job, {})
-    for path in paths:
-        assert not os.path.exists(path.removeprefix("file://"))
+    for stored in paths:
+        assert not os.path.exists(stored.removeprefix("file://"))
     return job.id, paths
 
 
 @pytest.mark.parametrize("width", [1280, 390])
 async def test_job_page_shows_outcome_and_quarantine_and_restores(
-    base, browser, db, tmp_path, width
-):
+    base: str, browser: object, db: asyncpg.Pool, tmp_path: Path, width: int
+) -> None:
     outcome_job = await planned_job_with_outcome(db)
     orphan_job, paths = await quarantined_job(db, tmp_path)
     token, _ = await TokenStore(db).create("operator")
@@ -158,7 +160,9 @@ async def test_job_page_shows_outcome_and_quarantine_and_restores(
         await context.close()
 
 
-async def test_budgets_page_shows_use_against_each_limit(base, browser, db):
+async def test_budgets_page_shows_use_against_each_limit(
+    base: str, browser: object, db: asyncpg.Pool
+) -> None:
     async with db.acquire() as conn:
         table_id = await add_table(conn, "etl", "facts", catalog="lake")
         await add_table(conn, "etl", "dims", catalog="lake")
@@ -191,7 +195,9 @@ async def test_budgets_page_shows_use_against_each_limit(base, browser, db):
         await context.close()
 
 
-async def test_job_page_reads_a_long_ledger_a_page_at_a_time(base, browser, db, tmp_path):
+async def test_job_page_reads_a_long_ledger_a_page_at_a_time(
+    base: str, browser: object, db: asyncpg.Pool, tmp_path: Path
+) -> None:
     """230 recorded rows: the page shows the first 100 with the totals of all 230, and "Load
     more files" reads the next pages (``GET /jobs/{id}/deletions`` is paged) until none is left."""
     async with db.acquire() as conn:

@@ -10,10 +10,15 @@ job page reach "succeeded" while the table's rows and checksum stay the same.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import asyncpg
 import httpx
 import pytest
 
 from icepack_core.access.tokens import TokenStore
+from icepack_core.settings import Settings
 from icepack_discovery.service import DiscoveryService
 from icepack_executor.service import ExecutorService
 from icepack_inspector.service import InspectorService
@@ -30,7 +35,7 @@ NS = "maintain_now"
 JOB_STATE = "() => document.querySelector('[data-test=job-state]')?.textContent"
 
 
-async def use_token(page, token: str) -> None:
+async def use_token(page: Any, token: str) -> None:
     """Type the token into the UI's token field, as an operator does."""
     form = page.locator("[data-test=token-form]")
     if await form.is_hidden():
@@ -40,26 +45,28 @@ async def use_token(page, token: str) -> None:
     await form.wait_for(state="hidden")
 
 
-async def click_maintain(page, expect: str) -> str:
+async def click_maintain(page: Any, expect: str) -> str:
     """Click "Maintain now" and return the text of the outcome (``result`` or ``error``)."""
     for other in ("result", "error"):  # a previous outcome must not be mistaken for this one
         await page.locator(f"[data-test=maintain-{other}]").wait_for(state="hidden")
     await page.click("[data-test=maintain-button]")
     outcome = page.locator(f"[data-test=maintain-{expect}]")
     await outcome.wait_for()
-    return await outcome.inner_text()
+    text: str = await outcome.inner_text()
+    return text
 
 
-async def job_count(db) -> int:
-    return await db.fetchval("SELECT count(*) FROM icepack.jobs")
+async def job_count(db: asyncpg.Pool) -> int:
+    count: int = await db.fetchval("SELECT count(*) FROM icepack.jobs")
+    return count
 
 
 async def test_maintain_now_on_a_held_table_shows_the_409_refusal(
-    base,
-    browser,
-    db,
+    base: str,
+    browser: object,
+    db: asyncpg.Pool,
     fleet: Fleet,
-):
+) -> None:
     await failed_verification_job(db, fleet.tables["crm.users"])
     token, _ = await TokenStore(db).create("operator")
     jobs_before = await job_count(db)
@@ -82,7 +89,9 @@ async def test_maintain_now_on_a_held_table_shows_the_409_refusal(
         await context.close()
 
 
-async def test_maintain_now_shows_every_outcome(base, browser, db, fleet: Fleet):
+async def test_maintain_now_shows_every_outcome(
+    base: str, browser: object, db: asyncpg.Pool, fleet: Fleet
+) -> None:
     token, _ = await TokenStore(db).create("operator")
     jobs_before = await job_count(db)
     errors: list[str] = []
@@ -131,7 +140,9 @@ async def test_maintain_now_shows_every_outcome(base, browser, db, fleet: Fleet)
         await context.close()
 
 
-async def test_job_page_follows_the_job_to_its_end(base, browser, db, fleet: Fleet, auth):
+async def test_job_page_follows_the_job_to_its_end(
+    base: str, browser: object, db: asyncpg.Pool, fleet: Fleet, auth: dict[str, str]
+) -> None:
     """Without reloading, the page shows the cancel the API made meanwhile, then stops."""
     job_id = fleet.jobs["queued"]
     errors: list[str] = []
@@ -150,7 +161,7 @@ async def test_job_page_follows_the_job_to_its_end(base, browser, db, fleet: Fle
 
 
 @pytest.fixture
-def flow_settings(database_url, spark_catalog_settings, tmp_path):
+def flow_settings(database_url: str, spark_catalog_settings: Settings, tmp_path: Path) -> Settings:
     """The services' settings on the Spark fixtures' catalog, for this test's namespace only
     (the same shape as tests/e2e/test_maintenance_flow.py)."""
     return service_settings(database_url, spark_catalog_settings, tmp_path, include=[f"{NS}.*"])
@@ -159,12 +170,14 @@ def flow_settings(database_url, spark_catalog_settings, tmp_path):
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-async def test_maintain_now_runs_the_recommendation_to_succeeded(spark, flow_settings, db, browser):
+async def test_maintain_now_runs_the_recommendation_to_succeeded(
+    spark: Any, flow_settings: Settings, db: asyncpg.Pool, browser: object
+) -> None:
     table = make_small_files_table(spark, NS, "clicks", batches=12)
     rows_before, files_before = fingerprint(spark, table), data_file_count(spark, table)
     catalog = flow_settings.effective_catalogs()[0].name
 
-    async def planned():
+    async def planned() -> asyncpg.Record | None:
         return await db.fetchrow(
             "SELECT r.table_id, r.actions, r.job_id, j.state FROM icepack.recommendations r "
             "JOIN icepack.tables t ON t.id = r.table_id JOIN icepack.jobs j ON j.id = r.job_id "
@@ -177,6 +190,7 @@ async def test_maintain_now_runs_the_recommendation_to_succeeded(spark, flow_set
         rec = await eventually(
             planned, timeout=180, interval=0.5, what="the planner's recommendation and job"
         )
+        assert rec is not None
     assert rec["state"] == "queued"
     recommended = [a["action"] for a in rec["actions"]["actions"]]
     assert "rewrite_data_files" in recommended
@@ -227,6 +241,7 @@ async def test_maintain_now_runs_the_recommendation_to_succeeded(spark, flow_set
     job = await db.fetchrow(
         "SELECT state, trigger, actions FROM icepack.jobs WHERE id = $1", job_id
     )
+    assert job is not None
     assert job["state"] == "succeeded" and job["trigger"] == "manual"
     assert [a["action"] for a in job["actions"]] == recommended  # the recommendation, as is
     assert fingerprint(spark, table) == rows_before  # same rows, same contents

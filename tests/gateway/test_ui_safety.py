@@ -10,6 +10,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import asyncpg
 import pytest
@@ -27,6 +28,7 @@ from icepack_core.local.postgres import free_port
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.runtime.probes import make_server
+from icepack_core.safety.verification import Evidence, Rollback, SnapshotCheck
 from icepack_core.settings import Settings, load_settings
 from icepack_gateway.app import create_app
 from tests.gateway.seed import ORDERS_REWRITE_OUTPUT, Fleet, add_table, status_doc
@@ -50,12 +52,12 @@ async def serving(db: asyncpg.Pool, settings: Settings) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def base(db, database_url) -> AsyncIterator[str]:
+async def base(db: asyncpg.Pool, database_url: str) -> AsyncIterator[str]:
     async with serving(db, load_settings(database_url=database_url)) as url:
         yield url
 
 
-async def planned_table(db: asyncpg.Pool) -> tuple[int, dict]:
+async def planned_table(db: asyncpg.Pool) -> tuple[int, dict[str, Any]]:
     """``demo.shop.carts``: inspected (stored as the inspector stores it, assessed by the real
     health rules) and planned by the real planner. Returns its id and the stored
     recommendation."""
@@ -74,7 +76,9 @@ async def planned_table(db: asyncpg.Pool) -> tuple[int, dict]:
                 current_snapshot_at=NOW.isoformat(),
             )
         )
-        await record_inspection(conn, table_id, status, assess(status, now=NOW))
+        await record_inspection(
+            cast(asyncpg.Connection, conn), table_id, status, assess(status, now=NOW)
+        )
     outcome = await Planner(Settings(), db, JobQueue(db)).plan(table_id, now=NOW)
     stored = await db.fetchval(
         "SELECT actions FROM icepack.recommendations WHERE id = $1", outcome.recommendation_id
@@ -82,7 +86,9 @@ async def planned_table(db: asyncpg.Pool) -> tuple[int, dict]:
     return table_id, stored
 
 
-async def test_recommendation_shows_each_action_and_each_skip(base, browser, db):
+async def test_recommendation_shows_each_action_and_each_skip(
+    base: str, browser: object, db: asyncpg.Pool
+) -> None:
     _, stored = await planned_table(db)
     assert stored["actions"] and stored["skipped"]  # the real planner wrote both kinds
     errors: list[str] = []
@@ -114,28 +120,41 @@ async def test_recommendation_shows_each_action_and_each_skip(base, browser, db)
 
 async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
     """A rewrite whose post-commit check failed, recorded and held as ``JobExecution`` does:
-    the evidence record as the action's output, the table put on hold, the job failed."""
+    the evidence as the action's ``output.verification``, the table put on hold, the job
+    failed."""
     queue = JobQueue(db)
     enqueued = await queue.enqueue(
         table_id, [{"action": "rewrite_data_files", "params": {}}], dedupe_key="verify-fail"
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:2", 600)
-    evidence = {
-        "snapshot_id": 9_123_456_789_012_345_678,
-        "parent_id": 9_000_000_000_000_000_001,
-        "rows_before": 1000,
-        "rows_after": 990,
-        "checksum_before": 1234567890123456789,
-        "checksum_after": -987654321987654321,
-        "rolled_back": True,
-    }
+    assert job is not None
+    bad = SnapshotCheck(
+        snapshot_id=9_123_456_789_012_345_678,
+        parent_id=9_000_000_000_000_000_001,
+        rows_before=1000,
+        rows_after=990,
+        checksum_before="1234567890123456789",
+        checksum_after="-987654321987654321",
+        checked="parent",
+        ok=False,
+    )
+    rollback = Rollback(
+        status="rolled_back", to_snapshot_id=bad.parent_id, bad_snapshot_id=bad.snapshot_id
+    )
+    evidence = Evidence(
+        status="violation",
+        start_snapshot_id=bad.parent_id,
+        snapshots=[bad],
+        violation=bad,
+        rollback=rollback,
+    )
     exc = VerificationFailed(
         "rewrite snapshot 9123456789012345678 changed the live contents "
         "of demo.crm.users: 1000 rows -> 990 rows, checksum differs",
         evidence,
     )
     await JobExecution(db, None, None)._hold(  # type: ignore[arg-type]
-        table_id, "rewrite_data_files", str(exc), exc.evidence
+        table_id, "rewrite_data_files", str(exc), exc.evidence.to_json()
     )
     await queue.record_action(
         job,
@@ -144,7 +163,7 @@ async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
         started_at=NOW,
         finished_at=NOW,
         procedure="rewrite_data_files",
-        output=exc.evidence,
+        output={"verification": exc.evidence.to_json()},
         error=str(exc),
     )
     await queue.fail(job, str(exc), retryable=False)
@@ -152,11 +171,11 @@ async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
 
 
 async def test_job_page_shows_live_rows_deleted_rows_and_evidence(
-    base,
-    browser,
-    db,
+    base: str,
+    browser: object,
+    db: asyncpg.Pool,
     fleet: Fleet,
-):
+) -> None:
     errors: list[str] = []
     context, page = await _page(browser, 1280, 900, errors)
     try:
@@ -170,7 +189,7 @@ async def test_job_page_shows_live_rows_deleted_rows_and_evidence(
         assert "320\t256" in stored and "64 deleted rows physically removed" in stored, stored
         assert "4" in await safety.locator("[data-test=delete-files]").inner_text()
         row = await safety.locator("[data-test=evidence-row]").inner_text()
-        record = ORDERS_REWRITE_OUTPUT["verified_snapshots"][0]
+        record = ORDERS_REWRITE_OUTPUT["verification"]["snapshots"][0]
         assert str(record["snapshot_id"]) in row and str(record["parent_id"]) in row
         assert "256 → 256" in row
         # 64-bit checksums shown with their exact digits (not rounded by JS numbers).
@@ -187,11 +206,11 @@ async def test_job_page_shows_live_rows_deleted_rows_and_evidence(
 
 
 async def test_job_page_shows_a_failed_verification_rollback_and_hold(
-    base,
-    browser,
-    db,
+    base: str,
+    browser: object,
+    db: asyncpg.Pool,
     fleet: Fleet,
-):
+) -> None:
     job_id = await failed_verification_job(db, fleet.tables["crm.users"])
     errors: list[str] = []
     context, page = await _page(browser, 390, 844, errors)
@@ -223,13 +242,14 @@ async def test_job_page_shows_a_failed_verification_rollback_and_hold(
         await context.close()
 
 
-async def test_evidence_under_a_verification_key_is_shown_too(
-    base,
-    browser,
-    db,
+async def test_a_violation_not_rolled_back_is_shown_so(
+    base: str,
+    browser: object,
+    db: asyncpg.Pool,
     fleet: Fleet,
-):
-    """The executor's newer shape: records anywhere under ``output.verification``."""
+) -> None:
+    """A violation whose rollback was refused (a writer committed on top): every checked
+    snapshot shown, the bad one as not rolled back."""
     queue = JobQueue(db)
     enqueued = await queue.enqueue(
         fleet.tables["crm.users"],
@@ -237,56 +257,69 @@ async def test_evidence_under_a_verification_key_is_shown_too(
         dedupe_key="verification-key",
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:3", 600)
-    output = {
-        "rewritten_delete_files_count": 3,
-        "verification": {
-            "mode": "per-snapshot",
-            "snapshots": [
-                {
-                    "snapshot_id": 11,
-                    "parent_id": 10,
-                    "rows_before": 50,
-                    "rows_after": 50,
-                    "checksum_before": 7,
-                    "checksum_after": 7,
-                    "checked": True,
-                    "rolled_back": False,
-                }
-            ],
-        },
-    }
+    assert job is not None
+    good, bad = (
+        SnapshotCheck(
+            snapshot_id=parent + 1,
+            parent_id=parent,
+            rows_before=50,
+            rows_after=rows,
+            checksum_before="7",
+            checksum_after=checksum,
+            checked="parent",
+            ok=rows == 50,
+        )
+        for parent, rows, checksum in ((10, 50, "7"), (11, 49, "6"))
+    )
+    evidence = Evidence(
+        status="violation",
+        start_snapshot_id=10,
+        snapshots=[good, bad],
+        violation=bad,
+        rollback=Rollback(
+            status="not_rolled_back",
+            to_snapshot_id=11,
+            bad_snapshot_id=12,
+            current_snapshot_id=13,
+            reason="snapshots were committed on top of the bad one",
+        ),
+    )
+    output = {"rewritten_delete_files_count": 3, "verification": evidence.to_json()}
     await queue.record_action(
         job,
         action="rewrite_position_delete_files",
-        state="succeeded",
+        state="failed",
         started_at=NOW,
         finished_at=NOW,
         output=output,
         impact={},
     )
-    await queue.complete(job)
+    await queue.fail(job, "verification failed", retryable=False)
     errors: list[str] = []
     context, page = await _page(browser, 1280, 900, errors)
     try:
         await page.goto(f"{base}/ui/#/job/{job.id}")
-        row = page.locator("[data-test=evidence-row]")
-        await row.wait_for()
-        text = await row.inner_text()
-        assert "50 → 50" in text and "7 → 7" in text and "not rolled back" in text
-        assert await page.locator("[data-test=verdict]").inner_text() == "verified"
+        rows = page.locator("[data-test=evidence-row]")
+        await rows.first.wait_for()
+        first, second = await rows.all_inner_texts()
+        assert "50 → 50" in first and "7 → 7" in first and "rolled back" not in first
+        assert "50 → 49" in second and "7 → 6" in second and "not rolled back" in second
+        assert await page.locator("[data-test=verdict]").inner_text() == "verification failed"
         assert errors == [], errors
     finally:
         await context.close()
 
 
-def test_cli_job_shows_the_same_safety(database_url, db, fleet: Fleet, monkeypatch):
+def test_cli_job_shows_the_same_safety(
+    database_url: str, db: asyncpg.Pool, fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
     monkeypatch.setenv("COLUMNS", "200")
     runner = CliRunner()
     result = runner.invoke(cli_app, ["job", str(fleet.jobs["done"])])
     assert result.exit_code == 0, result.output
     out = result.stdout
-    record = ORDERS_REWRITE_OUTPUT["verified_snapshots"][0]
+    record = ORDERS_REWRITE_OUTPUT["verification"]["snapshots"][0]
     assert "rewrite_data_files: verified" in out
     assert "live rows    256 -> 256  unchanged (verified by scanning both snapshots)" in out
     assert "stored rows  320 -> 256  (incl. deleted)  64 deleted rows physically removed" in out
@@ -302,7 +335,9 @@ def test_cli_job_shows_the_same_safety(database_url, db, fleet: Fleet, monkeypat
     assert safety["live_rows"] == {"before": 256, "after": 256, "source": "verification"}
 
 
-async def test_cli_job_shows_rollback_and_hold(database_url, db, fleet: Fleet, monkeypatch):
+async def test_cli_job_shows_rollback_and_hold(
+    database_url: str, db: asyncpg.Pool, fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job_id = await failed_verification_job(db, fleet.tables["crm.users"])
     monkeypatch.setenv("ICEPACK_DATABASE_URL", database_url)
     monkeypatch.setenv("COLUMNS", "200")
@@ -315,11 +350,11 @@ async def test_cli_job_shows_rollback_and_hold(database_url, db, fleet: Fleet, m
 
 
 async def test_read_auth_ui_asks_for_a_token_and_uses_it(
-    browser,
-    db,
-    database_url,
+    browser: object,
+    db: asyncpg.Pool,
+    database_url: str,
     fleet: Fleet,
-):
+) -> None:
     token, _ = await TokenStore(db).create("ui-reader")
     settings = load_settings(database_url=database_url, gateway_read_auth=True)
     errors: list[str] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import asyncpg
@@ -192,17 +193,23 @@ async def test_cache_writes_are_atomic_and_commit_asynchronously(db: asyncpg.Poo
     from icepack_core.inspection.pyiceberg_inspector import CachedManifest, CachedTotals
 
     store = ManifestStatsStore(db)
-    rows_ = [CachedManifest("file:///m1.avro", 10, 0, {"v": 1})]
+    # Placeholder documents: this test is about the write, not what the documents hold.
+    rows_ = [CachedManifest("file:///m1.avro", 10, 0, {"v": 1})]  # type: ignore[typeddict-item]
     with pytest.raises(asyncpg.DataError):  # the totals document cannot be encoded
         await store.put_totals(
-            "t", CachedTotals(1, ["file:///m1.avro"], {"bad": object()}), True, rows=rows_
+            "t",
+            CachedTotals(1, ["file:///m1.avro"], {"bad": object()}),  # type: ignore[typeddict-item,typeddict-unknown-key]
+            True,
+            rows=rows_,
         )
     assert await db.fetchval("SELECT count(*) FROM icepack.manifest_stats") == 0
     assert await db.fetchval("SELECT count(*) FROM icepack.inspection_totals") == 0
-    await store.put_totals("t", CachedTotals(1, ["file:///m1.avro"], {"v": "x"}), True, rows=rows_)
+    placeholder = CachedTotals(1, ["file:///m1.avro"], {"v": "x"})  # type: ignore[typeddict-item]
+    await store.put_totals("t", placeholder, True, rows=rows_)
     assert await db.fetchval("SELECT count(*) FROM icepack.manifest_stats") == 1
     totals = await store.get_totals("t")
     assert totals is not None and totals.manifest_paths == ["file:///m1.avro"]
-    assert await store.get_many(["file:///m1.avro"]) == {"file:///m1.avro": {"v": 1}}
+    stored: Mapping[str, object] = await store.get_many(["file:///m1.avro"])
+    assert stored == {"file:///m1.avro": {"v": 1}}
     async with store._cache_write() as conn:  # cache writes do not wait for the WAL flush
         assert await conn.fetchval("SHOW synchronous_commit") == "off"

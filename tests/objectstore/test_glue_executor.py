@@ -155,7 +155,9 @@ async def test_glue_table_on_s3_is_compacted_and_expired_by_the_executor(
     )
     assert stored is not None
     # What the UI and `icepack job` say about it, read from what the executor stored.
-    safety = action_safety(stored["action"], stored["state"], stored["output"], stored["impact"])
+    safety = action_safety(
+        stored["action"], stored["state"], stored["output"], stored["impact"]
+    ).model_dump()
     assert safety["verdict"] == "verified", safety
     assert safety["live_rows"]["before"] == safety["live_rows"]["after"] == before[0]
 

@@ -5,6 +5,7 @@ and ``tests/execution/test_need_scheduling.py``."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,15 +16,20 @@ from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.types import PolicyType
 from tests.planning.test_recommendation import MIB, NOW, status
 
+if TYPE_CHECKING:  # type-only: the planner's intent type is being replaced (issue #29)
+    from icepack_core.planning.recommendation import ActionIntent, Recommendation
+
 RULE = DueRule()
 REWRITE = "rewrite_data_files"
 
 
-def state(snapshot="7", inspected=NOW, newest=None):
+def state(
+    snapshot: str = "7", inspected: datetime = NOW, newest: datetime | None = None
+) -> TableState:
     return TableState(snapshot, inspected, newest)
 
 
-def test_a_need_above_its_threshold_is_due_and_says_why():
+def test_a_need_above_its_threshold_is_due_and_says_why() -> None:
     verdict = judge(Need(REWRITE, 299, 3 * MIB), None, state(), NOW, RULE)
     assert verdict.due and verdict.replan_at is None
     assert verdict.reason == (
@@ -32,7 +38,7 @@ def test_a_need_above_its_threshold_is_due_and_says_why():
     )
 
 
-def test_the_min_interval_holds_a_due_action_and_names_the_replan_time():
+def test_the_min_interval_holds_a_due_action_and_names_the_replan_time() -> None:
     finished = NOW - timedelta(minutes=2)
     verdict = judge(
         Need(REWRITE, 299, 3 * MIB), LastRun(finished, "6"), state(newest=finished), NOW, RULE
@@ -45,7 +51,7 @@ def test_the_min_interval_holds_a_due_action_and_names_the_replan_time():
     ), verdict.reason
 
 
-def test_an_unchanged_table_is_not_due_within_the_cadence():
+def test_an_unchanged_table_is_not_due_within_the_cadence() -> None:
     finished = NOW - timedelta(hours=2)
     verdict = judge(
         Need(REWRITE, 299, 0), LastRun(finished, "7"), state("7", newest=finished), NOW, RULE
@@ -56,7 +62,7 @@ def test_an_unchanged_table_is_not_due_within_the_cadence():
     assert judge(Need(REWRITE, 299, 0), LastRun(finished, "7"), state("7"), later, RULE).due
 
 
-def test_open_partitions_a_run_skipped_bring_it_back_when_they_close():
+def test_open_partitions_a_run_skipped_bring_it_back_when_they_close() -> None:
     """A compaction that skipped open partitions (a writer's file within the quiet period) left
     an unchanged table that still needs it: it is planned again once they close, not after the
     cadence, and the planner is told when."""
@@ -70,7 +76,7 @@ def test_open_partitions_a_run_skipped_bring_it_back_when_they_close():
     assert later.due and later.reason.startswith("due: benefit 299")
 
 
-def test_a_status_older_than_the_last_run_waits_for_the_next_inspection():
+def test_a_status_older_than_the_last_run_waits_for_the_next_inspection() -> None:
     finished = NOW - timedelta(minutes=30)
     verdict = judge(
         Need(REWRITE, 299, 0),
@@ -89,7 +95,13 @@ def test_a_status_older_than_the_last_run_waits_for_the_next_inspection():
     unchanged=st.booleans(),
     min_interval=st.floats(0, 120),
 )
-def test_due_rule_properties(benefit, rewrite_mib, since_minutes, unchanged, min_interval):
+def test_due_rule_properties(
+    benefit: int,
+    rewrite_mib: int,
+    since_minutes: float | None,
+    unchanged: bool,
+    min_interval: float,
+) -> None:
     rule = DueRule(min_interval=timedelta(minutes=min_interval))
     need = Need(REWRITE, benefit, rewrite_mib * MIB)
     finished = None if since_minutes is None else NOW - timedelta(minutes=since_minutes)
@@ -99,6 +111,7 @@ def test_due_rule_properties(benefit, rewrite_mib, since_minutes, unchanged, min
     if last is None:
         assert verdict.due  # the first run is never held back
         return
+    assert finished is not None
     within_interval = NOW - finished < rule.min_interval
     within_cadence = NOW - finished < rule.cadence
     if within_interval:
@@ -118,7 +131,7 @@ def _iso(value: datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def streaming(snapshots: int, hours: float = 1.0):
+def streaming(snapshots: int, hours: float = 1.0) -> dict[str, Any]:
     """A table committed ``snapshots`` times over the last ``hours``."""
     return status(
         snapshot_count=snapshots,
@@ -127,11 +140,13 @@ def streaming(snapshots: int, hours: float = 1.0):
     )
 
 
-def expiry(rec):
+def expiry(rec: Recommendation) -> ActionIntent | None:
     return next((a for a in rec.actions if a.action == "expire_snapshots"), None)
 
 
-def test_the_policy_s_age_keeping_too_many_snapshots_is_said_and_a_count_retention_offered():
+def test_the_policy_s_age_keeping_too_many_snapshots_is_said_and_a_count_retention_offered() -> (
+    None
+):
     """3,600 commits an hour: 120 h keep about 432,000 snapshots, far above the 1,000 at which
     TOO_MANY_SNAPSHOTS warns. Nothing is expired beyond the policy: it is offered, not done."""
     rec = recommend(streaming(3601, hours=1), resolve([], "db", "t"), {}, NOW)
@@ -151,7 +166,7 @@ def test_the_policy_s_age_keeping_too_many_snapshots_is_said_and_a_count_retenti
     assert "offer" not in skip.reason
 
 
-def test_a_count_retention_the_policy_sets_expires_down_to_it_never_past_the_floor():
+def test_a_count_retention_the_policy_sets_expires_down_to_it_never_past_the_floor() -> None:
     policy = resolve([], "db", "t", {"icepack.snapshot-expiry.max-count": "1000"})
     rec = recommend(streaming(3601, hours=2), policy, {}, NOW, expiry_floor_hours=1.0)
     action = expiry(rec)
@@ -170,8 +185,13 @@ def test_a_count_retention_the_policy_sets_expires_down_to_it_never_past_the_flo
     floor=st.floats(0, 5),
 )
 def test_expiry_never_goes_beyond_the_policy(
-    count, hours, max_snapshots, retain_last, max_age, floor
-):
+    count: int,
+    hours: float,
+    max_snapshots: int | None,
+    retain_last: int,
+    max_age: float,
+    floor: float,
+) -> None:
     config = {"retain_last": retain_last, "max_snapshot_age_hours": max_age}
     if max_snapshots is not None:
         config["max_snapshots"] = max_snapshots

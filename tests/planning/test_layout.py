@@ -121,6 +121,7 @@ def test_health_reports_poor_clustering_only_above_the_ratio() -> None:
     poor = assess(TableStatus.model_validate({**base, "clustering": clustering()}))
     (issue,) = poor.issues
     assert issue.code == IssueCode.POOR_CLUSTERING and issue.value == 9.0
+    assert issue.threshold is not None and issue.value is not None
     assert issue.threshold == pytest.approx(2.8284) and issue.value >= issue.threshold
     fine = clustering(unclustered_partitions=0, unclustered_files=0, overlap_depth=1.2)
     assert assess(TableStatus.model_validate({**base, "clustering": fine})).issues == []

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import asyncpg
 import pytest
 
 from icepack_core.errors import PolicyError
@@ -11,13 +13,14 @@ from icepack_core.planning.planner import Planner
 from icepack_core.planning.simulation import simulate
 from icepack_core.policy import PolicyAttachment
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.settings import Settings
 from icepack_core.types import PolicyType
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 MIB = 1024 * 1024
 
 
-def status(**over):
+def status(**over: Any) -> dict[str, Any]:
     base = {
         "data_file_count": 40,
         "data_file_bytes": 40 * MIB,
@@ -37,8 +40,14 @@ def status(**over):
     return {**base, **over}
 
 
-async def add_table(db, name, st, properties=None, hold=None):
-    table_id = await db.fetchval(
+async def add_table(
+    db: asyncpg.Pool,
+    name: str,
+    st: dict[str, Any],
+    properties: dict[str, str] | None = None,
+    hold: dict[str, Any] | None = None,
+) -> int:
+    table_id: int = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name, properties, maintenance_hold) "
         "VALUES ('cat', 'db', $1, $2::jsonb, $3::jsonb) RETURNING id",
         name,
@@ -60,16 +69,20 @@ async def add_table(db, name, st, properties=None, hold=None):
 
 
 @pytest.fixture
-def planner(db, settings):
+def planner(db: asyncpg.Pool, settings: Settings) -> Planner:
     return Planner(settings, db, JobQueue(db))
 
 
-async def test_unhealthy_table_gets_a_recommendation_and_one_job(db, planner):
+async def test_unhealthy_table_gets_a_recommendation_and_one_job(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
     table_id = await add_table(db, "small", status(small_file_count=30, small_file_bytes=30))
     first = await planner.plan(table_id, now=NOW)
+    assert first.recommendation is not None
     assert [a.action for a in first.recommendation.actions] == ["rewrite_data_files"]
     assert first.job_created
     job = await db.fetchrow("SELECT * FROM icepack.jobs WHERE id = $1", first.job_id)
+    assert job is not None
     # One priority band for planned jobs; the prediction orders them within it.
     assert job["priority"] == 100 and job["trigger"] == "planner"
     assert job["health_score"] == 40.0
@@ -88,15 +101,18 @@ async def test_unhealthy_table_gets_a_recommendation_and_one_job(db, planner):
     assert topics == ["job.enqueued", "recommendation.created", "recommendation.created"]
 
 
-async def test_healthy_table_gets_a_recommendation_without_a_job(db, planner):
+async def test_healthy_table_gets_a_recommendation_without_a_job(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
     table_id = await add_table(db, "fine", status())
     outcome = await planner.plan(table_id, now=NOW)
+    assert outcome.recommendation is not None
     assert outcome.job_id is None and outcome.recommendation.actions == []
     stored = await db.fetchval("SELECT actions FROM icepack.recommendations")
     assert {s["action"] for s in stored["skipped"]} >= {"rewrite_data_files", "expire_snapshots"}
 
 
-async def test_held_table_gets_no_job(db, planner):
+async def test_held_table_gets_no_job(db: asyncpg.Pool, planner: Planner) -> None:
     table_id = await add_table(
         db,
         "held",
@@ -105,10 +121,11 @@ async def test_held_table_gets_no_job(db, planner):
     )
     outcome = await planner.plan(table_id, now=NOW)
     assert outcome.job_id is None
+    assert outcome.recommendation is not None
     assert "table on hold: verification failed" in outcome.recommendation.skipped[0].reason
 
 
-async def test_opted_out_table_gets_no_job(db, planner):
+async def test_opted_out_table_gets_no_job(db: asyncpg.Pool, planner: Planner) -> None:
     table_id = await add_table(
         db,
         "optout",
@@ -118,7 +135,9 @@ async def test_opted_out_table_gets_no_job(db, planner):
     assert (await planner.plan(table_id, now=NOW)).job_id is None
 
 
-async def test_invalid_table_property_is_reported_not_crashed_on(db, planner):
+async def test_invalid_table_property_is_reported_not_crashed_on(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
     table_id = await add_table(
         db,
         "bad",
@@ -127,6 +146,7 @@ async def test_invalid_table_property_is_reported_not_crashed_on(db, planner):
     )
     outcome = await planner.plan(table_id, now=NOW)
     assert outcome.job_id is None
+    assert outcome.recommendation is not None
     assert "icepack.snapshot-expiry.retain-last" in outcome.recommendation.skipped[0].reason
 
 
@@ -139,7 +159,9 @@ async def test_invalid_table_property_is_reported_not_crashed_on(db, planner):
         ("icepack.maintenance.cadence-hours", "0.1"),
     ],
 )
-async def test_a_duration_out_of_range_is_reported_not_crashed_on(db, planner, key, value):
+async def test_a_duration_out_of_range_is_reported_not_crashed_on(
+    db: asyncpg.Pool, planner: Planner, key: str, value: str
+) -> None:
     """Every value a table property can hold ends in a plan or a reason naming it: a planner
     exception would retry the table's work item forever and never plan it."""
     table_id = await add_table(
@@ -150,10 +172,13 @@ async def test_a_duration_out_of_range_is_reported_not_crashed_on(db, planner, k
     )
     outcome = await planner.plan(table_id, now=NOW)
     assert outcome.job_id is None
+    assert outcome.recommendation is not None
     assert key in outcome.recommendation.skipped[0].reason
 
 
-async def test_a_target_file_size_no_writer_could_mean_is_ignored(db, planner):
+async def test_a_target_file_size_no_writer_could_mean_is_ignored(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
     """``'²'.isdigit()`` is true and ``int('²')`` raises; 5,000 digits exceed Python's limit."""
     for i, target in enumerate(["²", "9" * 5000, "-5", "0", str(2**63), " 64"]):
         table_id = await add_table(
@@ -166,7 +191,7 @@ async def test_a_target_file_size_no_writer_could_mean_is_ignored(db, planner):
         assert outcome.job_id is not None, target  # planned with Iceberg's default target
 
 
-async def test_cadence_uses_the_action_history(db, planner):
+async def test_cadence_uses_the_action_history(db: asyncpg.Pool, planner: Planner) -> None:
     table_id = await add_table(db, "recent", status(small_file_count=30, small_file_bytes=30))
     job_id = await db.fetchval(
         "INSERT INTO icepack.jobs (table_id, state, finished_at) "
@@ -183,12 +208,15 @@ async def test_cadence_uses_the_action_history(db, planner):
     assert outcome.job_id is None
     # Need-based scheduling: 29 files of benefit stay under the threshold, so the cadence of
     # the last run still decides (before: "cadence is 24 h" alone).
+    assert outcome.recommendation is not None
     (skip,) = [s for s in outcome.recommendation.skipped if s.action == "rewrite_data_files"]
     assert skip.reason.startswith("not due: benefit 29 vs threshold 50.0"), skip.reason
     assert "after the cadence of 24 h" in skip.reason
 
 
-async def test_simulation_reports_what_a_proposed_policy_would_change(db, planner):
+async def test_simulation_reports_what_a_proposed_policy_would_change(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
     await add_table(
         db, "old", status(snapshot_count=40, oldest_snapshot_at="2026-11-21T01:00:00.000Z")
     )
@@ -224,7 +252,9 @@ async def test_simulation_reports_what_a_proposed_policy_would_change(db, planne
         await simulate(planner, "cat", [bad], now=NOW)
 
 
-async def test_actions_the_choke_point_would_refuse_are_skipped_not_enqueued(db, planner):
+async def test_actions_the_choke_point_would_refuse_are_skipped_not_enqueued(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
     """An operator enabled orphan removal for the namespace, but one table's location holds
     another table: the planner skips orphan removal there (naming the neighbour) and still
     enqueues the rewrite, so the job never carries an action the executor refuses."""
@@ -245,17 +275,23 @@ async def test_actions_the_choke_point_would_refuse_are_skipped_not_enqueued(db,
     )
 
     planned = await planner.plan(outer, now=NOW)
+    assert planned.recommendation is not None
     assert [a.action for a in planned.recommendation.actions] == ["rewrite_data_files"]
+    assert planned.recommendation is not None
     (skip,) = [s for s in planned.recommendation.skipped if s.action == "remove_orphan_files"]
     assert "LOCATION_OVERLAP" in skip.reason and "cat.db.inner" in skip.reason
     job = await db.fetchrow("SELECT actions FROM icepack.jobs WHERE id = $1", planned.job_id)
+    assert job is not None
     assert [a["action"] for a in job["actions"]] == ["rewrite_data_files"]
 
     alone = await planner.plan(lone, now=NOW)
+    assert alone.recommendation is not None
     assert [a.action for a in alone.recommendation.actions] == ["remove_orphan_files"]
 
 
-async def test_job_history_is_read_only_for_a_table_that_has_jobs(db, planner):
+async def test_job_history_is_read_only_for_a_table_that_has_jobs(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
     """``table_plan_inputs.has_jobs`` gates the history reads: a table without jobs is planned as
     if its (empty) history had been read; once planning queued a job, the flag is set."""
     from icepack_core.db.queries import load_query
@@ -263,6 +299,7 @@ async def test_job_history_is_read_only_for_a_table_that_has_jobs(db, planner):
 
     table_id = await add_table(db, "fresh", status(small_file_count=30, small_file_bytes=30 * MIB))
     row = await db.fetchrow(load_query("table_plan_inputs"), table_id)
+    assert row is not None
     assert (row["has_jobs"], row["score"]) == (False, 40) and row["status_id"] is not None
     table = TableRow.from_record(row)
     read = await planner.recommend_for(table, row["status"], NOW, has_jobs=True)
@@ -271,10 +308,13 @@ async def test_job_history_is_read_only_for_a_table_that_has_jobs(db, planner):
 
     outcome = await planner.plan(table_id, now=NOW)
     assert outcome.job_id is not None
-    assert (await db.fetchrow(load_query("table_plan_inputs"), table_id))["has_jobs"] is True
+    inputs = await db.fetchrow(load_query("table_plan_inputs"), table_id)
+    assert inputs is not None and inputs["has_jobs"] is True
 
 
-async def test_a_table_whose_gc_is_disabled_gets_no_expiry_job(db, planner):
+async def test_a_table_whose_gc_is_disabled_gets_no_expiry_job(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
     """``gc.enabled=false``: the choke point refuses expiry, so the planner skips it with the
     reason instead of enqueueing a job that Iceberg would refuse (a twin without the property
     is planned an expiry from the same status)."""
@@ -283,17 +323,22 @@ async def test_a_table_whose_gc_is_disabled_gets_no_expiry_job(db, planner):
     twin = await add_table(db, "twin", old)
 
     planned = await planner.plan(shared, now=NOW)
+    assert planned.recommendation is not None
     assert "expire_snapshots" not in [a.action for a in planned.recommendation.actions]
+    assert planned.recommendation is not None
     (skip,) = [s for s in planned.recommendation.skipped if s.action == "expire_snapshots"]
     assert "GC_DISABLED" in skip.reason and "gc.enabled='false'" in skip.reason
     assert not planned.job_created
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs WHERE table_id = $1", shared) == 0
 
     control = await planner.plan(twin, now=NOW)
+    assert control.recommendation is not None
     assert [a.action for a in control.recommendation.actions] == ["expire_snapshots"]
 
 
-async def test_an_operator_s_cancel_is_not_undone_by_the_next_plan(db, planner):
+async def test_an_operator_s_cancel_is_not_undone_by_the_next_plan(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
     """The cancel's own ``job.finished`` wakes the planner: without this rule it enqueued the
     same job again at once. A cancelled action comes back after the cadence."""
     table_id = await add_table(db, "cancelled", status(small_file_count=30, small_file_bytes=30))
@@ -303,6 +348,7 @@ async def test_an_operator_s_cancel_is_not_undone_by_the_next_plan(db, planner):
 
     again = await planner.plan(table_id, now=datetime.now(UTC))
     assert again.job_id is None
+    assert again.recommendation is not None
     assert any("cancelled by an operator" in s.reason for s in again.recommendation.skipped)
     later = await planner.plan(table_id, now=datetime.now(UTC) + timedelta(hours=25))
     assert later.job_id is not None and later.job_id != first.job_id

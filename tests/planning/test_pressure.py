@@ -6,6 +6,7 @@ real statuses is in ``tests/planning/test_pressure_planning.py``; a real writer 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -26,6 +27,9 @@ from icepack_core.planning.recommendation import CLOSED_MIN_FILES, recommend
 from icepack_core.policy import resolve
 from tests.planning.test_recommendation import MIB, NOW, status
 
+if TYPE_CHECKING:  # type-only: the planner's intent type is being replaced (issue #29)
+    from icepack_core.planning.recommendation import ActionIntent, Recommendation
+
 REWRITE = "rewrite_data_files"
 BOUND = OpenBound(bound=100, min_files=5, lead=timedelta(seconds=60))
 
@@ -34,14 +38,14 @@ def growth(before: int, now: int, seconds: float = 60.0) -> Growth:
     return Growth(before, NOW - timedelta(seconds=seconds), now, NOW)
 
 
-def test_no_growth_means_no_projection():
+def test_no_growth_means_no_projection() -> None:
     assert project(None, BOUND) is None
     assert project(growth(40, 40), BOUND) is None  # nothing added
     assert project(growth(40, 3), BOUND) is None  # a compaction or a close in between
     assert project(Growth(1, NOW, 9, NOW), BOUND) is None  # no span
 
 
-def test_a_bucket_partition_gaining_one_file_a_second_is_compacted_from_fifteen():
+def test_a_bucket_partition_gaining_one_file_a_second_is_compacted_from_fifteen() -> None:
     """The measured bench case: 60 files a minute per bucket, a run that takes a minute. The
     level leaves room for the run's own minute: 0.75 * 100 - 60 = 15."""
     p = project(growth(0, 30, seconds=30), BOUND)
@@ -50,7 +54,7 @@ def test_a_bucket_partition_gaining_one_file_a_second_is_compacted_from_fifteen(
     assert "compacted from 15 to stay under the bound of 100" in p.reason()
 
 
-def test_a_slow_partition_is_not_threatened_and_says_when_it_will_be():
+def test_a_slow_partition_is_not_threatened_and_says_when_it_will_be() -> None:
     p = project(growth(10, 16, seconds=60), BOUND)  # 6 files a minute
     assert p is not None and not p.threatened
     assert p.level == 69  # floor(75 - 0.1 * 60)
@@ -65,7 +69,9 @@ def test_a_slow_partition_is_not_threatened_and_says_when_it_will_be():
     min_files=st.integers(2, 1_000),
     lead=st.floats(0, 7200),
 )
-def test_projection_properties(before, gained, seconds, bound, min_files, lead):
+def test_projection_properties(
+    before: int, gained: int, seconds: float, bound: int, min_files: int, lead: float
+) -> None:
     rule = OpenBound(bound, min_files, timedelta(seconds=lead))
     p = project(growth(before, before + gained, seconds), rule)
     assert p is not None
@@ -85,7 +91,7 @@ def test_projection_properties(before, gained, seconds, bound, min_files, lead):
 
 
 @given(st.one_of(st.none(), st.floats(allow_nan=True)))
-def test_the_lead_is_bounded(seconds):
+def test_the_lead_is_bounded(seconds: float | None) -> None:
     lead = lead_of(seconds)
     assert timedelta(0) < lead <= MAX_LEAD
     if seconds is None or seconds != seconds or seconds < 0:
@@ -93,11 +99,13 @@ def test_the_lead_is_bounded(seconds):
 
 
 @given(st.integers(-5, 10_000), st.integers(-5, 10_000))
-def test_the_fullest_partition_never_holds_more_small_files_than_the_table(most, small):
+def test_the_fullest_partition_never_holds_more_small_files_than_the_table(
+    most: int, small: int
+) -> None:
     assert 0 <= fullest_small(most, small) <= max(0, small)
 
 
-def test_pressure_makes_a_compaction_due_whatever_its_benefit_at_the_pressure_interval():
+def test_pressure_makes_a_compaction_due_whatever_its_benefit_at_the_pressure_interval() -> None:
     threatened = project(growth(0, 30, seconds=30), BOUND)
     finished = NOW - timedelta(seconds=90)
     last = LastRun(finished, "7")
@@ -117,7 +125,7 @@ def test_pressure_makes_a_compaction_due_whatever_its_benefit_at_the_pressure_in
     assert not judge(Need(REWRITE, 5, 0), last, stale, NOW, rule, threatened).due
 
 
-def test_a_held_compaction_is_planned_again_when_the_projection_reaches_the_level():
+def test_a_held_compaction_is_planned_again_when_the_projection_reaches_the_level() -> None:
     slow = project(growth(10, 16, seconds=60), BOUND)
     assert slow is not None and slow.threat_at is not None
     finished = NOW - timedelta(seconds=90)
@@ -132,7 +140,7 @@ def test_a_held_compaction_is_planned_again_when_the_projection_reaches_the_leve
     assert not verdict.due and verdict.replan_at == slow.threat_at
 
 
-def streaming_status(fullest: int, small: int, partitions: int = 3) -> dict[str, object]:
+def streaming_status(fullest: int, small: int, partitions: int = 3) -> dict[str, Any]:
     return status(
         data_file_count=small,
         data_file_bytes=small * MIB,
@@ -144,11 +152,11 @@ def streaming_status(fullest: int, small: int, partitions: int = 3) -> dict[str,
     )
 
 
-def rewrite(rec):
+def rewrite(rec: Recommendation) -> ActionIntent | None:
     return next((a for a in rec.actions if a.action == REWRITE), None)
 
 
-def test_a_growing_table_compacts_open_partitions_from_the_level_and_closed_ones_from_two():
+def test_a_growing_table_compacts_open_partitions_from_the_level_and_closed_ones_from_two() -> None:
     policy = resolve([], "db", "t")
     rec = recommend(streaming_status(30, 40), policy, {}, NOW, growth=growth(0, 30, seconds=30))
     action = rewrite(rec)
@@ -158,7 +166,7 @@ def test_a_growing_table_compacts_open_partitions_from_the_level_and_closed_ones
     assert "due: open-partition pressure" in action.reason
 
 
-def test_a_batch_table_keeps_its_bound_and_min_input_files():
+def test_a_batch_table_keeps_its_bound_and_min_input_files() -> None:
     """No growth between two inspections (a batch landed once): today's parameters."""
     policy = resolve([], "db", "t")
     rec = recommend(streaming_status(30, 40), policy, {}, NOW, growth=None)
@@ -168,7 +176,7 @@ def test_a_batch_table_keeps_its_bound_and_min_input_files():
     assert action.params["options"]["min-input-files"] == "5"
 
 
-def test_a_run_that_would_only_find_the_open_partition_below_its_level_is_not_planned():
+def test_a_run_that_would_only_find_the_open_partition_below_its_level_is_not_planned() -> None:
     """Every small file but three is in the fullest open partition, below the level: a run
     would skip it and do nothing, so none is planned; the planner comes back at threat_at."""
     policy = resolve([], "db", "t")
@@ -184,7 +192,7 @@ def test_a_run_that_would_only_find_the_open_partition_below_its_level_is_not_pl
     assert rewrite(rec) is not None
 
 
-def test_a_run_that_found_only_open_partitions_is_not_repeated_until_they_close():
+def test_a_run_that_found_only_open_partitions_is_not_repeated_until_they_close() -> None:
     """Its candidates were all open below their bound (it selected none): the writer adding
     more to them does not make the next run find more, their closing does (or the pressure)."""
     finished = NOW - timedelta(minutes=6)
@@ -202,7 +210,7 @@ def test_a_run_that_found_only_open_partitions_is_not_repeated_until_they_close(
     assert judge(Need(REWRITE, 299, 0), last, changed, NOW, rule, threatened).due
 
 
-def test_the_recommendation_reads_a_run_that_selected_nothing_from_its_counts():
+def test_the_recommendation_reads_a_run_that_selected_nothing_from_its_counts() -> None:
     policy = resolve([], "db", "t")
     finished = NOW - timedelta(minutes=6)
     busy = streaming_status(30, 90)

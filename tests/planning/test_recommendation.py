@@ -1,6 +1,9 @@
 """Recommendation rules, cadence and safety, with hypothesis properties."""
 
+from __future__ import annotations
+
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,6 +12,9 @@ from icepack_core.planning.recommendation import PartitionStat, recommend
 from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.types import LEDGER_ACTIONS, Action, PolicyType
 
+if TYPE_CHECKING:  # type-only: the planner's intent type is being replaced (issue #29)
+    from icepack_core.planning.recommendation import Recommendation
+
 # The planner plans the maintenance actions, never the ledger ones (purge, restore).
 ACTION_ORDER = tuple(a for a in Action if a not in LEDGER_ACTIONS)
 
@@ -16,7 +22,7 @@ NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 MIB = 1024 * 1024
 
 
-def status(**over):
+def status(**over: Any) -> dict[str, Any]:
     base = {
         "data_file_count": 10,
         "data_file_bytes": 10 * 100 * MIB,
@@ -35,17 +41,17 @@ def status(**over):
     return {**base, **over}
 
 
-def actions(rec):
+def actions(rec: Recommendation) -> list[str]:
     return [a.action for a in rec.actions]
 
 
-def test_healthy_table_gets_nothing_and_says_why():
+def test_healthy_table_gets_nothing_and_says_why() -> None:
     rec = recommend(status(), resolve([], "db", "t"), {}, NOW)
     assert rec.actions == []
     assert {s.action for s in rec.skipped} == set(ACTION_ORDER)
 
 
-def test_small_files_get_a_binpack_with_estimates():
+def test_small_files_get_a_binpack_with_estimates() -> None:
     rec = recommend(
         status(small_file_count=40, small_file_bytes=40 * MIB),
         resolve([], "db", "t"),
@@ -61,7 +67,7 @@ def test_small_files_get_a_binpack_with_estimates():
     assert "40 small files" in rewrite.reason
 
 
-def test_rewrite_is_scoped_to_partitions_that_need_it():
+def test_rewrite_is_scoped_to_partitions_that_need_it() -> None:
     parts = [
         PartitionStat("`day` = '2026-11-01'", 30, 30 * MIB),
         PartitionStat("`day` = '2026-11-02'", 2, 2 * MIB),
@@ -81,7 +87,7 @@ def test_rewrite_is_scoped_to_partitions_that_need_it():
     assert "scoped to 2 of 3 partitions" in rewrite.reason
 
 
-def test_equality_deletes_force_a_rewrite_with_delete_threshold():
+def test_equality_deletes_force_a_rewrite_with_delete_threshold() -> None:
     rec = recommend(status(equality_delete_file_count=2), resolve([], "db", "t"), {}, NOW)
     (rewrite,) = rec.actions
     assert rewrite.params["options"]["delete-file-threshold"] == "1"
@@ -89,7 +95,7 @@ def test_equality_deletes_force_a_rewrite_with_delete_threshold():
     assert rewrite.params["options"]["remove-dangling-deletes"] == "true"
 
 
-def test_old_snapshots_are_expired_with_exact_parameters():
+def test_old_snapshots_are_expired_with_exact_parameters() -> None:
     rec = recommend(
         status(snapshot_count=50, oldest_snapshot_at="2026-11-01T00:00:00.000Z"),
         resolve([], "db", "t"),
@@ -100,7 +106,7 @@ def test_old_snapshots_are_expired_with_exact_parameters():
     assert expire.params == {"older_than": "2026-11-16 12:00:00.000", "retain_last": 1}
 
 
-def test_actions_come_in_a_safe_order():
+def test_actions_come_in_a_safe_order() -> None:
     orphans = PolicyAttachment(PolicyType.ORPHAN_FILE_REMOVAL, "catalog", "c", None, None, True, {})
     stats = PolicyAttachment(PolicyType.TABLE_STATISTICS, "catalog", "c", None, None, True, {})
     policy = resolve([orphans, stats], "db", "t")
@@ -125,7 +131,7 @@ def test_actions_come_in_a_safe_order():
     assert orphan.params == {"older_than": "2026-11-18 12:00:00.000", "dry_run_first": True}
 
 
-def test_below_its_threshold_a_need_action_waits_for_the_cadence():
+def test_below_its_threshold_a_need_action_waits_for_the_cadence() -> None:
     """Need-based scheduling (planning.due): a compaction whose benefit (10 files a scan no
     longer opens) is under its threshold is not proposed within the cadence of its last run
     (the behaviour a batch table had under the cadence alone), and is after it. Before: the
@@ -146,7 +152,7 @@ def test_below_its_threshold_a_need_action_waits_for_the_cadence():
     assert due.action == "rewrite_data_files" and "due: the cadence of 24 h passed" in due.reason
 
 
-def test_cadence_still_gates_the_age_based_expiry():
+def test_cadence_still_gates_the_age_based_expiry() -> None:
     old = status(snapshot_count=50, oldest_snapshot_at="2026-11-01T00:00:00.000Z")
     policy = resolve([], "db", "t")
     rec = recommend(old, policy, {"expire_snapshots": NOW - timedelta(hours=3)}, NOW)
@@ -169,8 +175,15 @@ counts = st.integers(0, 5000)
     enabled=st.booleans(),
 )
 def test_recommendation_properties(
-    small, manifests, snapshots, pos, eq, age_hours, last_hours, enabled
-):
+    small: int,
+    manifests: int,
+    snapshots: int,
+    pos: int,
+    eq: int,
+    age_hours: float,
+    last_hours: float | None,
+    enabled: bool,
+) -> None:
     oldest = NOW - timedelta(hours=age_hours)
     st_ = status(
         small_file_count=small,
@@ -182,7 +195,7 @@ def test_recommendation_properties(
         oldest_snapshot_at=oldest.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
     )
     props = {} if enabled else {"icepack.maintenance.enabled": "false"}
-    last = (
+    last: dict[str, datetime] = (
         {} if last_hours is None else {a: NOW - timedelta(hours=last_hours) for a in ACTION_ORDER}
     )
     rec = recommend(st_, resolve([], "db", "t", props), last, NOW)
@@ -207,7 +220,7 @@ def test_recommendation_properties(
         assert all(v >= 0 for v in a.estimated_benefit.values())
 
 
-def test_position_delete_buildup_gets_a_rewrite_that_applies_deletes():
+def test_position_delete_buildup_gets_a_rewrite_that_applies_deletes() -> None:
     rec = recommend(
         status(record_count=1000, delete_record_count=300, position_delete_file_count=3),
         resolve([], "db", "t"),
@@ -221,7 +234,7 @@ def test_position_delete_buildup_gets_a_rewrite_that_applies_deletes():
     assert "30% of records" in rewrite.reason
 
 
-def test_a_few_deletes_below_the_threshold_do_not_force_a_rewrite():
+def test_a_few_deletes_below_the_threshold_do_not_force_a_rewrite() -> None:
     rec = recommend(
         status(record_count=1000, delete_record_count=5, position_delete_file_count=1),
         resolve([], "db", "t"),

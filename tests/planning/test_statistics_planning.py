@@ -77,7 +77,8 @@ def names(rec: Any) -> list[str]:
 
 
 def reason(rec: Any, action: str) -> str:
-    return next(s.reason for s in rec.skipped if s.action == action)
+    found: str = next(s.reason for s in rec.skipped if s.action == action)
+    return found
 
 
 def test_missing_statistics_are_proposed_with_the_policys_columns_and_a_prediction() -> None:
@@ -128,7 +129,9 @@ def test_stale_statistics_are_proposed_again_within_the_cadence_once_the_table_m
     assert rec.actions[0].to_json()["predicted"]["statistics"]["bytes_written"] == 1234
 
 
-def test_the_guards_hold_back_a_run_the_status_cannot_show_yet_and_one_that_changed_nothing():
+def test_the_guards_hold_back_a_run_the_status_cannot_show_yet_and_one_that_changed_nothing() -> (
+    None
+):
     missing = status(inspected_at="2026-11-21T11:00:00.000Z")
     ran = NOW - timedelta(minutes=30)  # after the status was inspected
     rec = recommend(missing, policy(), {TABLE: ran}, NOW, snapshots_after={TABLE: "30"})
@@ -161,8 +164,8 @@ def test_the_planner_proposes_exactly_what_health_calls_stale(
         partition_statistics=described(30, 0, 0),
     )
     config = {"stale_after_snapshots": after, "stale_added_rows_share": share}
-    rec = recommend(doc, policy(**config), {}, NOW)
-    thresholds = with_statistics_policy(Thresholds(), policy(**config).table_statistics)
+    rec = recommend(doc, policy(True, **config), {}, NOW)
+    thresholds = with_statistics_policy(Thresholds(), policy(True, **config).table_statistics)
     issues = assess(TableStatus.model_validate(doc), thresholds, NOW).issue_codes()
     assert (TABLE in names(rec)) == (IssueCode.STATISTICS_STALE in issues)
     assert PARTITION not in names(rec)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icepack_core.polaris.mapping import POLARIS_KEYS, PolarisPolicy, map_content, map_policy
+from icepack_core.polaris.mapping import POLARIS_KEYS, PolarisPolicy, Scope, map_content, map_policy
 from icepack_core.policy import CONFIG_TYPES, ORPHAN_SAFE_HOURS, PolicyAttachment, resolve
 from icepack_core.types import PolicyType
 
@@ -31,15 +31,29 @@ def polaris(policy_type: str, name: str = "p1", **content: Any) -> PolarisPolicy
     )
 
 
-def mapped(policy_type, scope="table", ns=("db",), table="t", name="p1", **content):
+def mapped(
+    policy_type: str,
+    scope: Scope = "table",
+    ns: tuple[str, ...] = ("db",),
+    table: str | None = "t",
+    name: str = "p1",
+    **content: Any,
+) -> PolicyAttachment:
     return map_policy(polaris(policy_type, name, **content), "cat", scope, ns, table, FETCHED)
 
 
-def icepack(policy_type, scope, namespace=None, table=None, enabled=True, **config):
+def icepack(
+    policy_type: str,
+    scope: Scope,
+    namespace: str | None = None,
+    table: str | None = None,
+    enabled: bool = True,
+    **config: Any,
+) -> PolicyAttachment:
     return PolicyAttachment(policy_type, scope, "cat", namespace, table, enabled, config)
 
 
-def test_schema_examples_map_to_icepack_fields_and_keep_unknown_keys():
+def test_schema_examples_map_to_icepack_fields_and_keep_unknown_keys() -> None:
     dc = mapped(
         DC,
         enable=True,
@@ -78,7 +92,7 @@ def test_schema_examples_map_to_icepack_fields_and_keep_unknown_keys():
     assert mc.config == {"max_manifests": 40} and mc.unknown == {"spec_id": 1}
 
 
-def test_bad_values_make_the_policy_invalid_naming_the_polaris_key():
+def test_bad_values_make_the_policy_invalid_naming_the_polaris_key() -> None:
     cases = [
         (DC, {"enable": True, "config": {"compaction_strategy": "shuffle"}}, "compaction_strategy"),
         (DC, {"enable": True, "config": {"target_file_size_bytes": -1}}, "target_file_size_bytes"),
@@ -94,11 +108,12 @@ def test_bad_values_make_the_policy_invalid_naming_the_polaris_key():
         (OR, {"enable": True, "locations": ["relative/dir"]}, "locations"),
     ]
     for policy_type, content, key in cases:
+        assert isinstance(content, dict)
         att = mapped(policy_type, **content)
         assert att.invalid is not None and key in att.invalid, (content, att.invalid)
 
 
-def test_orphan_age_below_the_floor_only_when_the_policy_says_so():
+def test_orphan_age_below_the_floor_only_when_the_policy_says_so() -> None:
     explicit = mapped(
         OR,
         enable=True,
@@ -109,7 +124,7 @@ def test_orphan_age_below_the_floor_only_when_the_policy_says_so():
     assert explicit.config["older_than_hours"] == 24.0
 
 
-def test_content_that_is_not_an_object_or_a_wrong_version_is_invalid():
+def test_content_that_is_not_an_object_or_a_wrong_version_is_invalid() -> None:
     for content in ("not json", "[1]", json.dumps({"version": "1999", "enable": True})):
         policy = PolarisPolicy.model_validate(
             {"policy-type": DC, "name": "x", "content": content, "version": 0}
@@ -117,7 +132,7 @@ def test_content_that_is_not_an_object_or_a_wrong_version_is_invalid():
         assert map_policy(policy, "cat", "table", ("db",), "t").invalid
 
 
-def test_zorder_strategy_maps_to_strategy_and_columns():
+def test_zorder_strategy_maps_to_strategy_and_columns() -> None:
     assert map_content(DC, json.dumps({"enable": True, "config": {}})).config == {}
     m = map_content(
         DC, json.dumps({"enable": True, "config": {"compaction_strategy": "zorder(a, b)"}})
@@ -125,7 +140,7 @@ def test_zorder_strategy_maps_to_strategy_and_columns():
     assert m.config == {"strategy": "zorder", "zorder_columns": ["a", "b"]}
 
 
-def test_an_invalid_table_policy_falls_back_to_the_namespace_one():
+def test_an_invalid_table_policy_falls_back_to_the_namespace_one() -> None:
     attachments = [
         mapped(
             SE,
@@ -145,35 +160,38 @@ def test_an_invalid_table_policy_falls_back_to_the_namespace_one():
     assert "passed over polaris table policy bad" in source and "min_snapshot_to_keep" in source
 
 
-def test_an_invalid_orphan_policy_never_drops_the_safety_floor():
+def test_an_invalid_orphan_policy_never_drops_the_safety_floor() -> None:
     bad = mapped(OR, enable=True, max_orphan_file_age_in_days=0.5)
     policy = resolve([bad], "db", "t")
     assert policy.orphan_file_removal is None  # the default: disabled
     assert "passed over" in policy.sources[OR]
 
 
-def test_icepack_wins_at_the_same_scope_the_more_specific_wins_across_sources():
+def test_icepack_wins_at_the_same_scope_the_more_specific_wins_across_sources() -> None:
     ns_icepack = icepack(DC, "namespace", "db", min_input_files=7)
     table_polaris = mapped(DC, enable=True, config={"min_input_files": 9})
     policy = resolve([ns_icepack, table_polaris], "db", "t")
+    assert policy.data_compaction is not None
     assert policy.data_compaction.min_input_files == 9
     assert policy.sources[DC].startswith("polaris table policy p1")
 
     table_icepack = icepack(DC, "table", "db", "t", min_input_files=11)
     policy = resolve([ns_icepack, table_polaris, table_icepack], "db", "t")
+    assert policy.data_compaction is not None
     assert policy.data_compaction.min_input_files == 11
     assert policy.sources[DC] == "table"
 
 
-def test_table_properties_still_override_a_polaris_policy():
+def test_table_properties_still_override_a_polaris_policy() -> None:
     att = mapped(SE, enable=True, config={"min_snapshot_to_keep": 2})
     policy = resolve([att], "db", "t", {"icepack.snapshot-expiry.retain-last": "5"})
+    assert policy.snapshot_expiry is not None
     assert policy.snapshot_expiry.retain_last == 5
     assert policy.sources[SE].endswith("+ property icepack.snapshot-expiry.retain-last")
 
 
-SCOPES = st.sampled_from(["catalog", "namespace", "table"])
-ORIGINS = st.sampled_from(["icepack", "polaris"])
+SCOPES: st.SearchStrategy[Scope] = st.sampled_from(["catalog", "namespace", "table"])
+ORIGINS: st.SearchStrategy[Literal["icepack", "polaris"]] = st.sampled_from(["icepack", "polaris"])
 
 
 @st.composite
@@ -201,12 +219,16 @@ def attachment(draw: st.DrawFn) -> tuple[PolicyAttachment, int]:
 
 
 @given(st.lists(attachment(), max_size=8))
-def test_precedence_is_scope_then_icepack_then_validity(cands):
+def test_precedence_is_scope_then_icepack_then_validity(
+    cands: list[tuple[PolicyAttachment, int]],
+) -> None:
     """The winner is the valid candidate with the highest (scope, icepack-over-polaris) rank;
     with no valid candidate, the default (5) applies."""
     rank = {"catalog": 0, "namespace": 1, "table": 2}
     valid = [(a, v) for a, v in cands if a.invalid is None]
-    got = resolve([a for a, _ in cands], "db", "t").data_compaction.min_input_files
+    compaction = resolve([a for a, _ in cands], "db", "t").data_compaction
+    assert compaction is not None
+    got = compaction.min_input_files
     if not valid:
         assert got == 5
         return
@@ -223,7 +245,9 @@ JSON_SCALARS = st.one_of(st.booleans(), st.integers(-(10**6), 10**12), st.text(m
     st.sampled_from([DC, MC, SE, OR]),
     st.booleans(),
 )
-def test_any_config_maps_or_is_invalid_never_raises(config, policy_type, enable):
+def test_any_config_maps_or_is_invalid_never_raises(
+    config: dict[str, bool | int | str], policy_type: PolicyType, enable: bool
+) -> None:
     """Whatever config a Polaris policy carries, mapping yields a usable attachment or one
     marked invalid; every key is either applied, kept as unknown, or named in the reason."""
     att = mapped(policy_type, enable=enable, config=config)
@@ -239,7 +263,7 @@ def test_any_config_maps_or_is_invalid_never_raises(config, policy_type, enable)
         assert older.older_than_hours >= ORPHAN_SAFE_HOURS or older.allow_unsafe_older_than
 
 
-def test_content_nested_deeper_than_python_parses_is_invalid_not_a_crash():
+def test_content_nested_deeper_than_python_parses_is_invalid_not_a_crash() -> None:
     policy = PolarisPolicy.model_validate(
         {"policy-type": DC, "name": "deep", "content": "[" * 100_000, "version": 0}
     )

@@ -9,6 +9,9 @@ Iceberg's real REST catalog server (the REST fixture), as Polaris serves both un
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import asyncpg
 
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.discovery.refresh import Discovery
@@ -25,8 +28,8 @@ DC = PolicyType.DATA_COMPACTION
 
 
 async def test_discovery_reads_a_detected_polaris_catalogs_policies(
-    db, database_url, tmp_path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     with run_standin(PREFIX, backend=iceberg_rest.uri) as polaris:
         cfg = polaris_config(polaris, include=["pol_ns"])
         catalog = load_catalog(cfg)
@@ -48,10 +51,12 @@ async def test_discovery_reads_a_detected_polaris_catalogs_policies(
         assert result.errors == {} and result.discovered == 2
 
         source = await db.fetchrow("SELECT * FROM icepack.polaris_sources")
+        assert source is not None
         assert source["is_polaris"] and source["last_error"] is None
         assert source["last_requests"] >= 4  # detection, token, catalog, namespace, tables
         attachments = await attachments_of(db, cfg.name)
         events = resolve(attachments, "pol_ns", "events")
+        assert events.data_compaction is not None
         assert events.data_compaction.strategy == "sort"
         assert events.data_compaction.min_input_files == 9
         assert events.sources[DC].startswith("polaris table policy compact_events v0")
@@ -70,15 +75,17 @@ async def test_discovery_reads_a_detected_polaris_catalogs_policies(
         discovery.policies.close()
         assert again.errors == {} and again.discovered == 2
         source = await db.fetchrow("SELECT * FROM icepack.polaris_sources")
+        assert source is not None
         assert "503" in source["last_error"]
         kept = resolve(await attachments_of(db, cfg.name), "pol_ns", "events")
+        assert kept.data_compaction is not None
         assert kept.data_compaction.min_input_files == 9
         assert "refresh failing" in kept.sources[DC]
 
 
 async def test_a_plain_rest_catalog_is_not_polaris(
-    db, database_url, tmp_path, iceberg_rest: IcebergRest
-):
+    db: asyncpg.Pool, database_url: str, tmp_path: Path, iceberg_rest: IcebergRest
+) -> None:
     cfg = iceberg_rest.config("plain_rest", include=["nothing_here"])
     settings = load_settings(database_url=database_url, data_dir=tmp_path / "d", catalogs=[cfg])
     discovery = Discovery(settings, db)
@@ -86,5 +93,6 @@ async def test_a_plain_rest_catalog_is_not_polaris(
     await discovery.run_once()
     discovery.policies.close()
     source = await db.fetchrow("SELECT * FROM icepack.polaris_sources")
+    assert source is not None
     assert source["is_polaris"] is False and source["last_error"] is None
     assert await db.fetchval("SELECT count(*) FROM icepack.polaris_policies") == 0

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
 
 from icepack_core.discovery.catalogs import gate_for
 from icepack_core.polaris.client import PolarisClient
-from icepack_core.polaris.refresh import refresh_policies
+from icepack_core.polaris.refresh import PolicyPass, refresh_policies
 from icepack_core.polaris.store import attachments_of
-from icepack_core.policy import resolve
+from icepack_core.policy import EffectivePolicy, resolve
+from icepack_core.settings import CatalogConfig, Settings
 from icepack_core.types import PolicyType
 from tests.planning.test_planner import status as planner_status
 from tests.polaris.conftest import PolarisAdmin, polaris_config
@@ -29,7 +31,7 @@ NOW = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 V = "2025-02-03"
 
 
-async def add_tables(db, catalog: str, names: list[tuple[str, str]]) -> None:
+async def add_tables(db: asyncpg.Pool, catalog: str, names: list[tuple[str, str]]) -> None:
     for namespace, name in names:
         await db.execute(
             "INSERT INTO icepack.tables (catalog, namespace, name, location) "
@@ -46,11 +48,15 @@ def register(server: RunningStandIn, names: list[tuple[str, str]]) -> None:
         server.state.register(tuple(namespace.split(".")), name)
 
 
-async def effective(db, cfg, namespace: str, table: str):
+async def effective(
+    db: asyncpg.Pool, cfg: CatalogConfig, namespace: str, table: str
+) -> EffectivePolicy:
     return resolve(await attachments_of(db, cfg.name), namespace, table)
 
 
-async def refresh(db, cfg, now=NOW, client=None):
+async def refresh(
+    db: asyncpg.Pool, cfg: CatalogConfig, now: datetime = NOW, client: PolarisClient | None = None
+) -> PolicyPass:
     if client is not None:
         return await refresh_policies(db, cfg, client, now)
     own = PolarisClient(cfg, gate_for(cfg))
@@ -60,7 +66,9 @@ async def refresh(db, cfg, now=NOW, client=None):
         own.close()
 
 
-async def test_inheritance_table_override_and_sources(db, polaris, admin: PolarisAdmin):
+async def test_inheritance_table_override_and_sources(
+    db: asyncpg.Pool, polaris: RunningStandIn, admin: PolarisAdmin
+) -> None:
     """A catalog policy, a namespace policy and a table-level override: each table gets the
     most specific, and the source names the Polaris policy."""
     tables = [("ns1", "t1"), ("ns1", "t2")]
@@ -102,21 +110,29 @@ async def test_inheritance_table_override_and_sources(db, polaris, admin: Polari
     assert result.error is None and result.is_polaris
 
     t1 = await effective(db, cfg, "ns1", "t1")
+    assert t1.data_compaction is not None
     assert t1.data_compaction.target_file_size_bytes == 134217728
+    assert t1.data_compaction is not None
     assert t1.data_compaction.strategy == "sort"
+    assert t1.data_compaction is not None
     assert t1.data_compaction.min_input_files == 5  # the table policy does not say: default
     assert t1.sources[DC].startswith("polaris table policy compact1 v0, fetched 2026-11-27")
     assert "not used: max-concurrent-file-group-rewrites" in t1.sources[DC]
+    assert t1.snapshot_expiry is not None
     assert t1.snapshot_expiry.retain_last == 3 and t1.snapshot_expiry.max_snapshot_age_hours == 48
     assert t1.sources[SE].startswith("polaris catalog policy expiry v0")
 
     t2 = await effective(db, cfg, "ns1", "t2")
+    assert t2.data_compaction is not None
     assert t2.data_compaction.target_file_size_bytes == 256 * 2**20
+    assert t2.data_compaction is not None
     assert t2.data_compaction.min_input_files == 8
     assert t2.sources[DC].startswith("polaris namespace ns1 policy compact_ns v0")
 
 
-async def test_icepack_attachment_beats_polaris_at_the_same_scope(db, polaris, admin):
+async def test_icepack_attachment_beats_polaris_at_the_same_scope(
+    db: asyncpg.Pool, polaris: RunningStandIn, admin: PolarisAdmin
+) -> None:
     register(polaris, [("ns1", "t1")])
     await add_tables(db, "polaris_cat", [("ns1", "t1")])
     admin.create_ok("ns1", "compact_ns", DC, enable=True, config={"min_input_files": 8})
@@ -130,11 +146,14 @@ async def test_icepack_attachment_beats_polaris_at_the_same_scope(db, polaris, a
     cfg = polaris_config(polaris)
     await refresh(db, cfg)
     policy = await effective(db, cfg, "ns1", "t1")
+    assert policy.data_compaction is not None
     assert policy.data_compaction.min_input_files == 12
     assert policy.sources[DC] == "namespace ns1"
 
 
-async def test_an_invalid_table_policy_falls_back_to_the_namespace_policy(db, polaris, admin):
+async def test_an_invalid_table_policy_falls_back_to_the_namespace_policy(
+    db: asyncpg.Pool, polaris: RunningStandIn, admin: PolarisAdmin
+) -> None:
     """Polaris accepts ``min_snapshot_to_keep: 0`` (its schema allows any number); Icepack
     cannot (it would keep no snapshot): that policy is passed over, naming the key, and the
     namespace's applies. Never "no policy": the defaults keep their floors."""
@@ -147,7 +166,9 @@ async def test_an_invalid_table_policy_falls_back_to_the_namespace_policy(db, po
     cfg = polaris_config(polaris, polaris=True)
     await refresh(db, cfg)
     policy = await effective(db, cfg, "ns1", "t1")
+    assert policy.snapshot_expiry is not None
     assert policy.snapshot_expiry.max_snapshot_age_hours == 72
+    assert policy.snapshot_expiry is not None
     assert policy.snapshot_expiry.retain_last == 1
     source = policy.sources[SE]
     assert source.startswith("polaris namespace ns1 policy ns_expiry")
@@ -155,7 +176,9 @@ async def test_an_invalid_table_policy_falls_back_to_the_namespace_policy(db, po
     assert "min_snapshot_to_keep" in source
 
 
-async def test_a_detached_or_edited_policy_is_seen_after_its_period(db, polaris, admin):
+async def test_a_detached_or_edited_policy_is_seen_after_its_period(
+    db: asyncpg.Pool, polaris: RunningStandIn, admin: PolarisAdmin
+) -> None:
     register(polaris, [("ns1", "t1")])
     await add_tables(db, "polaris_cat", [("ns1", "t1")])
     admin.create_ok("ns1", "compact1", DC, enable=True, config={"min_input_files": 9})
@@ -164,27 +187,34 @@ async def test_a_detached_or_edited_policy_is_seen_after_its_period(db, polaris,
     admin.attach("ns1", "expiry", "namespace", ["ns1"])
     cfg = polaris_config(polaris, polaris=True)
     await refresh(db, cfg)
-    assert (await effective(db, cfg, "ns1", "t1")).data_compaction.min_input_files == 9
+    compaction = (await effective(db, cfg, "ns1", "t1")).data_compaction
+    assert compaction is not None and compaction.min_input_files == 9
 
     admin.detach("ns1", "compact1", "table-like", ["ns1", "t1"])
     admin.update("ns1", "expiry", 0, enable=True, config={"min_snapshot_to_keep": 6})
     soon = await refresh(db, cfg, NOW + timedelta(seconds=60))  # nothing due yet
     assert soon.requests == 0
-    assert (await effective(db, cfg, "ns1", "t1")).data_compaction.min_input_files == 9
+    compaction = (await effective(db, cfg, "ns1", "t1")).data_compaction
+    assert compaction is not None and compaction.min_input_files == 9
 
     await refresh(db, cfg, NOW + timedelta(seconds=cfg.polaris_namespace_ttl_seconds + 1))
     policy = await effective(db, cfg, "ns1", "t1")
+    assert policy.snapshot_expiry is not None
     assert policy.snapshot_expiry.retain_last == 6  # namespace level: within its period
     assert policy.sources[SE].startswith("polaris namespace ns1 policy expiry v1")
+    assert policy.data_compaction is not None
     assert policy.data_compaction.min_input_files == 9  # table level: not yet
 
     later = NOW + timedelta(seconds=cfg.polaris_table_ttl_seconds + 1)
     await refresh(db, cfg, later)
     policy = await effective(db, cfg, "ns1", "t1")
+    assert policy.data_compaction is not None
     assert policy.data_compaction.min_input_files == 5 and policy.sources[DC] == "default"
 
 
-async def test_pages_are_followed(db, polaris, admin):
+async def test_pages_are_followed(
+    db: asyncpg.Pool, polaris: RunningStandIn, admin: PolarisAdmin
+) -> None:
     """Every page of applicable policies is read (``next-page-token``), one request each."""
     register(polaris, [("ns1", "t1")])
     await add_tables(db, "polaris_cat", [("ns1", "t1")])
@@ -196,6 +226,7 @@ async def test_pages_are_followed(db, polaris, admin):
             (OR, {"enable": False}),
         ]
     ):
+        assert isinstance(content, dict)
         admin.create_ok("ns1", f"p{index}", kind, **content)
         admin.attach("ns1", f"p{index}", "table-like", ["ns1", "t1"])
     cfg = polaris_config(polaris, polaris=True)
@@ -208,12 +239,16 @@ async def test_pages_are_followed(db, polaris, admin):
     await refresh(db, cfg, client=client)
     client.close()
     policy = await effective(db, cfg, "ns1", "t1")
+    assert policy.data_compaction is not None
     assert policy.data_compaction.min_input_files == 7
+    assert policy.snapshot_expiry is not None
     assert policy.snapshot_expiry.retain_last == 2
     assert policy.metadata_compaction is None
 
 
-async def test_orphan_policy_reaching_outside_the_table_is_refused(db, polaris, admin, settings):
+async def test_orphan_policy_reaching_outside_the_table_is_refused(
+    db: asyncpg.Pool, polaris: RunningStandIn, admin: PolarisAdmin, settings: Settings
+) -> None:
     """A Polaris orphan-removal policy whose ``locations`` reach outside the table: the
     planner refuses the removal at the choke point, naming the rule and the policy."""
     from icepack_core.db.queries import load_query
@@ -241,6 +276,7 @@ async def test_orphan_policy_reaching_outside_the_table_is_refused(db, polaris, 
     assert policy.orphan_file_removal.older_than_hours == 720
 
     table = await db.fetchrow("SELECT * FROM icepack.tables WHERE name = 't1'")
+    assert table is not None
     await db.execute(
         "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
         "VALUES ($1, now(), 'pyiceberg', $2::jsonb)",
@@ -248,6 +284,7 @@ async def test_orphan_policy_reaching_outside_the_table_is_refused(db, polaris, 
         planner_status(),
     )
     outcome = await Planner(settings, db, JobQueue(db)).plan(table["id"], now=NOW)
+    assert outcome.recommendation is not None
     skipped = {s.action: s.reason for s in outcome.recommendation.skipped}
     assert "remove_orphan_files" not in [a.action for a in outcome.recommendation.actions]
     reason = skipped["remove_orphan_files"]
@@ -260,7 +297,9 @@ async def test_orphan_policy_reaching_outside_the_table_is_refused(db, polaris, 
     assert stored["policy_sources"][DC] == "default"
 
 
-async def test_an_outage_keeps_the_last_known_policies_with_their_age(db, polaris, admin):
+async def test_an_outage_keeps_the_last_known_policies_with_their_age(
+    db: asyncpg.Pool, polaris: RunningStandIn, admin: PolarisAdmin
+) -> None:
     register(polaris, [("ns1", "t1")])
     await add_tables(db, "polaris_cat", [("ns1", "t1")])
     admin.create_ok("ns1", "compact_ns", DC, enable=True, config={"min_input_files": 8})
@@ -276,10 +315,12 @@ async def test_an_outage_keeps_the_last_known_policies_with_their_age(db, polari
     # The pass stops after the failing chunk (catalog and namespace): the table is not asked.
     assert polaris.state.requests["GET applicable-policies"] - before == 2, failed
     policy = await effective(db, cfg, "ns1", "t1")
+    assert policy.data_compaction is not None
     assert policy.data_compaction.min_input_files == 8
     source = policy.sources[DC]
     assert "fetched 2026-11-27 09:00:00 UTC" in source and "refresh failing" in source
     row = await db.fetchrow("SELECT * FROM icepack.polaris_sources")
+    assert row is not None
     assert row["last_error_at"] == later and row["last_success_at"] == NOW
 
     polaris.state.fail_with = None
@@ -288,7 +329,9 @@ async def test_an_outage_keeps_the_last_known_policies_with_their_age(db, polari
     assert "refresh failing" not in (await effective(db, cfg, "ns1", "t1")).sources[DC]
 
 
-async def test_requests_per_pass_do_not_follow_the_table_count(db, polaris, admin):
+async def test_requests_per_pass_do_not_follow_the_table_count(
+    db: asyncpg.Pool, polaris: RunningStandIn, admin: PolarisAdmin
+) -> None:
     """60 tables in 3 namespaces: the first pass reads every target once; the next passes read
     only what is due (namespaces every few minutes, tables spread over their period)."""
     tables = [(f"ns{i % 3}", f"t{i}") for i in range(60)]
@@ -316,7 +359,9 @@ async def test_requests_per_pass_do_not_follow_the_table_count(db, polaris, admi
     assert ns_due.requests == 1 + 3 + 2  # catalog, namespaces, 60 x 121 s / 3600 s tables
 
 
-async def test_a_catalog_that_is_not_polaris_is_detected_once(db, polaris):
+async def test_a_catalog_that_is_not_polaris_is_detected_once(
+    db: asyncpg.Pool, polaris: RunningStandIn
+) -> None:
     cfg = polaris_config(polaris).model_copy(update={"polaris_prefix": "not_this"})
     # A wrong prefix is a 404 like a server without the policy API.
     result = await refresh(db, cfg)
@@ -326,7 +371,12 @@ async def test_a_catalog_that_is_not_polaris_is_detected_once(db, polaris):
     assert sum(polaris.state.requests.values()) == before  # the answer is kept
 
 
-async def test_the_credential_and_token_never_reach_rows_or_logs(db, polaris, admin, capsys):
+async def test_the_credential_and_token_never_reach_rows_or_logs(
+    db: asyncpg.Pool,
+    polaris: RunningStandIn,
+    admin: PolarisAdmin,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     register(polaris, [("ns1", "t1")])
     await add_tables(db, "polaris_cat", [("ns1", "t1")])
     admin.create_ok("ns1", "compact_ns", DC, enable=True, config={"min_input_files": 8})
@@ -356,7 +406,9 @@ async def test_the_credential_and_token_never_reach_rows_or_logs(db, polaris, ad
         (json.dumps({"enable": False}), 200, b'"version":0'),
     ],
 )
-def test_the_stand_in_validates_content_as_polaris_does(polaris, admin, content, status, body):
+def test_the_stand_in_validates_content_as_polaris_does(
+    polaris: RunningStandIn, admin: PolarisAdmin, content: object, status: int, body: bytes
+) -> None:
     """The stand-in's own contract, as the recorded exchanges show it."""
     polaris.state.register(("ns1",))
     answer = admin.create("ns1", "p", DC, content)
@@ -364,7 +416,9 @@ def test_the_stand_in_validates_content_as_polaris_does(polaris, admin, content,
     assert body in answer.content if body else answer.content == b""
 
 
-async def test_nested_namespaces_inherit_from_their_parents(db, polaris, admin):
+async def test_nested_namespaces_inherit_from_their_parents(
+    db: asyncpg.Pool, polaris: RunningStandIn, admin: PolarisAdmin
+) -> None:
     """A policy on namespace ``a`` applies to tables of ``a.b`` unless ``a.b`` has its own;
     the namespace levels travel joined by 0x1F, as Polaris reads them."""
     tables = [("a.b", "t1"), ("a.c", "t2")]
@@ -378,8 +432,10 @@ async def test_nested_namespaces_inherit_from_their_parents(db, polaris, admin):
     result = await refresh(db, cfg)
     assert result.error is None
     inner = await effective(db, cfg, "a.b", "t1")
+    assert inner.data_compaction is not None
     assert inner.data_compaction.min_input_files == 11
     assert inner.sources[DC].startswith("polaris namespace a.b policy inner")
     outer = await effective(db, cfg, "a.c", "t2")
+    assert outer.data_compaction is not None
     assert outer.data_compaction.min_input_files == 6
     assert outer.sources[DC].startswith("polaris namespace a policy outer")

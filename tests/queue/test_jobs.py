@@ -6,10 +6,11 @@ import asyncpg
 import pytest
 
 from icepack_core.errors import JobNotFound, StaleFence
+from icepack_core.intents import RewriteManifests, intents_json
 from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.types import JobState, JobTrigger
 
-ACTIONS = [{"action": "noop"}]
+ACTIONS = [{"action": "rewrite_manifests", "params": {"use_caching": True}, "reason": ""}]
 
 
 @pytest.fixture
@@ -43,9 +44,21 @@ async def test_second_enqueue_for_the_same_key_returns_the_existing_job(
     first = await queue.enqueue(None, ACTIONS, dedupe_key="table:1")
     again = await queue.enqueue(None, [{"action": "other"}], dedupe_key="table:1")
     assert not again.created and again.job.id == first.job.id
-    assert again.job.actions == ACTIONS  # the no-op changed nothing
+    assert intents_json(again.job.actions) == ACTIONS  # the no-op changed nothing
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == 1
     assert await topics(db) == ["job.enqueued"]
+
+
+async def test_a_job_is_read_with_its_actions_parsed_into_intents_once(queue: JobQueue) -> None:
+    """``Job.actions`` are intents; stored actions that are not (a row bypassing validation)
+    read as none, with the reason the executor fails the job with."""
+    job = (await queue.enqueue(None, ACTIONS)).job
+    assert [a.kind.value for a in job.actions] == ["rewrite_manifests"]
+    assert isinstance(job.actions[0], RewriteManifests)
+    assert job.actions[0].params.use_caching and job.actions_error is None
+    bad = (await queue.enqueue(None, [{"action": "noop"}])).job
+    assert bad.actions == [] and "unknown action 'noop'" in str(bad.actions_error)
+    assert (await queue.get(bad.id)).actions_error is not None
 
 
 async def test_dedupe_holds_while_running_and_frees_after_finish(queue: JobQueue) -> None:

@@ -52,6 +52,6 @@ async def test_purge_jobs_are_queued_for_due_tables_only(db: asyncpg.Pool) -> No
     (job_id,) = await upkeep.purge(now)
     job = await jobs.get(job_id)
     assert job.table_id == due and job.dedupe_key == f"purge:{due}"
-    assert [a["action"] for a in job.actions] == ["purge_quarantine"]
+    assert [a.kind.value for a in job.actions] == ["purge_quarantine"]
     assert await upkeep.purge(now) == [job_id]  # the queued one, not a second
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == 1

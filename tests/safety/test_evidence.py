@@ -1,5 +1,6 @@
 """``action_safety``: live rows apart from deleted rows removed, and the verification verdict,
-over every output shape the executor writes (and garbage, which must never raise)."""
+over the evidence the executor stores (``output.verification``) and garbage, which must never
+raise."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icepack_core.safety.evidence import action_safety, verification_records
+from icepack_core.safety.verification import Evidence, Rollback, SnapshotCheck
 
 IMPACT = {
     "before": {
@@ -26,28 +28,30 @@ IMPACT = {
         "deletion_vector_count": 0,
     },
 }
+
+
+def check(snapshot_id: int, rows_after: int = 256, checksum_after: str = "7") -> SnapshotCheck:
+    return SnapshotCheck(
+        snapshot_id=snapshot_id,
+        parent_id=snapshot_id - 1,
+        rows_before=256,
+        rows_after=rows_after,
+        checksum_before="7",
+        checksum_after=checksum_after,
+        checked="chain",
+        ok=(rows_after, checksum_after) == (256, "7"),
+    )
+
+
 CHAIN = {
-    "verified_snapshots": [
-        {
-            "snapshot_id": 2,
-            "parent_id": 1,
-            "rows_before": 256,
-            "rows_after": 256,
-            "checked": "chain",
-        },
-        {
-            "snapshot_id": 3,
-            "parent_id": 2,
-            "rows_before": 256,
-            "rows_after": 256,
-            "checked": "chain",
-        },
-    ]
+    "verification": Evidence(
+        status="verified", start_snapshot_id=1, snapshots=[check(2), check(3)]
+    ).to_json()
 }
 
 
 def test_a_delete_applying_rewrite_loses_no_live_row() -> None:
-    s = action_safety("rewrite_data_files", "succeeded", CHAIN, IMPACT)
+    s = action_safety("rewrite_data_files", "succeeded", CHAIN, IMPACT).model_dump()
     assert s["verdict"] == "verified" and len(s["snapshots"]) == 2
     assert s["live_rows"] == {"before": 256, "after": 256, "source": "verification"}
     assert s["stored_rows"] == {"before": 320, "after": 256}
@@ -55,45 +59,45 @@ def test_a_delete_applying_rewrite_loses_no_live_row() -> None:
 
 
 def test_without_evidence_live_rows_come_from_metadata() -> None:
-    s = action_safety("rewrite_data_files", "succeeded", {}, IMPACT)
+    s = action_safety("rewrite_data_files", "succeeded", {}, IMPACT).model_dump()
     assert s["verdict"] == "unverified"
     assert s["live_rows"] == {"before": 256, "after": 256, "source": "metadata"}
     assert s["deleted_rows_removed"] == 64
     equality = {side: {**IMPACT[side], "equality_delete_file_count": 1} for side in IMPACT}
     assert (
-        action_safety("rewrite_data_files", "succeeded", {}, equality)["live_rows"]["before"]
+        action_safety("rewrite_data_files", "succeeded", {}, equality).model_dump()["live_rows"][
+            "before"
+        ]
         is None
     )  # equality deletes: no estimate
 
 
 def test_a_failed_check_with_rollback() -> None:
-    evidence = {
-        "snapshot_id": 9,
-        "parent_id": 8,
-        "rows_before": 10,
-        "rows_after": 9,
-        "checksum_before": 1,
-        "checksum_after": 2,
-        "rolled_back": True,
-    }
-    s = action_safety("rewrite_data_files", "failed", evidence, {})
+    bad = check(9, rows_after=255, checksum_after="2")
+    evidence = Evidence(
+        status="violation",
+        start_snapshot_id=7,
+        snapshots=[check(8), bad],
+        violation=bad,
+        rollback=Rollback(status="rolled_back", to_snapshot_id=8, bad_snapshot_id=9),
+    )
+    s = action_safety(
+        "rewrite_data_files", "failed", {"verification": evidence.to_json()}, {}
+    ).model_dump()
     assert s["verdict"] == "failed" and s["rolled_back"] is True
     assert "rolled back" in s["summary"]
+    assert [r["rolled_back"] for r in s["snapshots"]] == [None, True]
 
 
-def test_records_under_a_verification_key_and_nothing_rewritten() -> None:
-    out = {
-        "verification": {
-            "snapshots": [{"snapshot_id": 5, "parent_id": 4, "rows_before": 1, "rows_after": 1}]
-        }
-    }
-    assert [r["snapshot_id"] for r in verification_records(out)] == [5]
-    assert verification_records(
-        {**out, "verified_snapshots": out["verification"]["snapshots"]}
-    ) == verification_records(out)  # each record once
-    s = action_safety("rewrite_data_files", "succeeded", {"verified_snapshots": []}, {})
+def test_records_under_the_verification_key_and_nothing_rewritten() -> None:
+    assert [r.snapshot_id for r in verification_records(CHAIN)] == [2, 3]
+    nothing = Evidence(status="verified", start_snapshot_id=4).to_json()
+    s = action_safety("rewrite_data_files", "succeeded", {"verification": nothing}, {}).model_dump()
     assert s["verdict"] == "nothing_rewritten"
-    assert action_safety("expire_snapshots", "succeeded", {}, {})["verdict"] == "not_applicable"
+    assert (
+        action_safety("expire_snapshots", "succeeded", {}, {}).model_dump()["verdict"]
+        == "not_applicable"
+    )
 
 
 JSON = st.recursive(
@@ -125,5 +129,5 @@ JSON = st.recursive(
 
 @given(output=JSON, impact=JSON, state=st.sampled_from(["succeeded", "failed"]))
 def test_any_stored_json_gives_an_answer(output: Any, impact: Any, state: str) -> None:
-    s = action_safety("rewrite_data_files", state, output, impact)
+    s = action_safety("rewrite_data_files", state, output, impact).model_dump()
     assert s["verdict"] in {"verified", "failed", "nothing_rewritten", "unverified"}

@@ -135,7 +135,9 @@ async def test_a_maintained_table_naming_an_excluded_table_s_files_is_refused_na
     assert HIDDEN in str(caught.value)
     evidence = caught.value.evidence
     assert evidence["tables"] == [HIDDEN] and evidence["foreign_count"] == len(theirs)
-    assert {f["root"] for f in evidence["foreign"]} == {hidden_data}
+    foreign = evidence["foreign"]
+    assert isinstance(foreign, list)
+    assert {f["root"] for f in foreign} == {hidden_data}
     assert await maintained(db) == {"ns.sandbox"}
 
 

@@ -5,8 +5,6 @@ Retryable and permanent failures are different types; nothing is decided by mess
 
 from __future__ import annotations
 
-from typing import Any
-
 
 class IcepackError(Exception):
     """Root of every error Icepack raises on purpose."""
@@ -139,7 +137,7 @@ class InspectionFailed(IcepackError):
         self.message = message
         super().__init__(message)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, dict[str, str]]:
         return {"error": {"code": self.code, "message": self.message}}
 
 
@@ -284,7 +282,7 @@ class OrphanLimitExceeded(IcepackError):
 
     code = "ORPHAN_LIMIT_EXCEEDED"
 
-    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+    def __init__(self, message: str, evidence: dict[str, object]) -> None:
         super().__init__(message)
         self.evidence = evidence
 
@@ -296,7 +294,7 @@ class DeletionLedgerViolation(IcepackError):
 
     code = "DELETION_LEDGER_VIOLATION"
 
-    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+    def __init__(self, message: str, evidence: dict[str, object]) -> None:
         super().__init__(message)
         self.evidence = evidence
 
@@ -308,17 +306,7 @@ class DeletionOutsideTable(IcepackError):
 
     code = "DELETION_OUTSIDE_TABLE"
 
-    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.evidence = evidence
-
-
-class VerificationFailed(IcepackError):
-    """A rewrite changed the table's live contents; ``evidence`` says how and what was done."""
-
-    code = "VERIFICATION_FAILED"
-
-    def __init__(self, message: str, evidence: dict[str, Any]) -> None:
+    def __init__(self, message: str, evidence: dict[str, object]) -> None:
         super().__init__(message)
         self.evidence = evidence
 

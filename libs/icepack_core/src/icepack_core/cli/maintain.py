@@ -48,7 +48,7 @@ from icepack_core.inspection.health import Assessment, assess
 from icepack_core.inspection.inspector import Inspector, MemoryManifestCache
 from icepack_core.inspection.status import TableStatus, target_file_size
 from icepack_core.inspection.store import ManifestStatsStore
-from icepack_core.intents import Intent, RemoveOrphanFiles, intents_json, parse_intents
+from icepack_core.intents import Intent, RemoveOrphanFiles, intents_json
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import Recommendation, Skip, recommend
 from icepack_core.policy import EffectivePolicy, resolve
@@ -98,7 +98,7 @@ async def _record_table(
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(load_query("table_lock_catalog"), ref.catalog)
         row = await conn.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
-        payload: dict[str, Any] = {"metadata_location": location, "source": "cli"}
+        payload = {"metadata_location": location, "source": "cli"}
         if row is None:
             table_id = await conn.fetchval(
                 load_query("table_insert"),
@@ -187,13 +187,9 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Int
             target_file_size_bytes=target_file_size(obs.row["properties"]),
         )
     wanted = set(requested or ACTION_NAMES)
-    chosen = [
-        {"action": a.action, "params": a.params, "reason": a.reason}
-        for a in rec.actions
-        if a.action in wanted
-    ]
+    chosen = [a.to_intent() for a in rec.actions if a.action in wanted]
     return (
-        parse_intents(chosen) if chosen else [],
+        chosen,
         [s for s in rec.skipped if s.action in wanted or s.action == "*"],
     )
 

@@ -193,13 +193,25 @@ def job(
         "table_hold": row["table_hold"],
         "job_actions": [
             {k: a[k] for k in ACTION_FIELDS}
-            | {"safety": action_safety(a["action"], a["state"], a["output"], a["impact"])}
+            | {
+                "safety": action_safety(
+                    a["action"], a["state"], a["output"], a["impact"]
+                ).model_dump()
+            }
             for a in actions
         ],
     }
     if as_json:
         print_json(detail)
         return
+    _print_job(row, actions, detail["job_actions"])
+
+
+def _print_job(
+    row: asyncpg.Record, actions: list[asyncpg.Record], safeties: list[dict[str, Any]]
+) -> None:
+    """One job for a person: its line, error and hold, the actions' SQL and impact, what each
+    did to the rows, and the predicted versus measured effect."""
     out.print(
         f"[bold]job {row['id']}[/] {row['state']}  table {_table_name(row)}  "
         f"trigger {row['trigger']}  attempts {row['attempts']}/{row['max_attempts']}"
@@ -223,8 +235,8 @@ def job(
             _impact_text(a["impact"]),
         )
     out.print(table if actions else "no actions run yet")
-    for a in detail["job_actions"]:
-        for line in safety_lines(a["action"], a["safety"]):
+    for ran in safeties:
+        for line in safety_lines(ran["action"], ran["safety"]):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
     effects = outcome_table(row["predicted"], row["outcome"])
     if effects is not None:

@@ -250,7 +250,7 @@ class ListedTable:
 
     ref: TableRef
     metadata_location: str | None
-    properties: dict[str, Any] | None = None
+    properties: dict[str, str] | None = None
     error: str | None = None
     etag: str | None = None
     not_modified: bool = False

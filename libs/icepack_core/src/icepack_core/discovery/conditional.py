@@ -31,7 +31,6 @@ PyIceberg internals (checked against 0.12): a PyIceberg upgrade must keep this m
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyiceberg.catalog.rest import (
     SNAPSHOT_LOADING_MODE,
@@ -55,7 +54,7 @@ class RestLoad:
 
     not_modified: bool
     metadata_location: str | None = None
-    properties: dict[str, Any] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
     etag: str | None = None
     location: str | None = None  # the table's root, as its metadata says
 

@@ -28,7 +28,7 @@ import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 import asyncpg
 import structlog
@@ -53,7 +53,7 @@ from icepack_core.discovery.unmaintained import (
 )
 from icepack_core.errors import InvalidIdentifier
 from icepack_core.polaris.refresh import PolicySources
-from icepack_core.queue.events import publish, publish_many
+from icepack_core.queue.events import Payload, publish, publish_many
 from icepack_core.settings import CatalogConfig, Settings
 from icepack_core.spark.sql import quote_identifier
 from icepack_core.telemetry.logs import redact_text
@@ -127,7 +127,7 @@ async def _announce(
     catalog: str,
     key: tuple[str, str],
     table_id: int,
-    payload: dict[str, Any] | None = None,
+    payload: Payload | None = None,
 ) -> None:
     """Publish one table event as the root span of that table's trace."""
     with _table_span(topic, catalog, key, table_id):
@@ -449,7 +449,7 @@ async def apply_change(
     metadata_location: str | None,
     *,
     dropped: bool = False,
-    properties: dict[str, Any] | None = None,
+    properties: dict[str, str] | None = None,
     etag: str | None = None,
 ) -> CatalogResult:
     """Refresh one table of ``cfg`` from a pushed change, exactly as a poll that listed it

@@ -17,6 +17,13 @@ error text alike):
   deletes were added). Other validation errors (a bad spec id, a schema problem) are not
   conflicts and keep their usual classification.
 
+* ``java.lang.RuntimeException: partial-progress.enabled is true but N rewrite commits failed``
+  (``PARTIAL_LOSS``): a data rewrite with partial progress and an operator's
+  ``partial-progress.max-failed-commits`` whose batches lost more commits than that allows
+  (Iceberg committed every batch it could; those stay and are verified). Under Iceberg's
+  default the lost batches are only logged; the executor then finds what they left from the
+  manifests (``metadata_scope.left_behind``) and reports it the same way.
+
 ``CommitStateUnknownException`` is deliberately not a conflict: whether the commit happened is
 unknown, and the verification that follows every failed rewrite decides.
 
@@ -24,6 +31,9 @@ The per-(table, action) conflict record and deferral live in ``queue.deferrals``
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from icepack_core.telemetry.logs import redact_text
 
@@ -42,6 +52,9 @@ CONFLICT_MESSAGES = (
     "Cannot commit, missing data files",
     "Cannot commit, found new delete",
 )
+# Iceberg's RewriteDataFilesSparkAction (1.4+) when more partial-progress commits failed than
+# ``partial-progress.max-failed-commits`` allows (its message, up to the count).
+PARTIAL_LOSS = ("partial-progress.enabled is true but ", " rewrite commits failed")
 MAX_REASON = 500
 
 
@@ -70,4 +83,38 @@ def conflict_reason(exc: BaseException) -> str | None:
             ):
                 start = line.find("org.apache.iceberg.exceptions.")
                 return redact_text(line[start:].strip())[:MAX_REASON]
+            lost = partial_loss(line)
+            if lost is not None:
+                return redact_text(lost)[:MAX_REASON]
     return None
+
+
+def partial_loss(line: str) -> str | None:
+    """The reason for a rewrite whose partial-progress batches partly lost (``PARTIAL_LOSS``
+    in ``line``), naming how many commits were lost; None otherwise."""
+    head, tail = PARTIAL_LOSS
+    start = line.find(head)
+    if start < 0:
+        return None
+    count, sep, _rest = line[start + len(head) :].partition(tail)
+    if not sep or not count.strip().isdigit():
+        return None
+    return (
+        f"partial progress: {int(count)} of the rewrite's commits lost to concurrent commits "
+        "(the others committed and are kept; the lost file groups are retried)"
+    )
+
+
+def lost_part(action: str, output: Mapping[str, Any]) -> str | None:
+    """The conflict a rewrite that succeeded reports for the part it lost: partitions it
+    selected whose file groups did not commit (``output["partitions_lost"]``, from
+    ``scoping.left_behind``), or None when it lost nothing."""
+    lost = output.get("partitions_lost")
+    if action != "rewrite_data_files" or not isinstance(lost, int) or lost <= 0:
+        return None
+    selected = output.get("partitions_selected")
+    of = f" of {selected}" if isinstance(selected, int) else ""
+    return (
+        f"partial progress: {lost}{of} selected partitions not rewritten (their file groups' "
+        "commits lost to concurrent commits; the others committed and are kept)"
+    )

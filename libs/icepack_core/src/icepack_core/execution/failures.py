@@ -23,9 +23,9 @@ from icepack_core.errors import (
     PermanentError,
     RetryableError,
     StaleFence,
-    VerificationFailed,
 )
 from icepack_core.execution.conflicts import conflict_reason
+from icepack_core.safety.verification import Evidence, PendingOrigin, VerificationFailed
 from icepack_core.telemetry.logs import redact_text
 
 # The job action under which a pending rewrite's verification is recorded.
@@ -103,7 +103,7 @@ def failure_of(
     action: str,
     started: datetime,
     *,
-    pending: dict[str, Any] | None = None,
+    pending: PendingOrigin | None = None,
     table: str = "",
 ) -> Failure:
     """The ``Failure`` for ``exc`` raised by ``action`` (started at ``started``); with
@@ -118,9 +118,9 @@ def failure_of(
         record = ActionRecord.failed(action, started, message, exc.evidence)
         return Failure(PermanentError(message), record, hold=exc.evidence)
     if isinstance(exc, VerificationFailed):
-        output = {**exc.evidence, "verification": exc.evidence}
-        record = ActionRecord.failed(action, started, message, output)
-        return Failure(PermanentError(message), record, hold=exc.evidence, release=True)
+        evidence = exc.evidence.to_json()
+        record = ActionRecord.failed(action, started, message, {"verification": evidence})
+        return Failure(PermanentError(message), record, hold=evidence, release=True)
     if isinstance(exc, PermanentError | InvalidIdentifier | ValueError):
         record = ActionRecord.failed(action, started, message)
         return Failure(PermanentError(f"{action}: {exc}"), record, settle=True)
@@ -137,27 +137,24 @@ def failure_of(
 
 
 def _verification_failure(
-    exc: Exception, started: datetime, pending: dict[str, Any], table: str
+    exc: Exception, started: datetime, pending: PendingOrigin, table: str
 ) -> Failure:
     """A pending rewrite's verification that failed (the contents changed) or could not run
     (query error, timeout, engine gone): never "failed and forgotten", the table is held."""
     if isinstance(exc, VerificationFailed):
         reason = str(exc)
-        evidence = {**exc.evidence, "pending": pending}
-        output = {**evidence, "verification": evidence}
+        evidence = exc.evidence.model_copy(update={"pending": pending}).to_json()
     else:
         reason = redact_text(
             f"rewrite of {table} could not be verified: {type(exc).__name__}: {exc}"
         )[:4000]
-        evidence = {
-            "status": "error",
-            "start_snapshot_id": pending["start_snapshot_id"],
-            "snapshots": [],
-            "rollback": None,
-            "error": reason,
-            "pending": pending,
-        }
-        output = {"verification": evidence}
+        evidence = Evidence(
+            status="error",
+            start_snapshot_id=pending.start_snapshot_id,
+            error=reason,
+            pending=pending,
+        ).to_json()
+    output = {"verification": evidence}
     record = ActionRecord(
         VERIFY_ACTION, "failed", started, datetime.now(UTC), output=output, error=reason
     )

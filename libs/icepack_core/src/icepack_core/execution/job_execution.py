@@ -27,11 +27,18 @@ from typing import Any, NoReturn
 
 import asyncpg
 import structlog
-from pyiceberg.table import Table
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
-from icepack_core.errors import ActionRefused, InspectionFailed, PermanentError, StaleFence
+from icepack_core.errors import (
+    ActionRefused,
+    CommitConflict,
+    InspectionFailed,
+    IntentError,
+    PermanentError,
+    StaleFence,
+)
+from icepack_core.execution.conflicts import lost_part
 from icepack_core.execution.failures import (
     PERMANENT_ERRORS,
     VERIFY_ACTION,
@@ -40,7 +47,7 @@ from icepack_core.execution.failures import (
     classify,
     failure_of,
 )
-from icepack_core.execution.job_context import JobContext, Record
+from icepack_core.execution.job_context import JobContext, Record, TableMetadata
 from icepack_core.execution.ledger.actions import LedgerActions
 from icepack_core.execution.ledger.expiry_ledger import ExpiryLedger
 from icepack_core.execution.maintenance import (
@@ -65,6 +72,7 @@ from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission, admit
 from icepack_core.safety.confinement import loaded_confinement
 from icepack_core.safety.holds import place_hold
+from icepack_core.safety.verification import Evidence, PendingOrigin
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.metrics import JOB_ACTION_DURATION
@@ -193,14 +201,14 @@ class JobExecution:
         ctx = await self._context(table_id, record, job, guard, actions)
         if job is not None:
             await self._settle(ctx)
-        status = await self._status(ctx.ref)
+        status = await self._status(ctx)
         measuring = await self._start_measuring(ctx)
         results: list[dict[str, Any]] = []
         for index, intent in enumerate(ctx.intents):
             outcome, after = await self._action(ctx, intent, status)
             results.append({"action": intent.kind.value, **outcome.output})
             if measuring is not None:
-                own = await measure_own(self.inspector, ctx.ref, status, outcome.verification)
+                own = await measure_own(ctx.metadata.loaded, status, outcome.verification)
                 layout = outcome.output.get("clustering")
                 expected = measuring.expected[index]
                 measuring.actions.append(
@@ -209,7 +217,7 @@ class JobExecution:
             status = after
         if measuring is not None:
             assert job is not None
-            probe_after = await read_probe(self.inspector, ctx.ref)
+            probe_after = await read_probe(ctx.metadata.loaded)
             outcome_doc = job_outcome(measuring.actions, measuring.probe_before, probe_after)
             await self._record_outcome(job, outcome_doc)
         return results
@@ -239,8 +247,11 @@ class JobExecution:
             intents, admission = await self._admit(row, actions)
             if any(isinstance(i, RemoveOrphanFiles) for i in intents):
                 limits = await self._orphan_limits(table_id, admission)
-        maintenance = self._maintenance(row, ref, job, guard, admission, limits)
-        return JobContext(table_id, row, ref, maintenance, record, job, guard, intents, admission)
+        metadata = TableMetadata(self.inspector, ref)
+        maintenance = self._maintenance(row, metadata, job, guard, admission, limits)
+        return JobContext(
+            table_id, row, ref, maintenance, metadata, record, job, guard, intents, admission
+        )
 
     async def _admit(self, row: asyncpg.Record, actions: Any) -> tuple[list[Intent], Admission]:
         """The validated intents and what the choke point established.
@@ -249,6 +260,8 @@ class JobExecution:
             PermanentError: malformed actions, or refused by a safety rule.
         """
         try:
+            if isinstance(actions, IntentError):
+                raise actions  # the job's stored actions are not intents (Job.actions_error)
             intents = parse_intents(actions, allow_empty=True)
             admission = await admit(
                 self.pool,
@@ -277,23 +290,25 @@ class JobExecution:
             live_files=live,
         )
 
-    async def _status(self, ref: TableRef) -> TableStatus | None:
+    async def _status(self, ctx: JobContext) -> TableStatus | None:
+        """The table's status as ``ctx.metadata`` has it (None, logged, when that fails)."""
         try:
-            return await self.inspector.inspect(ref)
+            return await self.inspector.inspect_loaded(ctx.ref, await ctx.metadata.loaded())
         except InspectionFailed as exc:
-            log.warning("maintenance.inspect_failed", table=str(ref), error=exc.message)
+            log.warning("maintenance.inspect_failed", table=str(ctx.ref), error=exc.message)
             return None
 
     def _maintenance(
         self,
         row: asyncpg.Record,
-        ref: TableRef,
+        metadata: TableMetadata,
         job: Job | None,
         guard: Guard | None,
         admission: Admission | None,
         limits: OrphanLimits | None,
     ) -> TableMaintenance:
         table_id: int = row["id"]
+        ref = metadata.ref
 
         async def begin(action: str, start: int | None) -> None:
             assert job is not None
@@ -307,10 +322,6 @@ class JobExecution:
             )
             if pending is None:
                 raise StaleFence(job.id, job.fence, f"record the start of {action}")
-
-        async def metadata() -> Table | None:
-            # The verifier's file diff reads the manifests through the executor's own catalog.
-            return (await self.inspector.load(ref)).table
 
         orphans = admission.policy.orphan_file_removal if admission else None
         return TableMaintenance(
@@ -328,7 +339,10 @@ class JobExecution:
                 if job is not None and orphans is not None
                 else None
             ),
-            metadata=metadata,
+            # The scope, the start snapshot and the verifier's file diff read the table
+            # through the executor's own catalog, from the run's one load per table state.
+            metadata=metadata.table,
+            on_commit=metadata.changed,
         )
 
     def _expiry(
@@ -351,7 +365,7 @@ class JobExecution:
         if ctx.job is None or not ctx.intents:
             return None
         expected = predicted_benefits(ctx.job.predicted, [i.kind.value for i in ctx.intents])
-        return Measuring(expected, await read_probe(self.inspector, ctx.ref))
+        return Measuring(expected, await read_probe(ctx.metadata.loaded))
 
     async def _action(
         self, ctx: JobContext, intent: Intent, before: TableStatus | None
@@ -364,8 +378,10 @@ class JobExecution:
             outcome = await self._run_one(ctx, intent)
         except Exception as exc:  # mapped in one place: failures.failure_of
             await self._fail(ctx, exc, failure_of(exc, name, started))
-        await clear_conflicts(self.pool, ctx.table_id, name)
-        after = await self._status(ctx.ref)
+        lost = lost_part(name, outcome.output)
+        if lost is None or outcome.output.get("rewritten_data_files_count"):
+            await clear_conflicts(self.pool, ctx.table_id, name)  # it committed: progress
+        after = await self._status(ctx)
         finished = datetime.now(UTC)
         JOB_ACTION_DURATION.record(
             (finished - started).total_seconds(), {"action": name, "state": "succeeded"}
@@ -378,16 +394,18 @@ class JobExecution:
                 finished,
                 procedure=outcome.procedure,
                 sql_text=redact_text(";\n".join(outcome.sql)),
-                output={**outcome.output, **outcome.verification},
+                output=_output(outcome),
                 impact=_impact(before, after),
             )
         )
-        if ctx.job is not None and outcome.verification:
-            start = outcome.verification["verification"]["start_snapshot_id"]
+        if ctx.job is not None and outcome.verification is not None:
+            start = outcome.verification.start_snapshot_id
             if not await self._clear(ctx.job, ctx.table_id, start, check_start=True):
                 # The pending row starts before this rewrite (an older row nobody
                 # settled): verify from there before going on.
                 await self._settle(ctx)
+        if lost is not None:  # recorded and verified: the lost part is retried
+            raise CommitConflict(name, lost)
         return outcome, after
 
     async def _run_one(self, ctx: JobContext, intent: Intent) -> ActionOutcome:
@@ -406,6 +424,8 @@ class JobExecution:
         """Apply ``failure`` (``failures.failure_of`` of ``exc``): hold, release the pending
         row (``pending``: the one being verified, else this job's), record, verify partial
         progress, raise the decided error."""
+        # Whatever the action committed (partial progress, a rollback) is read anew.
+        ctx.metadata.changed()
         done = failure.record
         if done is None:
             raise exc  # lost the job: the pending verification is the next holder's
@@ -445,7 +465,7 @@ class JobExecution:
 
     async def settle(
         self, job: Job, table_id: int, record: Record, guard: Guard | None
-    ) -> dict[str, Any] | None:
+    ) -> Evidence | None:
         """Verify the table's pending rewrite (left by this or an earlier attempt or job), if
         any, and record the evidence as a ``verify_rewrites`` action. Returns the evidence
         (None when nothing was pending).
@@ -461,7 +481,7 @@ class JobExecution:
         ctx = await self._context(table_id, record, job, guard)
         return await self._verify_pending(ctx, pending)
 
-    async def _settle(self, ctx: JobContext) -> dict[str, Any] | None:
+    async def _settle(self, ctx: JobContext) -> Evidence | None:
         """``settle`` within a run (its context already built)."""
         pending = await self.pool.fetchrow(
             load_query("table_pending_verification_get"), ctx.table_id
@@ -470,15 +490,15 @@ class JobExecution:
             return None
         return await self._verify_pending(ctx, pending)
 
-    async def _verify_pending(self, ctx: JobContext, pending: asyncpg.Record) -> dict[str, Any]:
+    async def _verify_pending(self, ctx: JobContext, pending: asyncpg.Record) -> Evidence:
         started = datetime.now(UTC)
-        origin = {
-            "job_id": pending["job_id"],
-            "fence": pending["fence"],
-            "action": pending["action"],
-            "recorded_at": pending["recorded_at"].isoformat(),
-            "start_snapshot_id": pending["start_snapshot_id"],
-        }
+        origin = PendingOrigin(
+            job_id=pending["job_id"],
+            fence=pending["fence"],
+            action=pending["action"],
+            recorded_at=pending["recorded_at"].isoformat(),
+            start_snapshot_id=pending["start_snapshot_id"],
+        )
         try:
             verified = await asyncio.wait_for(
                 ctx.maintenance.verify_rewrites(pending["start_snapshot_id"], ctx.guard),
@@ -487,7 +507,7 @@ class JobExecution:
         except Exception as exc:  # never "failed and forgotten": failures.failure_of
             failure = failure_of(exc, VERIFY_ACTION, started, pending=origin, table=str(ctx.ref))
             await self._fail(ctx, exc, failure, pending)
-        evidence = {**verified["verification"], "pending": origin}
+        verified.pending = origin
         await self._settled(pending)
         await ctx.record(
             ActionRecord(
@@ -495,13 +515,10 @@ class JobExecution:
                 "succeeded",
                 started,
                 datetime.now(UTC),
-                output={
-                    "verified_snapshots": verified["verified_snapshots"],
-                    "verification": evidence,
-                },
+                output={"verification": verified.to_json()},
             )
         )
-        return evidence
+        return verified
 
     async def _clear(
         self, job: Job, table_id: int, start: int | None = None, *, check_start: bool = False
@@ -535,3 +552,11 @@ class JobExecution:
     ) -> None:
         await place_hold(self.pool, table_id, action=action, reason=reason, evidence=evidence)
         log.error("maintenance.table_held", table_id=table_id, reason=reason)
+
+
+def _output(outcome: ActionOutcome) -> dict[str, Any]:
+    """A succeeded action's stored output: the procedure's, with its verification evidence."""
+    output = dict(outcome.output)
+    if outcome.verification is not None:
+        output["verification"] = outcome.verification.to_json()
+    return output

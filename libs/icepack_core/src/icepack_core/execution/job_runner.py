@@ -179,7 +179,11 @@ class JobRunner:
         )
         results = await attempt.lease.run(
             self.execution.run(
-                job.table_id, job.actions, attempt.record, job=job, guard=attempt.guard
+                job.table_id,
+                job.actions_error or job.actions,
+                attempt.record,
+                job=job,
+                guard=attempt.guard,
             )
         )
         done = await self.queue.complete(job, {"actions": results})

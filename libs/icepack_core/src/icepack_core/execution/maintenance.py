@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -26,7 +26,6 @@ from icepack_core.errors import (
     OrphanLimitExceeded,
     PermanentError,
     ScopeFallback,
-    VerificationFailed,
     brief,
 )
 from icepack_core.execution.ledger.quarantine import is_quarantined
@@ -35,6 +34,7 @@ from icepack_core.execution.scoping.clustering_scope import (
     clustering_after,
     clustering_run,
 )
+from icepack_core.execution.scoping.left_behind import ScopedRun, partitions_lost
 from icepack_core.execution.scoping.metadata_scope import OpenRule, scope_from_metadata
 from icepack_core.execution.scoping.partition_filter import (
     PartitionColumn,
@@ -61,6 +61,7 @@ from icepack_core.intents import (
     parse_intent,
 )
 from icepack_core.safety.locations import location_key
+from icepack_core.safety.verification import Evidence, VerificationFailed
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import (
     SPARK_CONF_UNDEFINED,
@@ -124,7 +125,8 @@ class ActionOutcome:
     procedure: str
     sql: list[str]
     output: dict[str, Any]
-    verification: dict[str, Any] = field(default_factory=dict)
+    # A rewrite's verification (None for other actions); stored as ``output.verification``.
+    verification: Evidence | None = None
 
 
 AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the procedure commits
@@ -167,6 +169,7 @@ class TableMaintenance:
         expiry: Expiry | None = None,
         orphan_sink: OrphanSink | None = None,
         metadata: TableLoader | None = None,
+        on_commit: Callable[[], None] | None = None,
         in_process_reader: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -183,6 +186,9 @@ class TableMaintenance:
         self.before_call = before_call
         self.guard = guard
         self.metadata = metadata
+        # Told right before a statement that may commit to the table: a caching ``metadata``
+        # (``job_context.TableMetadata``) then loads it again on its next read.
+        self.on_commit = on_commit
         self.verifier = RewriteVerifier(
             engine,
             ref.catalog,
@@ -198,6 +204,8 @@ class TableMaintenance:
         self.expiry = expiry
         # Orphans are never deleted by the procedure: without a ledger sink nothing is removed.
         self.orphan_sink = orphan_sink
+        # The partitions the current rewrite selected from the manifests (``partition_scope``).
+        self.scoped: ScopedRun | None = None
 
     def metadata_table(self, name: str) -> str:
         return qualified_name(self.ref.catalog, (*self.levels, self.ref.name), name)
@@ -227,6 +235,7 @@ class TableMaintenance:
                 partial progress before it, which the caller must still verify.
         """
         intent = action if not isinstance(action, Mapping) else parse_intent(action)
+        self.scoped = None
         if isinstance(intent, LEDGER_INTENTS):
             raise PermanentError(
                 f"{intent.kind.value} runs through the deletion ledger, not a Spark procedure"
@@ -313,11 +322,14 @@ class TableMaintenance:
             )
         outcome = ActionOutcome(name, name, list(statements), dict(scope_note))
         if isinstance(intent, STATISTICS_INTENTS):  # metadata-only, with its own evidence
-            sql, output = await compute_statistics(self.engine, self.ref, intent, self.metadata)
+            sql, output = await compute_statistics(
+                self.engine, self.ref, intent, self._fresh_metadata()
+            )
             outcome.sql.extend(sql)
             outcome.output.update(output)
             return outcome
         if isinstance(intent, ExpireSnapshots) and self.expiry is not None:
+            self._committing()
             await self.expiry.expire(self.engine, self.ref, intent, outcome)
             return outcome
         if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
@@ -358,14 +370,48 @@ class TableMaintenance:
         if intent.kind in REWRITES and self.before_call is not None:
             await self.before_call(name, start)
         started = time.monotonic()
+        self._committing()
         rows = await self.engine.sql(call)
         outcome.output.update(summarise(name, rows))
         outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+        if isinstance(intent, RewriteDataFiles):
+            await self._left_behind(start, outcome.output)
         if self.after_call is not None:
             await self.after_call(name)
         if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start, self.guard)
         return outcome
+
+    def _committing(self) -> None:
+        if self.on_commit is not None:
+            self.on_commit()
+
+    def _fresh_metadata(self) -> TableLoader | None:
+        """``metadata`` loaded anew at each call (a statistics action reads the table before
+        and after its commit)."""
+        metadata = self.metadata
+        if metadata is None:
+            return None
+
+        async def fresh() -> Table | None:
+            self._committing()
+            return await metadata()
+
+        return fresh
+
+    async def _left_behind(self, start: int | None, output: dict[str, Any]) -> None:
+        """``partitions_lost`` in ``output``: the selected partitions the rewrite left
+        uncompacted (``scoping.left_behind``); evidence only, never a reason to fail."""
+        scoped, self.scoped = self.scoped, None
+        if scoped is None or self.metadata is None:
+            return
+        try:
+            lost = await partitions_lost(self.metadata, start, scoped)
+        except Exception as exc:
+            output["partitions_lost_error"] = brief(exc)
+            return
+        if lost:
+            output["partitions_lost"] = lost
 
     async def _conf_value(self, key: str) -> str:
         """The session's current value of an allowlisted conf (``SPARK_CONF_UNDEFINED``)."""
@@ -513,6 +559,7 @@ class TableMaintenance:
             note["open_partitions_skipped_count"] = scope.open_skipped_count
         if scope.older_specs:
             note["older_specs_scoped"] = scope.older_specs
+        self.scoped = ScopedRun(scope.keys, int(target * 0.75), min_files)
         return scope.where, note
 
     def _target(self, options: Mapping[str, str], *, strict: bool = True) -> int:
@@ -550,19 +597,17 @@ class TableMaintenance:
             max_partitions=MAX_SCOPED_PARTITIONS,
         )
 
-    async def verify_rewrites(
-        self, start: int | None, guard: Guard | None = None
-    ) -> dict[str, Any]:
+    async def verify_rewrites(self, start: int | None, guard: Guard | None = None) -> Evidence:
         """Check every ``replace`` snapshot after ``start`` (see ``RewriteVerifier.verify``).
 
-        Returns ``{"verified_snapshots": [...], "verification": evidence}``; the evidence
-        carries ``seconds``, the verification's wall time (its share of the action's time is
-        what an object store makes larger: there the Spark scan reads the touched files).
+        Returns the evidence with ``seconds``, the verification's wall time (its share of the
+        action's time is what an object store makes larger: there the Spark scan reads the
+        touched files).
         """
         started = time.perf_counter()
         evidence = await self.verifier.verify(start, guard)
-        evidence["seconds"] = round(time.perf_counter() - started, 3)
-        return {"verified_snapshots": evidence["snapshots"], "verification": evidence}
+        evidence.seconds = round(time.perf_counter() - started, 3)
+        return evidence
 
 
 def summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -35,28 +35,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pyiceberg.table import Table
 
-from icepack_core.execution.verification.verifier import snapshots_after
-from icepack_core.inspection.inspector import Inspector
+from icepack_core.execution.verification.snapshots import snapshots_after
+from icepack_core.inspection.inspector import LoadedTable
 from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.prediction import Shape, benefit, ratio
+from icepack_core.safety.verification import Evidence
 from icepack_core.telemetry.logs import redact_text
-from icepack_core.types import STATISTICS_ACTIONS, Action, TableRef
+from icepack_core.types import STATISTICS_ACTIONS, Action
 
 # Planning a full scan reads every manifest of the current snapshot; far longer means stuck.
 PROBE_TIMEOUT_SECONDS = 300.0
+# The table as loaded now (``job_context.TableMetadata.loaded``, or an inspector's ``load``).
+Load = Callable[[], Awaitable[LoadedTable]]
 
 
-async def read_probe(inspector: Inspector, ref: TableRef) -> dict[str, Any]:
-    """Time ``table.scan().plan_files()`` on ``ref``'s current snapshot. Never raises (except
-    cancellation): an error is returned as ``{"error": ...}``."""
+async def read_probe(load: Load) -> dict[str, Any]:
+    """Time ``table.scan().plan_files()`` on the current snapshot of the table ``load``
+    gives. Never raises (except cancellation): an error is returned as ``{"error": ...}``."""
     try:
-        loaded = await inspector.load(ref)
+        loaded = await load()
         table = loaded.table
         if table is None:
             return {"error": "PyIceberg's model rejected the table metadata: no scan to plan"}
@@ -143,27 +146,22 @@ def own_effect(table: Table, start: int | None, own: frozenset[int]) -> OwnEffec
 
 
 async def measure_own(
-    inspector: Inspector,
-    ref: TableRef,
+    load: Load,
     before: TableStatus | None,
-    verification: Mapping[str, Any],
+    verification: Evidence | None,
 ) -> OwnEffect | None:
-    """``own_effect`` on ``ref`` as loaded now, after the snapshot ``before`` was inspected at;
-    the own snapshots are those ``verification`` (a rewrite's ``{"verified_snapshots": [...]}``)
-    checked. None when ``before`` is unknown, for an action that committed no verified snapshot,
-    or when writers committed nothing; an unreadable table gives an ``OwnEffect`` with
-    ``error``, never an exception (except cancellation)."""
-    checked = verification.get("verified_snapshots")
-    own = frozenset(
-        int(s["snapshot_id"])
-        for s in (checked if isinstance(checked, list) else [])
-        if isinstance(s, Mapping) and isinstance(s.get("snapshot_id"), int)
-    )
+    """``own_effect`` on the table as ``load`` gives it now, after the snapshot ``before`` was
+    inspected at; the own snapshots are those ``verification`` (a rewrite's evidence) checked.
+    None when ``before`` is unknown, for an action that committed no verified snapshot (or no
+    verification), or when writers committed nothing; an unreadable table gives an
+    ``OwnEffect`` with ``error``, never an exception (except cancellation)."""
+    checked = verification.snapshots if verification is not None else []
+    own = frozenset(s.snapshot_id for s in checked)
     if before is None or not own:
         return None
     start = before.current_snapshot_id
     try:
-        table = (await inspector.load(ref)).table
+        table = (await load()).table
         if table is None:
             return OwnEffect(tuple(sorted(own)), 0, None, "PyIceberg rejected the metadata")
         return await asyncio.to_thread(own_effect, table, start, own)
@@ -193,7 +191,7 @@ def measured_action(
             "predicted_benefit": predicted_benefit,
             "ratio": None,
         }
-    b, a = Shape.of(before.model_dump()), Shape.of(after.model_dump())
+    b, a = Shape.of_status(before), Shape.of_status(after)
     table_benefit = benefit(b, a)
     measured = table_benefit if own is None else own.benefit
     entry: dict[str, Any] = {

@@ -26,9 +26,9 @@ roll back: no snapshot was committed).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from pyiceberg.table import Table
 
@@ -42,6 +42,30 @@ from icepack_core.types import TableRef
 
 class StatisticsNotRecorded(PermanentError):
     """A statistics run left evidence that contradicts it (module doc)."""
+
+
+class AddedSnapshot(TypedDict):
+    snapshot_id: int
+    operation: str | None
+
+
+class DescribedJson(TypedDict):
+    path: str
+    file_bytes: int
+
+
+class StatisticsEvidence(TypedDict):
+    """``output["evidence"]`` of a statistics action, as stored with the job (module doc)."""
+
+    snapshot_before: int | None
+    snapshot_after: int | None
+    manifest_list_before: str | None
+    manifest_list_after: str | None
+    data_unchanged: bool
+    snapshots_added: list[AddedSnapshot]
+    snapshots_removed: list[int]
+    described: DescribedJson | None
+    bytes_written: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +116,7 @@ def statistics_args(
 
 def evidence(
     before: StatisticsState, after: StatisticsState, pinned: int, named: str | None
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[StatisticsEvidence, list[str]]:
     """The evidence of one run (module doc) and the violations it shows (empty: none)."""
     added = [s for s in after.manifest_lists if s not in before.manifest_lists]
     removed = [s for s in before.manifest_lists if s not in after.manifest_lists]
@@ -110,7 +134,7 @@ def evidence(
             f"the procedure wrote {named}, but the metadata records "
             f"{now.path if now else 'no file'} for snapshot {pinned}"
         )
-    doc: dict[str, Any] = {
+    doc: StatisticsEvidence = {
         "snapshot_before": before.current,
         "snapshot_after": after.current,
         "manifest_list_before": before.manifest_lists.get(pinned),
@@ -127,7 +151,7 @@ def evidence(
     return doc, problems
 
 
-def _named_file(rows: Sequence[dict[str, Any]]) -> str | None:
+def _named_file(rows: Sequence[Mapping[str, object]]) -> str | None:
     """The file the procedure reports (``statistics_file`` / ``partition_statistics_file``)."""
     for row in rows[:1]:
         for key, value in row.items():

@@ -73,7 +73,7 @@ class _Compiler:
     """Generates the source of a block decoder for one writer schema."""
 
     def __init__(self) -> None:
-        self.names: dict[str, Any] = {}
+        self.names: dict[str, object] = {}
         self.depth = 0
         self.found: set[int] = set()
 
@@ -178,24 +178,24 @@ class _Compiler:
         lines += [ind + "else:", ind + "    raise AvroUnsupported('union branch out of range')"]
         return lines
 
-    def fields_by_id(self, record: Any) -> dict[int, dict[str, Any]]:
+    def fields_by_id(self, record: Any) -> dict[int, dict[str, object]]:
         record = self.resolve(record)
         if not isinstance(record, dict) or record.get("type") != "record":
             raise AvroUnsupported("manifest entry is not a record")
-        out: dict[int, dict[str, Any]] = {}
+        out: dict[int, dict[str, object]] = {}
         for f in record["fields"]:
             fid = f.get("field-id")
             if isinstance(fid, int):
                 out[fid] = f
         return out
 
-    def read(self, f: dict[str, Any], var: str, kinds: tuple[str, ...], ind: str) -> list[str]:
+    def read(self, f: dict[str, object], var: str, kinds: tuple[str, ...], ind: str) -> list[str]:
         kind = f["type"]  # a bare primitive: a logical type or union would change the value
         if kind not in kinds:
             raise AvroUnsupported(f"field {f.get('name')!r} has type {f['type']!r}")
         return [ind + f"{var} = {'read_utf8' if kind == 'string' else 'read_int'}()"]
 
-    def read_optional_long(self, f: dict[str, Any], var: str, ind: str) -> list[str]:
+    def read_optional_long(self, f: dict[str, object], var: str, ind: str) -> list[str]:
         """``var`` = a ``long`` or ``["null", "long"]`` field's value, ``INHERIT`` for null."""
         kind = f["type"]
         if kind in _INTS:

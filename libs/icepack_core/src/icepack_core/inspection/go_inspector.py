@@ -44,6 +44,30 @@ def resolve_binary(configured: Path | None) -> Path:
     )
 
 
+def _command(
+    exe: Path,
+    identity: list[str],
+    io_properties: dict[str, str],
+    small_file_bytes: int | None,
+    max_block_bytes: int | None,
+) -> tuple[list[str], dict[str, str]]:
+    """go-inspector's argv and environment: credentials travel in the environment, the other
+    FileIO properties it understands as ``--prop`` arguments (argv, not a shell: nothing is
+    interpreted)."""
+    args = [str(exe), *identity]
+    if small_file_bytes is not None:
+        args += ["--small-file-bytes", str(small_file_bytes)]
+    if max_block_bytes is not None:  # the bound of decompression, enforced in Go too
+        args += ["--max-block-bytes", str(max_block_bytes)]
+    env = dict(os.environ)
+    for key, value in io_properties.items():
+        if key in _SECRET_PROPS:
+            env[_SECRET_PROPS[key]] = value
+        elif key in _PASSED_PROPS:
+            args += ["--prop", f"{key}={value}"]
+    return args, env
+
+
 async def inspect_with_go(
     metadata_location: str,
     *,
@@ -61,28 +85,22 @@ async def inspect_with_go(
     Raises:
         InspectionFailed: the binary is missing, failed, timed out or reported an error.
     """
-    exe = resolve_binary(binary)
-    args = [
-        str(exe),
-        "--metadata-location",
-        metadata_location,
-        "--catalog",
-        catalog,
-        "--namespace",
-        namespace,
-        "--table",
-        table,
-    ]
-    if small_file_bytes is not None:
-        args += ["--small-file-bytes", str(small_file_bytes)]
-    if max_block_bytes is not None:  # the bound of decompression, enforced in Go too
-        args += ["--max-block-bytes", str(max_block_bytes)]
-    env = dict(os.environ)
-    for key, value in (io_properties or {}).items():
-        if key in _SECRET_PROPS:
-            env[_SECRET_PROPS[key]] = value
-        elif key in _PASSED_PROPS:
-            args += ["--prop", f"{key}={value}"]  # argv, not a shell: nothing is interpreted
+    args, env = _command(
+        resolve_binary(binary),
+        [
+            "--metadata-location",
+            metadata_location,
+            "--catalog",
+            catalog,
+            "--namespace",
+            namespace,
+            "--table",
+            table,
+        ],
+        io_properties or {},
+        small_file_bytes,
+        max_block_bytes,
+    )
     proc = await asyncio.create_subprocess_exec(
         *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
     )
@@ -94,14 +112,20 @@ async def inspect_with_go(
         raise InspectionFailed(
             f"go-inspector timed out after {time_limit:g}s on {metadata_location}"
         ) from None
+    return _status_of(proc.returncode, out, err, metadata_location)
+
+
+def _status_of(code: int | None, out: bytes, err: bytes, metadata_location: str) -> TableStatus:
+    """The status go-inspector printed, or InspectionFailed with its error (its JSON error
+    document, else the end of its stderr)."""
     try:
         doc = json.loads(out or b"null")
     except json.JSONDecodeError:
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
         raise InspectionFailed(str(doc["error"].get("message") or "go-inspector failed"))
-    if proc.returncode != 0 or not isinstance(doc, dict):
-        detail = err.decode(errors="replace").strip()[-2000:] or f"exit code {proc.returncode}"
+    if code != 0 or not isinstance(doc, dict):
+        detail = err.decode(errors="replace").strip()[-2000:] or f"exit code {code}"
         raise InspectionFailed(f"go-inspector failed on {metadata_location}: {detail}")
     try:
         return TableStatus.model_validate(doc)

@@ -94,7 +94,7 @@ class MetadataView:
         )
 
 
-def _summary(summary: Any) -> dict[str, Any]:
+def _summary(summary: Any) -> dict[str, object]:
     """A PyIceberg ``Summary`` as the raw JSON mapping (operation included)."""
     if summary is None:
         return {}
@@ -115,7 +115,7 @@ def _int(value: Any, what: str) -> int:
     return value
 
 
-def _list(doc: dict[str, Any], key: str) -> list[Any]:
+def _list(doc: dict[str, object], key: str) -> list[object]:
     value = doc.get(key)
     if value is None:
         return []
@@ -161,21 +161,7 @@ def parse_metadata(raw: bytes) -> MetadataView:
     properties = doc.get("properties") or {}
     if not isinstance(properties, dict):
         raise MetadataError("properties is not an object")
-    snapshots: dict[int, dict[str, Any]] = {}
-    timestamps: list[int] = []
-    links: list[SnapshotLink] = []
-    for i, snap in enumerate(_list(doc, "snapshots")):
-        if not isinstance(snap, dict):
-            raise MetadataError(f"snapshot {i} is not an object")
-        sid = _int(snap.get("snapshot-id"), f"snapshot {i}: snapshot-id")
-        timestamps.append(_int(snap.get("timestamp-ms"), f"snapshot {sid}: timestamp-ms"))
-        snapshots.setdefault(sid, snap)
-        summary = snap.get("summary")
-        links.append(
-            link_of(
-                sid, snap.get("parent-snapshot-id"), summary if isinstance(summary, dict) else None
-            )
-        )
+    snapshots, timestamps, links = _snapshots(doc)
     current_id = doc.get("current-snapshot-id")
     if current_id is not None:
         _int(current_id, "current-snapshot-id")
@@ -201,24 +187,47 @@ def parse_metadata(raw: bytes) -> MetadataView:
     )
 
 
-def _lenient_list(doc: dict[str, Any], key: str) -> list[Any]:
+def _snapshots(
+    doc: dict[str, object],
+) -> tuple[dict[int, dict[str, object]], list[int], list[SnapshotLink]]:
+    """The snapshots by id (the first of a repeated id), every snapshot's timestamp and its
+    link to its parent, checking the fields the view uses."""
+    snapshots: dict[int, dict[str, object]] = {}
+    timestamps: list[int] = []
+    links: list[SnapshotLink] = []
+    for i, snap in enumerate(_list(doc, "snapshots")):
+        if not isinstance(snap, dict):
+            raise MetadataError(f"snapshot {i} is not an object")
+        sid = _int(snap.get("snapshot-id"), f"snapshot {i}: snapshot-id")
+        timestamps.append(_int(snap.get("timestamp-ms"), f"snapshot {sid}: timestamp-ms"))
+        snapshots.setdefault(sid, snap)
+        summary = snap.get("summary")
+        links.append(
+            link_of(
+                sid, snap.get("parent-snapshot-id"), summary if isinstance(summary, dict) else None
+            )
+        )
+    return snapshots, timestamps, links
+
+
+def _lenient_list(doc: dict[str, object], key: str) -> list[object]:
     """A list field nothing validates (statistics): anything else reads as empty."""
     value = doc.get(key)
     return value if isinstance(value, list) else []
 
 
-def _snapshot(snap: dict[str, Any], sid: int, version: int) -> SnapshotInfo:
+def _snapshot(snap: dict[str, object], sid: int, version: int) -> SnapshotInfo:
     manifest_list = snap.get("manifest-list")
     if manifest_list is not None and not isinstance(manifest_list, str):
         raise MetadataError(f"snapshot {sid}: manifest-list is not a string")
     if manifest_list:
-        return SnapshotInfo(sid, snap["timestamp-ms"], manifest_list)
+        return SnapshotInfo(sid, _int(snap["timestamp-ms"], "timestamp-ms"), manifest_list)
     if version >= 2:
         raise MetadataError(f"snapshot {sid} of a v{version} table has no manifest-list")
     inline = snap.get("manifests") or []
     if not isinstance(inline, list) or not all(isinstance(p, str) for p in inline):
         raise MetadataError(f"snapshot {sid}: manifests is not a list of paths")
-    return SnapshotInfo(sid, snap["timestamp-ms"], None, tuple(inline))
+    return SnapshotInfo(sid, _int(snap["timestamp-ms"], "timestamp-ms"), None, tuple(inline))
 
 
 def read_metadata(io: FileIO, location: str) -> MetadataView:

@@ -12,7 +12,7 @@ import time
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.table import Table
@@ -29,6 +29,7 @@ from icepack_core.inspection.manifests import (
 from icepack_core.inspection.metadata import MetadataView, read_metadata
 from icepack_core.inspection.statistics import freshness
 from icepack_core.inspection.status import (
+    StatisticsFreshness,
     TableStatus,
     describe_error,
     format_ts,
@@ -129,7 +130,19 @@ def identity_from_location(location: str) -> tuple[str, str]:
     return (parts[-4] if len(parts) >= 4 else ""), parts[-3]
 
 
-def history_metrics(view: MetadataView) -> dict[str, Any]:
+class HistoryMetrics(TypedDict):
+    """The ``TableStatus`` fields read from the metadata JSON alone."""
+
+    snapshot_count: int
+    oldest_snapshot_at: str | None
+    current_snapshot_at: str | None
+    metadata_log_count: int
+    ref_count: int
+    table_statistics: StatisticsFreshness
+    partition_statistics: StatisticsFreshness
+
+
+def history_metrics(view: MetadataView) -> HistoryMetrics:
     """The history/retention fields of the contract, from the metadata JSON alone."""
     current = view.current
     return {

@@ -12,7 +12,7 @@ a secret was configured is masked too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from icepack_core.queue.events import Event
 from icepack_core.telemetry.logs import redact
@@ -50,9 +50,42 @@ def notification_kind(event: Event, chosen: frozenset[str]) -> str | None:
     return event.topic if event.topic in chosen else None
 
 
-def cloud_event(event: Event, kind: str, table: TableName | None) -> dict[str, Any]:
+class TableJson(TypedDict):
+    """The table in a notification's ``data``."""
+
+    catalog: str
+    namespace: str
+    name: str
+
+
+class CloudEventData(TypedDict):
+    """A notification's ``data``: the outbox event, its table, and its payload as written
+    (each topic's own JSON, documented with the topic)."""
+
+    event_id: int
+    topic: str
+    table_id: int | None
+    table: TableJson | None
+    payload: dict[str, Any]
+
+
+class CloudEvent(TypedDict):
+    """A CloudEvent 1.0 in structured JSON mode, as webhook receivers get it."""
+
+    specversion: str
+    id: str
+    source: str
+    type: str
+    time: str
+    datacontenttype: str
+    data: CloudEventData
+    subject: NotRequired[str]
+    traceparent: NotRequired[str]
+
+
+def cloud_event(event: Event, kind: str, table: TableName | None) -> CloudEvent:
     """The CloudEvent (structured mode) that notifies ``event`` as ``kind``."""
-    data: dict[str, Any] = {
+    data: CloudEventData = {
         "event_id": event.id,
         "topic": event.topic,
         "table_id": event.table_id,
@@ -61,7 +94,7 @@ def cloud_event(event: Event, kind: str, table: TableName | None) -> dict[str, A
         else {"catalog": table.catalog, "namespace": table.namespace, "name": table.name},
         "payload": event.payload,
     }
-    body: dict[str, Any] = {
+    body: CloudEvent = {
         "specversion": SPEC_VERSION,
         "id": f"icepack-event-{event.id}",
         "source": SOURCE,
@@ -74,5 +107,4 @@ def cloud_event(event: Event, kind: str, table: TableName | None) -> dict[str, A
         body["subject"] = str(table)
     if event.traceparent:
         body["traceparent"] = event.traceparent
-    redacted: dict[str, Any] = redact(body)
-    return redacted
+    return cast(CloudEvent, redact(body))  # the same shape, secrets masked

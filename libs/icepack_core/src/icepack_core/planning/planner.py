@@ -23,18 +23,19 @@ the claim order within it is benefit per byte rewritten, then health score.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import structlog
 
+from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, IntentError, PolicyError
 from icepack_core.inspection.status import parse_ts, target_file_size
-from icepack_core.intents import intents_json, parse_intent, parse_intents
+from icepack_core.intents import intents_json
 from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
     ActionIntent,
@@ -238,9 +239,7 @@ class Planner:
         kept, skipped = [], list(rec.skipped)
         for action in rec.actions:
             try:
-                intent = parse_intent(
-                    {"action": action.action, "params": action.params, "reason": action.reason}
-                )
+                intent = action.to_intent()
                 await admit_resolved(
                     self.pool,
                     table,
@@ -254,7 +253,7 @@ class Planner:
             except IntentError as exc:
                 skipped.append(Skip(action.action, f"invalid: {exc}"))
             else:
-                kept.append(action)
+                kept.append(replace(action, intent=intent))
         return Recommendation(
             actions=kept, skipped=skipped, replan_at=rec.replan_at, sources=rec.sources
         )
@@ -323,6 +322,29 @@ class Planner:
         found = {action: throttle_of(history, period) for action, history in runs.items()}
         return {action: t for action, t in found.items() if t is not None}
 
+    async def _enqueue(
+        self, conn: Conn, table_id: int, rec: Recommendation, health_score: float | None
+    ) -> tuple[int, bool]:
+        """Enqueue ``rec``'s actions as the table's planned job (deduped per table), in the
+        caller's transaction; the job's id and whether this call created it."""
+        # Validated like any other source (``_admissible`` parsed each action once).
+        intents = [a.to_intent() for a in rec.actions]
+        prediction = job_prediction(rec.actions)
+        enqueued = await self.queue.enqueue(
+            table_id,
+            intents_json(intents),
+            dedupe_key=f"table:{table_id}",
+            priority=PLANNER_PRIORITY,
+            max_attempts=self.settings.job_max_attempts,
+            trigger=JobTrigger.PLANNER,
+            predicted=prediction.predicted,
+            rewrite_bytes=prediction.rewrite_bytes,
+            benefit=prediction.benefit,
+            health_score=health_score,
+            conn=conn,
+        )
+        return enqueued.job.id, enqueued.created
+
     async def plan(self, table_id: int, now: datetime | None = None) -> PlanOutcome:
         """Plan one table (see module doc). Safe to repeat: at-least-once delivery."""
         now = now or datetime.now(UTC)
@@ -343,28 +365,8 @@ class Planner:
         job_id, created = None, False
         async with self.pool.acquire() as conn, conn.transaction():
             if rec.actions:
-                # Validated like any other source: the planner's output is an intent too.
-                intents = parse_intents(
-                    [
-                        {"action": a.action, "params": a.params, "reason": a.reason}
-                        for a in rec.actions
-                    ]
-                )
-                prediction = job_prediction(rec.actions)
-                enqueued = await self.queue.enqueue(
-                    table_id,
-                    intents_json(intents),
-                    dedupe_key=f"table:{table_id}",
-                    priority=PLANNER_PRIORITY,
-                    max_attempts=self.settings.job_max_attempts,
-                    trigger=JobTrigger.PLANNER,
-                    predicted=prediction.predicted,
-                    rewrite_bytes=prediction.rewrite_bytes,
-                    benefit=prediction.benefit,
-                    health_score=None if inputs["score"] is None else float(inputs["score"]),
-                    conn=conn,
-                )
-                job_id, created = enqueued.job.id, enqueued.created
+                score = None if inputs["score"] is None else float(inputs["score"])
+                job_id, created = await self._enqueue(conn, table_id, rec, score)
             recommendation_id: int = await conn.fetchval(
                 load_query("recommendation_insert"),
                 table_id,

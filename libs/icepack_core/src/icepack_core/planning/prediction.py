@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from icepack_core.inspection.status import TableStatus
+
 SHAPE_FIELDS = ("data_files", "data_bytes", "manifests", "delete_files", "snapshots")
 
 
@@ -49,6 +51,17 @@ class Shape:
             + count("equality_delete_file_count")
             + count("deletion_vector_count"),
             snapshots=count("snapshot_count"),
+        )
+
+    @classmethod
+    def of_status(cls, status: TableStatus) -> Shape:
+        """The shape of a parsed ``TableStatus`` (its ``delete_file_count``: every kind)."""
+        return cls(
+            data_files=status.data_file_count,
+            data_bytes=status.data_file_bytes,
+            manifests=status.manifest_count,
+            delete_files=status.delete_file_count,
+            snapshots=status.snapshot_count,
         )
 
     def to_json(self) -> dict[str, int]:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from icepack_core.inspection.status import DEFAULT_TARGET_FILE_SIZE
+from icepack_core.intents import Intent, parse_intent
 from icepack_core.planning.due import (
     DueRule,
     LastRun,
@@ -71,6 +72,18 @@ class ActionIntent:
     extra_benefit: int = 0
     # A compaction's open-partition projection (``planning.pressure``), None without growth.
     pressure: Pressure | None = None
+    # The validated intent (``intents.parse_intent``), set once the planner admitted it.
+    intent: Intent | None = None
+
+    def to_intent(self) -> Intent:
+        """The action as a validated ``intents.Intent`` (parsed once, then kept in ``intent``).
+
+        Raises:
+            IntentError: the proposal is not a valid intent, naming the field.
+        """
+        if self.intent is not None:
+            return self.intent
+        return parse_intent({"action": self.action, "params": self.params, "reason": self.reason})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -424,7 +437,8 @@ def _rewrite_data_files(
             return held
     rewrite_bytes = small_bytes
     if partitions and not applies_deletes:
-        small, rewrite_bytes = _where_scope(params, partitions, cfg, reasons, small, small_bytes)
+        where, small, rewrite_bytes = _where_scope(partitions, cfg, reasons, small, small_bytes)
+        params.update({"where": where} if where is not None else {})
     files_after = max(1, math.ceil(rewrite_bytes / target)) if small else 0
     effect = with_layout(
         predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target), layout
@@ -516,24 +530,23 @@ def _partition_scope(
 
 
 def _where_scope(
-    params: dict[str, Any],
     partitions: Sequence[PartitionStat],
     cfg: DataCompactionConfig,
     reasons: list[str],
     small: int,
     small_bytes: int,
-) -> tuple[int, int]:
-    """Narrow the rewrite to the partitions with enough small files (a ``where`` filter);
-    the small files and bytes then in scope."""
+) -> tuple[str | None, int, int]:
+    """The ``where`` filter that narrows the rewrite to the partitions with enough small files
+    (None: none has), and the small files and bytes then in scope."""
     needing = sorted(
         (p for p in partitions if p.small_file_count >= cfg.min_input_files),
         key=lambda p: -p.small_file_count,
     )[: cfg.max_partitions_per_run]
     if not needing:
-        return small, small_bytes
-    params["where"] = " OR ".join(f"({p.predicate})" for p in needing)
+        return None, small, small_bytes
     reasons.append(f"scoped to {len(needing)} of {len(partitions)} partitions")
-    return sum(p.small_file_count for p in needing), sum(p.small_file_bytes for p in needing)
+    where = " OR ".join(f"({p.predicate})" for p in needing)
+    return where, sum(p.small_file_count for p in needing), sum(p.small_file_bytes for p in needing)
 
 
 # A closed partition of a table being written holds at most this many data files once

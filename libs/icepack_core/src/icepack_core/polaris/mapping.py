@@ -93,7 +93,7 @@ STRATEGIES = {"bin-pack": "binpack", "binpack": "binpack", "bin_pack": "binpack"
 _ZORDER = re.compile(r"^z-?order\s*(?:\((?P<columns>[^()]*)\))?$", re.IGNORECASE)
 
 
-def strategy_fields(key: str, value: Any) -> dict[str, Any]:
+def strategy_fields(key: str, value: Any) -> dict[str, object]:
     """``compaction_strategy`` -> ``strategy`` (+ ``zorder_columns`` for ``zorder(a, b)``)."""
     if not isinstance(value, str):
         raise MappingError(f"{key}={value!r} must be a string")
@@ -105,7 +105,7 @@ def strategy_fields(key: str, value: Any) -> dict[str, Any]:
         raise MappingError(
             f"{key}={value!r} is not a strategy Icepack knows (bin-pack, sort, zorder(col, ...))"
         )
-    fields: dict[str, Any] = {"strategy": "zorder"}
+    fields: dict[str, object] = {"strategy": "zorder"}
     if match.group("columns") is not None:
         fields["zorder_columns"] = _columns(key, match.group("columns"))
     return fields
@@ -144,8 +144,8 @@ class Mapped:
     """A policy's content as Icepack reads it."""
 
     enabled: bool
-    config: dict[str, Any]
-    unknown: dict[str, Any]
+    config: dict[str, object]
+    unknown: dict[str, object]
 
 
 def map_content(policy_type: str, content: str | None) -> Mapped:
@@ -179,12 +179,12 @@ def map_content(policy_type: str, content: str | None) -> Mapped:
 
 
 def _config_fields(
-    policy_type: str, pairs: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    policy_type: str, pairs: dict[str, object]
+) -> tuple[dict[str, object], dict[str, object]]:
     known = POLARIS_KEYS.get(policy_type, {})
     own = set(CONFIG_TYPES[policy_type].model_fields) if policy_type in CONFIG_TYPES else set()
-    fields: dict[str, Any] = {}
-    unknown: dict[str, Any] = {}
+    fields: dict[str, object] = {}
+    unknown: dict[str, object] = {}
     for key, value in pairs.items():
         if key == "compaction_strategy" and policy_type == PolicyType.DATA_COMPACTION:
             fields |= strategy_fields(key, value)
@@ -254,7 +254,7 @@ def map_policy(
     )
 
 
-def _rename_fields(policy_type: str, message: str, config: dict[str, Any]) -> str:
+def _rename_fields(policy_type: str, message: str, config: dict[str, object]) -> str:
     """``parse_config``'s message with each Icepack field named by its Polaris key."""
     text = message.removeprefix(f"{policy_type}: ")
     for field_name in config:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,6 +32,9 @@ from icepack_core.telemetry.logs import redact
 from icepack_core.telemetry.tracing import current_traceparent, parent_context, tracer
 
 CHANNEL = "icepack_events"
+# A payload as a producer writes it: a JSON object, each topic's keys documented with the topic
+# (docs/architecture.md, "Events"); consumers read it back as ``Event.payload``.
+Payload = Mapping[str, object]
 log = structlog.get_logger("icepack.events")
 
 
@@ -65,7 +68,7 @@ async def publish(
     topic: str,
     *,
     table_id: int | None = None,
-    payload: dict[str, Any] | None = None,
+    payload: Payload | None = None,
     traceparent: str | None = None,
 ) -> int:
     """Append an event inside the caller's transaction; returns its id.
@@ -83,7 +86,7 @@ async def publish(
 
 
 async def publish_many(
-    conn: Conn, topic: str, events: Sequence[tuple[int | None, dict[str, Any], str | None]]
+    conn: Conn, topic: str, events: Sequence[tuple[int | None, Payload, str | None]]
 ) -> None:
     """Append one ``topic`` event per (table id, payload, traceparent), in that order, with one
     statement inside the caller's transaction (payloads redacted as in ``publish``)."""

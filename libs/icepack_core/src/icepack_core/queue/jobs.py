@@ -18,7 +18,8 @@ import asyncpg
 from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
 from icepack_core.db.text import storable
-from icepack_core.errors import JobNotFound, StaleFence
+from icepack_core.errors import IntentError, JobNotFound, StaleFence
+from icepack_core.intents import Intent, parse_intents
 from icepack_core.queue import events
 from icepack_core.telemetry.logs import redact, redact_text
 from icepack_core.telemetry.tracing import current_traceparent
@@ -41,12 +42,17 @@ def error_code(code: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """A snapshot of one ``jobs`` row."""
+    """A snapshot of one ``jobs`` row, its ``actions`` parsed into intents once, when read.
+
+    Stored actions that are not valid intents (a row written by hand, bypassing the API's
+    validation) leave ``actions`` empty and ``actions_error`` saying why: reading such a job
+    never fails, and the executor fails it permanently with that reason.
+    """
 
     id: int
     table_id: int | None
     state: JobState
-    actions: list[dict[str, Any]]
+    actions: list[Intent]
     priority: int
     attempts: int
     max_attempts: int
@@ -71,12 +77,17 @@ class Job:
     lock_waits: int = 0
     conflicts: int = 0
     error_code: str | None = None  # the class of the last failure (jobs.error_code)
+    actions_error: IntentError | None = None  # why the stored actions are not intents
 
     @classmethod
     def from_record(cls, row: asyncpg.Record | dict[str, Any]) -> Job:
         values = dict(row)
         values["state"] = JobState(values["state"])
         values["trigger"] = JobTrigger(values["trigger"])
+        try:
+            values["actions"] = parse_intents(values["actions"], allow_empty=True)
+        except IntentError as exc:
+            values["actions"], values["actions_error"] = [], exc
         return cls(**values)
 
 

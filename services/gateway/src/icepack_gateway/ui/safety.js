@@ -1,39 +1,31 @@
 // Was a maintenance action safe? The same rules as icepack_core.job_safety (which `icepack job`
 // prints), read from one job_actions row: live rows (stored minus deleted) apart from deleted
 // rows physically removed, and the post-commit verification evidence per rewrite snapshot.
-// Defensive by design: it accepts every output shape the executor has written
-// (output.verified_snapshots, a verification block, a failed verification's evidence as the
-// whole output) and never throws on unexpected input.
+// The evidence is read in its one stored form (output.verification); defensive by design: it
+// never throws on unexpected input.
 "use strict";
 
 (() => {
   const REWRITES = new Set(["rewrite_data_files", "rewrite_position_delete_files"]);
   const DELETE_FILE_FIELDS = ["position_delete_file_count", "equality_delete_file_count",
                               "deletion_vector_count"];
-  const EVIDENCE_KEYS = ["rows_before", "rows_after", "checksum_before", "checksum_after"];
-  const MAX_DEPTH = 6;
+  const ROLLED_BACK = new Set(["rolled_back", "rolled_back_reverting_writer"]);
 
   const isObj = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
   const int = (v) => (Number.isInteger(v) ? v : null);
+  const evidenceOf = (output) => (isObj(output) && isObj(output.verification)
+    ? output.verification : null);
 
-  function walk(value, depth, out) {
-    if (depth > MAX_DEPTH) return;
-    if (Array.isArray(value)) { value.forEach((v) => walk(v, depth + 1, out)); return; }
-    if (!isObj(value)) return;
-    if ("snapshot_id" in value && EVIDENCE_KEYS.some((k) => k in value)) { out.push(value); return; }
-    Object.values(value).forEach((v) => walk(v, depth + 1, out));
-  }
-
+  // The checked snapshots of output.verification (icepack_core.safety.verification.Evidence),
+  // in the order checked; the violating snapshot's record also says whether it was
+  // rolled_back.
   function verificationRecords(output) {
-    const found = [];
-    walk(output, 0, found);
-    const seen = new Set();
-    return found.filter((r) => {
-      const key = `${r.snapshot_id}/${r.parent_id}`;
-      if (seen.has(key)) return false;
-      seen.add(key);
-      return true;
-    });
+    const evidence = evidenceOf(output);
+    if (!evidence || !Array.isArray(evidence.snapshots)) return [];
+    const rollback = isObj(evidence.rollback) ? evidence.rollback : null;
+    return evidence.snapshots.filter(isObj).map((r) => (
+      rollback && r.snapshot_id === rollback.bad_snapshot_id
+        ? { ...r, rolled_back: ROLLED_BACK.has(rollback.status) } : r));
   }
 
   function pair(impact, key) {
@@ -74,7 +66,7 @@
     const files = [deleteFiles(impact, 0), deleteFiles(impact, 1)];
     const applied = files[0] !== null && files[1] !== null ? files[0] - files[1] : null;
     const rolledBack = records.some((r) => r.rolled_back);
-    const hasKey = isObj(output) && ("verified_snapshots" in output || "verification" in output);
+    const hasKey = evidenceOf(output) !== null;
     let verdict;
     if (records.length) {
       verdict = records.every(recordOk) && action.state !== "failed" ? "verified" : "failed";

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from pyiceberg.table import Table
 
@@ -52,6 +52,33 @@ from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, ProcedureValue, quote_identifier
 
 
+class ScopeNote(TypedDict, total=False):
+    """How a clustering run was scoped, as its output records it: ``scope`` ``partitions``
+    or ``table`` (with ``scope_reason`` when it fell back), and the partition counts."""
+
+    scope: str
+    scope_source: str
+    scope_reason: str
+    partitions_selected: int
+    partitions_total: int
+    partitions_unclustered: int
+    partitions_deferred: int
+
+
+class ClusteringEvidence(TypedDict, total=False):
+    """A sort or z-order rewrite's ``output["clustering"]``: the overlap depth before and after
+    (``after`` None and ``error`` set when the table could not be measured after)."""
+
+    strategy: str
+    max_overlap_ratio: float | None
+    before: float | None
+    after: float | None
+    error: str
+    columns: list[str]
+    files_after: int
+    partitions_unclustered_after: int
+
+
 @dataclass(frozen=True)
 class ClusteringScope:
     """What one clustering run rewrites: ``where`` (None: the whole table), whether it needs
@@ -60,7 +87,7 @@ class ClusteringScope:
 
     where: str | None
     rewrite_all: bool
-    note: dict[str, Any] = field(default_factory=dict)
+    note: ScopeNote = field(default_factory=lambda: ScopeNote())
     before: Clustering | None = None
 
 
@@ -141,7 +168,7 @@ async def clustering_scope(
 
     chosen, deferred = _choose(depths, loose, min_files, params.max_partitions)
     rewrite_all = any(loose(p) for p in chosen)
-    note: dict[str, Any] = {
+    note: ScopeNote = {
         "scope": "partitions",
         "scope_source": "metadata",
         "partitions_selected": len(chosen),
@@ -222,8 +249,11 @@ async def clustering_run(
     except ClusteringKeyInvalid:
         raise
     except Exception as exc:  # a manifest read failed: the whole table, by size only
-        note = {"scope": "table", "scope_reason": f"partition scoping failed: {brief(exc)}"}
-        return ClusteringScope(None, False, note)
+        failed: ScopeNote = {
+            "scope": "table",
+            "scope_reason": f"partition scoping failed: {brief(exc)}",
+        }
+        return ClusteringScope(None, False, failed)
     if found.where is not None:
         args["where"] = found.where
     if found.rewrite_all:
@@ -236,11 +266,11 @@ async def clustering_after(
     params: RewriteDataFilesParams,
     before: Clustering | None,
     target: int,
-) -> dict[str, Any]:
+) -> ClusteringEvidence:
     """The overlap depth before and after the rewrite, for its output (``clustering``):
     ``{"strategy", "columns", "before", "after", "max_overlap_ratio", ...}``, or with
     ``error``. Never raises (except cancellation): it is evidence."""
-    found: dict[str, Any] = {
+    found: ClusteringEvidence = {
         "strategy": params.strategy,
         "max_overlap_ratio": params.max_overlap_ratio,
         "before": None if before is None else before.overlap_depth,

@@ -298,7 +298,8 @@ async def scope_from_metadata(
     where = " OR ".join(wheres)
     if len(where) > MAX_STRING_LITERAL_LENGTH // 2:  # escaping can double it as an argument
         raise ScopeFallback(f"the partition filter is {len(where)} characters long")
-    return PartitionScope(where, len(picked.selected), len(partitions), **note)
+    keys = tuple((p.spec_id, p.key) for p in picked.selected)
+    return PartitionScope(where, len(picked.selected), len(partitions), **note, keys=keys)
 
 
 def _note(table: Table, picked: Selection) -> dict[str, Any]:

@@ -228,6 +228,9 @@ class PartitionScope:
     open_skipped: tuple[str, ...] = ()
     open_skipped_count: int = 0
     older_specs: int = 0
+    # The selected partitions as (spec id, partition tuple), from the manifests only: what
+    # ``metadata_scope.left_behind`` checks after the rewrite.
+    keys: tuple[tuple[int, tuple[Any, ...]], ...] = ()
 
 
 def _column_types(columns: Sequence[PartitionColumn]) -> list[SparkType]:

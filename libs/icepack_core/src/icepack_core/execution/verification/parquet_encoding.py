@@ -19,7 +19,7 @@ inputs usually share one or two.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
@@ -68,70 +68,86 @@ def _micros(column: SchemaElement, logical: str, adjusted: bool, converted: str)
     )
 
 
+def _decimal(kind: DecimalType, column: SchemaElement) -> bool:
+    """A decimal of ``kind``'s scale and no larger precision, annotated consistently."""
+    return (
+        column.converted == "DECIMAL"
+        and column.physical in ("INT32", "INT64", "FIXED_LEN_BYTE_ARRAY", "BYTE_ARRAY")
+        and column.scale == kind.scale
+        and column.precision is not None
+        and 0 < column.precision <= kind.precision
+        and (
+            column.logical is None
+            or (
+                column.logical == "DECIMAL"
+                and column.params.get("scale") == column.scale
+                and column.params.get("precision") == column.precision
+            )
+        )
+    )
+
+
+def _date(column: SchemaElement) -> bool:
+    return (
+        column.physical == "INT32"
+        and column.converted in (None, "DATE")
+        and column.logical in (None, "DATE")
+        and not _bare(column)
+    )
+
+
+def _string(column: SchemaElement) -> bool:
+    return (
+        column.physical == "BYTE_ARRAY"
+        and column.converted == "UTF8"
+        and column.logical in (None, "STRING")
+    )
+
+
+def _uuid(column: SchemaElement) -> bool:
+    return (
+        column.physical == "FIXED_LEN_BYTE_ARRAY"
+        and column.length == 16
+        and column.converted is None
+        and column.logical in (None, "UUID")
+    )
+
+
+# The exact encodings of each primitive type whose check needs only the column.
+_EXACT: dict[type[IcebergType], Callable[[SchemaElement], bool]] = {
+    BooleanType: lambda c: c.physical == "BOOLEAN" and _bare(c),
+    IntegerType: lambda c: c.physical == "INT32" and _plain_int(c, 32),
+    LongType: lambda c: (
+        (c.physical == "INT32" and _plain_int(c, 32))
+        or (c.physical == "INT64" and _plain_int(c, 64))
+    ),
+    FloatType: lambda c: c.physical == "FLOAT" and _bare(c),
+    DoubleType: lambda c: c.physical in ("FLOAT", "DOUBLE") and _bare(c),
+    DateType: _date,
+    TimeType: lambda c: _micros(c, "TIME", False, "TIME_MICROS"),
+    TimestampType: lambda c: _micros(c, "TIMESTAMP", False, "TIMESTAMP_MICROS"),
+    TimestamptzType: lambda c: _micros(c, "TIMESTAMP", True, "TIMESTAMP_MICROS"),
+    StringType: _string,
+    UUIDType: _uuid,
+    BinaryType: lambda c: c.physical == "BYTE_ARRAY" and _bare(c),
+}
+
+
 def encoded_exactly(kind: IcebergType, column: SchemaElement) -> bool:
     """Whether ``column`` holds ``kind`` the way Iceberg writes it, or a type Iceberg promotes
     to it, with no annotation DuckDB could read otherwise: only then does DuckDB's cast to the
     declared type read what Iceberg reads. Anything unrecognised is not exact (the caller
     falls back to the Spark scan)."""
-    physical = column.physical
-    if isinstance(kind, BooleanType):
-        return physical == "BOOLEAN" and _bare(column)
-    if isinstance(kind, IntegerType):
-        return physical == "INT32" and _plain_int(column, 32)
-    if isinstance(kind, LongType):
-        return (physical == "INT32" and _plain_int(column, 32)) or (
-            physical == "INT64" and _plain_int(column, 64)
-        )
-    if isinstance(kind, FloatType):
-        return physical == "FLOAT" and _bare(column)
-    if isinstance(kind, DoubleType):
-        return physical in ("FLOAT", "DOUBLE") and _bare(column)
     if isinstance(kind, DecimalType):
-        return (
-            column.converted == "DECIMAL"
-            and physical in ("INT32", "INT64", "FIXED_LEN_BYTE_ARRAY", "BYTE_ARRAY")
-            and column.scale == kind.scale
-            and column.precision is not None
-            and 0 < column.precision <= kind.precision
-            and (
-                column.logical is None
-                or (
-                    column.logical == "DECIMAL"
-                    and column.params.get("scale") == column.scale
-                    and column.params.get("precision") == column.precision
-                )
-            )
-        )
-    if isinstance(kind, DateType):
-        return (
-            physical == "INT32"
-            and column.converted in (None, "DATE")
-            and column.logical in (None, "DATE")
-            and not _bare(column)
-        )
-    if isinstance(kind, TimeType):
-        return _micros(column, "TIME", False, "TIME_MICROS")
-    if isinstance(kind, TimestampType | TimestamptzType):
-        zoned = isinstance(kind, TimestamptzType)
-        return _micros(column, "TIMESTAMP", zoned, "TIMESTAMP_MICROS")
-    if isinstance(kind, StringType):
-        return (
-            physical == "BYTE_ARRAY"
-            and column.converted == "UTF8"
-            and column.logical in (None, "STRING")
-        )
-    if isinstance(kind, UUIDType):
-        return (
-            physical == "FIXED_LEN_BYTE_ARRAY"
-            and column.length == 16
-            and column.converted is None
-            and column.logical in (None, "UUID")
-        )
+        return _decimal(kind, column)
     if isinstance(kind, FixedType):
-        return physical == "FIXED_LEN_BYTE_ARRAY" and column.length == len(kind) and _bare(column)
-    if isinstance(kind, BinaryType):
-        return physical == "BYTE_ARRAY" and _bare(column)
-    return False
+        return (
+            column.physical == "FIXED_LEN_BYTE_ARRAY"
+            and column.length == len(kind)
+            and _bare(column)
+        )
+    exact = _EXACT.get(type(kind))
+    return exact is not None and exact(column)
 
 
 def _describe(column: SchemaElement) -> str:

@@ -28,8 +28,8 @@ rollback committed (``previous_snapshot_id``); if that is not the bad snapshot, 
 committed in between and its commit was reverted, and the evidence names it. Either way the
 caller puts the table on hold (``VerificationFailed``).
 
-Evidence (``verification`` dicts) is JSON-safe; checksums are decimal strings because they
-exceed the 53-bit integers a JavaScript UI can show exactly. Each checked snapshot's record has
+Evidence is typed (``safety.verification``: ``Evidence``, ``SnapshotCheck``, ``Rollback``) and
+stored as its one JSON form. Each checked snapshot's record has
 ``rows_*``/``checksum_*`` of what was fingerprinted and ``scope``: ``partitions`` (only the
 touched partitions; ``partitions_fingerprinted``, ``fingerprinted`` lists up to 20 of them),
 ``none`` (no file changed: proven from metadata alone, rows and checksum 0) or ``table`` (with
@@ -42,8 +42,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
+from typing import NoReturn
 
 from pyiceberg.table import Table
 
@@ -51,11 +51,17 @@ from icepack_core.errors import (
     InProcessUnsupported,
     MetadataDiffUnsupported,
     ScopeFallback,
-    VerificationFailed,
     brief,
 )
 from icepack_core.execution.scoping.metadata_scope import shared_fields, spec_columns
 from icepack_core.execution.scoping.partition_filter import identity_columns, transform_columns
+from icepack_core.execution.verification.comparison import (
+    Comparison,
+    counts,
+    snapshot_record,
+    unchanged,
+    whole_table,
+)
 from icepack_core.execution.verification.file_fingerprint import compare_files
 from icepack_core.execution.verification.fingerprint import (
     Fingerprint,
@@ -76,7 +82,16 @@ from icepack_core.execution.verification.scope import (
     layout_from_describe,
     partition_fingerprints,
 )
+from icepack_core.execution.verification.snapshots import snapshots_after
 from icepack_core.safety.locations import object_store_scheme
+from icepack_core.safety.verification import (
+    Evidence,
+    PartitionName,
+    Rollback,
+    ScopeNote,
+    SnapshotCheck,
+    VerificationFailed,
+)
 from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.sql import procedure_call, qualified_name
 from icepack_core.types import TableRef
@@ -88,43 +103,6 @@ EVIDENCE_PARTITIONS = 20
 Guard = Callable[[], Awaitable[None]]
 # The table as PyIceberg loads it now from the catalog (None: PyIceberg could not model it).
 TableLoader = Callable[[], Awaitable[Table | None]]
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Two snapshots compared: the fingerprints of what was scanned and how it was scoped."""
-
-    before: Fingerprint
-    after: Fingerprint
-    scope: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.before == self.after
-
-
-def _unchanged(scope: dict[str, Any]) -> Comparison:
-    """No live file changed: proven from metadata alone, nothing scanned (``scope: none``)."""
-    nothing = Fingerprint(0, 0)
-    return Comparison(nothing, nothing, {**scope, "scope": "none", "partitions_fingerprinted": 0})
-
-
-def snapshot_record(
-    snapshot_id: int, parent_id: int, comparison: Comparison, checked: str
-) -> dict[str, Any]:
-    """One checked ``replace`` snapshot as evidence (``checked``: ``chain`` or ``parent``)."""
-    before, after = comparison.before, comparison.after
-    return {
-        "snapshot_id": snapshot_id,
-        "parent_id": parent_id,
-        "rows_before": before.rows,
-        "rows_after": after.rows,
-        "checksum_before": str(before.checksum),
-        "checksum_after": str(after.checksum),
-        "checked": checked,
-        "ok": comparison.ok,
-        **comparison.scope,
-    }
 
 
 class RewriteVerifier:
@@ -148,8 +126,11 @@ class RewriteVerifier:
         self.engine = engine
         self.metadata = metadata
         self.in_process = in_process
-        # The table as loaded for the current verify(), or why it could not be.
+        # The table as loaded for the current verify(), or why it could not be; that
+        # verify()'s whole-table fingerprints and Spark layout (or why it could not be read).
         self._loaded: list[tuple[Table | None, str | None]] = []
+        self._memo: dict[int, Fingerprint] = {}
+        self._layouts: list[TableLayout | str] = []
         self.catalog = catalog
         self.table = table
         self.qualified = qualified_name(catalog, table.levels, table.name)
@@ -202,7 +183,7 @@ class RewriteVerifier:
         )
 
     async def proven_in_process(
-        self, before: int, after: int, source: dict[str, Any]
+        self, before: int, after: int, source: ScopeNote
     ) -> Comparison | None:
         """``before`` and ``after`` proven equal without asking Spark anything: the file diff
         from the manifests (partitioning from the metadata, no ``DESCRIBE``) and the touched
@@ -221,14 +202,14 @@ class RewriteVerifier:
                 manifest_diff, table, before, after, is_partitioned(table)
             )
         except Exception as exc:  # the Spark-side path decides, and says why
-            source["reader_fallback"] = f"manifest diff: {brief(exc)}"
+            source.reader_fallback = f"manifest diff: {brief(exc)}"
             return None
-        took = round(time.perf_counter() - started, 3)
-        source.update(files_diff="metadata", files_diff_seconds=took)
+        source.files_diff = "metadata"
+        source.files_diff_seconds = round(time.perf_counter() - started, 3)
         if diff.unsound is not None:
             return None
         if not diff.touched:
-            return _unchanged({**_counts(diff), **source})
+            return unchanged(counts(diff).merged(source))
         return await self._read_in_process(table, diff, source)
 
     async def scoped_comparison(
@@ -236,8 +217,8 @@ class RewriteVerifier:
         before: int,
         after: int,
         layout: TableLayout,
-        source: dict[str, Any] | None = None,
-    ) -> Comparison | dict[str, Any]:
+        source: ScopeNote | None = None,
+    ) -> Comparison | ScopeNote:
         """Compare ``before`` and ``after`` on the partitions whose files differ; or, when that
         is not sound or cheap, the scope evidence (``scope: table``, ``scope_reason``) for a
         whole-table comparison. Any error while scoping or in the scoped scan only widens the
@@ -245,19 +226,15 @@ class RewriteVerifier:
         propagates. ``source``: the evidence of a ``proven_in_process`` that proved nothing
         (its read is not tried again)."""
         diff: FileDiff | None = None
-        tried = source is not None and "reader_fallback" in source
-        source = {} if source is None else source
+        tried = source is not None and source.reader_fallback is not None
+        source = ScopeNote() if source is None else source
         try:
             diff, _ = await self.file_diff(before, after, layout, source)
-            scope: dict[str, Any] = {
-                "partitions_total": diff.partitions,
-                "partitions_proven": diff.proven,
-                **source,
-            }
+            scope = counts(diff).merged(source)
             if diff.unsound is not None:
-                return {**scope, "scope": "table", "scope_reason": diff.unsound}
+                return whole_table(scope, diff.unsound)
             if not diff.touched:
-                return _unchanged(scope)
+                return unchanged(scope)
             if not tried and self.in_process and diff.files is not None:
                 table, _ = await self._load()  # file_diff loaded it, or diff.files is None
                 read = await self._read_in_process(table, diff, source) if table else None
@@ -266,25 +243,20 @@ class RewriteVerifier:
             if self.verify_checksum and self._columns is None:
                 self._columns = await table_columns(self.engine, self.qualified)
             scoped = await self._scoped_scan(before, after, layout, diff)
-            scoped.scope.update(source)
         except ScopeFallback as exc:
-            return {**_counts(diff), **source, "scope": "table", "scope_reason": exc.reason}
+            return whole_table(counts(diff).merged(source), exc.reason)
         except Exception as exc:  # scoping must never fail a verification
-            return {
-                **_counts(diff),
-                **source,
-                "scope": "table",
-                "scope_reason": f"partition scoping failed: {brief(exc)}",
-            }
-        return scoped
+            reason = f"partition scoping failed: {brief(exc)}"
+            return whole_table(counts(diff).merged(source), reason)
+        return replace(scoped, scope=scoped.scope.merged(source))
 
     async def file_diff(
         self,
         before: int,
         after: int,
         layout: TableLayout,
-        source: dict[str, Any] | None = None,
-    ) -> tuple[FileDiff, dict[str, Any]]:
+        source: ScopeNote | None = None,
+    ) -> tuple[FileDiff, ScopeNote]:
         """The live files of ``before`` and ``after`` compared per partition, and evidence of
         how (also written into ``source``, before the Spark query runs, so that it survives
         that query's error): ``files_diff`` ``metadata`` (read here) or ``engine`` (the Spark
@@ -295,41 +267,41 @@ class RewriteVerifier:
             ScopeUnsound | Exception: from the Spark query (the caller widens the comparison).
         """
         reason = None
-        source = {} if source is None else source
+        source = ScopeNote() if source is None else source
         started = time.perf_counter()
         if self.metadata is not None:
             try:
                 table, reason = await self._load()
                 if table is not None:
                     diff = await metadata_diff(table, self.engine, before, after, layout)
-                    took = round(time.perf_counter() - started, 3)
-                    source.update(files_diff="metadata", files_diff_seconds=took)
+                    source.files_diff = "metadata"
+                    source.files_diff_seconds = round(time.perf_counter() - started, 3)
                     return diff, source
             except MetadataDiffUnsupported as exc:
                 reason = str(exc)
             except Exception as exc:  # the Spark query decides
                 reason = brief(exc)
-        source["files_diff"] = "engine"
+        source.files_diff = "engine"
         if reason is not None:
-            source["files_diff_fallback"] = reason
+            source.files_diff_fallback = reason
         diff = await diff_files(self.engine, self.metadata_table("entries"), before, after, layout)
-        source["files_diff_seconds"] = round(time.perf_counter() - started, 3)
+        source.files_diff_seconds = round(time.perf_counter() - started, 3)
         return diff, source
 
     async def _read_in_process(
-        self, table: Table, diff: FileDiff, source: dict[str, Any]
+        self, table: Table, diff: FileDiff, source: ScopeNote
     ) -> Comparison | None:
         """The touched partitions proven equal by reading their files in this process
         (``file_fingerprint``); None when that reader cannot prove it -- it cannot read them
-        exactly, or they differ -- with the reason in ``source["reader_fallback"]``: the Spark
+        exactly, or they differ -- with the reason in ``source.reader_fallback``: the Spark
         scan then decides."""
         if diff.files is None:
-            source["reader_fallback"] = "the file diff did not list the files"
+            source.reader_fallback = "the file diff did not list the files"
             return None
         store = object_store_scheme(table.metadata.location)
         if store is not None:
             # Not tried file by file: every file would be refused for the same reason.
-            source["reader_fallback"] = (
+            source.reader_fallback = (
                 f"the table is on an object store ({store}): the in-process reader reads "
                 "local files only"
             )
@@ -344,20 +316,17 @@ class RewriteVerifier:
                 checksum=self.verify_checksum,
             )
         except InProcessUnsupported as exc:
-            source["reader_fallback"] = exc.reason
+            source.reader_fallback = exc.reason
             return None
         except Exception as exc:  # the Spark scan decides
-            source["reader_fallback"] = brief(exc)
+            source.reader_fallback = brief(exc)
             return None
         if compared.differs is not None:
-            source["reader_fallback"] = f"the in-process read differs ({compared.differs})"
+            source.reader_fallback = f"the in-process read differs ({compared.differs})"
             return None
-        note = {
-            **self._scoped_note(diff),
-            "reader": "in_process",
-            "reader_seconds": round(time.perf_counter() - started, 3),
-        }
-        return Comparison(compared.before, compared.after, {**note, **source})
+        took = round(time.perf_counter() - started, 3)
+        note = self._scoped_note(diff, ScopeNote(reader="in_process", reader_seconds=took))
+        return Comparison(compared.before, compared.after, note.merged(source))
 
     async def _scoped_scan(
         self, before: int, after: int, layout: TableLayout, diff: FileDiff
@@ -366,21 +335,20 @@ class RewriteVerifier:
         scoped = await partition_fingerprints(
             self.engine, self.qualified, before, after, layout, diff.touched, columns
         )
-        return Comparison(
-            scoped.before, scoped.after, {**self._scoped_note(diff), "reader": "engine"}
-        )
+        note = self._scoped_note(diff, ScopeNote(reader="engine"))
+        return Comparison(scoped.before, scoped.after, note)
 
     @staticmethod
-    def _scoped_note(diff: FileDiff) -> dict[str, Any]:
-        return {
-            **_counts(diff),
-            "scope": "partitions",
-            "partitions_fingerprinted": len(diff.touched),
-            "fingerprinted": [
-                {"spec_id": p.spec_id, "partition": p.label}
+    def _scoped_note(diff: FileDiff, reader: ScopeNote) -> ScopeNote:
+        scoped = ScopeNote(
+            scope="partitions",
+            partitions_fingerprinted=len(diff.touched),
+            fingerprinted=[
+                PartitionName(spec_id=p.spec_id, partition=p.label)
                 for p in diff.touched[:EVIDENCE_PARTITIONS]
             ],
-        }
+        )
+        return counts(diff).merged(scoped).merged(reader)
 
     async def _load(self) -> tuple[Table | None, str | None]:
         """The table through ``metadata``, loaded once per ``verify()`` (after every checked
@@ -424,7 +392,7 @@ class RewriteVerifier:
             cursor = by_parent.get(cursor["snapshot_id"])
         return chain
 
-    async def verify(self, start: int | None, guard: Guard | None = None) -> dict[str, Any]:
+    async def verify(self, start: int | None, guard: Guard | None = None) -> Evidence:
         """Check every ``replace`` snapshot after ``start``; return the evidence
         (``status: verified``, ``snapshots`` checked).
 
@@ -441,108 +409,95 @@ class RewriteVerifier:
                 query fails; the caller holds the table or leaves the verification pending.
         """
         self._loaded.clear()
-        # With a loader, the snapshots come from the metadata the file diff reads too.
-        loaded = (await self._load())[0] if self.metadata is not None else None
-        snaps = (
-            snapshots_after(loaded, start)
-            if loaded is not None
-            else await self.snapshots_since(start)
-        )
+        self._memo.clear()
+        self._layouts.clear()
+        snaps = await self._snapshots(start)
         replaces = [s for s in snaps if s["operation"] == "replace" and s["parent_id"] is not None]
-        evidence: dict[str, Any] = {
-            "status": "verified",
-            "start_snapshot_id": start,
-            "snapshots": [],
-            "rollback": None,
-        }
+        evidence = Evidence(status="verified", start_snapshot_id=start)
         if not replaces:
             return evidence
-        memo: dict[int, Fingerprint] = {}
-        layouts: list[TableLayout | str] = []
-
-        async def spark_layout() -> TableLayout | str:
-            """Spark's view of the table, refreshed once per verify() on first use: Spark
-            reads each snapshot through its cached table (Iceberg's CachingCatalog), which may
-            not know a commit another client made since the CALL."""
-            if not layouts:
-                await self.engine.sql(f"REFRESH TABLE {self.qualified}")
-                try:
-                    layouts.append(await self.layout())
-                except Exception as exc:  # only widens the comparison
-                    layouts.append(f"DESCRIBE failed: {brief(exc)}")
-            return layouts[0]
-
-        async def fp(snapshot_id: int) -> Fingerprint:
-            if snapshot_id not in memo:
-                memo[snapshot_id] = await self.fingerprint(snapshot_id)
-            return memo[snapshot_id]
-
-        async def compare(before: int, after: int) -> Comparison:
-            source: dict[str, Any] = {}
-            proven = await self.proven_in_process(before, after, source)
-            if proven is not None:
-                return proven
-            layout = await spark_layout()
-            scoped = (
-                await self.scoped_comparison(before, after, layout, source)
-                if isinstance(layout, TableLayout)
-                else {**source, "scope": "table", "scope_reason": layout}
-            )
-            if isinstance(scoped, Comparison):
-                return scoped
-            return Comparison(await fp(before), await fp(after), scoped)
-
         if start is not None and len(replaces) == len(snaps) and snaps[0]["parent_id"] == start:
-            chain = await compare(start, snaps[-1]["snapshot_id"])
+            chain = await self._compare(start, snaps[-1]["snapshot_id"])
             if chain.ok:
-                evidence["snapshots"] = [
+                evidence.snapshots = [
                     snapshot_record(s["snapshot_id"], s["parent_id"], chain, "chain")
                     for s in replaces
                 ]
                 return evidence
         for snap in replaces:
             snapshot_id, parent_id = snap["snapshot_id"], snap["parent_id"]
-            comparison = await compare(parent_id, snapshot_id)
+            comparison = await self._compare(parent_id, snapshot_id)
             record = snapshot_record(snapshot_id, parent_id, comparison, "parent")
-            evidence["snapshots"].append(record)
+            evidence.snapshots.append(record)
             if not comparison.ok:
-                before, after = comparison.before, comparison.after
-                evidence.update(status="violation", violation=record)
-                evidence["rollback"] = await self._roll_back(snapshot_id, parent_id, guard)
-                # Kept at the top level for readers of the pre-0.x evidence format.
-                evidence.update(
-                    {
-                        k: record[k]
-                        for k in (
-                            "snapshot_id",
-                            "parent_id",
-                            "rows_before",
-                            "rows_after",
-                            "checksum_before",
-                            "checksum_after",
-                        )
-                    }
-                )
-                evidence["rolled_back"] = evidence["rollback"]["status"] in (
-                    "rolled_back",
-                    "rolled_back_reverting_writer",
-                )
-                where = (
-                    " in the rewritten partitions"
-                    if comparison.scope.get("scope") == "partitions"
-                    else ""
-                )
-                raise VerificationFailed(
-                    f"rewrite snapshot {snapshot_id} changed the live contents of "
-                    f"{self.qualified}: {before.rows} rows -> {after.rows} rows{where}"
-                    f"{', checksum differs' if before.checksum != after.checksum else ''}",
-                    evidence,
-                )
+                await self._violated(evidence, record, comparison, guard)
         return evidence
 
-    async def _roll_back(self, bad: int, parent: int, guard: Guard | None) -> dict[str, Any]:
+    async def _snapshots(self, start: int | None) -> Rows:
+        """``snapshots_since(start)``; with a loader, from the metadata the file diff reads."""
+        loaded = (await self._load())[0] if self.metadata is not None else None
+        if loaded is not None:
+            return snapshots_after(loaded, start)
+        return await self.snapshots_since(start)
+
+    async def _spark_layout(self) -> TableLayout | str:
+        """Spark's view of the table, refreshed once per verify() on first use: Spark reads
+        each snapshot through its cached table (Iceberg's CachingCatalog), which may not know
+        a commit another client made since the CALL. A string: why it could not be read."""
+        if not self._layouts:
+            await self.engine.sql(f"REFRESH TABLE {self.qualified}")
+            try:
+                self._layouts.append(await self.layout())
+            except Exception as exc:  # only widens the comparison
+                self._layouts.append(f"DESCRIBE failed: {brief(exc)}")
+        return self._layouts[0]
+
+    async def _whole_fingerprint(self, snapshot_id: int) -> Fingerprint:
+        """``fingerprint(snapshot_id)``, memoised per verify()."""
+        if snapshot_id not in self._memo:
+            self._memo[snapshot_id] = await self.fingerprint(snapshot_id)
+        return self._memo[snapshot_id]
+
+    async def _compare(self, before: int, after: int) -> Comparison:
+        """``before`` and ``after`` compared as cheaply as is sound: in process, scoped to the
+        touched partitions, or the whole table (``verify``)."""
+        source = ScopeNote()
+        proven = await self.proven_in_process(before, after, source)
+        if proven is not None:
+            return proven
+        layout = await self._spark_layout()
+        scoped = (
+            await self.scoped_comparison(before, after, layout, source)
+            if isinstance(layout, TableLayout)
+            else whole_table(source, layout)
+        )
+        if isinstance(scoped, Comparison):
+            return scoped
+        before_fp = await self._whole_fingerprint(before)
+        return Comparison(before_fp, await self._whole_fingerprint(after), scoped)
+
+    async def _violated(
+        self,
+        evidence: Evidence,
+        record: SnapshotCheck,
+        comparison: Comparison,
+        guard: Guard | None,
+    ) -> NoReturn:
+        """Record the violation ``record`` in ``evidence``, roll back (``_roll_back``), and
+        raise ``VerificationFailed`` with the evidence."""
+        evidence.status, evidence.violation = "violation", record
+        evidence.rollback = await self._roll_back(record.snapshot_id, record.parent_id, guard)
+        before, after = comparison.before, comparison.after
+        where = " in the rewritten partitions" if comparison.scope.scope == "partitions" else ""
+        raise VerificationFailed(
+            f"rewrite snapshot {record.snapshot_id} changed the live contents of "
+            f"{self.qualified}: {before.rows} rows -> {after.rows} rows{where}"
+            f"{', checksum differs' if before.checksum != after.checksum else ''}",
+            evidence,
+        )
+
+    async def _roll_back(self, bad: int, parent: int, guard: Guard | None) -> Rollback:
         """Make ``parent`` current again if ``bad`` still is; say exactly what happened."""
-        result: dict[str, Any] = {"to_snapshot_id": parent, "bad_snapshot_id": bad}
         # The check and the procedure must see the catalog's current snapshot, not the one
         # Spark cached: a writer in another process may have committed on top of the bad one,
         # and rolling back would revert it while reporting a clean rollback.
@@ -550,12 +505,13 @@ class RewriteVerifier:
         current = await self.current_snapshot_id()
         if current != bad:
             # Rolling back would also revert the commits made on top of the bad one.
-            return {
-                **result,
-                "status": "not_rolled_back",
-                "current_snapshot_id": current,
-                "reason": "snapshots were committed on top of the bad one",
-            }
+            return Rollback(
+                status="not_rolled_back",
+                to_snapshot_id=parent,
+                bad_snapshot_id=bad,
+                current_snapshot_id=current,
+                reason="snapshots were committed on top of the bad one",
+            )
         if guard is not None:
             await guard()  # raises when we no longer hold the table under a valid fence
         rows = await self.engine.sql(
@@ -566,47 +522,21 @@ class RewriteVerifier:
         previous = as_int(rows[0]["previous_snapshot_id"]) if rows else None
         now = as_int(rows[0]["current_snapshot_id"]) if rows else None
         after = await self.current_snapshot_id()  # a writer may also have committed since
-        result.update(
-            previous_snapshot_id=previous, current_snapshot_id=now, current_after_rollback=after
+        result = Rollback(
+            status="rolled_back",
+            to_snapshot_id=parent,
+            bad_snapshot_id=bad,
+            previous_snapshot_id=previous,
+            current_snapshot_id=now,
+            current_after_rollback=after,
         )
         if previous != bad:
             # A writer committed between the check and the rollback, and the rollback
             # reverted it: its data is still in snapshot `previous` (the hold stops expiry).
-            return {
-                **result,
-                "status": "rolled_back_reverting_writer",
-                "reverted_snapshot_id": previous,
-                "reason": f"snapshot {previous} was committed on top of {bad} while rolling "
-                f"back and is no longer current; restore it by hand",
-            }
-        return {**result, "status": "rolled_back"}
-
-
-def snapshots_after(table: Table, start: int | None) -> Rows:
-    """``snapshots_since`` from loaded metadata: the current snapshot's ancestors after
-    ``start`` (all that are still in the metadata when ``start`` is None or not one of them),
-    oldest first, as rows of ``snapshot_id``, ``parent_id``, ``operation``."""
-    metadata = table.metadata
-    chain: Rows = []
-    cursor = metadata.current_snapshot()
-    seen: set[int] = set()
-    while cursor is not None and cursor.snapshot_id != start and cursor.snapshot_id not in seen:
-        seen.add(cursor.snapshot_id)
-        summary = cursor.summary
-        chain.append(
-            {
-                "snapshot_id": cursor.snapshot_id,
-                "parent_id": cursor.parent_snapshot_id,
-                "operation": summary.operation.value if summary is not None else None,
-            }
-        )
-        parent = cursor.parent_snapshot_id
-        cursor = metadata.snapshot_by_id(parent) if parent is not None else None
-    chain.reverse()
-    return chain
-
-
-def _counts(diff: FileDiff | None) -> dict[str, Any]:
-    if diff is None:
-        return {}
-    return {"partitions_total": diff.partitions, "partitions_proven": diff.proven}
+            result.status = "rolled_back_reverting_writer"
+            result.reverted_snapshot_id = previous
+            result.reason = (
+                f"snapshot {previous} was committed on top of {bad} while rolling "
+                f"back and is no longer current; restore it by hand"
+            )
+        return result
