@@ -10,6 +10,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.intents import RestoreQuarantine, RestoreQuarantineParams, intents_json
 from icepack_core.queue.ledger import job_page, restore_target
 from icepack_core.types import JobTrigger
@@ -21,7 +22,7 @@ from icepack_gateway.inputs import DeletionsQuery, JobPath
 from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
 from icepack_gateway.params import decode_cursor, encode_cursor
-from icepack_gateway.state import gateway
+from icepack_gateway.state import gateway, stored_id
 
 
 async def job_deletions(call: Call[JobPath, DeletionsQuery, NoBody]) -> Response:
@@ -51,8 +52,8 @@ async def restore_job(call: Call[JobPath, NoParams, NoBody]) -> Response:
     target = await restore_target(state.pool, job_id)
     if target.table is None:
         raise Conflict("NOTHING_TO_RESTORE", target.refusal or f"job {job_id}: nothing to restore")
-    table = target.table
-    table_id = table["id"]
+    table = TableRow.from_record(target.table)
+    table_id = stored_id(table)
     pool = state.pool
     intents = [
         RestoreQuarantine(

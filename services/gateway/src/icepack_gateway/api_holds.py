@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from icepack_core.access.tokens import TokenInfo
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import TableNotHeld, UnknownTableId
 from icepack_core.safety.holds import MAX_REASON, release_hold
 from icepack_gateway import models
@@ -22,7 +23,7 @@ from icepack_gateway.errors import Conflict, InvalidParameter, TableNotFound
 from icepack_gateway.inputs import TablePath
 from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
-from icepack_gateway.state import find_table, gateway
+from icepack_gateway.state import find_table, gateway, stored_id
 
 
 class HoldReleaseIn(BaseModel):
@@ -48,7 +49,7 @@ async def release(call: Call[TablePath, NoParams, HoldReleaseIn]) -> Response:
     table = await find_table(pool, catalog, namespace, name)
     try:
         done = await release_hold(
-            pool, table["id"], released_by=released_by(call.request), reason=call.body.reason
+            pool, stored_id(table), released_by=released_by(call.request), reason=call.body.reason
         )
     except ValueError as exc:
         raise InvalidParameter("reason", str(exc).removeprefix("reason ")) from None
@@ -66,7 +67,7 @@ async def release(call: Call[TablePath, NoParams, HoldReleaseIn]) -> Response:
         released_at=done.released_at,
         event_id=done.event_id,
     )
-    table_after = models.Table.of_row(after) if after is not None else None
+    table_after = models.Table.of(TableRow.from_record(after)) if after is not None else None
     return reply(models.HoldReleased(table=table_after, released=released))
 
 

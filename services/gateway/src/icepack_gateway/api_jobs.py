@@ -23,7 +23,8 @@ from icepack_gateway.inputs import Ident, JobPath, JobsQuery, TableFilter
 from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
 from icepack_gateway.params import decode_cursor, encode_cursor, split_table
-from icepack_gateway.state import GatewayState, find_table, gateway
+from icepack_gateway.policy_replies import Proposal
+from icepack_gateway.state import GatewayState, find_table, gateway, stored_id
 
 # Manual jobs jump ahead of the planner's (default 100; lower runs first).
 MANUAL_PRIORITY = 50
@@ -65,8 +66,7 @@ async def table_id_filter(pool: asyncpg.Pool, query: TableFilter) -> int | None:
         raise InvalidParameter("table", "give either table or table_id, not both")
     if query.table is not None:
         table = await find_table(pool, *split_table("table", query.table))
-        table_id: int = table["id"]
-        return table_id
+        return stored_id(table)
     return query.table_id
 
 
@@ -122,37 +122,48 @@ class JobIn(BaseModel):
     priority: int = Field(default=MANUAL_PRIORITY, ge=0, le=1000)
 
 
-async def _recommended(pool: asyncpg.Pool, table: asyncpg.Record) -> list[dict[str, Any]]:
-    """The actions of the planner's latest recommendation (``Recommendation.to_json``); 409
-    when it proposes none, with what it skipped and why."""
-    label = f"{table['catalog']}.{table['namespace']}.{table['name']}"
-    row = await pool.fetchrow(load_query("recommendation_latest"), table["id"])
+def _intents(raw: object) -> list[Intent]:
+    """``raw`` actions as intents; 422 naming the bad field."""
+    try:
+        return parse_intents(raw)
+    except IntentError as exc:
+        raise InvalidParameter(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+
+
+async def _recommended(pool: asyncpg.Pool, table: TableRow) -> list[Intent]:
+    """The intents of the planner's latest recommendation (``Recommendation.to_json``, read as
+    the ``Proposal`` it answers); 409 when it proposes none, with what it skipped and why."""
+    label = table.label
+    row = await pool.fetchrow(load_query("recommendation_latest"), stored_id(table))
     recommendation = row["actions"] if row is not None else None
     if not isinstance(recommendation, dict):
         raise Conflict(
             "NOTHING_RECOMMENDED", f"{label} has no recommendation yet; name the actions to run"
         )
-    actions = recommendation.get("actions") or []
-    if not actions:
-        skipped = "; ".join(
-            f"{s.get('action')}: {s.get('reason')}" for s in recommendation.get("skipped") or []
-        )
+    proposal = Proposal.model_validate(recommendation)
+    if not proposal.actions:
+        skipped = "; ".join(f"{s.action}: {s.reason}" for s in proposal.skipped)
         raise Conflict(
             "NOTHING_RECOMMENDED",
             f"the planner recommends nothing for {label}"
             f"{f' ({skipped})' if skipped else ''}; name the actions to run",
         )
     # Only what an intent holds: the recommendation adds an estimated benefit per action.
-    return [{k: a[k] for k in ("action", "params", "reason") if k in a} for a in actions]
+    return _intents(
+        [
+            {"action": a.action.value, "params": a.params, "reason": a.reason}
+            for a in proposal.actions
+        ]
+    )
 
 
-async def _admit(state: GatewayState, table: asyncpg.Record, intents: list[Intent]) -> None:
+async def _admit(state: GatewayState, table: TableRow, intents: list[Intent]) -> None:
     """The safety choke point (``icepack_core.safety.admission.admit``) as HTTP errors: 409 for the
     table's state, 422 naming the parameter for a broken floor."""
     try:
         await admit(
             state.pool,
-            TableRow.from_record(table),
+            table,
             intents,
             now=datetime.now(UTC),
             expiry_min_age_hours=state.expiry_min_age_hours,
@@ -174,16 +185,14 @@ async def submit_job(call: Call[NoParams, NoParams, JobIn]) -> Response:
         # A held or opted-out table is refused for that reason, not as "nothing recommended"
         # (the planner recommends nothing for a held table precisely because it is held).
         await _admit(state, table, [])
-    raw = spec.actions if spec.actions is not None else await _recommended(pool, table)
-    try:
-        intents = parse_intents(raw)
-    except IntentError as exc:
-        raise InvalidParameter(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+    intents = (
+        _intents(spec.actions) if spec.actions is not None else await _recommended(pool, table)
+    )
     await _admit(state, table, intents)
     enqueued = await state.jobs.enqueue(
-        table["id"],
+        stored_id(table),
         intents_json(intents),
-        dedupe_key=f"table:{table['id']}",
+        dedupe_key=f"table:{stored_id(table)}",
         priority=spec.priority,
         trigger=JobTrigger.MANUAL,
     )

@@ -12,10 +12,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.errors import PolicyError
 from icepack_core.inspection.status import TableStatus, target_file_size
 from icepack_core.planning.planner import Planner
@@ -41,7 +43,7 @@ from icepack_gateway.inputs import (
 from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import Table, error, ok
 from icepack_gateway.policy_models import PolicyIn, ProposedPolarisPolicy, validated_config
-from icepack_gateway.state import find_table, gateway
+from icepack_gateway.state import find_table, gateway, stored_id
 
 
 async def list_policies(call: Call[NoParams, PoliciesQuery, NoBody]) -> Response:
@@ -169,14 +171,15 @@ def _effective(policy: EffectivePolicy) -> policy_replies.EffectivePolicy:
     )
 
 
-async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
-    """The effective policy of one table and what it would lead to now, writing nothing
-    (``icepack_core.policy.resolve``, ``icepack_core.planning.recommendation.recommend``).
-    ``policies`` in the body are tried as if stored."""
-    spec = call.body
-    pool = gateway(call.request).pool
-    table = await find_table(pool, spec.catalog, spec.namespace, spec.table)
-    current = await attachments_of(pool, table["catalog"])
+async def _tried_attachments(
+    pool: asyncpg.Pool, table: TableRow, proposals: list[ProposedPolicy]
+) -> list[PolicyAttachment]:
+    """The catalog's attachments with ``proposals`` in place, for ``table``'s simulation.
+
+    Raises:
+        InvalidParameter: a proposal's target or config is invalid (the message names it).
+    """
+    current = await attachments_of(pool, table.catalog)
     # A proposal replaces Icepack's own attachment at its place; Polaris' stay as they are
     # (the precedence then puts Icepack's over Polaris' at the same scope).
     polaris = [a for a in current if a.origin == "polaris"]
@@ -185,25 +188,34 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
         for a in current
         if a.origin == "icepack"
     }
-    for p in spec.policies:
+    for p in proposals:
         namespace, name = _proposed_target(p)
         validated_config(p.policy_type, PolicyIn(enabled=p.enabled, config=p.config))
         attachments[(p.policy_type.value, p.scope, namespace, name)] = PolicyAttachment(
-            p.policy_type.value, p.scope, table["catalog"], namespace, name, p.enabled, p.config
+            p.policy_type.value, p.scope, table.catalog, namespace, name, p.enabled, p.config
         )
-    properties = {str(k): str(v) for k, v in (table["properties"] or {}).items()}
+    return [*attachments.values(), *polaris]
+
+
+async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
+    """The effective policy of one table and what it would lead to now, writing nothing
+    (``icepack_core.policy.resolve``, ``icepack_core.planning.recommendation.recommend``).
+    ``policies`` in the body are tried as if stored."""
+    spec = call.body
+    pool = gateway(call.request).pool
+    table = await find_table(pool, spec.catalog, spec.namespace, spec.table)
+    attachments = await _tried_attachments(pool, table, spec.policies)
+    properties = {str(k): str(v) for k, v in table.properties.items()}
     try:
-        policy = resolve(
-            [*attachments.values(), *polaris], table["namespace"], table["name"], properties
-        )
+        policy = resolve(attachments, table.namespace, table.name, properties)
     except PolicyError as exc:
         raise InvalidParameter("policies", str(exc)) from None
-    status = await pool.fetchrow(load_query("status_latest"), table["id"])
-    recommendation = None
+    status = await pool.fetchrow(load_query("status_latest"), stored_id(table))
+    proposal = None
     if status is not None:
         last_runs = {
             r["action"]: r["finished_at"]
-            for r in await pool.fetch(load_query("job_last_runs"), table["id"])
+            for r in await pool.fetch(load_query("job_last_runs"), stored_id(table))
         }
         recommendation = recommend(
             TableStatus.model_validate(status["status"]),
@@ -211,15 +223,14 @@ async def simulate(call: Call[NoParams, NoParams, SimulateIn]) -> Response:
             last_runs,
             datetime.now(UTC),
             target_file_size_bytes=target_file_size(properties),
-        ).to_json()
+        )
+        proposal = policy_replies.Proposal.model_validate(recommendation.to_json())
     return reply(
         policy_replies.Simulation(
-            table=Table.of_row(table),
+            table=Table.of(table),
             effective_policy=_effective(policy),
             status_snapshot_id=status["id"] if status else None,
-            recommendation=(
-                None if recommendation is None else policy_replies.Proposal(**recommendation)
-            ),
+            recommendation=proposal,
         )
     )
 

@@ -10,6 +10,7 @@ import asyncpg
 from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.types import Health
 from icepack_gateway import models
 from icepack_gateway.api_jobs import job_reply, jobs_with_actions
@@ -26,7 +27,7 @@ from icepack_gateway.inputs import (
 from icepack_gateway.jsonutil import reply
 from icepack_gateway.models import error, ok
 from icepack_gateway.params import decode_cursor, encode_cursor
-from icepack_gateway.state import find_table, gateway
+from icepack_gateway.state import find_table, gateway, stored_id
 
 # The current metrics a fleet listing carries per table (the full status is one call away).
 LIST_METRICS = tuple(models.ListMetrics.model_fields)
@@ -151,7 +152,7 @@ async def table_detail(call: Call[TablePath, NoParams, NoBody]) -> Response:
         )
     return reply(
         models.TableDetail(
-            table=models.Table.of_row(row),
+            table=models.Table.of(TableRow.from_record(row)),
             health=row["health"],
             status=row["status"],
             recommendation=(
@@ -165,7 +166,7 @@ async def table_detail(call: Call[TablePath, NoParams, NoBody]) -> Response:
 async def table_status(call: Call[TablePath, NoParams, NoBody]) -> Response:
     pool = gateway(call.request).pool
     table = await find_table(pool, *ref(call.path))
-    row = await pool.fetchrow(load_query("status_latest"), table["id"])
+    row = await pool.fetchrow(load_query("status_latest"), stored_id(table))
     if row is None:
         raise NotFound("NO_STATUS", "the table has not been inspected yet")
     return reply(models.StatusSnapshot.of_row(row))
@@ -177,7 +178,7 @@ async def status_history(call: Call[TablePath, StatusHistoryQuery, NoBody]) -> R
     pool = gateway(call.request).pool
     table = await find_table(pool, *ref(call.path))
     rows = await pool.fetch(
-        load_query("status_history"), table["id"], before[0] if before else None, size
+        load_query("status_history"), stored_id(table), before[0] if before else None, size
     )
     next_cursor = encode_cursor("status", [rows[-1]["id"]]) if len(rows) == size else None
     # Oldest first, the order a chart draws; the cursor pages further into the past.
@@ -188,7 +189,7 @@ async def status_history(call: Call[TablePath, StatusHistoryQuery, NoBody]) -> R
 async def table_health(call: Call[TablePath, NoParams, NoBody]) -> Response:
     pool = gateway(call.request).pool
     table = await find_table(pool, *ref(call.path))
-    row = await pool.fetchrow(load_query("health_latest"), table["id"])
+    row = await pool.fetchrow(load_query("health_latest"), stored_id(table))
     if row is None:
         raise NotFound("NO_HEALTH", "the table has not been assessed yet")
     return reply(models.HealthAssessment.of_row(row))
@@ -197,7 +198,7 @@ async def table_health(call: Call[TablePath, NoParams, NoBody]) -> Response:
 async def table_recommendation(call: Call[TablePath, NoParams, NoBody]) -> Response:
     pool = gateway(call.request).pool
     table = await find_table(pool, *ref(call.path))
-    row = await pool.fetchrow(load_query("recommendation_latest"), table["id"])
+    row = await pool.fetchrow(load_query("recommendation_latest"), stored_id(table))
     if row is None:
         raise NotFound(
             "NO_RECOMMENDATION", "the planner has not recommended anything for the table yet"
@@ -213,7 +214,7 @@ async def table_jobs(
     pool = gateway(call.request).pool
     table = await find_table(pool, *ref(call.path))
     rows = await pool.fetch(
-        load_query("job_page"), None, table["id"], before[0] if before else None, size
+        load_query("job_page"), None, stored_id(table), before[0] if before else None, size
     )
     next_cursor = encode_cursor("jobs", [rows[-1]["id"]]) if len(rows) == size else None
     if with_actions:

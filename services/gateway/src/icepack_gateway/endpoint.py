@@ -30,6 +30,9 @@ from icepack_gateway.jsonutil import ReplyModel
 from icepack_gateway.params import json_body
 
 REF = "#/components/schemas/{model}"
+# An object of the OpenAPI document (a JSON Schema, an operation, a response): open JSON by
+# nature, its shape is OpenAPI's and pydantic's, not Icepack's.
+Doc = dict[str, Any]
 
 
 class NoParams(BaseModel):
@@ -167,7 +170,7 @@ def _models(endpoints: Iterable[AnyEndpoint]) -> list[type[BaseModel]]:
     return list(seen)
 
 
-def _parameter_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def _parameter_schema(schema: Doc) -> Doc:
     """A field's schema as a parameter's: an absent parameter is how it says "none", so the
     ``null`` branch of an optional field goes."""
     branches = schema.get("anyOf")
@@ -179,11 +182,11 @@ def _parameter_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k != "default" or v is not None}
 
 
-def _parameters(schema: dict[str, Any], where: str) -> list[dict[str, Any]]:
+def _parameters(schema: Doc, where: str) -> list[Doc]:
     required = set(schema.get("required", ()))
     out = []
     for name, prop in schema.get("properties", {}).items():
-        param: dict[str, Any] = {
+        param: Doc = {
             "name": name,
             "in": where,
             "required": where == "path" or name in required,
@@ -195,8 +198,8 @@ def _parameters(schema: dict[str, Any], where: str) -> list[dict[str, Any]]:
     return out
 
 
-def _content(reply: Reply) -> dict[str, Any]:
-    out: dict[str, Any] = {"description": reply.description}
+def _content(reply: Reply) -> Doc:
+    out: Doc = {"description": reply.description}
     if reply.model is not None:
         out["content"] = {
             reply.media_type: {"schema": {"$ref": REF.format(model=reply.model.__name__)}}
@@ -206,7 +209,7 @@ def _content(reply: Reply) -> dict[str, Any]:
     return out
 
 
-def _operation(e: AnyEndpoint, schemas: dict[str, Any], error: Reply) -> dict[str, Any]:
+def _operation(e: AnyEndpoint, schemas: Doc, error: Reply) -> Doc:
     responses = {str(status): _content(reply) for status, reply in sorted(e.responses.items())}
     defaults = {"503": "the Icepack database did not answer (DATABASE_UNAVAILABLE)"}
     if (e.query, e.path_params, e.body) != (AnyParams, NoParams, NoBody):
@@ -222,7 +225,7 @@ def _operation(e: AnyEndpoint, schemas: dict[str, Any], error: Reply) -> dict[st
         defaults["403"] = "the token was revoked (TOKEN_REVOKED)"
     for status, text in defaults.items():
         responses.setdefault(status, _content(Reply(text, error.model)))
-    operation: dict[str, Any] = {
+    operation: Doc = {
         "summary": e.summary,
         "operationId": e.operation_id,
         "parameters": [
@@ -243,9 +246,7 @@ def _operation(e: AnyEndpoint, schemas: dict[str, Any], error: Reply) -> dict[st
     return operation
 
 
-def document(
-    endpoints: Iterable[AnyEndpoint], *, error: Reply, info: Mapping[str, Any]
-) -> dict[str, Any]:
+def document(endpoints: Iterable[AnyEndpoint], *, error: Reply, info: Mapping[str, Any]) -> Doc:
     """The OpenAPI 3.1 document of ``endpoints``; ``error`` is the reply every route may give
     besides its own (422, 503, 400 with a cursor, 413 with a body, 401/403 with a token)."""
     endpoints = list(endpoints)
@@ -253,9 +254,9 @@ def document(
     if error.model is not None and error.model not in models:
         models.append(error.model)
     _, top = models_json_schema([(m, "validation") for m in models], ref_template=REF)
-    schemas: dict[str, Any] = top.get("$defs", {})
+    schemas: Doc = top.get("$defs", {})
     params = {m.__name__ for e in endpoints for m in (e.path_params, e.query)}
-    paths: dict[str, dict[str, Any]] = {}
+    paths: dict[str, Doc] = {}
     for e in endpoints:
         paths.setdefault(e.path, {})[e.method.lower()] = _operation(e, schemas, error)
     # Parameter models are spread into each operation's parameters, not referenced.

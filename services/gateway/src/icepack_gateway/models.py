@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Self
 import asyncpg
 from pydantic import BaseModel, Field, PlainSerializer
 
+from icepack_core.db.tables import TableRow
 from icepack_core.inspection.health import Issue
 from icepack_core.types import (
     Action,
@@ -76,6 +77,11 @@ class Table(Model):
     maintenance_hold: JSONObject | None = Field(
         description="set when a verification failed: {reason, action, evidence, at}"
     )
+
+    @classmethod
+    def of(cls, table: TableRow) -> Self:
+        """A table row as answered (a row read without a column this answer has is refused)."""
+        return cls.of_row({k: getattr(table, k) for k in cls.model_fields})
 
 
 class IssueSummary(Model):

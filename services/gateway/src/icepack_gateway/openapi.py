@@ -6,8 +6,6 @@ give, and the probes, which the runner's app serves (documented so clients see t
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.responses import Response
 
 from icepack_gateway import models
@@ -15,6 +13,7 @@ from icepack_gateway.endpoint import (
     AnyEndpoint,
     AnyParams,
     Call,
+    Doc,
     Endpoint,
     NoBody,
     NoParams,
@@ -31,12 +30,12 @@ INFO = {
 }
 
 
-def build(endpoints: list[AnyEndpoint]) -> dict[str, Any]:
+def build(endpoints: list[AnyEndpoint]) -> Doc:
     return document(endpoints, error=error("error"), info=INFO)
 
 
 async def serve(call: Call[NoParams, AnyParams, NoBody]) -> Response:
-    built: dict[str, Any] = call.request.app.state.openapi
+    built: Doc = call.request.app.state.openapi
     return ApiResponse(built)
 
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 from starlette.requests import Request
 
 from icepack_core.access.tokens import TokenStore
 from icepack_core.db.queries import load_query
+from icepack_core.db.tables import TableRow
 from icepack_core.queue.jobs import JobQueue
-from icepack_gateway import models
 from icepack_gateway.errors import TableNotFound
 
 
@@ -48,16 +47,16 @@ def gateway(request: Request) -> GatewayState:
 
 async def find_table(
     pool: asyncpg.Pool, catalog: str, namespace: str, name: str, *, allow_dropped: bool = True
-) -> asyncpg.Record:
+) -> TableRow:
     """The ``tables`` row, or ``TableNotFound``."""
     row = await pool.fetchrow(load_query("table_find"), catalog, namespace, name)
     if row is None or (row["dropped_at"] is not None and not allow_dropped):
         raise TableNotFound(catalog, namespace, name, dropped=row is not None)
-    return row
+    return TableRow.from_record(row)
 
 
-TABLE_KEYS = tuple(models.Table.model_fields)
-
-
-def table_json(row: asyncpg.Record) -> dict[str, Any]:
-    return {k: row[k] for k in TABLE_KEYS}
+def stored_id(table: TableRow) -> int:
+    """The id of a table read from ``icepack.tables`` (only a table never recorded has none)."""
+    if table.id is None:
+        raise TableNotFound(table.catalog, table.namespace, table.name)
+    return table.id
