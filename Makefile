@@ -58,6 +58,7 @@ bench: setup ## benchmarks, each beside its baseline (not tests)
 	uv run python -m bench.gateway
 	uv run python -m bench.inspect
 	uv run python -m bench.maintain
+	uv run python -m bench.after_job
 	uv run python -m bench.maintain --layout hour
 	uv run python -m bench.maintain --layout bucket
 	uv run python -m bench.clustering --strategy zorder
