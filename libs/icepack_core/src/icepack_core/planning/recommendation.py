@@ -105,7 +105,7 @@ def stored_params(intent: Intent) -> dict[str, Any]:
     """The parameters of ``intent`` as a recommendation stores them: only those the planner
     set, timestamps as ``YYYY-MM-DD HH:MM:SS.fff`` (the form recommendations always had;
     ``jobs.actions`` stores ISO 8601 through ``Intent.to_json``)."""
-    params: dict[str, Any] = intent.params.model_dump(mode="json", exclude_unset=True)
+    params = intent.params.model_dump(mode="json", exclude_unset=True)
     older_than = getattr(intent.params, "older_than", None)
     if "older_than" in params and isinstance(older_than, datetime):
         params["older_than"] = _iso(older_than)
@@ -115,7 +115,7 @@ def stored_params(intent: Intent) -> dict[str, Any]:
 def _propose(
     action: Action,
     reason: str,
-    params: dict[str, Any],
+    params: Mapping[str, object],
     benefit: dict[str, int],
     predicted: PredictedEffect | None,
     **beside: Any,
