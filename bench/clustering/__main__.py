@@ -140,9 +140,7 @@ async def run(settings: Settings, strategy: str) -> None:
 
     maintenance = TableMaintenance(engine, ref, metadata=load)
     started = time.perf_counter()
-    outcome = await maintenance.run(
-        {"action": intent.action, "params": intent.params, "reason": intent.reason}
-    )
+    outcome = await maintenance.run(intent.intent)
     job_seconds = time.perf_counter() - started
     clustered = (await load()).metadata.current_snapshot_id
     rollback(spark, ref, start)

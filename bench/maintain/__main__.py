@@ -60,6 +60,7 @@ from icepack_core.execution.verification.verifier import RewriteVerifier
 from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import ManifestStatsStore
+from icepack_core.intents import Intent
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.planning.recommendation import recommend
 from icepack_core.policy import resolve
@@ -275,7 +276,7 @@ class Bench:
         execution: JobExecution,
         inspector: TimedInspector,
         table_id: int,
-        intent: dict[str, Any],
+        intent: Intent,
     ) -> Rewrite:
         records: list[ActionRecord] = []
 
@@ -467,11 +468,7 @@ async def measure(
         datetime.now(UTC),
         target_file_size_bytes=bench_table.TARGET_FILE_SIZE,
     )
-    (intent,) = [
-        {"action": a.action, "params": a.params, "reason": a.reason}
-        for a in rec.actions
-        if a.action == "rewrite_data_files"
-    ]
+    (intent,) = [a.intent for a in rec.actions if a.action == "rewrite_data_files"]
 
     snapshot = await bench.maintenance.current_snapshot_id()
     assert snapshot is not None

@@ -9,6 +9,8 @@ from typing import Any
 
 from bench.maintain import table as bench_table
 from icepack_core.execution.maintenance import Fingerprint
+from icepack_core.intents import Intent
+from icepack_core.planning.recommendation import stored_params
 
 MIN_INPUT_FILES = 5  # the default data-compaction policy's min_input_files
 WA_GOAL = 1.1
@@ -67,7 +69,7 @@ class Scan:
 
 @dataclass
 class Measured:
-    intent: dict[str, Any]
+    intent: Intent
     snapshot: int
     before: FileSet
     need: tuple[int, int, int]  # files, bytes, partitions
@@ -125,7 +127,7 @@ def _report_files(m: Measured, job: Rewrite, direct: Rewrite) -> None:
         f"({mib(need_bytes).strip()}) in {need_parts} partitions ({', '.join(hot)}) need "
         f"rewriting (< 75 % of target, >= {MIN_INPUT_FILES} in the partition)"
     )
-    print(f"planner intent: {m.intent['params']}")
+    print(f"planner intent: {stored_params(m.intent)}")
     print(f"icepack CALL: {job.sql}")
     print()
     print(

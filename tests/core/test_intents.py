@@ -46,7 +46,10 @@ STATUS = statuses.status(
 def test_the_planners_own_output_validates_and_round_trips() -> None:
     policy = resolve([], "db", "t", {"icepack.orphan-removal.enabled": "false"})
     rec = recommend(STATUS, policy, {}, NOW)
-    raw = [{"action": a.action, "params": a.params, "reason": a.reason} for a in rec.actions]
+    raw = [
+        {"action": a.action, "params": a.to_json()["params"], "reason": a.reason}
+        for a in rec.actions
+    ]
     intents = parse_intents(raw)
     assert [i.kind for i in intents] == [
         Action.REWRITE_DATA_FILES,

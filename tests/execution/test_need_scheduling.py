@@ -262,7 +262,7 @@ async def test_a_count_retention_the_policy_sets_expires_down_to_it(
     planned = await Planner(settings, db, JobQueue(db)).plan(table_id, now=datetime.now(UTC))
     assert planned.job_created and planned.recommendation is not None
     (expiry,) = planned.recommendation.actions
-    assert expiry.action == "expire_snapshots" and expiry.params["retain_last"] == 4
+    assert expiry.action == "expire_snapshots" and expiry.to_json()["params"]["retain_last"] == 4
     assert "9 snapshots > max_snapshots 4 (count-based retention)" in expiry.reason
     await run(db, settings, spark, planned)
     spark.sql(f"REFRESH TABLE {table}")

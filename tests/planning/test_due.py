@@ -17,8 +17,8 @@ from icepack_core.policy import PolicyAttachment, resolve
 from icepack_core.types import PolicyType
 from tests.planning.test_recommendation import MIB, NOW, status
 
-if TYPE_CHECKING:  # type-only: the planner's intent type is being replaced (issue #29)
-    from icepack_core.planning.recommendation import ActionIntent, Recommendation
+if TYPE_CHECKING:  # type-only
+    from icepack_core.planning.recommendation import Proposed, Recommendation
 
 RULE = DueRule()
 REWRITE = "rewrite_data_files"
@@ -141,7 +141,7 @@ def streaming(snapshots: int, hours: float = 1.0) -> TableStatus:
     )
 
 
-def expiry(rec: Recommendation) -> ActionIntent | None:
+def expiry(rec: Recommendation) -> Proposed | None:
     return next((a for a in rec.actions if a.action == "expire_snapshots"), None)
 
 
@@ -172,7 +172,10 @@ def test_a_count_retention_the_policy_sets_expires_down_to_it_never_past_the_flo
     rec = recommend(streaming(3601, hours=2), policy, {}, NOW, expiry_floor_hours=1.0)
     action = expiry(rec)
     assert action is not None and action.by_need
-    assert action.params == {"older_than": "2026-11-21 11:00:00.000", "retain_last": 1000}
+    assert action.to_json()["params"] == {
+        "older_than": "2026-11-21 11:00:00.000",
+        "retain_last": 1000,
+    }
     assert "3601 snapshots > max_snapshots 1000 (count-based retention)" in action.reason
     assert "the 1 h safety floor alone keeps about 1,800 snapshots" in action.reason
 
@@ -203,16 +206,16 @@ def test_expiry_never_goes_beyond_the_policy(
     action = expiry(rec)
     if action is None:
         return
-    older_than = datetime.strptime(action.params["older_than"], "%Y-%m-%d %H:%M:%S.%f").replace(
-        tzinfo=UTC
-    )
+    older_than = datetime.strptime(
+        action.to_json()["params"]["older_than"], "%Y-%m-%d %H:%M:%S.%f"
+    ).replace(tzinfo=UTC)
     # Never fewer than the policy keeps; the age rule exactly as the policy says (the choke
     # point refuses one younger than the floor); a count rule never younger than the floor.
-    assert action.params["retain_last"] >= retain_last
+    assert action.to_json()["params"]["retain_last"] >= retain_last
     if not action.by_need:
         horizon = NOW - timedelta(hours=max_age)
         assert timedelta(0) <= horizon - older_than < timedelta(milliseconds=1)  # ms text
         return
     assert max_snapshots is not None and count > max(max_snapshots, retain_last)
     assert older_than <= NOW - timedelta(hours=floor)
-    assert action.params["retain_last"] == max(max_snapshots, retain_last)
+    assert action.to_json()["params"]["retain_last"] == max(max_snapshots, retain_last)

@@ -104,7 +104,7 @@ def test_recommendation_carries_predictions_and_the_job_sums_them() -> None:
     )
     policy = resolve([], "db", "t", {}, 24)
     rec = recommend(st_, policy, {}, NOW)
-    by_action = {a.action: a.predicted for a in rec.actions}
+    by_action = {a.action.value: a.predicted for a in rec.actions}
     benefits = {action: p.benefit for action, p in by_action.items() if p is not None}
     assert benefits.keys() == by_action.keys()  # every action carries its prediction
     assert benefits["rewrite_data_files"] == 29

@@ -28,8 +28,8 @@ from icepack_core.planning.recommendation import CLOSED_MIN_FILES, recommend
 from icepack_core.policy import resolve
 from tests.planning.test_recommendation import MIB, NOW, status
 
-if TYPE_CHECKING:  # type-only: the planner's intent type is being replaced (issue #29)
-    from icepack_core.planning.recommendation import ActionIntent, Recommendation
+if TYPE_CHECKING:  # type-only
+    from icepack_core.planning.recommendation import Proposed, Recommendation
 
 REWRITE = "rewrite_data_files"
 BOUND = OpenBound(bound=100, min_files=5, lead=timedelta(seconds=60))
@@ -153,7 +153,7 @@ def streaming_status(fullest: int, small: int, partitions: int = 3) -> TableStat
     )
 
 
-def rewrite(rec: Recommendation) -> ActionIntent | None:
+def rewrite(rec: Recommendation) -> Proposed | None:
     return next((a for a in rec.actions if a.action == REWRITE), None)
 
 
@@ -162,8 +162,8 @@ def test_a_growing_table_compacts_open_partitions_from_the_level_and_closed_ones
     rec = recommend(streaming_status(30, 40), policy, {}, NOW, growth=growth(0, 30, seconds=30))
     action = rewrite(rec)
     assert action is not None
-    assert action.params["open_max_small_files"] == 14  # compacted above 14: from 15
-    assert action.params["options"]["min-input-files"] == str(CLOSED_MIN_FILES)
+    assert action.to_json()["params"]["open_max_small_files"] == 14  # compacted above 14: from 15
+    assert action.to_json()["params"]["options"]["min-input-files"] == str(CLOSED_MIN_FILES)
     assert "due: open-partition pressure" in action.reason
 
 
@@ -173,8 +173,8 @@ def test_a_batch_table_keeps_its_bound_and_min_input_files() -> None:
     rec = recommend(streaming_status(30, 40), policy, {}, NOW, growth=None)
     action = rewrite(rec)
     assert action is not None
-    assert action.params["open_max_small_files"] == 100
-    assert action.params["options"]["min-input-files"] == "5"
+    assert action.to_json()["params"]["open_max_small_files"] == 100
+    assert action.to_json()["params"]["options"]["min-input-files"] == "5"
 
 
 def test_a_run_that_would_only_find_the_open_partition_below_its_level_is_not_planned() -> None:

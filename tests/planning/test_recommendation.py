@@ -63,8 +63,8 @@ def test_small_files_get_a_binpack_with_estimates() -> None:
     )
     (rewrite,) = rec.actions
     assert rewrite.action == "rewrite_data_files"
-    assert rewrite.params["options"]["min-input-files"] == "5"
-    assert rewrite.params["options"]["target-file-size-bytes"] == str(16 * MIB)
+    assert rewrite.to_json()["params"]["options"]["min-input-files"] == "5"
+    assert rewrite.to_json()["params"]["options"]["target-file-size-bytes"] == str(16 * MIB)
     assert rewrite.estimated_benefit == {"files_removed": 37, "bytes_to_rewrite": 40 * MIB}
     assert "40 small files" in rewrite.reason
 
@@ -84,7 +84,9 @@ def test_rewrite_is_scoped_to_partitions_that_need_it() -> None:
         target_file_size_bytes=64 * MIB,
     )
     (rewrite,) = rec.actions
-    assert rewrite.params["where"] == "(`day` = '2026-11-01') OR (`day` = '2026-11-03')"
+    assert (
+        rewrite.to_json()["params"]["where"] == "(`day` = '2026-11-01') OR (`day` = '2026-11-03')"
+    )
     assert rewrite.estimated_benefit["bytes_to_rewrite"] == 38 * MIB
     assert "scoped to 2 of 3 partitions" in rewrite.reason
 
@@ -92,9 +94,9 @@ def test_rewrite_is_scoped_to_partitions_that_need_it() -> None:
 def test_equality_deletes_force_a_rewrite_with_delete_threshold() -> None:
     rec = recommend(status(equality_delete_file_count=2), resolve([], "db", "t"), {}, NOW)
     (rewrite,) = rec.actions
-    assert rewrite.params["options"]["delete-file-threshold"] == "1"
+    assert rewrite.to_json()["params"]["options"]["delete-file-threshold"] == "1"
     # The applied delete files are dropped too, or health keeps counting them.
-    assert rewrite.params["options"]["remove-dangling-deletes"] == "true"
+    assert rewrite.to_json()["params"]["options"]["remove-dangling-deletes"] == "true"
 
 
 def test_old_snapshots_are_expired_with_exact_parameters() -> None:
@@ -105,7 +107,7 @@ def test_old_snapshots_are_expired_with_exact_parameters() -> None:
         NOW,
     )
     (expire,) = rec.actions
-    assert expire.params == {"older_than": "2026-11-16 12:00:00.000", "retain_last": 1}
+    assert expire.to_json()["params"] == {"older_than": "2026-11-16 12:00:00.000", "retain_last": 1}
 
 
 def test_actions_come_in_a_safe_order() -> None:
@@ -130,7 +132,10 @@ def test_actions_come_in_a_safe_order() -> None:
     )
     assert actions(rec) == list(ACTION_ORDER)
     orphan = rec.actions[-1]
-    assert orphan.params == {"older_than": "2026-11-18 12:00:00.000", "dry_run_first": True}
+    assert orphan.to_json()["params"] == {
+        "older_than": "2026-11-18 12:00:00.000",
+        "dry_run_first": True,
+    }
 
 
 def test_below_its_threshold_a_need_action_waits_for_the_cadence() -> None:
@@ -231,8 +236,8 @@ def test_position_delete_buildup_gets_a_rewrite_that_applies_deletes() -> None:
     )
     assert actions(rec) == ["rewrite_data_files", "rewrite_position_delete_files"]
     rewrite = rec.actions[0]
-    assert rewrite.params["options"]["delete-file-threshold"] == "1"
-    assert "scope" not in rewrite.params
+    assert rewrite.to_json()["params"]["options"]["delete-file-threshold"] == "1"
+    assert "scope" not in rewrite.to_json()["params"]
     assert "30% of records" in rewrite.reason
 
 

@@ -86,7 +86,10 @@ def test_missing_statistics_are_proposed_with_the_policys_columns_and_a_predicti
     rec = recommend(status(), policy(columns=["id", "ts"]), {}, NOW)
     assert names(rec) == [TABLE, PARTITION]
     table = rec.actions[0]
-    assert table.params == {"columns": ["id", "ts"]} and rec.actions[1].params == {}
+    assert (
+        table.to_json()["params"] == {"columns": ["id", "ts"]}
+        and rec.actions[1].to_json()["params"] == {}
+    )
     assert table.reason == (
         "missing: no table statistics describe the current snapshot or an ancestor"
     )

@@ -185,7 +185,7 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Int
             target_file_size_bytes=target_file_size(obs.row["properties"]),
         )
     wanted = set(requested or ACTION_NAMES)
-    chosen = [a.to_intent() for a in rec.actions if a.action in wanted]
+    chosen = [a.intent for a in rec.actions if a.action in wanted]
     return (
         chosen,
         [s for s in rec.skipped if s.action in wanted or s.action == "*"],
@@ -352,15 +352,16 @@ def print_recommendation(obs: Observed) -> None:
         out.print(f"  {issue.severity:8} {issue.code}: {issue.message}", highlight=False)
     out.print("[bold]recommended:[/]" if rec.actions else "[bold]nothing to do[/]")
     for i, intent in enumerate(rec.actions, 1):
+        shown = intent.to_json()
         benefit = (
             ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in intent.estimated_benefit.items())
             or "-"
         )
         out.print(
             f"  {i}. [bold]{intent.action}[/]: {intent.reason}\n"
-            f"     parameters: {json.dumps(intent.params)}\n"
+            f"     parameters: {json.dumps(shown['params'])}\n"
             f"     estimated benefit: {benefit}\n"
-            f"     predicted: {prediction_text(intent.to_json()['predicted'])}",
+            f"     predicted: {prediction_text(shown['predicted'])}",
             highlight=False,
             soft_wrap=True,
         )

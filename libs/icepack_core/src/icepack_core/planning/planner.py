@@ -23,7 +23,7 @@ the claim order within it is benefit per byte rewritten, then health score.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,13 +33,13 @@ import structlog
 from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
-from icepack_core.errors import ActionRefused, IntentError, PolicyError
+from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
 from icepack_core.intents import intents_json
 from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
-    ActionIntent,
     FailureStreak,
+    Proposed,
     Recommendation,
     Skip,
     due_rule_of,
@@ -114,7 +114,7 @@ def without_deferred(rec: Recommendation, deferred: dict[str, Deferral]) -> Reco
     )
 
 
-def job_prediction(actions: Sequence[ActionIntent]) -> JobPrediction:
+def job_prediction(actions: Sequence[Proposed]) -> JobPrediction:
     """``predicted`` is ``{"actions": [{"action", "before", "after", "rewrite_bytes",
     "benefit"}, ...], "rewrite_bytes", "benefit"}`` in the job's action order (``before`` and
     ``after`` null for an action that predicts no shape: orphan removal)."""
@@ -239,21 +239,18 @@ class Planner:
         kept, skipped = [], list(rec.skipped)
         for action in rec.actions:
             try:
-                intent = action.to_intent()
                 await admit_resolved(
                     self.pool,
                     table,
-                    [intent],
+                    [action.intent],
                     policy,
                     now=now,
                     expiry_min_age_hours=self.settings.expiry_min_age_hours,
                 )
             except ActionRefused as exc:
                 skipped.append(Skip(action.action, f"refused ({exc.rule}): {exc}"))
-            except IntentError as exc:
-                skipped.append(Skip(action.action, f"invalid: {exc}"))
             else:
-                kept.append(replace(action, intent=intent))
+                kept.append(action)
         return Recommendation(
             actions=kept, skipped=skipped, replan_at=rec.replan_at, sources=rec.sources
         )
@@ -322,8 +319,8 @@ class Planner:
     ) -> tuple[int, bool]:
         """Enqueue ``rec``'s actions as the table's planned job (deduped per table), in the
         caller's transaction; the job's id and whether this call created it."""
-        # Validated like any other source (``_admissible`` parsed each action once).
-        intents = [a.to_intent() for a in rec.actions]
+        # Validated like any other source (``recommend`` built each intent once).
+        intents = [a.intent for a in rec.actions]
         prediction = job_prediction(rec.actions)
         enqueued = await self.queue.enqueue(
             table_id,

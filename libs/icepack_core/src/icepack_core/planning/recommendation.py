@@ -1,9 +1,10 @@
 """From a table's status, its effective policy and its maintenance history to ordered actions.
 
-Each ``ActionIntent`` names the Iceberg procedure, its exact parameters, why it is proposed and
-what it should gain (``predicted``: the table's shape before and after and the bytes it
-rewrites, see ``planning.prediction``). What is *not* proposed is reported too (``Skip``), so
-a user can always see why a table was or was not maintained. Pure functions: the planner,
+Each ``Proposed`` action is an ``intents.Intent`` (the Iceberg procedure, its exact parameters
+and why it is proposed), built once here, with what it should gain (``predicted``: the
+table's shape before and after and the bytes it rewrites, see ``planning.prediction``). What
+is *not* proposed is reported too (``Skip``), so a user can always see why a table was or was
+not maintained. Pure functions: the planner,
 ``icepack recommend`` and policy simulation share them.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from icepack_core.errors import IntentError
 from icepack_core.inspection.status import DEFAULT_TARGET_FILE_SIZE, TableStatus, parse_ts
 from icepack_core.intents import Intent, parse_intent
 from icepack_core.planning.due import (
@@ -57,10 +59,13 @@ class PartitionStat:
 
 
 @dataclass(frozen=True)
-class ActionIntent:
-    action: str
-    reason: str
-    params: dict[str, Any]
+class Proposed:
+    """One proposed action: its validated ``intents.Intent`` (built once, in ``recommend``;
+    the intent carries the reason) and what the planner predicts beside it. The planner's
+    admission and enqueue, ``icepack recommend``/``maintain``, the gateway and policy
+    simulation all take ``intent`` as it is; ``to_json`` is the stored form."""
+
+    intent: Intent
     estimated_benefit: dict[str, int]
     # None for orphan removal: it predicts nothing about the table's shape.
     predicted: PredictedEffect | None = None
@@ -72,27 +77,56 @@ class ActionIntent:
     extra_benefit: int = 0
     # A compaction's open-partition projection (``planning.pressure``), None without growth.
     pressure: Pressure | None = None
-    # The validated intent (``intents.parse_intent``), set once the planner admitted it.
-    intent: Intent | None = None
 
-    def to_intent(self) -> Intent:
-        """The action as a validated ``intents.Intent`` (parsed once, then kept in ``intent``).
+    @property
+    def action(self) -> Action:
+        return self.intent.kind
 
-        Raises:
-            IntentError: the proposal is not a valid intent, naming the field.
-        """
-        if self.intent is not None:
-            return self.intent
-        return parse_intent({"action": self.action, "params": self.params, "reason": self.reason})
+    @property
+    def reason(self) -> str:
+        return self.intent.reason
+
+    def with_reason(self, reason: str) -> Proposed:
+        return replace(self, intent=self.intent.model_copy(update={"reason": reason}))
 
     def to_json(self) -> dict[str, Any]:
+        """One item of a stored recommendation's ``actions`` (``recommendations.actions``, the
+        gateway's answers, ``icepack recommend --json``)."""
         return {
-            "action": self.action,
+            "action": self.action.value,
             "reason": self.reason,
-            "params": self.params,
+            "params": stored_params(self.intent),
             "estimated_benefit": self.estimated_benefit,
             "predicted": None if self.predicted is None else self.predicted.to_json(),
         }
+
+
+def stored_params(intent: Intent) -> dict[str, Any]:
+    """The parameters of ``intent`` as a recommendation stores them: only those the planner
+    set, timestamps as ``YYYY-MM-DD HH:MM:SS.fff`` (the form recommendations always had;
+    ``jobs.actions`` stores ISO 8601 through ``Intent.to_json``)."""
+    params = intent.params.model_dump(mode="json", exclude_unset=True)
+    older_than = getattr(intent.params, "older_than", None)
+    if "older_than" in params and isinstance(older_than, datetime):
+        params["older_than"] = _iso(older_than)
+    return params
+
+
+def _propose(
+    action: Action,
+    reason: str,
+    params: Mapping[str, object],
+    benefit: dict[str, int],
+    predicted: PredictedEffect | None,
+    **beside: Any,
+) -> Proposed | Skip:
+    """The one place a proposal's parameters become its ``Intent`` (or a Skip naming the
+    invalid field, so a bad policy value never reaches a job)."""
+    try:
+        intent = parse_intent({"action": action, "params": params, "reason": reason})
+    except IntentError as exc:
+        return Skip(action, f"invalid: {exc}")
+    return Proposed(intent, benefit, predicted, **beside)
 
 
 @dataclass(frozen=True)
@@ -103,7 +137,7 @@ class Skip:
 
 @dataclass(frozen=True)
 class Recommendation:
-    actions: list[ActionIntent] = field(default_factory=list)
+    actions: list[Proposed] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
     # When to plan the table again without an event: a due action held back only by the
     # minimum interval (``planning.due``). Not part of the stored JSON (``planner_replans``).
@@ -240,7 +274,7 @@ def recommend(
             result.skipped.append(judged)
         else:
             result.actions.append(judged)
-    result.actions.sort(key=lambda a: Action(a.action).rank)
+    result.actions.sort(key=lambda a: a.action.rank)
     if pressure is not None and pressure.threat_at is not None:
         replan.append(pressure.threat_at)  # plan again when the open partition reaches its level
     return replace(result, replan_at=min(replan, default=None))
@@ -263,7 +297,7 @@ class _Gate:
     open_skipped: Mapping[str, int]
     selected: Mapping[str, int | None]
 
-    def judge(self, candidate: ActionIntent, replan: list[datetime]) -> ActionIntent | Skip:
+    def judge(self, candidate: Proposed, replan: list[datetime]) -> Proposed | Skip:
         """``candidate`` as proposed (its reason extended by the due rule's), or why it
         waits; a due-by-need action held back only by time adds when to plan again to
         ``replan``."""
@@ -288,8 +322,8 @@ class _Gate:
         return _within_cadence(candidate, policy, last, now) or candidate
 
     def _by_need(
-        self, candidate: ActionIntent, last: datetime | None, replan: list[datetime]
-    ) -> ActionIntent | Skip:
+        self, candidate: Proposed, last: datetime | None, replan: list[datetime]
+    ) -> Proposed | Skip:
         """The due rule (``planning.due.judge``) of a debt action."""
         after = self.snapshots_after.get(candidate.action)
         skipped_open = self.open_skipped.get(candidate.action, 0)
@@ -304,15 +338,15 @@ class _Gate:
             candidate.pressure,
         )
         if verdict.due:
-            return replace(candidate, reason=f"{candidate.reason}; {verdict.reason}")
+            return candidate.with_reason(f"{candidate.reason}; {verdict.reason}")
         replan.extend([verdict.replan_at] if verdict.replan_at else [])
         return Skip(candidate.action, f"{verdict.reason} (would be: {candidate.reason})")
 
 
-def _statistics(proposal: Proposal) -> ActionIntent | Skip:
+def _statistics(proposal: Proposal) -> Proposed | Skip:
     if proposal.predicted is None:
         return Skip(proposal.action, proposal.reason)
-    return ActionIntent(proposal.action, proposal.reason, proposal.params, {}, proposal.predicted)
+    return _propose(proposal.action, proposal.reason, proposal.params, {}, proposal.predicted)
 
 
 def due_rule_of(
@@ -333,7 +367,7 @@ def due_rule_of(
 
 
 def _held_back(
-    candidate: ActionIntent,
+    candidate: Proposed,
     policy: EffectivePolicy,
     now: datetime,
     failures: Mapping[str, FailureStreak] | None,
@@ -359,7 +393,7 @@ def _held_back(
 
 
 def _within_cadence(
-    candidate: ActionIntent, policy: EffectivePolicy, last: datetime | None, now: datetime
+    candidate: Proposed, policy: EffectivePolicy, last: datetime | None, now: datetime
 ) -> Skip | None:
     """The cadence gate of the actions not due by need (age-based expiry, orphan removal)."""
     if last is not None and now - last < timedelta(hours=policy.cadence_hours):
@@ -379,12 +413,12 @@ def _reopens_at(policy: EffectivePolicy, last: datetime | None, skipped: int) ->
     return last + timedelta(minutes=cfg.open_partition_quiet_minutes)
 
 
-def _need_benefit(candidate: ActionIntent) -> float:
+def _need_benefit(candidate: Proposed) -> float:
     gain = candidate.predicted.benefit if candidate.predicted is not None else 0
     return float(gain + candidate.extra_benefit)
 
 
-def _rewrite_bytes(candidate: ActionIntent) -> int:
+def _rewrite_bytes(candidate: Proposed) -> int:
     return candidate.predicted.rewrite_bytes if candidate.predicted is not None else 0
 
 
@@ -398,7 +432,7 @@ def _rewrite_data_files(
     table_target: int | None,
     partitions: Sequence[PartitionStat] | None,
     pressure: Pressure | None = None,
-) -> ActionIntent | Skip:
+) -> Proposed | Skip:
     action = Action.REWRITE_DATA_FILES
     cfg = policy.data_compaction
     if cfg is None:
@@ -441,7 +475,7 @@ def _rewrite_data_files(
         predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target), layout
     )
     removed = max(0, small - files_after, layout.files_removed)
-    return ActionIntent(
+    return _propose(
         action,
         "; ".join(reasons),
         params,
@@ -571,7 +605,7 @@ def _open_only(status: TableStatus, min_files: int, pressure: Pressure) -> Skip 
     )
 
 
-def _rewrite_position_deletes(status: TableStatus, policy: EffectivePolicy) -> ActionIntent | Skip:
+def _rewrite_position_deletes(status: TableStatus, policy: EffectivePolicy) -> Proposed | Skip:
     action = Action.REWRITE_POSITION_DELETE_FILES
     cfg = policy.data_compaction
     if cfg is None or not cfg.rewrite_delete_files:
@@ -580,7 +614,7 @@ def _rewrite_position_deletes(status: TableStatus, policy: EffectivePolicy) -> A
     if count < max(cfg.min_delete_files, 2):
         # One position delete file cannot be compacted into fewer.
         return Skip(action, f"{count} position delete files")
-    return ActionIntent(
+    return _propose(
         action,
         f"{count} position delete files",
         {"options": {"rewrite-all": "true"}},
@@ -590,7 +624,7 @@ def _rewrite_position_deletes(status: TableStatus, policy: EffectivePolicy) -> A
     )
 
 
-def _rewrite_manifests(status: TableStatus, policy: EffectivePolicy) -> ActionIntent | Skip:
+def _rewrite_manifests(status: TableStatus, policy: EffectivePolicy) -> Proposed | Skip:
     action = Action.REWRITE_MANIFESTS
     cfg = policy.metadata_compaction
     if cfg is None:
@@ -599,7 +633,7 @@ def _rewrite_manifests(status: TableStatus, policy: EffectivePolicy) -> ActionIn
     if count <= cfg.max_manifests:
         return Skip(action, f"{count} manifests <= max_manifests {cfg.max_manifests}")
     after = max(1, math.ceil(size / cfg.target_manifest_size_bytes))
-    return ActionIntent(
+    return _propose(
         action,
         f"{count} manifests > max_manifests {cfg.max_manifests}",
         {"use_caching": True},
@@ -611,7 +645,7 @@ def _rewrite_manifests(status: TableStatus, policy: EffectivePolicy) -> ActionIn
 
 def _expire_snapshots(
     status: TableStatus, policy: EffectivePolicy, now: datetime, floor_hours: float
-) -> ActionIntent | Skip:
+) -> Proposed | Skip:
     action = Action.EXPIRE_SNAPSHOTS
     cfg = policy.snapshot_expiry
     if cfg is None:
@@ -625,7 +659,7 @@ def _expire_snapshots(
     if cfg.max_snapshots is not None and count > keep and oldest is not None and oldest < floor:
         # Count-based retention, only as the operator's policy sets it: the newest `keep`
         # stay, and nothing younger than the safety floor goes, whatever the count.
-        return ActionIntent(
+        return _propose(
             action,
             f"{count} snapshots > max_snapshots {cfg.max_snapshots} (count-based retention): "
             f"expiring those older than the {floor_hours:g} h safety floor beyond the newest "
@@ -641,7 +675,7 @@ def _expire_snapshots(
             f"{count} snapshots, none older than "
             f"{cfg.max_snapshot_age_hours:g} h beyond the last {cfg.retain_last}{advice}",
         )
-    return ActionIntent(
+    return _propose(
         action,
         f"oldest of {count} snapshots is from {_iso(oldest)}, older than "
         f"{cfg.max_snapshot_age_hours:g} h{advice}",
@@ -651,15 +685,16 @@ def _expire_snapshots(
     )
 
 
-def _remove_orphans(policy: EffectivePolicy, now: datetime) -> ActionIntent | Skip:
+def _remove_orphans(policy: EffectivePolicy, now: datetime) -> Proposed | Skip:
     action = Action.REMOVE_ORPHAN_FILES
     cfg = policy.orphan_file_removal
     if cfg is None:
         return Skip(action, "system.orphan-file-removal is not enabled")
     older_than = now - timedelta(hours=cfg.older_than_hours)
-    return ActionIntent(
+    return _propose(
         action,
         f"orphan removal enabled; files older than {cfg.older_than_hours:g} h",
         {"older_than": _iso(older_than), "dry_run_first": cfg.dry_run_first},
         {},
+        None,
     )

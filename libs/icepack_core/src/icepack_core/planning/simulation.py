@@ -119,7 +119,7 @@ def _fields_of(exc: ValidationError) -> str:
 
 
 def _signature(rec: Recommendation) -> list[tuple[str, str]]:
-    return [(a.action, repr(sorted(a.params.items()))) for a in rec.actions]
+    return [(a.action, repr(a.intent.params)) for a in rec.actions]
 
 
 def _cadence(planner: Planner, table: TableRow, attachments: list[PolicyAttachment]) -> float:

@@ -39,7 +39,7 @@ FIELD = {
 @dataclass(frozen=True)
 class Proposal:
     """A statistics action proposed (``predicted`` set) or not (the reason says why);
-    ``recommendation`` turns it into an ``ActionIntent`` or a ``Skip``."""
+    ``recommendation`` turns it into a ``Proposed`` intent or a ``Skip``."""
 
     action: Action
     reason: str
