@@ -57,6 +57,9 @@ from icepack_core.execution.maintenance import (
     TableMaintenance,
 )
 from icepack_core.execution.outcome import (
+    JobOutcome,
+    MeasuredAction,
+    Probe,
     job_outcome,
     measure_own,
     measured_action,
@@ -130,8 +133,8 @@ class Measuring:
     benefit per action, the read probe before the first, the measured actions so far."""
 
     expected: list[float | None]
-    probe_before: dict[str, Any]
-    actions: list[dict[str, Any]] = field(default_factory=list)
+    probe_before: Probe
+    actions: list[MeasuredAction] = field(default_factory=list)
 
 
 class JobExecution:
@@ -438,22 +441,22 @@ class JobExecution:
             await self._settle(ctx)
         raise failure.error from exc
 
-    async def _record_outcome(self, job: Job, outcome: dict[str, Any]) -> None:
+    async def _record_outcome(self, job: Job, outcome: JobOutcome) -> None:
         """Store the job's measured outcome, fenced. Raises ``StaleFence`` for a lost job."""
         stored = await self.pool.fetchval(
-            load_query("job_outcome_record"), job.id, job.fence, outcome
+            load_query("job_outcome_record"), job.id, job.fence, outcome.to_json()
         )
         if stored is None:
             raise StaleFence(job.id, job.fence, "record the outcome")
-        probes = outcome["read_probe"]
+        probes = (outcome.probe_before, outcome.probe_after)
         log.info(
             "maintenance.outcome",
             job_id=job.id,
-            benefit=outcome["benefit"],
-            predicted_benefit=outcome["predicted_benefit"],
-            ratio=outcome["ratio"],
-            files_planned=[probes[k].get("files_planned") for k in ("before", "after")],
-            plan_ms=[probes[k].get("plan_ms") for k in ("before", "after")],
+            benefit=outcome.benefit,
+            predicted_benefit=outcome.predicted_benefit,
+            ratio=outcome.ratio,
+            files_planned=[p.files_planned for p in probes],
+            plan_ms=[p.plan_ms for p in probes],
         )
 
     async def settle(
