@@ -86,7 +86,7 @@ async def test_writer_snapshots_around_a_rewrite_do_not_count_against_it(tmp_pat
     assert set(effect.snapshots) == own
     assert effect.writer_snapshots == 4
 
-    entry = measured_action("rewrite_data_files", start, after, float(expected), effect)
+    entry = measured_action("rewrite_data_files", start, after, float(expected), effect).to_json()
     assert entry["benefit"] == expected
     assert entry["ratio"] == pytest.approx(1.0)
     assert entry["own"]["table_benefit"] == table_level
@@ -107,7 +107,7 @@ async def test_a_rewrite_nobody_wrote_beside_is_measured_as_before(tmp_path: Pat
     after = await status(table)
 
     assert own_effect(table.refresh(), start.current_snapshot_id, own) is None
-    entry = measured_action("rewrite_data_files", start, after, 3.0, None)
+    entry = measured_action("rewrite_data_files", start, after, 3.0, None).to_json()
     table_level = benefit(Shape.of(start), Shape.of(after))
     assert "own" not in entry
     assert entry["benefit"] == table_level

@@ -13,6 +13,7 @@ import pytest
 from icepack_core.errors import StaleFence
 from icepack_core.execution.job_execution import JobExecution
 from icepack_core.execution.outcome import (
+    Probe,
     job_outcome,
     measured_action,
     predicted_benefits,
@@ -28,7 +29,8 @@ from icepack_core.types import TableRef
 async def test_the_read_probe_records_why_it_could_not_plan_instead_of_raising(
     settings: Settings,
 ) -> None:
-    probe = await read_probe(partial(Inspector(settings).load, TableRef("nowhere", "db", "t")))
+    found = await read_probe(partial(Inspector(settings).load, TableRef("nowhere", "db", "t")))
+    probe = found.to_json()
     assert set(probe) == {"error"}
     assert "catalog 'nowhere' is not configured" in probe["error"]
 
@@ -48,12 +50,12 @@ async def test_only_the_fence_holder_writes_the_outcome(
     holder = await queue.claim("executor-b", 60, now=datetime.now(UTC) + timedelta(hours=2))
     assert holder is not None and holder.fence == lost.fence + 1
     execution = JobExecution(db, LocalEngine(settings), Inspector(settings))
-    outcome = job_outcome([], {"error": "x"}, {"error": "y"})
+    outcome = job_outcome([], Probe.failed("x"), Probe.failed("y"))
     with pytest.raises(StaleFence):
         await execution._record_outcome(lost, outcome)
     assert (await queue.get(holder.id)).outcome is None
     await execution._record_outcome(holder, outcome)
-    assert (await queue.get(holder.id)).outcome == outcome
+    assert (await queue.get(holder.id)).outcome == outcome.to_json()
 
 
 def test_a_prediction_counts_only_for_the_action_it_was_made_for() -> None:
@@ -74,8 +76,9 @@ def test_a_prediction_counts_only_for_the_action_it_was_made_for() -> None:
 
 
 def test_an_action_whose_inspection_failed_is_not_measured() -> None:
-    entry = measured_action("rewrite_data_files", None, None, 12.0)
+    measured = measured_action("rewrite_data_files", None, None, 12.0)
+    entry = measured.to_json()
     assert entry["benefit"] is None and entry["ratio"] is None
-    outcome = job_outcome([entry], {"error": "a"}, {"error": "b"})
+    outcome = job_outcome([measured], Probe.failed("a"), Probe.failed("b")).to_json()
     assert outcome["benefit"] is None and outcome["ratio"] is None
     assert outcome["predicted_benefit"] == 12.0

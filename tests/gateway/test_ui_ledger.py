@@ -19,7 +19,7 @@ from icepack_core.access.tokens import TokenStore
 from icepack_core.db.queries import load_query
 from icepack_core.execution.ledger.file_mover import FileMover
 from icepack_core.execution.ledger.quarantine import OrphanQuarantine
-from icepack_core.execution.outcome import job_outcome, measured_action
+from icepack_core.execution.outcome import Probe, job_outcome, measured_action
 from icepack_core.inspection.status import TableStatus
 from icepack_core.queue.budgets import set_budget
 from icepack_core.queue.jobs import JobQueue
@@ -52,14 +52,9 @@ async def planned_job_with_outcome(db: asyncpg.Pool) -> int:
         )
         for name in predicted
     ]
-    probe_before = {
-        "snapshot_id": 1,
-        "files_planned": 400,
-        "delete_files_planned": 0,
-        "plan_ms": 9.5,
-    }
-    probe_after = {"snapshot_id": 2, "files_planned": 21, "delete_files_planned": 0, "plan_ms": 1.2}
-    outcome = job_outcome(actions, probe_before, probe_after)
+    probe_before = Probe(snapshot_id=1, files_planned=400, delete_files_planned=0, plan_ms=9.5)
+    probe_after = Probe(snapshot_id=2, files_planned=21, delete_files_planned=0, plan_ms=1.2)
+    outcome = job_outcome(actions, probe_before, probe_after).to_json()
     assert await db.fetchval(load_query("job_outcome_record"), job.id, job.fence, outcome)
     await queue.complete(job, {})
     return job.id

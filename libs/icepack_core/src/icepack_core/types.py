@@ -9,6 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, TypeAlias
+
+JSONObject: TypeAlias = dict[str, Any]
+"""A genuinely free-form JSON object, as asyncpg's jsonb codec reads it back: stored JSON whose
+keys the reader does not own (a job's ``result``, ``predicted`` and ``outcome`` as read from the
+row). The one open-JSON alias: a shape the code builds gets a model with ``to_json()`` instead,
+and a function that only stores JSON takes ``Mapping[str, object]``."""
 
 
 class JobState(StrEnum):

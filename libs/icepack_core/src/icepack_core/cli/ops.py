@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -19,8 +20,8 @@ from icepack_core.cli.common import JsonOpt, err, json_default, out, print_json,
 from icepack_core.cli.outcomes import outcome_table, probe_line
 from icepack_core.db.queries import load_query
 from icepack_core.errors import TokenNameTaken, TokenNotFound
-from icepack_core.safety.evidence import action_safety
-from icepack_core.types import JobState
+from icepack_core.safety.evidence import ActionSafety, action_safety
+from icepack_core.types import JobState, JSONObject
 
 
 def _when(value: datetime | None) -> str:
@@ -132,7 +133,8 @@ ACTION_FIELDS = (
 )
 
 
-def _job_json(row: asyncpg.Record) -> dict[str, Any]:
+def _job_json(row: asyncpg.Record) -> JSONObject:
+    """A job as `--json` prints it (the row's JOB_FIELDS and the table name)."""
     job = {k: row[k] for k in JOB_FIELDS}
     job["table"] = None if row["catalog"] is None else _table_name(row)
     return job
@@ -189,26 +191,24 @@ def job(
     if row is None:
         err.print(f"[bold red]error:[/] no job with id {job_id}")
         raise typer.Exit(1)
-    detail = _job_json(row) | {
-        "table_hold": row["table_hold"],
-        "job_actions": [
-            {k: a[k] for k in ACTION_FIELDS}
-            | {
-                "safety": action_safety(
-                    a["action"], a["state"], a["output"], a["impact"]
-                ).model_dump()
-            }
-            for a in actions
-        ],
-    }
+    safeties = [action_safety(a["action"], a["state"], a["output"], a["impact"]) for a in actions]
     if as_json:
-        print_json(detail)
+        print_json(
+            _job_json(row)
+            | {
+                "table_hold": row["table_hold"],
+                "job_actions": [
+                    {k: a[k] for k in ACTION_FIELDS} | {"safety": safety.model_dump()}
+                    for a, safety in zip(actions, safeties, strict=True)
+                ],
+            }
+        )
         return
-    _print_job(row, actions, detail["job_actions"])
+    _print_job(row, actions, safeties)
 
 
 def _print_job(
-    row: asyncpg.Record, actions: list[asyncpg.Record], safeties: list[dict[str, Any]]
+    row: asyncpg.Record, actions: list[asyncpg.Record], safeties: list[ActionSafety]
 ) -> None:
     """One job for a person: its line, error and hold, the actions' SQL and impact, what each
     did to the rows, and the predicted versus measured effect."""
@@ -235,8 +235,8 @@ def _print_job(
             _impact_text(a["impact"]),
         )
     out.print(table if actions else "no actions run yet")
-    for ran in safeties:
-        for line in safety_lines(ran["action"], ran["safety"]):
+    for ran, safety in zip(actions, safeties, strict=True):
+        for line in safety_lines(ran["action"], safety):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
     effects = outcome_table(row["predicted"], row["outcome"])
     if effects is not None:
@@ -246,7 +246,7 @@ def _print_job(
         out.print(probe, highlight=False, markup=False, soft_wrap=True)
 
 
-def _impact_text(impact: dict[str, Any] | None) -> str:
+def _impact_text(impact: Mapping[str, object] | None) -> str:
     """``metric before -> after`` per changed metric; row counts are left to the safety lines
     (a lower stored record count after applying deletes is not lost data)."""
     if not impact:
@@ -261,50 +261,45 @@ def _impact_text(impact: dict[str, Any] | None) -> str:
     )
 
 
-def safety_lines(action: str, safety: dict[str, Any]) -> list[str]:
+def safety_lines(action: str, safety: ActionSafety) -> list[str]:
     """Plain lines saying what an action did to the table's rows, and the evidence."""
-    if safety["verdict"] == "not_applicable" and not safety["snapshots"]:
+    if safety.verdict == "not_applicable" and not safety.snapshots:
         return []
-    lines = [f"{action}: {safety['verdict'].replace('_', ' ')} - {safety['summary']}"]
-    live, stored = safety["live_rows"], safety["stored_rows"]
-    if live["before"] is not None or live["after"] is not None:
+    lines = [f"{action}: {safety.verdict.replace('_', ' ')} - {safety.summary}"]
+    live, stored = safety.live_rows, safety.stored_rows
+    if live.before is not None or live.after is not None:
         how = (
             "verified by scanning both snapshots"
-            if live["source"] == "verification"
+            if live.source == "verification"
             else "from metadata, not scanned"
         )
-        change = "unchanged" if live["before"] == live["after"] else "CHANGED"
-        lines.append(f"  live rows    {live['before']} -> {live['after']}  {change} ({how})")
-    if stored["before"] is not None or stored["after"] is not None:
-        removed = safety["deleted_rows_removed"]
+        change = "unchanged" if live.before == live.after else "CHANGED"
+        lines.append(f"  live rows    {live.before} -> {live.after}  {change} ({how})")
+    if stored.before is not None or stored.after is not None:
+        removed = safety.deleted_rows_removed
         note = f"  {removed} deleted rows physically removed" if removed else ""
-        lines.append(
-            f"  stored rows  {stored['before']} -> {stored['after']}  (incl. deleted){note}"
-        )
-    if safety["delete_files_applied"]:
-        lines.append(f"  delete files applied: {safety['delete_files_applied']}")
-    for r in safety["snapshots"]:
-        checksum = (
-            f", checksum {r['checksum_before']} -> {r['checksum_after']}"
-            if r["checksum_before"] is not None or r["checksum_after"] is not None
-            else ""
-        )
-        how = "start vs. newest (whole chain)" if r["checked"] == "chain" else "against its parent"
+        lines.append(f"  stored rows  {stored.before} -> {stored.after}  (incl. deleted){note}")
+    if safety.delete_files_applied:
+        lines.append(f"  delete files applied: {safety.delete_files_applied}")
+    for r in safety.snapshots:
+        checksum = f", checksum {r.checksum_before} -> {r.checksum_after}"
+        how = "start vs. newest (whole chain)" if r.checked == "chain" else "against its parent"
         rolled = (
             ""
-            if r["rolled_back"] is None
+            if r.rolled_back is None
             else ", rolled back"
-            if r["rolled_back"]
+            if r.rolled_back
             else ", NOT rolled back"
         )
         lines.append(
-            f"  snapshot {r['snapshot_id']} (parent {r['parent_id']}): rows "
-            f"{r['rows_before']} -> {r['rows_after']}{checksum}; checked {how}{rolled}"
+            f"  snapshot {r.snapshot_id} (parent {r.parent_id}): rows "
+            f"{r.rows_before} -> {r.rows_after}{checksum}; checked {how}{rolled}"
         )
     return lines
 
 
-def _event_json(row: asyncpg.Record) -> dict[str, Any]:
+def _event_json(row: asyncpg.Record) -> JSONObject:
+    """An event as `--json` prints it; ``payload`` is the stored event JSON, untouched."""
     return {
         "id": row["id"],
         "topic": row["topic"],

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, TypedDict
 
 import asyncpg
 import typer
@@ -31,7 +31,7 @@ from icepack_core.queue.ledger import restore_target
 from icepack_core.safety.admission import admit
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
-from icepack_core.types import JobState
+from icepack_core.types import JobState, JSONObject
 
 OWNER = "cli-restore"
 
@@ -48,7 +48,17 @@ async def _source_table(pool: asyncpg.Pool, job_id: int) -> asyncpg.Record:
     return target.table
 
 
-async def run_restore(settings: Settings, pool: asyncpg.Pool, job_id: int) -> dict[str, Any]:
+class RestoreResult(TypedDict):
+    """What ``icepack restore`` did: the restore job's id, end state and error, and its
+    ``restore_quarantine`` action's stored output (``{}`` when it recorded none)."""
+
+    job: int
+    state: str
+    error: str | None
+    output: JSONObject
+
+
+async def run_restore(settings: Settings, pool: asyncpg.Pool, job_id: int) -> RestoreResult:
     """Admit, enqueue, claim and run the restore of ``job_id``; what it did."""
     table = await _source_table(pool, job_id)
     intents = [
@@ -98,7 +108,7 @@ def restore_cmd(
 ) -> None:
     """Move the orphan files JOB quarantined back to their original paths (a `cli` job)."""
     settings = _settings()
-    result: dict[str, Any] = _with_db(settings, lambda pool: run_restore(settings, pool, job))
+    result: RestoreResult = _with_db(settings, lambda pool: run_restore(settings, pool, job))
     output = result["output"]
     problems = bool(output.get("refused") or output.get("already_purged"))
     if as_json:

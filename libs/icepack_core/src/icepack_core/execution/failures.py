@@ -10,9 +10,9 @@ the ``Failure`` it returns; nothing else decides.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from icepack_core.errors import (
     CommitConflict,
@@ -27,6 +27,7 @@ from icepack_core.errors import (
 from icepack_core.execution.conflicts import conflict_reason
 from icepack_core.safety.verification import Evidence, PendingOrigin, VerificationFailed
 from icepack_core.telemetry.logs import redact_text
+from icepack_core.types import JSONObject
 
 # The job action under which a pending rewrite's verification is recorded.
 VERIFY_ACTION = "verify_rewrites"
@@ -59,13 +60,13 @@ class ActionRecord:
     finished_at: datetime
     procedure: str | None = None
     sql_text: str | None = None
-    output: dict[str, Any] = field(default_factory=dict)
-    impact: dict[str, Any] = field(default_factory=dict)
+    output: JSONObject = field(default_factory=dict)  # job_actions.output (stored JSON)
+    impact: JSONObject = field(default_factory=dict)  # job_actions.impact (``Impact`` or {})
     error: str | None = None
 
     @classmethod
     def failed(
-        cls, action: str, started: datetime, error: str, output: dict[str, Any] | None = None
+        cls, action: str, started: datetime, error: str, output: JSONObject | None = None
     ) -> ActionRecord:
         """A failed run of ``action`` (its procedure), finished now."""
         now = datetime.now(UTC)
@@ -92,7 +93,7 @@ class Failure:
 
     error: BaseException
     record: ActionRecord | None = None
-    hold: dict[str, Any] | None = None
+    hold: Mapping[str, object] | None = None  # the evidence to hold the table with
     release: bool = False
     settle: bool = False
     interrupt: bool = False

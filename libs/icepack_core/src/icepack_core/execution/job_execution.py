@@ -21,9 +21,10 @@ failure is mapped in one place, ``execution.failures.failure_of``."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict
 
 import asyncpg
 import structlog
@@ -57,6 +58,9 @@ from icepack_core.execution.maintenance import (
     TableMaintenance,
 )
 from icepack_core.execution.outcome import (
+    JobOutcome,
+    MeasuredAction,
+    Probe,
     job_outcome,
     measure_own,
     measured_action,
@@ -77,7 +81,7 @@ from icepack_core.safety.verification import Evidence, PendingOrigin
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.metrics import JOB_ACTION_DURATION
-from icepack_core.types import TableRef
+from icepack_core.types import JSONObject, TableRef
 
 log = structlog.get_logger("icepack.maintenance")
 IMPACT_FIELDS = (
@@ -112,9 +116,19 @@ def granted_roots(admission: Admission | None) -> tuple[str, ...]:
     return tuple(expiry.delete_outside_location) if expiry else ()
 
 
-def _impact(before: TableStatus | None, after: TableStatus | None) -> dict[str, Any]:
+class Impact(TypedDict):
+    """``job_actions.impact``: the table's ``IMPACT_FIELDS`` around one action."""
+
+    before: dict[str, int | None]
+    after: dict[str, int | None]
+    snapshot_before: int | None
+    snapshot_after: int | None
+
+
+def _impact(before: TableStatus | None, after: TableStatus | None) -> Impact | None:
+    """None when an inspection failed (nothing measured; stored as ``{}``)."""
     if before is None or after is None:
-        return {}
+        return None
     b, a = before.model_dump(), after.model_dump()
     return {
         "before": {k: b[k] for k in IMPACT_FIELDS},
@@ -130,8 +144,8 @@ class Measuring:
     benefit per action, the read probe before the first, the measured actions so far."""
 
     expected: list[float | None]
-    probe_before: dict[str, Any]
-    actions: list[dict[str, Any]] = field(default_factory=list)
+    probe_before: Probe
+    actions: list[MeasuredAction] = field(default_factory=list)
 
 
 class JobExecution:
@@ -179,7 +193,7 @@ class JobExecution:
         *,
         job: Job | None = None,
         guard: Guard | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         """Validate, admit and run ``actions`` (raw JSON, as stored in ``jobs.actions``) in
         order on table ``table_id``; ``record`` stores each one.
 
@@ -196,7 +210,7 @@ class JobExecution:
             await self._settle(ctx)
         status = await self._status(ctx)
         measuring = await self._start_measuring(ctx)
-        results: list[dict[str, Any]] = []
+        results: list[JSONObject] = []
         for index, intent in enumerate(ctx.intents):
             outcome, after = await self._action(ctx, intent, status)
             results.append({"action": intent.kind.value, **outcome.output})
@@ -388,7 +402,7 @@ class JobExecution:
                 procedure=outcome.procedure,
                 sql_text=redact_text(";\n".join(outcome.sql)),
                 output=_output(outcome),
-                impact=_impact(before, after),
+                impact=dict(_impact(before, after) or {}),
             )
         )
         if ctx.job is not None and outcome.verification is not None:
@@ -438,22 +452,22 @@ class JobExecution:
             await self._settle(ctx)
         raise failure.error from exc
 
-    async def _record_outcome(self, job: Job, outcome: dict[str, Any]) -> None:
+    async def _record_outcome(self, job: Job, outcome: JobOutcome) -> None:
         """Store the job's measured outcome, fenced. Raises ``StaleFence`` for a lost job."""
         stored = await self.pool.fetchval(
-            load_query("job_outcome_record"), job.id, job.fence, outcome
+            load_query("job_outcome_record"), job.id, job.fence, outcome.to_json()
         )
         if stored is None:
             raise StaleFence(job.id, job.fence, "record the outcome")
-        probes = outcome["read_probe"]
+        probes = (outcome.probe_before, outcome.probe_after)
         log.info(
             "maintenance.outcome",
             job_id=job.id,
-            benefit=outcome["benefit"],
-            predicted_benefit=outcome["predicted_benefit"],
-            ratio=outcome["ratio"],
-            files_planned=[probes[k].get("files_planned") for k in ("before", "after")],
-            plan_ms=[probes[k].get("plan_ms") for k in ("before", "after")],
+            benefit=outcome.benefit,
+            predicted_benefit=outcome.predicted_benefit,
+            ratio=outcome.ratio,
+            files_planned=[p.files_planned for p in probes],
+            plan_ms=[p.plan_ms for p in probes],
         )
 
     async def settle(
@@ -541,13 +555,13 @@ class JobExecution:
         )
 
     async def _hold(
-        self, table_id: int, action: str, reason: str, evidence: dict[str, Any]
+        self, table_id: int, action: str, reason: str, evidence: Mapping[str, object]
     ) -> None:
         await place_hold(self.pool, table_id, action=action, reason=reason, evidence=evidence)
         log.error("maintenance.table_held", table_id=table_id, reason=reason)
 
 
-def _output(outcome: ActionOutcome) -> dict[str, Any]:
+def _output(outcome: ActionOutcome) -> JSONObject:
     """A succeeded action's stored output: the procedure's, with its verification evidence."""
     output = dict(outcome.output)
     if outcome.verification is not None:

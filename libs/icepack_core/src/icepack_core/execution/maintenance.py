@@ -31,6 +31,7 @@ from icepack_core.execution.orphan_listing import OrphanLimits, listed_orphans
 from icepack_core.execution.procedure_calls import procedure_args
 from icepack_core.execution.scoping.clustering_scope import (
     ClusteringScope,
+    ScopeNote,
     clustering_after,
     clustering_run,
 )
@@ -74,7 +75,7 @@ from icepack_core.spark.sql import (
     qualified_name,
     spark_conf_statements,
 )
-from icepack_core.types import REWRITES, TableRef
+from icepack_core.types import REWRITES, JSONObject, TableRef
 
 __all__ = [
     "ActionOutcome",
@@ -98,7 +99,9 @@ class ActionOutcome:
     action: str
     procedure: str
     sql: list[str]
-    output: dict[str, Any]
+    # Stored as ``job_actions.output``: the procedure's own columns (``summarise``; Spark's,
+    # open) with the typed notes (scope, clustering, statistics) merged in.
+    output: JSONObject
     # A rewrite's verification (None for other actions); stored as ``output.verification``.
     verification: Evidence | None = None
 
@@ -107,7 +110,7 @@ AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the p
 # Takes over from an orphan dry run: given the listed paths (quarantine paths already filtered
 # out), the confined location and ``older_than``, records and quarantines them through the
 # deletion ledger (``execution.ledger.quarantine``) and returns what it did.
-OrphanSink = Callable[[list[str], str, datetime], Awaitable[dict[str, Any]]]
+OrphanSink = Callable[[list[str], str, datetime], Awaitable[JSONObject]]
 # Called with the start snapshot before a rewrite's CALL: the durable "to verify" record.
 BeforeCall = Callable[[str, int | None], Awaitable[None]]
 
@@ -245,7 +248,7 @@ class TableMaintenance:
 
     async def _scope(
         self, intent: Intent, args: dict[str, ProcedureValue], loaded: Table | None
-    ) -> tuple[ClusteringScope | None, dict[str, Any]]:
+    ) -> tuple[ClusteringScope | None, ScopeNote]:
         """A rewrite's scope and its note. Sort and z-order: the key is checked first, the
         scope is their own (``clustering_scope``). A binpack over partitions: the partitions
         worth compacting, as ``args["where"]`` (``partition_scope``)."""
@@ -262,7 +265,7 @@ class TableMaintenance:
             else None
         )
         if clustered is not None:
-            return clustered, dict(clustered.note)
+            return clustered, ScopeNote(**clustered.note)
         if (
             isinstance(intent, RewriteDataFiles)
             and intent.params.scope == "partitions"
@@ -274,7 +277,7 @@ class TableMaintenance:
             if where is not None:
                 args["where"] = where
             return None, scope_note
-        return None, {}
+        return None, ScopeNote()
 
     async def _call(
         self,
@@ -283,7 +286,7 @@ class TableMaintenance:
         args: dict[str, ProcedureValue],
         location: str | None,
         statements: Sequence[str],
-        scope_note: dict[str, Any],
+        scope_note: ScopeNote,
         loaded: Table | None,
     ) -> ActionOutcome:
         """The procedure call of one admitted intent (confs already set). A rewrite starts
@@ -439,7 +442,7 @@ class TableMaintenance:
         options: Mapping[str, str],
         loaded: Table | None = None,
         params: RewriteDataFilesParams | None = None,
-    ) -> tuple[str | None, dict[str, Any]]:
+    ) -> tuple[str | None, ScopeNote]:
         """A ``where`` filter selecting only the partitions whose small files can be compacted
         (at least ``min-input-files`` files under Iceberg's binpack threshold, 75 % of target).
 
@@ -459,10 +462,10 @@ class TableMaintenance:
         current spec only; ``engine``, with ``scope_source_fallback`` saying why).
         """
         params = params or RewriteDataFilesParams()
-        source: dict[str, Any] = {}
+        source = ScopeNote()
 
-        def whole_table(reason: str) -> tuple[None, dict[str, Any]]:
-            return None, {"scope": "table", "scope_reason": reason, **source}
+        def whole_table(reason: str) -> tuple[None, ScopeNote]:
+            return None, ScopeNote(scope="table", scope_reason=reason, **source)
 
         try:
             target = self._target(options)
@@ -486,7 +489,7 @@ class TableMaintenance:
         target: int,
         min_files: int,
         params: RewriteDataFilesParams,
-        source: dict[str, Any],
+        source: ScopeNote,
     ) -> PartitionScope | None:
         """``partition_scope`` from the loaded table's manifests (``metadata_scope``); None,
         with ``source["scope_source_fallback"]`` saying why, when the Spark queries must
@@ -557,14 +560,14 @@ class TableMaintenance:
         return evidence
 
 
-def _partitions_note(scope: PartitionScope, source: dict[str, Any]) -> dict[str, Any]:
+def _partitions_note(scope: PartitionScope, source: ScopeNote) -> ScopeNote:
     """``partition_scope``'s note for a partition-scoped rewrite."""
-    note: dict[str, Any] = {
-        "scope": "partitions",
-        "partitions_selected": scope.selected,
-        "partitions_total": scope.total,
+    note = ScopeNote(
+        scope="partitions",
+        partitions_selected=scope.selected,
+        partitions_total=scope.total,
         **source,
-    }
+    )
     if scope.deferred:
         note["partitions_deferred"] = scope.deferred
     if scope.open_skipped_count:
@@ -575,7 +578,7 @@ def _partitions_note(scope: PartitionScope, source: dict[str, Any]) -> dict[str,
     return note
 
 
-def summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> JSONObject:
     """Procedure output columns as JSON-safe values (orphan listings are counted, not kept)."""
     if name == "remove_orphan_files":
         return {

@@ -8,12 +8,11 @@ handed to the deletion ledger (``ledger.quarantine``) by ``TableMaintenance``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from icepack_core.errors import OrphanLimitExceeded
 from icepack_core.execution.ledger.quarantine import is_quarantined
 from icepack_core.spark.engine import SparkEngine
-from icepack_core.types import TableRef
+from icepack_core.types import JSONObject, TableRef
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class OrphanListing:
     """The dry run's candidates (quarantine paths left out) and what the job output records."""
 
     paths: list[str]
-    output: dict[str, Any] = field(default_factory=dict)
+    output: JSONObject = field(default_factory=dict)  # merged into the action's stored output
 
 
 async def listed_orphans(
@@ -62,7 +61,7 @@ async def listed_orphans(
     listed = [str(next(iter(r.values()))) for r in found]
     # Iceberg's listing skips hidden directories; a quarantine path is never a candidate.
     paths = [p for p in listed if not is_quarantined(location, p)]
-    output: dict[str, Any] = {"dry_run_orphans": len(paths), "dry_run_sample": paths[:20]}
+    output: JSONObject = {"dry_run_orphans": len(paths), "dry_run_sample": paths[:20]}
     if len(paths) != len(listed):
         output["dry_run_quarantined_skipped"] = len(listed) - len(paths)
     too_many = limits.exceeded_by(len(paths))

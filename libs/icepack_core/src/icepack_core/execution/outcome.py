@@ -47,7 +47,7 @@ from icepack_core.inspection.status import StatisticsFreshness, TableStatus
 from icepack_core.planning.prediction import Shape, benefit, ratio
 from icepack_core.safety.verification import Evidence
 from icepack_core.telemetry.logs import redact_text
-from icepack_core.types import STATISTICS_ACTIONS, Action
+from icepack_core.types import STATISTICS_ACTIONS, Action, JSONObject
 
 # Planning a full scan reads every manifest of the current snapshot; far longer means stuck.
 PROBE_TIMEOUT_SECONDS = 300.0
@@ -55,31 +55,58 @@ PROBE_TIMEOUT_SECONDS = 300.0
 Load = Callable[[], Awaitable[LoadedTable]]
 
 
-async def read_probe(load: Load) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Probe:
+    """One read probe: what planning a full scan of the current snapshot counted and took, or
+    (``error`` set, every count None) why it could not plan."""
+
+    snapshot_id: int | None = None
+    files_planned: int | None = None
+    delete_files_planned: int | None = None
+    plan_ms: float | None = None
+    error: str | None = None
+
+    @classmethod
+    def failed(cls, error: str) -> Probe:
+        return cls(error=error)
+
+    def to_json(self) -> JSONObject:
+        """The stored form: ``{"error"}`` alone for a failed probe, else the four counts."""
+        if self.error is not None:
+            return {"error": self.error}
+        return {
+            "snapshot_id": self.snapshot_id,
+            "files_planned": self.files_planned,
+            "delete_files_planned": self.delete_files_planned,
+            "plan_ms": self.plan_ms,
+        }
+
+
+async def read_probe(load: Load) -> Probe:
     """Time ``table.scan().plan_files()`` on the current snapshot of the table ``load``
-    gives. Never raises (except cancellation): an error is returned as ``{"error": ...}``."""
+    gives. Never raises (except cancellation): an error is returned as ``Probe.failed``."""
     try:
         loaded = await load()
         table = loaded.table
         if table is None:
-            return {"error": "PyIceberg's model rejected the table metadata: no scan to plan"}
+            return Probe.failed("PyIceberg's model rejected the table metadata: no scan to plan")
 
-        def plan() -> dict[str, Any]:
+        def plan() -> Probe:
             snapshot = table.current_snapshot()
             started = time.perf_counter()
             tasks = list(table.scan().plan_files())
             elapsed = time.perf_counter() - started
             deletes = {d.file_path for t in tasks for d in t.delete_files}
-            return {
-                "snapshot_id": None if snapshot is None else snapshot.snapshot_id,
-                "files_planned": len(tasks),
-                "delete_files_planned": len(deletes),
-                "plan_ms": round(elapsed * 1000, 3),
-            }
+            return Probe(
+                snapshot_id=None if snapshot is None else snapshot.snapshot_id,
+                files_planned=len(tasks),
+                delete_files_planned=len(deletes),
+                plan_ms=round(elapsed * 1000, 3),
+            )
 
         return await asyncio.wait_for(asyncio.to_thread(plan), PROBE_TIMEOUT_SECONDS)
     except Exception as exc:  # the probe is evidence, never a reason to fail the job
-        return {"error": redact_text(f"{type(exc).__name__}: {exc}")[:500]}
+        return Probe.failed(redact_text(f"{type(exc).__name__}: {exc}")[:500])
 
 
 def predicted_benefits(
@@ -170,6 +197,62 @@ async def measure_own(
         return OwnEffect(tuple(sorted(own)), 0, None, error)
 
 
+@dataclass(frozen=True)
+class StatisticsLeft:
+    """What a statistics action measurably left (``measured_statistics``)."""
+
+    present_for_current: bool
+    snapshot_id: int | None
+    bytes_written: int | None
+
+    def to_json(self) -> dict[str, bool | int | None]:
+        return {
+            "present_for_current": self.present_for_current,
+            "snapshot_id": self.snapshot_id,
+            "bytes_written": self.bytes_written,
+        }
+
+
+@dataclass(frozen=True)
+class MeasuredAction:
+    """One action's measured effect (the module doc's ``actions[]`` entry). ``table_benefit``
+    is the table-level benefit, kept beside ``own`` when writers committed during it."""
+
+    action: str
+    before: Shape | None
+    after: Shape | None
+    benefit: int | None
+    predicted_benefit: float | None
+    ratio: float | None
+    statistics: StatisticsLeft | None = None
+    overlap_depth: tuple[object, object] | None = None  # a clustering rewrite's before, after
+    own: OwnEffect | None = None
+    table_benefit: int | None = None
+
+    def to_json(self) -> JSONObject:
+        """The stored form; optional parts appear only when measured."""
+        entry: JSONObject = {
+            "action": self.action,
+            "before": None if self.before is None else self.before.to_json(),
+            "after": None if self.after is None else self.after.to_json(),
+            "benefit": self.benefit,
+            "predicted_benefit": self.predicted_benefit,
+            "ratio": self.ratio,
+        }
+        if self.statistics is not None:
+            entry["statistics"] = self.statistics.to_json()
+        if self.overlap_depth is not None:
+            entry["overlap_depth"] = dict(zip(("before", "after"), self.overlap_depth, strict=True))
+        if self.own is not None:
+            entry["own"] = {
+                "snapshots": list(self.own.snapshots),
+                "writer_snapshots": self.own.writer_snapshots,
+                "table_benefit": self.table_benefit,
+                "error": self.own.error,
+            }
+        return entry
+
+
 def measured_action(
     action: str,
     before: TableStatus | None,
@@ -177,51 +260,37 @@ def measured_action(
     predicted_benefit: float | None,
     own: OwnEffect | None = None,
     clustering: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> MeasuredAction:
     """One action's measured effect (the module doc's ``actions[]`` entry); with ``own``
     (writers committed during it) the benefit is the action's own. ``clustering``: a sort or
     z-order rewrite's measured overlap depth (its output's ``clustering``), kept as
     ``overlap_depth``."""
     if before is None or after is None:  # an inspection failed: nothing measured
-        return {
-            "action": action,
-            "before": None,
-            "after": None,
-            "benefit": None,
-            "predicted_benefit": predicted_benefit,
-            "ratio": None,
-        }
+        return MeasuredAction(action, None, None, None, predicted_benefit, None)
     b, a = Shape.of(before), Shape.of(after)
     table_benefit = benefit(b, a)
     measured = table_benefit if own is None else own.benefit
-    entry: dict[str, Any] = {
-        "action": action,
-        "before": b.to_json(),
-        "after": a.to_json(),
-        "benefit": measured,
-        "predicted_benefit": predicted_benefit,
-        "ratio": None
+    return MeasuredAction(
+        action,
+        b,
+        a,
+        measured,
+        predicted_benefit,
+        None
         if predicted_benefit is None or measured is None
         else ratio(measured, predicted_benefit),
-    }
-    if action in STATISTICS_ACTIONS:
-        entry["statistics"] = measured_statistics(Action(action), before, after)
-    if clustering is not None:
-        entry["overlap_depth"] = {
-            "before": clustering.get("before"),
-            "after": clustering.get("after"),
-        }
-    if own is not None:
-        entry["own"] = {
-            "snapshots": list(own.snapshots),
-            "writer_snapshots": own.writer_snapshots,
-            "table_benefit": table_benefit,
-            "error": own.error,
-        }
-    return entry
+        statistics=measured_statistics(Action(action), before, after)
+        if action in STATISTICS_ACTIONS
+        else None,
+        overlap_depth=None
+        if clustering is None
+        else (clustering.get("before"), clustering.get("after")),
+        own=own,
+        table_benefit=table_benefit,
+    )
 
 
-def measured_statistics(action: Action, before: TableStatus, after: TableStatus) -> dict[str, Any]:
+def measured_statistics(action: Action, before: TableStatus, after: TableStatus) -> StatisticsLeft:
     """What a statistics action measurably left: statistics of its kind describing the current
     snapshot or not, which snapshot they describe, and the bytes of the file it wrote (0 when
     the status shows the same file as before)."""
@@ -230,25 +299,50 @@ def measured_statistics(action: Action, before: TableStatus, after: TableStatus)
     b = getattr(before, kind) or StatisticsFreshness()
     a = getattr(after, kind) or StatisticsFreshness()
     same = (b.snapshot_id, b.file_bytes) == (a.snapshot_id, a.file_bytes)
-    return {
-        "present_for_current": a.current,
-        "snapshot_id": a.snapshot_id,
-        "bytes_written": 0 if same or a.snapshot_id is None else a.file_bytes,
-    }
+    return StatisticsLeft(
+        present_for_current=a.current,
+        snapshot_id=a.snapshot_id,
+        bytes_written=0 if same or a.snapshot_id is None else a.file_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """A job's measured outcome (``jobs.outcome``, the module doc's shape)."""
+
+    actions: tuple[MeasuredAction, ...]
+    benefit: int | None
+    predicted_benefit: float | None
+    ratio: float | None
+    probe_before: Probe
+    probe_after: Probe
+
+    def to_json(self) -> JSONObject:
+        return {
+            "actions": [a.to_json() for a in self.actions],
+            "benefit": self.benefit,
+            "predicted_benefit": self.predicted_benefit,
+            "ratio": self.ratio,
+            "read_probe": {
+                "before": self.probe_before.to_json(),
+                "after": self.probe_after.to_json(),
+            },
+        }
 
 
 def job_outcome(
-    actions: Sequence[dict[str, Any]], probe_before: dict[str, Any], probe_after: dict[str, Any]
-) -> dict[str, Any]:
+    actions: Sequence[MeasuredAction], probe_before: Probe, probe_after: Probe
+) -> JobOutcome:
     """The job's outcome from its measured actions and the two read probes."""
-    measured = [a["benefit"] for a in actions if a["benefit"] is not None]
-    predicted = [a["predicted_benefit"] for a in actions if a["predicted_benefit"] is not None]
+    measured = [a.benefit for a in actions if a.benefit is not None]
+    predicted = [a.predicted_benefit for a in actions if a.predicted_benefit is not None]
     total = sum(measured) if len(measured) == len(actions) else None
     expected = sum(predicted) if predicted else None
-    return {
-        "actions": list(actions),
-        "benefit": total,
-        "predicted_benefit": expected,
-        "ratio": None if total is None or expected is None else ratio(total, expected),
-        "read_probe": {"before": probe_before, "after": probe_after},
-    }
+    return JobOutcome(
+        tuple(actions),
+        total,
+        expected,
+        None if total is None or expected is None else ratio(total, expected),
+        probe_before,
+        probe_after,
+    )

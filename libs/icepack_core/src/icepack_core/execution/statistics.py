@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from pyiceberg.table import Table
 
@@ -37,7 +37,7 @@ from icepack_core.execution.verification.verifier import TableLoader
 from icepack_core.intents import ComputePartitionStats, ComputeTableStats
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.sql import ProcedureValue, StringArray, procedure_call
-from icepack_core.types import TableRef
+from icepack_core.types import JSONObject, TableRef
 
 
 class StatisticsNotRecorded(PermanentError):
@@ -165,7 +165,7 @@ async def compute_statistics(
     ref: TableRef,
     intent: ComputeTableStats | ComputePartitionStats,
     load: TableLoader | None,
-) -> tuple[list[str], dict[str, Any]]:
+) -> tuple[list[str], JSONObject]:
     """Run one statistics action on ``ref`` pinned to its current snapshot; returns the SQL
     sent and the output (with the evidence). A table without a snapshot has nothing to
     describe: nothing is called.
@@ -189,7 +189,7 @@ async def compute_statistics(
     named = _named_file(rows)
     after = StatisticsState.of(await _loaded(load, ref), partition)
     doc, problems = evidence(before, after, before.current, named)
-    output: dict[str, Any] = {
+    output: JSONObject = {
         "statistics_snapshot_id": before.current,
         "statistics_file": named,
         "bytes_written": doc["bytes_written"],

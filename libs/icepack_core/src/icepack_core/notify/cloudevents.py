@@ -12,11 +12,11 @@ a secret was configured is masked too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 from icepack_core.queue.events import Event
 from icepack_core.telemetry.logs import redact
-from icepack_core.types import WEBHOOK_JOB_FAILED, Topic
+from icepack_core.types import WEBHOOK_JOB_FAILED, JSONObject, Topic
 
 SPEC_VERSION = "1.0"
 SOURCE = "/icepack"
@@ -66,7 +66,7 @@ class CloudEventData(TypedDict):
     topic: str
     table_id: int | None
     table: TableJson | None
-    payload: dict[str, Any]
+    payload: JSONObject
 
 
 class CloudEvent(TypedDict):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from icepack_core.inspection.status import TableStatus
 
@@ -65,6 +65,23 @@ def ratio(measured: float, predicted: float) -> float | None:
     return None if predicted <= 0 else measured / predicted
 
 
+class StatisticsEffectJSON(TypedDict):
+    present_for_current: bool
+    snapshot_id: int | None
+    bytes_written: int | None
+
+
+class PredictedEffectJSON(TypedDict):
+    """A ``PredictedEffect`` as ``jobs.predicted`` stores it (per action)."""
+
+    before: dict[str, int]
+    after: dict[str, int]
+    rewrite_bytes: int
+    benefit: int
+    statistics: NotRequired[StatisticsEffectJSON]
+    overlap_depth: NotRequired[dict[str, float]]
+
+
 @dataclass(frozen=True)
 class StatisticsEffect:
     """What a statistics action is predicted to leave: statistics describing ``snapshot_id``
@@ -74,8 +91,12 @@ class StatisticsEffect:
     snapshot_id: int | None
     bytes_written: int | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"present_for_current": True, **vars(self)}
+    def to_json(self) -> StatisticsEffectJSON:
+        return {
+            "present_for_current": True,
+            "snapshot_id": self.snapshot_id,
+            "bytes_written": self.bytes_written,
+        }
 
 
 @dataclass(frozen=True)
@@ -108,8 +129,8 @@ class PredictedEffect:
         """The predicted benefit (never negative: no action is proposed to make scans worse)."""
         return max(0, benefit(self.before, self.after))
 
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
+    def to_json(self) -> PredictedEffectJSON:
+        doc: PredictedEffectJSON = {
             "before": self.before.to_json(),
             "after": self.after.to_json(),
             "rewrite_bytes": self.rewrite_bytes,

@@ -71,7 +71,7 @@ class BudgetNeed:
         self.jobs_per_hour += 1 / hours
         self.peak_concurrent_jobs += 1
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, int | float]:
         return {
             "rewrite_bytes_per_hour": self.rewrite_bytes_per_hour,
             "backlog_bytes": self.backlog_bytes,

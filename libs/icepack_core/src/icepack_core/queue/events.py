@@ -30,6 +30,7 @@ from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
 from icepack_core.telemetry.logs import redact
 from icepack_core.telemetry.tracing import current_traceparent, parent_context, tracer
+from icepack_core.types import JSONObject
 
 CHANNEL = "icepack_events"
 # A payload as a producer writes it: a JSON object, each topic's keys documented with the topic
@@ -45,7 +46,7 @@ class Event:
     id: int
     topic: str
     table_id: int | None
-    payload: dict[str, Any]
+    payload: JSONObject  # each topic's own JSON, read back as written
     traceparent: str | None
     created_at: datetime
     xid: int

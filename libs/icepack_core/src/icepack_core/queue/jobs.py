@@ -9,7 +9,8 @@ published in the same transaction as the transition they announce.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -23,7 +24,7 @@ from icepack_core.intents import Intent, parse_intents
 from icepack_core.queue import events
 from icepack_core.telemetry.logs import redact, redact_text
 from icepack_core.telemetry.tracing import current_traceparent
-from icepack_core.types import JobState, JobTrigger, Topic
+from icepack_core.types import JobState, JobTrigger, JSONObject, Topic
 
 KEDA_TRIGGER_QUERY = load_query("job_count_claimable")
 # Picks per claim call: a pick fails its locked re-check only when another claimer used the
@@ -63,32 +64,44 @@ class Job:
     dedupe_key: str | None
     trigger: JobTrigger
     error: str | None
-    result: dict[str, Any] | None
+    result: JSONObject | None  # free-form: written by the executor, read back untouched
     traceparent: str | None
     cancel_requested_at: datetime | None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    predicted: dict[str, Any] | None = None
+    predicted: JSONObject | None = None  # stored planning.prediction JSON
     rewrite_bytes: int = 0
     benefit: float = 0.0
     health_score: float | None = None
-    outcome: dict[str, Any] | None = None
+    outcome: JSONObject | None = None  # stored execution.outcome JSON
     lock_waits: int = 0
     conflicts: int = 0
     error_code: str | None = None  # the class of the last failure (jobs.error_code)
     actions_error: IntentError | None = None  # why the stored actions are not intents
 
     @classmethod
-    def from_record(cls, row: asyncpg.Record | dict[str, Any]) -> Job:
-        values = dict(row)
-        values["state"] = JobState(values["state"])
-        values["trigger"] = JobTrigger(values["trigger"])
+    def from_record(cls, row: asyncpg.Record) -> Job:
+        """The job in a ``jobs`` row; columns the dataclass does not name (a claim's pick
+        columns) are ignored."""
         try:
-            values["actions"] = parse_intents(values["actions"], allow_empty=True)
+            actions, actions_error = parse_intents(row["actions"], allow_empty=True), None
         except IntentError as exc:
-            values["actions"], values["actions_error"] = [], exc
-        return cls(**values)
+            actions, actions_error = [], exc
+        present = set(row.keys())  # a query may leave out columns that have defaults
+        columns = {name: row[name] for name in _ROW_FIELDS if name in present}
+        return cls(
+            **columns,
+            state=JobState(row["state"]),
+            trigger=JobTrigger(row["trigger"]),
+            actions=actions,
+            actions_error=actions_error,
+        )
+
+
+_ROW_FIELDS = tuple(
+    f.name for f in fields(Job) if f.name not in ("state", "trigger", "actions", "actions_error")
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,14 +154,14 @@ class JobQueue:
     async def enqueue(
         self,
         table_id: int | None,
-        actions: list[dict[str, Any]],
+        actions: Sequence[Mapping[str, object]],
         *,
         dedupe_key: str | None = None,
         priority: int = 100,
         max_attempts: int = 3,
         trigger: JobTrigger = JobTrigger.PLANNER,
         not_before: datetime | None = None,
-        predicted: dict[str, Any] | None = None,
+        predicted: Mapping[str, object] | None = None,
         rewrite_bytes: int = 0,
         benefit: float = 0.0,
         health_score: float | None = None,
@@ -232,7 +245,7 @@ class JobQueue:
                 if row is None:
                     return None
                 if row["id"] is not None:
-                    return await _announce_start(conn, _job_columns(row), owner)
+                    return await _announce_start(conn, row, owner)
                 for scope in row["scopes"]:  # sorted by the query
                     await conn.execute(load_query("budget_scope_lock"), scope)
                 taken = await conn.fetchrow(
@@ -264,7 +277,7 @@ class JobQueue:
             raise StaleFence(job.id, job.fence, "heartbeat")
         return Heartbeat(row["lease_until"], row["cancel_requested"])
 
-    async def complete(self, job: Job, result: dict[str, Any] | None = None) -> Job:
+    async def complete(self, job: Job, result: Mapping[str, object] | None = None) -> Job:
         """running -> succeeded. Raises ``StaleFence`` when the caller lost the job."""
         return await self._finish(job, "job_complete", "complete", redact(result or {}))
 
@@ -406,8 +419,8 @@ class JobQueue:
         finished_at: datetime,
         procedure: str | None = None,
         sql_text: str | None = None,
-        output: dict[str, Any] | None = None,
-        impact: dict[str, Any] | None = None,
+        output: Mapping[str, object] | None = None,
+        impact: Mapping[str, object] | None = None,
         error: str | None = None,
     ) -> int:
         """Record one action the executor ran (secrets in its SQL, output and error masked).
@@ -431,14 +444,7 @@ class JobQueue:
         return action_id
 
 
-def _job_columns(row: asyncpg.Record) -> dict[str, Any]:
-    """A ``job_claim`` row without its pick columns (``candidate``, ``scopes``)."""
-    return {k: v for k, v in dict(row).items() if k not in ("candidate", "scopes")}
-
-
-async def _announce_start(
-    conn: Conn, row: asyncpg.Record | dict[str, Any] | None, owner: str
-) -> Job | None:
+async def _announce_start(conn: Conn, row: asyncpg.Record | None, owner: str) -> Job | None:
     """Publish ``job.started`` for a claimed row (None when nothing was claimed)."""
     if row is None:
         return None

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import asyncpg
 
@@ -64,6 +64,31 @@ class Root:
     path: str
 
 
+class ForeignJSON(TypedDict):
+    """A ``ForeignPath`` as hold evidence stores it (``table``, ``root``: when known)."""
+
+    path: str
+    reason: str
+    table: NotRequired[str]
+    root: NotRequired[str | None]
+
+
+class RootJSON(TypedDict):
+    what: str
+    path: str
+
+
+class ConfinementEvidence(TypedDict):
+    """What a hold records for paths outside the table (``Confinement.evidence``)."""
+
+    status: str
+    action: str
+    foreign: list[ForeignJSON]
+    foreign_count: int
+    tables: list[str]
+    own_roots: list[RootJSON]
+
+
 @dataclass(frozen=True)
 class ForeignPath:
     """A path the rule refuses, with why and (when known) the table it belongs to."""
@@ -73,8 +98,8 @@ class ForeignPath:
     owner: str | None = None
     owner_root: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"path": self.path, "reason": self.reason}
+    def to_json(self) -> ForeignJSON:
+        found: ForeignJSON = {"path": self.path, "reason": self.reason}
         if self.owner is not None:
             found["table"] = self.owner
             found["root"] = self.owner_root
@@ -167,7 +192,7 @@ class Confinement:
         """Every foreign path of ``paths``, in order."""
         return [f for f in (self.foreign(p) for p in paths) if f is not None]
 
-    def evidence(self, foreign: Sequence[ForeignPath], action: str) -> dict[str, Any]:
+    def evidence(self, foreign: Sequence[ForeignPath], action: str) -> ConfinementEvidence:
         """What a hold records: the foreign paths (the first ``EVIDENCE_PATHS``), their
         count, the other tables they belong to, and the table's own roots."""
         return {
@@ -303,5 +328,5 @@ def refuse_foreign(confinement: Confinement, paths: Iterable[str], action: str) 
     raise DeletionOutsideTable(
         f"{action} on {confinement.table} stopped before touching any file: {len(foreign)} "
         f"file(s) are not the table's, e.g. {first.path} ({first.reason}){whose}",
-        confinement.evidence(foreign, action),
+        dict(confinement.evidence(foreign, action)),
     )

@@ -12,9 +12,10 @@ released it and why, so the audit trail exists iff the release does. A log line 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import asyncpg
 import structlog
@@ -23,11 +24,20 @@ from icepack_core.db.queries import load_query
 from icepack_core.errors import TableNotHeld, UnknownTableId
 from icepack_core.queue import events
 from icepack_core.telemetry.logs import redact, redact_text
-from icepack_core.types import Topic
+from icepack_core.types import JSONObject, Topic
 
 MAX_REASON = 500  # characters: a sentence for the audit trail, not a document
 MAX_RELEASED_BY = 200
 log = structlog.get_logger("icepack.holds")
+
+
+class StoredHold(TypedDict):
+    """``tables.maintenance_hold`` as ``place_hold`` writes it (secrets masked)."""
+
+    reason: str
+    action: str
+    evidence: JSONObject  # what the holder found: verification, confinement or ledger evidence
+    at: str  # ISO 8601
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +52,7 @@ class Release:
     released_at: datetime
     event_id: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "table_id": self.table_id,
             "table": self.table,
@@ -79,13 +89,13 @@ def hold_reason(hold: Any) -> str:
 
 
 async def place_hold(
-    pool: asyncpg.Pool, table_id: int, *, action: str, reason: str, evidence: dict[str, Any]
-) -> dict[str, Any]:
+    pool: asyncpg.Pool, table_id: int, *, action: str, reason: str, evidence: Mapping[str, object]
+) -> StoredHold:
     """Stop automatic maintenance of table ``table_id`` (the executor's side) and announce it:
     in one transaction the hold (reason, action, evidence, time; secrets masked) is stored and
     ``table.held`` published with the reason, action and time (the evidence stays on the
     table row), so a notification exists iff the hold does. Returns the hold as stored."""
-    hold = {
+    hold: StoredHold = {
         "reason": redact_text(reason),
         "action": action,
         "evidence": redact(evidence),

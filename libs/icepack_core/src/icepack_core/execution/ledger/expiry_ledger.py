@@ -34,7 +34,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import asyncpg
 import structlog
@@ -235,7 +235,7 @@ class ExpiryLedger:
     ) -> None:
         ledger = plan.counts()
         procedure = {col: int(output.get(col) or 0) for col in ledger}
-        result: dict[str, Any] = {
+        result: LedgerCheck = {
             "files": len(plan.files),
             "bytes": sum(f.size_bytes or 0 for f in plan.files),
             "ledger_counts": ledger,
@@ -269,6 +269,16 @@ class ExpiryLedger:
             raise StaleFence(self.job_id, self.fence, "mark the expiry's ledger rows deleted")
         if isinstance(output, dict):
             output["ledger"] = result
+
+
+class LedgerCheck(TypedDict):
+    """An expiry's ``output["ledger"]``: the files and bytes the ledger recorded, and the
+    counts per kind by the ledger and by the procedure (equal, or the table is held)."""
+
+    files: int
+    bytes: int
+    ledger_counts: dict[str, int]
+    procedure_counts: dict[str, int]
 
 
 def _still_live(

@@ -22,7 +22,6 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
 from pyiceberg.io import FileIO
 
@@ -30,6 +29,7 @@ from icepack_core.inspection.manifest_list import read_list
 from icepack_core.inspection.manifest_paths import live_paths
 from icepack_core.inspection.metadata import decompress
 from icepack_core.safety.locations import location_key
+from icepack_core.types import JSONObject
 
 # Conflicts kept with their paths (the count has them all).
 KEPT_CONFLICTS = 200
@@ -109,7 +109,9 @@ class LiveCheck:
         }
 
 
-def _metadata(io: FileIO, metadata_location: str) -> dict[str, Any]:
+def _metadata(io: FileIO, metadata_location: str) -> JSONObject:
+    """The table metadata file as parsed JSON (Iceberg's format, read by key, not modelled:
+    PyIceberg's model may reject the very metadata this check must still read)."""
     with io.new_input(metadata_location).open() as stream:
         doc = json.loads(decompress(stream.read()))
     if not isinstance(doc, dict):
@@ -117,7 +119,7 @@ def _metadata(io: FileIO, metadata_location: str) -> dict[str, Any]:
     return doc
 
 
-def _kept_manifests(io: FileIO, snapshot: dict[str, Any], check: LiveCheck) -> Iterator[str]:
+def _kept_manifests(io: FileIO, snapshot: JSONObject, check: LiveCheck) -> Iterator[str]:
     """The manifest paths of one kept snapshot (its list, or a v1 snapshot's inline list)."""
     listed = snapshot.get("manifest-list")
     if listed:

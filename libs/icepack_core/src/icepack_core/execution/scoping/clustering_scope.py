@@ -53,16 +53,23 @@ from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, ProcedureValue, qu
 
 
 class ScopeNote(TypedDict, total=False):
-    """How a clustering run was scoped, as its output records it: ``scope`` ``partitions``
-    or ``table`` (with ``scope_reason`` when it fell back), and the partition counts."""
+    """How a rewrite was scoped, as its output records it (a clustering run here, a binpack
+    over partitions in ``TableMaintenance.partition_scope``): ``scope`` ``partitions`` or
+    ``table`` (with ``scope_reason`` when it fell back), where the counts came from
+    (``scope_source``, ``scope_source_fallback`` when metadata could not decide), and the
+    partition counts."""
 
     scope: str
     scope_source: str
+    scope_source_fallback: str
     scope_reason: str
     partitions_selected: int
     partitions_total: int
     partitions_unclustered: int
     partitions_deferred: int
+    open_partitions_skipped: list[str]
+    open_partitions_skipped_count: int
+    older_specs_scoped: int
 
 
 class ClusteringEvidence(TypedDict, total=False):

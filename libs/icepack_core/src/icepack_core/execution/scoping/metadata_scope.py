@@ -38,7 +38,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.table import Table
@@ -302,7 +302,16 @@ async def scope_from_metadata(
     return PartitionScope(where, len(picked.selected), len(partitions), **note, keys=keys)
 
 
-def _note(table: Table, picked: Selection) -> dict[str, Any]:
+class _Extras(TypedDict):
+    """``PartitionScope``'s counts beyond the selection (its keyword fields)."""
+
+    deferred: int
+    open_skipped: tuple[str, ...]
+    open_skipped_count: int
+    older_specs: int
+
+
+def _note(table: Table, picked: Selection) -> _Extras:
     specs = {p.spec_id for p in picked.selected}
     current = table.metadata.default_spec_id
     return {
