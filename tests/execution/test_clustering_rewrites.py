@@ -179,7 +179,9 @@ async def test_a_randomly_written_table_is_z_ordered_once(
     assert status["small_file_count"] == 0  # only the clustering made it due
     (action,) = planned.recommendation.actions
     assert action.action == REWRITE
-    assert action.params["strategy"] == "zorder" and action.params["zorder_columns"] == ["a", "b"]
+    assert action.to_json()["params"]["strategy"] == "zorder" and action.to_json()["params"][
+        "zorder_columns"
+    ] == ["a", "b"]
     assert "overlap depth" in action.reason and "zorder(a, b)" in action.reason, action.reason
     (predicted,) = JobPrediction.model_validate(job.predicted).actions
     assert predicted.overlap_depth is not None
@@ -242,7 +244,9 @@ async def test_a_day_partitioned_table_is_sorted_by_its_sort_order_per_partition
     planned, job = await plan_and_run(db, runner_settings, spark, table_id)
 
     (action,) = planned.recommendation.actions
-    assert action.params["strategy"] == "sort" and "sort(a)" in action.reason, action.reason
+    assert action.to_json()["params"]["strategy"] == "sort" and "sort(a)" in action.reason, (
+        action.reason
+    )
     assert fingerprint(spark, table) == contents
     assert missing_referenced_files(spark, table) == []
     after = oracle_depth(spark, table, ["a"])

@@ -129,7 +129,7 @@ async def test_upsert_sink_equality_deletes_are_counted_applied_and_verified(
     recommendation, actions = await run_planned_job(db, runner_settings, spark, table_id)
     (intent,) = [a for a in recommendation.actions if a.action == REWRITE]
     assert f"{eq_files} equality delete files" in intent.reason
-    assert intent.params["options"]["delete-file-threshold"] == "1"
+    assert intent.to_json()["params"]["options"]["delete-file-threshold"] == "1"
 
     # Applied: no equality delete file left live, the same logical rows, nothing lost.
     assert logical_rows(spark, table) == expected

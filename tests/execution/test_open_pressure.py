@@ -128,10 +128,10 @@ async def test_a_growing_open_partition_is_compacted_before_its_bound_and_planne
         # Due by the projection, not the benefit (9 small files are far below the threshold
         # of 50 objects): open partitions from the level, closed ones from 2 files.
         assert "due: open-partition pressure: the fullest open partition holds" in action.reason
-        level = action.params["open_max_small_files"] + 1
+        level = action.to_json()["params"]["open_max_small_files"] + 1
         assert 5 <= level <= int(0.75 * BOUND), action.params
-        assert action.params["options"]["min-input-files"] == "2"
-        assert action.params["open_quiet_seconds"] == 600
+        assert action.to_json()["params"]["options"]["min-input-files"] == "2"
+        assert action.to_json()["params"]["open_quiet_seconds"] == 600
 
         job = await queue.claim("executor@test", 120)
         assert job is not None and job.id == planned.job_id

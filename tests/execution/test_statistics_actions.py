@@ -177,7 +177,7 @@ async def test_missing_then_stale_statistics_are_computed_without_touching_the_d
     health, planned = await inspect_and_plan(db, runner_settings, table_id)
     assert "STATISTICS_MISSING" in health.issue_codes()
     assert actions_of(planned) == [TABLE_STATS, PARTITION_STATS], planned.recommendation
-    assert planned.recommendation.actions[0].params == {"columns": ["id", "part"]}
+    assert planned.recommendation.actions[0].to_json()["params"] == {"columns": ["id", "part"]}
     assert planned.recommendation.actions[0].reason.startswith("missing: no table statistics")
     job = await run_planned(db, runner_settings, spark, planned)
 
