@@ -23,64 +23,31 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.table import Table
-from pyiceberg.typedef import Identifier
 
 from icepack_core.db import pool as icedb
 from icepack_core.db.migrate import migrate
 from icepack_core.db.queries import load_query
-from icepack_core.discovery.catalogs import CatalogSet, load_catalog
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.inspection.inspector import Inspector, MemoryManifestCache
 from icepack_core.inspection.process import TableInspections
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
-from icepack_core.settings import CatalogConfig, Settings, load_settings
+from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.session import build_local_session
 from icepack_core.spark.sql import qualified_name
 from icepack_core.telemetry.logs import setup_logging
 from icepack_core.types import JobState, TableRef
+from tests.support.counting_catalog import CountingCatalogs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE, NAME = "bench", "after_job"
 LOADS_GOAL, LOADS_BASELINE = 2, 7
-
-
-class CountingSqlCatalog(SqlCatalog):
-    """The real SQL catalog; every ``load_table`` is counted."""
-
-    def __init__(self, name: str, loads: list[str], **properties: str) -> None:
-        super().__init__(name, **properties)
-        self.loads = loads
-
-    def load_table(self, identifier: str | Identifier) -> Table:
-        self.loads.append(str(identifier))
-        return super().load_table(identifier)
-
-
-class CountingCatalogs(CatalogSet):
-    """``CatalogSet`` whose SQL catalogs count their table loads into ``loads``."""
-
-    def __init__(self, configs: Iterable[CatalogConfig]) -> None:
-        super().__init__(configs)
-        self.loads: list[str] = []
-        self._counting: dict[str, Catalog] = {}
-
-    async def get(self, name: str) -> Catalog:
-        if name not in self._counting:
-            real = await asyncio.to_thread(load_catalog, self.configs[name])
-            assert isinstance(real, SqlCatalog), type(real)
-            self._counting[name] = CountingSqlCatalog(name, self.loads, **real.properties)
-        return self._counting[name]
 
 
 def write_table(spark: Any, catalog: str, partitions: int, appends: int) -> str:

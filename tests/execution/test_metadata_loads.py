@@ -12,18 +12,11 @@ are checked before and after, and no file a snapshot references is gone.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.table import Table
-from pyiceberg.typedef import Identifier
 
-from icepack_core.discovery.catalogs import CatalogSet, load_catalog
-from icepack_core.settings import CatalogConfig, Settings
+from icepack_core.settings import Settings
 from icepack_core.types import JobState
 from tests.execution.executor_jobs import job_runner, plan_and_run, register
 from tests.execution.spark_tables import (
@@ -33,38 +26,11 @@ from tests.execution.spark_tables import (
     missing_referenced_files,
     unique_name,
 )
+from tests.support.counting_catalog import CountingCatalogs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "metadata_loads"
 REWRITE = "rewrite_data_files"
-
-
-class CountingSqlCatalog(SqlCatalog):
-    """The real SQL catalog; every ``load_table`` is appended to ``loads`` first."""
-
-    def __init__(self, name: str, loads: list[str], **properties: str) -> None:
-        super().__init__(name, **properties)
-        self.loads = loads
-
-    def load_table(self, identifier: str | Identifier) -> Table:
-        self.loads.append(str(identifier))
-        return super().load_table(identifier)
-
-
-class CountingCatalogs(CatalogSet):
-    """``CatalogSet`` whose SQL catalogs count their table loads into ``loads``."""
-
-    def __init__(self, configs: Iterable[CatalogConfig]) -> None:
-        super().__init__(configs)
-        self.loads: list[str] = []
-        self._counting: dict[str, Catalog] = {}
-
-    async def get(self, name: str) -> Catalog:
-        if name not in self._counting:
-            real = await asyncio.to_thread(load_catalog, self.configs[name])
-            assert isinstance(real, SqlCatalog), type(real)
-            self._counting[name] = CountingSqlCatalog(name, self.loads, **real.properties)
-        return self._counting[name]
 
 
 async def test_one_compaction_job_loads_the_table_metadata_twice(
