@@ -29,6 +29,7 @@ import pytest
 
 from bench.upserts import UpsertTable, create_upsert_table, delete_file_counts, logical_rows, row
 from icepack_core.execution.job_runner import JobRunner
+from icepack_core.intents import RewriteManifests
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
@@ -130,7 +131,7 @@ async def test_a_manifest_rewrite_racing_an_equality_delete_writer_is_conflict_r
     assert delete_file_counts(spark, table)["equality"] == 6
     table_id = await register(db, name)
     queue = JobQueue(db)
-    job = (await queue.enqueue(table_id, [{"action": "rewrite_manifests"}], max_attempts=3)).job
+    job = (await queue.enqueue(table_id, [RewriteManifests()], max_attempts=3)).job
     claimed = await queue.claim("executor@test", 600)
     assert claimed is not None and claimed.id == job.id
     runner = JobRunner(

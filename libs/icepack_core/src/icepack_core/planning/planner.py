@@ -35,7 +35,6 @@ from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
-from icepack_core.intents import intents_json
 from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
     FailureStreak,
@@ -324,7 +323,7 @@ class Planner:
         prediction = job_prediction(rec.actions)
         enqueued = await self.queue.enqueue(
             table_id,
-            intents_json(intents),
+            intents,
             dedupe_key=f"table:{table_id}",
             priority=PLANNER_PRIORITY,
             max_attempts=self.settings.job_max_attempts,
