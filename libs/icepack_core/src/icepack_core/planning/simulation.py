@@ -26,7 +26,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -91,7 +90,7 @@ class SimulationReport:
     budget: BudgetNeed = field(default_factory=BudgetNeed)
     budget_by_namespace: dict[str, BudgetNeed] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "tables_evaluated": self.tables_evaluated,
             "tables_changed": len(self.changes),

@@ -291,7 +291,7 @@ def compare(before: Iterable[Identity], after: Iterable[Identity], partitioned: 
 
 def _label(columns: dict[int, str], values: dict[int, Any]) -> str:
     """The tuple as JSON for evidence, NULL fields left out like Spark's ``to_json``."""
-    shown: dict[str, Any] = {}
+    shown: dict[str, bool | int | float | str] = {}
     for field_id, value in values.items():
         if value is None:
             continue
