@@ -35,7 +35,7 @@ from icepack_core.inspection.clustering import measure
 from icepack_core.inspection.inspector import Inspector
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.planning.recommendation import recommend
-from icepack_core.policy import PolicyAttachment, resolve
+from icepack_core.policy import EffectivePolicy, PolicyAttachment, resolve
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.session import build_local_session
@@ -103,6 +103,46 @@ def rollback(spark: Any, ref: TableRef, snapshot: int) -> None:
     spark.sql(call).collect()
 
 
+def compaction_policy(strategy: str) -> EffectivePolicy:
+    """The table's policy: data compaction with ``strategy`` (z-order on ``a, b``)."""
+    config: dict[str, Any] = {"strategy": strategy}
+    if strategy == "zorder":
+        config["zorder_columns"] = ["a", "b"]
+    return resolve(
+        [
+            PolicyAttachment(
+                PolicyType.DATA_COMPACTION, "catalog", CATALOG, None, None, True, config
+            )
+        ],
+        NAMESPACE,
+        TABLE,
+    )
+
+
+def timed_direct(spark: Any, ref: TableRef, start: int, call: str) -> float:
+    """Seconds of ``call`` (the CALL the Icepack action sent) run directly from ``start``;
+    the table is rolled back to ``start`` before and after."""
+    rollback(spark, ref, start)
+    started = time.perf_counter()
+    spark.sql(call).collect()
+    seconds = time.perf_counter() - started
+    rollback(spark, ref, start)
+    return seconds
+
+
+def binpack_call(ref: TableRef) -> str:
+    """The baseline: a binpack rewrite of every file to the target size."""
+    return procedure_call(
+        CATALOG,
+        "rewrite_data_files",
+        {
+            "table": ref,
+            "strategy": "binpack",
+            "options": {"rewrite-all": "true", "target-file-size-bytes": str(TARGET)},
+        },
+    )
+
+
 async def run(settings: Settings, strategy: str) -> None:
     spark, _ = build_local_session(settings)
     spark.sparkContext.setLogLevel("ERROR")
@@ -113,18 +153,7 @@ async def run(settings: Settings, strategy: str) -> None:
     async def load() -> Any:
         return (await inspector.load(ref)).table
 
-    config: dict[str, Any] = {"strategy": strategy}
-    if strategy == "zorder":
-        config["zorder_columns"] = ["a", "b"]
-    policy = resolve(
-        [
-            PolicyAttachment(
-                PolicyType.DATA_COMPACTION, "catalog", CATALOG, None, None, True, config
-            )
-        ],
-        NAMESPACE,
-        TABLE,
-    )
+    policy = compaction_policy(strategy)
     cfg = policy.data_compaction
     assert cfg is not None
     loaded = await load()
@@ -143,21 +172,8 @@ async def run(settings: Settings, strategy: str) -> None:
     outcome = await maintenance.run(intent.intent)
     job_seconds = time.perf_counter() - started
     clustered = (await load()).metadata.current_snapshot_id
-    rollback(spark, ref, start)
-    started = time.perf_counter()
-    spark.sql(outcome.sql[-1]).collect()
-    direct_seconds = time.perf_counter() - started
-    rollback(spark, ref, start)
-    binpack = procedure_call(
-        CATALOG,
-        "rewrite_data_files",
-        {
-            "table": ref,
-            "strategy": "binpack",
-            "options": {"rewrite-all": "true", "target-file-size-bytes": str(TARGET)},
-        },
-    )
-    spark.sql(binpack).collect()
+    direct_seconds = timed_direct(spark, ref, start, outcome.sql[-1])
+    spark.sql(binpack_call(ref)).collect()
     packed = (await load()).metadata.current_snapshot_id
     after_rows, after_seconds = query(spark, table, clustered)
     packed_rows, packed_seconds = query(spark, table, packed)

@@ -225,6 +225,41 @@ def postmaster_pid(data: Path) -> int | None:
         return None
 
 
+async def scenarios(
+    client: httpx.AsyncClient, rate: float, seconds: float, pids: tuple[int, int | None]
+) -> None:
+    """Warm up, then the two open-loop scenarios (the worst list page, random table details);
+    ``pids``: the gateway's and the postmaster's, whose CPU each scenario reports."""
+    rng = random.Random(7)
+    details = [
+        f"/tables/bench/ns{k % 20}/t{k:05d}" for k in (rng.randint(1, TABLES) for _ in range(2000))
+    ]
+    await drive(client, ["/tables?limit=50", *details[:50]], 50, 2)  # warm-up
+    print(
+        f"gateway, {TABLES} tables, open loop at {rate:g} req/s for {seconds:g} s "
+        "each, loopback, 1 gateway process:"
+    )
+    cpus = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"  note: the load client, Postgres and the gateway share this machine's "
+        f"{cpus} CPUs (1-min load average {load:.1f} before the run); 'other "
+        "processes' below is CPU taken by anything else meanwhile, and when the "
+        "CPUs are saturated the latencies measure the machine, not the gateway."
+    )
+    gateway, pm = pids
+    await scenario(
+        client,
+        "GET /tables?limit=50 (worst first)",
+        ["/tables?limit=50"],
+        rate,
+        seconds,
+        gateway,
+        pm,
+    )
+    await scenario(client, "GET /tables/{c}/{ns}/{t} (random)", details, rate, seconds, gateway, pm)
+
+
 async def main(rate: float, seconds: float) -> None:
     with tempfile.TemporaryDirectory(prefix="icepack-bench-gw-") as root:
         server = LocalPostgres(Path(root), durable=False)
@@ -249,43 +284,8 @@ async def main(rate: float, seconds: float) -> None:
                 base_url=f"http://127.0.0.1:{port}", timeout=10, limits=limits
             ) as client:
                 await wait_ready(client, time.monotonic() + 60)
-                rng = random.Random(7)
-                details = [
-                    f"/tables/bench/ns{k % 20}/t{k:05d}"
-                    for k in (rng.randint(1, TABLES) for _ in range(2000))
-                ]
-                await drive(client, ["/tables?limit=50", *details[:50]], 50, 2)  # warm-up
-                print(
-                    f"gateway, {TABLES} tables, open loop at {rate:g} req/s for {seconds:g} s "
-                    "each, loopback, 1 gateway process:"
-                )
-                cpus = os.cpu_count() or 1
-                load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-                print(
-                    f"  note: the load client, Postgres and the gateway share this machine's "
-                    f"{cpus} CPUs (1-min load average {load:.1f} before the run); 'other "
-                    "processes' below is CPU taken by anything else meanwhile, and when the "
-                    "CPUs are saturated the latencies measure the machine, not the gateway."
-                )
-                pm = postmaster_pid(server.data)
-                await scenario(
-                    client,
-                    "GET /tables?limit=50 (worst first)",
-                    ["/tables?limit=50"],
-                    rate,
-                    seconds,
-                    gateway.pid,
-                    pm,
-                )
-                await scenario(
-                    client,
-                    "GET /tables/{c}/{ns}/{t} (random)",
-                    details,
-                    rate,
-                    seconds,
-                    gateway.pid,
-                    pm,
-                )
+                pids = (gateway.pid, postmaster_pid(server.data))
+                await scenarios(client, rate, seconds, pids)
         finally:
             if gateway is not None:
                 gateway.terminate()

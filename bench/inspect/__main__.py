@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
 
 from bench.inspect import memory
 from bench.inspect import table as bench_table
@@ -254,50 +256,72 @@ async def run(dsn: str, repeat: int, baseline_deadline: float, large: bool) -> N
         go, go_rss = go_inspect(location, repeat)
         base = baseline(sa_uri, baseline_deadline)
 
-        # one more commit, then incremental vs. full re-inspection
-        before = files_under(table_dir)
-        commit_start = time.perf_counter()
-        bench_table.append_one_manifest(table, random.Random(7), bench_table.MANIFESTS)
-        commit_s = time.perf_counter() - commit_start
-        added = sorted(files_under(table_dir) - before)
-        try:
-            new_manifests = [p.as_uri() for p in added if p.name.endswith(".avro")]
-
-            # The totals of the inspection before the commit: each repeat starts from them, as
-            # a real re-inspection does (forgetting the new manifest's row also drops totals).
-            saved_totals = await pool.fetch("SELECT * FROM icepack.inspection_totals")
-
-            async def forget_new_manifest() -> None:
-                await pool.execute(
-                    "DELETE FROM icepack.manifest_stats WHERE manifest_path = ANY($1::text[])",
-                    new_manifests,
-                )
-                await pool.execute("DELETE FROM icepack.inspection_totals")
-                for row in saved_totals:
-                    columns = list(row.keys())
-                    await pool.execute(
-                        f"INSERT INTO icepack.inspection_totals ({', '.join(columns)}) "
-                        f"VALUES ({', '.join(f'${i + 1}' for i in range(len(columns)))})",
-                        *row.values(),
-                    )
-
-            inc = await best_of(REINSPECT_REPEAT, forget_new_manifest, inspect)
-            full2 = await best_of(repeat, empty_cache, inspect)
-
-            async def nothing() -> None:
-                pass
-
-            # the same snapshot again: its manifest list is the one the totals were summed from
-            same = await best_of(REINSPECT_REPEAT, nothing, inspect)
-        finally:
-            for path in added:  # keep the cached table as generated
-                path.unlink()
+        inc, full2, same, commit_s = await reinspect(
+            pool, table, table_dir, repeat, empty_cache, inspect
+        )
     finally:
         await pool.close()
     report(py, go, go_rss, base, inc, full2, same, commit_s, repeat, baseline_deadline, load_before)
     # The bench table as generated (the extra commit above moved the catalog's pointer on and
     # its files are gone), under its own name.
     catalog.register_table((bench_table.NAMESPACE, MEMORY_TABLE), location)
+    report_memory(dsn, sa_uri, memory_tables(catalog, location, large))
+
+
+async def reinspect(
+    pool: asyncpg.Pool,
+    table: Table,
+    table_dir: Path,
+    repeat: int,
+    empty_cache: Callable[[], Awaitable[None]],
+    inspect: Callable[[], Awaitable[TableStatus]],
+) -> tuple[Timing, Timing, Timing, float]:
+    """One more commit, then the incremental re-inspection, a full one (empty cache) and one
+    of the same snapshot again; and the commit's seconds. The commit's files are removed after,
+    so the cached table stays as generated."""
+    before = files_under(table_dir)
+    commit_start = time.perf_counter()
+    bench_table.append_one_manifest(table, random.Random(7), bench_table.MANIFESTS)
+    commit_s = time.perf_counter() - commit_start
+    added = sorted(files_under(table_dir) - before)
+    try:
+        new_manifests = [p.as_uri() for p in added if p.name.endswith(".avro")]
+
+        # The totals of the inspection before the commit: each repeat starts from them, as
+        # a real re-inspection does (forgetting the new manifest's row also drops totals).
+        saved_totals = await pool.fetch("SELECT * FROM icepack.inspection_totals")
+
+        async def forget_new_manifest() -> None:
+            await pool.execute(
+                "DELETE FROM icepack.manifest_stats WHERE manifest_path = ANY($1::text[])",
+                new_manifests,
+            )
+            await pool.execute("DELETE FROM icepack.inspection_totals")
+            for row in saved_totals:
+                columns = list(row.keys())
+                await pool.execute(
+                    f"INSERT INTO icepack.inspection_totals ({', '.join(columns)}) "
+                    f"VALUES ({', '.join(f'${i + 1}' for i in range(len(columns)))})",
+                    *row.values(),
+                )
+
+        inc = await best_of(REINSPECT_REPEAT, forget_new_manifest, inspect)
+        full2 = await best_of(repeat, empty_cache, inspect)
+
+        async def nothing() -> None:
+            pass
+
+        # the same snapshot again: its manifest list is the one the totals were summed from
+        same = await best_of(REINSPECT_REPEAT, nothing, inspect)
+    finally:
+        for path in added:  # keep the cached table as generated
+            path.unlink()
+    return inc, full2, same, commit_s
+
+
+def memory_tables(catalog: SqlCatalog, location: str, large: bool) -> list[tuple[str, str]]:
+    """The tables the memory report inspects: the bench table as generated and, with
+    ``large``, the large table (generated when not cached), each registered in ``catalog``."""
     tables = [(MEMORY_TABLE, location)]
     if large:
         big, generated = bench_table.cached_table(bench_table.LARGE_MANIFESTS)
@@ -313,7 +337,7 @@ async def run(dsn: str, repeat: int, baseline_deadline: float, large: bool) -> N
         )
         catalog.register_table((bench_table.NAMESPACE, LARGE_TABLE), big)
         tables.append((LARGE_TABLE, big))
-    report_memory(dsn, sa_uri, tables)
+    return tables
 
 
 def report_memory(dsn: str, sa_uri: str, tables: list[tuple[str, str]]) -> None:
@@ -359,9 +383,6 @@ def report(
     load_before: str,
 ) -> None:
     status = py.result.model_dump(mode="json")
-    inc_status, full2_status = inc.result, full2.result
-    base_wall = base.wall if base else deadline
-    lower = "" if base else ">="
     how = f"best of {repeat}" if repeat > 1 else "once"
     print()
     print(
@@ -369,6 +390,18 @@ def report(
         f"manifests, {status['partition_count']} partitions; seconds = wall (CPU); full "
         f"inspections {how}, baseline once, re-inspection best of {REINSPECT_REPEAT}"
     )
+    report_full(py, go, go_rss, base, deadline)
+    report_reinspection(inc, full2, same, commit_s)
+    print("headline metrics: " + ", ".join(f"{k}={status[k]}" for k in HEADLINE))
+    report_checks(status, go, base, inc, full2, same)
+    print(f"({load_before} before measuring, {load()} after; {os.cpu_count()} CPUs)")
+
+
+def report_full(py: Timing, go: Timing, go_rss: int, base: Timing | None, deadline: float) -> None:
+    """The full inspections (empty cache): the baseline's, the python inspector's and
+    go-inspector's, each beside its goal."""
+    base_wall = base.wall if base else deadline
+    lower = "" if base else ">="
     if base:
         print(
             f"  baseline inspect.files() + arithmetic : {base.wall:7.2f} s ({base.cpu:5.2f})"
@@ -404,6 +437,11 @@ def report(
         f"    its inspect_ms {go.result['inspect_ms']} (the wall time adds process start-up), "
         f"peak RSS {rss}"
     )
+
+
+def report_reinspection(inc: Timing, full2: Timing, same: Timing, commit_s: float) -> None:
+    """After one more commit: a full inspection, the incremental one and the same snapshot's."""
+    inc_status, full2_status = inc.result, full2.result
     print(
         f"after one more commit ({commit_s:.2f} s: +{bench_table.FILES_PER_MANIFEST} files "
         "in 1 new manifest):"
@@ -425,7 +463,18 @@ def report(
         f"   manifests_read {same.result.manifests_read}, manifest list not read; "
         f"{same_speedup:.0f}x vs full"
     )
-    print("headline metrics: " + ", ".join(f"{k}={status[k]}" for k in HEADLINE))
+
+
+def report_checks(
+    status: dict[str, Any],
+    go: Timing,
+    base: Timing | None,
+    inc: Timing,
+    full2: Timing,
+    same: Timing,
+) -> None:
+    """Whether the inspectors and the re-inspections agree with the full inspection."""
+    inc_status, full2_status = inc.result, full2.result
     checks = {
         "inspect.files() baseline == python inspector (headline metrics)": None
         if base is None
@@ -449,7 +498,6 @@ def report(
         print(f"    inspect.files() gave {base.result['metrics']}")
     if inc_status.manifests_read != 1:
         print(f"  note: re-inspection read {inc_status.manifests_read} manifests (expected 1)")
-    print(f"({load_before} before measuring, {load()} after; {os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":

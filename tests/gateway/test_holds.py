@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -58,14 +59,35 @@ async def release_events(db: asyncpg.Pool) -> list[asyncpg.Record]:
     )
 
 
-async def test_release_clears_the_hold_and_records_who_and_why(
+@dataclass(frozen=True)
+class Held:
+    """``demo.crm.users`` on hold (``held``), with the client, pool and token to act on it."""
+
+    client: httpx.AsyncClient
+    db: asyncpg.Pool
+    table_id: int
+    hold: dict[str, Any]
+    auth: dict[str, str]
+
+    async def unchanged(self) -> None:
+        """Nothing was released: the hold is as stored and no release event was written."""
+        assert await hold_of(self.db, self.table_id) == self.hold
+        assert await release_events(self.db) == []
+
+
+@pytest.fixture
+def users(
     client: httpx.AsyncClient,
     db: asyncpg.Pool,
     fleet: Fleet,
     held: dict[str, Any],
     auth: dict[str, str],
-) -> None:
-    users = fleet.tables["crm.users"]
+) -> Held:
+    return Held(client, db, fleet.tables["crm.users"], held, auth)
+
+
+async def test_release_clears_the_hold_and_records_who_and_why(users: Held) -> None:
+    client, db, held, auth = users.client, users.db, users.hold, users.auth
     refused = await client.post("/jobs", json=JOB, headers=auth)
     assert refused.status_code == 409 and refused.json()["code"] == "TABLE_HELD"
 
@@ -74,15 +96,15 @@ async def test_release_clears_the_hold_and_records_who_and_why(
     )
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["table"]["maintenance_hold"] is None and body["table"]["id"] == users
+    assert body["table"]["maintenance_hold"] is None and body["table"]["id"] == users.table_id
     released = body["released"]
     assert released["previous_hold"] == held  # the whole hold, evidence included
     assert released["released_by"] == "token:tester"
     assert released["reason"] == "checked the rewrite"
     assert released["table"] == "demo.crm.users"
-    assert await hold_of(db, users) is None
+    assert await hold_of(db, users.table_id) is None
     (event,) = await release_events(db)
-    assert event["table_id"] == users
+    assert event["table_id"] == users.table_id
     assert event["payload"]["previous_hold"] == held
     assert event["payload"]["released_by"] == "token:tester"
     assert event["payload"]["reason"] == "checked the rewrite"
@@ -101,13 +123,10 @@ async def test_release_clears_the_hold_and_records_who_and_why(
 
 
 async def test_maintain_now_on_a_held_table_says_held_not_nothing_recommended(
-    client: httpx.AsyncClient,
-    db: asyncpg.Pool,
-    fleet: Fleet,
-    held: dict[str, Any],
-    auth: dict[str, str],
+    users: Held,
 ) -> None:
     """POST /jobs without actions: the hold is the reason, even with no recommendation."""
+    client, db, auth = users.client, users.db, users.auth
     jobs = await db.fetchval("SELECT count(*) FROM icepack.jobs")
     r = await client.post(
         "/jobs", json={k: JOB[k] for k in ("catalog", "namespace", "table")}, headers=auth
@@ -117,13 +136,8 @@ async def test_maintain_now_on_a_held_table_says_held_not_nothing_recommended(
     assert await db.fetchval("SELECT count(*) FROM icepack.jobs") == jobs
 
 
-async def test_release_without_a_body_has_no_reason(
-    client: httpx.AsyncClient,
-    db: asyncpg.Pool,
-    fleet: Fleet,
-    held: dict[str, Any],
-    auth: dict[str, str],
-) -> None:
+async def test_release_without_a_body_has_no_reason(users: Held) -> None:
+    client, held, auth = users.client, users.hold, users.auth
     r = await client.post(f"{USERS}/hold/release", headers=auth)
     assert r.status_code == 200, r.text
     assert r.json()["released"]["reason"] is None
@@ -161,17 +175,14 @@ async def test_release_without_a_body_has_no_reason(
     ],
 )
 async def test_release_refusals_name_the_problem_and_change_nothing(
-    client: httpx.AsyncClient,
-    db: asyncpg.Pool,
-    fleet: Fleet,
-    held: dict[str, Any],
-    auth: dict[str, str],
+    users: Held,
     path: str,
     body: dict[str, Any] | list[str] | None,
     status: int,
     code: str,
     says: str,
 ) -> None:
+    client, auth = users.client, users.auth
     r = (
         await client.post(path, json=body, headers=auth)
         if body is not None
@@ -180,17 +191,11 @@ async def test_release_refusals_name_the_problem_and_change_nothing(
     assert r.status_code == status, r.text
     assert r.json()["code"] == code
     assert says in r.json()["message"] + json.dumps(r.json()["detail"]), r.json()
-    assert await hold_of(db, fleet.tables["crm.users"]) == held
-    assert await release_events(db) == []
+    await users.unchanged()
 
 
-async def test_concurrent_releases_release_once(
-    client: httpx.AsyncClient,
-    db: asyncpg.Pool,
-    fleet: Fleet,
-    held: dict[str, Any],
-    auth: dict[str, str],
-) -> None:
+async def test_concurrent_releases_release_once(users: Held) -> None:
+    client, db, auth = users.client, users.db, users.auth
     answers = await asyncio.gather(
         *[client.post(f"{USERS}/hold/release", headers=auth) for _ in range(6)]
     )
@@ -277,9 +282,7 @@ async def test_cli_release_prints_the_previous_hold(
 )
 async def test_cli_refusals_exit_codes(
     cli: Callable[..., Awaitable[Result]],
-    db: asyncpg.Pool,
-    fleet: Fleet,
-    held: dict[str, Any],
+    users: Held,
     args: list[str] | list[Any],
     code: int,
     says: str,
@@ -287,8 +290,7 @@ async def test_cli_refusals_exit_codes(
     result = await cli(*args)
     assert result.exit_code == code, result.output
     assert says in result.output
-    assert await hold_of(db, fleet.tables["crm.users"]) == held
-    assert await release_events(db) == []
+    await users.unchanged()
 
 
 def test_table_names_resolve_to_candidates() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from datetime import datetime
 
 import asyncpg
 import structlog
@@ -48,7 +49,7 @@ async def test_a_work_request_wakes_idle_workers(db: asyncpg.Pool, settings: Set
 
     original_claim = queue.claim
 
-    async def counting_claim(limit: int = 1, now=None):  # type: ignore[no-untyped-def]
+    async def counting_claim(limit: int = 1, now: datetime | None = None) -> list[WorkItem]:
         nonlocal claims_before
         claims_before += 1
         return await original_claim(limit, now)

@@ -18,8 +18,8 @@ import asyncio
 import json
 import os
 import socket
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -81,7 +81,7 @@ class Observed:
     ref: TableRef
     status: TableStatus
     assessment: Assessment
-    row: dict[str, Any]  # id is None when Icepack does not know the table (and we wrote nothing)
+    row: TableRow  # id is None when Icepack does not know the table (and we wrote nothing)
     policy: EffectivePolicy
     recommendation: Recommendation
 
@@ -93,7 +93,7 @@ def _settings(**overrides: Any) -> Settings:
 
 async def _record_table(
     pool: asyncpg.Pool, ref: TableRef, location: str, properties: dict[str, str]
-) -> dict[str, Any]:
+) -> TableRow:
     """Make Icepack know the table as discovery would (same queries, same events)."""
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(load_query("table_lock_catalog"), ref.catalog)
@@ -119,7 +119,7 @@ async def _record_table(
                 await events.publish(conn, topic, table_id=table_id, payload=payload)
         fresh = await conn.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
     assert fresh is not None  # inserted or found under the catalog lock
-    return dict(fresh)
+    return TableRow.from_record(fresh)
 
 
 async def observe(
@@ -139,17 +139,12 @@ async def observe(
     else:
         found = await pool.fetchrow(load_query("table_find"), ref.catalog, ref.namespace, ref.name)
         row = (
-            dict(found)
+            TableRow.from_record(found)
             if found
-            else {
-                "id": None,
-                "catalog": ref.catalog,
-                "namespace": ref.namespace,
-                "name": ref.name,
-                "maintenance_hold": None,
-            }
+            else TableRow(id=None, catalog=ref.catalog, namespace=ref.namespace, name=ref.name)
         )
-    row["properties"] = properties  # the catalog's current properties, whatever discovery saw
+    # The catalog's current properties, whatever discovery saw.
+    row = replace(row, properties=properties)
     planner = Planner(settings, pool, JobQueue(pool))
     try:
         policy = resolve(
@@ -161,7 +156,7 @@ async def observe(
         )
     except PolicyError as exc:
         raise Refused(f"invalid policy for {ref}: {exc}") from None
-    rec = await planner.recommend_for(TableRow.from_record(row), status, datetime.now(UTC))
+    rec = await planner.recommend_for(row, status, datetime.now(UTC))
     return Observed(ref, status, assess(status), row, policy, rec)
 
 
@@ -170,7 +165,7 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Int
     ``recommend`` shows. With it: those of the named actions the recommendation proposes when
     the cadence is set aside (an operator asking now overrides "not again within 24 h").
     Refused when the table is on hold or its maintenance is disabled."""
-    hold = obs.row.get("maintenance_hold")
+    hold = obs.row.maintenance_hold
     if hold:
         raise Refused(f"{obs.ref} is on hold: {hold.get('reason')} (release the hold first)")
     if not obs.policy.maintenance_enabled:
@@ -182,7 +177,7 @@ def choose_actions(obs: Observed, requested: list[str] | None) -> tuple[list[Int
             obs.policy,
             {},
             datetime.now(UTC),
-            target_file_size_bytes=target_file_size(obs.row["properties"]),
+            target_file_size_bytes=target_file_size(obs.row.properties),
         )
     wanted = set(requested or ACTION_NAMES)
     chosen = [a.intent for a in rec.actions if a.action in wanted]
@@ -197,7 +192,7 @@ async def check_admitted(
 ) -> str | None:
     """The safety choke point, before anything is enqueued; the orphan location if any.
     Raises Refused naming the rule."""
-    if obs.row.get("id") is None and any(isinstance(i, RemoveOrphanFiles) for i in intents):
+    if obs.row.id is None and any(isinstance(i, RemoveOrphanFiles) for i in intents):
         raise Refused(
             f"{obs.ref} is not known to Icepack yet; orphan removal needs every "
             "table's location (run discovery or `icepack maintain` without --dry-run)"
@@ -205,7 +200,7 @@ async def check_admitted(
     try:
         admission = await admit(
             pool,
-            TableRow.from_record(obs.row),
+            obs.row,
             intents,
             now=datetime.now(UTC),
             expiry_min_age_hours=settings.expiry_min_age_hours,
@@ -278,7 +273,8 @@ async def run_maintenance(
 ) -> tuple[Job, list[ActionRecord]]:
     """Run ``actions`` as a ``cli`` job: lock, lease, ``JobExecution``, fenced finish.
     Refused (nothing ran) when the table is locked or busy."""
-    table_id: int = obs.row["id"]
+    table_id = obs.row.id
+    assert table_id is not None  # observed with write=True: recorded
     locks, queue = TableLocks(pool), JobQueue(pool)
     holder = await locks.holder(table_id)
     if holder is not None:
@@ -372,9 +368,15 @@ def print_recommendation(obs: Observed) -> None:
         out.print(f"  [dim]policy {policy_type}: {source}[/]", highlight=False, soft_wrap=True)
 
 
-def _change(impact: dict[str, Any], key: str) -> str:
-    before, after = impact.get("before", {}).get(key), impact.get("after", {}).get(key)
+def _change(impact: Mapping[str, object], key: str) -> str:
+    """``before -> after`` of one ``IMPACT_FIELDS`` count in an action's impact; empty when the
+    impact has no such count before the action."""
+    before, after = (_count(impact.get(side), key) for side in ("before", "after"))
     return "" if before is None else f"{before} -> {after}"
+
+
+def _count(side: object, key: str) -> object:
+    return side.get(key) if isinstance(side, Mapping) else None
 
 
 def _with_db(settings: Settings, work: Any) -> Any:
@@ -509,9 +511,7 @@ def _print_planned(done: _Maintained, *, dry_run: bool, as_json: bool) -> None:
     """The SQL a dry run (or a run with nothing to do) would send, and what was skipped."""
     obs = done.obs
     sql = [
-        s
-        for a in done.chosen
-        for s in planned_sql(obs.ref, obs.row["properties"], a, done.location)
+        s for a in done.chosen for s in planned_sql(obs.ref, obs.row.properties, a, done.location)
     ]
     if as_json:
         answer = done.summary() | {"sql": sql, "dry_run": dry_run, "job": None}

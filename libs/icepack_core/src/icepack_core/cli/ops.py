@@ -21,7 +21,7 @@ from icepack_core.cli.outcomes import outcome_table, probe_line
 from icepack_core.db.queries import load_query
 from icepack_core.errors import TokenNameTaken, TokenNotFound
 from icepack_core.safety.evidence import ActionSafety, action_safety
-from icepack_core.types import JobState, JSONObject
+from icepack_core.types import JobState
 
 
 def _when(value: datetime | None) -> str:
@@ -133,7 +133,7 @@ ACTION_FIELDS = (
 )
 
 
-def _job_json(row: asyncpg.Record) -> JSONObject:
+def _job_json(row: asyncpg.Record) -> dict[str, object]:
     """A job as `--json` prints it (the row's JOB_FIELDS and the table name)."""
     job = {k: row[k] for k in JOB_FIELDS}
     job["table"] = None if row["catalog"] is None else _table_name(row)
@@ -298,7 +298,7 @@ def safety_lines(action: str, safety: ActionSafety) -> list[str]:
     return lines
 
 
-def _event_json(row: asyncpg.Record) -> JSONObject:
+def _event_json(row: asyncpg.Record) -> dict[str, object]:
     """An event as `--json` prints it; ``payload`` is the stored event JSON, untouched."""
     return {
         "id": row["id"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -66,7 +66,7 @@ def _print_status(status: TableStatus) -> None:
     out.print(grid)
 
 
-def _assessment_json(ref: str, assessment: Assessment) -> dict[str, Any]:
+def _assessment_json(ref: str, assessment: Assessment) -> dict[str, object]:
     return {"table": ref, **assessment.model_dump(mode="json")}
 
 

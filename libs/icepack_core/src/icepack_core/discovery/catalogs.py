@@ -79,27 +79,25 @@ def _rest_properties(cfg: CatalogConfig) -> dict[str, str]:
 
 def _glue_properties(cfg: CatalogConfig) -> dict[str, str]:
     """Glue's region, endpoint and static keys (the same keys the S3 FileIO gets)."""
-    props: dict[str, str] = {}
-    if cfg.region:
-        props["glue.region"] = cfg.region
-    if cfg.endpoint:
-        props["glue.endpoint"] = cfg.endpoint
-    if cfg.s3_access_key_id and cfg.s3_secret_access_key:
-        props["glue.access-key-id"] = cfg.s3_access_key_id
-        props["glue.secret-access-key"] = cfg.s3_secret_access_key.get_secret_value()
-    return props
+    return _aws_properties(cfg, "glue", cfg.endpoint)
 
 
 def _s3_properties(cfg: CatalogConfig) -> dict[str, str]:
     """The S3 FileIO's endpoint, region and static keys, whatever the catalog type."""
+    return _aws_properties(cfg, "s3", cfg.s3_endpoint)
+
+
+def _aws_properties(cfg: CatalogConfig, prefix: str, endpoint: str | None) -> dict[str, str]:
+    """``<prefix>.endpoint``, ``<prefix>.region`` and the static keys (only as a pair) of an
+    AWS client PyIceberg configures from properties: the Glue catalog's or the S3 FileIO's."""
     props: dict[str, str] = {}
-    if cfg.s3_endpoint:
-        props["s3.endpoint"] = cfg.s3_endpoint
+    if endpoint:
+        props[f"{prefix}.endpoint"] = endpoint
     if cfg.region:
-        props["s3.region"] = cfg.region
+        props[f"{prefix}.region"] = cfg.region
     if cfg.s3_access_key_id and cfg.s3_secret_access_key:
-        props["s3.access-key-id"] = cfg.s3_access_key_id
-        props["s3.secret-access-key"] = cfg.s3_secret_access_key.get_secret_value()
+        props[f"{prefix}.access-key-id"] = cfg.s3_access_key_id
+        props[f"{prefix}.secret-access-key"] = cfg.s3_secret_access_key.get_secret_value()
     return props
 
 

@@ -561,9 +561,9 @@ class JobExecution:
         log.error("maintenance.table_held", table_id=table_id, reason=reason)
 
 
-def _output(outcome: ActionOutcome) -> JSONObject:
+def _output(outcome: ActionOutcome) -> dict[str, object]:
     """A succeeded action's stored output: the procedure's, with its verification evidence."""
-    output = dict(outcome.output)
+    output: dict[str, object] = dict(outcome.output)
     if outcome.verification is not None:
         output["verification"] = outcome.verification.to_json()
     return output

@@ -110,7 +110,7 @@ AfterCall = Callable[[str], Awaitable[None]]  # test-only hook: runs after the p
 # Takes over from an orphan dry run: given the listed paths (quarantine paths already filtered
 # out), the confined location and ``older_than``, records and quarantines them through the
 # deletion ledger (``execution.ledger.quarantine``) and returns what it did.
-OrphanSink = Callable[[list[str], str, datetime], Awaitable[JSONObject]]
+OrphanSink = Callable[[list[str], str, datetime], Awaitable[dict[str, object]]]
 # Called with the start snapshot before a rewrite's CALL: the durable "to verify" record.
 BeforeCall = Callable[[str, int | None], Awaitable[None]]
 
@@ -578,7 +578,7 @@ def _partitions_note(scope: PartitionScope, source: ScopeNote) -> ScopeNote:
     return note
 
 
-def summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> JSONObject:
+def summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:
     """Procedure output columns as JSON-safe values (orphan listings are counted, not kept)."""
     if name == "remove_orphan_files":
         return {

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from icepack_core.errors import OrphanLimitExceeded
 from icepack_core.execution.ledger.quarantine import is_quarantined
 from icepack_core.spark.engine import SparkEngine
-from icepack_core.types import JSONObject, TableRef
+from icepack_core.types import TableRef
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,8 @@ class OrphanListing:
     """The dry run's candidates (quarantine paths left out) and what the job output records."""
 
     paths: list[str]
-    output: JSONObject = field(default_factory=dict)  # merged into the action's stored output
+    # Merged into the action's stored output.
+    output: dict[str, object] = field(default_factory=dict)
 
 
 async def listed_orphans(
@@ -61,7 +62,7 @@ async def listed_orphans(
     listed = [str(next(iter(r.values()))) for r in found]
     # Iceberg's listing skips hidden directories; a quarantine path is never a candidate.
     paths = [p for p in listed if not is_quarantined(location, p)]
-    output: JSONObject = {"dry_run_orphans": len(paths), "dry_run_sample": paths[:20]}
+    output: dict[str, object] = {"dry_run_orphans": len(paths), "dry_run_sample": paths[:20]}
     if len(paths) != len(listed):
         output["dry_run_quarantined_skipped"] = len(listed) - len(paths)
     too_many = limits.exceeded_by(len(paths))

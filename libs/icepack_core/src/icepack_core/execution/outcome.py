@@ -317,7 +317,7 @@ class JobOutcome:
     probe_before: Probe
     probe_after: Probe
 
-    def to_json(self) -> JSONObject:
+    def to_json(self) -> dict[str, object]:
         return {
             "actions": [a.to_json() for a in self.actions],
             "benefit": self.benefit,

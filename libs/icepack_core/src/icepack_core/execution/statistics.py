@@ -37,7 +37,7 @@ from icepack_core.execution.verification.verifier import TableLoader
 from icepack_core.intents import ComputePartitionStats, ComputeTableStats
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.spark.sql import ProcedureValue, StringArray, procedure_call
-from icepack_core.types import JSONObject, TableRef
+from icepack_core.types import TableRef
 
 
 class StatisticsNotRecorded(PermanentError):
@@ -165,7 +165,7 @@ async def compute_statistics(
     ref: TableRef,
     intent: ComputeTableStats | ComputePartitionStats,
     load: TableLoader | None,
-) -> tuple[list[str], JSONObject]:
+) -> tuple[list[str], dict[str, object]]:
     """Run one statistics action on ``ref`` pinned to its current snapshot; returns the SQL
     sent and the output (with the evidence). A table without a snapshot has nothing to
     describe: nothing is called.
@@ -189,7 +189,7 @@ async def compute_statistics(
     named = _named_file(rows)
     after = StatisticsState.of(await _loaded(load, ref), partition)
     doc, problems = evidence(before, after, before.current, named)
-    output: JSONObject = {
+    output: dict[str, object] = {
         "statistics_snapshot_id": before.current,
         "statistics_file": named,
         "bytes_written": doc["bytes_written"],

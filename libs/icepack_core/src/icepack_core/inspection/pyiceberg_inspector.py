@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol, TypedDict, runtime_checkable
+from typing import TypedDict
 
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.table import Table
 
 from icepack_core.errors import InspectionFailed
+from icepack_core.inspection.manifest_cache import (
+    CachedManifest,
+    CachedTotals,
+    ManifestCache,
+    MemoryManifestCache,
+    SessionCache,
+    TotalsCache,
+)
 from icepack_core.inspection.manifest_list import ManifestRef, inline_refs, read_list
 from icepack_core.inspection.manifests import (
-    AggregateDoc,
     ManifestAggregate,
     Totals,
-    TotalsDoc,
     read_manifest,
 )
 from icepack_core.inspection.metadata import MetadataView, read_metadata
@@ -36,85 +41,26 @@ from icepack_core.inspection.status import (
     small_file_threshold,
 )
 
+__all__ = [
+    "CachedManifest",
+    "CachedTotals",
+    "HistoryMetrics",
+    "ManifestCache",
+    "MemoryManifestCache",
+    "SessionCache",
+    "TotalsCache",
+    "history_metrics",
+    "identity_from_location",
+    "inspect_metadata_location",
+    "inspect_table",
+    "inspect_view",
+    "load_metadata",
+    "refresh_history",
+]
+
 READ_CONCURRENCY = 4  # manifest reads in flight per inspection (threads)
 PUT_BATCH = 1000  # manifest_stats rows per put_many
 SPECULATE = 8  # new manifests read while their cache rows are looked up (re-inspection)
-
-
-@dataclass(frozen=True, slots=True)
-class CachedManifest:
-    """A manifest aggregate to store: what ``manifest_stats`` keys and holds."""
-
-    path: str
-    length: int
-    content: int
-    stats: AggregateDoc
-
-
-class ManifestCache(Protocol):
-    """Where aggregates of immutable manifests are kept between inspections."""
-
-    async def get_many(self, paths: list[str]) -> dict[str, AggregateDoc]: ...
-
-    async def put_many(self, rows: list[CachedManifest]) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class CachedTotals:
-    """A table's merged aggregates as of its last inspection (``inspection_totals``)."""
-
-    small_threshold: int
-    manifest_paths: list[str]
-    totals: TotalsDoc
-    touch_due: bool = False  # the manifests' last_used_at wants refreshing
-
-
-@runtime_checkable
-class TotalsCache(Protocol):
-    """A ``ManifestCache`` that also keeps each table's merged totals (optional)."""
-
-    async def get_totals(self, key: str) -> CachedTotals | None: ...
-
-    async def put_totals(
-        self, key: str, row: CachedTotals, touched: bool, rows: list[CachedManifest] | None = None
-    ) -> None:
-        """Store ``row`` as the table's totals and ``rows`` with it (as ``put_many`` would)."""
-
-    async def touch(self, paths: list[str]) -> None: ...
-
-
-@runtime_checkable
-class SessionCache(Protocol):
-    """A cache that can bind itself to one connection for an inspection (``store``)."""
-
-    def session(self) -> AbstractAsyncContextManager[ManifestCache]: ...
-
-
-class MemoryManifestCache:
-    """A process-local cache (the standalone CLI, tests); the services use ``store``."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, AggregateDoc] = {}
-        self.totals: dict[str, CachedTotals] = {}
-
-    async def get_many(self, paths: list[str]) -> dict[str, AggregateDoc]:
-        return {p: self.rows[p] for p in paths if p in self.rows}
-
-    async def put_many(self, rows: list[CachedManifest]) -> None:
-        for row in rows:
-            self.rows[row.path] = row.stats
-
-    async def get_totals(self, key: str) -> CachedTotals | None:
-        return self.totals.get(key)
-
-    async def put_totals(
-        self, key: str, row: CachedTotals, touched: bool, rows: list[CachedManifest] | None = None
-    ) -> None:
-        await self.put_many(rows or [])
-        self.totals[key] = row
-
-    async def touch(self, paths: list[str]) -> None:
-        pass
 
 
 def identity_from_location(location: str) -> tuple[str, str]:
@@ -241,34 +187,7 @@ async def _fold(
         if cache is not None and pending:
             await cache.put_many(pending)
         chunk = manifests[start : start + PUT_BATCH]
-        paths = list(dict.fromkeys(m.manifest_path for m in chunk))
-        attempts: list[ManifestAggregate | BaseException] | None = None
-        if cache is not None and chunk and speculate and len(chunk) <= SPECULATE:
-            rows, attempts = await asyncio.gather(
-                cache.get_many(paths), _read_speculatively(chunk, io, threshold)
-            )
-        else:
-            rows = await cache.get_many(paths) if cache is not None and chunk else {}
-        to_read: list[ManifestRef] = []
-        fresh: list[tuple[ManifestRef, ManifestAggregate]] = []
-        for i, m in enumerate(chunk):
-            row = rows.get(m.manifest_path)
-            agg = ManifestAggregate.from_json(row, threshold) if row is not None else None
-            if agg is not None:
-                totals.add(agg)
-            elif attempts is None:
-                to_read.append(m)
-            else:
-                attempt = attempts[i]
-                if isinstance(attempt, BaseException):
-                    raise InspectionFailed(
-                        f"cannot read manifest {m.manifest_path}: {_describe(attempt)}"
-                    ) from attempt
-                fresh.append((m, attempt))
-        del rows, attempts
-        fresh += await _read_all(to_read, io, threshold)
-        for _, agg in fresh:
-            totals.add(agg)
+        fresh = await _fold_batch(chunk, io, threshold, cache, totals, speculate)
         pending = (
             [
                 CachedManifest(m.manifest_path, m.manifest_length, m.content, agg.to_json())
@@ -279,6 +198,47 @@ async def _fold(
         )
         read += len(fresh)
     return read, pending
+
+
+async def _fold_batch(
+    chunk: list[ManifestRef],
+    io: FileIO,
+    threshold: int,
+    cache: ManifestCache | None,
+    totals: Totals,
+    speculate: bool,
+) -> list[tuple[ManifestRef, ManifestAggregate]]:
+    """One batch of ``_fold``: add each manifest's aggregate to ``totals`` (cached, else
+    read); returns those that were read, for the caller to store."""
+    paths = list(dict.fromkeys(m.manifest_path for m in chunk))
+    attempts: list[ManifestAggregate | BaseException] | None = None
+    if cache is not None and chunk and speculate and len(chunk) <= SPECULATE:
+        rows, attempts = await asyncio.gather(
+            cache.get_many(paths), _read_speculatively(chunk, io, threshold)
+        )
+    else:
+        rows = await cache.get_many(paths) if cache is not None and chunk else {}
+    to_read: list[ManifestRef] = []
+    fresh: list[tuple[ManifestRef, ManifestAggregate]] = []
+    for i, m in enumerate(chunk):
+        row = rows.get(m.manifest_path)
+        agg = ManifestAggregate.from_json(row, threshold) if row is not None else None
+        if agg is not None:
+            totals.add(agg)
+        elif attempts is None:
+            to_read.append(m)
+        else:
+            attempt = attempts[i]
+            if isinstance(attempt, BaseException):
+                raise InspectionFailed(
+                    f"cannot read manifest {m.manifest_path}: {_describe(attempt)}"
+                ) from attempt
+            fresh.append((m, attempt))
+    del rows, attempts
+    fresh += await _read_all(to_read, io, threshold)
+    for _, agg in fresh:
+        totals.add(agg)
+    return fresh
 
 
 async def _put(cache: ManifestCache | None, rows: list[CachedManifest]) -> None:
@@ -319,41 +279,57 @@ async def _aggregate(
     unique = len(set(paths)) == len(paths)
     keep = isinstance(cache, TotalsCache) and unique and bool(paths) and bool(snap.key)
     if keep and previous is not None and previous.small_threshold == threshold:
-        totals = Totals.from_json(previous.totals)
-        before = set(previous.manifest_paths)
-        now = set(paths)
-        added = [m for m in manifests if m.manifest_path not in before]
-        removed = [p for p in previous.manifest_paths if p not in now]
-        if totals is not None and len(before) == len(previous.manifest_paths):
-            removed_rows = await cache.get_many(removed) if removed and cache else {}
-            gone = [
-                agg
-                for p in removed
-                if p in removed_rows
-                and (agg := ManifestAggregate.from_json(removed_rows[p], threshold))
-            ]
-            if len(gone) == len(removed):
-                for agg in gone:
-                    totals.add(agg, -1)
-                read, pending = await _fold(added, io, threshold, cache, totals, speculate=True)
-                if totals.consistent():
-                    if (
-                        added
-                        or removed
-                        or previous.touch_due
-                        or previous.totals.get("manifest_list") != snap.manifest_list
-                    ):
-                        await _store_totals(
-                            cache, snap, threshold, totals, previous.touch_due, rows=pending
-                        )
-                    else:
-                        await _put(cache, pending)
-                    return totals, read, len(manifests) - read
-                await _put(cache, pending)
+        found = await _from_previous(snap, io, threshold, cache, previous)
+        if found is not None:
+            return found
     totals = Totals()
     read, pending = await _fold(manifests, io, threshold, cache, totals)
     if keep:
         await _store_totals(cache, snap, threshold, totals, touched=True, rows=pending)
+    else:
+        await _put(cache, pending)
+    return totals, read, len(manifests) - read
+
+
+async def _from_previous(
+    snap: _Snapshot,
+    io: FileIO,
+    threshold: int,
+    cache: ManifestCache | None,
+    previous: CachedTotals,
+) -> tuple[Totals, int, int] | None:
+    """``_aggregate``'s incremental path: ``previous``'s totals with the added manifests
+    folded in and the removed ones subtracted; None when they cannot be trusted (then every
+    manifest is merged again). ``previous`` has this ``threshold``."""
+    manifests = snap.manifests
+    totals = Totals.from_json(previous.totals)
+    before = set(previous.manifest_paths)
+    now = {m.manifest_path for m in manifests}
+    added = [m for m in manifests if m.manifest_path not in before]
+    removed = [p for p in previous.manifest_paths if p not in now]
+    if totals is None or len(before) != len(previous.manifest_paths):
+        return None
+    removed_rows = await cache.get_many(removed) if removed and cache else {}
+    gone = [
+        agg
+        for p in removed
+        if p in removed_rows and (agg := ManifestAggregate.from_json(removed_rows[p], threshold))
+    ]
+    if len(gone) != len(removed):
+        return None
+    for agg in gone:
+        totals.add(agg, -1)
+    read, pending = await _fold(added, io, threshold, cache, totals, speculate=True)
+    if not totals.consistent():
+        await _put(cache, pending)
+        return None
+    if (
+        added
+        or removed
+        or previous.touch_due
+        or previous.totals.get("manifest_list") != snap.manifest_list
+    ):
+        await _store_totals(cache, snap, threshold, totals, previous.touch_due, rows=pending)
     else:
         await _put(cache, pending)
     return totals, read, len(manifests) - read
@@ -479,26 +455,7 @@ async def _inspect_view(
     inspected_at = datetime.now(UTC)
     threshold = small_file_threshold(view.properties, small_file_bytes)
     current = view.current
-    key = view.location
-    previous = None
-    if isinstance(cache, TotalsCache) and current is not None and key:
-        previous = await cache.get_totals(key)
-    same = _unchanged(previous, current.manifest_list if current else None, threshold)
-    if same is not None:
-        assert previous is not None
-        totals, manifest_count, manifest_bytes = same
-        fresh, cached = 0, manifest_count
-        if previous.touch_due:  # refresh last_used_at of the manifests (daily), same row
-            assert isinstance(cache, TotalsCache)
-            await cache.touch(previous.manifest_paths)
-            await cache.put_totals(
-                key, CachedTotals(threshold, previous.manifest_paths, previous.totals), touched=True
-            )
-    else:
-        manifests = await _list_manifests(view, io)
-        snap = _Snapshot(key, current.manifest_list if current else None, manifests)
-        totals, fresh, cached = await _aggregate(snap, io, threshold, cache, previous)
-        manifest_count, manifest_bytes = len(manifests), snap.manifest_bytes
+    totals, fresh, cached, manifest_count, manifest_bytes = await _count(view, io, cache, threshold)
     live = totals.applicable()
     return TableStatus(
         catalog=catalog,
@@ -532,6 +489,34 @@ async def _inspect_view(
         avg_data_file_bytes=totals.data_bytes // totals.data_files if totals.data_files else 0,
         **history_metrics(view),
     )
+
+
+async def _count(
+    view: MetadataView, io: FileIO, cache: ManifestCache | None, threshold: int
+) -> tuple[Totals, int, int, int, int]:
+    """The current snapshot's merged totals, how many manifests were read and how many came
+    from the cache, and the snapshot's manifest count and bytes. Reads nothing when the cached
+    totals were computed from this very manifest list (``_unchanged``)."""
+    current = view.current
+    key = view.location
+    previous = None
+    if isinstance(cache, TotalsCache) and current is not None and key:
+        previous = await cache.get_totals(key)
+    same = _unchanged(previous, current.manifest_list if current else None, threshold)
+    if same is None:
+        manifests = await _list_manifests(view, io)
+        snap = _Snapshot(key, current.manifest_list if current else None, manifests)
+        totals, fresh, cached = await _aggregate(snap, io, threshold, cache, previous)
+        return totals, fresh, cached, len(manifests), snap.manifest_bytes
+    assert previous is not None
+    totals, manifest_count, manifest_bytes = same
+    if previous.touch_due:  # refresh last_used_at of the manifests (daily), same row
+        assert isinstance(cache, TotalsCache)
+        await cache.touch(previous.manifest_paths)
+        await cache.put_totals(
+            key, CachedTotals(threshold, previous.manifest_paths, previous.totals), touched=True
+        )
+    return totals, 0, manifest_count, manifest_count, manifest_bytes
 
 
 def refresh_history(status: TableStatus, view: MetadataView) -> TableStatus:

@@ -172,7 +172,7 @@ class TableStatus(BaseModel):
             + self.deletion_vector_count
         )
 
-    def table_metrics(self) -> dict[str, Any]:
+    def table_metrics(self) -> dict[str, object]:
         """The contract without the run fields (what the parity test compares)."""
         return self.model_dump(exclude=set(RUN_FIELDS))
 

@@ -16,8 +16,8 @@ import asyncpg
 
 from icepack_core.db.queries import load_query
 from icepack_core.inspection.health import Assessment
+from icepack_core.inspection.manifest_cache import CachedManifest, CachedTotals
 from icepack_core.inspection.manifests import AggregateDoc
-from icepack_core.inspection.pyiceberg_inspector import CachedManifest, CachedTotals
 from icepack_core.inspection.status import TableStatus, parse_ts
 from icepack_core.queue.events import publish
 from icepack_core.telemetry.tracing import current_traceparent

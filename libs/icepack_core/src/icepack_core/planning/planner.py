@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import asyncpg
 import structlog
@@ -35,6 +34,7 @@ from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
+from icepack_core.planning.prediction import JobPredictionJSON, PredictedActionJSON
 from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
     FailureStreak,
@@ -91,7 +91,7 @@ class History:
 class JobPrediction:
     """What a planned job is predicted to do, as ``JobQueue.enqueue`` stores it."""
 
-    predicted: dict[str, Any]
+    predicted: JobPredictionJSON
     rewrite_bytes: int
     benefit: float
 
@@ -117,17 +117,22 @@ def job_prediction(actions: Sequence[Proposed]) -> JobPrediction:
     """``predicted`` is ``{"actions": [{"action", "before", "after", "rewrite_bytes",
     "benefit"}, ...], "rewrite_bytes", "benefit"}`` in the job's action order (``before`` and
     ``after`` null for an action that predicts no shape: orphan removal)."""
-    entries: list[dict[str, Any]] = []
+    entries: list[PredictedActionJSON] = []
     for action in actions:
         effect = action.predicted
         if effect is None:
             entries.append(
-                {"action": action.action, "before": None, "after": None}
-                | {"rewrite_bytes": 0, "benefit": 0}
+                {
+                    "action": action.action,
+                    "before": None,
+                    "after": None,
+                    "rewrite_bytes": 0,
+                    "benefit": 0,
+                }
             )
         else:
             entries.append({"action": action.action, **effect.to_json()})
-    rewrite_bytes = sum(int(e["rewrite_bytes"]) for e in entries)
+    rewrite_bytes = sum(e["rewrite_bytes"] for e in entries)
     benefit = float(sum(e["benefit"] for e in entries))
     return JobPrediction(
         {"actions": entries, "rewrite_bytes": rewrite_bytes, "benefit": benefit},

@@ -82,6 +82,28 @@ class PredictedEffectJSON(TypedDict):
     overlap_depth: NotRequired[dict[str, float]]
 
 
+class PredictedActionJSON(TypedDict):
+    """One action of a planned job as ``jobs.predicted`` stores it: its ``PredictedEffectJSON``
+    with the action's name; ``before`` and ``after`` null for an action that predicts no shape
+    (orphan removal)."""
+
+    action: str
+    before: dict[str, int] | None
+    after: dict[str, int] | None
+    rewrite_bytes: int
+    benefit: int
+    statistics: NotRequired[StatisticsEffectJSON]
+    overlap_depth: NotRequired[dict[str, float]]
+
+
+class JobPredictionJSON(TypedDict):
+    """``jobs.predicted``: the job's actions in order, and their summed bytes and benefit."""
+
+    actions: list[PredictedActionJSON]
+    rewrite_bytes: int
+    benefit: float
+
+
 @dataclass(frozen=True)
 class StatisticsEffect:
     """What a statistics action is predicted to leave: statistics describing ``snapshot_id``

@@ -26,8 +26,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
+import asyncpg
 from pydantic import ValidationError
 
 from icepack_core.db.queries import load_query
@@ -91,7 +91,7 @@ class SimulationReport:
     budget: BudgetNeed = field(default_factory=BudgetNeed)
     budget_by_namespace: dict[str, BudgetNeed] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "tables_evaluated": self.tables_evaluated,
             "tables_changed": len(self.changes),
@@ -152,48 +152,58 @@ async def simulate(
     merged.update({_key(a): a for a in proposed if a.catalog == catalog})
     candidate = list(merged.values())
     report = SimulationReport()
-    totals: dict[str, int] = {}
     for row in await planner.pool.fetch(load_query("status_latest_per_table"), catalog):
         report.tables_evaluated += 1
-        table = TableRow.from_record(row)
-        try:
-            status = TableStatus.model_validate(row["status"])
-        except ValidationError as exc:  # a status row missing fields, or of the wrong type
-            reason = f"status not readable: {_fields_of(exc)}"[:500]
-            report.skipped.append({"table": table.label, "reason": reason})
-            continue
-        try:
-            current = await planner.recommend_for(table, status, now, stored)
-            future = await planner.recommend_for(table, status, now, candidate)
-        except (KeyError, TypeError, AttributeError) as exc:  # one bad row never ends the run
-            reason = f"status not readable: {type(exc).__name__}: {exc}"[:500]
-            report.skipped.append({"table": table.label, "reason": reason})
-            continue
-        if future.actions:
-            rewrite = sum(a.estimated_benefit.get("bytes_to_rewrite", 0) for a in future.actions)
-            cadence = _cadence(planner, table, candidate)
-            report.budget.add(rewrite, cadence)
-            report.budget_by_namespace.setdefault(table.namespace, BudgetNeed()).add(
-                rewrite, cadence
-            )
-        if _signature(current) == _signature(future):
-            continue
-        estimated: dict[str, int] = {}
-        for action in future.actions:
-            for name, value in action.estimated_benefit.items():
-                estimated[name] = estimated.get(name, 0) + value
-        for name, value in estimated.items():
-            totals[name] = totals.get(name, 0) + value
-        report.changes.append(
-            TableChange(
-                table.catalog,
-                table.namespace,
-                table.name,
-                [a.action for a in current.actions],
-                [a.action for a in future.actions],
-                estimated,
-                {a.action: a.reason for a in future.actions},
-            )
-        )
-    report.totals = totals
+        await _evaluate(planner, report, row, now, stored, candidate)
     return report
+
+
+async def _evaluate(
+    planner: Planner,
+    report: SimulationReport,
+    row: asyncpg.Record,
+    now: datetime,
+    stored: list[PolicyAttachment],
+    candidate: list[PolicyAttachment],
+) -> None:
+    """Add one table's stored status (``row``) to ``report``: its budget need under
+    ``candidate`` and, when its recommendation changes, the change; a status that cannot be
+    read or evaluated is reported as skipped."""
+    table = TableRow.from_record(row)
+    try:
+        status = TableStatus.model_validate(row["status"])
+    except ValidationError as exc:  # a status row missing fields, or of the wrong type
+        reason = f"status not readable: {_fields_of(exc)}"[:500]
+        report.skipped.append({"table": table.label, "reason": reason})
+        return
+    try:
+        current = await planner.recommend_for(table, status, now, stored)
+        future = await planner.recommend_for(table, status, now, candidate)
+    except (KeyError, TypeError, AttributeError) as exc:  # one bad row never ends the run
+        reason = f"status not readable: {type(exc).__name__}: {exc}"[:500]
+        report.skipped.append({"table": table.label, "reason": reason})
+        return
+    if future.actions:
+        rewrite = sum(a.estimated_benefit.get("bytes_to_rewrite", 0) for a in future.actions)
+        cadence = _cadence(planner, table, candidate)
+        report.budget.add(rewrite, cadence)
+        report.budget_by_namespace.setdefault(table.namespace, BudgetNeed()).add(rewrite, cadence)
+    if _signature(current) == _signature(future):
+        return
+    estimated: dict[str, int] = {}
+    for action in future.actions:
+        for name, value in action.estimated_benefit.items():
+            estimated[name] = estimated.get(name, 0) + value
+    for name, value in estimated.items():
+        report.totals[name] = report.totals.get(name, 0) + value
+    report.changes.append(
+        TableChange(
+            table.catalog,
+            table.namespace,
+            table.name,
+            [a.action for a in current.actions],
+            [a.action for a in future.actions],
+            estimated,
+            {a.action: a.reason for a in future.actions},
+        )
+    )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
@@ -51,7 +50,7 @@ class BudgetUse:
             updated_at=row["updated_at"],
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "catalog": self.catalog,
             "namespace": self.namespace,

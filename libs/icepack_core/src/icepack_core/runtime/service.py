@@ -16,7 +16,7 @@ import contextlib
 import os
 import signal
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -56,7 +56,6 @@ class ServiceContext:
     stop: asyncio.Event
     worker_id: str
     log: Any
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Service(abc.ABC):

@@ -34,8 +34,8 @@ class _Evidence(BaseModel):
     KEEP: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
-    def _known(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        dumped: dict[str, Any] = handler(self)
+    def _known(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        dumped: dict[str, object] = handler(self)
         return {k: v for k, v in dumped.items() if v is not None or k in self.KEEP}
 
     def to_json(self) -> dict[str, Any]:
@@ -67,7 +67,7 @@ class ScopeNote(_Evidence):
     files_diff_seconds: float | None = None
     files_diff_fallback: str | None = None
 
-    def known(self) -> dict[str, Any]:
+    def known(self) -> dict[str, object]:
         """The known fields as keyword arguments (to build a note or a check from)."""
         return {k: getattr(self, k) for k in ScopeNote.model_fields if getattr(self, k) is not None}
 

@@ -36,7 +36,7 @@ from icepack_core.intents import Intent, PurgeQuarantine, RestoreQuarantine
 from icepack_core.queue.jobs import Job
 from icepack_core.queue.ledger import table_lineage
 from icepack_core.safety.confinement import confinement_of
-from icepack_core.types import JSONObject, TableRef
+from icepack_core.types import TableRef
 
 log = structlog.get_logger("icepack.ledger")
 
@@ -140,7 +140,7 @@ class LedgerActions:
     ) -> OrphanSink:
         """Record then quarantine what an orphan dry run listed (``TableMaintenance``)."""
 
-        async def sink(paths: list[str], location: str, older_than: datetime) -> JSONObject:
+        async def sink(paths: list[str], location: str, older_than: datetime) -> dict[str, object]:
             loaded = await self.inspector.load(ref)
             paths, kept, referenced = await unreferenced(loaded, paths, ref)
             quarantine = await self._quarantine(job, table_id, ref, loaded, location)
@@ -149,7 +149,7 @@ class LedgerActions:
             retention = timedelta(days=quarantine_days)
             # Rows an earlier attempt recorded are checked against the same fresh references.
             report = await quarantine.quarantine(retention, referenced)
-            output: JSONObject = {
+            output: dict[str, object] = {
                 "recorded": recorded,
                 **report_output(report, "quarantined"),
                 "quarantine_root": quarantine_root(location, job.id),

@@ -56,7 +56,6 @@ from icepack_core.safety.locations import (
     location_key,
     parse_location,
 )
-from icepack_core.types import JSONObject
 
 # "_": hidden from Iceberg's orphan listing (as "." is), and accepted by object stores that
 # refuse "."-prefixed key components (SeaweedFS table buckets deny them). Under ``data/``: such
@@ -444,10 +443,10 @@ class OrphanQuarantine:
             raise self._stale(f"mark {row['path']} {state}")
 
 
-def report_output(report: LedgerReport, verb: str) -> JSONObject:
+def report_output(report: LedgerReport, verb: str) -> dict[str, object]:
     """A report as a job action's output (stored JSON, keys named by ``verb`` and by the
     kinds counted): counts, bytes, samples and what went wrong."""
-    output: JSONObject = {
+    output: dict[str, object] = {
         f"files_{verb}": report.moved,
         "bytes": report.bytes,
         "resumed": report.resumed,

@@ -20,7 +20,7 @@ the lost part (``execution.conflicts``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,6 @@ from pyiceberg.table import Table
 
 from icepack_core.errors import brief
 from icepack_core.execution.verification.metadata_diff import checked_manifests, read_live_entries
-from icepack_core.types import JSONObject
 
 DATA = 0  # a manifest entry's content: data file
 PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)
@@ -126,7 +125,7 @@ async def record_lost(
     load: Callable[[], Awaitable[Table | None]] | None,
     start: int | None,
     scoped: ScopedRun | None,
-    output: JSONObject,
+    output: MutableMapping[str, object],
 ) -> None:
     """``partitions_lost`` in a rewrite's ``output`` (``partitions_lost``; absent when none
     were); evidence only, never a reason to fail: an error is kept as

@@ -276,8 +276,6 @@ def compare_files(
         Exception: PyArrow's or DuckDB's error (a missing or unreadable file, a value that
             does not cast).
     """
-    import duckdb  # the executor's dependency (icepack-core[spark]); imported when used
-
     local: dict[str, str] = {}
     blocker = _blocker(schema, properties or {}, files, local)
     if blocker is not None:
@@ -290,6 +288,26 @@ def compare_files(
     literals = {path: duckdb_string_literal(found) for path, found in local.items()}
     totals = [Fingerprint(0, 0), Fingerprint(0, 0)]
     differs = None
+    connection = _connect()
+    try:
+        for partition in files.partitions:
+            query = _query(schema, partition.constant, checksum)
+            before = _read(connection, query, partition.before, literals)
+            after = _read(connection, query, partition.after, literals)
+            totals = [_plus(totals[0], before), _plus(totals[1], after)]
+            if before != after:  # not a verdict: the Spark scan reads them all again
+                differs = f"partition {partition.key}: {before.rows} rows -> {after.rows} rows"
+                differs += ", checksum differs" if before.rows == after.rows else ""
+                break
+    finally:
+        connection.close()
+    return FileComparison(totals[0], totals[1], differs)
+
+
+def _connect() -> Any:
+    """An in-memory DuckDB connection set up for ``compare_files``'s reads."""
+    import duckdb  # the executor's dependency (icepack-core[spark]); imported when used
+
     connection = duckdb.connect(":memory:")
     try:
         # Local files only: no extension is fetched or loaded behind this reader's back.
@@ -305,18 +323,10 @@ def compare_files(
         # small file's whole row groups beats one per column (17 % less on ``bench/maintain``).
         connection.execute("SET enable_external_file_cache = false")
         connection.execute("SET prefetch_all_parquet_files = true")
-        for partition in files.partitions:
-            query = _query(schema, partition.constant, checksum)
-            before = _read(connection, query, partition.before, literals)
-            after = _read(connection, query, partition.after, literals)
-            totals = [_plus(totals[0], before), _plus(totals[1], after)]
-            if before != after:  # not a verdict: the Spark scan reads them all again
-                differs = f"partition {partition.key}: {before.rows} rows -> {after.rows} rows"
-                differs += ", checksum differs" if before.rows == after.rows else ""
-                break
-    finally:
+    except BaseException:
         connection.close()
-    return FileComparison(totals[0], totals[1], differs)
+        raise
+    return connection
 
 
 def _plus(a: Fingerprint, b: Fingerprint) -> Fingerprint:

@@ -178,10 +178,6 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
         # ``AvroFile`` reads every block with ``self.reader`` (built on enter).
         reader.reader = exact_doubles(reader.reader)
         top, fields, part_ids = _entry_layout(reader.schema, manifest.manifest_path)
-
-        def opt(record: Any, field_id: int) -> Any:
-            return record[fields[field_id]] if field_id in fields else None
-
         for entry in reader:
             status = entry[top[STATUS]]
             if status == DELETED:
@@ -194,28 +190,38 @@ def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> 
             tuple_values = [raw[i] for i in range(len(part_ids))] if partitioned else []
             key = tuple(_norm(v) for v in tuple_values)
             values.setdefault((spec_id, key), dict(zip(part_ids, tuple_values, strict=False)))
-            equality = opt(data, EQUALITY_IDS)
-            formats[str(data[fields[PATH]])] = str(opt(data, FORMAT) or "")
+            formats[str(data[fields[PATH]])] = str(_optional(data, fields, FORMAT) or "")
             snapshot = entry[top[SNAPSHOT]] if SNAPSHOT in top else None
             added_by[str(data[fields[PATH]])] = (
                 snapshot if snapshot is not None else manifest.added_snapshot_id
             )
-            identities.append(
-                (
-                    int(opt(data, CONTENT) or 0),
-                    str(data[fields[PATH]]),
-                    spec_id,
-                    key,
-                    int(data[fields[RECORDS]]),
-                    int(data[fields[BYTES]]),
-                    int(sequence),
-                    opt(data, REFERENCED),
-                    opt(data, OFFSET),
-                    opt(data, LENGTH),
-                    tuple(equality) if equality is not None else None,
-                )
-            )
+            identities.append(_identity(data, fields, spec_id, key, int(sequence)))
     return _Live(identities, values, formats, added_by)
+
+
+def _optional(record: Any, fields: dict[int, int], field_id: int) -> Any:
+    """The ``data_file`` field ``field_id`` of ``record``; None when the writer schema has none."""
+    return record[fields[field_id]] if field_id in fields else None
+
+
+def _identity(
+    data: Any, fields: dict[int, int], spec_id: int, key: tuple[Any, ...], sequence: int
+) -> Identity:
+    """One live entry's identity, from its ``data_file`` record (``fields``: by field id)."""
+    equality = _optional(data, fields, EQUALITY_IDS)
+    return (
+        int(_optional(data, fields, CONTENT) or 0),
+        str(data[fields[PATH]]),
+        spec_id,
+        key,
+        int(data[fields[RECORDS]]),
+        int(data[fields[BYTES]]),
+        sequence,
+        _optional(data, fields, REFERENCED),
+        _optional(data, fields, OFFSET),
+        _optional(data, fields, LENGTH),
+        tuple(equality) if equality is not None else None,
+    )
 
 
 def checked_manifests(snapshot: Snapshot, io: FileIO) -> list[ManifestFile]:
@@ -291,7 +297,7 @@ def compare(before: Iterable[Identity], after: Iterable[Identity], partitioned: 
 
 def _label(columns: dict[int, str], values: dict[int, Any]) -> str:
     """The tuple as JSON for evidence, NULL fields left out like Spark's ``to_json``."""
-    shown: dict[str, Any] = {}
+    shown: dict[str, bool | int | float | str] = {}
     for field_id, value in values.items():
         if value is None:
             continue

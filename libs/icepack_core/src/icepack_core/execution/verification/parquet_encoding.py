@@ -21,24 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pyiceberg import types as ice
 from pyiceberg.schema import Schema
-from pyiceberg.types import (
-    BinaryType,
-    BooleanType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FixedType,
-    FloatType,
-    IcebergType,
-    IntegerType,
-    LongType,
-    StringType,
-    TimestampType,
-    TimestamptzType,
-    TimeType,
-    UUIDType,
-)
 
 from icepack_core.errors import InProcessUnsupported
 from icepack_core.execution.verification.parquet_footer import SchemaElement, SchemaReader
@@ -66,7 +50,7 @@ def _micros(column: SchemaElement, logical: str, adjusted: bool, converted: str)
     )
 
 
-def _decimal(kind: DecimalType, column: SchemaElement) -> bool:
+def _decimal(kind: ice.DecimalType, column: SchemaElement) -> bool:
     """A decimal of ``kind``'s scale and no larger precision, annotated consistently."""
     return (
         column.converted == "DECIMAL"
@@ -112,33 +96,33 @@ def _uuid(column: SchemaElement) -> bool:
 
 
 # The exact encodings of each primitive type whose check needs only the column.
-_EXACT: dict[type[IcebergType], Callable[[SchemaElement], bool]] = {
-    BooleanType: lambda c: c.physical == "BOOLEAN" and _bare(c),
-    IntegerType: lambda c: c.physical == "INT32" and _plain_int(c, 32),
-    LongType: lambda c: (
+_EXACT: dict[type[ice.IcebergType], Callable[[SchemaElement], bool]] = {
+    ice.BooleanType: lambda c: c.physical == "BOOLEAN" and _bare(c),
+    ice.IntegerType: lambda c: c.physical == "INT32" and _plain_int(c, 32),
+    ice.LongType: lambda c: (
         (c.physical == "INT32" and _plain_int(c, 32))
         or (c.physical == "INT64" and _plain_int(c, 64))
     ),
-    FloatType: lambda c: c.physical == "FLOAT" and _bare(c),
-    DoubleType: lambda c: c.physical in ("FLOAT", "DOUBLE") and _bare(c),
-    DateType: _date,
-    TimeType: lambda c: _micros(c, "TIME", False, "TIME_MICROS"),
-    TimestampType: lambda c: _micros(c, "TIMESTAMP", False, "TIMESTAMP_MICROS"),
-    TimestamptzType: lambda c: _micros(c, "TIMESTAMP", True, "TIMESTAMP_MICROS"),
-    StringType: _string,
-    UUIDType: _uuid,
-    BinaryType: lambda c: c.physical == "BYTE_ARRAY" and _bare(c),
+    ice.FloatType: lambda c: c.physical == "FLOAT" and _bare(c),
+    ice.DoubleType: lambda c: c.physical in ("FLOAT", "DOUBLE") and _bare(c),
+    ice.DateType: _date,
+    ice.TimeType: lambda c: _micros(c, "TIME", False, "TIME_MICROS"),
+    ice.TimestampType: lambda c: _micros(c, "TIMESTAMP", False, "TIMESTAMP_MICROS"),
+    ice.TimestamptzType: lambda c: _micros(c, "TIMESTAMP", True, "TIMESTAMP_MICROS"),
+    ice.StringType: _string,
+    ice.UUIDType: _uuid,
+    ice.BinaryType: lambda c: c.physical == "BYTE_ARRAY" and _bare(c),
 }
 
 
-def encoded_exactly(kind: IcebergType, column: SchemaElement) -> bool:
+def encoded_exactly(kind: ice.IcebergType, column: SchemaElement) -> bool:
     """Whether ``column`` holds ``kind`` the way Iceberg writes it, or a type Iceberg promotes
     to it, with no annotation DuckDB could read otherwise: only then does DuckDB's cast to the
     declared type read what Iceberg reads. Anything unrecognised is not exact (the caller
     falls back to the Spark scan)."""
-    if isinstance(kind, DecimalType):
+    if isinstance(kind, ice.DecimalType):
         return _decimal(kind, column)
-    if isinstance(kind, FixedType):
+    if isinstance(kind, ice.FixedType):
         return (
             column.physical == "FIXED_LEN_BYTE_ARRAY"
             and column.length == len(kind)
@@ -172,7 +156,7 @@ def check_encodings(schema: Schema, paths: Sequence[str]) -> None:
             _check_schema(kinds, elements[1:])  # the first element is the root
 
 
-def _check_schema(kinds: dict[int, IcebergType], elements: Sequence[SchemaElement]) -> None:
+def _check_schema(kinds: dict[int, ice.IcebergType], elements: Sequence[SchemaElement]) -> None:
     ids = [column.field_id for column in elements if column.field_id is not None]
     if len(ids) != len(set(ids)):
         raise InProcessUnsupported("a data file gives two columns the same field id")

@@ -60,7 +60,7 @@ from icepack_core.execution.verification.fingerprint import (
     as_int,
     checksum_expression,
 )
-from icepack_core.spark.engine import SparkEngine
+from icepack_core.spark.engine import Rows, SparkEngine
 from icepack_core.spark.literals import SparkType as LiteralType
 from icepack_core.spark.literals import canonical_text_expr
 from icepack_core.spark.sql import quote_identifier, sql_string_literal
@@ -303,6 +303,22 @@ async def partition_fingerprints(
             literal, or a filter Spark would evaluate row by row (see the module docstring).
         Exception: the engine's error.
     """
+    columns_used, texts = _scopable(layout, touched)
+    # Time values as Iceberg's functions: a timestamp range keeps a row-level Filter.
+    where = await partitions_where(engine, columns_used, texts, time_function=True)
+    checksum = checksum_expression(columns) if columns is not None else "0"
+    rows = await _fingerprint_rows(engine, qualified, (before, after), where, checksum)
+    by_side = {as_int(r["v"]): Fingerprint(as_int(r["n"]), as_int(r["h"])) for r in rows}
+    if set(by_side) != {0, 1}:
+        raise RuntimeError(f"the scoped fingerprint returned {len(rows)} rows, expected 2")
+    return ScopedComparison(by_side[0], by_side[1], where)
+
+
+def _scopable(
+    layout: TableLayout, touched: Sequence[Partition]
+) -> tuple[list[PartitionColumn], list[tuple[str | None, ...]]]:
+    """``shared_scope`` of the touched partitions, or ScopeUnsound when the table is not
+    identity-partitioned or more partitions were touched than are fingerprinted."""
     if not layout.columns:
         raise ScopeUnsound(
             "not identity-partitioned (unpartitioned)"
@@ -315,12 +331,18 @@ async def partition_fingerprints(
             f"{len(touched)} partitions touched (at most "
             f"{MAX_FINGERPRINTED_PARTITIONS} fingerprinted)"
         )
-    # Time values as Iceberg's functions: a timestamp range keeps a row-level Filter.
-    where = await partitions_where(engine, columns_used, texts, time_function=True)
-    checksum = checksum_expression(columns) if columns is not None else "0"
+    return columns_used, texts
+
+
+async def _fingerprint_rows(
+    engine: SparkEngine, qualified: str, snapshots: tuple[int, int], where: str, checksum: str
+) -> Rows:
+    """One row ``(v, n, h)`` per side (0: the first snapshot, 1: the second) of the rows
+    ``where`` selects, read through a temporary view per snapshot (dropped after). Raises
+    ScopeUnsound when Spark's plan would evaluate ``where`` row by row."""
     views = [f"icepack_verify_{secrets.token_hex(8)}_{side}" for side in (0, 1)]
     try:
-        for view, snapshot_id in zip(views, (before, after), strict=True):
+        for view, snapshot_id in zip(views, snapshots, strict=True):
             await engine.sql(snapshot_view(view, qualified, snapshot_id))
         query = " UNION ALL ".join(
             f"SELECT {side} AS v, count(*) AS n, {checksum} AS h FROM {quote_identifier(view)} "
@@ -335,11 +357,7 @@ async def partition_fingerprints(
                 "partition spec of the table cannot answer it from partition "
                 "values)"
             )
-        rows = await engine.sql(query)
+        return await engine.sql(query)
     finally:
         for view in views:
             await engine.sql(f"DROP VIEW IF EXISTS {quote_identifier(view)}")
-    by_side = {as_int(r["v"]): Fingerprint(as_int(r["n"]), as_int(r["h"])) for r in rows}
-    if set(by_side) != {0, 1}:
-        raise RuntimeError(f"the scoped fingerprint returned {len(rows)} rows, expected 2")
-    return ScopedComparison(by_side[0], by_side[1], where)
