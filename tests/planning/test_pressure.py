@@ -222,3 +222,41 @@ def test_the_recommendation_reads_a_run_that_selected_nothing_from_its_counts() 
     assert held.replan_at == finished + timedelta(minutes=10)
     did_work = recommend(busy, policy, runs, NOW, selected={REWRITE: 2}, **kwargs)  # type: ignore[arg-type]
     assert rewrite(did_work) is not None
+
+
+@given(
+    partitions=st.integers(0, 1),
+    small=st.integers(5, 5_000),
+    per_minute=st.integers(1, 600),
+    eq_deletes=st.integers(0, 500),
+    ran_seconds_ago=st.integers(60, 299),
+)
+def test_an_unpartitioned_streaming_table_is_its_one_open_partition(
+    partitions: int, small: int, per_minute: int, eq_deletes: int, ran_seconds_ago: int
+) -> None:
+    """An unpartitioned table (an upsert sink's) or one with a single partition so far gets the
+    projection too: its small files are its open partition's. Threatened, its compaction is due
+    at the pressure interval (1 min), not after the 5-minute interval (it used to get none:
+    300 small files between two runs at one commit a second)."""
+    policy = resolve([], "db", "t")
+    table = streaming_status(small, small, partitions)
+    table = table.model_copy(update={"equality_delete_file_count": eq_deletes})
+    finished = NOW - timedelta(seconds=ran_seconds_ago)
+    grown = Growth(max(0, small - per_minute), NOW - timedelta(seconds=60), small, NOW)
+    expected = project(grown, OpenBound(100, 5, lead_of(None)))
+    assert expected is not None
+    rec = recommend(
+        table,
+        policy,
+        {REWRITE: finished},
+        NOW,
+        snapshots_after={REWRITE: "1"},
+        growth=grown,
+    )
+    action = rewrite(rec)
+    if expected.threatened:
+        assert action is not None, rec.skipped
+        assert "due: open-partition pressure" in action.reason
+        assert "scope" not in action.to_json()["params"]  # the whole table, as before
+    elif action is None:
+        assert rec.replan_at is not None and rec.replan_at <= expected.threat_at  # type: ignore[operator]

@@ -148,12 +148,13 @@ def table_pressure(
     growth: Growth | None,
     compaction_seconds: float | None,
 ) -> Pressure | None:
-    """The projection for a table's scoped compaction (more than one partition, open
-    partitions on, compaction enabled), None otherwise or without growth."""
+    """The projection for a table's compaction (open partitions on, compaction enabled),
+    None otherwise or without growth. An unpartitioned table (or one with a single partition
+    so far, an ``hour(ts)`` table in its first hour) is its one open partition: its small
+    files are that partition's (``fullest_small``), and its compaction is due by the same
+    projection, though it rewrites the whole table."""
     cfg = policy.data_compaction
     if cfg is None or cfg.open_partition_quiet_minutes <= 0:
-        return None
-    if status.partition_count <= 1:
         return None
     bound = OpenBound(
         cfg.open_partition_max_small_files, cfg.min_input_files, lead_of(compaction_seconds)
