@@ -56,15 +56,34 @@ MAX_WAIT = timedelta(days=30)
 
 @dataclass(frozen=True)
 class Growth:
-    """The fullest partition's small files at an earlier inspection and at the newest one."""
+    """The fullest partition's small files at an earlier inspection and at the newest one;
+    or, right after a compaction (``carried``), the newest count with the rate measured
+    before that compaction (``carried_rate``)."""
 
     small_before: int
     at_before: datetime
     small_now: int
     at_now: datetime
+    # Small files a second measured between two statuses before the last compaction: used
+    # until two statuses after it are far enough apart to measure the rate again.
+    carried_rate: float | None = None
+
+    @classmethod
+    def carried(cls, before: Growth | None, small_now: int, at_now: datetime) -> Growth | None:
+        """The growth right after a compaction: ``before``'s rate (measured before it, None:
+        not measured or no growth) with the newest status's count. A compaction lowers the
+        count, not the writer's pace, so forgetting the rate would leave the table without a
+        projection (and at the policy's own interval) until the next measurement."""
+        rate = None if before is None else before.rate_per_second()
+        if rate is None:
+            return None
+        return cls(small_now, at_now, small_now, at_now, carried_rate=rate)
 
     def rate_per_second(self) -> float | None:
         """Small files gained per second, None without growth over a positive span."""
+        if self.carried_rate is not None:
+            rate = self.carried_rate
+            return rate if rate > 0 and math.isfinite(rate) else None
         span = (self.at_now - self.at_before).total_seconds()
         gained = self.small_now - self.small_before
         if span <= 0 or gained <= 0:
