@@ -520,7 +520,7 @@ def _rewrite_data_files(
         effect,
         by_need=True,
         extra_benefit=((eq_deletes + pos_deletes) if applies_deletes else 0) + layout.gain,
-        pressure=None if scope is None else pressure,
+        pressure=pressure,  # scoped or not (an unpartitioned table): due by the projection
     )
 
 
