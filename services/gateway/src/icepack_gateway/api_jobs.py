@@ -135,12 +135,11 @@ async def _recommended(pool: asyncpg.Pool, table: TableRow) -> list[Intent]:
     the ``Proposal`` it answers); 409 when it proposes none, with what it skipped and why."""
     label = table.label
     row = await pool.fetchrow(load_query("recommendation_latest"), stored_id(table))
-    recommendation = row["actions"] if row is not None else None
-    if not isinstance(recommendation, dict):
+    if row is None:
         raise Conflict(
             "NOTHING_RECOMMENDED", f"{label} has no recommendation yet; name the actions to run"
         )
-    proposal = Proposal.model_validate(recommendation)
+    proposal = Proposal.model_validate(row["actions"])
     if not proposal.actions:
         skipped = "; ".join(f"{s.action}: {s.reason}" for s in proposal.skipped)
         raise Conflict(

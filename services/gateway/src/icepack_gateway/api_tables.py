@@ -120,20 +120,18 @@ async def summary(call: Call[NoParams, NoParams, NoBody]) -> Response:
 def _recommendation(row: models.Row) -> models.Recommendation:
     """A ``recommendations`` row for the API: ``actions`` (each ``{action, reason, params,
     estimated_benefit}``) and ``skipped`` (each ``{action, reason}``) side by side, and
-    ``policy_sources`` (per policy type, where its settings came from; empty for older rows).
+    ``policy_sources`` (per policy type, where its settings came from; empty when the policy
+    named none).
 
-    The column holds what ``Recommendation.to_json`` wrote (``{"actions", "skipped"}``); a bare
-    list of actions (older rows) reads as actions with nothing skipped.
+    The column holds what ``Recommendation.to_json`` wrote: ``{"actions", "skipped"}``, and
+    ``policy_sources`` when there are any.
     """
-    stored = row["actions"]
-    sources: Mapping[str, str] = {}
-    if isinstance(stored, Mapping):
-        actions, skipped = stored.get("actions") or [], stored.get("skipped") or []
-        sources = stored.get("policy_sources") or {}
-    else:
-        actions, skipped = stored if isinstance(stored, list) else [], []
+    stored: Mapping[str, Any] = row["actions"]
     return models.Recommendation.of_row(
-        row, actions=actions, skipped=skipped, policy_sources=dict(sources)
+        row,
+        actions=stored["actions"],
+        skipped=stored["skipped"],
+        policy_sources=dict(stored.get("policy_sources") or {}),
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import getpass
 import json
 import socket
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import asyncpg
@@ -87,14 +88,13 @@ def _label(row: asyncpg.Record) -> str:
     return f"{row['catalog']}.{row['namespace']}.{row['name']}"
 
 
-def _hold_lines(hold: Any) -> list[str]:
+def _hold_lines(hold: Mapping[str, Any]) -> list[str]:
     lines = [f"  reason: {hold_reason(hold)}"]
-    if isinstance(hold, dict):
-        for key in ("action", "at"):
-            if hold.get(key):
-                lines.append(f"  {key}: {hold[key]}")
-        if hold.get("evidence"):
-            lines.append(f"  evidence: {json.dumps(hold['evidence'], sort_keys=True)}")
+    for key in ("action", "at"):
+        if hold.get(key):
+            lines.append(f"  {key}: {hold[key]}")
+    if hold.get("evidence"):
+        lines.append(f"  evidence: {json.dumps(hold['evidence'], sort_keys=True)}")
     return lines
 
 
@@ -140,11 +140,10 @@ def hold_list(as_json: JsonOpt = False) -> None:
     grid = Table("table", "since", "action", "reason")
     for r in rows:
         hold = r["maintenance_hold"]
-        extra = hold if isinstance(hold, dict) else {}
         grid.add_row(
             _label(r),
-            str(extra.get("at") or "-"),
-            str(extra.get("action") or "-"),
+            str(hold.get("at") or "-"),
+            str(hold.get("action") or "-"),
             hold_reason(hold),
         )
     out.print(grid)

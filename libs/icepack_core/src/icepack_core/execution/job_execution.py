@@ -21,10 +21,10 @@ failure is mapped in one place, ``execution.failures.failure_of``."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NoReturn, TypedDict
+from typing import NoReturn, TypedDict
 
 import asyncpg
 import structlog
@@ -188,14 +188,15 @@ class JobExecution:
     async def run(
         self,
         table_id: int,
-        actions: Any,
+        actions: Sequence[Intent] | IntentError,
         record: Record,
         *,
         job: Job | None = None,
         guard: Guard | None = None,
     ) -> list[JSONObject]:
-        """Validate, admit and run ``actions`` (raw JSON, as stored in ``jobs.actions``) in
-        order on table ``table_id``; ``record`` stores each one.
+        """Admit and run ``actions`` (``Job.actions``, or ``Job.actions_error`` when the stored
+        actions are not intents: the job then fails permanently with that reason) in run order
+        on table ``table_id``; ``record`` stores each one.
 
         ``job`` enables the durable verification record (see the class); ``guard`` raises when
         the caller no longer holds the table lock under a valid fence (checked before any
@@ -235,7 +236,7 @@ class JobExecution:
         record: Record,
         job: Job | None,
         guard: Guard | None,
-        actions: Any = None,
+        actions: Sequence[Intent] | IntentError | None = None,
     ) -> JobContext:
         """The run's context; with ``actions``, validated and admitted (a settle alone admits
         nothing).
@@ -261,7 +262,9 @@ class JobExecution:
             table_id, row, ref, maintenance, metadata, record, job, guard, intents, admission
         )
 
-    async def _admit(self, row: TableRow, actions: Any) -> tuple[list[Intent], Admission]:
+    async def _admit(
+        self, row: TableRow, actions: Sequence[Intent] | IntentError
+    ) -> tuple[list[Intent], Admission]:
         """The validated intents and what the choke point established.
 
         Raises:
@@ -270,7 +273,9 @@ class JobExecution:
         try:
             if isinstance(actions, IntentError):
                 raise actions  # the job's stored actions are not intents (Job.actions_error)
-            intents = parse_intents(actions, allow_empty=True)
+            # In run order, each action once, at most MAX_ACTIONS (what Job.from_record
+            # checked of a stored job; a caller passing intents directly is held to it too).
+            intents = parse_intents(list(actions), allow_empty=True)
             admission = await admit(
                 self.pool,
                 row,

@@ -114,7 +114,7 @@ def _key(att: PolicyAttachment) -> tuple[str, str, str, str | None, str | None]:
 
 def _fields_of(exc: ValidationError) -> str:
     """Each bad field of a stored status and what is wrong with it (``inspected_at: Field
-    required; ...``), so the report names what an older writer left out."""
+    required; ...``), so the report names what the stored row lacks."""
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
 
 

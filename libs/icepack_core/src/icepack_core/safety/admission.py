@@ -168,8 +168,7 @@ def refuse_held(table: TableRow, intents: Sequence[Intent]) -> None:
     """
     hold = table.maintenance_hold
     if hold and not _repair_only(intents):
-        reason = hold.get("reason") if isinstance(hold, Mapping) else hold
-        raise ActionRefused("TABLE_HELD", f"{table.label} is on hold: {reason}")
+        raise ActionRefused("TABLE_HELD", f"{table.label} is on hold: {hold.get('reason')}")
 
 
 async def admit_resolved(

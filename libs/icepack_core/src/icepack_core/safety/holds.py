@@ -81,11 +81,9 @@ def clean_reason(reason: str | None) -> str | None:
     return text or None
 
 
-def hold_reason(hold: Any) -> str:
-    """The human sentence of a stored hold (older rows may hold a bare string)."""
-    if isinstance(hold, dict):
-        return str(hold.get("reason") or "(no reason recorded)")
-    return str(hold)
+def hold_reason(hold: Mapping[str, object]) -> str:
+    """The human sentence of a stored hold (``StoredHold``, as ``place_hold`` writes it)."""
+    return str(hold.get("reason") or "(no reason recorded)")
 
 
 async def place_hold(
