@@ -129,7 +129,7 @@ async def test_a_growing_open_partition_is_compacted_before_its_bound_and_planne
         # of 50 objects): open partitions from the level, closed ones from 2 files.
         assert "due: open-partition pressure: the fullest open partition holds" in action.reason
         level = action.to_json()["params"]["open_max_small_files"] + 1
-        assert 5 <= level <= int(0.75 * BOUND), action.params
+        assert 5 <= level <= int(0.75 * BOUND), action.to_json()
         assert action.to_json()["params"]["options"]["min-input-files"] == "2"
         assert action.to_json()["params"]["open_quiet_seconds"] == 600
 
