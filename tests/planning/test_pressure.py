@@ -78,7 +78,8 @@ def test_projection_properties(
     assert p is not None
     assert min_files <= p.level or p.level == bound  # never below min_files unless the bound is
     assert p.level <= max(bound, min_files)
-    effective_lead = min(lead, MAX_LEAD.total_seconds())
+    # The rule reads the lead as a timedelta (microseconds), so the check does too.
+    effective_lead = min(timedelta(seconds=lead), MAX_LEAD).total_seconds()
     if p.level > min_files and p.level < bound:
         # a partition at the level, planned now, commits under the headroom
         assert p.level + p.rate_per_second * effective_lead <= HEADROOM * bound + 1e-6
