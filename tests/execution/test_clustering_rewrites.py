@@ -24,6 +24,7 @@ from icepack_core.errors import ClusteringKeyInvalid
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.inspection.process import TableInspections
+from icepack_core.intents import parse_intent
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.settings import Settings
@@ -288,10 +289,12 @@ async def test_a_bad_zorder_column_is_refused_with_its_name(
     )
     with pytest.raises(ClusteringKeyInvalid, match="zorder column 'nope'"):
         await maintenance.run(
-            {
-                "action": REWRITE,
-                "params": {"strategy": "zorder", "zorder_columns": ["a", "nope"]},
-            }
+            parse_intent(
+                {
+                    "action": REWRITE,
+                    "params": {"strategy": "zorder", "zorder_columns": ["a", "nope"]},
+                }
+            )
         )
     assert spark.sql(f"SELECT count(*) AS n FROM {table}.snapshots").first()["n"] == snapshots
     assert fingerprint(spark, table) == contents

@@ -17,7 +17,7 @@ import pytest
 
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.maintenance import TableMaintenance
-from icepack_core.intents import RewriteDataFiles, RewriteDataFilesParams
+from icepack_core.intents import RewriteDataFiles, RewriteDataFilesParams, parse_intent
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine, LocalEngine, ThriftEngine
@@ -63,13 +63,17 @@ async def test_maintenance_through_a_remote_engine(
     try:
         maintenance = TableMaintenance(engine, TableRef(CATALOG, NS, name))
         rewrite = await maintenance.run(
-            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+            parse_intent(
+                {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+            )
         )
         expire = await maintenance.run(
-            {
-                "action": "expire_snapshots",
-                "params": {"older_than": "2999-01-01T00:00:00Z", "retain_last": 1},
-            }
+            parse_intent(
+                {
+                    "action": "expire_snapshots",
+                    "params": {"older_than": "2999-01-01T00:00:00Z", "retain_last": 1},
+                }
+            )
         )
     finally:
         await engine.close()
@@ -100,7 +104,9 @@ async def test_every_type_is_verified_through_a_remote_engine(
     before = content(spark, table)
     try:
         outcome = await TableMaintenance(engine, TableRef(CATALOG, NS, name)).run(
-            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+            parse_intent(
+                {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+            )
         )
     finally:
         await engine.close()
@@ -127,7 +133,9 @@ async def test_appends_committed_during_compaction_all_survive(
 
     _, added = await asyncio.gather(
         maintenance.run(
-            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+            parse_intent(
+                {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+            )
         ),
         asyncio.to_thread(writer),
     )

@@ -28,6 +28,7 @@ from icepack_core.execution.verification.metadata_diff import metadata_diff
 from icepack_core.execution.verification.partition_text import decimal_text, timestamp_ntz_text
 from icepack_core.execution.verification.scope import FileDiff, TableLayout, diff_files
 from icepack_core.execution.verification.verifier import RewriteVerifier
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.literals import SparkType, typed_literal
@@ -211,7 +212,7 @@ async def verified_snapshots(
     """Run ``action``; check contents kept and that the metadata path ran; return the
     evidence record and the verified (before, after) snapshot ids."""
     rows_before, start = content(spark, table), current_snapshot(spark, table)
-    outcome = await maintenance.run(action)
+    outcome = await maintenance.run(parse_intent(action))
     assert content(spark, table) == rows_before
     assert outcome.verification is not None
     evidence = outcome.verification.to_json()

@@ -24,6 +24,7 @@ from icepack_core.execution.scoping.metadata_scope import scope_from_metadata
 from icepack_core.execution.scoping.partition_filter import PartitionScope, scope_partitions
 from icepack_core.execution.verification.snapshots import snapshots_after
 from icepack_core.execution.verification.verifier import RewriteVerifier
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.literals import SparkType, typed_literal
@@ -186,7 +187,7 @@ async def scoped_run(spark: Any, engine: Any, settings: Any, name: str, table: s
     before = fingerprint(spark, table)
     outcome = await TableMaintenance(
         engine, TableRef(CATALOG, NS, name), metadata=metadata_loader(settings, NS, name)
-    ).run(SCOPED)
+    ).run(parse_intent(SCOPED))
     spark.sql(f"REFRESH TABLE {table}")
     assert fingerprint(spark, table) == before
     assert missing_referenced_files(spark, table) == []
@@ -252,7 +253,7 @@ async def test_a_rewrite_without_a_loader_scopes_on_the_engine(
     for _ in range(2):
         spark.sql(f"INSERT INTO {table} VALUES (1, 'a')")
     before = fingerprint(spark, table)
-    outcome = await TableMaintenance(engine, TableRef(CATALOG, NS, name)).run(SCOPED)
+    outcome = await TableMaintenance(engine, TableRef(CATALOG, NS, name)).run(parse_intent(SCOPED))
     assert outcome.output["scope"] == "partitions" and outcome.output["scope_source"] == "engine"
     assert "scope_source_fallback" not in outcome.output
     spark.sql(f"REFRESH TABLE {table}")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
@@ -73,15 +74,17 @@ async def compact(
         metadata=metadata_loader(settings, NS, name),
         clock=lambda: now_ms / 1000,
     ).run(
-        {
-            "action": "rewrite_data_files",
-            "params": {
-                "scope": "partitions",
-                "options": {"min-input-files": "2"},
-                "open_quiet_seconds": QUIET,
-                **params,
-            },
-        }
+        parse_intent(
+            {
+                "action": "rewrite_data_files",
+                "params": {
+                    "scope": "partitions",
+                    "options": {"min-input-files": "2"},
+                    "open_quiet_seconds": QUIET,
+                    **params,
+                },
+            }
+        )
     )
     spark.sql(f"REFRESH TABLE {table}")
     assert fingerprint(spark, table) == before

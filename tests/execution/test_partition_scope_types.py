@@ -20,6 +20,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import FixedType, LongType, NestedField, StringType, UUIDType
 
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine, LocalEngine, SparkEngine, ThriftEngine
 from icepack_core.spark.sql import qualified_name
@@ -238,7 +239,7 @@ async def run_and_check(
     assert all(len(files_before[k]) == 3 for k in hot_keys) and len(files_before[cold_key]) == 1
     outcome = await TableMaintenance(
         engine, TableRef(CATALOG, NS, name), metadata=metadata_loader(SETTINGS[0], NS, name)
-    ).run(SCOPED)
+    ).run(parse_intent(SCOPED))
     spark.sql(f"REFRESH TABLE {table}")
     files_after = files_by_partition(spark, table)
     assert {k: len(v) for k, v in files_after.items()} == {**{k: 1 for k in hot_keys}, cold_key: 1}
@@ -328,7 +329,7 @@ async def test_a_renamed_partition_field_falls_back_instead_of_failing(
     spark.sql(f"ALTER TABLE {table} ADD PARTITION FIELD p AS day_value")
     fill(spark, table, ["DATE '2026-01-01'"], "DATE '2000-01-01'")
     before = fingerprint(spark, table)
-    outcome = await TableMaintenance(engine, TableRef(CATALOG, NS, name)).run(SCOPED)
+    outcome = await TableMaintenance(engine, TableRef(CATALOG, NS, name)).run(parse_intent(SCOPED))
     assert outcome.output["scope"] == "table"
     assert "partition scoping failed" in outcome.output["scope_reason"]
     assert fingerprint(spark, table) == before and data_file_count(spark, table) == 2
@@ -391,7 +392,9 @@ async def test_every_type_at_once_through_a_remote_engine(
         ).collect()
     }
     try:
-        outcome = await TableMaintenance(remote, TableRef(CATALOG, NS, name)).run(SCOPED)
+        outcome = await TableMaintenance(remote, TableRef(CATALOG, NS, name)).run(
+            parse_intent(SCOPED)
+        )
     finally:
         await remote.close()
     spark.sql(f"REFRESH TABLE {table}")

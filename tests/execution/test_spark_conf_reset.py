@@ -9,6 +9,7 @@ import pytest
 
 from icepack_core.errors import InvalidIdentifier
 from icepack_core.execution.maintenance import AfterCall, TableMaintenance
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import spark_conf_reset, spark_conf_set, spark_conf_show
@@ -49,13 +50,13 @@ async def test_confs_of_one_table_are_reset_before_the_next(
 
     action = {"action": "rewrite_manifests", "params": {"use_caching": False}}
     tuned = TableMaintenance(engine, TableRef(CATALOG, NS, a), TUNED, after_call=recorder(a))
-    outcome = await tuned.run(action)
+    outcome = await tuned.run(parse_intent(action))
     assert seen[a] == ("7", "local")  # in effect during A's action
     assert outcome.sql[:2] == [f"SET `{PLANNING}`=local", f"SET {SHUFFLE}=7"]
     assert (conf(spark, SHUFFLE), conf(spark, PLANNING)) == ("11", "<undefined>")
 
     plain = TableMaintenance(engine, TableRef(CATALOG, NS, b), {}, after_call=recorder(b))
-    await plain.run(action)
+    await plain.run(parse_intent(action))
     assert seen[b] == ("11", "<undefined>")  # B does not inherit A's confs
     assert {n: fingerprint(spark, t) for n, t in tables.items()} == before
 
@@ -67,7 +68,7 @@ async def test_confs_are_reset_when_the_action_fails(
     spark.sql(spark_conf_set(SHUFFLE, "11"))
     missing = TableMaintenance(engine, TableRef(CATALOG, NS, unique_name("missing")), TUNED)
     with pytest.raises(Exception, match=r"(?i)not found|cannot be found|no such"):
-        await missing.run({"action": "rewrite_manifests"})
+        await missing.run(parse_intent({"action": "rewrite_manifests"}))
     assert (conf(spark, SHUFFLE), conf(spark, PLANNING)) == ("11", "<undefined>")
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from icepack_core.errors import OrphanLimitExceeded, PermanentError
 from icepack_core.execution.maintenance import OrphanLimits, TableMaintenance, VerificationFailed
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import qualified_name
@@ -46,10 +47,12 @@ async def test_rewrite_data_files_compacts_without_losing_a_row(
     table = make_small_files_table(spark, NS, name, batches=12)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
     outcome = await maintenance(engine, name).run(
-        {
-            "action": "rewrite_data_files",
-            "params": {"strategy": "binpack", "options": {"min-input-files": "5"}},
-        }
+        parse_intent(
+            {
+                "action": "rewrite_data_files",
+                "params": {"strategy": "binpack", "options": {"min-input-files": "5"}},
+            }
+        )
     )
     assert fingerprint(spark, table) == before
     assert data_file_count(spark, table) < files_before
@@ -74,10 +77,12 @@ async def test_partition_scoped_rewrite_leaves_other_partitions_alone(
     ).first()["n"]
     before = fingerprint(spark, table)
     await maintenance(engine, name).run(
-        {
-            "action": "rewrite_data_files",
-            "params": {"options": {"min-input-files": "2"}, "where": "part = 'a'"},
-        }
+        parse_intent(
+            {
+                "action": "rewrite_data_files",
+                "params": {"options": {"min-input-files": "2"}, "where": "part = 'a'"},
+            }
+        )
     )
     counts = {
         r["p"]: r["n"]
@@ -96,12 +101,16 @@ async def test_expire_snapshots_keeps_every_file_the_survivors_need(
     table = make_small_files_table(spark, NS, name, batches=6)
     before, files_before = fingerprint(spark, table), data_file_count(spark, table)
     await maintenance(engine, name).run(
-        {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+        parse_intent(
+            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+        )
     )
     assert snapshot_count(spark, table) == 7
     future = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
     outcome = await maintenance(engine, name).run(
-        {"action": "expire_snapshots", "params": {"older_than": future, "retain_last": 1}}
+        parse_intent(
+            {"action": "expire_snapshots", "params": {"older_than": future, "retain_last": 1}}
+        )
     )
     assert snapshot_count(spark, table) == 1
     # exactly the pre-compaction files went; the compacted ones the survivor needs stay
@@ -120,9 +129,14 @@ async def test_rewrite_manifests_and_position_deletes_on_merge_on_read(
     before = fingerprint(spark, table)
     m = maintenance(engine, name)
     deletes = await m.run(
-        {"action": "rewrite_position_delete_files", "params": {"options": {"rewrite-all": "true"}}}
+        parse_intent(
+            {
+                "action": "rewrite_position_delete_files",
+                "params": {"options": {"rewrite-all": "true"}},
+            }
+        )
     )
-    manifests = await m.run({"action": "rewrite_manifests"})
+    manifests = await m.run(parse_intent({"action": "rewrite_manifests"}))
     assert fingerprint(spark, table) == before
     assert int(deletes.output["rewritten_delete_files_count"]) >= 2
     assert int(manifests.output["rewritten_manifests_count"]) >= 2
@@ -151,7 +165,9 @@ async def test_broken_rewrite_is_detected_and_rolled_back(spark: Any, engine: Lo
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, after_call=drop_a_file_in_a_rewrite).run(
-            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "50"}}}
+            parse_intent(
+                {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "50"}}}
+            )
         )
     violation = exc.value.evidence.to_json()["violation"]
     assert violation["rows_before"] == before[0] and violation["rows_after"] < before[0]
@@ -188,9 +204,11 @@ async def test_orphan_removal_spares_young_and_referenced_files(
     # Not admitted by the choke point (no location), or admitted for another location:
     # refused before any listing or deletion.
     with pytest.raises(PermanentError, match="not admitted with a location"):
-        await maintenance(engine, name).run(intent)
+        await maintenance(engine, name).run(parse_intent(intent))
     with pytest.raises(PermanentError, match="not the admitted"):
-        await maintenance(engine, name, orphan_location=str(data_dir.parent.parent)).run(intent)
+        await maintenance(engine, name, orphan_location=str(data_dir.parent.parent)).run(
+            parse_intent(intent)
+        )
     # A dry run over the limits stops the job before anything is deleted.
     with pytest.raises(OrphanLimitExceeded) as over:
         await maintenance(
@@ -198,7 +216,7 @@ async def test_orphan_removal_spares_young_and_referenced_files(
             name,
             orphan_location=table_location(spark, table),
             orphan_limits=OrphanLimits(max_files=0),
-        ).run(intent)
+        ).run(parse_intent(intent))
     assert over.value.evidence["dry_run_orphans"] == 1
     orphans = over.value.evidence["orphans"]
     assert isinstance(orphans, list) and "orphan-from-a-crashed-job" in orphans[0]
@@ -207,7 +225,9 @@ async def test_orphan_removal_spares_young_and_referenced_files(
     # Without the deletion ledger nothing is removed: the procedure never deletes
     # (tests/execution/test_orphan_quarantine.py runs the quarantine end to end).
     with pytest.raises(PermanentError, match="only removed through the deletion ledger"):
-        await maintenance(engine, name, orphan_location=table_location(spark, table)).run(intent)
+        await maintenance(engine, name, orphan_location=table_location(spark, table)).run(
+            parse_intent(intent)
+        )
     seen = []
 
     async def sink(paths: list[str], location: str, older_than: datetime) -> dict[str, Any]:
@@ -216,7 +236,7 @@ async def test_orphan_removal_spares_young_and_referenced_files(
 
     outcome = await maintenance(
         engine, name, orphan_location=table_location(spark, table), orphan_sink=sink
-    ).run(intent)
+    ).run(parse_intent(intent))
     assert outcome.output["dry_run_orphans"] == 1  # reported before anything was touched
     ((paths, location, _),) = seen
     assert len(paths) == 1 and "orphan-from-a-crashed-job" in paths[0]
@@ -243,7 +263,9 @@ async def test_hostile_table_name_is_quoted_not_executed(spark: Any, engine: Loc
         spark.sql(f"INSERT INTO {table} VALUES ({i})")
     before = fingerprint(spark, table)
     outcome = await maintenance(engine, name).run(
-        {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+        parse_intent(
+            {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+        )
     )
     assert fingerprint(spark, table) == before and data_file_count(spark, table) == 1
     assert (
@@ -261,10 +283,12 @@ async def test_partition_scope_is_decided_from_fresh_file_stats(
         spark.sql(f"INSERT INTO {table} VALUES ({1000 + i}, 'a', 'extra')")
     before = fingerprint(spark, table)
     outcome = await maintenance(engine, name).run(
-        {
-            "action": "rewrite_data_files",
-            "params": {"scope": "partitions", "options": {"min-input-files": "5"}},
-        }
+        parse_intent(
+            {
+                "action": "rewrite_data_files",
+                "params": {"scope": "partitions", "options": {"min-input-files": "5"}},
+            }
+        )
     )
     assert (
         "where => '(`part` = ''a'')'" in outcome.sql[-1]

@@ -31,6 +31,7 @@ from pyiceberg.types import DateType, LongType, StringType, TimestampType, Times
 
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.execution.scoping.transform_predicates import Transform, field_term
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.literals import SparkType, typed_literal
@@ -195,7 +196,7 @@ async def test_each_transform_compacts_only_the_hot_partition(
         TableRef(CATALOG, NS, name),
         metadata=metadata_loader(spark_catalog_settings, NS, name),
         in_process_reader=reader == "in_process",
-    ).run(scoped())
+    ).run(parse_intent(scoped()))
     spark.sql(f"REFRESH TABLE {table}")
     assert outcome.output["scope"] == "partitions", outcome.output
     assert outcome.output["scope_source"] == "metadata"

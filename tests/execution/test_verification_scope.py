@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance, VerificationFailed
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.spark.sql import procedure_call
@@ -94,7 +95,9 @@ async def test_compaction_fingerprints_only_the_rewritten_partitions(
         hidden.hide()
 
     try:
-        outcome = await maintenance(engine, name, reader, after_call=hide).run(COMPACT)
+        outcome = await maintenance(engine, name, reader, after_call=hide).run(
+            parse_intent(COMPACT)
+        )
     finally:
         hidden.restore()
     assert outcome.output["rewritten_data_files_count"] == 8
@@ -153,7 +156,7 @@ async def test_corrupted_rewritten_partition_is_caught_and_rolled_back(
         bad.append(commit_replacing_partitions(spark, NS, name, {"p0": replacement}))
 
     with pytest.raises(VerificationFailed) as exc:
-        await maintenance(engine, name, reader, after_call=corrupt).run(NO_OP_REWRITE)
+        await maintenance(engine, name, reader, after_call=corrupt).run(parse_intent(NO_OP_REWRITE))
     evidence = exc.value.evidence.to_json()
     violation = evidence["violation"]
     assert evidence["status"] == "violation" and violation["snapshot_id"] == bad[0]
@@ -201,7 +204,7 @@ async def test_commit_that_also_changes_an_untouched_partition_is_caught(
 
     with pytest.raises(VerificationFailed) as exc:
         await maintenance(engine, name, reader, after_call=legit_p0_and_a_row_lost_in_p2).run(
-            NO_OP_REWRITE
+            parse_intent(NO_OP_REWRITE)
         )
     violation = exc.value.evidence.to_json()["violation"]
     assert violation["reader"] == "engine"
@@ -235,7 +238,7 @@ async def test_delete_file_naming_another_partitions_file_touches_that_partition
     try:
         outcome = await maintenance(
             engine, name, after_call=rewrite_p3_deletes_adding_one_for_p2
-        ).run(NO_OP_REWRITE)
+        ).run(parse_intent(NO_OP_REWRITE))
         assert outcome.verification is not None
         record, failed = outcome.verification.to_json()["snapshots"][-1], False
     except VerificationFailed as exc:  # measured with Iceberg 1.10: the delete applies by path
@@ -265,7 +268,9 @@ async def test_rewrite_that_changes_no_file_is_proven_from_metadata(
             procedure_call(CATALOG, "rewrite_manifests", {"table": TableRef(CATALOG, NS, name)})
         ).collect()
 
-    outcome = await maintenance(engine, name, after_call=rewrite_manifests).run(NO_OP_REWRITE)
+    outcome = await maintenance(engine, name, after_call=rewrite_manifests).run(
+        parse_intent(NO_OP_REWRITE)
+    )
     assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["parent_id"] == original and record["snapshot_id"] != original
@@ -287,7 +292,12 @@ async def test_position_delete_rewrite_is_scoped_to_its_partition(
     spark.sql(f"DELETE FROM {table} WHERE id = 4")  # two position delete files in p0
     before = content(spark, table)
     outcome = await maintenance(engine, name).run(
-        {"action": "rewrite_position_delete_files", "params": {"options": {"rewrite-all": "true"}}}
+        parse_intent(
+            {
+                "action": "rewrite_position_delete_files",
+                "params": {"options": {"rewrite-all": "true"}},
+            }
+        )
     )
     assert outcome.output["rewritten_delete_files_count"] == 2
     assert outcome.verification is not None
@@ -323,7 +333,7 @@ async def test_unpartitioned_table(spark: Any, engine: LocalEngine, reader: str)
         commit_swapping_a_file(spark, NS, name)
 
     with pytest.raises(VerificationFailed) as exc:
-        await maintenance(engine, name, reader, after_call=swap).run(NO_OP_REWRITE)
+        await maintenance(engine, name, reader, after_call=swap).run(parse_intent(NO_OP_REWRITE))
     violation = exc.value.evidence.to_json()["violation"]
     assert_whole_or_read_in_process(violation, reader, "unpartitioned")
     assert violation["rows_before"] == violation["rows_after"] == 48
@@ -331,7 +341,7 @@ async def test_unpartitioned_table(spark: Any, engine: LocalEngine, reader: str)
     assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert fingerprint(spark, table) == fp and current_snapshot(spark, table) == original
 
-    outcome = await maintenance(engine, name, reader).run(COMPACT)
+    outcome = await maintenance(engine, name, reader).run(parse_intent(COMPACT))
     assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"]
@@ -347,7 +357,7 @@ async def test_transform_partitioned_table(
     name = unique_name("transform")
     table = make_partitioned_table(spark, NS, name, partitioned_by=transform)
     before = content(spark, table)
-    outcome = await maintenance(engine, name, reader).run(COMPACT)
+    outcome = await maintenance(engine, name, reader).run(parse_intent(COMPACT))
     assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     # Both readers compare only the touched partitions: the engine filters them by Iceberg's
@@ -363,7 +373,7 @@ async def test_transform_partitioned_table(
         commit_dropping_a_file(spark, NS, name)
 
     with pytest.raises(VerificationFailed) as exc:
-        await maintenance(engine, name, reader, after_call=drop).run(NO_OP_REWRITE)
+        await maintenance(engine, name, reader, after_call=drop).run(parse_intent(NO_OP_REWRITE))
     violation = exc.value.evidence.to_json()["violation"]
     assert violation["scope"] == "partitions" and violation["reader"] == "engine", violation
     if reader == "in_process":
@@ -403,7 +413,7 @@ async def test_every_primitive_type_spark_writes_is_proven_in_process(
     spark.sql(f"ALTER TABLE {table} ALTER COLUMN i TYPE BIGINT")
     before = content(spark, table)
 
-    outcome = await maintenance(engine, name).run(COMPACT)
+    outcome = await maintenance(engine, name).run(parse_intent(COMPACT))
 
     assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]

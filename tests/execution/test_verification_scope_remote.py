@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine, ThriftEngine
 from icepack_core.types import TableRef
@@ -40,7 +41,11 @@ async def test_scoped_verification_through_a_remote_engine(
             engine,
             TableRef(CATALOG, NS, name),
             metadata=metadata_loader(spark_catalog_settings, NS, name),
-        ).run({"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}})
+        ).run(
+            parse_intent(
+                {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
+            )
+        )
     finally:
         await engine.close()
     assert outcome.verification is not None

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance, VerificationFailed
+from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import TableRef
@@ -58,7 +59,9 @@ async def caught_drop(
         commit_dropping_a_file(spark, NS, name)
 
     with pytest.raises(VerificationFailed) as exc:
-        await maintenance(engine, settings, name, loader=loader, after_call=drop).run(NO_OP_REWRITE)
+        await maintenance(engine, settings, name, loader=loader, after_call=drop).run(
+            parse_intent(NO_OP_REWRITE)
+        )
     assert exc.value.evidence.to_json()["rollback"]["status"] == "rolled_back"
     assert content(spark, table) == before and current_snapshot(spark, table) == kept
     violation = exc.value.evidence.to_json()["violation"]
@@ -75,7 +78,9 @@ async def test_every_transform_is_scoped_without_a_table_loader(
     name = unique_name("noloader")
     table = make_partitioned_table(spark, NS, name, partitioned_by=transform)
     before = content(spark, table)
-    outcome = await maintenance(engine, spark_catalog_settings, name, loader=False).run(COMPACT)
+    outcome = await maintenance(engine, spark_catalog_settings, name, loader=False).run(
+        parse_intent(COMPACT)
+    )
     assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "partitions", record
@@ -120,7 +125,7 @@ async def test_a_rewrite_across_two_specs_is_scoped_to_the_shared_field(
     try:
         outcome = await maintenance(
             engine, spark_catalog_settings, name, loader=True, after_call=hide
-        ).run(COMPACT)
+        ).run(parse_intent(COMPACT))
     finally:
         hidden.restore()
     assert outcome.verification is not None
@@ -150,7 +155,9 @@ async def test_specs_sharing_no_field_fall_back_to_the_whole_table_with_the_reas
         f"INSERT INTO {table} SELECT id, 'p0', 'x', TIMESTAMP'2024-01-09' FROM range(9000, 9003)"
     )
     before = content(spark, table)
-    outcome = await maintenance(engine, spark_catalog_settings, name, loader=True).run(COMPACT)
+    outcome = await maintenance(engine, spark_catalog_settings, name, loader=True).run(
+        parse_intent(COMPACT)
+    )
     assert outcome.verification is not None
     (record,) = outcome.verification.to_json()["snapshots"]
     assert record["ok"] and record["scope"] == "table", record

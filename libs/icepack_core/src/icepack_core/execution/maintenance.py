@@ -64,7 +64,6 @@ from icepack_core.intents import (
     RemoveOrphanFiles,
     RewriteDataFiles,
     RewriteDataFilesParams,
-    parse_intent,
 )
 from icepack_core.safety.locations import location_key
 from icepack_core.safety.verification import Evidence, VerificationFailed
@@ -192,9 +191,9 @@ class TableMaintenance:
         """Snapshots on the current branch after ``start``, oldest first."""
         return await self.verifier.snapshots_since(start)
 
-    async def run(self, action: Intent | Mapping[str, Any]) -> ActionOutcome:
-        """Run one action; rewrites are verified (and rolled back on a violation). A mapping
-        is validated into an intent first (``icepack_core.intents``).
+    async def run(self, intent: Intent) -> ActionOutcome:
+        """Run one action, parsed once where it arrived (``icepack_core.intents``); rewrites
+        are verified (and rolled back on a violation).
 
         Raises:
             PermanentError: bad parameters (``IntentError``), or orphan removal whose table
@@ -204,7 +203,6 @@ class TableMaintenance:
             Exception: the engine's error for a failed statement; a rewrite may have committed
                 partial progress before it, which the caller must still verify.
         """
-        intent = action if not isinstance(action, Mapping) else parse_intent(action)
         self.scoped = None
         if isinstance(intent, LEDGER_INTENTS):
             raise PermanentError(
