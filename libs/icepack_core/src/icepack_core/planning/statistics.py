@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from icepack_core.inspection.statistics import StalenessRule, staleness
 from icepack_core.inspection.status import StatisticsFreshness, TableStatus
@@ -43,7 +42,7 @@ class Proposal:
 
     action: Action
     reason: str
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, list[str]] = field(default_factory=dict)  # only ``columns``, when set
     predicted: PredictedEffect | None = None
 
 
@@ -80,7 +79,7 @@ def _candidate(status: TableStatus, policy: EffectivePolicy, action: Action) -> 
     if verdict.state == "fresh":
         return Proposal(action, f"fresh: {verdict.reason}")
     crossed = f" (>= {verdict.threshold:g})" if verdict.threshold is not None else ""
-    params: dict[str, Any] = {}
+    params: dict[str, list[str]] = {}
     if action == Action.COMPUTE_TABLE_STATS and config.columns:
         params["columns"] = list(config.columns)
     previous = freshness.file_bytes if freshness.snapshot_id is not None else None
