@@ -434,6 +434,59 @@ async def run(
             spark.stop()
 
 
+# The baseline: Spark's own compaction of the whole table, as an engineer would run it.
+WHOLE_TABLE = procedure_call(
+    bench_table.CATALOG,
+    "rewrite_data_files",
+    {
+        "table": TableRef(bench_table.CATALOG, bench_table.NAMESPACE, bench_table.TABLE),
+        "strategy": "binpack",
+        "options": {
+            "rewrite-all": "true",
+            "target-file-size-bytes": str(bench_table.TARGET_FILE_SIZE),
+        },
+    },
+)
+
+
+async def planned_rewrite(
+    inspector: TimedInspector, ref: TableRef, properties: dict[str, str]
+) -> Intent:
+    """The planner's ``rewrite_data_files`` intent, from a fresh inspection (which also warms
+    the manifest cache)."""
+    status = await inspector.inspect(ref)
+    policy = resolve([], bench_table.NAMESPACE, bench_table.TABLE, properties)
+    rec = recommend(
+        status,
+        policy,
+        {},
+        datetime.now(UTC),
+        target_file_size_bytes=bench_table.TARGET_FILE_SIZE,
+    )
+    (intent,) = [a.intent for a in rec.actions if a.action == "rewrite_data_files"]
+    return intent
+
+
+async def job_direct_pairs(
+    pairs: int,
+    then_rollback: Callable[[Callable[[], Awaitable[Rewrite]]], Awaitable[Rewrite]],
+    job: Callable[[], Awaitable[Rewrite]],
+    direct: Callable[[str], Awaitable[Rewrite]],
+) -> tuple[list[Rewrite], list[Rewrite]]:
+    """``pairs`` Icepack jobs and as many direct CALLs of the SQL the job sent (its where
+    filter included), in ABBA order so that neither side always runs on the warmer JVM."""
+    jobs: list[Rewrite] = []
+    directs: list[Rewrite] = []
+    for i in range(max(pairs, 1)):
+        for kind in ("job", "direct") if i % 2 == 0 else ("direct", "job"):
+            if kind == "job":
+                jobs.append(await then_rollback(job))
+            else:  # the exact CALL the job sent, where filter included
+                call = jobs[-1].sql
+                directs.append(await then_rollback(functools.partial(direct, call)))
+    return jobs, directs
+
+
 async def measure(
     spark: Any,
     settings: Settings,
@@ -447,29 +500,14 @@ async def measure(
     engine = TimedEngine(settings, spark)
     bench = Bench(spark, engine, settings)
     properties = {k: v for k, v in bench_table.PROPERTIES.items() if k != "format-version"}
-    table_id = await pool.fetchval(
-        load_query("table_insert"),
-        bench_table.CATALOG,
-        bench_table.NAMESPACE,
-        bench_table.TABLE,
-        location,
-        properties,
+    ref = bench.ref
+    table_id: int = await pool.fetchval(
+        load_query("table_insert"), ref.catalog, ref.namespace, ref.name, location, properties
     )
     inspector = TimedInspector(settings, cache=ManifestStatsStore(pool))
     execution = JobExecution(pool, engine, inspector)
 
-    # The planner's intent, from a fresh inspection (which also warms the manifest cache).
-    status = await inspector.inspect(bench.ref)
-    policy = resolve([], bench_table.NAMESPACE, bench_table.TABLE, properties)
-    rec = recommend(
-        status,
-        policy,
-        {},
-        datetime.now(UTC),
-        target_file_size_bytes=bench_table.TARGET_FILE_SIZE,
-    )
-    (intent,) = [a.intent for a in rec.actions if a.action == "rewrite_data_files"]
-
+    intent = await planned_rewrite(inspector, bench.ref, properties)
     snapshot = await bench.maintenance.current_snapshot_id()
     assert snapshot is not None
     before = bench.files()
@@ -484,31 +522,14 @@ async def measure(
         print(f"  {result.name}: {result.seconds:.1f} s", flush=True)
         return result
 
-    whole_table = procedure_call(
-        bench_table.CATALOG,
-        "rewrite_data_files",
-        {
-            "table": TableRef(bench_table.CATALOG, bench_table.NAMESPACE, bench_table.TABLE),
-            "strategy": "binpack",
-            "options": {
-                "rewrite-all": "true",
-                "target-file-size-bytes": str(bench_table.TARGET_FILE_SIZE),
-            },
-        },
-    )
     # The baseline first: it reads every file once, so the later runs start equally warm.
-    base = await then_rollback(lambda: bench.direct("whole table", whole_table))
-    jobs: list[Rewrite] = []
-    directs: list[Rewrite] = []
-    for i in range(max(pairs, 1)):  # ABBA order: neither side always runs on the warmer JVM
-        for kind in ("job", "direct") if i % 2 == 0 else ("direct", "job"):
-            if kind == "job":
-                jobs.append(
-                    await then_rollback(lambda: bench.job(execution, inspector, table_id, intent))
-                )
-            else:  # the exact CALL the job sent, where filter included
-                call = jobs[-1].sql
-                directs.append(await then_rollback(functools.partial(bench.direct, "direct", call)))
+    base = await then_rollback(lambda: bench.direct("whole table", WHOLE_TABLE))
+    jobs, directs = await job_direct_pairs(
+        pairs,
+        then_rollback,
+        lambda: bench.job(execution, inspector, table_id, intent),
+        lambda call: bench.direct("direct", call),
+    )
     # Rolled-back snapshots stay readable: scan all three states side by side.
     assert jobs[0].snapshot is not None and base.snapshot is not None
     scans = bench.scans(
