@@ -32,6 +32,7 @@ from icepack_core.db import pool as icedb
 from icepack_core.db.migrate import migrate
 from icepack_core.execution.ledger.file_mover import FileMover
 from icepack_core.execution.ledger.quarantine import OrphanQuarantine
+from icepack_core.intents import RemoveOrphanFiles, RemoveOrphanFilesParams
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import load_settings
@@ -52,7 +53,9 @@ def plant(root: Path, files: int) -> list[str]:
 
 async def running_job(pool: asyncpg.Pool, table_id: int) -> tuple[int, int]:
     queue = JobQueue(pool)
-    await queue.enqueue(table_id, [{"action": "remove_orphan_files", "params": {}}])
+    await queue.enqueue(
+        table_id, [RemoveOrphanFiles(params=RemoveOrphanFilesParams(older_than=datetime.now(UTC)))]
+    )
     job = await queue.claim("bench", 3600)
     assert job is not None
     return job.id, job.fence

@@ -21,7 +21,6 @@ import pytest
 
 from bench.upserts import logical_rows
 from icepack_core.discovery.catalogs import load_catalog
-from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import Settings
 from icepack_core.types import REWRITES as VERIFIED_REWRITES
 from icepack_discovery.service import DiscoveryService
@@ -40,6 +39,7 @@ from tests.e2e.adversarial_zoo import (
 from tests.execution.spark_tables import missing_referenced_files
 from tests.support.services import running
 from tests.support.settings import service_settings
+from tests.support.stored_jobs import enqueue_hand_written
 from tests.support.stream_writer import START_DEADLINE_S, StreamWriter
 from tests.support.waiting import eventually
 
@@ -175,15 +175,16 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
             what="every zoo table maintained and re-planned",
         )
         # A poison job arrives at a settled fleet: it fails alone, the executor goes on.
-        poison = await JobQueue(db).enqueue(
+        poison = await enqueue_hand_written(  # a poison job: not actions at all
+            db,
             await db.fetchval("SELECT min(id) FROM icepack.tables"),
-            ["actions", "skipped"],  # type: ignore[list-item]  # a poison job: not actions at all
+            ["actions", "skipped"],
             dedupe_key="poison",
         )
 
         async def poison_failed() -> bool:
             failed: bool = await db.fetchval(
-                "SELECT state = 'failed' FROM icepack.jobs WHERE id = $1", poison.job.id
+                "SELECT state = 'failed' FROM icepack.jobs WHERE id = $1", poison.id
             )
             return failed
 

@@ -12,8 +12,10 @@ import asyncpg
 import httpx
 import pytest
 
+from icepack_core.intents import RewriteManifests
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.types import SERVICE_NAMES
+from tests.support.stored_jobs import enqueue_hand_written
 from tests.support.waiting import eventually
 
 
@@ -116,8 +118,8 @@ async def test_executor_once_runs_one_job_under_its_fence_and_exits(
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c','n','t') RETURNING id"
     )
-    bad = (await queue.enqueue(table_id, [{"action": "drop_everything"}], priority=1)).job
-    later = (await queue.enqueue(None, [{"action": "rewrite_manifests"}], priority=2)).job
+    bad = await enqueue_hand_written(db, table_id, [{"action": "drop_everything"}], priority=1)
+    later = (await queue.enqueue(None, [RewriteManifests()], priority=2)).job
 
     code, err = await run_once(database_url, tmp_path)
     assert code == 0, err

@@ -28,6 +28,7 @@ import asyncpg
 import pytest
 
 from icepack_core.execution.job_runner import JobRun, JobRunner
+from icepack_core.intents import parse_intent
 from icepack_core.queue.deferrals import conflict_figures
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import Settings
@@ -146,7 +147,7 @@ async def run_racing_a_writer(
     action's start and its commit. Returns the run, the job id and the writer's last snapshot."""
     table_id = await register(db, name)
     queue = JobQueue(db)
-    job = (await queue.enqueue(table_id, [action], max_attempts=3)).job
+    job = (await queue.enqueue(table_id, [parse_intent(action)], max_attempts=3)).job
     claimed = await queue.claim("executor@test", 300)
     assert claimed is not None and claimed.id == job.id
     runner = JobRunner(

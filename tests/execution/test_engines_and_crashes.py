@@ -17,6 +17,7 @@ import pytest
 
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.intents import RewriteDataFiles, RewriteDataFilesParams
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine, LocalEngine, ThriftEngine
@@ -225,7 +226,7 @@ async def test_executor_killed_mid_rewrite_is_rerun_after_lease_expiry(
     job = (
         await queue.enqueue(
             table_id,
-            [{"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}],
+            [RewriteDataFiles(params=RewriteDataFilesParams(options={"min-input-files": "2"}))],
             max_attempts=3,
         )
     ).job
@@ -323,7 +324,7 @@ async def test_kill_between_partial_progress_commits_is_verified_by_the_retry(
     job = (
         await queue.enqueue(
             table_id,
-            [{"action": "rewrite_data_files", "params": {"options": options}}],
+            [RewriteDataFiles(params=RewriteDataFilesParams(options=options))],
             max_attempts=3,
         )
     ).job

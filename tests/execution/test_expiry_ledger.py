@@ -8,7 +8,7 @@ file, and a tag pinning an old snapshot, so every kind of file becomes unreachab
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from icepack_core.execution.job_execution import JobExecution
 from icepack_core.execution.ledger.expiry_files import LedgerFile, plan_expiry
 from icepack_core.execution.ledger.expiry_live import live_conflicts
 from icepack_core.inspection.inspector import Inspector
+from icepack_core.intents import ExpireSnapshots, ExpireSnapshotsParams, Intent
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine, SparkEngine, ThriftEngine
@@ -100,7 +101,7 @@ async def run_job(
     engine: SparkEngine,
     settings: Settings,
     table_id: int,
-    actions: list[dict[str, Any]],
+    actions: Sequence[Intent],
 ) -> tuple[Job, Coroutine[Any, Any, Any]]:
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
     await queue.enqueue(table_id, actions, max_attempts=1)
@@ -114,12 +115,9 @@ async def run_job(
     return job, execution.run(table_id, actions, record, job=job)
 
 
-def expire_action(retain_last: int = 1) -> dict[str, Any]:
-    older = (datetime.now(UTC) + timedelta(milliseconds=1)).isoformat()
-    return {
-        "action": "expire_snapshots",
-        "params": {"older_than": older, "retain_last": retain_last},
-    }
+def expire_action(retain_last: int = 1) -> ExpireSnapshots:
+    older = datetime.now(UTC) + timedelta(milliseconds=1)
+    return ExpireSnapshots(params=ExpireSnapshotsParams(older_than=older, retain_last=retain_last))
 
 
 async def ledger(db: asyncpg.Pool, job_id: int) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ import asyncpg
 from hypothesis import given
 from hypothesis import strategies as st
 
+from icepack_core.intents import RewriteDataFiles
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.recommendation import failure_backoff
 from icepack_core.queue.jobs import JobQueue
@@ -82,7 +83,7 @@ async def test_a_success_ends_the_backoff(db: asyncpg.Pool, settings: Settings) 
     await queue.fail(job, ERROR, retryable=False, now=t)
     assert (await planner.plan(table_id, now=t + timedelta(minutes=1))).job_id is None
     # An operator fixed the table and ran the action by hand: it succeeded after the failure.
-    enqueued = (await queue.enqueue(table_id, [{"action": "rewrite_data_files"}])).job
+    enqueued = (await queue.enqueue(table_id, [RewriteDataFiles()])).job
     manual = await queue.claim("cli@test", 60)
     assert manual is not None and manual.id == enqueued.id
     await queue.record_action(

@@ -15,6 +15,7 @@ import structlog
 
 from icepack_core.errors import CommitConflict
 from icepack_core.execution.job_runner import JobRunner
+from icepack_core.intents import RewriteDataFiles, RewriteManifests
 from icepack_core.queue.budgets import list_budgets, set_budget
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.queue.locks import TableLocks
@@ -40,9 +41,7 @@ async def test_lock_collisions_spend_no_attempt_and_no_budget(
     table_id = await add_table(db, "busy", status(small_file_count=30))
     await set_budget(db, "cat", None, rewrite_bytes_per_hour=10 * BYTES, max_running=None)
     job = (
-        await queue.enqueue(
-            table_id, [{"action": "rewrite_data_files"}], rewrite_bytes=BYTES, max_attempts=3
-        )
+        await queue.enqueue(table_id, [RewriteDataFiles()], rewrite_bytes=BYTES, max_attempts=3)
     ).job
     # Another job (an operator's CLI run, say) holds the table for the whole test.
     holder = await TableLocks(db).acquire(table_id, "cli@elsewhere", 0, 3600)
@@ -75,7 +74,7 @@ async def test_lock_collisions_spend_no_attempt_and_no_budget(
 async def test_lock_backoff_grows_with_the_collisions(db: asyncpg.Pool, settings: Settings) -> None:
     queue = JobQueue(db)
     table_id = await add_table(db, "busy2", status(small_file_count=30))
-    job = (await queue.enqueue(table_id, [{"action": "rewrite_data_files"}])).job
+    job = (await queue.enqueue(table_id, [RewriteDataFiles()])).job
     t = datetime(2030, 1, 1, tzinfo=UTC)
     for waits in range(0, 8):
         claimed = await queue.claim("e", 60, now=t + timedelta(days=waits))
@@ -95,7 +94,7 @@ async def test_repeated_conflicts_hold_the_job_back_until_the_deferral_ends(
     job is not due before the action's deferral on the table ends, and it never fails."""
     queue = JobQueue(db)
     table_id = await add_table(db, "hot", status(small_file_count=30))
-    job = (await queue.enqueue(table_id, [{"action": "rewrite_manifests"}], max_attempts=3)).job
+    job = (await queue.enqueue(table_id, [RewriteManifests()], max_attempts=3)).job
     runner = JobRunner(db, settings, queue, LocalEngine(settings), "executor@test")
     log = structlog.get_logger("test")
     t = datetime.now(UTC)

@@ -32,6 +32,7 @@ from icepack_core.execution.ledger.quarantine import (
     quarantine_path,
     relative_path,
 )
+from icepack_core.intents import RemoveOrphanFiles, RemoveOrphanFilesParams
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.safety.locations import normalize_location
 from icepack_core.settings import CatalogConfig
@@ -61,7 +62,11 @@ async def running_job(db: asyncpg.Pool, table_id: int) -> Job:
     queue = JobQueue(db)
     await queue.enqueue(
         table_id,
-        [{"action": "remove_orphan_files", "params": {"older_than": "2020-01-01T00:00:00Z"}}],
+        [
+            RemoveOrphanFiles(
+                params=RemoveOrphanFilesParams(older_than=datetime(2020, 1, 1, tzinfo=UTC))
+            )
+        ],
     )
     job = await queue.claim("executor@test", 60)
     assert job is not None

@@ -20,6 +20,7 @@ from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.ledger.actions import LedgerActions
 from icepack_core.execution.ledger.quarantine import QUARANTINE_DIR, QUARANTINE_PREFIX
+from icepack_core.intents import RemoveOrphanFiles, RemoveOrphanFilesParams
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
@@ -246,11 +247,11 @@ async def test_a_job_that_died_mid_quarantine_is_retried_from_the_ledger(
         os.utime(path, (WEEK_AGO, WEEK_AGO))
     digests = {p: sha(p) for p in orphans}
     before = fingerprint(spark, table)
-    older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
+    older_than = datetime.now(UTC) - timedelta(hours=72)
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
     await queue.enqueue(
         table_id,
-        [{"action": "remove_orphan_files", "params": {"older_than": older_than}}],
+        [RemoveOrphanFiles(params=RemoveOrphanFilesParams(older_than=older_than))],
         trigger=JobTrigger.MANUAL,
     )
     engine = LocalEngine(runner_settings, session=spark)

@@ -20,6 +20,7 @@ from icepack_core.execution.outcome import (
     read_probe,
 )
 from icepack_core.inspection.inspector import Inspector
+from icepack_core.intents import RewriteManifests
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
@@ -42,7 +43,7 @@ async def test_only_the_fence_holder_writes_the_outcome(
     table_id = await db.fetchval(
         "INSERT INTO icepack.tables (catalog, namespace, name) VALUES ('c', 'n', 't') RETURNING id"
     )
-    await queue.enqueue(table_id, [{"action": "rewrite_manifests"}])
+    await queue.enqueue(table_id, [RewriteManifests()])
     lost = await queue.claim("executor-a", 1)
     assert lost is not None
     # Its lease expired and the reaper handed the job to another executor.

@@ -1,8 +1,8 @@
 """No single job can end an executor: malformed jobs fail alone, permanently, with their reason.
 
 The real executor loop (``ExecutorService.run`` with its pool, listener and ``JobRunner``) runs
-in-process against a real Postgres; poison jobs are queued the way anything else queues jobs
-(``JobQueue.enqueue``), bypassing whatever validation the planner or the API does.
+in-process against a real Postgres; poison jobs are rows written by hand
+(``tests.support.stored_jobs``): ``JobQueue.enqueue`` takes typed intents only.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from icepack_core.intents import RewriteManifests
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.settings import Settings, load_settings
 from icepack_executor.service import ExecutorService
 from tests.support.services import running
+from tests.support.stored_jobs import enqueue_hand_written
 from tests.support.waiting import eventually
 
 POISON = {
@@ -53,17 +55,10 @@ async def test_poison_jobs_fail_alone_and_the_executor_runs_the_next_job(
     poison = {}
     for priority, (label, actions) in enumerate(POISON.items()):
         poison[label] = (
-            await queue.enqueue(
-                table_id,
-                actions,  # type: ignore[arg-type]  # deliberately malformed actions
-                priority=priority,
-                max_attempts=3,
-            )
-        ).job.id
+            await enqueue_hand_written(db, table_id, actions, priority=priority, max_attempts=3)
+        ).id
     poison["dropped table"] = (
-        await queue.enqueue(
-            dropped_id, [{"action": "rewrite_manifests"}], priority=10, max_attempts=3
-        )
+        await queue.enqueue(dropped_id, [RewriteManifests()], priority=10, max_attempts=3)
     ).job.id
 
     async with running([ExecutorService()], executor_settings) as tasks:

@@ -10,6 +10,7 @@ file the metadata references are checked before and after; the data snapshot mus
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,13 @@ from icepack_core.execution.ledger.referenced_files import referenced_paths
 from icepack_core.inspection.go_inspector import DEFAULT_BINARY, inspect_with_go
 from icepack_core.inspection.inspector import MemoryManifestCache, inspect_table
 from icepack_core.inspection.process import TableInspections
+from icepack_core.intents import (
+    ComputeTableStats,
+    ComputeTableStatsParams,
+    ExpireSnapshots,
+    ExpireSnapshotsParams,
+    Intent,
+)
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.settings import Settings
@@ -100,7 +108,7 @@ async def run_planned(db: Any, settings: Any, spark: Any, planned: Any) -> Job:
 
 
 async def run_operator_job(
-    db: Any, settings: Any, spark: Any, table_id: int, actions: list[dict[str, Any]]
+    db: Any, settings: Any, spark: Any, table_id: int, actions: Sequence[Intent]
 ) -> Job:
     """An operator's job (``POST /jobs`` enqueues the same), run by the executor's path."""
     queue = JobQueue(db)
@@ -113,9 +121,9 @@ async def run_operator_job(
     return done
 
 
-def expire_now() -> dict[str, Any]:
-    older = (datetime.now(UTC) + timedelta(milliseconds=1)).isoformat()
-    return {"action": "expire_snapshots", "params": {"older_than": older, "retain_last": 1}}
+def expire_now() -> ExpireSnapshots:
+    older = datetime.now(UTC) + timedelta(milliseconds=1)
+    return ExpireSnapshots(params=ExpireSnapshotsParams(older_than=older, retain_last=1))
 
 
 def table_state(spark: Any, table: str) -> dict[str, Any]:
@@ -308,7 +316,7 @@ async def test_statistics_of_a_table_without_a_snapshot_call_nothing(
     table = f"{CATALOG}.{NS}.{name}"
     spark.sql(f"CREATE TABLE {table} (id BIGINT) USING iceberg")
     table_id = await register(db, spark, table, name)
-    actions = [{"action": TABLE_STATS, "params": {"columns": ["id"]}}]
+    actions = [ComputeTableStats(params=ComputeTableStatsParams(columns=["id"]))]
     job = await run_operator_job(db, runner_settings, spark, table_id, actions)
     outputs = await job_outputs(db, job.id)
     assert outputs[TABLE_STATS]["skipped"].startswith("the table has no current snapshot")

@@ -7,6 +7,7 @@ Java API (``verify_support``) from the ``after_call`` hook, i.e. after the real 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Never
 
@@ -18,6 +19,7 @@ from icepack_core.execution.job_execution import JobExecution
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.maintenance import TableMaintenance, VerificationFailed
 from icepack_core.inspection.inspector import Inspector
+from icepack_core.intents import Intent, RewriteDataFiles, RewriteDataFilesParams, RewriteManifests
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.engine import LocalEngine
@@ -36,8 +38,8 @@ if TYPE_CHECKING:  # type-only: #29 moves the job execution's records
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "verify"
-COMPACT = {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}
-NO_OP_REWRITE = {"action": "rewrite_data_files", "params": {"options": {"min-input-files": "500"}}}
+COMPACT = RewriteDataFiles(params=RewriteDataFilesParams(options={"min-input-files": "2"}))
+NO_OP_REWRITE = RewriteDataFiles(params=RewriteDataFilesParams(options={"min-input-files": "500"}))
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +79,7 @@ async def register(db: asyncpg.Pool, name: str) -> int:
 
 
 async def claimed_job(
-    db: asyncpg.Pool, table_id: int, actions: list[dict[str, Any]]
+    db: asyncpg.Pool, table_id: int, actions: Sequence[Intent]
 ) -> tuple[JobQueue, Job]:
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
     await queue.enqueue(table_id, actions, max_attempts=1)
@@ -433,7 +435,7 @@ async def test_a_rewrite_after_a_type_was_widened_is_verified_not_rolled_back(
     assert content(spark, table) == before
 
 
-REWRITE_MANIFESTS = {"action": "rewrite_manifests", "params": {}}
+REWRITE_MANIFESTS = RewriteManifests()
 
 
 async def test_a_manifest_rewrite_is_verified_from_metadata_without_a_scan(

@@ -26,6 +26,13 @@ from icepack_core.db.queries import load_query
 from icepack_core.inspection.health import Assessment, Issue
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import record_inspection
+from icepack_core.intents import (
+    ExpireSnapshots,
+    ExpireSnapshotsParams,
+    RewriteDataFiles,
+    RewriteDataFilesParams,
+    RewriteManifests,
+)
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.safety.verification import Evidence, SnapshotCheck
@@ -286,16 +293,14 @@ async def _finished_job(queue: JobQueue, table_id: int) -> int:
     enqueued = await queue.enqueue(
         table_id,
         [
-            {
-                "action": "rewrite_data_files",
-                "params": {"strategy": "binpack"},
-                "reason": "120 small files (31457280 bytes) >= min_input_files 5",
-            },
-            {
-                "action": "expire_snapshots",
-                "params": {"retain_last": 5},
-                "reason": "40 snapshots > retain_last 5",
-            },
+            RewriteDataFiles(
+                params=RewriteDataFilesParams(strategy="binpack"),
+                reason="120 small files (31457280 bytes) >= min_input_files 5",
+            ),
+            ExpireSnapshots(
+                params=ExpireSnapshotsParams(older_than=T0, retain_last=5),
+                reason="40 snapshots > retain_last 5",
+            ),
         ],
         dedupe_key=f"table:{table_id}",
     )
@@ -339,7 +344,7 @@ async def _finished_job(queue: JobQueue, table_id: int) -> int:
 async def _failed_job(queue: JobQueue, table_id: int) -> int:
     enqueued = await queue.enqueue(
         table_id,
-        [{"action": "rewrite_manifests", "params": {}, "reason": "30 manifests"}],
+        [RewriteManifests(reason="30 manifests")],
         dedupe_key=f"table:{table_id}",
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:1", 600)

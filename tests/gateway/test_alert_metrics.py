@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from icepack_core.db.queries import load_query
 from icepack_core.discovery.limits import CatalogCalls
 from icepack_core.discovery.refresh import apply_listing
+from icepack_core.intents import ExpireSnapshots, ExpireSnapshotsParams, Intent, RewriteDataFiles
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.events import EventConsumer, publish
 from icepack_core.queue.jobs import JobQueue
@@ -25,7 +26,7 @@ from icepack_core.safety.holds import place_hold
 from icepack_core.settings import CatalogConfig, Settings
 from icepack_gateway.app import create_app
 
-REWRITE = [{"action": "rewrite_data_files"}]
+REWRITE = [RewriteDataFiles()]
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -186,6 +187,12 @@ async def test_a_malformed_error_class_is_stored_as_unexpected(db: asyncpg.Pool,
 
 
 ACTIONS = ["rewrite_data_files", "expire_snapshots"]
+INTENTS: dict[str, Intent] = {
+    "rewrite_data_files": RewriteDataFiles(),
+    "expire_snapshots": ExpireSnapshots(
+        params=ExpireSnapshotsParams(older_than=datetime(2020, 1, 1, tzinfo=UTC))
+    ),
+}
 # Per table, its history oldest first: (action, failed?, minutes ago). Ages avoid the edges of
 # the backoff windows (15 min doubling, capped at 4 h here) by a minute or more.
 histories_st = st.lists(
@@ -222,7 +229,7 @@ async def test_backoff_gauge_counts_the_tables_the_planner_rests(
         table_id = await table(db, "lake", f"t{i}")
         for action, failed, minutes in sorted(history, key=lambda h: -h[2]):
             at = now - timedelta(minutes=minutes)
-            await queue.enqueue(table_id, [{"action": action}], not_before=at - timedelta(1))
+            await queue.enqueue(table_id, [INTENTS[action]], not_before=at - timedelta(1))
             job = await queue.claim("executor-1", 60, now=at - timedelta(seconds=30))
             assert job is not None
             if failed:

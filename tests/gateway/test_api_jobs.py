@@ -8,13 +8,13 @@ import asyncpg
 import httpx
 import pytest
 
-from icepack_core.intents import intents_json, parse_intents
+from icepack_core.intents import RewriteManifests
 from icepack_core.queue.jobs import JobQueue
 from tests.gateway.seed import Fleet
+from tests.support.stored_jobs import enqueue_hand_written
 
-# A job to list or cancel; what it would run does not matter here (the real intent form, as
-# the API's job model reads it).
-NOOP = intents_json(parse_intents([{"action": "rewrite_manifests"}]))
+# A job to list or cancel; what it would run does not matter here.
+NOOP = [RewriteManifests()]
 
 
 async def test_jobs_list_newest_first_with_tables(client: httpx.AsyncClient, fleet: Fleet) -> None:
@@ -78,8 +78,8 @@ async def test_answers_are_built_through_their_models(
     assert row is not None
     r = await client.get(f"/jobs/{fleet.jobs['done']}")
     assert r.status_code == 200 and r.json()["created_at"] == row["created_at"].isoformat()
-    bad = await JobQueue(db).enqueue(None, [{"action": "noop", "params": {}}], dedupe_key="bad")
-    r = await client.get(f"/jobs/{bad.job.id}")
+    bad = await enqueue_hand_written(db, None, [{"action": "noop", "params": {}}], dedupe_key="bad")
+    r = await client.get(f"/jobs/{bad.id}")
     assert r.status_code == 500 and r.json()["code"] == "INVALID_REPLY"
     assert "JobWithActions" in r.json()["message"] and "actions.0.action" in r.json()["message"]
     r = await client.get("/jobs?limit=1")

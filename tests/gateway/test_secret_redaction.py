@@ -33,6 +33,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from icepack_core.execution.job_execution import JobExecution
 from icepack_core.execution.maintenance import VerificationFailed
+from icepack_core.intents import RewriteDataFiles
 from icepack_core.local.postgres import free_port
 from icepack_core.queue import events
 from icepack_core.queue.jobs import JobQueue
@@ -164,7 +165,7 @@ async def test_no_secret_in_logs_rows_or_spans(
         "RETURNING id"
     )
     queue = JobQueue(db)
-    enqueued = await queue.enqueue(table_id, [{"action": "rewrite_data_files"}])
+    enqueued = await queue.enqueue(table_id, [RewriteDataFiles()])
     job = await queue.claim_id(enqueued.job.id, "executor@test", 60)
     assert job is not None
     now = datetime.now(UTC)

@@ -21,6 +21,7 @@ from icepack_core.execution.ledger.file_mover import FileMover
 from icepack_core.execution.ledger.quarantine import OrphanQuarantine
 from icepack_core.execution.outcome import Probe, job_outcome, measured_action
 from icepack_core.inspection.status import TableStatus
+from icepack_core.intents import RemoveOrphanFiles, RemoveOrphanFilesParams, RewriteManifests
 from icepack_core.queue.budgets import set_budget
 from icepack_core.queue.jobs import JobQueue
 from tests.gateway.seed import add_table, status_doc
@@ -29,6 +30,7 @@ from tests.gateway.test_ui_maintain import use_token
 from tests.gateway.test_ui_safety import base, planned_table  # noqa: F401 (fixture)
 
 NOW = datetime.now(UTC)
+LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 
 
 async def planned_job_with_outcome(db: asyncpg.Pool) -> int:
@@ -74,7 +76,7 @@ async def quarantined_job(db: asyncpg.Pool, tmp_path: Path) -> tuple[int, list[s
     queue = JobQueue(db)
     await queue.enqueue(
         table_id,
-        [{"action": "remove_orphan_files", "params": {"older_than": "2020-01-01T00:00:00Z"}}],
+        [RemoveOrphanFiles(params=RemoveOrphanFilesParams(older_than=LONG_AGO))],
         priority=0,
     )
     job = await queue.claim("executor@ui-test", 60)
@@ -165,10 +167,10 @@ async def test_budgets_page_shows_use_against_each_limit(
     await set_budget(db, "lake", "etl", rewrite_bytes_per_hour=2**20, max_running=None)
     queue = JobQueue(db)
     # One job within the namespace budget (claimed: charged 512 KiB), one that never fits it.
-    await queue.enqueue(table_id, [{"action": "rewrite_manifests"}], rewrite_bytes=2**19)
+    await queue.enqueue(table_id, [RewriteManifests()], rewrite_bytes=2**19)
     assert await queue.claim("executor@ui-test", 60) is not None
     oversized = await queue.enqueue(
-        table_id, [{"action": "rewrite_manifests"}], rewrite_bytes=2**21, dedupe_key="big"
+        table_id, [RewriteManifests()], rewrite_bytes=2**21, dedupe_key="big"
     )
     errors: list[str] = []
     context, page = await _page(browser, 1280, 900, errors)

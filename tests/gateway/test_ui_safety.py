@@ -23,7 +23,10 @@ from icepack_core.execution.maintenance import VerificationFailed
 from icepack_core.inspection.health import assess
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import record_inspection
-from icepack_core.intents import intents_json, parse_intents
+from icepack_core.intents import (
+    RewriteDataFiles,
+    RewritePositionDeleteFiles,
+)
 from icepack_core.local.postgres import free_port
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
@@ -123,9 +126,7 @@ async def failed_verification_job(db: asyncpg.Pool, table_id: int) -> int:
     the evidence as the action's ``output.verification``, the table put on hold, the job
     failed."""
     queue = JobQueue(db)
-    enqueued = await queue.enqueue(
-        table_id, [{"action": "rewrite_data_files", "params": {}}], dedupe_key="verify-fail"
-    )
+    enqueued = await queue.enqueue(table_id, [RewriteDataFiles()], dedupe_key="verify-fail")
     job = await queue.claim_id(enqueued.job.id, "executor@test:2", 600)
     assert job is not None
     bad = SnapshotCheck(
@@ -253,7 +254,7 @@ async def test_a_violation_not_rolled_back_is_shown_so(
     queue = JobQueue(db)
     enqueued = await queue.enqueue(
         fleet.tables["crm.users"],
-        intents_json(parse_intents([{"action": "rewrite_position_delete_files"}])),
+        [RewritePositionDeleteFiles()],
         dedupe_key="verification-key",
     )
     job = await queue.claim_id(enqueued.job.id, "executor@test:3", 600)

@@ -24,6 +24,7 @@ import pytest
 
 from icepack_core.db import pool as icedb
 from icepack_core.errors import ConfigError
+from icepack_core.intents import RewriteManifests
 from icepack_core.local.postgres import free_port
 from icepack_core.notify.webhooks import CONSUMER, WebhookConfig, run_webhooks
 from icepack_core.queue.events import Listener, publish
@@ -216,7 +217,7 @@ async def test_job_failed_is_notified_and_other_outcomes_are_not(
     queue = JobQueue(db)
     failing, fine = await table(db, "a"), await table(db, "b")
     for table_id in (failing, fine):
-        await queue.enqueue(table_id, [{"action": "rewrite_manifests"}])
+        await queue.enqueue(table_id, [RewriteManifests()])
     first = await queue.claim("executor-1", 60)
     second = await queue.claim("executor-1", 60)
     assert first is not None and second is not None

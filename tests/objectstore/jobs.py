@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from icepack_core.execution.job_execution import JobExecution
 from icepack_core.inspection.inspector import Inspector
+from icepack_core.intents import Intent
 from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 
 
 async def run_job(
-    db: Any, settings: Settings, table_id: int, actions: list[dict[str, Any]]
+    db: Any, settings: Settings, table_id: int, actions: Sequence[Intent]
 ) -> tuple[Any, list[dict[str, Any]]]:
     """One job through the executor's path: enqueue, claim, ``JobExecution.run``."""
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ from pyiceberg.table import Table
 
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.execution.job_runner import JobRunner
+from icepack_core.intents import Intent
 from icepack_core.local.object_store import ObjectStore
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.settings import CatalogConfig, Settings, load_settings
@@ -176,7 +178,7 @@ async def run_job(
     settings: Settings,
     engine: SparkEngine,
     table_id: int,
-    actions: list[dict[str, Any]],
+    actions: Sequence[Intent],
     clock: datetime | None = None,
 ) -> Job:
     """One job of ``actions`` on the table, claimed and run through ``JobRunner`` (the

@@ -25,6 +25,12 @@ import asyncpg
 import pytest
 
 from icepack_core.discovery.refresh import Discovery
+from icepack_core.intents import (
+    ExpireSnapshots,
+    ExpireSnapshotsParams,
+    RewriteDataFiles,
+    RewriteDataFilesParams,
+)
 from icepack_core.safety.evidence import action_safety
 from icepack_core.settings import CatalogConfig, Settings, load_settings
 from icepack_core.spark.engine import LocalEngine
@@ -142,7 +148,7 @@ async def test_glue_table_on_s3_is_compacted_and_expired_by_the_executor(
         db,
         settings,
         table_id,
-        [{"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}],
+        [RewriteDataFiles(params=RewriteDataFilesParams(options={"min-input-files": "2"}))],
     )
     assert int(compacted["rewritten_data_files_count"]) == files_before
     assert int(spark.sql(f"SELECT count(*) AS n FROM {table}.files").first()["n"]) == 1
@@ -161,12 +167,12 @@ async def test_glue_table_on_s3_is_compacted_and_expired_by_the_executor(
     assert safety["verdict"] == "verified", safety
     assert safety["live_rows"]["before"] == safety["live_rows"]["after"] == before[0]
 
-    older = (datetime.now(UTC) + timedelta(milliseconds=1)).isoformat()
+    older = datetime.now(UTC) + timedelta(milliseconds=1)
     job, (expired,) = await run_job(
         db,
         settings,
         table_id,
-        [{"action": "expire_snapshots", "params": {"older_than": older, "retain_last": 1}}],
+        [ExpireSnapshots(params=ExpireSnapshotsParams(older_than=older, retain_last=1))],
     )
     assert snapshot_count(spark, table) == 1
     assert int(expired["deleted_data_files_count"]) == files_before

@@ -26,6 +26,18 @@ from typer.testing import CliRunner
 from icepack_core.cli.app import app as cli_app
 from icepack_core.discovery.refresh import Discovery
 from icepack_core.execution.ledger.quarantine import QUARANTINE_PREFIX
+from icepack_core.intents import (
+    ExpireSnapshots,
+    ExpireSnapshotsParams,
+    PurgeQuarantine,
+    RemoveOrphanFiles,
+    RemoveOrphanFilesParams,
+    RewriteDataFiles,
+    RewriteDataFilesParams,
+    RewriteManifests,
+    RewritePositionDeleteFiles,
+    RewritePositionDeleteFilesParams,
+)
 from icepack_core.safety.locations import location_key
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import ConnectEngine
@@ -186,11 +198,10 @@ async def test_every_action_runs_and_is_verified_on_s3(
             engine,
             table_id,
             [
-                {
-                    "action": "rewrite_position_delete_files",
-                    "params": {"options": {"rewrite-all": "true"}},
-                },
-                {"action": "rewrite_manifests"},
+                RewritePositionDeleteFiles(
+                    params=RewritePositionDeleteFilesParams(options={"rewrite-all": "true"})
+                ),
+                RewriteManifests(),
             ],
         )
         assert first.state == JobState.SUCCEEDED, first.error
@@ -199,7 +210,7 @@ async def test_every_action_runs_and_is_verified_on_s3(
             settings,
             engine,
             table_id,
-            [{"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}],
+            [RewriteDataFiles(params=RewriteDataFilesParams(options={"min-input-files": "2"}))],
         )
         assert job.state == JobState.SUCCEEDED, job.error
         done = await actions_of(db, first.id) | await actions_of(db, job.id)
@@ -220,8 +231,8 @@ async def test_every_action_runs_and_is_verified_on_s3(
         record_action_figures(done, time.perf_counter() - started)
 
         # Expiry through the deletion ledger: every file recorded first, then deleted.
-        older = (datetime.now(UTC) + timedelta(milliseconds=1)).isoformat()
-        expire = {"action": "expire_snapshots", "params": {"older_than": older, "retain_last": 1}}
+        older = datetime.now(UTC) + timedelta(milliseconds=1)
+        expire = ExpireSnapshots(params=ExpireSnapshotsParams(older_than=older, retain_last=1))
         expiry = await run_job(db, settings, engine, table_id, [expire])
         assert expiry.state == JobState.SUCCEEDED, expiry.error
         await assert_ledger_matches_the_procedure(db, lake, expiry.id)
@@ -287,8 +298,8 @@ async def test_an_orphan_on_s3_is_quarantined_restored_and_purged(
         for path, data in [*orphans.items(), (young, b"in flight")]:
             s3.put_object(Bucket=bucket, Key=split_s3(path)[1], Body=data)
         age(lake, location, ORPHAN_NAMES, WEEK)
-        older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
-        remove = [{"action": "remove_orphan_files", "params": {"older_than": older_than}}]
+        older_than = datetime.now(UTC) - timedelta(hours=72)
+        remove = [RemoveOrphanFiles(params=RemoveOrphanFilesParams(older_than=older_than))]
 
         # 1. Listed through S3FileIO (prefix listing), recorded, moved to the quarantine.
         job = await run_job(db, settings, engine, table_id, remove)
@@ -327,9 +338,7 @@ async def test_an_orphan_on_s3_is_quarantined_restored_and_purged(
         held = [r["quarantine_path"] for r in await ledger(db, again.id)]
         assert len(held) == len(orphans) and all(object_exists(s3, p) for p in held)
         later = datetime.now(UTC) + timedelta(days=4)
-        purge = await run_job(
-            db, settings, engine, table_id, [{"action": "purge_quarantine"}], clock=later
-        )
+        purge = await run_job(db, settings, engine, table_id, [PurgeQuarantine()], clock=later)
         assert purge.state == JobState.SUCCEEDED, purge.error
         purged = (await actions_of(db, purge.id))["purge_quarantine"]["output"]
         assert purged["files_purged"] == len(orphans), purged

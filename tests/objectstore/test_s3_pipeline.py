@@ -27,6 +27,7 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from icepack_core.intents import RemoveOrphanFiles, RemoveOrphanFilesParams
 from icepack_core.safety.locations import location_key
 from icepack_core.spark.engine import ConnectEngine
 from icepack_core.spark.sql import qualified_name
@@ -166,8 +167,8 @@ async def orphans_across_spellings(
     ]
     assert len(data_keys) > 12  # the compacted files, the new ones and the orphan
     age(lake, location, data_keys, 7 * 86400)
-    older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
-    remove = [{"action": "remove_orphan_files", "params": {"older_than": older_than}}]
+    older_than = datetime.now(UTC) - timedelta(hours=72)
+    remove = [RemoveOrphanFiles(params=RemoveOrphanFilesParams(older_than=older_than))]
     engine = ConnectEngine(lake.connect_url)
     try:
         job = await run_job(db, settings, engine, table_id, remove)

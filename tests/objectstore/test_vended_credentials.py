@@ -33,6 +33,7 @@ from icepack_core.access.tokens import TokenStore
 from icepack_core.discovery.catalogs import load_catalog
 from icepack_core.discovery.refresh import Discovery
 from icepack_core.inspection.inspector import Inspector
+from icepack_core.intents import RewriteDataFiles, RewriteDataFilesParams
 from icepack_core.local.object_store import LocalSeaweed, ObjectStore
 from icepack_core.settings import CatalogConfig, Settings, load_settings
 from icepack_core.spark.engine import LocalEngine
@@ -214,7 +215,7 @@ async def test_vended_keys_let_icepack_inspect_and_compact_and_appear_nowhere(
         db,
         settings,
         table_id,
-        [{"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}],
+        [RewriteDataFiles(params=RewriteDataFilesParams(options={"min-input-files": "2"}))],
     )
     assert int(compacted["rewritten_data_files_count"]) == 6
     after = backend.load_table(f"{namespace}.events")

@@ -222,3 +222,91 @@ def test_the_recommendation_reads_a_run_that_selected_nothing_from_its_counts() 
     assert held.replan_at == finished + timedelta(minutes=10)
     did_work = recommend(busy, policy, runs, NOW, selected={REWRITE: 2}, **kwargs)  # type: ignore[arg-type]
     assert rewrite(did_work) is not None
+
+
+@given(
+    partitions=st.integers(0, 1),
+    small=st.integers(5, 5_000),
+    per_minute=st.integers(1, 600),
+    eq_deletes=st.integers(0, 500),
+    ran_seconds_ago=st.integers(60, 299),
+)
+def test_an_unpartitioned_streaming_table_is_its_one_open_partition(
+    partitions: int, small: int, per_minute: int, eq_deletes: int, ran_seconds_ago: int
+) -> None:
+    """An unpartitioned table (an upsert sink's) or one with a single partition so far gets the
+    projection too: its small files are its open partition's. Threatened, its compaction is due
+    at the pressure interval (1 min), not after the 5-minute interval (it used to get none:
+    300 small files between two runs at one commit a second)."""
+    policy = resolve([], "db", "t")
+    table = streaming_status(small, small, partitions)
+    table = table.model_copy(update={"equality_delete_file_count": eq_deletes})
+    finished = NOW - timedelta(seconds=ran_seconds_ago)
+    grown = Growth(max(0, small - per_minute), NOW - timedelta(seconds=60), small, NOW)
+    expected = project(grown, OpenBound(100, 5, lead_of(None)))
+    assert expected is not None
+    rec = recommend(
+        table,
+        policy,
+        {REWRITE: finished},
+        NOW,
+        snapshots_after={REWRITE: "1"},
+        growth=grown,
+    )
+    action = rewrite(rec)
+    if expected.threatened:
+        assert action is not None, rec.skipped
+        assert "due: open-partition pressure" in action.reason
+        assert "scope" not in action.to_json()["params"]  # the whole table, as before
+    elif action is None:
+        assert rec.replan_at is not None and rec.replan_at <= expected.threat_at  # type: ignore[operator]
+
+
+@given(
+    before=st.integers(0, 10_000),
+    gained=st.integers(-50, 10_000),
+    seconds=st.floats(1, 86_400),
+    small_now=st.integers(0, 10_000),
+    bound=st.integers(2, 10_000),
+)
+def test_the_rate_measured_before_a_compaction_is_carried_across_it(
+    before: int, gained: int, seconds: float, small_now: int, bound: int
+) -> None:
+    """Right after a run the newest count is low but the writer's pace is the same: the rate
+    of the two statuses before the run, with the newest count, projects exactly as a measured
+    growth at that rate would (no rate measured before: no projection, as before)."""
+    pre = growth(before, before + gained, seconds)
+    carried = Growth.carried(pre, small_now, NOW)
+    rate = pre.rate_per_second()
+    if rate is None:
+        assert carried is None
+        return
+    assert carried is not None and carried.rate_per_second() == rate
+    rule = OpenBound(bound, 2, timedelta(seconds=75))
+    got = project(carried, rule)
+    # The same rate measured over the same span, ending at small_now.
+    same = project(growth(small_now - gained, small_now, seconds), rule)
+    assert got is not None and same is not None
+    assert (got.level, got.threatened) == (same.level, same.threatened)
+    assert got.small_now == small_now
+
+
+def test_a_table_just_compacted_keeps_its_pressure_interval() -> None:
+    """The planner's case: one status after the run (its fullest partition at 40 again, the
+    writer still adding a file a second). With the rate carried, the compaction is held only
+    by the 1-minute pressure interval; forgetting it fell back to the 5-minute interval."""
+    policy = resolve([], "db", "t")
+    finished = NOW - timedelta(seconds=30)
+    pre = Growth(20, finished - timedelta(seconds=60), 80, finished - timedelta(seconds=10))
+    rec = recommend(
+        streaming_status(40, 600, partitions=16),
+        policy,
+        {REWRITE: finished},
+        NOW,
+        snapshots_after={REWRITE: "1"},
+        growth=Growth.carried(pre, 40, NOW),
+    )
+    assert rewrite(rec) is None
+    skip = next(s for s in rec.skipped if s.action == REWRITE)
+    assert skip.reason.startswith("min interval 1 min"), skip.reason
+    assert rec.replan_at == finished + timedelta(minutes=1)

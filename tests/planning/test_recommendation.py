@@ -91,6 +91,23 @@ def test_rewrite_is_scoped_to_partitions_that_need_it() -> None:
     assert "scoped to 2 of 3 partitions" in rewrite.reason
 
 
+def test_a_parameter_the_intent_refuses_is_a_skip_naming_it() -> None:
+    """The compaction's parameters are built as the intent's model directly: a value it
+    refuses (here a ``where`` over its 65,536 characters) is a Skip naming the field as
+    ``parse_intent`` names it, never a job."""
+    parts = [PartitionStat(f"`p` = '{'x' * 700}{i}'", 10, 10 * MIB) for i in range(100)]
+    rec = recommend(
+        status(small_file_count=1000, small_file_bytes=1000 * MIB),
+        resolve([], "db", "t"),
+        {},
+        NOW,
+        partitions=parts,
+    )
+    assert Action.REWRITE_DATA_FILES not in [a.action for a in rec.actions]
+    (skip,) = [s for s in rec.skipped if s.action == Action.REWRITE_DATA_FILES]
+    assert skip.reason.startswith("invalid: action.params.where: String should have at most")
+
+
 def test_equality_deletes_force_a_rewrite_with_delete_threshold() -> None:
     rec = recommend(status(equality_delete_file_count=2), resolve([], "db", "t"), {}, NOW)
     (rewrite,) = rec.actions

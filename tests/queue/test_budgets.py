@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from icepack_core.db.pool import create_pool
 from icepack_core.errors import BudgetInvalid, BudgetNotFound
+from icepack_core.intents import RewriteDataFiles
 from icepack_core.queue.budgets import clear_budget, list_budgets, set_budget
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import Settings
@@ -42,7 +43,7 @@ async def job(
 ) -> int:
     done = await queue.enqueue(
         table_id,
-        [{"action": "rewrite_data_files"}],
+        [RewriteDataFiles()],
         rewrite_bytes=rewrite_bytes,
         benefit=benefit,
         health_score=health,

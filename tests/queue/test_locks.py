@@ -7,6 +7,7 @@ import asyncpg
 import pytest
 
 from icepack_core.errors import LockHeld, StaleFence
+from icepack_core.intents import RewriteManifests
 from icepack_core.queue.jobs import Job, JobQueue
 from icepack_core.queue.locks import TableLocks
 
@@ -20,7 +21,7 @@ async def table_id(db: asyncpg.Pool) -> int:
 
 
 async def claim(queue: JobQueue, owner: str, table_id: int, **kwargs: Any) -> Job | None:
-    await queue.enqueue(table_id, [{"action": "noop"}], **kwargs)
+    await queue.enqueue(table_id, [RewriteManifests()], **kwargs)
     return await queue.claim(owner, 60, now=kwargs.get("not_before"))
 
 

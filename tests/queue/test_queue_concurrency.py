@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from icepack_core.errors import StaleFence
+from icepack_core.intents import RewriteManifests
 from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.types import JobState
 
@@ -69,7 +70,7 @@ async def test_queue_invariants_under_random_interleavings(
     for op, n in ops:
         if op == "enqueue":
             await queue.enqueue(
-                None, [{"action": "noop"}], dedupe_key=f"k{n}", max_attempts=2, not_before=clock
+                None, [RewriteManifests()], dedupe_key=f"k{n}", max_attempts=2, not_before=clock
             )
         elif op == "claim":
             job = await queue.claim(f"h{n}", 10, now=clock)

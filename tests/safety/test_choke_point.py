@@ -4,6 +4,7 @@ reason, record no action and leave the table exactly as it was."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,15 @@ import pytest
 
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
+from icepack_core.intents import (
+    ExpireSnapshots,
+    ExpireSnapshotsParams,
+    Intent,
+    RemoveOrphanFiles,
+    RemoveOrphanFilesParams,
+    RewriteDataFiles,
+    RewriteDataFilesParams,
+)
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
@@ -25,6 +35,7 @@ from tests.execution.spark_tables import (
     unique_name,
 )
 from tests.support.settings import service_settings
+from tests.support.stored_jobs import enqueue_hand_written
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "choke"
@@ -38,12 +49,24 @@ def runner_settings(
 
 
 async def run_one(
-    db: asyncpg.Pool, settings: Settings, spark: Any, table_id: int, actions: Any
+    db: asyncpg.Pool,
+    settings: Settings,
+    spark: Any,
+    table_id: int,
+    actions: Sequence[Intent] | list[str],
 ) -> Any:
+    """Run ``actions`` as a manual job; a list of strings is stored as given (a row no
+    Icepack writer produces: ``JobQueue.enqueue`` takes intents only)."""
     queue = JobQueue(db)
-    enqueued = await queue.enqueue(table_id, actions, trigger=JobTrigger.MANUAL)
+    if all(isinstance(a, str) for a in actions):
+        queued_id = (
+            await enqueue_hand_written(db, table_id, actions, trigger=JobTrigger.MANUAL)
+        ).id
+    else:
+        intents = [a for a in actions if not isinstance(a, str)]
+        queued_id = (await queue.enqueue(table_id, intents, trigger=JobTrigger.MANUAL)).job.id
     job = await queue.claim("executor@test", 60)
-    assert job is not None and job.id == enqueued.job.id
+    assert job is not None and job.id == queued_id
     runner = JobRunner(db, settings, queue, LocalEngine(settings, session=spark), "executor@test")
     return (await runner.run(job)).job
 
@@ -64,10 +87,10 @@ async def register(
 @pytest.mark.parametrize(
     ("case", "actions", "reason"),
     [
-        ("held", [{"action": "rewrite_data_files"}], "is on hold: checksum differs"),
+        ("held", [RewriteDataFiles()], "is on hold: checksum differs"),
         (
             "opted_out",
-            [{"action": "rewrite_data_files"}],
+            [RewriteDataFiles()],
             "opted out of maintenance (icepack.maintenance.enabled=false)",
         ),
         # What a gateway bug once stored: the recommendation's keys as actions.
@@ -75,19 +98,21 @@ async def register(
         (
             "too_new_expiry",
             [
-                {
-                    "action": "expire_snapshots",
-                    "params": {
-                        "older_than": (datetime.now(UTC) + timedelta(days=365 * 900)).isoformat(),
-                        "retain_last": 1,
-                    },
-                }
+                ExpireSnapshots(
+                    params=ExpireSnapshotsParams(
+                        older_than=datetime.now(UTC) + timedelta(days=365 * 900), retain_last=1
+                    )
+                )
             ],
             "expire_snapshots older_than",
         ),
         (
             "orphans_by_property",
-            [{"action": "remove_orphan_files", "params": {"older_than": "2020-01-01T00:00:00Z"}}],
+            [
+                RemoveOrphanFiles(
+                    params=RemoveOrphanFilesParams(older_than=datetime(2020, 1, 1, tzinfo=UTC))
+                )
+            ],
             "orphan removal needs an operator policy",
         ),
     ],
@@ -97,7 +122,7 @@ async def test_refused_jobs_fail_permanently_and_touch_nothing(
     spark: Any,
     runner_settings: Settings,
     case: str,
-    actions: list[dict[str, Any]] | list[str],
+    actions: list[Intent] | list[str],
     reason: str,
 ) -> None:
     name = unique_name(case)
@@ -147,7 +172,7 @@ async def test_an_admitted_job_still_runs(
         runner_settings,
         spark,
         table_id,
-        [{"action": "rewrite_data_files", "params": {"options": {"min-input-files": "2"}}}],
+        [RewriteDataFiles(params=RewriteDataFilesParams(options={"min-input-files": "2"}))],
     )
     assert job.state == JobState.SUCCEEDED, job.error
     assert fingerprint(spark, table) == before and data_file_count(spark, table) < files

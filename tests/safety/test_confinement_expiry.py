@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,17 @@ from icepack_core.discovery.refresh import Discovery
 from icepack_core.errors import PermanentError
 from icepack_core.execution.job_execution import JobExecution
 from icepack_core.inspection.inspector import Inspector
+from icepack_core.intents import (
+    ExpireSnapshots,
+    ExpireSnapshotsParams,
+    Intent,
+    RemoveOrphanFiles,
+    RemoveOrphanFilesParams,
+    RestoreQuarantine,
+    RestoreQuarantineParams,
+    RewriteDataFiles,
+    RewriteDataFilesParams,
+)
 from icepack_core.queue.jobs import Backoff, JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
@@ -75,7 +87,7 @@ async def table_id(db: Any, namespace: str, name: str) -> int:
     return int(found)
 
 
-async def run_job(db: Any, engine: Any, settings: Any, tid: int, actions: list[Any]) -> Any:
+async def run_job(db: Any, engine: Any, settings: Any, tid: int, actions: Sequence[Intent]) -> Any:
     """One job through the executor's path; returns (job, the awaited run or its error)."""
     queue = JobQueue(db, Backoff(base_seconds=0, cap_seconds=0))
     await queue.enqueue(tid, actions, max_attempts=1)
@@ -92,9 +104,9 @@ async def run_job(db: Any, engine: Any, settings: Any, tid: int, actions: list[A
         return job, exc
 
 
-def expire_action() -> dict[str, Any]:
-    older = (datetime.now(UTC) + timedelta(milliseconds=1)).isoformat()
-    return {"action": "expire_snapshots", "params": {"older_than": older, "retain_last": 1}}
+def expire_action() -> ExpireSnapshots:
+    older = datetime.now(UTC) + timedelta(milliseconds=1)
+    return ExpireSnapshots(params=ExpireSnapshotsParams(older_than=older, retain_last=1))
 
 
 async def ledger_rows(db: Any, job_id: int) -> list[Any]:
@@ -223,10 +235,9 @@ async def test_a_table_built_with_add_files_over_another_is_compacted_then_never
 
     await Discovery(spark_catalog_settings, db).run_once()
     tid = await table_id(db, ns_b, "b")
-    compact = {
-        "action": "rewrite_data_files",
-        "params": {"strategy": "binpack", "options": {"min-input-files": "2"}},
-    }
+    compact = RewriteDataFiles(
+        params=RewriteDataFilesParams(strategy="binpack", options={"min-input-files": "2"})
+    )
     _job, compacted = await run_job(db, engine, spark_catalog_settings, tid, [compact])
     assert not isinstance(compacted, Exception), compacted
     spark.sql(f"REFRESH TABLE {b}")
@@ -273,8 +284,8 @@ async def test_a_restore_into_another_table_s_location_is_refused_and_held(
         CATALOG,
         ns,
     )
-    older = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
-    remove = {"action": "remove_orphan_files", "params": {"older_than": older}}
+    older = datetime.now(UTC) - timedelta(hours=72)
+    remove = RemoveOrphanFiles(params=RemoveOrphanFilesParams(older_than=older))
     quarantine_job, done = await run_job(db, engine, spark_catalog_settings, tid, [remove])
     assert not isinstance(done, Exception), done
     assert not stray.exists()
@@ -289,7 +300,7 @@ async def test_a_restore_into_another_table_s_location_is_refused_and_held(
         f"CREATE TABLE {squatter} (id BIGINT) USING iceberg LOCATION '{stray.parent.as_uri()}'"
     )
     await Discovery(spark_catalog_settings, db).run_once()
-    restore = {"action": "restore_quarantine", "params": {"job_id": quarantine_job.id}}
+    restore = RestoreQuarantine(params=RestoreQuarantineParams(job_id=quarantine_job.id))
     _job, result = await run_job(db, engine, spark_catalog_settings, tid, [restore])
 
     assert isinstance(result, PermanentError), result

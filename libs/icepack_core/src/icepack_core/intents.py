@@ -6,9 +6,11 @@ operator submits with ``POST /jobs`` and what ``icepack maintain`` runs: ``{"act
 union on ``action``) with ``extra="forbid"`` at every level, so a misspelt parameter is an error
 naming it, never silently ignored.
 
-``parse_intents`` is the only way raw JSON becomes intents. It runs at enqueue (the gateway
-answers 422 naming the field) and again in the executor before any Spark call, whatever the
-job's source, so a row written by an older version or by hand is checked too. Safety floors that
+``parse_intents`` is the only way raw JSON becomes intents. It runs where a user's JSON arrives
+(the gateway answers 422 naming the field; ``JobQueue.enqueue`` takes intents only) and again
+when a job is read, before any Spark call, so a row written by hand is checked too. Code that
+builds intents from typed values wraps the constructor in ``checked`` to refuse a bad value in
+the same words. Safety floors that
 depend on the table (hold, opt-out, orphan policy, age floors, overlapping locations) are checked
 by ``icepack_core.safety.admission``, not here: this module knows only the shape of an action.
 """
@@ -16,8 +18,9 @@ by ``icepack_core.safety.admission``, not here: this module knows only the shape
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -76,6 +79,7 @@ REWRITE_DELETE_OPTIONS = frozenset(
     }
 )
 _OPTION_VALUE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class _Model(BaseModel):
@@ -352,6 +356,21 @@ def parse_intent(raw: Any, *, field: str = "action") -> Intent:
         return _INTENT.validate_python(raw)
     except ValidationError as exc:
         message, where = _message(exc, field)
+        raise IntentError(message, where) from None
+
+
+def checked(build: Callable[[], _M], *, field: str = "action") -> _M:
+    """``build()``, which constructs an intent (and its parameters) from typed values, its
+    validation error raised as the ``IntentError`` that ``parse_intent`` raises for the same
+    value: the bad field named under ``field``, or ``field.params`` when a parameters model
+    (``*Params``) refused it. Code that builds intents directly refuses a bad value in the
+    same words as the API.
+    """
+    try:
+        return build()
+    except ValidationError as exc:
+        prefix = f"{field}.params" if exc.title.endswith("Params") else field
+        message, where = _message(exc, prefix)
         raise IntentError(message, where) from None
 
 

@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
-from icepack_core.intents import RestoreQuarantine, RestoreQuarantineParams, intents_json
+from icepack_core.intents import Intent, RestoreQuarantine, RestoreQuarantineParams
 from icepack_core.queue.ledger import job_page, restore_target
 from icepack_core.types import JobTrigger
 from icepack_gateway import models
@@ -55,16 +55,16 @@ async def restore_job(call: Call[JobPath, NoParams, NoBody]) -> Response:
     table = TableRow.from_record(target.table)
     table_id = stored_id(table)
     pool = state.pool
-    intents = [
+    intents: list[Intent] = [
         RestoreQuarantine(
             params=RestoreQuarantineParams(job_id=job_id),
             reason=f"operator restore of job {job_id}'s quarantined files",
         )
     ]
-    await _admit(state, table, list(intents))
+    await _admit(state, table, intents)
     enqueued = await state.jobs.enqueue(
         table_id,
-        intents_json(list(intents)),
+        intents,
         dedupe_key=f"restore:{job_id}",
         priority=MANUAL_PRIORITY,
         trigger=JobTrigger.MANUAL,

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, IntentError, JobNotFound
-from icepack_core.intents import MAX_ACTIONS, Intent, intents_json, parse_intents
+from icepack_core.intents import MAX_ACTIONS, Intent, parse_intents
 from icepack_core.safety.admission import admit
 from icepack_core.types import JobState, JobTrigger
 from icepack_gateway import models
@@ -191,7 +191,7 @@ async def submit_job(call: Call[NoParams, NoParams, JobIn]) -> Response:
     await _admit(state, table, intents)
     enqueued = await state.jobs.enqueue(
         stored_id(table),
-        intents_json(intents),
+        intents,
         dedupe_key=f"table:{stored_id(table)}",
         priority=spec.priority,
         trigger=JobTrigger.MANUAL,

@@ -18,7 +18,7 @@ import asyncio
 import json
 import os
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -241,7 +241,7 @@ async def _enqueue_and_claim(
     queue: JobQueue,
     pool: asyncpg.Pool,
     table_id: int,
-    actions: list[dict[str, Any]],
+    intents: Sequence[Intent],
     lease_seconds: float,
 ) -> Job:
     """Enqueue a ``cli`` job and claim it in one transaction, so no executor can take it;
@@ -249,7 +249,7 @@ async def _enqueue_and_claim(
     async with pool.acquire() as conn, conn.transaction():
         enqueued = await queue.enqueue(
             table_id,
-            actions,
+            intents,
             dedupe_key=f"table:{table_id}",
             priority=0,
             max_attempts=1,
@@ -284,10 +284,9 @@ async def run_maintenance(
             f"{holder.expires_at:%Y-%m-%d %H:%M:%S}; try again later"
         )
     lease = settings.job_lease_seconds
-    actions = intents_json(intents)
-    job = await _enqueue_and_claim(queue, pool, table_id, actions, lease)
+    job = await _enqueue_and_claim(queue, pool, table_id, intents, lease)
     records: list[ActionRecord] = []
-    record = _progress_printer(progress, [a["action"] for a in actions], records)
+    record = _progress_printer(progress, [i.kind.value for i in intents], records)
     engine = engine_for(settings)
     runner = JobRunner(pool, settings, queue, engine, OWNER, retry_failures=False)
     try:

@@ -25,7 +25,7 @@ from icepack_core.cli.maintain import JsonOpt, Refused, _enqueue_and_claim, _set
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, JobNotFound
 from icepack_core.execution.job_runner import JobRunner
-from icepack_core.intents import RestoreQuarantine, RestoreQuarantineParams, intents_json
+from icepack_core.intents import Intent, RestoreQuarantine, RestoreQuarantineParams
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.queue.ledger import restore_target
 from icepack_core.safety.admission import admit
@@ -61,7 +61,7 @@ class RestoreResult(TypedDict):
 async def run_restore(settings: Settings, pool: asyncpg.Pool, job_id: int) -> RestoreResult:
     """Admit, enqueue, claim and run the restore of ``job_id``; what it did."""
     table = await _source_table(pool, job_id)
-    intents = [
+    intents: list[Intent] = [
         RestoreQuarantine(
             params=RestoreQuarantineParams(job_id=job_id),
             reason=f"icepack restore {job_id}",
@@ -71,7 +71,7 @@ async def run_restore(settings: Settings, pool: asyncpg.Pool, job_id: int) -> Re
         await admit(
             pool,
             TableRow.from_record(table),
-            list(intents),
+            intents,
             now=datetime.now(UTC),
             expiry_min_age_hours=settings.expiry_min_age_hours,
             default_cadence_hours=settings.maintenance_cadence_hours,
@@ -79,9 +79,7 @@ async def run_restore(settings: Settings, pool: asyncpg.Pool, job_id: int) -> Re
     except ActionRefused as exc:
         raise Refused(str(exc)) from None
     queue = JobQueue(pool)
-    job = await _enqueue_and_claim(
-        queue, pool, table["id"], intents_json(list(intents)), settings.job_lease_seconds
-    )
+    job = await _enqueue_and_claim(queue, pool, table["id"], intents, settings.job_lease_seconds)
     engine = LocalEngine(settings)  # opened only if a pending rewrite must be verified first
     try:
         run = await JobRunner(pool, settings, queue, engine, OWNER, retry_failures=False).run(job)

@@ -14,8 +14,8 @@ does not have refuses the rewrite, naming the column.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from icepack_core.inspection.clustering import Clustering
 from icepack_core.inspection.layout_key import layout_key_of
@@ -28,14 +28,18 @@ from icepack_core.policy import DataCompactionConfig
 class Layout:
     """The strategy part of a ``rewrite_data_files`` proposal.
 
-    ``params``: the intent's strategy parameters. ``reason``: the clustering trigger when it
-    fires. ``note``: why the strategy falls back or the table is left as it is. ``refused``:
-    the rewrite must not run (a bad z-order key). ``depth``, ``files_removed``,
-    ``rewrite_bytes`` and ``gain`` (files a query on the key no longer opens) predict the
-    clustering part.
+    ``strategy``, ``zorder_columns`` (zorder only) and ``max_overlap_ratio`` (None: the
+    rewrite is not scoped by depth): the intent's strategy parameters
+    (``intents.RewriteDataFilesParams``, assembled by ``planning.compaction``). ``reason``: the
+    clustering trigger when it fires. ``note``: why the strategy falls back or the table is
+    left as it is. ``refused``: the rewrite must not run (a bad z-order key). ``depth``,
+    ``files_removed``, ``rewrite_bytes`` and ``gain`` (files a query on the key no longer
+    opens) predict the clustering part.
     """
 
-    params: dict[str, Any] = field(default_factory=lambda: {"strategy": "binpack"})
+    strategy: Literal["binpack", "sort", "zorder"] = "binpack"
+    zorder_columns: tuple[str, ...] = ()
+    max_overlap_ratio: float | None = None
     reason: str | None = None
     note: str | None = None
     refused: str | None = None
@@ -67,16 +71,15 @@ def layout_of(
         if cfg.strategy == "zorder":
             return Layout(refused=f"refused: {found.error}")
         return Layout(note=f"{found.error}; falling back to binpack")
-    params: dict[str, Any] = {"strategy": cfg.strategy}
-    if cfg.strategy == "zorder":
-        params["zorder_columns"] = list(cfg.zorder_columns)
+    columns = tuple(cfg.zorder_columns) if cfg.strategy == "zorder" else ()
     depth = found.overlap_depth or 1.0
     if applies_deletes:
-        return Layout(params)
-    params["max_overlap_ratio"] = cfg.max_overlap_ratio
+        return Layout(cfg.strategy, columns)
     if found.unclustered_partitions == 0:
         return Layout(
-            params,
+            cfg.strategy,
+            columns,
+            cfg.max_overlap_ratio,
             note=f"clustered: overlap depth {depth:g} on {_label(found)}, no partition above "
             f"max_overlap_ratio {cfg.max_overlap_ratio:g} x what a rewrite reaches",
         )
@@ -89,7 +92,9 @@ def layout_of(
         found.unclustered_depth_after,
     )
     return Layout(
-        params,
+        cfg.strategy,
+        columns,
+        cfg.max_overlap_ratio,
         reason=f"overlap depth {found.unclustered_depth:g} on {_label(found)} in "
         f"{found.unclustered_partitions} of {found.partitions} partitions "
         f"({found.unclustered_files} files, {found.unclustered_bytes} bytes), above "

@@ -34,7 +34,6 @@ from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
-from icepack_core.intents import intents_json
 from icepack_core.planning.prediction import JobPredictionJSON, PredictedActionJSON
 from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
@@ -269,26 +268,49 @@ class Planner:
     ) -> Growth | None:
         """The fullest partition's small files in an earlier status and in ``status`` (the
         newest), both inspected after ``since`` (the last compaction's end), at least
-        ``maintenance_growth_span_seconds`` apart; None when there is no such earlier status
-        (``planning.pressure``).
+        ``maintenance_growth_span_seconds`` apart (``planning.pressure``). Without such an
+        earlier status (right after a compaction), the rate measured between two statuses
+        before ``since`` carried over to ``status`` (``Growth.carried``); None without either.
         """
         now_at = parse_ts(status.inspected_at)
         if status_id is None or now_at is None:
             return None
-        base = await self.pool.fetchrow(
-            load_query("status_growth_base"),
+        small_now = fullest_small(status.max_files_in_partition, status.small_file_count)
+        measured = await self._growth_to(table.id, status_id, small_now, now_at)
+        if measured is not None and (since is None or measured.at_before > since):
+            return measured
+        if since is None:
+            return None
+        # The newest status inspected before the compaction ended, and the rate up to it.
+        end = await self.pool.fetchrow(load_query("status_growth_base"), table.id, status_id, since)
+        if end is None:
+            return None
+        ended = TableStatus.model_validate(end["status"])
+        before = await self._growth_to(
             table.id,
-            status_id,
-            now_at - timedelta(seconds=self.settings.maintenance_growth_span_seconds),
+            end["id"],
+            fullest_small(ended.max_files_in_partition, ended.small_file_count),
+            end["inspected_at"],
         )
-        if base is None or (since is not None and base["inspected_at"] <= since):
+        return Growth.carried(before, small_now, now_at)
+
+    async def _growth_to(
+        self, table_id: int | None, status_id: int, small: int, at: datetime
+    ) -> Growth | None:
+        """The growth up to status ``status_id`` (``small`` small files in its fullest
+        partition, inspected ``at``) from the newest status at least the growth span older."""
+        span = timedelta(seconds=self.settings.maintenance_growth_span_seconds)
+        base = await self.pool.fetchrow(
+            load_query("status_growth_base"), table_id, status_id, at - span
+        )
+        if base is None:
             return None
         before = TableStatus.model_validate(base["status"])
         return Growth(
             fullest_small(before.max_files_in_partition, before.small_file_count),
             base["inspected_at"],
-            fullest_small(status.max_files_in_partition, status.small_file_count),
-            now_at,
+            small,
+            at,
         )
 
     async def failure_streaks(self, table_id: int) -> dict[str, FailureStreak]:
@@ -329,7 +351,7 @@ class Planner:
         prediction = job_prediction(rec.actions)
         enqueued = await self.queue.enqueue(
             table_id,
-            intents_json(intents),
+            intents,
             dedupe_key=f"table:{table_id}",
             priority=PLANNER_PRIORITY,
             max_attempts=self.settings.job_max_attempts,

@@ -56,15 +56,34 @@ MAX_WAIT = timedelta(days=30)
 
 @dataclass(frozen=True)
 class Growth:
-    """The fullest partition's small files at an earlier inspection and at the newest one."""
+    """The fullest partition's small files at an earlier inspection and at the newest one;
+    or, right after a compaction (``carried``), the newest count with the rate measured
+    before that compaction (``carried_rate``)."""
 
     small_before: int
     at_before: datetime
     small_now: int
     at_now: datetime
+    # Small files a second measured between two statuses before the last compaction: used
+    # until two statuses after it are far enough apart to measure the rate again.
+    carried_rate: float | None = None
+
+    @classmethod
+    def carried(cls, before: Growth | None, small_now: int, at_now: datetime) -> Growth | None:
+        """The growth right after a compaction: ``before``'s rate (measured before it, None:
+        not measured or no growth) with the newest status's count. A compaction lowers the
+        count, not the writer's pace, so forgetting the rate would leave the table without a
+        projection (and at the policy's own interval) until the next measurement."""
+        rate = None if before is None else before.rate_per_second()
+        if rate is None:
+            return None
+        return cls(small_now, at_now, small_now, at_now, carried_rate=rate)
 
     def rate_per_second(self) -> float | None:
         """Small files gained per second, None without growth over a positive span."""
+        if self.carried_rate is not None:
+            rate = self.carried_rate
+            return rate if rate > 0 and math.isfinite(rate) else None
         span = (self.at_now - self.at_before).total_seconds()
         gained = self.small_now - self.small_before
         if span <= 0 or gained <= 0:
@@ -148,12 +167,13 @@ def table_pressure(
     growth: Growth | None,
     compaction_seconds: float | None,
 ) -> Pressure | None:
-    """The projection for a table's scoped compaction (more than one partition, open
-    partitions on, compaction enabled), None otherwise or without growth."""
+    """The projection for a table's compaction (open partitions on, compaction enabled),
+    None otherwise or without growth. An unpartitioned table (or one with a single partition
+    so far, an ``hour(ts)`` table in its first hour) is its one open partition: its small
+    files are that partition's (``fullest_small``), and its compaction is due by the same
+    projection, though it rewrites the whole table."""
     cfg = policy.data_compaction
     if cfg is None or cfg.open_partition_quiet_minutes <= 0:
-        return None
-    if status.partition_count <= 1:
         return None
     bound = OpenBound(
         cfg.open_partition_max_small_files, cfg.min_input_files, lead_of(compaction_seconds)

@@ -11,14 +11,30 @@ not maintained. Pure functions: the planner,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from icepack_core.errors import IntentError
 from icepack_core.inspection.status import DEFAULT_TARGET_FILE_SIZE, TableStatus, parse_ts
-from icepack_core.intents import Intent, parse_intent
+from icepack_core.intents import (
+    ComputePartitionStats,
+    ComputeTableStats,
+    ComputeTableStatsParams,
+    ExpireSnapshots,
+    ExpireSnapshotsParams,
+    Intent,
+    RemoveOrphanFiles,
+    RemoveOrphanFilesParams,
+    RewriteDataFiles,
+    RewriteManifests,
+    RewriteManifestsParams,
+    RewritePositionDeleteFiles,
+    RewritePositionDeleteFilesParams,
+    checked,
+)
+from icepack_core.planning.compaction import PartitionScope, compaction_params
 from icepack_core.planning.due import (
     DueRule,
     LastRun,
@@ -114,16 +130,16 @@ def stored_params(intent: Intent) -> dict[str, Any]:
 
 def _propose(
     action: Action,
-    reason: str,
-    params: Mapping[str, object],
+    build: Callable[[], Intent],
     benefit: dict[str, int],
     predicted: PredictedEffect | None,
     **beside: Any,
 ) -> Proposed | Skip:
-    """The one place a proposal's parameters become its ``Intent`` (or a Skip naming the
-    invalid field, so a bad policy value never reaches a job)."""
+    """The one place a proposal becomes its ``Intent``: ``build`` constructs it from typed
+    values; a value the intent refuses is a Skip naming the field (``intents.checked``, in
+    ``parse_intent``'s words), so a bad policy value never reaches a job."""
     try:
-        intent = parse_intent({"action": action, "params": params, "reason": reason})
+        intent = checked(build)
     except IntentError as exc:
         return Skip(action, f"invalid: {exc}")
     return Proposed(intent, benefit, predicted, **beside)
@@ -184,6 +200,12 @@ def failure_backoff(failures: int, base_seconds: float, cap_seconds: float) -> t
 
 def _iso(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _millis(value: datetime) -> datetime:
+    """``value`` to the millisecond, as a recommendation stores it (``_iso``): the job runs
+    with the timestamp the stored recommendation shows."""
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
 
 
 def recommend(
@@ -344,9 +366,22 @@ class _Gate:
 
 
 def _statistics(proposal: Proposal) -> Proposed | Skip:
-    if proposal.predicted is None:
-        return Skip(proposal.action, proposal.reason)
-    return _propose(proposal.action, proposal.reason, proposal.params, {}, proposal.predicted)
+    params, reason = proposal.params, proposal.reason
+    if proposal.predicted is None or params is None:
+        return Skip(proposal.action, reason)
+    if isinstance(params, ComputeTableStatsParams):
+        return _propose(
+            proposal.action,
+            lambda: ComputeTableStats(params=params, reason=reason),
+            {},
+            proposal.predicted,
+        )
+    return _propose(
+        proposal.action,
+        lambda: ComputePartitionStats(params=params, reason=reason),
+        {},
+        proposal.predicted,
+    )
 
 
 def due_rule_of(
@@ -461,15 +496,16 @@ def _rewrite_data_files(
         )
     if layout.note:
         reasons.append(layout.note)
-    params: dict[str, Any] = {**layout.params, "options": options}
+    scope: PartitionScope | None = None
     if status.partition_count > 1 and not applies_deletes:
-        held = _partition_scope(params, status, cfg, pressure)
-        if held is not None:
-            return held
-    rewrite_bytes = small_bytes
+        scoped = _partition_scope(status, cfg, pressure)
+        if isinstance(scoped, Skip):
+            return scoped
+        scope = scoped
+    rewrite_bytes, where = small_bytes, None
     if partitions and not applies_deletes:
         where, small, rewrite_bytes = _where_scope(partitions, cfg, reasons, small, small_bytes)
-        params.update({"where": where} if where is not None else {})
+    reason = "; ".join(reasons)
     files_after = max(1, math.ceil(rewrite_bytes / target)) if small else 0
     effect = with_layout(
         predict_rewrite_data_files(Shape.of(status), small, rewrite_bytes, target), layout
@@ -477,13 +513,14 @@ def _rewrite_data_files(
     removed = max(0, small - files_after, layout.files_removed)
     return _propose(
         action,
-        "; ".join(reasons),
-        params,
+        lambda: RewriteDataFiles(
+            params=compaction_params(layout, options, scope, where), reason=reason
+        ),
         {"files_removed": removed, "bytes_to_rewrite": effect.rewrite_bytes},
         effect,
         by_need=True,
         extra_benefit=((eq_deletes + pos_deletes) if applies_deletes else 0) + layout.gain,
-        pressure=None if "open_max_small_files" not in params else pressure,
+        pressure=pressure,  # scoped or not (an unpartitioned table): due by the projection
     )
 
 
@@ -537,25 +574,21 @@ def _delete_build_up(
 
 
 def _partition_scope(
-    params: dict[str, Any],
-    status: TableStatus,
-    cfg: DataCompactionConfig,
-    pressure: Pressure | None,
-) -> Skip | None:
-    """Scope a partitioned table's rewrite in ``params``; a Skip when only the growing open
+    status: TableStatus, cfg: DataCompactionConfig, pressure: Pressure | None
+) -> PartitionScope | Skip:
+    """The scope of a partitioned table's rewrite; a Skip when only the growing open
     partition has small files (``_open_only``)."""
     # The executor narrows the rewrite to partitions that have enough small files, at most
     # max_partitions per run, skipping partitions still being written (metadata_scope).
-    params["scope"] = "partitions"
-    params["max_partitions"] = cfg.max_partitions_per_run
-    params["open_quiet_seconds"] = cfg.open_partition_quiet_minutes * 60
-    params["open_max_small_files"] = cfg.open_partition_max_small_files
+    scope = PartitionScope(
+        max_partitions=cfg.max_partitions_per_run,
+        open_quiet_seconds=cfg.open_partition_quiet_minutes * 60,
+        open_max_small_files=cfg.open_partition_max_small_files,
+    )
     if pressure is None:
-        return None
+        return scope
     held = _open_only(status, cfg.min_input_files, pressure)
-    if held is None:
-        streaming_scope(params, pressure)
-    return held
+    return streaming_scope(scope, pressure) if held is None else held
 
 
 def _where_scope(
@@ -583,13 +616,14 @@ def _where_scope(
 CLOSED_MIN_FILES = 2
 
 
-def streaming_scope(params: dict[str, Any], pressure: Pressure) -> None:
+def streaming_scope(scope: PartitionScope, pressure: Pressure) -> PartitionScope:
     """A scoped compaction of a table whose open partitions grow: open partitions are
     compacted from the projection's level, closed ones from ``CLOSED_MIN_FILES`` small files
     (what the writer left in them when they closed), so they end at one file each."""
     # The executor compacts an open partition *above* this many small files: from the level.
-    params["open_max_small_files"] = max(1, pressure.level - 1)
-    params["options"]["min-input-files"] = str(CLOSED_MIN_FILES)
+    return replace(
+        scope, open_max_small_files=max(1, pressure.level - 1), min_input_files=CLOSED_MIN_FILES
+    )
 
 
 def _open_only(status: TableStatus, min_files: int, pressure: Pressure) -> Skip | None:
@@ -614,10 +648,12 @@ def _rewrite_position_deletes(status: TableStatus, policy: EffectivePolicy) -> P
     if count < max(cfg.min_delete_files, 2):
         # One position delete file cannot be compacted into fewer.
         return Skip(action, f"{count} position delete files")
+    reason = f"{count} position delete files"
     return _propose(
         action,
-        f"{count} position delete files",
-        {"options": {"rewrite-all": "true"}},
+        lambda: RewritePositionDeleteFiles(
+            params=RewritePositionDeleteFilesParams(options={"rewrite-all": "true"}), reason=reason
+        ),
         {"files_removed": count - 1},
         predict_rewrite_position_deletes(Shape.of(status), count),
         by_need=True,
@@ -633,10 +669,10 @@ def _rewrite_manifests(status: TableStatus, policy: EffectivePolicy) -> Proposed
     if count <= cfg.max_manifests:
         return Skip(action, f"{count} manifests <= max_manifests {cfg.max_manifests}")
     after = max(1, math.ceil(size / cfg.target_manifest_size_bytes))
+    reason = f"{count} manifests > max_manifests {cfg.max_manifests}"
     return _propose(
         action,
-        f"{count} manifests > max_manifests {cfg.max_manifests}",
-        {"use_caching": True},
+        lambda: RewriteManifests(params=RewriteManifestsParams(use_caching=True), reason=reason),
         {"manifests_removed": max(0, count - after)},
         predict_rewrite_manifests(Shape.of(status), size, cfg.target_manifest_size_bytes),
         by_need=True,
@@ -659,12 +695,17 @@ def _expire_snapshots(
     if cfg.max_snapshots is not None and count > keep and oldest is not None and oldest < floor:
         # Count-based retention, only as the operator's policy sets it: the newest `keep`
         # stay, and nothing younger than the safety floor goes, whatever the count.
-        return _propose(
-            action,
+        reason = (
             f"{count} snapshots > max_snapshots {cfg.max_snapshots} (count-based retention): "
             f"expiring those older than the {floor_hours:g} h safety floor beyond the newest "
-            f"{keep}{advice}",
-            {"older_than": _iso(floor), "retain_last": keep},
+            f"{keep}{advice}"
+        )
+        return _propose(
+            action,
+            lambda: ExpireSnapshots(
+                params=ExpireSnapshotsParams(older_than=_millis(floor), retain_last=keep),
+                reason=reason,
+            ),
             {"snapshots_expired_at_most": count - keep},
             predict_expire_snapshots(Shape.of(status), keep),
             by_need=True,
@@ -675,11 +716,16 @@ def _expire_snapshots(
             f"{count} snapshots, none older than "
             f"{cfg.max_snapshot_age_hours:g} h beyond the last {cfg.retain_last}{advice}",
         )
+    reason = (
+        f"oldest of {count} snapshots is from {_iso(oldest)}, older than "
+        f"{cfg.max_snapshot_age_hours:g} h{advice}"
+    )
     return _propose(
         action,
-        f"oldest of {count} snapshots is from {_iso(oldest)}, older than "
-        f"{cfg.max_snapshot_age_hours:g} h{advice}",
-        {"older_than": _iso(horizon), "retain_last": cfg.retain_last},
+        lambda: ExpireSnapshots(
+            params=ExpireSnapshotsParams(older_than=_millis(horizon), retain_last=cfg.retain_last),
+            reason=reason,
+        ),
         {"snapshots_expired_at_most": count - cfg.retain_last},
         predict_expire_snapshots(Shape.of(status), cfg.retain_last),
     )
@@ -690,11 +736,14 @@ def _remove_orphans(policy: EffectivePolicy, now: datetime) -> Proposed | Skip:
     cfg = policy.orphan_file_removal
     if cfg is None:
         return Skip(action, "system.orphan-file-removal is not enabled")
-    older_than = now - timedelta(hours=cfg.older_than_hours)
+    older_than = _millis(now - timedelta(hours=cfg.older_than_hours))
+    reason = f"orphan removal enabled; files older than {cfg.older_than_hours:g} h"
     return _propose(
         action,
-        f"orphan removal enabled; files older than {cfg.older_than_hours:g} h",
-        {"older_than": _iso(older_than), "dry_run_first": cfg.dry_run_first},
+        lambda: RemoveOrphanFiles(
+            params=RemoveOrphanFilesParams(older_than=older_than, dry_run_first=cfg.dry_run_first),
+            reason=reason,
+        ),
         {},
         None,
     )

@@ -19,11 +19,12 @@ Pure functions, shared by the planner, ``icepack recommend`` and policy simulati
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from icepack_core.inspection.statistics import StalenessRule, staleness
 from icepack_core.inspection.status import StatisticsFreshness, TableStatus
+from icepack_core.intents import ComputePartitionStatsParams, ComputeTableStatsParams
 from icepack_core.planning.prediction import PredictedEffect, Shape, predict_statistics
 from icepack_core.policy import EffectivePolicy, TableStatisticsConfig
 from icepack_core.types import Action, PolicyType
@@ -37,12 +38,12 @@ FIELD = {
 
 @dataclass(frozen=True)
 class Proposal:
-    """A statistics action proposed (``predicted`` set) or not (the reason says why);
-    ``recommendation`` turns it into a ``Proposed`` intent or a ``Skip``."""
+    """A statistics action proposed (``params`` and ``predicted`` set) or not (the reason says
+    why); ``recommendation`` turns it into a ``Proposed`` intent or a ``Skip``."""
 
     action: Action
     reason: str
-    params: dict[str, list[str]] = field(default_factory=dict)  # only ``columns``, when set
+    params: ComputeTableStatsParams | ComputePartitionStatsParams | None = None
     predicted: PredictedEffect | None = None
 
 
@@ -79,9 +80,11 @@ def _candidate(status: TableStatus, policy: EffectivePolicy, action: Action) -> 
     if verdict.state == "fresh":
         return Proposal(action, f"fresh: {verdict.reason}")
     crossed = f" (>= {verdict.threshold:g})" if verdict.threshold is not None else ""
-    params: dict[str, list[str]] = {}
-    if action == Action.COMPUTE_TABLE_STATS and config.columns:
-        params["columns"] = list(config.columns)
+    params: ComputeTableStatsParams | ComputePartitionStatsParams = ComputePartitionStatsParams()
+    if action == Action.COMPUTE_TABLE_STATS:
+        # Only columns the policy names are set (the stored recommendation lists set ones).
+        columns = list(config.columns)
+        params = ComputeTableStatsParams(columns=columns) if columns else ComputeTableStatsParams()
     previous = freshness.file_bytes if freshness.snapshot_id is not None else None
     return Proposal(
         action,

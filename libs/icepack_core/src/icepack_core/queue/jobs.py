@@ -20,7 +20,7 @@ from icepack_core.db.pool import Conn
 from icepack_core.db.queries import load_query
 from icepack_core.db.text import storable
 from icepack_core.errors import IntentError, JobNotFound, StaleFence
-from icepack_core.intents import Intent, parse_intents
+from icepack_core.intents import Intent, intents_json, parse_intents
 from icepack_core.queue import events
 from icepack_core.telemetry.logs import redact, redact_text
 from icepack_core.telemetry.tracing import current_traceparent
@@ -154,7 +154,7 @@ class JobQueue:
     async def enqueue(
         self,
         table_id: int | None,
-        actions: Sequence[Mapping[str, object]],
+        actions: Sequence[Intent],
         *,
         dedupe_key: str | None = None,
         priority: int = 100,
@@ -167,7 +167,8 @@ class JobQueue:
         health_score: float | None = None,
         conn: Conn | None = None,
     ) -> Enqueued:
-        """Queue a job, or return the queued/running job that already holds ``dedupe_key``.
+        """Queue a job running ``actions`` (stored in their one JSON form, ``intents_json``;
+        empty: a no-op job), or return the queued/running job that already holds ``dedupe_key``.
 
         ``predicted`` (per action, the planner's predicted effect), ``rewrite_bytes`` (what the
         job charges a rewrite budget), ``benefit`` and ``health_score`` (the claim order) are
@@ -189,11 +190,12 @@ class JobQueue:
                     health_score=health_score,
                     conn=own,
                 )
+        stored = intents_json(list(actions))
         while True:
             row = await conn.fetchrow(
                 load_query("job_enqueue"),
                 table_id,
-                actions,
+                stored,
                 priority,
                 max_attempts,
                 not_before,

@@ -17,10 +17,11 @@ import structlog
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.resilience import loop_every
+from icepack_core.intents import PurgeQuarantine
 from icepack_core.queue.events import prune_events
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.queue.work_items import WorkQueue
-from icepack_core.types import Action, JobTrigger
+from icepack_core.types import JobTrigger
 
 REAP_INTERVAL_SECONDS = 5.0  # an expired lease is noticed within seconds
 PRUNE_INTERVAL_SECONDS = 600.0  # pruning is cheap but need not be frequent
@@ -102,13 +103,7 @@ class QueueUpkeep:
         for row in due:
             enqueued = await self.jobs.enqueue(
                 row["table_id"],
-                [
-                    {
-                        "action": Action.PURGE_QUARANTINE.value,
-                        "params": {},
-                        "reason": "quarantined orphan files past their retention window",
-                    }
-                ],
+                [PurgeQuarantine(reason="quarantined orphan files past their retention window")],
                 dedupe_key=f"purge:{row['table_id']}",
                 trigger=JobTrigger.PLANNER,
             )

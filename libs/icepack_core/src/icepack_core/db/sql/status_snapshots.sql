@@ -38,8 +38,9 @@ SELECT id, inspected_at, inspector, metadata_location, current_snapshot_id, stat
 -- The status a table's open-partition growth is measured from (planning.pressure): the newest
 -- of table $1 older than status $2 and inspected at or before $3 (the newest's inspection time
 -- less the shortest span measured over). A backward scan of status_snapshots_table from $2
--- that stops at the first such row: bounded by the statuses of that span.
-SELECT s.inspected_at, s.status
+-- that stops at the first such row: bounded by the statuses of that span. Also the newest
+-- status inspected before a compaction ended ($3: its end), whose rate is carried across it.
+SELECT s.id, s.inspected_at, s.status
   FROM icepack.status_snapshots s
  WHERE s.table_id = $1 AND s.id < $2 AND s.inspected_at <= $3
  ORDER BY s.id DESC
