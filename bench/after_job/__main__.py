@@ -23,8 +23,9 @@ import argparse
 import asyncio
 import tempfile
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -66,6 +67,32 @@ def write_table(spark: Any, catalog: str, partitions: int, appends: int) -> str:
     return table
 
 
+T = TypeVar("T")
+
+
+async def record_table(pool: asyncpg.Pool, catalog: str, location: str) -> int:
+    """The table as discovery would record it, and a compaction policy without a quiet
+    period: the partitions were all written seconds ago, and the bench is about the job's
+    reads, not about open-partition detection."""
+    table_id: int = await pool.fetchval(
+        load_query("table_insert"), catalog, NAMESPACE, NAME, location, {}
+    )
+    await pool.execute(
+        "INSERT INTO icepack.policies (policy_type, scope, catalog, config) "
+        "VALUES ('system.data-compaction', 'catalog', $1, $2::jsonb)",
+        catalog,
+        {"open_partition_quiet_minutes": 0},
+    )
+    return table_id
+
+
+async def timed_ms(work: Awaitable[T]) -> tuple[T, float]:
+    """``work``'s result and how long awaiting it took, in milliseconds."""
+    started = time.perf_counter()
+    result = await work
+    return result, (time.perf_counter() - started) * 1000
+
+
 async def measure(settings: Settings, spark: Any, partitions: int, appends: int) -> None:
     (catalog,) = settings.effective_catalogs()
     started = time.perf_counter()
@@ -76,17 +103,7 @@ async def measure(settings: Settings, spark: Any, partitions: int, appends: int)
         location = spark.sql(
             f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
         ).first()["file"]
-        table_id = await pool.fetchval(
-            load_query("table_insert"), catalog.name, NAMESPACE, NAME, location, {}
-        )
-        # No quiet period: the partitions were all written seconds ago, and the bench is about
-        # the job's reads, not about open-partition detection.
-        await pool.execute(
-            "INSERT INTO icepack.policies (policy_type, scope, catalog, config) "
-            "VALUES ('system.data-compaction', 'catalog', $1, $2::jsonb)",
-            catalog.name,
-            {"open_partition_quiet_minutes": 0},
-        )
+        table_id = await record_table(pool, catalog.name, location)
         inspections = TableInspections(settings, pool)
         before = await inspections.inspect_and_record(table_id)  # as on table.discovered
         assert before.status is not None
@@ -98,20 +115,16 @@ async def measure(settings: Settings, spark: Any, partitions: int, appends: int)
         runner.execution.inspector.catalogs = counting
         job = await queue.claim("bench", 600)
         assert job is not None
-        started = time.perf_counter()
-        done = (await runner.run(job)).job
-        job_ms = (time.perf_counter() - started) * 1000
+        run, job_ms = await timed_ms(runner.run(job))
+        done = run.job
         assert done is not None and done.state == JobState.SUCCEEDED, done and done.error
         ran = await pool.fetch("SELECT action FROM icepack.job_actions WHERE job_id = $1", job.id)
         actions = [r["action"] for r in ran]
-        started = time.perf_counter()
-        after = await inspections.inspect_and_record(table_id)  # as on job.finished
-        warm_ms = (time.perf_counter() - started) * 1000
+        # As on job.finished; then the baseline, an inspection with an empty cache.
+        after, warm_ms = await timed_ms(inspections.inspect_and_record(table_id))
         assert after.status is not None
         cold = Inspector(settings, cache=MemoryManifestCache())
-        started = time.perf_counter()
-        baseline = await cold.inspect(TableRef(catalog.name, NAMESPACE, NAME))
-        cold_ms = (time.perf_counter() - started) * 1000
+        baseline, cold_ms = await timed_ms(cold.inspect(TableRef(catalog.name, NAMESPACE, NAME)))
     finally:
         await pool.close()
     status = after.status

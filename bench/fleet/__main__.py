@@ -307,30 +307,10 @@ async def fleet(tables: int, commits: int, spread: float) -> None:
             uri = catalog_dsn.replace("postgresql://", "postgresql+psycopg2://")
             warehouse = (root / "warehouse").as_uri()
             sql_catalog = SqlCatalog("fleet", uri=uri, warehouse=warehouse)
-
-            def copy_rows(rows: list[tuple[str, str, str, str]]) -> None:
-                async def go() -> None:
-                    conn = await asyncpg.connect(catalog_dsn)
-                    try:
-                        await conn.copy_records_to_table(
-                            "iceberg_tables",
-                            records=rows,
-                            columns=[
-                                "catalog_name",
-                                "table_namespace",
-                                "table_name",
-                                "metadata_location",
-                            ],
-                        )
-                    finally:
-                        await conn.close()
-
-                asyncio.run(go())
-
             print(f"fleet: cloning {tables} tables ...", flush=True)
             started = time.monotonic()
             kinds = await asyncio.to_thread(
-                build_fleet, sql_catalog, root / "fleet", tables, copy_rows
+                build_fleet, sql_catalog, root / "fleet", tables, _row_copier(catalog_dsn)
             )
             print(
                 f"fleet: {tables} tables in {time.monotonic() - started:.0f} s "
@@ -339,68 +319,105 @@ async def fleet(tables: int, commits: int, spread: float) -> None:
             )
             total = tables + len(KINDS)  # the templates are tables of the catalog too
             catalog = {"name": "fleet", "type": "sql", "uri": catalog_dsn, "warehouse": warehouse}
-            data_dir = root / "data"
-
-            limit = 6 * 3600.0
-            goal = GOAL_SECONDS_100K * total / 100_000
-
-            dsn = await reset(server.admin_dsn(), "icepack_one")
-            async with stack(dsn, catalog, data_dir, 1, "one") as (pool, alive, rss):
-                one = await wait_all_planned(pool, total, limit, alive)
-                rss_one = rss()
-            print(
-                f"all planned, 1 inspector: {one:.0f} s, {total / one:.0f} tables/s "
-                f"(goal <= {goal:.0f} s at this size, >= 85 tables/s; baseline "
-                f"{BASELINE_TABLES_PER_S:.0f} tables/s)",
-                flush=True,
+            dsn = await _measure(
+                server, sql_catalog, catalog, root / "data", total, commits, spread
             )
-
-            dsn = await reset(server.admin_dsn(), "icepack_three")
-            pushed = {**catalog, "notify": True}
-            async with stack(dsn, pushed, data_dir, 3, "three") as (pool, alive, rss):
-                three = await wait_all_planned(pool, total, limit, alive)
-                rss_three = rss()
-                twice = await inspected_twice(pool)
-                print(
-                    f"all planned, 3 inspectors: {three:.0f} s, {total / three:.0f} tables/s,"
-                    f" speed-up {one / three:.2f}x; tables inspected twice for one metadata "
-                    f"location: {twice} (goal 0)",
-                    flush=True,
-                )
-                push = await reaction(pool, sql_catalog, commits, spread)
-            for name, mib in sorted(rss_one.items()):
-                print(f"peak RSS {name}, 1 inspector: {mib:.0f} MiB (goal <= {GOAL_RSS_MIB} MiB)")
-            for name, mib in sorted(rss_three.items()):
-                print(f"peak RSS {name}, 3 inspectors: {mib:.0f} MiB (goal <= {GOAL_RSS_MIB} MiB)")
-
-            async with stack(dsn, catalog, data_dir, 1, "polling") as (pool, alive, _rss):
-                await wait_all_planned(pool, total, limit, alive)
-                polled = await reaction(pool, sql_catalog, commits, spread)
-            for label, lat, goal_text in (
-                ("push", push, " (goal p99 <= 1 s)"),
-                ("polling alone (60 s poll)", polled, ""),
-            ):
-                print(
-                    f"commit -> recommendation, {label}: p50 {percentile(lat, 50):.2f} s, "
-                    f"p99 {percentile(lat, 99):.2f} s over {len(lat)} commits{goal_text}",
-                    flush=True,
-                )
-
-            settings = load_settings(database_url=dsn, data_dir=data_dir, catalogs=[catalog])
-            pool = await create_pool(settings, "bench")
-            try:
-                discovery = Discovery(settings, pool)
-                started = time.monotonic()
-                steady = await discovery.run_once()
-                print(
-                    f"steady-state discovery pass over {total} unchanged tables: "
-                    f"{time.monotonic() - started:.2f} s, changed {steady.changed} (SQL: the "
-                    "namespace walk plus one locations query; goal: calls ~ changes)"
-                )
-            finally:
-                await pool.close()
+            await _steady_discovery(dsn, catalog, root / "data", total)
         finally:
             server.stop()
+
+
+def _row_copier(catalog_dsn: str) -> Callable[[list[tuple[str, str, str, str]]], None]:
+    """``build_fleet``'s way to add catalog rows: one COPY into ``iceberg_tables`` (blocking)."""
+
+    def copy_rows(rows: list[tuple[str, str, str, str]]) -> None:
+        async def go() -> None:
+            conn = await asyncpg.connect(catalog_dsn)
+            try:
+                await conn.copy_records_to_table(
+                    "iceberg_tables",
+                    records=rows,
+                    columns=["catalog_name", "table_namespace", "table_name", "metadata_location"],
+                )
+            finally:
+                await conn.close()
+
+        asyncio.run(go())
+
+    return copy_rows
+
+
+async def _measure(
+    server: LocalPostgres,
+    sql_catalog: SqlCatalog,
+    catalog: dict[str, Any],
+    data_dir: Path,
+    total: int,
+    commits: int,
+    spread: float,
+) -> str:
+    """Time to plan the whole fleet with one inspector and with three, each service's peak
+    RSS, and commit -> recommendation latency pushed and polled; prints each beside its goal.
+    Returns the database of the last runs (for the steady-state discovery pass)."""
+    limit = 6 * 3600.0
+    goal = GOAL_SECONDS_100K * total / 100_000
+    dsn = await reset(server.admin_dsn(), "icepack_one")
+    async with stack(dsn, catalog, data_dir, 1, "one") as (pool, alive, rss):
+        one = await wait_all_planned(pool, total, limit, alive)
+        rss_one = rss()
+    print(
+        f"all planned, 1 inspector: {one:.0f} s, {total / one:.0f} tables/s "
+        f"(goal <= {goal:.0f} s at this size, >= 85 tables/s; baseline "
+        f"{BASELINE_TABLES_PER_S:.0f} tables/s)",
+        flush=True,
+    )
+    dsn = await reset(server.admin_dsn(), "icepack_three")
+    pushed = {**catalog, "notify": True}
+    async with stack(dsn, pushed, data_dir, 3, "three") as (pool, alive, rss):
+        three = await wait_all_planned(pool, total, limit, alive)
+        rss_three = rss()
+        twice = await inspected_twice(pool)
+        print(
+            f"all planned, 3 inspectors: {three:.0f} s, {total / three:.0f} tables/s,"
+            f" speed-up {one / three:.2f}x; tables inspected twice for one metadata "
+            f"location: {twice} (goal 0)",
+            flush=True,
+        )
+        push = await reaction(pool, sql_catalog, commits, spread)
+    for name, mib in sorted(rss_one.items()):
+        print(f"peak RSS {name}, 1 inspector: {mib:.0f} MiB (goal <= {GOAL_RSS_MIB} MiB)")
+    for name, mib in sorted(rss_three.items()):
+        print(f"peak RSS {name}, 3 inspectors: {mib:.0f} MiB (goal <= {GOAL_RSS_MIB} MiB)")
+    async with stack(dsn, catalog, data_dir, 1, "polling") as (pool, alive, _rss):
+        await wait_all_planned(pool, total, limit, alive)
+        polled = await reaction(pool, sql_catalog, commits, spread)
+    for label, lat, goal_text in (
+        ("push", push, " (goal p99 <= 1 s)"),
+        ("polling alone (60 s poll)", polled, ""),
+    ):
+        print(
+            f"commit -> recommendation, {label}: p50 {percentile(lat, 50):.2f} s, "
+            f"p99 {percentile(lat, 99):.2f} s over {len(lat)} commits{goal_text}",
+            flush=True,
+        )
+    return dsn
+
+
+async def _steady_discovery(dsn: str, catalog: dict[str, Any], data_dir: Path, total: int) -> None:
+    """One discovery pass over the unchanged fleet: its time and how many tables it changed."""
+    settings = load_settings(database_url=dsn, data_dir=data_dir, catalogs=[catalog])
+    pool = await create_pool(settings, "bench")
+    try:
+        discovery = Discovery(settings, pool)
+        started = time.monotonic()
+        steady = await discovery.run_once()
+        print(
+            f"steady-state discovery pass over {total} unchanged tables: "
+            f"{time.monotonic() - started:.2f} s, changed {steady.changed} (SQL: the "
+            "namespace walk plus one locations query; goal: calls ~ changes)"
+        )
+    finally:
+        await pool.close()
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ from icepack_core.execution.job_execution import ActionRecord, JobExecution
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.execution.verification.comparison import Comparison
 from icepack_core.execution.verification.fingerprint import checksum_expression, table_columns
-from icepack_core.execution.verification.scope import snapshot_view
+from icepack_core.execution.verification.scope import TableLayout, snapshot_view
 from icepack_core.execution.verification.verifier import RewriteVerifier
 from icepack_core.inspection.inspector import Inspector, LoadedTable
 from icepack_core.inspection.status import TableStatus
@@ -179,62 +179,72 @@ class Bench:
             "scoped, Spark scan, Iceberg row reader": [],
             FLOOR: [],
         }
-        vectorization = "spark.sql.iceberg.vectorization.enabled"
         for _ in range(SCAN_REPEAT):
             for name in found:
                 started = time.perf_counter()
                 if name.startswith("whole"):
                     same = await spark_diff.fingerprint(start) == await spark_diff.fingerprint(end)
                 elif name == FLOOR:
-                    # What any verification that re-reads the replaced rows must read at least:
-                    # the rewritten partitions of the start snapshot, once, as the scoped scan
-                    # reads them (same view options, same checksum), nothing else.
-                    view = "icepack_bench_floor"
-                    await self.engine.sql(snapshot_view(view, self.table, start))
-                    try:
-                        where = " OR ".join(f"(`part` = '{p}')" for p in bench_table.HOT)
-                        columns = await table_columns(self.engine, self.table)
-                        rows = await self.engine.sql(
-                            f"SELECT count(*) AS n, {checksum_expression(columns)} AS h "
-                            f"FROM {view} WHERE {where}"
-                        )
-                    finally:
-                        await self.engine.sql(f"DROP VIEW IF EXISTS {view}")
-                    same = int(rows[0]["n"]) > 0
+                    same = await self.floor(start)
                 else:
-                    if "row reader" in name:
-                        self.spark.conf.set(vectorization, "false")
-                    try:
-                        # A new verifier loads the table each time, as a job does.
-                        chosen = (
-                            spark_diff
-                            if "Spark entries" in name
-                            else RewriteVerifier(
-                                self.engine,
-                                bench_table.CATALOG,
-                                ref,
-                                metadata=metadata,
-                                in_process=name == IN_PROCESS,
-                            )
+                    # A new verifier loads the table each time, as a job does.
+                    chosen = (
+                        spark_diff
+                        if "Spark entries" in name
+                        else RewriteVerifier(
+                            self.engine,
+                            bench_table.CATALOG,
+                            ref,
+                            metadata=metadata,
+                            in_process=name == IN_PROCESS,
                         )
-                        compared = (
-                            await chosen.proven_in_process(start, end, ScopeNote())
-                            if name == IN_PROCESS
-                            else await chosen.scoped_comparison(start, end, layout)
-                        )
-                    finally:
-                        self.spark.conf.unset(vectorization)
-                    same = (
-                        isinstance(compared, Comparison)
-                        and compared.ok
-                        and compared.scope.scope == "partitions"
-                        and compared.scope.reader
-                        == ("in_process" if name == IN_PROCESS else "engine")
                     )
+                    same = await self.scoped(name, chosen, start, end, layout)
                 found[name].append(time.perf_counter() - started)
                 if not same:
                     raise RuntimeError(f"verification A/B: {name} did not verify {end}")
         return found
+
+    async def floor(self, start: int) -> bool:
+        """What any verification that re-reads the replaced rows must read at least: the
+        rewritten partitions of the start snapshot, once, as the scoped scan reads them (same
+        view options, same checksum), nothing else. True when it read rows."""
+        view = "icepack_bench_floor"
+        await self.engine.sql(snapshot_view(view, self.table, start))
+        try:
+            where = " OR ".join(f"(`part` = '{p}')" for p in bench_table.HOT)
+            columns = await table_columns(self.engine, self.table)
+            rows = await self.engine.sql(
+                f"SELECT count(*) AS n, {checksum_expression(columns)} AS h "
+                f"FROM {view} WHERE {where}"
+            )
+        finally:
+            await self.engine.sql(f"DROP VIEW IF EXISTS {view}")
+        return int(rows[0]["n"]) > 0
+
+    async def scoped(
+        self, name: str, chosen: RewriteVerifier, start: int, end: int, layout: TableLayout
+    ) -> bool:
+        """One scoped comparison of the A/B (``name``: in process, or a Spark scan with the
+        vectorized or the row reader); True when it proved the partitions equal the way
+        ``name`` says."""
+        vectorization = "spark.sql.iceberg.vectorization.enabled"
+        if "row reader" in name:
+            self.spark.conf.set(vectorization, "false")
+        try:
+            compared = (
+                await chosen.proven_in_process(start, end, ScopeNote())
+                if name == IN_PROCESS
+                else await chosen.scoped_comparison(start, end, layout)
+            )
+        finally:
+            self.spark.conf.unset(vectorization)
+        return (
+            isinstance(compared, Comparison)
+            and compared.ok
+            and compared.scope.scope == "partitions"
+            and compared.scope.reader == ("in_process" if name == IN_PROCESS else "engine")
+        )
 
     def rollback(self, snapshot_id: int, expected: FileSet) -> None:
         self.spark.sql(
@@ -296,37 +306,8 @@ class Bench:
             "verification": 0.0,
             "other statements": 0.0,
         }
-        scans: list[float] = []
-        steps: dict[str, float] = {}
-        called = False
-        for statement, took in self.engine.log:
-            if statement.startswith("CALL"):
-                breakdown["procedure"] += took
-                called = True
-            elif called and not statement.startswith(("SET", "RESET")):
-                # Everything after the CALL but the conf restores is the verification:
-                # snapshot list, DESCRIBE, the entries diff, literal round trip, EXPLAIN and
-                # the fingerprint scans (count(*) + checksum, scoped or whole-table).
-                breakdown["verification"] += took
-                kind = verification_kind(statement)
-                steps[kind] = steps.get(kind, 0.0) + took
-                if kind == "fingerprint scans":
-                    scans.append(took)
-            elif statement.startswith("DESCRIBE") or ".`files`" in statement:
-                breakdown["scoping"] += took
-            else:
-                breakdown["other statements"] += took
-        # A file diff read from metadata and the in-process read of the touched partitions'
-        # files run in this process, not as statements: their seconds are in the evidence.
-        compared = file_diffs(rec.output.get("verification", {}).get("snapshots") or [])
-        for step, seconds_key, how, value in (
-            ("file diff (metadata, in process)", "files_diff_seconds", "files_diff", "metadata"),
-            ("touched partitions read (in process)", "reader_seconds", "reader", "in_process"),
-        ):
-            took = sum(float(s.get(seconds_key) or 0) for s in compared if s.get(how) == value)
-            if took:
-                breakdown["verification"] += took
-                steps[step] = took
+        scans, steps = statement_breakdown(self.engine.log, breakdown)
+        in_process_steps(rec, breakdown, steps)
         breakdown["rest"] = seconds - sum(breakdown.values())
         call = (rec.sql_text or "").split(";\n")[-1]
         return Rewrite(
@@ -434,6 +415,105 @@ async def run(
             spark.stop()
 
 
+def statement_breakdown(
+    log: list[tuple[str, float]], breakdown: dict[str, float]
+) -> tuple[list[float], dict[str, float]]:
+    """Add each statement's seconds to its part of ``breakdown`` (procedure, scoping,
+    verification, other); returns the fingerprint scans' seconds and the verification's
+    seconds by kind of statement."""
+    scans: list[float] = []
+    steps: dict[str, float] = {}
+    called = False
+    for statement, took in log:
+        if statement.startswith("CALL"):
+            breakdown["procedure"] += took
+            called = True
+        elif called and not statement.startswith(("SET", "RESET")):
+            # Everything after the CALL but the conf restores is the verification:
+            # snapshot list, DESCRIBE, the entries diff, literal round trip, EXPLAIN and
+            # the fingerprint scans (count(*) + checksum, scoped or whole-table).
+            breakdown["verification"] += took
+            kind = verification_kind(statement)
+            steps[kind] = steps.get(kind, 0.0) + took
+            if kind == "fingerprint scans":
+                scans.append(took)
+        elif statement.startswith("DESCRIBE") or ".`files`" in statement:
+            breakdown["scoping"] += took
+        else:
+            breakdown["other statements"] += took
+    return scans, steps
+
+
+def in_process_steps(
+    rec: ActionRecord, breakdown: dict[str, float], steps: dict[str, float]
+) -> None:
+    """A file diff read from metadata and the in-process read of the touched partitions'
+    files run in this process, not as statements: their seconds (in the evidence) are added
+    to the verification's."""
+    compared = file_diffs(rec.output.get("verification", {}).get("snapshots") or [])
+    for step, seconds_key, how, value in (
+        ("file diff (metadata, in process)", "files_diff_seconds", "files_diff", "metadata"),
+        ("touched partitions read (in process)", "reader_seconds", "reader", "in_process"),
+    ):
+        took = sum(float(s.get(seconds_key) or 0) for s in compared if s.get(how) == value)
+        if took:
+            breakdown["verification"] += took
+            steps[step] = took
+
+
+# The baseline: Spark's own compaction of the whole table, as an engineer would run it.
+WHOLE_TABLE = procedure_call(
+    bench_table.CATALOG,
+    "rewrite_data_files",
+    {
+        "table": TableRef(bench_table.CATALOG, bench_table.NAMESPACE, bench_table.TABLE),
+        "strategy": "binpack",
+        "options": {
+            "rewrite-all": "true",
+            "target-file-size-bytes": str(bench_table.TARGET_FILE_SIZE),
+        },
+    },
+)
+
+
+async def planned_rewrite(
+    inspector: TimedInspector, ref: TableRef, properties: dict[str, str]
+) -> Intent:
+    """The planner's ``rewrite_data_files`` intent, from a fresh inspection (which also warms
+    the manifest cache)."""
+    status = await inspector.inspect(ref)
+    policy = resolve([], bench_table.NAMESPACE, bench_table.TABLE, properties)
+    rec = recommend(
+        status,
+        policy,
+        {},
+        datetime.now(UTC),
+        target_file_size_bytes=bench_table.TARGET_FILE_SIZE,
+    )
+    (intent,) = [a.intent for a in rec.actions if a.action == "rewrite_data_files"]
+    return intent
+
+
+async def job_direct_pairs(
+    pairs: int,
+    then_rollback: Callable[[Callable[[], Awaitable[Rewrite]]], Awaitable[Rewrite]],
+    job: Callable[[], Awaitable[Rewrite]],
+    direct: Callable[[str], Awaitable[Rewrite]],
+) -> tuple[list[Rewrite], list[Rewrite]]:
+    """``pairs`` Icepack jobs and as many direct CALLs of the SQL the job sent (its where
+    filter included), in ABBA order so that neither side always runs on the warmer JVM."""
+    jobs: list[Rewrite] = []
+    directs: list[Rewrite] = []
+    for i in range(max(pairs, 1)):
+        for kind in ("job", "direct") if i % 2 == 0 else ("direct", "job"):
+            if kind == "job":
+                jobs.append(await then_rollback(job))
+            else:  # the exact CALL the job sent, where filter included
+                call = jobs[-1].sql
+                directs.append(await then_rollback(functools.partial(direct, call)))
+    return jobs, directs
+
+
 async def measure(
     spark: Any,
     settings: Settings,
@@ -447,29 +527,14 @@ async def measure(
     engine = TimedEngine(settings, spark)
     bench = Bench(spark, engine, settings)
     properties = {k: v for k, v in bench_table.PROPERTIES.items() if k != "format-version"}
-    table_id = await pool.fetchval(
-        load_query("table_insert"),
-        bench_table.CATALOG,
-        bench_table.NAMESPACE,
-        bench_table.TABLE,
-        location,
-        properties,
+    ref = bench.ref
+    table_id: int = await pool.fetchval(
+        load_query("table_insert"), ref.catalog, ref.namespace, ref.name, location, properties
     )
     inspector = TimedInspector(settings, cache=ManifestStatsStore(pool))
     execution = JobExecution(pool, engine, inspector)
 
-    # The planner's intent, from a fresh inspection (which also warms the manifest cache).
-    status = await inspector.inspect(bench.ref)
-    policy = resolve([], bench_table.NAMESPACE, bench_table.TABLE, properties)
-    rec = recommend(
-        status,
-        policy,
-        {},
-        datetime.now(UTC),
-        target_file_size_bytes=bench_table.TARGET_FILE_SIZE,
-    )
-    (intent,) = [a.intent for a in rec.actions if a.action == "rewrite_data_files"]
-
+    intent = await planned_rewrite(inspector, bench.ref, properties)
     snapshot = await bench.maintenance.current_snapshot_id()
     assert snapshot is not None
     before = bench.files()
@@ -484,31 +549,14 @@ async def measure(
         print(f"  {result.name}: {result.seconds:.1f} s", flush=True)
         return result
 
-    whole_table = procedure_call(
-        bench_table.CATALOG,
-        "rewrite_data_files",
-        {
-            "table": TableRef(bench_table.CATALOG, bench_table.NAMESPACE, bench_table.TABLE),
-            "strategy": "binpack",
-            "options": {
-                "rewrite-all": "true",
-                "target-file-size-bytes": str(bench_table.TARGET_FILE_SIZE),
-            },
-        },
-    )
     # The baseline first: it reads every file once, so the later runs start equally warm.
-    base = await then_rollback(lambda: bench.direct("whole table", whole_table))
-    jobs: list[Rewrite] = []
-    directs: list[Rewrite] = []
-    for i in range(max(pairs, 1)):  # ABBA order: neither side always runs on the warmer JVM
-        for kind in ("job", "direct") if i % 2 == 0 else ("direct", "job"):
-            if kind == "job":
-                jobs.append(
-                    await then_rollback(lambda: bench.job(execution, inspector, table_id, intent))
-                )
-            else:  # the exact CALL the job sent, where filter included
-                call = jobs[-1].sql
-                directs.append(await then_rollback(functools.partial(bench.direct, "direct", call)))
+    base = await then_rollback(lambda: bench.direct("whole table", WHOLE_TABLE))
+    jobs, directs = await job_direct_pairs(
+        pairs,
+        then_rollback,
+        lambda: bench.job(execution, inspector, table_id, intent),
+        lambda call: bench.direct("direct", call),
+    )
     # Rolled-back snapshots stay readable: scan all three states side by side.
     assert jobs[0].snapshot is not None and base.snapshot is not None
     scans = bench.scans(

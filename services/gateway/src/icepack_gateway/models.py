@@ -25,6 +25,7 @@ from icepack_core.types import (
     IssueCode,
     JobState,
     JobTrigger,
+    JSONObject,
     Severity,
     Topic,
 )
@@ -33,9 +34,6 @@ from icepack_gateway.errors import ErrorBody
 from icepack_gateway.jsonutil import ReplyModel
 
 Scope = Literal["catalog", "namespace", "table"]
-# A JSON object whose keys are open: table properties, stored jsonb payloads (event payloads,
-# action output and impact, evidence) that other modules own the shape of.
-JSONObject = dict[str, Any]
 # A timestamp; in JSON RFC 3339 as ``datetime.isoformat`` writes it (``+00:00``, not ``Z``).
 Timestamp = Annotated[
     datetime, PlainSerializer(datetime.isoformat, return_type=str, when_used="json")

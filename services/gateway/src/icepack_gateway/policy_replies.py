@@ -16,10 +16,10 @@ from icepack_core.policy import (
 )
 from icepack_core.types import (
     Action,
+    JSONObject,
     PolicyType,
 )
 from icepack_gateway.models import (
-    JSONObject,
     Model,
     RecommendedAction,
     Scope,

@@ -81,7 +81,7 @@ from icepack_core.safety.verification import Evidence, PendingOrigin
 from icepack_core.spark.engine import SparkEngine
 from icepack_core.telemetry.logs import redact_text
 from icepack_core.telemetry.metrics import JOB_ACTION_DURATION
-from icepack_core.types import JSONObject, TableRef
+from icepack_core.types import TableRef
 
 log = structlog.get_logger("icepack.maintenance")
 IMPACT_FIELDS = (
@@ -193,7 +193,7 @@ class JobExecution:
         *,
         job: Job | None = None,
         guard: Guard | None = None,
-    ) -> list[JSONObject]:
+    ) -> list[dict[str, object]]:
         """Admit and run ``actions`` (``Job.actions``, or ``Job.actions_error`` when the stored
         actions are not intents: the job then fails permanently with that reason) in run order
         on table ``table_id``; ``record`` stores each one.
@@ -211,7 +211,7 @@ class JobExecution:
             await self._settle(ctx)
         status = await self._status(ctx)
         measuring = await self._start_measuring(ctx)
-        results: list[JSONObject] = []
+        results: list[dict[str, object]] = []
         for index, intent in enumerate(ctx.intents):
             outcome, after = await self._action(ctx, intent, status)
             results.append({"action": intent.kind.value, **outcome.output})

@@ -34,6 +34,7 @@ from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
+from icepack_core.planning.due import DueRule
 from icepack_core.planning.prediction import JobPredictionJSON, PredictedActionJSON
 from icepack_core.planning.pressure import Growth, fullest_small
 from icepack_core.planning.recommendation import (
@@ -173,16 +174,7 @@ class Planner:
             reason = table.maintenance_hold.get("reason")
             return Recommendation(skipped=[Skip("*", f"table on hold: {reason}")])
         try:
-            if attachments is None:
-                attachments = await self.attachments(table.catalog)
-            policy = resolve(
-                attachments,
-                table.namespace,
-                table.name,
-                table.properties,
-                self.settings.maintenance_cadence_hours,
-                self.settings.maintenance_min_interval_minutes,
-            )
+            policy = await self._policy(table, attachments)
         except PolicyError as exc:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
         history = await self.history(table.id) if has_jobs and table.id is not None else History()
@@ -200,17 +192,36 @@ class Planner:
             selected=history.selected,
             growth=await self.growth(table, status_id, status, history.last_runs.get(COMPACTION)),
             compaction_seconds=history.durations.get(COMPACTION),
-            due_rule=due_rule_of(
-                policy,
-                self.settings.maintenance_min_benefit,
-                self.settings.maintenance_bytes_per_benefit,
-                self.settings.maintenance_pressure_interval_seconds,
-            ),
+            due_rule=self._due_rule(policy),
             expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
         if has_jobs and table.id is not None:
             rec = without_deferred(rec, await active_deferrals(self.pool, table.id, now))
         return await self._admissible(table, rec, now, policy)
+
+    async def _policy(
+        self, table: TableRow, attachments: list[PolicyAttachment] | None
+    ) -> EffectivePolicy:
+        """The table's effective policy under ``attachments`` (None: its catalog's stored
+        ones). Raises PolicyError."""
+        if attachments is None:
+            attachments = await self.attachments(table.catalog)
+        return resolve(
+            attachments,
+            table.namespace,
+            table.name,
+            table.properties,
+            self.settings.maintenance_cadence_hours,
+            self.settings.maintenance_min_interval_minutes,
+        )
+
+    def _due_rule(self, policy: EffectivePolicy) -> DueRule:
+        return due_rule_of(
+            policy,
+            self.settings.maintenance_min_benefit,
+            self.settings.maintenance_bytes_per_benefit,
+            self.settings.maintenance_pressure_interval_seconds,
+        )
 
     async def history(self, table_id: int) -> History:
         """What the table's job history says about each action (``History``)."""
