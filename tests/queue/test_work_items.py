@@ -7,6 +7,7 @@ from datetime import timedelta
 import asyncpg
 
 from icepack_core.queue.work_items import WorkItem, WorkQueue
+from tests.support.waiting import eventually
 
 
 async def make_tables(db: asyncpg.Pool, n: int) -> list[int]:
@@ -66,6 +67,42 @@ async def test_rerequest_while_working_hands_the_item_back(db: asyncpg.Pool) -> 
     (again,) = await queue.claim()
     assert again.generation == item.generation + 1
     assert await queue.complete(again)
+
+
+async def test_a_request_committing_while_the_item_completes_hands_it_back(
+    db: asyncpg.Pool,
+) -> None:
+    """The request's transaction holds the item's row (generation bumped, not yet committed)
+    when the worker completes it: the completion waits for the row, then must see the new
+    generation and hand the item back. It used to do neither (its delete re-checked the new
+    row, its hand-back read the old one), leaving the item claimed by a worker that had
+    finished with it: nobody inspected or planned the table until the lease expired (5 min),
+    the gaps seen in bench.stream under one commit a second."""
+    (table,) = await make_tables(db, 1)
+    queue = WorkQueue(db, "inspector", "w1")
+    await request(db, queue, table)
+    (item,) = await queue.claim()
+    async with db.acquire() as conn:
+        tx = conn.transaction()
+        await tx.start()
+        await queue.request(conn, table, "table.changed")  # a commit landed; not committed yet
+        completing = asyncio.ensure_future(queue.complete(item))
+
+        async def completion_waits_for_the_row() -> bool:
+            waiting = await db.fetchval(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM icepack.work_items%'"
+            )
+            return bool(waiting)
+
+        await eventually(completion_waits_for_the_row, what="the completion waiting")
+        assert not completing.done()
+        await tx.commit()
+    assert await completing is False  # handed back, not deleted
+    (again,) = await queue.claim()  # claimable at once, not after the lease
+    assert again.generation == item.generation + 1
+    assert await queue.complete(again)
+    assert await queue.pending() == 0
 
 
 async def test_services_have_separate_queues(db: asyncpg.Pool) -> None:

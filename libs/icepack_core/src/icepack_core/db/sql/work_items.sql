@@ -64,14 +64,27 @@ RETURNING w.table_id, w.generation, w.reason, w.traceparent, w.attempts;
 
 -- name: work_complete
 -- Finish a claimed item: delete it if nobody asked again meanwhile, otherwise hand it back.
-WITH done AS (
-    DELETE FROM icepack.work_items
-     WHERE service = $1 AND table_id = $2 AND claimed_by = $3 AND generation = $4
+-- `held` locks the row first and reads its newest generation (FOR UPDATE waits for a request
+-- still in flight, then returns the row as that request left it); both branches decide on
+-- that one value. Deciding on each branch's own reading lost the item when a request
+-- committed in between: the delete re-checked the new row (generation moved: not deleted),
+-- the hand-back read the statement's snapshot (generation unchanged: not handed back), so it
+-- stayed claimed by a worker done with it until its lease expired.
+WITH held AS (
+    SELECT generation
+      FROM icepack.work_items
+     WHERE service = $1 AND table_id = $2 AND claimed_by = $3
+       FOR UPDATE),
+done AS (
+    DELETE FROM icepack.work_items w
+     USING held
+     WHERE w.service = $1 AND w.table_id = $2 AND held.generation = $4
     RETURNING 1),
 again AS (
-    UPDATE icepack.work_items
+    UPDATE icepack.work_items w
        SET claimed_by = NULL, claimed_at = NULL, lease_until = NULL, attempts = 0, deaths = 0
-     WHERE service = $1 AND table_id = $2 AND claimed_by = $3 AND generation <> $4
+      FROM held
+     WHERE w.service = $1 AND w.table_id = $2 AND held.generation <> $4
     RETURNING 1)
 SELECT (SELECT count(*) FROM done) AS deleted, (SELECT count(*) FROM again) AS requeued;
 
