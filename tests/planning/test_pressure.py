@@ -1,6 +1,6 @@
 """The open-partition projection (``planning.pressure``) and how the due rule and the
-recommendation use it, as pure functions with hypothesis properties. The planner reading two
-real statuses is in ``tests/planning/test_pressure_planning.py``; a real writer and Spark in
+recommendation use it, as pure functions with hypothesis properties. The planner reading real
+statuses of a table a real writer process grows, with Spark, is in
 ``tests/execution/test_open_pressure.py``."""
 
 from __future__ import annotations
@@ -311,3 +311,46 @@ def test_a_table_just_compacted_keeps_its_pressure_interval() -> None:
     skip = next(s for s in rec.skipped if s.action == REWRITE)
     assert skip.reason.startswith("min interval 1 min"), skip.reason
     assert rec.replan_at == finished + timedelta(minutes=1)
+
+
+def test_an_open_hour_beside_a_fuller_closed_hour_is_projected_from_the_table_gain() -> None:
+    """An ``hour(ts)`` table just after its hour turned: the closed hour (not yet quiet long
+    enough to compact) holds 198 small files and stands still, the open hour grows. The
+    fullest partition gains nothing, so without the table's counts there was no projection
+    and the open hour grew unwatched until the closed one was compacted."""
+    standing = Growth(
+        198, NOW - timedelta(seconds=60), 198, NOW, table_small_before=210, table_small_now=270
+    )
+    pressure = project(standing, BOUND)
+    assert pressure is not None
+    assert pressure.rate_per_second == 1.0  # the table's 60 files in 60 s
+    assert pressure.threatened  # the fullest count is at least the level: run now
+    assert project(Growth(198, NOW - timedelta(seconds=60), 198, NOW), BOUND) is None
+
+
+@given(
+    st.integers(0, 10_000),
+    st.integers(-50, 500),
+    st.integers(0, 10_000),
+    st.integers(-50, 5_000),
+    st.floats(1, 3_600),
+)
+def test_the_table_gain_counts_only_when_the_fullest_partition_stands_still(
+    fullest: int, fullest_gain: int, table: int, table_gain: int, seconds: float
+) -> None:
+    measured = Growth(
+        fullest,
+        NOW - timedelta(seconds=seconds),
+        fullest + fullest_gain,
+        NOW,
+        table_small_before=table,
+        table_small_now=table + table_gain,
+    )
+    span = (NOW - measured.at_before).total_seconds()
+    rate = measured.rate_per_second()
+    if fullest_gain > 0:
+        assert rate == fullest_gain / span
+    elif table_gain > 0:
+        assert rate == table_gain / span
+    else:
+        assert rate is None

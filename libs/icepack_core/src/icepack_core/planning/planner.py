@@ -286,8 +286,7 @@ class Planner:
         now_at = parse_ts(status.inspected_at)
         if status_id is None or now_at is None:
             return None
-        small_now = fullest_small(status.max_files_in_partition, status.small_file_count)
-        measured = await self._growth_to(table.id, status_id, small_now, now_at)
+        measured = await self._growth_to(table.id, status_id, status, now_at)
         if measured is not None and (since is None or measured.at_before > since):
             return measured
         if since is None:
@@ -297,19 +296,15 @@ class Planner:
         if end is None:
             return None
         ended = TableStatus.model_validate(end["status"])
-        before = await self._growth_to(
-            table.id,
-            end["id"],
-            fullest_small(ended.max_files_in_partition, ended.small_file_count),
-            end["inspected_at"],
-        )
+        before = await self._growth_to(table.id, end["id"], ended, end["inspected_at"])
+        small_now = fullest_small(status.max_files_in_partition, status.small_file_count)
         return Growth.carried(before, small_now, now_at)
 
     async def _growth_to(
-        self, table_id: int | None, status_id: int, small: int, at: datetime
+        self, table_id: int | None, status_id: int, status: TableStatus, at: datetime
     ) -> Growth | None:
-        """The growth up to status ``status_id`` (``small`` small files in its fullest
-        partition, inspected ``at``) from the newest status at least the growth span older."""
+        """The growth up to status ``status_id`` (``status``, inspected ``at``) from the
+        newest status at least the growth span older."""
         span = timedelta(seconds=self.settings.maintenance_growth_span_seconds)
         base = await self.pool.fetchrow(
             load_query("status_growth_base"), table_id, status_id, at - span
@@ -320,8 +315,10 @@ class Planner:
         return Growth(
             fullest_small(before.max_files_in_partition, before.small_file_count),
             base["inspected_at"],
-            small,
+            fullest_small(status.max_files_in_partition, status.small_file_count),
             at,
+            table_small_before=before.small_file_count,
+            table_small_now=status.small_file_count,
         )
 
     async def failure_streaks(self, table_id: int) -> dict[str, FailureStreak]:

@@ -56,9 +56,10 @@ MAX_WAIT = timedelta(days=30)
 
 @dataclass(frozen=True)
 class Growth:
-    """The fullest partition's small files at an earlier inspection and at the newest one;
-    or, right after a compaction (``carried``), the newest count with the rate measured
-    before that compaction (``carried_rate``)."""
+    """The fullest partition's small files at an earlier inspection and at the newest one
+    (with the table's, for when the fullest is not the partition growing); or, right after a
+    compaction (``carried``), the newest count with the rate measured before that compaction
+    (``carried_rate``)."""
 
     small_before: int
     at_before: datetime
@@ -67,6 +68,12 @@ class Growth:
     # Small files a second measured between two statuses before the last compaction: used
     # until two statuses after it are far enough apart to measure the rate again.
     carried_rate: float | None = None
+    # The table's small files at the same two inspections (None: not known). When the fullest
+    # partition is not the one growing (an ``hour(ts)`` table whose closed hour, not yet quiet
+    # long enough to compact, holds more files than the open one), its count stands still while
+    # the open partition grows; the table's gain then bounds the growing partitions' rate.
+    table_small_before: int | None = None
+    table_small_now: int | None = None
 
     @classmethod
     def carried(cls, before: Growth | None, small_now: int, at_now: datetime) -> Growth | None:
@@ -86,6 +93,8 @@ class Growth:
             return rate if rate > 0 and math.isfinite(rate) else None
         span = (self.at_now - self.at_before).total_seconds()
         gained = self.small_now - self.small_before
+        if gained <= 0 and self.table_small_before is not None and self.table_small_now is not None:
+            gained = self.table_small_now - self.table_small_before
         if span <= 0 or gained <= 0:
             return None
         return gained / span
