@@ -52,7 +52,7 @@ from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from tests.execution.spark_tables import CATALOG, missing_referenced_files, unique_name
-from tests.execution.test_writer_races import ancestry, invariants, writer_commits
+from tests.execution.test_writer_races import invariants, race_problems, writer_commits
 from tests.support.settings import service_settings
 from tests.support.stream_writer import START_DEADLINE_S, StreamWriter
 from tests.support.waiting import eventually
@@ -321,16 +321,7 @@ async def test_a_manifest_rewrite_racing_a_writer_process_keeps_every_writer_com
         writer.kill()
 
     problems = await invariants(db, spark, table, table_id, writer, actions, expected)
-    if done.state != JobState.SUCCEEDED:
-        problems.append(f"job {done.state}: {done.error}")
-    if writer.failed():
-        problems.append(f"writer commits failed: {writer.failed()[:3]}")
-    ancestors, replaces = ancestry(spark, table)
-    rewritten_at = [ancestors.index(s) for s in replaces if s in ancestors]
-    if not rewritten_at or not any(
-        ancestors.index(s) > min(rewritten_at) for s in writer.committed() if s in ancestors
-    ):
-        problems.append("no writer commit landed after the rewrite (no race)")
+    problems += race_problems(spark, table, done, writer)
     if content_checksum(spark, table) != model_checksum(spark, expected):
         problems.append("the table's content checksum differs from the writer's rows'")
     assert not problems, "\n".join(problems) + f"\nwriter: {writer.commits()[-3:]}"

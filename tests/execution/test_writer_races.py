@@ -219,19 +219,27 @@ async def test_a_compaction_racing_a_writer_process_keeps_every_writer_commit(
     problems = await invariants(db, spark, table, table_id, writer, actions, expected)
     # Appends and upserts (equality deletes) never conflict with a rewrite that keeps its
     # starting sequence number: the job succeeds, and the writer never failed a commit.
+    problems += race_problems(spark, table, done, writer)
+    assert not problems, "\n".join(problems) + f"\nwriter: {writer.commits()[-3:]}"
+    assert len(writer.committed()) >= 4, writer.commits()
+
+
+def race_problems(spark: Any, table: str, done: Any, writer: StreamWriter) -> list[str]:
+    """What a race that kept every writer commit must not show: the job not succeeded, a
+    writer commit failed, or no writer commit on top of the rewrite before it was verified (no
+    race happened, so nothing was checked)."""
+    problems = []
     if done.state != JobState.SUCCEEDED:
         problems.append(f"job {done.state}: {done.error}")
     if writer.failed():
         problems.append(f"writer commits failed: {writer.failed()[:3]}")
     ancestors, replaces = ancestry(spark, table)
-    # The race happened: the writer committed on top of a rewrite before it was verified.
     rewritten_at = [ancestors.index(s) for s in replaces if s in ancestors]
     if not rewritten_at or not any(
         ancestors.index(s) > min(rewritten_at) for s in writer.committed() if s in ancestors
     ):
         problems.append("no writer commit landed after the rewrite (no race)")
-    assert not problems, "\n".join(problems) + f"\nwriter: {writer.commits()[-3:]}"
-    assert len(writer.committed()) >= 4, writer.commits()
+    return problems
 
 
 async def quiet_compaction(db: Any, settings: Any, spark: Any, table_id: int) -> Any:
