@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.execution.ledger.actions import LedgerActions
 from icepack_core.execution.ledger.quarantine import QUARANTINE_DIR, QUARANTINE_PREFIX
-from icepack_core.intents import RemoveOrphanFiles, RemoveOrphanFilesParams
+from icepack_core.intents import Intent, RemoveOrphanFiles, RemoveOrphanFilesParams, parse_intents
 from icepack_core.queue.jobs import Backoff, Job, JobQueue
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
@@ -64,7 +65,7 @@ async def run_one(
     settings: Settings,
     spark: Any,
     table_id: int,
-    actions: Any,
+    actions: Sequence[Intent],
     clock: datetime | None = None,
 ) -> Job:
     queue = JobQueue(db)
@@ -128,7 +129,9 @@ async def test_orphans_are_quarantined_restored_and_purged_without_touching_the_
     young.write_bytes(b"in flight")
     before, files_before = fingerprint(spark, table), tree(root)
     older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
-    remove = [{"action": "remove_orphan_files", "params": {"older_than": older_than}}]
+    remove = parse_intents(
+        [{"action": "remove_orphan_files", "params": {"older_than": older_than}}]
+    )
 
     # 1. Quarantine: recorded, then moved under the quarantine prefix; nothing deleted.
     job = await run_one(db, runner_settings, spark, table_id, remove)
@@ -164,7 +167,7 @@ async def test_orphans_are_quarantined_restored_and_purged_without_touching_the_
     # 3. Restore: a destination that exists again is refused for that file, with the reason.
     blocker = orphans[2]
     blocker.write_bytes(b"a new file at the old path")
-    restore = [{"action": "restore_quarantine", "params": {"job_id": job.id}}]
+    restore = parse_intents([{"action": "restore_quarantine", "params": {"job_id": job.id}}])
     first = await run_one(db, runner_settings, spark, table_id, restore)
     assert first.state == JobState.SUCCEEDED, first.error
     out = await output_of(db, first.id, "restore_quarantine")
@@ -187,7 +190,7 @@ async def test_orphans_are_quarantined_restored_and_purged_without_touching_the_
     assert quarantined.state == JobState.SUCCEEDED, quarantined.error
     held_copies = [local_path(r["quarantine_path"]) for r in await ledger(db, quarantined.id)]
     assert len(held_copies) == 3 and all(p.exists() for p in held_copies)
-    purge = [{"action": "purge_quarantine"}]
+    purge = parse_intents([{"action": "purge_quarantine"}])
     early = await run_one(db, runner_settings, spark, table_id, purge)
     assert (await output_of(db, early.id, "purge_quarantine"))["files_purged"] == 0
     assert all(p.exists() for p in held_copies)
@@ -212,7 +215,7 @@ async def test_orphans_are_quarantined_restored_and_purged_without_touching_the_
         runner_settings,
         spark,
         table_id,
-        [{"action": "restore_quarantine", "params": {"job_id": quarantined.id}}],
+        parse_intents([{"action": "restore_quarantine", "params": {"job_id": quarantined.id}}]),
     )
     late_out = await output_of(db, late.id, "restore_quarantine")
     assert late_out["files_restored"] == 0 and len(late_out["already_purged"]) == 3
@@ -342,9 +345,9 @@ async def stale_setup(db: Any, spark: Any, name: str) -> tuple[str, int, Path, P
     return table, table_id, root, stray
 
 
-def remove_week_old() -> list[dict[str, Any]]:
+def remove_week_old() -> list[Intent]:
     older_than = (datetime.now(UTC) - timedelta(hours=72)).isoformat()
-    return [{"action": "remove_orphan_files", "params": {"older_than": older_than}}]
+    return parse_intents([{"action": "remove_orphan_files", "params": {"older_than": older_than}}])
 
 
 async def test_a_file_another_writer_committed_since_spark_cached_the_table_is_kept(
