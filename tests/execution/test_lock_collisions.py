@@ -17,6 +17,7 @@ from icepack_core.errors import CommitConflict
 from icepack_core.execution.job_runner import JobRunner
 from icepack_core.intents import RewriteDataFiles, RewriteManifests
 from icepack_core.queue.budgets import list_budgets, set_budget
+from icepack_core.queue.deferrals import DEFER_BASE, clear_conflicts
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.queue.locks import TableLocks
 from icepack_core.settings import Settings
@@ -122,3 +123,42 @@ async def test_repeated_conflicts_hold_the_job_back_until_the_deferral_ends(
             assert deferral["deferred_until"] >= before + timedelta(minutes=15)
             assert back.not_before >= deferral["deferred_until"]
             assert back.error == deferral["reason"] and "deferred" in (back.error or "")
+
+
+async def test_a_conflict_after_progress_waits_the_base_backoff_however_often_the_job_lost(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
+    """A compaction racing a writer on a table every commit touches commits most of its file
+    groups and loses a few, attempt after attempt. Each attempt that committed restarts the
+    conflicts in a row (``clear_conflicts``, what the executor does on progress), so each retry
+    waits the base conflict backoff (15-30 s), not 30 s doubling per conflict of the job (8
+    minutes by its fifth, while it held the table's dedupe slot). Conflicts without progress
+    still back off further each time."""
+    queue = JobQueue(db)
+    table_id = await add_table(db, "streamed", status(small_file_count=300))
+    job = (await queue.enqueue(table_id, [RewriteDataFiles()])).job
+    runner = JobRunner(db, settings, queue, LocalEngine(settings), "executor@test")
+    log = structlog.get_logger("test")
+    conflict = CommitConflict("rewrite_data_files", "partial progress: 4 of 16 lost")
+    t = datetime.now(UTC)
+
+    async def lose_a_part(progress: bool) -> float:
+        claimed = await queue.claim("executor@test", 60, now=t + timedelta(days=30))
+        assert claimed is not None and claimed.id == job.id
+        if progress:
+            await clear_conflicts(db, table_id, "rewrite_data_files")
+        before = datetime.now(UTC)
+        back = (await runner._conflicted(claimed, conflict, log)).job
+        assert back is not None and back.state is JobState.QUEUED and back.attempts == 0
+        return (back.not_before - before).total_seconds()
+
+    for n in range(1, 7):
+        wait = await lose_a_part(progress=True)
+        assert 15.0 - 1 <= wait <= 30.0 + 1, (n, wait)
+    assert (await queue.get(job.id)).conflicts == 6
+    # Without progress in between, the streak grows: the second in a row waits up to 60 s,
+    # the third (DEFER_AFTER) until the action's deferral on the table ends.
+    second = await lose_a_part(progress=False)
+    assert 30.0 - 1 <= second <= 60.0 + 1, second
+    third = await lose_a_part(progress=False)
+    assert third >= DEFER_BASE.total_seconds() - 1, third

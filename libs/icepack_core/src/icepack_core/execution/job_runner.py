@@ -259,7 +259,8 @@ class JobRunner:
 
     async def _conflicted(self, job: Job, exc: CommitConflict, bound: Any) -> JobRun:
         """A writer won a commit conflict: count it for the (table, action), and give the
-        claim back (no attempt, no budget spent) to try again after the conflict backoff, or
+        claim back (no attempt, no budget spent) to try again after the conflict backoff over
+        the conflicts in a row (an attempt that committed part of its work restarted them), or
         after the action's deferral on the table once conflicts keep coming. The CLI, which
         nobody retries for, ends the job failed (retryable in spirit: run it again)."""
         assert job.table_id is not None
@@ -271,7 +272,11 @@ class JobRunner:
         else:
             reason = deferral.reason if deferred and deferral.reason else str(exc)
             done = await self.queue.give_back(
-                job, "conflict", reason, not_before=deferral.deferred_until
+                job,
+                "conflict",
+                reason,
+                not_before=deferral.deferred_until,
+                streak=deferral.conflicts,
             )
         bound.info(
             "job.commit_conflict",

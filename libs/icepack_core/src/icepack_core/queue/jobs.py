@@ -318,12 +318,17 @@ class JobQueue:
         *,
         not_before: datetime | None = None,
         now: datetime | None = None,
+        streak: int | None = None,
     ) -> Job:
         """running -> queued without spending the attempt: the table was busy (``lock``: another
         job holds its lock) or a writer won an Iceberg commit conflict (``conflict``). This
         claim's budget charge is refunded; the job is due again after a capped exponential
         backoff with jitter over its earlier give-backs of the same kind (``lock_waits`` or
         ``conflicts``, counted on the job), and never before ``not_before`` (a deferral's end).
+        ``streak`` (conflicts only): the conflicts in a row on the (table, action) counting
+        this one (``deferrals.record_conflict``); when given it is the backoff's exponent
+        instead of the job's count, so an attempt that committed progress (which restarts the
+        streak) is retried after the base backoff however often the job lost a part before.
         Raises ``StaleFence`` when the caller lost the job.
         """
         backoff = self.give_back_backoff[kind]
@@ -337,6 +342,7 @@ class JobQueue:
             now,
             storable(redact_text(reason)),
             not_before,
+            streak,
         )
 
     async def finish_cancelled(self, job: Job, reason: str = "cancelled by operator") -> Job:

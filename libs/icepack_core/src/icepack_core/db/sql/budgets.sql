@@ -30,7 +30,10 @@ SELECT * FROM icepack.v_budget_use ORDER BY catalog, namespace NULLS FIRST;
 -- rewrote nothing that counts against the table); the job is due again after a capped
 -- exponential backoff with jitter over its give-backs of that kind ($4 base, $5 cap seconds,
 -- $6 an optional pinned clock). $7: the reason, kept in `error`. $8: an optional earliest
--- time (a deferral's end), when later than the backoff.
+-- time (a deferral's end), when later than the backoff. $9: an optional streak, the
+-- conflicts in a row on the (table, action) counting this one: when given, the backoff's
+-- exponent is streak - 1 instead of the job's earlier conflicts (an attempt that committed
+-- progress restarted the streak, so its retry waits the base backoff).
 WITH refund AS (
     DELETE FROM icepack.budget_charges c
      USING icepack.jobs j
@@ -44,7 +47,8 @@ UPDATE icepack.jobs
        not_before  = greatest(
                      coalesce($6::timestamptz, now()) + make_interval(secs =>
                          least($5::float8, $4::float8 * power(2, least(
-                             CASE WHEN $3 = 'lock' THEN lock_waits ELSE conflicts END, 30)))
+                             CASE WHEN $3 = 'lock' THEN lock_waits
+                                  ELSE coalesce(greatest($9::int - 1, 0), conflicts) END, 30)))
                          * (0.5 + random() * 0.5)),
                      $8::timestamptz),
        finished_at = NULL,
