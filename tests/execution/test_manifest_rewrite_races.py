@@ -44,7 +44,6 @@ from bench.upserts import (
 )
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_runner import JobRunner
-from icepack_core.inspection.process import TableInspections
 from icepack_core.intents import RewriteManifests
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
@@ -52,7 +51,7 @@ from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
 from icepack_core.types import JobState
 from tests.execution.spark_tables import CATALOG, missing_referenced_files, unique_name
-from tests.execution.test_writer_races import invariants, race_problems, writer_commits
+from tests.execution.test_writer_races import race_beside_writer, race_problems, writer_commits
 from tests.support.settings import service_settings
 from tests.support.stream_writer import START_DEADLINE_S, StreamWriter
 from tests.support.waiting import eventually
@@ -310,18 +309,22 @@ async def test_a_manifest_rewrite_racing_a_writer_process_keeps_every_writer_com
     deletes_before = delete_file_counts(spark, table)["equality"]
     assert (deletes_before > 0) == (kind == "upsert"), deletes_before
     table_id = await register(db, spark, table, name)
-    await TableInspections(runner_settings, db).inspect_and_record(table_id)
-    writer = StreamWriter.for_table(
-        spark_catalog_settings, NS, name, kind, Path(tmp_path) / "writer", pause_seconds=1.0
-    ).start()
-    try:
-        done, actions = await plan_and_race(db, runner_settings, spark, table_id, writer)
-        expected = writer.stop()
-    finally:
-        writer.kill()
-
-    problems = await invariants(db, spark, table, table_id, writer, actions, expected)
-    problems += race_problems(spark, table, done, writer)
+    raced = await race_beside_writer(
+        db,
+        spark,
+        runner_settings,
+        spark_catalog_settings,
+        table,
+        table_id,
+        namespace=NS,
+        name=name,
+        kind=kind,
+        out_dir=tmp_path / "writer",
+        run=plan_and_race,
+        pause_seconds=1.0,
+    )
+    writer, expected = raced.writer, raced.expected
+    problems = raced.problems + race_problems(spark, table, raced.done, writer)
     if content_checksum(spark, table) != model_checksum(spark, expected):
         problems.append("the table's content checksum differs from the writer's rows'")
     assert not problems, "\n".join(problems) + f"\nwriter: {writer.commits()[-3:]}"

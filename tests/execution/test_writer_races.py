@@ -16,6 +16,8 @@ the verification evidence as a checked rewrite.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -183,6 +185,54 @@ async def invariants(
     return problems
 
 
+RunRace = Callable[
+    [Any, Settings, Any, int, StreamWriter], Awaitable[tuple[Any, list[dict[str, Any]]]]
+]
+
+
+@dataclass(frozen=True)
+class WriterRace:
+    """A job raced by a writer process: the job as it ended, its stored actions, the rows
+    the writer's model says the table holds, and what ``invariants`` found wrong."""
+
+    writer: StreamWriter
+    done: Any
+    actions: list[dict[str, Any]]
+    expected: list[tuple[int, str, str, int]]
+    problems: list[str]
+
+
+async def race_beside_writer(
+    db: Any,
+    spark: Any,
+    settings: Settings,
+    writer_settings: Settings,
+    table: str,
+    table_id: int,
+    *,
+    namespace: str = NS,
+    name: str,
+    kind: str,
+    out_dir: Path,
+    run: RunRace = race,
+    **writer_options: Any,
+) -> WriterRace:
+    """Inspect the registered table, start a writer process committing ``kind`` to it (on the
+    Spark fixtures' catalog, ``writer_settings``), run the race (``run``: plan and run the
+    job), stop the writer and check ``invariants``. The writer is killed whatever happens."""
+    await TableInspections(settings, db).inspect_and_record(table_id)
+    writer = StreamWriter.for_table(
+        writer_settings, namespace, name, kind, out_dir, **writer_options
+    ).start()
+    try:
+        done, actions = await run(db, settings, spark, table_id, writer)
+        expected = writer.stop()
+    finally:
+        writer.kill()
+    problems = await invariants(db, spark, table, table_id, writer, actions, expected)
+    return WriterRace(writer, done, actions, expected, problems)
+
+
 @pytest.mark.parametrize(
     ("kind", "version", "partition"),
     [("upsert", 2, "part"), ("append", 2, None), ("upsert", 3, None)],
@@ -203,23 +253,25 @@ async def test_a_compaction_racing_a_writer_process_keeps_every_writer_commit(
     table = create_upsert_table(spark, NS, name, version=version, partition=partition)
     seed(spark, name, kind)
     table_id = await register(db, spark, table, name)
-    await TableInspections(runner_settings, db).inspect_and_record(table_id)
     # A sink committing once a second. With no pause the writer commits every ~0.3 s, and on a
     # loaded machine it can win every one of the rewrite's commit retries (Iceberg's
     # commit.retry.num-retries): the rewrite then commits nothing and there is no race to check.
-    writer = StreamWriter.for_table(
-        spark_catalog_settings, NS, name, kind, Path(tmp_path) / "writer", pause_seconds=1.0
-    ).start()
-    try:
-        done, actions = await race(db, runner_settings, spark, table_id, writer)
-        expected = writer.stop()
-    finally:
-        writer.kill()
-
-    problems = await invariants(db, spark, table, table_id, writer, actions, expected)
+    raced = await race_beside_writer(
+        db,
+        spark,
+        runner_settings,
+        spark_catalog_settings,
+        table,
+        table_id,
+        name=name,
+        kind=kind,
+        out_dir=tmp_path / "writer",
+        pause_seconds=1.0,
+    )
+    writer = raced.writer
     # Appends and upserts (equality deletes) never conflict with a rewrite that keeps its
     # starting sequence number: the job succeeds, and the writer never failed a commit.
-    problems += race_problems(spark, table, done, writer)
+    problems = raced.problems + race_problems(spark, table, raced.done, writer)
     assert not problems, "\n".join(problems) + f"\nwriter: {writer.commits()[-3:]}"
     assert len(writer.committed()) >= 4, writer.commits()
 
@@ -290,17 +342,19 @@ async def test_a_compaction_racing_a_deleting_writer_loses_nothing_and_holds_not
     if kind == "mor_delete":
         assert delete_file_counts(spark, table)["deletion_vector"] > 0
     table_id = await register(db, spark, table, name)
-    await TableInspections(runner_settings, db).inspect_and_record(table_id)
-    writer = StreamWriter.for_table(
-        spark_catalog_settings, NS, name, kind, Path(tmp_path) / "writer"
-    ).start()
-    try:
-        _done, actions = await race(db, runner_settings, spark, table_id, writer)
-        expected = writer.stop()
-    finally:
-        writer.kill()
-    problems = await invariants(db, spark, table, table_id, writer, actions, expected)
-    assert not problems, "\n".join(problems) + f"\nwriter: {writer.commits()[-3:]}"
+    raced = await race_beside_writer(
+        db,
+        spark,
+        runner_settings,
+        spark_catalog_settings,
+        table,
+        table_id,
+        name=name,
+        kind=kind,
+        out_dir=tmp_path / "writer",
+    )
+    writer, expected = raced.writer, raced.expected
+    assert not raced.problems, "\n".join(raced.problems) + f"\nwriter: {writer.commits()[-3:]}"
     assert len(writer.committed()) >= 4, writer.commits()
 
     if kind != "mor_delete":
@@ -342,15 +396,18 @@ async def test_a_compaction_beside_an_appending_writer_is_measured_by_its_own_co
     table = create_upsert_table(spark, NS, name, version=2, partition=None)
     seed(spark, name, "append")
     table_id = await register(db, spark, table, name)
-    await TableInspections(runner_settings, db).inspect_and_record(table_id)
-    writer = StreamWriter.for_table(
-        spark_catalog_settings, NS, name, "append", Path(tmp_path) / "writer"
-    ).start()
-    try:
-        done, actions = await race(db, runner_settings, spark, table_id, writer)
-        expected = writer.stop()
-    finally:
-        writer.kill()
+    raced = await race_beside_writer(
+        db,
+        spark,
+        runner_settings,
+        spark_catalog_settings,
+        table,
+        table_id,
+        name=name,
+        kind="append",
+        out_dir=tmp_path / "writer",
+    )
+    done, actions, expected = raced.done, raced.actions, raced.expected
 
     assert done.state == JobState.SUCCEEDED, done.error
     entry = next(a for a in done.outcome["actions"] if a["action"] == "rewrite_data_files")
