@@ -165,6 +165,9 @@ def test_a_growing_table_compacts_open_partitions_from_the_level_and_closed_ones
     assert action is not None
     assert action.to_json()["params"]["open_max_small_files"] == 14  # compacted above 14: from 15
     assert action.to_json()["params"]["options"]["min-input-files"] == str(CLOSED_MIN_FILES)
+    # Its file groups are rewritten (and so committed) one at a time: they race the writer
+    # only, not each other.
+    assert action.to_json()["params"]["options"]["max-concurrent-file-group-rewrites"] == "1"
     assert "due: open-partition pressure" in action.reason
 
 
@@ -176,6 +179,7 @@ def test_a_batch_table_keeps_its_bound_and_min_input_files() -> None:
     assert action is not None
     assert action.to_json()["params"]["open_max_small_files"] == 100
     assert action.to_json()["params"]["options"]["min-input-files"] == "5"
+    assert "max-concurrent-file-group-rewrites" not in action.to_json()["params"]["options"]
 
 
 def test_a_run_that_would_only_find_the_open_partition_below_its_level_is_not_planned() -> None:
