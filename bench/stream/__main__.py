@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,13 +76,30 @@ async def create_database(admin_dsn: str, name: str) -> str:
 
 
 def write(spec: dict[str, Any], root: Path, label: str) -> subprocess.Popen[bytes]:
-    """Start the writer process for ``spec`` (its results go to ``spec['out']``)."""
+    """Start the writer process for ``spec`` (its results go to ``spec['out']``), in its own
+    process group with the Spark JVM it starts (``stop_group``)."""
     path = root / f"writers-{label}.json"
     path.write_text(json.dumps(spec))
     log = (root / f"writers-{label}.log").open("wb")
     return subprocess.Popen(
-        [sys.executable, "-m", "bench.stream.writers", str(path)], stdout=log, stderr=log
+        [sys.executable, "-m", "bench.stream.writers", str(path)],
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
     )
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_seconds: float) -> None:
+    """Stop the process group ``proc`` leads (started with ``start_new_session``): SIGTERM,
+    then SIGKILL to whatever is left after ``grace_seconds``, so an interrupted bench leaves
+    no service, writer or Spark JVM running."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return  # the group is gone
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_seconds)
 
 
 def finished(proc: subprocess.Popen[bytes], out: Path, log: Path) -> list[dict[str, Any]]:
@@ -149,8 +168,8 @@ async def with_icepack(
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     seen = {t: Bytes() for t in spec["tables"]}
     history: list[list[TableSample]] = []
+    writers = write(spec, root, "icepack")
     try:
-        writers = write(spec, root, "icepack")
         started = time.monotonic()
         while writers.poll() is None:
             await asyncio.sleep(args.sample_seconds)
@@ -168,8 +187,8 @@ async def with_icepack(
         return results, seen, history, ice
     finally:
         await pool.close()
-        up.terminate()
-        up.wait(timeout=120)
+        stop_group(writers, grace_seconds=30)
+        stop_group(up, grace_seconds=120)
 
 
 def latency_line(label: str, results: list[dict[str, Any]]) -> float:
@@ -268,9 +287,11 @@ async def main_async(args: argparse.Namespace) -> int:
             base_tables = create_tables(catalog, "baseline")
             spec = {**common, "tables": base_tables, "seconds": args.baseline_minutes * 60}
             spec["out"] = str(root / "baseline.json")
-            base = finished(
-                write(spec, root, "baseline"), Path(spec["out"]), root / "writers-baseline.log"
-            )
+            base_writers = write(spec, root, "baseline")
+            try:
+                base = finished(base_writers, Path(spec["out"]), root / "writers-baseline.log")
+            finally:
+                stop_group(base_writers, grace_seconds=30)
             for ident in base_tables:  # Icepack must not find (and maintain) them in phase 2
                 catalog.drop_table(ident)
 
@@ -315,6 +336,8 @@ def main() -> int:
         "oldest first, to this JSON file",
     )
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C: every ``finally`` stops its processes and the database.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if args.baseline_minutes is None:
         args.baseline_minutes = max(1.0, args.minutes / 3)
     return asyncio.run(main_async(args))
