@@ -87,6 +87,26 @@ async def test_lock_backoff_grows_with_the_collisions(db: asyncpg.Pool, settings
         assert back.lock_waits == waits + 1 and back.conflicts == 0
 
 
+async def test_conflict_backoff_without_a_streak_grows_with_the_jobs_conflicts(
+    db: asyncpg.Pool, settings: Settings
+) -> None:
+    """``give_back(job, "conflict")`` without ``streak`` backs off over the job's own earlier
+    conflicts (Postgres' ``greatest`` ignores NULL, so a NULL streak must not read as 0)."""
+    queue = JobQueue(db)
+    table_id = await add_table(db, "conflicted", status(small_file_count=30))
+    job = (await queue.enqueue(table_id, [RewriteDataFiles()])).job
+    t = datetime(2030, 1, 1, tzinfo=UTC)
+    for earlier in range(0, 6):
+        claimed = await queue.claim("e", 60, now=t + timedelta(days=earlier))
+        assert claimed is not None and claimed.id == job.id
+        at = t + timedelta(days=earlier)
+        back = await queue.give_back(claimed, "conflict", "writer won", now=at)
+        wait = (back.not_before - at).total_seconds()
+        ceiling = min(1800.0, 30.0 * 2**earlier)
+        assert 0.5 * ceiling - 1e-3 <= wait <= ceiling + 1e-3, (earlier, wait)
+        assert back.conflicts == earlier + 1 and back.lock_waits == 0
+
+
 async def test_repeated_conflicts_hold_the_job_back_until_the_deferral_ends(
     db: asyncpg.Pool, settings: Settings
 ) -> None:

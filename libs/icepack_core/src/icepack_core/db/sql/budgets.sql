@@ -48,7 +48,8 @@ UPDATE icepack.jobs
                      coalesce($6::timestamptz, now()) + make_interval(secs =>
                          least($5::float8, $4::float8 * power(2, least(
                              CASE WHEN $3 = 'lock' THEN lock_waits
-                                  ELSE coalesce(greatest($9::int - 1, 0), conflicts) END, 30)))
+                                  WHEN $9::int IS NULL THEN conflicts
+                                  ELSE greatest($9::int - 1, 0) END, 30)))
                          * (0.5 + random() * 0.5)),
                      $8::timestamptz),
        finished_at = NULL,
