@@ -540,7 +540,7 @@ def _delete_debt(status: TableStatus) -> tuple[int, int, float]:
 # partial-progress commit service commits a batch on the thread whose group completed it
 # (``BaseCommitService.offer``), so concurrent group rewrites also commit concurrently and race
 # each other as well as the writer; on a ``bucket(16, id)`` table, where each commit rewrites
-# every manifest, their commit retries ran out (``bench/stream``: 3 to 6 of 13 to 16 selected
+# every manifest, their commit retries ran out (``bench/stream``: 3 to 6 of 6 to 16 selected
 # partitions lost in each attempt). One at a time, each commit races only the writer.
 BESIDE_WRITERS_OPTIONS = {"max-concurrent-file-group-rewrites": "1"}
 
