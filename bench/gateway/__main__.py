@@ -27,7 +27,8 @@ import httpx
 
 from icepack_core.db.migrate import migrate
 from icepack_core.db.queries import load_query
-from icepack_core.local.postgres import LocalPostgres, free_port
+from icepack_core.local.ports import free_port
+from icepack_core.local.postgres import LocalPostgres
 
 TABLES = 10_000
 GOAL_P99_MS = 100.0

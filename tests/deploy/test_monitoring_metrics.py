@@ -21,7 +21,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from tests.deploy.deploy_helpers import DEPLOY, KUSTOMIZE
 
 RULES = DEPLOY / "prometheus" / "icepack-rules.yaml"

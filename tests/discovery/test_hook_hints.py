@@ -21,7 +21,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from icepack_core.access.tokens import TokenStore
 from icepack_core.discovery.catalogs import CatalogSet
 from icepack_core.discovery.hints import HintConsumer, record_hint
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from icepack_core.settings import CatalogConfig, load_settings
 from icepack_gateway.app import create_app
 from tests.plugins.catalogs import rows

@@ -281,7 +281,7 @@ async def test_readyz_is_503_when_the_database_is_unreachable() -> None:
     import asyncpg
     import httpx
 
-    from icepack_core.local.postgres import free_port
+    from icepack_core.local.ports import free_port
 
     pool = await asyncpg.create_pool(
         f"postgresql://postgres@127.0.0.1:{free_port()}/x", min_size=0, max_size=1

@@ -24,7 +24,7 @@ from jsonschema import Draft202012Validator
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from icepack_core.settings import load_settings
 from icepack_gateway.app import create_app
 from tests.gateway.seed import Fleet, add_table, seed_deletions, seed_many

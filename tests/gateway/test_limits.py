@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from icepack_core.runtime.probes import make_server
 from icepack_core.settings import load_settings
 from icepack_gateway.app import create_app

@@ -15,7 +15,7 @@ import asyncpg
 import httpx
 
 from icepack_core.access.tokens import TokenStore
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 
 
 async def _wait_for(client: httpx.AsyncClient, path: str, status: int, deadline: float) -> None:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from icepack_core.access.tokens import TokenStore
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from tests.gateway.seed import seed_fleet, seed_many
 
 MAX_EXAMPLES = 20

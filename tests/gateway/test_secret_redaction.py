@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from icepack_core.execution.job_execution import JobExecution
 from icepack_core.execution.maintenance import VerificationFailed
 from icepack_core.intents import RewriteDataFiles
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from icepack_core.queue import events
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.safety.verification import Evidence

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from icepack_core.runtime.probes import make_server
 from icepack_gateway.app import create_app
 from tests.gateway.seed import Fleet

@@ -24,7 +24,7 @@ from icepack_core.inspection.health import assess
 from icepack_core.inspection.status import TableStatus
 from icepack_core.inspection.store import record_inspection
 from icepack_core.intents import RewriteDataFiles, RewritePositionDeleteFiles
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from icepack_core.planning.planner import Planner
 from icepack_core.queue.jobs import JobQueue
 from icepack_core.runtime.probes import make_server

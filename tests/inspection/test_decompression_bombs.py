@@ -27,7 +27,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from icepack_core.discovery.refresh import Discovery
 from icepack_core.inspection.avro_scan import SYNC_SIZE, open_container
 from icepack_core.inspection.go_inspector import resolve_binary
-from icepack_core.local.object_store import free_port
+from icepack_core.local.ports import free_port
 from icepack_core.settings import CatalogConfig, load_settings
 from tests.plugins.catalogs import rows
 from tests.support.waiting import eventually

@@ -25,7 +25,7 @@ import pytest
 from icepack_core.db import pool as icedb
 from icepack_core.errors import ConfigError
 from icepack_core.intents import RewriteManifests
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from icepack_core.notify.webhooks import CONSUMER, WebhookConfig, run_webhooks
 from icepack_core.queue.events import Listener, publish
 from icepack_core.queue.jobs import JobQueue

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from icepack_core.local.object_store import LocalSeaweed, WeedNotInstalled, free_port
+from icepack_core.local.object_store import LocalSeaweed, WeedNotInstalled
+from icepack_core.local.ports import free_port
 from icepack_core.settings import load_settings
 from tests.objectstore.lake import Lake, StoreAdmin
 from tests.plugins.spark import _start_server

@@ -35,10 +35,10 @@ from icepack_core.local.object_store import (
     LocalSeaweed,
     ObjectStore,
     WeedNotInstalled,
-    free_port,
     stop_process,
     wait_for_port,
 )
+from icepack_core.local.ports import free_port
 from icepack_core.settings import CatalogConfig
 
 # Thresholds scaled to tables of a handful of files (the defaults are for production tables).

@@ -32,7 +32,8 @@ from typing import Any, NoReturn
 
 import pytest
 
-from icepack_core.local.object_store import free_port, stop_process
+from icepack_core.local.object_store import stop_process
+from icepack_core.local.ports import free_port
 from icepack_core.settings import CatalogConfig
 from tests.plugins.startup import record_startup
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from icepack_core.local.postgres import free_port
+from icepack_core.local.ports import free_port
 from icepack_core.settings import Settings, load_settings
 from icepack_core.spark.catalog_conf import AWS_BUNDLE_JAR, jars_for
 from icepack_core.spark.session import jars_dir, session_conf, spark_properties

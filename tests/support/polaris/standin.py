@@ -45,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from icepack_core.local.object_store import free_port
+from icepack_core.local.ports import free_port
 from tests.support.polaris.content import SYSTEM_TYPES, valid_content
 
 UNIT = "\x1f"

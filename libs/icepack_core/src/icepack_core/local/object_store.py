@@ -20,6 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from icepack_core.local.ports import free_port, free_port_below
+
 # SeaweedFS's listeners all get free ports below this one: its gRPC ports are each http port
 # + 10000, which must stay a valid port.
 _PORT_CEILING = 55000
@@ -35,21 +37,6 @@ _OTHER_PORTS = (
 )
 START_DEADLINE_SECONDS = 90.0
 REGION = "us-east-1"
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def free_port_below(limit: int) -> int:
-    """A free port below ``limit`` (SeaweedFS adds 10000 to some ports for gRPC)."""
-    while True:
-        port = free_port()
-        if port < limit:
-            return port
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:

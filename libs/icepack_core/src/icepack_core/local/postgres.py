@@ -10,11 +10,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from icepack_core.local.ports import free_port
 
 _SERVER_USER = "postgres"
 
@@ -38,13 +39,6 @@ def find_pg_bin() -> Path:
         "PostgreSQL server binaries (initdb, pg_ctl) not found; install PostgreSQL 15+ "
         "or set ICEPACK_PG_BIN to their directory"
     )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
