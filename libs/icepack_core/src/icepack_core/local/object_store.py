@@ -15,16 +15,18 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from icepack_core.local.ports import free_port, free_port_below
+from icepack_core.local.ports import listener_ports
 
 # SeaweedFS's listeners all get free ports below this one: its gRPC ports are each http port
 # + 10000, which must stay a valid port.
 _PORT_CEILING = 55000
+_GRPC_OFFSET = 10000
 # The ports `weed mini` opens besides S3 and Iceberg REST; each gets a free one, so parallel
 # test sessions and other services on this machine do not collide with SeaweedFS's defaults.
 _OTHER_PORTS = (
@@ -108,6 +110,8 @@ class LocalSeaweed:
 
     The REST catalog serves S3 *table* buckets (one catalog each); ``table_bucket`` is created
     at start, named ``warehouse`` by default (``None``: none, for a store used by S3 alone).
+    No listener of it, gRPC ones included, takes a port in ``avoid_ports`` (the ports of
+    services started after it).
     """
 
     def __init__(
@@ -116,8 +120,10 @@ class LocalSeaweed:
         access_key: str = "icepack",
         secret_key: str = "icepack-secret",  # noqa: S107 - a throw-away local store's key
         table_bucket: str | None = "warehouse",
+        avoid_ports: Collection[int] = (),
     ) -> None:
         self.root = root.resolve()
+        self.avoid_ports = frozenset(avoid_ports)
         self.access_key, self.secret_key, self.table_bucket = access_key, secret_key, table_bucket
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -144,8 +150,10 @@ class LocalSeaweed:
             "AWS_ACCESS_KEY_ID": self.access_key,
             "AWS_SECRET_ACCESS_KEY": self.secret_key,
         }
-        s3_port, rest_port = free_port_below(_PORT_CEILING), free_port()
-        args = self._command(exe, s3_port, rest_port)
+        s3_port, rest_port, *others = listener_ports(
+            2 + len(_OTHER_PORTS), below=_PORT_CEILING, offset=_GRPC_OFFSET, avoid=self.avoid_ports
+        )
+        args = self._command(exe, s3_port, rest_port, others)
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(  # noqa: S603 - the installed weed binary
             args, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.root
@@ -167,10 +175,9 @@ class LocalSeaweed:
             raise
         return store
 
-    def _command(self, exe: str, s3_port: int, rest_port: int) -> list[str]:
-        """``weed mini``'s argv: S3 and the Iceberg REST catalog on the given ports, every
-        other listener on a free one, all on the loopback interface."""
-        others = {name: free_port_below(_PORT_CEILING) for name in _OTHER_PORTS}
+    def _command(self, exe: str, s3_port: int, rest_port: int, others: list[int]) -> list[str]:
+        """``weed mini``'s argv: S3, the Iceberg REST catalog and every other listener
+        (``_OTHER_PORTS``, in order) on the given ports, all on the loopback interface."""
         return [
             exe,
             "mini",
@@ -180,7 +187,7 @@ class LocalSeaweed:
             f"-s3.port={s3_port}",
             f"-s3.port.iceberg={rest_port}",
             "-s3.port.lance=0",
-            *(f"-{k}={v}" for k, v in others.items()),
+            *(f"-{k}={v}" for k, v in zip(_OTHER_PORTS, others, strict=True)),
         ]
 
     @staticmethod

@@ -26,6 +26,7 @@ from icepack_core.local.object_store import (
     embedded_catalog_env,
     ensure_bucket,
 )
+from icepack_core.local.ports import PortInUse, PortReservation
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.runtime.service import BASE_PORT, PORT_OFFSETS
 from icepack_core.settings import Settings
@@ -72,13 +73,16 @@ def run_all(
     env: dict[str, str] | None = None,
     log_dir: Path | None = None,
     watch: Callable[[], bool] | None = None,
+    reserved: PortReservation | None = None,
 ) -> int:
     """Start ``services`` as child processes; stop them all on SIGINT/SIGTERM, after
     ``duration`` seconds, or when ``watch`` (called every few seconds) returns True. A child
     that exits on its own is restarted alone, after a backoff (1 s doubling to 30 s, back to
     1 s once it had run for a minute), and each restart is logged; the others keep running.
-    With ``log_dir``, each child's output goes to ``NAME.log`` there.
-    Returns 0 when all stopped cleanly."""
+    With ``log_dir``, each child's output goes to ``NAME.log`` there. The services' ports are
+    checked free first (``reserved``, when the caller holds them already, is released just
+    before the children start).
+    Returns 0 when all stopped cleanly, 2 at once when a service or a port is refused."""
     if base_port is None:
         base_port = int(os.environ.get("ICEPACK_UP_BASE_PORT", BASE_PORT))
     ports = service_ports(base_port)
@@ -86,6 +90,12 @@ def run_all(
     if unknown:
         console.print(f"[red]unknown service(s): {', '.join(unknown)}[/]")
         return 2
+    try:
+        held = reserved or PortReservation({name: ports[name] for name in services})
+    except PortInUse as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        return 2
+    held.release()
     with ExitStack() as logs:
         start = _Launcher(ports, env or {}, log_dir, logs)
         children: dict[str, Child] = {}
@@ -362,6 +372,7 @@ def _run_demo_services(
     until_healthy: bool,
     deadline: float,
     object_store: bool,
+    reserved: PortReservation,
 ) -> int:
     """Run every service on the demo's database, printing the fleet as it changes (see
     ``run_demo``) once the database is migrated and the lake written (``env`` becomes this
@@ -394,6 +405,7 @@ def _run_demo_services(
         env=env,
         log_dir=root / "logs",
         watch=watch,
+        reserved=reserved,
     )
     if until_healthy and watch.healthy_after is None:
         return 1
@@ -422,11 +434,23 @@ def run_demo(
         return 2
     started = time.monotonic()
     root = (data_dir or Path(os.environ.get("ICEPACK_DATA_DIR", ".icepack"))).resolve()
+    ports = service_ports(int(os.environ.get("ICEPACK_UP_BASE_PORT", BASE_PORT)))
+    try:
+        # Held from here: Postgres, SeaweedFS and Spark, started first, take none of them.
+        reserved = PortReservation(ports)
+    except PortInUse as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        return 1
     server = LocalPostgres(root / "pg")
     server.stop()  # a server an interrupted demo left running
-    store = LocalSeaweed(root / "object-store", secret_key=token_urlsafe(18), table_bucket=None)
-    env = _demo_env(server, root)
+    store = LocalSeaweed(
+        root / "object-store",
+        secret_key=token_urlsafe(18),
+        table_bucket=None,
+        avoid_ports=ports.values(),
+    )
     try:
+        env = _demo_env(server, root)
         if object_store:
             env |= _start_object_store(store, env["ICEPACK_DATABASE_URL"])
         return _run_demo_services(
@@ -437,6 +461,7 @@ def run_demo(
             until_healthy=until_healthy,
             deadline=deadline,
             object_store=object_store,
+            reserved=reserved,
         )
     except (ConfigError, MissingExtra) as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
@@ -448,5 +473,6 @@ def run_demo(
         console.print("interrupted")
         return 130
     finally:
+        reserved.release()
         server.stop()
         store.stop()
