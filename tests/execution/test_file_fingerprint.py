@@ -48,12 +48,14 @@ from pyiceberg.types import (
 
 from icepack_core.errors import InProcessUnsupported
 from icepack_core.execution.verification.file_fingerprint import (
+    FileFingerprints,
     ListedFile,
     PartitionFiles,
     TouchedFiles,
     compare_files,
     duckdb_string_literal,
     local_path,
+    one_sided,
     reader_blocker,
 )
 
@@ -132,8 +134,12 @@ def test_a_lost_or_duplicated_row_or_an_emptied_partition_differs(tmp_path: Path
     full = write(tmp_path, ROWS)
     lost = compare_files(SCHEMA, one_partition([full], [write(tmp_path, ROWS[1:])]))
     assert lost.differs == 'partition spec 0 {"p":1}: 4 rows -> 3 rows'
+    # A file on both sides is not read: only what one side adds is.
     twice = compare_files(SCHEMA, one_partition([full], [full, write(tmp_path, ROWS[:1])]))
-    assert twice.differs is not None and twice.after.rows == 5
+    assert twice.differs == 'partition spec 0 {"p":1}: 0 rows -> 1 rows'
+    # The same file listed twice where it was listed once adds its rows again.
+    listed_twice = compare_files(SCHEMA, one_partition([full], [full, full]))
+    assert listed_twice.differs == 'partition spec 0 {"p":1}: 0 rows -> 4 rows'
     emptied = compare_files(SCHEMA, one_partition([full], []))
     assert emptied.differs is not None and emptied.after.rows == 0
 
@@ -181,7 +187,7 @@ def test_a_record_count_the_manifest_contradicts_is_never_a_verdict(tmp_path: Pa
     listed = write(tmp_path, ROWS)
     miscounted = ListedFile(listed.path, 3, "PARQUET")
     with pytest.raises(
-        InProcessUnsupported, match="4 rows read from 1 files, the manifests list 3"
+        InProcessUnsupported, match="4 rows read from a data file whose manifest lists 3: "
     ):
         compare_files(SCHEMA, one_partition([listed], [miscounted]))
 
@@ -494,3 +500,62 @@ def test_a_dropped_nested_column_with_ids_does_not_stop_the_read(tmp_path: Path)
     new = write(tmp_path, [{"k": 1, "v": "a"}], FLAT)
     compared = compare_files(FLAT, one_partition([with_dropped_struct(tmp_path, "10")], [new]))
     assert compared.differs is None and compared.after.rows == 1
+
+
+def fingerprinted(schema: Schema, listed: ListedFile, *, checksum: bool = True) -> FileFingerprints:
+    """``listed``'s fingerprint as a comparison of it against nothing reads it."""
+    alone = compare_files(schema, one_partition([listed], []), checksum=checksum)
+    return FileFingerprints(schema, checksum, {(frozenset(), listed.path): alone.before})
+
+
+def test_a_known_file_is_not_read_again(tmp_path: Path) -> None:
+    replaced = write(tmp_path, ROWS)
+    known = fingerprinted(SCHEMA, replaced)
+    Path(local_path(replaced.path)).unlink()  # any read of it would now fail
+    compacted = write(tmp_path, ROWS[::-1])
+    compared = compare_files(SCHEMA, one_partition([replaced], [compacted]), known=known)
+    assert compared.differs is None and compared.before.rows == 4
+    assert (compared.files_read, compared.files_prefetched) == (1, 1)
+    short = write(tmp_path, ROWS[1:])
+    lost = compare_files(SCHEMA, one_partition([replaced], [short]), known=known)
+    assert lost.differs == 'partition spec 0 {"p":1}: 4 rows -> 3 rows'
+
+
+@pytest.mark.parametrize("other", ["schema", "checksum", "columns left out"])
+def test_a_fingerprint_of_another_reading_is_not_used(tmp_path: Path, other: str) -> None:
+    replaced = write(tmp_path, ROWS)
+    wider = Schema(*SCHEMA.fields, NestedField(99, "added", LongType(), required=False))
+    known = fingerprinted(wider if other == "schema" else SCHEMA, replaced)
+    if other == "checksum":
+        known = fingerprinted(SCHEMA, replaced, checksum=False)
+    files = one_partition([replaced], [write(tmp_path, ROWS)])
+    if other == "columns left out":
+        (partition,) = files.partitions
+        files = TouchedFiles((PartitionFiles(partition.key, partition.before, partition.after,
+                                             frozenset({1})),), None)  # fmt: skip
+    Path(local_path(replaced.path)).unlink()
+    with pytest.raises(Exception, match=r"No files found|does not exist|No such file"):
+        compare_files(SCHEMA, files, known=known)
+
+
+FILES = st.sampled_from([ListedFile(f"/d/{name}", n, "PARQUET") for name in "abcd" for n in (1, 2)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=st.lists(FILES, max_size=8),
+    after=st.lists(FILES, max_size=8),
+    prints=st.dictionaries(FILES, st.integers(-(1 << 70), 1 << 70), min_size=8, max_size=8),
+)
+def test_leaving_out_files_on_both_sides_never_changes_the_verdict(
+    before: list[ListedFile], after: list[ListedFile], prints: dict[ListedFile, int]
+) -> None:
+    def total(files: list[ListedFile]) -> tuple[int, int]:
+        return sum(f.records for f in files), sum(prints[f] for f in files)
+
+    only_before, only_after = one_sided(before, after)
+    assert (total(before) == total(after)) == (total(only_before) == total(only_after))
+    assert not set(only_before) & set(only_after)
+    for kept, side in ((only_before, before), (only_after, after)):
+        assert all(kept.count(f) <= side.count(f) for f in kept)
+    assert len(before) - len(only_before) == len(after) - len(only_after)

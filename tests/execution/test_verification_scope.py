@@ -165,7 +165,7 @@ async def test_corrupted_rewritten_partition_is_caught_and_rolled_back(
     if reader == "in_process" and fault in ("duplicate a row", "add a row of another partition"):
         # The replacement file holds more rows than its manifest entry declares (the support
         # helper's miscount): a count the metadata contradicts is not read as a difference.
-        assert "the manifests list 12" in violation["reader_fallback"]
+        assert "whose manifest lists 12" in violation["reader_fallback"]
     elif reader == "in_process":
         assert violation["reader_fallback"].startswith(
             'the in-process read differs (partition spec 0 {"part":"p0"}: 12 rows ->'

@@ -63,6 +63,9 @@ class ScopeNote(_Evidence):
     reader: Literal["in_process", "engine"] | None = None
     reader_seconds: float | None = None
     reader_fallback: str | None = None
+    # In-process reads: files read, and files whose fingerprint was taken while the rewrite ran.
+    reader_files_read: int | None = None
+    reader_files_prefetched: int | None = None
     files_diff: Literal["metadata", "engine"] | None = None
     files_diff_seconds: float | None = None
     files_diff_fallback: str | None = None

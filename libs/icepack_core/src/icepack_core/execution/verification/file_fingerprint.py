@@ -3,14 +3,20 @@
 A rewrite verification compares the live rows of the touched partitions at two snapshots
 (``verification_scope``). When no delete file applies to those partitions at either snapshot,
 those rows are exactly the rows of the live data files listed there, so they can be read
-straight from the files without Spark: ``compare_files`` hands each touched partition's file
-list, at each snapshot, to an in-process DuckDB, which reads Parquet by Iceberg field id
+straight from the files without Spark. A file listed at both snapshots adds the same rows to
+both, so only the files one side lists and the other does not are read (``one_sided``):
+``compare_files`` hands them to an in-process DuckDB, which reads Parquet by Iceberg field id
 (``read_parquet``'s ``schema`` map: a renamed column is found by its id, a column a file lacks
-reads NULL, an older narrower type is cast to the current one) and returns the row count and a
-checksum of every row: DuckDB's 64-bit ``hash`` over all current columns in schema order (NULL
+reads NULL, an older narrower type is cast to the current one) and returns each file's row
+count (which must be its manifest's record count) and a checksum of its rows: DuckDB's 64-bit
+``hash`` over all current columns in schema order (NULL
 hashes as itself; the sign of a float or double is hashed too, as DuckDB hashes ``-0.0`` like
 ``0.0``), summed as a 128-bit integer, so order-independent like ``fingerprint``'s
 Spark checksum (the two are not equal to each other).
+
+Files are immutable, so a file's fingerprint taken earlier with the same schema
+(``FileFingerprints``: ``replaced_files`` takes a compaction's inputs' while it runs) is used
+instead of reading the file again.
 
 This reader only ever *proves equality*: every touched partition (spec id and partition tuple)
 must have the same row count and checksum at both snapshots. Anything else -- a difference, a
@@ -47,7 +53,8 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections import ChainMap, Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,13 +140,16 @@ class TouchedFiles:
 
 @dataclass(frozen=True)
 class FileComparison:
-    """The touched partitions' totals at each snapshot, read in process; ``differs`` names the
-    first partition whose count or checksum differs (the read stops there; None: every one is
-    equal)."""
+    """The touched partitions' totals at each snapshot over the files on one side only
+    (``one_sided``), read in process; ``differs`` names the first partition whose count or
+    checksum differs (None: every one is equal). ``files_read``: files read for this
+    comparison; ``files_prefetched``: files whose fingerprint was known already."""
 
     before: Fingerprint
     after: Fingerprint
     differs: str | None
+    files_read: int = 0
+    files_prefetched: int = 0
 
 
 def duckdb_type(kind: IcebergType) -> str:
@@ -240,10 +250,10 @@ def _blocker(
 
 
 def _query(schema: Schema, constant: frozenset[int], checksum: bool) -> str:
-    """``SELECT count, checksum FROM read_parquet(%s, schema = <map>)`` over the columns of
-    ``schema`` not in ``constant``; ``%s`` is for the file list. The schema map names each
-    field id's column ``c<position>`` with its declared type: only integers and this module's
-    type names reach the SQL, never a name from the catalog."""
+    """``SELECT file, count, checksum FROM read_parquet(%s, schema = <map>) GROUP BY file`` over
+    the columns of ``schema`` not in ``constant``; ``%s`` is for the file list. The schema map
+    names each field id's column ``c<position>`` with its declared type: only integers and
+    this module's type names reach the SQL, never a name from the catalog."""
     read = [(i, c) for i, c in enumerate(schema.fields) if c.field_id not in constant]
     entries = [
         f"{int(c.field_id)}: {{name: 'c{i}', type: '{duckdb_type(c.field_type)}', "
@@ -255,7 +265,48 @@ def _query(schema: Schema, constant: frozenset[int], checksum: bool) -> str:
     names += [f"signbit(c{i})" for i, c in read if isinstance(c.field_type, FloatType | DoubleType)]
     hashed = f"coalesce(sum(hash({', '.join(names)})::HUGEINT), 0)" if checksum and names else "0"
     schema_map = "MAP {" + ", ".join(entries) + "}" if entries else "MAP {}"
-    return f"SELECT count(*) AS n, {hashed} AS h FROM read_parquet(%s, schema = {schema_map})"
+    # The file name column is ``file``: no ``c<position>`` column is named so.
+    return (
+        f"SELECT file, count(*) AS n, {hashed} AS h "
+        f"FROM read_parquet(%s, schema = {schema_map}, filename = 'file') GROUP BY file"
+    )
+
+
+@dataclass(frozen=True)
+class FileFingerprints:
+    """Row count and checksum of single data files read with ``schema`` and ``checksum``, by
+    the identity partition sources left out (``PartitionFiles.constant``) and path; every file
+    here passed ``check_encodings`` against ``schema``. A data file never changes once
+    written, so its fingerprint is the same whenever it is read: a comparison with an equal
+    schema and the same ``checksum`` takes a file's from here instead of reading it.
+    (``replaced_files`` fills one while a compaction runs.)"""
+
+    schema: Schema
+    checksum: bool
+    found: dict[tuple[frozenset[int], str], Fingerprint]
+
+    def usable(self, schema: Schema, checksum: bool) -> bool:
+        return self.checksum == checksum and self.schema == schema
+
+
+def one_sided(
+    before: Sequence[ListedFile], after: Sequence[ListedFile]
+) -> tuple[list[ListedFile], list[ListedFile]]:
+    """The files of each side without those the other side lists too (the same location,
+    record count and format), as multisets: a file listed on both sides adds the same rows to
+    both, so the sides' totals are equal exactly when the remaining ones' are (a file listed
+    twice on one side and once on the other remains once)."""
+    return _without(before, Counter(after)), _without(after, Counter(before))
+
+
+def _without(side: Sequence[ListedFile], other: Counter[ListedFile]) -> list[ListedFile]:
+    kept = []
+    for listed in side:
+        if other[listed] > 0:
+            other[listed] -= 1
+        else:
+            kept.append(listed)
+    return kept
 
 
 def compare_files(
@@ -264,15 +315,17 @@ def compare_files(
     *,
     properties: Mapping[str, str] | None = None,
     checksum: bool = True,
+    known: FileFingerprints | None = None,
 ) -> FileComparison:
-    """Row count and checksum (0 without ``checksum``) of each touched partition's rows at both
-    snapshots, read with ``schema`` and ``properties`` (the table's current ones), compared
-    partition by partition. Blocking.
+    """Row count and checksum (0 without ``checksum``) of each touched partition's files on
+    one side only (``one_sided``) at both snapshots, read with ``schema`` and ``properties``
+    (the table's current ones), compared partition by partition; a file in ``known`` (when
+    it is usable for ``schema``) is not read again. Blocking.
 
     Raises:
-        InProcessUnsupported: ``reader_blocker`` found a reason, a file on one side only
-            is not stored as Iceberg would read it (``parquet_encoding.check_encodings``),
-            or the rows read differ from the manifests' record counts.
+        InProcessUnsupported: ``reader_blocker`` found a reason, a file read here is not
+            stored as Iceberg would read it (``parquet_encoding.check_encodings``), or the
+            rows read from a file differ from its manifest's record count.
         Exception: PyArrow's or DuckDB's error (a missing or unreadable file, a value that
             does not cast).
     """
@@ -280,31 +333,62 @@ def compare_files(
     blocker = _blocker(schema, properties or {}, files, local)
     if blocker is not None:
         raise InProcessUnsupported(blocker)
-    # A file on both sides adds the same rows to both, however it is read; a file on one side
-    # only must be read exactly as Iceberg reads it.
-    before_paths = {f.path for p in files.partitions for f in p.before}
-    after_paths = {f.path for p in files.partitions for f in p.after}
-    check_encodings(schema, [local[p] for p in sorted(before_paths ^ after_paths)])
-    literals = {path: duckdb_string_literal(found) for path, found in local.items()}
+    usable = known.found if known is not None and known.usable(schema, checksum) else {}
+    sides = [(p, *one_sided(p.before, p.after)) for p in files.partitions]
+    needed: dict[frozenset[int], dict[str, ListedFile]] = {}
+    for partition, *one_side in sides:
+        for listed in (*one_side[0], *one_side[1]):
+            if (partition.constant, listed.path) not in usable:
+                needed.setdefault(partition.constant, {})[listed.path] = listed
+    # A file on one side only must be read exactly as Iceberg reads it.
+    check_encodings(schema, sorted({local[p] for group in needed.values() for p in group}))
+    read = fingerprint_files(schema, needed, local, checksum)
+    found = ChainMap(read, usable)
     totals = [Fingerprint(0, 0), Fingerprint(0, 0)]
     differs = None
-    connection = _connect()
+    for partition, before_files, after_files in sides:
+        before = _sum(found[(partition.constant, f.path)] for f in before_files)
+        after = _sum(found[(partition.constant, f.path)] for f in after_files)
+        totals = [_plus(totals[0], before), _plus(totals[1], after)]
+        if before != after and differs is None:  # not a verdict: the Spark scan decides
+            differs = f"partition {partition.key}: {before.rows} rows -> {after.rows} rows"
+            differs += ", checksum differs" if before.rows == after.rows else ""
+    compared = {(p.constant, f.path) for p, before, after in sides for f in (*before, *after)}
+    return FileComparison(totals[0], totals[1], differs, len(read), len(compared - read.keys()))
+
+
+def fingerprint_files(
+    schema: Schema,
+    needed: Mapping[frozenset[int], Mapping[str, ListedFile]],
+    local: Mapping[str, str],
+    checksum: bool,
+    *,
+    threads: int | None = None,
+) -> dict[tuple[frozenset[int], str], Fingerprint]:
+    """Each file's row count and checksum, read with ``schema`` leaving out each group's
+    columns (its key: ``PartitionFiles.constant``); ``local``: each location's local path;
+    ``threads``: DuckDB's (default: one per CPU). Blocking.
+
+    Raises:
+        InProcessUnsupported: a file's rows differ from its manifest's record count.
+        Exception: DuckDB's error.
+    """
+    found: dict[tuple[frozenset[int], str], Fingerprint] = {}
+    if not any(needed.values()):
+        return found
+    connection = _connect(threads or max(os.cpu_count() or 1, 1))
     try:
-        for partition in files.partitions:
-            query = _query(schema, partition.constant, checksum)
-            before = _read(connection, query, partition.before, literals)
-            after = _read(connection, query, partition.after, literals)
-            totals = [_plus(totals[0], before), _plus(totals[1], after)]
-            if before != after:  # not a verdict: the Spark scan reads them all again
-                differs = f"partition {partition.key}: {before.rows} rows -> {after.rows} rows"
-                differs += ", checksum differs" if before.rows == after.rows else ""
-                break
+        for constant, group in needed.items():
+            if group:
+                query = _query(schema, constant, checksum)
+                for path, fingerprint in _read(connection, query, group, local).items():
+                    found[(constant, path)] = fingerprint
     finally:
         connection.close()
-    return FileComparison(totals[0], totals[1], differs)
+    return found
 
 
-def _connect() -> Any:
+def _connect(threads: int) -> Any:
     """An in-memory DuckDB connection set up for ``compare_files``'s reads."""
     import duckdb  # the executor's dependency (icepack-core[spark]); imported when used
 
@@ -313,7 +397,7 @@ def _connect() -> Any:
         # Local files only: no extension is fetched or loaded behind this reader's back.
         connection.execute("SET autoinstall_known_extensions = false")
         connection.execute("SET autoload_known_extensions = false")
-        connection.execute(f"SET threads = {max(os.cpu_count() or 1, 1)}")
+        connection.execute(f"SET threads = {int(threads)}")
         # An aggregate over streamed row groups needs little; past this DuckDB fails the read
         # (the Spark scan decides) instead of growing the executor.
         connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
@@ -334,24 +418,36 @@ def _plus(a: Fingerprint, b: Fingerprint) -> Fingerprint:
 
 
 def _read(
-    connection: Any, query: str, side: Sequence[ListedFile], literals: Mapping[str, str]
-) -> Fingerprint:
-    """Row count and checksum of one side of one partition (``query`` from ``_query``;
-    ``literals``: each location's local path as a DuckDB string literal).
+    connection: Any, query: str, group: Mapping[str, ListedFile], local: Mapping[str, str]
+) -> dict[str, Fingerprint]:
+    """Row count and checksum of each file of ``group`` (by location; ``query`` from
+    ``_query``, ``local``: each location's local path).
 
     Raises:
-        InProcessUnsupported: the rows read differ from the manifests' record count.
+        InProcessUnsupported: a file's rows differ from its manifest's record count, or
+            DuckDB named a file that was not asked for.
     """
-    if not side:
-        return Fingerprint(0, 0)
-    expected = sum(f.records for f in side)
+    by_local = {local[path]: path for path in group}
     # The list is written into the statement, quoted, instead of bound: binding any Python
     # value makes DuckDB import pandas first (1.1 s, once per process).
-    paths = "[" + ", ".join(literals[f.path] for f in side) + "]"
-    row = connection.execute(query.replace("%s", paths, 1)).fetchone()
-    rows = as_int(row[0])
-    if rows != expected:
-        raise InProcessUnsupported(
-            f"{rows} rows read from {len(side)} files, the manifests list {expected}"
-        )
-    return Fingerprint(rows, as_int(row[1]))
+    paths = "[" + ", ".join(duckdb_string_literal(p) for p in sorted(by_local)) + "]"
+    read = {path: Fingerprint(0, 0) for path in group}  # a file without rows has no group
+    for name, rows, checksum in connection.execute(query.replace("%s", paths, 1)).fetchall():
+        path = by_local.get(str(name))
+        if path is None:
+            raise InProcessUnsupported(f"DuckDB read a file that was not listed: {name!r:.120}")
+        read[path] = Fingerprint(as_int(rows), as_int(checksum))
+    for path, fingerprint in read.items():
+        if fingerprint.rows != group[path].records:
+            raise InProcessUnsupported(
+                f"{fingerprint.rows} rows read from a data file whose manifest lists "
+                f"{group[path].records}: {path!r:.120}"
+            )
+    return read
+
+
+def _sum(fingerprints: Iterable[Fingerprint]) -> Fingerprint:
+    total = Fingerprint(0, 0)
+    for fingerprint in fingerprints:
+        total = _plus(total, fingerprint)
+    return total

@@ -342,6 +342,17 @@ def is_partitioned(table: Table) -> bool:
     return any(spec.fields for spec in table.metadata.specs().values())
 
 
+def identity_sources(table: Table) -> dict[int, frozenset[int]]:
+    """Per partition spec of ``table``: the source column ids of its identity fields (their
+    values are constants of a partition, ``PartitionFiles.constant``)."""
+    return {
+        spec_id: frozenset(
+            f.source_id for f in spec.fields if isinstance(f.transform, IdentityTransform)
+        )
+        for spec_id, spec in table.metadata.specs().items()
+    }
+
+
 def manifest_diff(
     table: Table, before: int, after: int, partitioned: bool
 ) -> tuple[FileDiff, list[dict[int, Any]]]:
@@ -364,12 +375,7 @@ def manifest_diff(
         new,
         {key: f"spec {key[0]} {label}" for key, label in zip(result.touched, labels, strict=True)},
         partitioned,
-        {
-            spec_id: frozenset(
-                f.source_id for f in spec.fields if isinstance(f.transform, IdentityTransform)
-            )
-            for spec_id, spec in table.metadata.specs().items()
-        },
+        identity_sources(table),
     )
     touched = tuple(
         Partition(spec_id, label, ())
