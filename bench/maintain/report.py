@@ -225,6 +225,11 @@ def _report_verification(job: Rewrite) -> float:
         reason = f"; fallback: {snap['scope_reason']}" if snap.get("scope_reason") else ""
         if snap.get("reader"):
             reason += f"; read by {snap['reader']}"
+        if snap.get("reader_files_read") is not None:
+            reason += (
+                f" ({snap['reader_files_read']} files read, "
+                f"{snap.get('reader_files_prefetched') or 0} fingerprinted during the CALL)"
+            )
         if snap.get("reader_fallback"):
             reason += f" (in-process reader: {snap['reader_fallback']})"
         print(

@@ -12,6 +12,7 @@ lock is still ours) and raises ``VerificationFailed`` with the evidence.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +50,9 @@ from icepack_core.execution.scoping.partition_filter import (
 )
 from icepack_core.execution.statistics import compute_statistics
 from icepack_core.execution.table_confs import table_confs
+from icepack_core.execution.verification.file_fingerprint import FileFingerprints
 from icepack_core.execution.verification.fingerprint import Fingerprint
+from icepack_core.execution.verification.replaced_files import prefetched
 from icepack_core.execution.verification.verifier import Guard, RewriteVerifier, TableLoader
 from icepack_core.inspection.status import (
     DEFAULT_TARGET_FILE_SIZE,
@@ -313,7 +316,7 @@ class TableMaintenance:
         if isinstance(intent, RemoveOrphanFiles) and not intent.params.dry_run:
             assert location is not None  # confirmed for every orphan removal
             return await self._remove_orphans(intent, name, args, location, outcome)
-        return await self._procedure(intent, name, args, start, outcome)
+        return await self._procedure(intent, name, args, start, outcome, loaded)
 
     async def _remove_orphans(
         self,
@@ -347,27 +350,44 @@ class TableMaintenance:
         args: dict[str, ProcedureValue],
         start: int | None,
         outcome: ActionOutcome,
+        loaded: Table | None = None,
     ) -> ActionOutcome:
         """The procedure's own CALL; a rewrite's start is recorded first (``before_call``) and
-        every ``replace`` it committed after ``start`` is verified."""
+        every ``replace`` it committed after ``start`` is verified. While a binpack runs, the
+        files it will most likely replace are fingerprinted beside it (``replaced_files``,
+        from ``loaded``, the table at ``start``), so its verification reads only the rest."""
         call = procedure_call(self.ref.catalog, name, args)
         outcome.sql.append(call)
         if intent.kind in REWRITES and self.before_call is not None:
             await self.before_call(name, start)
         started = time.monotonic()
         self._committing()
-        rows = await self.engine.sql(call)
-        outcome.output.update(summarise(name, rows))
-        outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
-        if isinstance(intent, RewriteDataFiles):
-            scoped, self.scoped = self.scoped, None
-            await record_lost(self.metadata, start, scoped, outcome.output)
-        if self.after_call is not None:
-            self._committing()  # a test's hook may commit (a writer, a corrupt replace)
-            await self.after_call(name)
+        prefetch = self._prefetch(loaded)
+        try:
+            rows = await self.engine.sql(call)
+            outcome.output.update(summarise(name, rows))
+            outcome.output["procedure_ms"] = int((time.monotonic() - started) * 1000)
+            if isinstance(intent, RewriteDataFiles):
+                scoped, self.scoped = self.scoped, None
+                await record_lost(self.metadata, start, scoped, outcome.output)
+            if self.after_call is not None:
+                self._committing()  # a test's hook may commit (a writer, a corrupt replace)
+                await self.after_call(name)
+            known = await prefetch if prefetch is not None else None
+        finally:
+            if prefetch is not None and not prefetch.done():
+                prefetch.cancel()  # its thread ends on its own; nothing waits for it
         if intent.kind in REWRITES:
-            outcome.verification = await self.verify_rewrites(start, self.guard)
+            outcome.verification = await self.verify_rewrites(start, self.guard, known)
         return outcome
+
+    def _prefetch(self, loaded: Table | None) -> asyncio.Task[FileFingerprints | None] | None:
+        """The files a binpack (``scoped``) will most likely replace, fingerprinted beside its
+        CALL when its verification reads in process; None when there is nothing to do."""
+        if loaded is None or self.scoped is None or not self.verifier.in_process:
+            return None
+        work = prefetched(loaded, self.scoped, checksum=self.verify_checksum)
+        return asyncio.create_task(work, name=f"prefetch {self.ref}")
 
     def _committing(self) -> None:
         if self.on_commit is not None:
@@ -545,7 +565,12 @@ class TableMaintenance:
             max_partitions=MAX_SCOPED_PARTITIONS,
         )
 
-    async def verify_rewrites(self, start: int | None, guard: Guard | None = None) -> Evidence:
+    async def verify_rewrites(
+        self,
+        start: int | None,
+        guard: Guard | None = None,
+        known: FileFingerprints | None = None,
+    ) -> Evidence:
         """Check every ``replace`` snapshot after ``start`` (see ``RewriteVerifier.verify``).
 
         Returns the evidence with ``seconds``, the verification's wall time (its share of the
@@ -553,7 +578,7 @@ class TableMaintenance:
         touched files).
         """
         started = time.perf_counter()
-        evidence = await self.verifier.verify(start, guard)
+        evidence = await self.verifier.verify(start, guard, known)
         evidence.seconds = round(time.perf_counter() - started, 3)
         return evidence
 

@@ -62,7 +62,7 @@ from icepack_core.execution.verification.comparison import (
     unchanged,
     whole_table,
 )
-from icepack_core.execution.verification.file_fingerprint import compare_files
+from icepack_core.execution.verification.file_fingerprint import FileFingerprints, compare_files
 from icepack_core.execution.verification.fingerprint import (
     Fingerprint,
     SparkType,
@@ -136,6 +136,7 @@ class RewriteVerifier:
         self.qualified = qualified_name(catalog, table.levels, table.name)
         self.verify_checksum = verify_checksum
         self._columns: list[tuple[str, SparkType]] | None = None
+        self._known: FileFingerprints | None = None  # the current verify()'s prefetched files
 
     def metadata_table(self, name: str) -> str:
         return qualified_name(self.catalog, (*self.table.levels, self.table.name), name)
@@ -314,6 +315,7 @@ class RewriteVerifier:
                 diff.files,
                 properties=table.metadata.properties,
                 checksum=self.verify_checksum,
+                known=self._known,
             )
         except InProcessUnsupported as exc:
             source.reader_fallback = exc.reason
@@ -325,7 +327,13 @@ class RewriteVerifier:
             source.reader_fallback = f"the in-process read differs ({compared.differs})"
             return None
         took = round(time.perf_counter() - started, 3)
-        note = self._scoped_note(diff, ScopeNote(reader="in_process", reader_seconds=took))
+        read = ScopeNote(
+            reader="in_process",
+            reader_seconds=took,
+            reader_files_read=compared.files_read,
+            reader_files_prefetched=compared.files_prefetched,
+        )
+        note = self._scoped_note(diff, read)
         return Comparison(compared.before, compared.after, note.merged(source))
 
     async def _scoped_scan(
@@ -392,7 +400,9 @@ class RewriteVerifier:
             cursor = by_parent.get(cursor["snapshot_id"])
         return chain
 
-    async def verify(self, start: int | None, guard: Guard | None = None) -> Evidence:
+    async def verify(
+        self, start: int | None, guard: Guard | None = None, known: FileFingerprints | None = None
+    ) -> Evidence:
         """Check every ``replace`` snapshot after ``start``; return the evidence
         (``status: verified``, ``snapshots`` checked).
 
@@ -407,7 +417,11 @@ class RewriteVerifier:
             VerificationFailed: a replace changed the live contents (rolled back if possible).
             Exception: whatever ``guard`` raises before a rollback, or the engine's error when a
                 query fails; the caller holds the table or leaves the verification pending.
+
+        ``known``: data files fingerprinted already (``replaced_files.prefetch``, while the
+        rewrite ran); the in-process reader does not read them again.
         """
+        self._known = known
         self._loaded.clear()
         self._memo.clear()
         self._layouts.clear()
