@@ -10,10 +10,13 @@ caught, and where the prefetch cannot be used (delete files, another schema) it 
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from pyiceberg.table import Table
 
 from icepack_core.execution.maintenance import TableMaintenance, VerificationFailed
 from icepack_core.execution.scoping.left_behind import ScopedRun
@@ -130,3 +133,24 @@ async def test_the_listing_keeps_the_selected_partitions_small_files_within_its_
     monkeypatch.setattr(replaced_files, "MAX_FILES", 3)
     capped = replaced_files.likely_replaced(loaded, ScopedRun(None, 1 << 30, 1))
     assert capped is not None and len(capped.listed()) == 3
+
+
+async def test_the_prefetch_runs_at_the_lowest_priority_in_a_thread_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[tuple[int, int]] = []
+
+    def record(_table: Any, _scoped: Any, *, checksum: bool) -> None:
+        me = threading.get_native_id()
+        seen.append((me, os.getpriority(os.PRIO_PROCESS, me)))
+
+    monkeypatch.setattr(replaced_files, "prefetch", record)
+    caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    for _ in range(2):
+        await replaced_files.prefetched(cast(Table, object()), ScopedRun(None, 1, 1), checksum=True)
+    (first, nice), (second, _) = seen
+    assert nice == 19 and first != second != threading.get_native_id()
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == caller
+    # The pool the event loop lends to other work is untouched.
+    pooled = await asyncio.to_thread(lambda: os.getpriority(os.PRIO_PROCESS, 0))
+    assert pooled == caller

@@ -20,6 +20,11 @@ rest are read afterwards), so memory stays bounded on any table.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 from pyiceberg.manifest import ManifestContent, ManifestFile
@@ -133,10 +138,24 @@ def prefetch(table: Table, scoped: ScopedRun, *, checksum: bool) -> FileFingerpr
 
 
 async def prefetched(table: Table, scoped: ScopedRun, *, checksum: bool) -> FileFingerprints | None:
-    """``prefetch`` off the event loop; None, logged, on any error: the verification then
-    reads the files itself and meets the same error where it is evidence."""
+    """``prefetch`` in a thread of its own at the lowest CPU priority (``_background``); None,
+    logged, on any error: the verification then reads the files itself and meets the same
+    error where it is evidence."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
     try:
-        return await asyncio.to_thread(prefetch, table, scoped, checksum=checksum)
+        work = functools.partial(_background, table, scoped, checksum)
+        return await asyncio.get_running_loop().run_in_executor(pool, work)
     except Exception as exc:
         log.info("verification.prefetch_skipped", error=brief(exc))
         return None
+    finally:
+        pool.shutdown(wait=False)  # cancelled: the thread ends on its own, nothing waits
+
+
+def _background(table: Table, scoped: ScopedRun, checksum: bool) -> FileFingerprints | None:
+    """``prefetch`` at nice 19 for this thread only (Linux schedules threads apart): it runs
+    beside the CALL, whose Spark tasks must keep the CPUs; what it leaves undone when the CALL
+    ends it finishes alone. The thread is this prefetch's own, so no later work inherits it."""
+    with contextlib.suppress(AttributeError, OSError):  # not Linux, or not allowed: as is
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    return prefetch(table, scoped, checksum=checksum)
