@@ -21,7 +21,7 @@ from pyiceberg.table import Table
 from icepack_core.execution.maintenance import TableMaintenance, VerificationFailed
 from icepack_core.execution.scoping.left_behind import ScopedRun
 from icepack_core.execution.verification import replaced_files
-from icepack_core.execution.verification.file_fingerprint import TouchedFiles
+from icepack_core.execution.verification.file_fingerprint import TouchedFiles, local_path
 from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
 from icepack_core.spark.engine import LocalEngine
@@ -53,7 +53,7 @@ def maintenance(engine: LocalEngine, name: str, **kwargs: Any) -> TableMaintenan
 
 
 async def test_the_replaced_files_are_read_during_the_call_and_never_again(
-    spark: Any, engine: LocalEngine, tmp_path: Path
+    spark: Any, engine: LocalEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = unique_name("moved")
     table = make_partitioned_table(spark, NS, name)
@@ -61,8 +61,22 @@ async def test_the_replaced_files_are_read_during_the_call_and_never_again(
     # The HOT partitions' four small files each: after the CALL they are moved away, so a
     # verification that read them again would fail.
     inputs = HiddenFiles(spark, NS, name, HOT, tmp_path / "aside")
+    # The prefetch runs at nice 19: under load it may not be done when the CALL ends (then
+    # the verification reads the rest itself). This test waits for it, with a deadline.
+    done = threading.Event()
+    real = replaced_files.prefetch
+
+    def signalling(*args: Any, **kwargs: Any) -> Any:
+        kwargs["stop"] = None  # read everything, whenever the job asks
+        try:
+            return real(*args, **kwargs)
+        finally:
+            done.set()
+
+    monkeypatch.setattr(replaced_files, "prefetch", signalling)
 
     async def move_inputs(_action: str) -> None:
+        assert await asyncio.to_thread(done.wait, 120), "the prefetch did not end in 120 s"
         inputs.hide()
 
     try:
@@ -140,17 +154,50 @@ async def test_the_prefetch_runs_at_the_lowest_priority_in_a_thread_of_its_own(
 ) -> None:
     seen: list[tuple[int, int]] = []
 
-    def record(_table: Any, _scoped: Any, *, checksum: bool) -> None:
+    def record(_table: Any, _scoped: Any, *, checksum: bool, stop: threading.Event) -> None:
         me = threading.get_native_id()
         seen.append((me, os.getpriority(os.PRIO_PROCESS, me)))
 
     monkeypatch.setattr(replaced_files, "prefetch", record)
     caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     for _ in range(2):
-        await replaced_files.prefetched(cast(Table, object()), ScopedRun(None, 1, 1), checksum=True)
+        running = replaced_files.Prefetch(
+            cast(Table, object()), ScopedRun(None, 1, 1), checksum=True
+        )
+        await running.result()
     (first, nice), (second, _) = seen
     assert nice == 19 and first != second != threading.get_native_id()
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == caller
     # The pool the event loop lends to other work is untouched.
     pooled = await asyncio.to_thread(lambda: os.getpriority(os.PRIO_PROCESS, 0))
     assert pooled == caller
+
+
+async def test_a_stopped_or_failing_prefetch_keeps_what_its_chunks_read(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = unique_name("chunks")
+    make_partitioned_table(spark, NS, name)
+    loaded = await metadata_loader(SETTINGS[0], NS, name)()
+    hot = ScopedRun(None, 1 << 30, 2)
+    monkeypatch.setattr(replaced_files, "CHUNK_FILES", 3)
+    whole = replaced_files.prefetch(loaded, hot, checksum=True)
+    assert whole is not None and len(whole.found) == 8
+    stopped = threading.Event()
+    stopped.set()
+    nothing = replaced_files.prefetch(loaded, hot, checksum=True, stop=stopped)
+    assert nothing is not None and nothing.found == {}
+    # A file gone from the second partition's first chunk: its chunk fails, the reading
+    # ends there, and the first partition's two chunks stay.
+    listed = replaced_files.likely_replaced(loaded, hot)
+    assert listed is not None
+    first, second = listed.partitions
+    gone = Path(local_path(second.before[0].path))
+    aside = gone.with_name(gone.name + ".aside")
+    gone.rename(aside)
+    try:
+        partial = replaced_files.prefetch(loaded, hot, checksum=True)
+    finally:
+        aside.rename(gone)
+    assert partial is not None
+    assert {path for _, path in partial.found} == {f.path for f in first.before}

@@ -12,7 +12,6 @@ lock is still ours) and raises ``VerificationFailed`` with the evidence.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from icepack_core.execution.statistics import compute_statistics
 from icepack_core.execution.table_confs import table_confs
 from icepack_core.execution.verification.file_fingerprint import FileFingerprints
 from icepack_core.execution.verification.fingerprint import Fingerprint
-from icepack_core.execution.verification.replaced_files import prefetched
+from icepack_core.execution.verification.replaced_files import Prefetch
 from icepack_core.execution.verification.verifier import Guard, RewriteVerifier, TableLoader
 from icepack_core.inspection.status import (
     DEFAULT_TARGET_FILE_SIZE,
@@ -373,21 +372,21 @@ class TableMaintenance:
             if self.after_call is not None:
                 self._committing()  # a test's hook may commit (a writer, a corrupt replace)
                 await self.after_call(name)
-            known = await prefetch if prefetch is not None else None
-        finally:
-            if prefetch is not None and not prefetch.done():
-                prefetch.cancel()  # its thread ends on its own; nothing waits for it
+            known = await prefetch.result() if prefetch is not None else None
+        except BaseException:
+            if prefetch is not None:
+                prefetch.cancel()
+            raise
         if intent.kind in REWRITES:
             outcome.verification = await self.verify_rewrites(start, self.guard, known)
         return outcome
 
-    def _prefetch(self, loaded: Table | None) -> asyncio.Task[FileFingerprints | None] | None:
+    def _prefetch(self, loaded: Table | None) -> Prefetch | None:
         """The files a binpack (``scoped``) will most likely replace, fingerprinted beside its
         CALL when its verification reads in process; None when there is nothing to do."""
         if loaded is None or self.scoped is None or not self.verifier.in_process:
             return None
-        work = prefetched(loaded, self.scoped, checksum=self.verify_checksum)
-        return asyncio.create_task(work, name=f"prefetch {self.ref}")
+        return Prefetch(loaded, self.scoped, checksum=self.verify_checksum)
 
     def _committing(self) -> None:
         if self.on_commit is not None:

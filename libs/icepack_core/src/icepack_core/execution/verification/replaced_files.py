@@ -14,7 +14,9 @@ by a comparison with an equal schema (``FileFingerprints.usable``). Nothing is p
 the in-process reader would not read the files anyway: a table off the local file system, a
 live delete file in the table (its partitions' rows are then not just the files' rows), a
 schema or property ``reader_blocker`` names. At most ``MAX_FILES`` files are prefetched (the
-rest are read afterwards), so memory stays bounded on any table.
+rest are read afterwards), so memory stays bounded on any table; they are read in chunks of
+``CHUNK_FILES``, and the job stops the reading when it wants the result (``Prefetch.result``),
+so it never waits for more than one chunk.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import contextlib
 import functools
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import structlog
@@ -51,6 +54,7 @@ from icepack_core.safety.locations import object_store_scheme
 
 DATA = 0  # a manifest entry's content: data file
 MAX_FILES = 20_000
+CHUNK_FILES = 500  # files per query: the most a job waits for once its CALL ended
 
 log = structlog.get_logger("icepack.verification")
 
@@ -108,15 +112,18 @@ def _partitions(
     )
 
 
-def prefetch(table: Table, scoped: ScopedRun, *, checksum: bool) -> FileFingerprints | None:
-    """Fingerprints of ``likely_replaced``'s files, read with ``table``'s current schema; None
-    when nothing is to be read (see the module docstring). Blocking: run it off the event
-    loop, beside the ``CALL``.
+def prefetch(
+    table: Table, scoped: ScopedRun, *, checksum: bool, stop: threading.Event | None = None
+) -> FileFingerprints | None:
+    """Fingerprints of ``likely_replaced``'s files, read with ``table``'s current schema, in
+    chunks of ``CHUNK_FILES``; once ``stop`` is set, what the chunks read so far (checked
+    between chunks and manifests). None when nothing is to be read (see the module
+    docstring). Blocking: run it off the event loop, beside the ``CALL``. A chunk that
+    fails ends the reading with what the others found (logged): the verification reads
+    that file itself and meets the error where it is evidence.
 
     Raises:
-        InProcessUnsupported: a file is not stored as Iceberg reads it, or its rows differ
-            from its manifest's record count (the verification then says so itself).
-        Exception: a manifest read's, PyArrow's or DuckDB's error.
+        Exception: a manifest read's error.
     """
     if object_store_scheme(table.metadata.location) is not None:
         return None
@@ -127,35 +134,68 @@ def prefetch(table: Table, scoped: ScopedRun, *, checksum: bool) -> FileFingerpr
     if reader_blocker(schema, table.metadata.properties, files) is not None:
         return None
     local = {f.path: local_path(f.path) for f in files.listed()}
-    check_encodings(schema, sorted(set(local.values())))
-    needed: dict[frozenset[int], dict[str, ListedFile]] = {}
+    fingerprints = FileFingerprints(schema, checksum, {})
+    for constant, chunk in _chunks(files):
+        if stop is not None and stop.is_set():
+            break
+        try:
+            check_encodings(schema, sorted({local[f.path] for f in chunk}))
+            # One DuckDB thread: the CALL beside it needs the CPUs, and small files are read
+            # about as fast by one thread as by two (their cost is per file, not per byte).
+            read = fingerprint_files(
+                schema, {constant: {f.path: f for f in chunk}}, local, checksum, threads=1
+            )
+        except Exception as exc:
+            log.info("verification.prefetch_stopped", error=brief(exc))
+            break
+        fingerprints.found.update(read)
+    return fingerprints
+
+
+def _chunks(files: TouchedFiles) -> Iterator[tuple[frozenset[int], list[ListedFile]]]:
+    """The files of each partition in chunks of at most ``CHUNK_FILES``, with the partition's
+    identity columns (one query reads one chunk)."""
     for partition in files.partitions:
-        needed.setdefault(partition.constant, {}).update((f.path, f) for f in partition.before)
-    # One thread: the CALL beside it needs the CPUs, and small files are read at about the
-    # same speed by one DuckDB thread as by two (their cost is per file, not per byte).
-    found = fingerprint_files(schema, needed, local, checksum, threads=1)
-    return FileFingerprints(schema, checksum, found)
+        listed = list(partition.before)
+        for first in range(0, len(listed), CHUNK_FILES):
+            yield partition.constant, listed[first : first + CHUNK_FILES]
 
 
-async def prefetched(table: Table, scoped: ScopedRun, *, checksum: bool) -> FileFingerprints | None:
-    """``prefetch`` in a thread of its own at the lowest CPU priority (``_background``); None,
-    logged, on any error: the verification then reads the files itself and meets the same
-    error where it is evidence."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
-    try:
-        work = functools.partial(_background, table, scoped, checksum)
-        return await asyncio.get_running_loop().run_in_executor(pool, work)
-    except Exception as exc:
-        log.info("verification.prefetch_skipped", error=brief(exc))
-        return None
-    finally:
-        pool.shutdown(wait=False)  # cancelled: the thread ends on its own, nothing waits
+class Prefetch:
+    """``prefetch`` running in a thread of its own at the lowest CPU priority (``_background``)
+    beside a ``CALL``: ``result`` stops it after the chunk it is reading and gives what it
+    fingerprinted, so a job never waits for more than one chunk; ``cancel`` drops it."""
+
+    def __init__(self, table: Table, scoped: ScopedRun, *, checksum: bool) -> None:
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
+        work = functools.partial(_background, table, scoped, checksum, self._stop)
+        self._future = asyncio.get_running_loop().run_in_executor(self._pool, work)
+
+    async def result(self) -> FileFingerprints | None:
+        """What was fingerprinted until now (None: nothing, or an error, logged)."""
+        self._stop.set()
+        try:
+            return await self._future
+        except Exception as exc:
+            log.info("verification.prefetch_skipped", error=brief(exc))
+            return None
+        finally:
+            self._pool.shutdown(wait=False)
+
+    def cancel(self) -> None:
+        """Stop and drop it; its thread ends after its chunk, nothing waits for it."""
+        self._stop.set()
+        self._future.cancel()
+        self._pool.shutdown(wait=False)
 
 
-def _background(table: Table, scoped: ScopedRun, checksum: bool) -> FileFingerprints | None:
+def _background(
+    table: Table, scoped: ScopedRun, checksum: bool, stop: threading.Event
+) -> FileFingerprints | None:
     """``prefetch`` at nice 19 for this thread only (Linux schedules threads apart): it runs
-    beside the CALL, whose Spark tasks must keep the CPUs; what it leaves undone when the CALL
-    ends it finishes alone. The thread is this prefetch's own, so no later work inherits it."""
+    beside the CALL, whose Spark tasks must keep the CPUs. The thread is this prefetch's own,
+    so no later work inherits its priority."""
     with contextlib.suppress(AttributeError, OSError):  # not Linux, or not allowed: as is
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    return prefetch(table, scoped, checksum=checksum)
+    return prefetch(table, scoped, checksum=checksum, stop=stop)
