@@ -134,12 +134,14 @@ def test_a_lost_or_duplicated_row_or_an_emptied_partition_differs(tmp_path: Path
     full = write(tmp_path, ROWS)
     lost = compare_files(SCHEMA, one_partition([full], [write(tmp_path, ROWS[1:])]))
     assert lost.differs == 'partition spec 0 {"p":1}: 4 rows -> 3 rows'
-    # A file on both sides is not read: only what one side adds is.
+    # A file on both sides is not read (its record count still counts): only what one side
+    # adds is.
     twice = compare_files(SCHEMA, one_partition([full], [full, write(tmp_path, ROWS[:1])]))
-    assert twice.differs == 'partition spec 0 {"p":1}: 0 rows -> 1 rows'
+    assert twice.differs == 'partition spec 0 {"p":1}: 4 rows -> 5 rows'
+    assert twice.files_read == 1
     # The same file listed twice where it was listed once adds its rows again.
     listed_twice = compare_files(SCHEMA, one_partition([full], [full, full]))
-    assert listed_twice.differs == 'partition spec 0 {"p":1}: 0 rows -> 4 rows'
+    assert listed_twice.differs == 'partition spec 0 {"p":1}: 4 rows -> 8 rows'
     emptied = compare_files(SCHEMA, one_partition([full], []))
     assert emptied.differs is not None and emptied.after.rows == 0
 

@@ -140,9 +140,10 @@ class TouchedFiles:
 
 @dataclass(frozen=True)
 class FileComparison:
-    """The touched partitions' totals at each snapshot over the files on one side only
-    (``one_sided``), read in process; ``differs`` names the first partition whose count or
-    checksum differs (None: every one is equal). ``files_read``: files read for this
+    """The touched partitions' totals at each snapshot, read in process: their rows, and the
+    checksum of the files on one side only (``one_sided``; a file on both sides adds its
+    record count to both sides' rows and is not read); ``differs`` names the first partition
+    whose count or checksum differs (None: every one is equal). ``files_read``: files read for this
     comparison; ``files_prefetched``: files whose fingerprint was known already."""
 
     before: Fingerprint
@@ -317,10 +318,10 @@ def compare_files(
     checksum: bool = True,
     known: FileFingerprints | None = None,
 ) -> FileComparison:
-    """Row count and checksum (0 without ``checksum``) of each touched partition's files on
-    one side only (``one_sided``) at both snapshots, read with ``schema`` and ``properties``
-    (the table's current ones), compared partition by partition; a file in ``known`` (when
-    it is usable for ``schema``) is not read again. Blocking.
+    """Each touched partition's row count and the checksum (0 without ``checksum``) of its
+    files on one side only (``one_sided``) at both snapshots, read with ``schema`` and
+    ``properties`` (the table's current ones), compared partition by partition; a file in
+    ``known`` (when it is usable for ``schema``) is not read again. Blocking.
 
     Raises:
         InProcessUnsupported: ``reader_blocker`` found a reason, a file read here is not
@@ -347,8 +348,13 @@ def compare_files(
     totals = [Fingerprint(0, 0), Fingerprint(0, 0)]
     differs = None
     for partition, before_files, after_files in sides:
-        before = _sum(found[(partition.constant, f.path)] for f in before_files)
-        after = _sum(found[(partition.constant, f.path)] for f in after_files)
+        # The files on both sides are not read; their rows (their record counts, the same on
+        # both sides) still count, so the rows are the partition's.
+        shared = Fingerprint(
+            sum(f.records for f in partition.before) - sum(f.records for f in before_files), 0
+        )
+        before = _sum([shared, *(found[(partition.constant, f.path)] for f in before_files)])
+        after = _sum([shared, *(found[(partition.constant, f.path)] for f in after_files)])
         totals = [_plus(totals[0], before), _plus(totals[1], after)]
         if before != after and differs is None:  # not a verdict: the Spark scan decides
             differs = f"partition {partition.key}: {before.rows} rows -> {after.rows} rows"
