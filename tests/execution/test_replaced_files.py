@@ -52,6 +52,14 @@ def maintenance(engine: LocalEngine, name: str, **kwargs: Any) -> TableMaintenan
     return TableMaintenance(engine, TableRef(CATALOG, NS, name), metadata=loader, **kwargs)
 
 
+async def loaded_partitioned_table(spark: Any, prefix: str) -> Table:
+    """A new ``make_partitioned_table`` as the executor's metadata loader gives it."""
+    name = unique_name(prefix)
+    make_partitioned_table(spark, NS, name)
+    loaded: Table = await metadata_loader(SETTINGS[0], NS, name)()
+    return loaded
+
+
 async def test_the_replaced_files_are_read_during_the_call_and_never_again(
     spark: Any, engine: LocalEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,9 +142,7 @@ async def test_nothing_is_prefetched_where_delete_files_apply(
 async def test_the_listing_keeps_the_selected_partitions_small_files_within_its_bound(
     spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    name = unique_name("listing")
-    make_partitioned_table(spark, NS, name)
-    loaded = await metadata_loader(SETTINGS[0], NS, name)()
+    loaded = await loaded_partitioned_table(spark, "listing")
     whole_table = ScopedRun(None, 1 << 30, 2)  # every partition with 2 small files: HOT
     listed = replaced_files.likely_replaced(loaded, whole_table)
     assert listed is not None
@@ -176,9 +182,7 @@ async def test_the_prefetch_runs_at_the_lowest_priority_in_a_thread_of_its_own(
 async def test_a_stopped_or_failing_prefetch_keeps_what_its_chunks_read(
     spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    name = unique_name("chunks")
-    make_partitioned_table(spark, NS, name)
-    loaded = await metadata_loader(SETTINGS[0], NS, name)()
+    loaded = await loaded_partitioned_table(spark, "chunks")
     hot = ScopedRun(None, 1 << 30, 2)
     monkeypatch.setattr(replaced_files, "CHUNK_FILES", 3)
     whole = replaced_files.prefetch(loaded, hot, checksum=True)
