@@ -74,7 +74,7 @@ async def both_scopes(
         except ScopeFallback as exc:
             return f"fallback: {exc.reason}"
 
-    columns = await maintenance.identity_partition_columns()
+    columns = await maintenance.scoping.identity_partition_columns()
     assert columns
     table = await loader()
     metadata = await outcome(

@@ -21,14 +21,10 @@ from typing import Any, Protocol
 import structlog
 from pyiceberg.table import Table
 
-from icepack_core.errors import (
-    OrphanLimitExceeded,
-    PermanentError,
-    ScopeFallback,
-    brief,
-)
+from icepack_core.errors import OrphanLimitExceeded, PermanentError, brief
 from icepack_core.execution.orphan_listing import OrphanLimits, listed_orphans
 from icepack_core.execution.procedure_calls import procedure_args
+from icepack_core.execution.scoping.binpack_scope import BinpackScoping
 from icepack_core.execution.scoping.clustering_scope import (
     ClusteringScope,
     ScopeNote,
@@ -40,24 +36,12 @@ from icepack_core.execution.scoping.left_behind import (
     record_lost,
     whole_table_run,
 )
-from icepack_core.execution.scoping.metadata_scope import OpenRule, scope_from_metadata
-from icepack_core.execution.scoping.partition_filter import (
-    PartitionColumn,
-    PartitionScope,
-    identity_columns,
-    scope_partitions,
-)
 from icepack_core.execution.statistics import compute_statistics
 from icepack_core.execution.table_confs import table_confs
 from icepack_core.execution.verification.file_fingerprint import FileFingerprints
 from icepack_core.execution.verification.fingerprint import Fingerprint
 from icepack_core.execution.verification.replaced_files import Prefetch
 from icepack_core.execution.verification.verifier import Guard, RewriteVerifier, TableLoader
-from icepack_core.inspection.status import (
-    DEFAULT_TARGET_FILE_SIZE,
-    TARGET_FILE_SIZE_PROPERTY,
-    parse_target_file_size,
-)
 from icepack_core.intents import (
     LEDGER_INTENTS,
     STATISTICS_INTENTS,
@@ -65,7 +49,6 @@ from icepack_core.intents import (
     Intent,
     RemoveOrphanFiles,
     RewriteDataFiles,
-    RewriteDataFilesParams,
 )
 from icepack_core.safety.locations import location_key
 from icepack_core.safety.verification import Evidence, VerificationFailed
@@ -92,7 +75,6 @@ __all__ = [
 ]
 
 log = structlog.get_logger("icepack.maintenance")
-MAX_SCOPED_PARTITIONS = 100
 
 
 @dataclass
@@ -176,7 +158,15 @@ class TableMaintenance:
         self.expiry = expiry
         # Orphans are never deleted by the procedure: without a ledger sink nothing is removed.
         self.orphan_sink = orphan_sink
-        # The partitions the current rewrite selected from the manifests (``partition_scope``).
+        self.scoping = BinpackScoping(
+            engine,
+            catalog=ref.catalog,
+            qualified=self.qualified,
+            files_table=self.metadata_table("files"),
+            properties=self.properties,
+            clock=clock,
+        )
+        # The partitions the current rewrite selected from the manifests (``_scope``).
         self.scoped: ScopedRun | None = None
 
     def metadata_table(self, name: str) -> str:
@@ -235,7 +225,7 @@ class TableMaintenance:
                     self.metadata,
                     intent.params,
                     clustered.before,
-                    self._target(intent.params.options, strict=False),
+                    self.scoping.target(intent.params.options, strict=False),
                 )
             return outcome
 
@@ -243,7 +233,7 @@ class TableMaintenance:
         """A table-wide binpack: every partition with enough small files forms a group, which
         ``scoping.left_behind`` checks after the call."""
         if isinstance(intent, RewriteDataFiles) and self.scoped is None:
-            target = self._target(intent.params.options, strict=False)
+            target = self.scoping.target(intent.params.options, strict=False)
             self.scoped = whole_table_run(intent.params.options, target)
 
     async def _scope(
@@ -251,7 +241,7 @@ class TableMaintenance:
     ) -> tuple[ClusteringScope | None, ScopeNote]:
         """A rewrite's scope and its note. Sort and z-order: the key is checked first, the
         scope is their own (``clustering_scope``). A binpack over partitions: the partitions
-        worth compacting, as ``args["where"]`` (``partition_scope``)."""
+        worth compacting, as ``args["where"]`` (``binpack_scope``)."""
         clustered = (
             await clustering_run(
                 loaded,
@@ -259,7 +249,7 @@ class TableMaintenance:
                 intent.params,
                 args,
                 catalog=self.ref.catalog,
-                target_bytes=self._target(intent.params.options, strict=False),
+                target_bytes=self.scoping.target(intent.params.options, strict=False),
             )
             if isinstance(intent, RewriteDataFiles) and intent.params.strategy != "binpack"
             else None
@@ -271,12 +261,11 @@ class TableMaintenance:
             and intent.params.scope == "partitions"
             and "where" not in args
         ):
-            where, scope_note = await self.partition_scope(
-                dict(intent.params.options), loaded, intent.params
-            )
-            if where is not None:
-                args["where"] = where
-            return None, scope_note
+            binpack = await self.scoping.scope(dict(intent.params.options), loaded, intent.params)
+            if binpack.where is not None:
+                args["where"] = binpack.where
+            self.scoped = binpack.run
+            return None, binpack.note
         return None, ScopeNote()
 
     async def _call(
@@ -444,126 +433,6 @@ class TableMaintenance:
             )
             return None
 
-    async def identity_partition_columns(self) -> list[PartitionColumn] | None:
-        """The table's identity partition columns with their Spark types (``[]`` when
-        unpartitioned); None when any partition field is not an identity transform.
-
-        Read from ``DESCRIBE TABLE EXTENDED`` (``partition_filter.identity_columns``), so it
-        works the same on every engine.
-        """
-        rows = await self.engine.sql(f"DESCRIBE TABLE EXTENDED {self.qualified}")
-        return identity_columns(rows)
-
-    async def partition_scope(
-        self,
-        options: Mapping[str, str],
-        loaded: Table | None = None,
-        params: RewriteDataFilesParams | None = None,
-    ) -> tuple[str | None, ScopeNote]:
-        """A ``where`` filter selecting only the partitions whose small files can be compacted
-        (at least ``min-input-files`` files under Iceberg's binpack threshold, 75 % of target).
-
-        Returns ``(None, note)`` -- the rewrite then runs table-wide and binpack's own
-        ``min-input-files`` skips healthy groups -- when the table is unpartitioned, a partition
-        field's transform cannot be scoped exactly (void, unknown), or any partition value
-        cannot be written as an exact literal; ``note["scope_reason"]`` then names the field.
-        Scoping never fails the action: an error while scoping also falls back to the whole
-        table.
-
-        With ``loaded`` (the table as the catalog has it now) the partitions are counted from
-        its manifests in this process (``metadata_scope``, ``note["scope_source"]`` =
-        ``metadata``): every transform and every partition spec, at most
-        ``params.max_partitions`` per run (``partitions_deferred``: the rest), open partitions
-        skipped below their bound (``open_partitions_skipped``, named). Where that cannot be
-        exact, by the Spark queries over the ``files`` table (identity partitions of the
-        current spec only; ``engine``, with ``scope_source_fallback`` saying why).
-        """
-        params = params or RewriteDataFilesParams()
-        source = ScopeNote()
-
-        def whole_table(reason: str) -> tuple[None, ScopeNote]:
-            return None, ScopeNote(scope="table", scope_reason=reason, **source)
-
-        try:
-            target = self._target(options)
-            min_files = int(options.get("min-input-files", "5"))
-            scope = None
-            if loaded is not None:
-                scope = await self._metadata_scope(loaded, target, min_files, params, source)
-            if scope is None:
-                source["scope_source"] = "engine"
-                scope = await self._scope_on_engine(target, min_files)
-        except ScopeFallback as exc:
-            return whole_table(exc.reason)
-        except Exception as exc:  # any scoping failure must not fail the job, only widen it
-            return whole_table(f"partition scoping failed: {brief(exc)}")
-        self.scoped = ScopedRun(scope.keys, int(target * 0.75), min_files)
-        return scope.where, _partitions_note(scope, source)
-
-    async def _metadata_scope(
-        self,
-        loaded: Table,
-        target: int,
-        min_files: int,
-        params: RewriteDataFilesParams,
-        source: ScopeNote,
-    ) -> PartitionScope | None:
-        """``partition_scope`` from the loaded table's manifests (``metadata_scope``); None,
-        with ``source["scope_source_fallback"]`` saying why, when the Spark queries must
-        decide. Its ``ScopeFallback`` is the answer (raised)."""
-        source["scope_source"] = "metadata"
-        try:
-            return await scope_from_metadata(
-                loaded,
-                self.engine,
-                undersized_bytes=int(target * 0.75),
-                min_files=min_files,
-                max_partitions=params.max_partitions,
-                catalog=self.ref.catalog,
-                rule=OpenRule(params.open_quiet_seconds, params.open_max_small_files),
-                now_ms=int(self.clock() * 1000),
-            )
-        except ScopeFallback:
-            raise
-        except Exception as exc:  # the Spark queries decide
-            source["scope_source_fallback"] = brief(exc)
-            return None
-
-    def _target(self, options: Mapping[str, str], *, strict: bool = True) -> int:
-        """The rewrite's target file size: its option, the table's property, Iceberg's. A
-        value that is not a number raises ``ValueError`` (``strict``) or gives Iceberg's."""
-        raw = options.get("target-file-size-bytes") or self.properties.get(
-            TARGET_FILE_SIZE_PROPERTY
-        )
-        if not raw:
-            return DEFAULT_TARGET_FILE_SIZE
-        try:
-            return parse_target_file_size(raw)
-        except ValueError:
-            if strict:
-                raise
-            return DEFAULT_TARGET_FILE_SIZE
-
-    async def _scope_on_engine(self, target: int, min_files: int) -> PartitionScope:
-        """``partition_scope``'s filter from ``DESCRIBE`` and the ``files`` metadata table.
-
-        Raises:
-            ScopeFallback: see ``partition_filter.scope_partitions``.
-        """
-        columns = await self.identity_partition_columns()
-        if columns is None:
-            raise ScopeFallback("not identity-partitioned (a non-identity transform)")
-        if not columns:
-            raise ScopeFallback("not identity-partitioned (unpartitioned)")
-        return await scope_partitions(
-            self.engine,
-            self.metadata_table("files"),
-            columns,
-            undersized_bytes=int(target * 0.75),
-            min_files=min_files,
-            max_partitions=MAX_SCOPED_PARTITIONS,
-        )
-
     async def verify_rewrites(
         self,
         start: int | None,
@@ -580,24 +449,6 @@ class TableMaintenance:
         evidence = await self.verifier.verify(start, guard, known)
         evidence.seconds = round(time.perf_counter() - started, 3)
         return evidence
-
-
-def _partitions_note(scope: PartitionScope, source: ScopeNote) -> ScopeNote:
-    """``partition_scope``'s note for a partition-scoped rewrite."""
-    note = ScopeNote(
-        scope="partitions",
-        partitions_selected=scope.selected,
-        partitions_total=scope.total,
-        **source,
-    )
-    if scope.deferred:
-        note["partitions_deferred"] = scope.deferred
-    if scope.open_skipped_count:
-        note["open_partitions_skipped"] = list(scope.open_skipped)
-        note["open_partitions_skipped_count"] = scope.open_skipped_count
-    if scope.older_specs:
-        note["older_specs_scoped"] = scope.older_specs
-    return note
 
 
 def summarise(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, object]:

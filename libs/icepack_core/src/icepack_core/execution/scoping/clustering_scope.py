@@ -54,7 +54,7 @@ from icepack_core.spark.sql import MAX_STRING_LITERAL_LENGTH, ProcedureValue, qu
 
 class ScopeNote(TypedDict, total=False):
     """How a rewrite was scoped, as its output records it (a clustering run here, a binpack
-    over partitions in ``TableMaintenance.partition_scope``): ``scope`` ``partitions`` or
+    over partitions in ``binpack_scope``): ``scope`` ``partitions`` or
     ``table`` (with ``scope_reason`` when it fell back), where the counts came from
     (``scope_source``, ``scope_source_fallback`` when metadata could not decide), and the
     partition counts."""
