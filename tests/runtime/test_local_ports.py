@@ -5,17 +5,23 @@ its number and service named, instead of a child that exits and restarts forever
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from icepack_core.errors import ConfigError
 from icepack_core.local.ports import PortInUse, PortReservation, listener_ports
-from icepack_core.local.stack import service_ports
+from icepack_core.local.stack import service_ports, up_base_port
+from icepack_core.runtime.service import BASE_PORT, PORT_OFFSETS
 from tests.e2e.test_local_stack import free_port_block, service_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -107,3 +113,37 @@ def test_demo_refuses_a_port_in_use_before_starting_postgres(tmp_path: Path) -> 
     assert run.returncode == 1, output
     assert f"port {ports['executor']} for executor is in use" in output
     assert not (tmp_path / "pg").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [("80x", "is not a port number"), ("65534", "outside 1-65535"), ("0", "outside 1-65535")],
+)
+@pytest.mark.parametrize(("command", "code"), [("up", 2), ("demo", 1)])
+def test_a_bad_base_port_is_named_before_anything_starts(
+    tmp_path: Path, command: str, code: int, value: str, named: str
+) -> None:
+    # The database is never reached: the port is refused first.
+    database_url = "postgresql://icepack@127.0.0.1:1/unused"
+    env = service_env(database_url, tmp_path, ICEPACK_UP_BASE_PORT=value)
+    run = icepack(command, env)
+    output = run.stdout + run.stderr
+    assert run.returncode == code, output
+    assert f"ICEPACK_UP_BASE_PORT='{value}'" in output and named in output
+    assert "started" not in output
+    assert not (tmp_path / "pg").exists()
+
+
+@given(st.text(st.characters(exclude_characters="\x00"), max_size=8))
+def test_up_base_port_takes_exactly_the_numbers_that_fit(raw: str) -> None:
+    last = max(PORT_OFFSETS.values())
+    with patch.dict(os.environ, {"ICEPACK_UP_BASE_PORT": raw}):
+        try:
+            fits = 1 <= int(raw.strip()) <= 65535 - last
+        except ValueError:
+            fits = not raw.strip()  # unset or blank: the default
+        if fits:
+            assert up_base_port() == (int(raw) if raw.strip() else BASE_PORT)
+        else:
+            with pytest.raises(ConfigError, match="ICEPACK_UP_BASE_PORT="):
+                up_base_port()

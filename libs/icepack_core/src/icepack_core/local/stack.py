@@ -20,6 +20,7 @@ from typing import IO
 from rich.console import Console
 from rich.markup import escape
 
+from icepack_core.errors import ConfigError
 from icepack_core.local.object_store import (
     LocalSeaweed,
     WeedNotInstalled,
@@ -50,6 +51,30 @@ RESTART_RESET_AFTER_SECONDS = 60.0
 
 def service_ports(base: int = BASE_PORT) -> dict[str, int]:
     return {name: base + offset for name, offset in PORT_OFFSETS.items()}
+
+
+def up_base_port() -> int:
+    """The first service's port: ``ICEPACK_UP_BASE_PORT``, else ``BASE_PORT``; the others
+    follow it (``PORT_OFFSETS``).
+
+    Raises:
+        ConfigError: the value is not a number, or puts a service's port outside 1-65535
+            (the message names the value).
+    """
+    raw = os.environ.get("ICEPACK_UP_BASE_PORT", "").strip()
+    if not raw:
+        return BASE_PORT
+    try:
+        base = int(raw)
+    except ValueError:
+        raise ConfigError(f"ICEPACK_UP_BASE_PORT={raw!r} is not a port number") from None
+    last = base + max(PORT_OFFSETS.values())
+    if base < 1 or last > 65535:
+        raise ConfigError(
+            f"ICEPACK_UP_BASE_PORT={raw!r}: the services would listen on ports {base}-{last}, "
+            "outside 1-65535"
+        )
+    return base
 
 
 @dataclass
@@ -83,9 +108,11 @@ def run_all(
     checked free first (``reserved``, when the caller holds them already, is released just
     before the children start).
     Returns 0 when all stopped cleanly, 2 at once when a service or a port is refused."""
-    if base_port is None:
-        base_port = int(os.environ.get("ICEPACK_UP_BASE_PORT", BASE_PORT))
-    ports = service_ports(base_port)
+    try:
+        ports = service_ports(up_base_port() if base_port is None else base_port)
+    except ConfigError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        return 2
     unknown = [s for s in services if s not in ports]
     if unknown:
         console.print(f"[red]unknown service(s): {', '.join(unknown)}[/]")
@@ -372,18 +399,19 @@ def _run_demo_services(
     until_healthy: bool,
     deadline: float,
     object_store: bool,
+    base: int,
     reserved: PortReservation,
 ) -> int:
-    """Run every service on the demo's database, printing the fleet as it changes (see
-    ``run_demo``) once the database is migrated and the lake written (``env`` becomes this
-    process's environment too); 1 when ``until_healthy`` and the tables never got healthy."""
+    """Run every service on the demo's database, on the ports from ``base`` (held by
+    ``reserved``), printing the fleet as it changes (see ``run_demo``) once the database is
+    migrated and the lake written (``env`` becomes this process's environment too); 1 when
+    ``until_healthy`` and the tables never got healthy."""
     from icepack_core.settings import load_settings
 
     os.environ.update(env)
     settings = load_settings()
     _prepare_demo(settings, object_store=object_store)
     dsn = env["ICEPACK_DATABASE_URL"]
-    base = int(os.environ.get("ICEPACK_UP_BASE_PORT", BASE_PORT))
     ui_url = f"http://{settings.http_host}:{base}/ui"
     console.print(
         f"database: psql {dsn}\nservice logs: {root / 'logs'}\nUI: {ui_url}", highlight=False
@@ -428,17 +456,18 @@ def run_demo(
     included, goes through S3. Returns 2 at once, before starting anything, when PySpark (the
     ``icepack-core[spark]`` extra) is not installed: the demo lake is written with Spark and
     the executor runs on it."""
-    from icepack_core.errors import ConfigError, MissingExtra
+    from icepack_core.errors import MissingExtra
 
     if not _demo_preflight():
         return 2
     started = time.monotonic()
     root = (data_dir or Path(os.environ.get("ICEPACK_DATA_DIR", ".icepack"))).resolve()
-    ports = service_ports(int(os.environ.get("ICEPACK_UP_BASE_PORT", BASE_PORT)))
     try:
+        base = up_base_port()
+        ports = service_ports(base)
         # Held from here: Postgres, SeaweedFS and Spark, started first, take none of them.
         reserved = PortReservation(ports)
-    except PortInUse as exc:
+    except (ConfigError, PortInUse) as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 1
     server = LocalPostgres(root / "pg")
@@ -461,6 +490,7 @@ def run_demo(
             until_healthy=until_healthy,
             deadline=deadline,
             object_store=object_store,
+            base=base,
             reserved=reserved,
         )
     except (ConfigError, MissingExtra) as exc:
