@@ -35,6 +35,7 @@ import asyncpg
 from bench.maintain import objstore
 from bench.maintain import table as bench_table
 from bench.maintain.breakdown import in_process_steps, statement_breakdown
+from bench.maintain.prefetch_ab import Timed, call_seconds, prefetch_ab, refreshed
 from bench.maintain.report import (
     FLOOR,
     IN_PROCESS,
@@ -324,7 +325,9 @@ class Bench:
         )
 
 
-async def main(pairs: int, regenerate: bool, layout: str, object_store: bool) -> None:
+async def main(
+    pairs: int, regenerate: bool, layout: str, object_store: bool, prefetch_runs: int = 0
+) -> None:
     bench_table.configure(layout)
     print(f"layout: {layout} (PARTITIONED BY {bench_table.LAYOUTS[layout]})", flush=True)
     with (
@@ -334,16 +337,29 @@ async def main(pairs: int, regenerate: bool, layout: str, object_store: bool) ->
         server = LocalPostgres(Path(root), durable=True)
         dsn = server.start()
         try:
-            await run(dsn, Path(spark_tmp), pairs, regenerate, server if object_store else None)
+            await run(
+                dsn,
+                Path(spark_tmp),
+                pairs,
+                regenerate,
+                server if object_store else None,
+                prefetch_runs,
+            )
         finally:
             server.stop()
 
 
 async def run(
-    dsn: str, spark_tmp: Path, pairs: int, regenerate: bool, s3_server: LocalPostgres | None
+    dsn: str,
+    spark_tmp: Path,
+    pairs: int,
+    regenerate: bool,
+    s3_server: LocalPostgres | None,
+    prefetch_runs: int = 0,
 ) -> None:
-    """The local pass; then, given ``s3_server`` (``--object-store``), the same on S3 in a
-    second database of that server, and both side by side."""
+    """The local pass (with ``prefetch_runs``, the prefetch A/B too); then, given
+    ``s3_server`` (``--object-store``), the same on S3 in a second database of that server,
+    and both side by side."""
     conn = await asyncpg.connect(dsn)
     await migrate(conn)
     await conn.close()
@@ -376,7 +392,9 @@ async def run(
         original = {p for p in table_dir.rglob("*") if p.is_file()}
         pool = await icedb.create_pool(settings, "bench")
         try:
-            measured = await measure(spark, settings, pool, location, pairs)
+            measured = await measure(
+                spark, settings, pool, location, pairs, prefetch_runs=prefetch_runs
+            )
         finally:
             await pool.close()
             for path in {p for p in table_dir.rglob("*") if p.is_file()} - original:
@@ -454,9 +472,10 @@ async def measure(
     location: str,
     pairs: int,
     with_ab: bool = True,
+    prefetch_runs: int = 0,
 ) -> Measured:
-    """The baseline, the job / direct pairs, the scans and (``with_ab``) the verification
-    A/B."""
+    """The baseline, the job / direct pairs, the scans, (``with_ab``) the verification A/B
+    and (``prefetch_runs``) the prefetch A/B (``prefetch_ab``)."""
     engine = TimedEngine(settings, spark)
     bench = Bench(spark, engine, settings)
     properties = {k: v for k, v in bench_table.PROPERTIES.items() if k != "format-version"}
@@ -496,8 +515,32 @@ async def measure(
         {"before": snapshot, "icepack": jobs[0].snapshot, "whole table": base.snapshot}
     )
     ab = await bench.verification_ab(snapshot, jobs[0].snapshot) if with_ab else {}
+
+    async def timed_job() -> Timed:
+        run = await bench.job(execution, inspector, table_id, intent)
+        bench.rollback(snapshot, before)
+        return run.seconds, call_seconds(engine.log)
+
+    async def timed_direct() -> Timed:
+        refreshed(spark, bench.table)
+        run = await bench.direct("direct", jobs[0].sql)
+        bench.rollback(snapshot, before)
+        return run.seconds, run.seconds
+
+    sides = await prefetch_ab(prefetch_runs, timed_direct, timed_job) if prefetch_runs else None
     return Measured(
-        intent, snapshot, before, need, fingerprint, base, jobs, directs, scans, load_before, ab
+        intent,
+        snapshot,
+        before,
+        need,
+        fingerprint,
+        base,
+        jobs,
+        directs,
+        scans,
+        load_before,
+        ab,
+        sides,
     )
 
 
@@ -521,6 +564,14 @@ if __name__ == "__main__":
         action="store_true",
         help="also measure the table on S3 (a local SeaweedFS), beside the local figures",
     )
+    parser.add_argument(
+        "--prefetch-ab",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run the direct CALL and the job with and without the prefetch N times "
+        "each, shuffled, and print their medians (bench.maintain.prefetch_ab)",
+    )
     args = parser.parse_args()
     setup_logging("bench", level="warning", fmt="console")  # Spark's own warnings go to stderr
-    asyncio.run(main(args.pairs, args.regenerate, args.layout, args.object_store))
+    asyncio.run(main(args.pairs, args.regenerate, args.layout, args.object_store, args.prefetch_ab))

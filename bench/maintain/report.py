@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.maintain import table as bench_table
+from bench.maintain.prefetch_ab import Side, report_prefetch_ab
 from icepack_core.execution.maintenance import Fingerprint
 from icepack_core.intents import Intent
 from icepack_core.planning.recommendation import stored_params
@@ -80,6 +81,7 @@ class Measured:
     scans: dict[str, Scan]  # before / icepack / whole table
     load_before: str
     verification_ab: dict[str, list[float]]  # comparison kind -> seconds per repeat
+    prefetch: dict[str, Side] | None = None  # ``--prefetch-ab``: side -> its runs
 
 
 def file_diffs(snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -112,6 +114,8 @@ def report(m: Measured) -> None:
     _report_times(m, job, direct)
     _report_scans(m)
     _report_contents(m)
+    if m.prefetch is not None:
+        report_prefetch_ab(m.prefetch)
 
 
 def _report_files(m: Measured, job: Rewrite, direct: Rewrite) -> None:
