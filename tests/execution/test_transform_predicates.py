@@ -49,11 +49,14 @@ _SOURCES = {
 }
 _EPOCH_DAY = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1)
-# Partition values whose ranges (and neighbours) stay within years 2-9998.
-_LOW_DAY, _HIGH_DAY = (date(2, 1, 1) - _EPOCH_DAY).days, (date(9998, 1, 1) - _EPOCH_DAY).days
+# Partition values whose ranges, and the points around them that
+# ``test_a_point_is_in_the_range_iff_it_transforms_to_the_value`` draws (up to two widths or,
+# for a date source, 2,000 days either side: 5.5 years), stay within years 1-9999, which
+# PyIceberg's transforms (Python's datetime) can compute.
+_LOW_DAY, _HIGH_DAY = (date(8, 1, 1) - _EPOCH_DAY).days, (date(9991, 1, 1) - _EPOCH_DAY).days
 _LIMITS = {
-    "year": (2 - 1970, 9998 - 1970),
-    "month": ((2 - 1970) * 12, (9998 - 1970) * 12),
+    "year": (8 - 1970, 9991 - 1970),
+    "month": ((8 - 1970) * 12, (9991 - 1970) * 12),
     "day": (_LOW_DAY, _HIGH_DAY),
     "hour": (_LOW_DAY * 24, _HIGH_DAY * 24),
 }
