@@ -50,6 +50,7 @@ from pyiceberg.types import NestedField, StructType
 
 from icepack_core.errors import MetadataDiffUnsupported, UnsupportedLiteral
 from icepack_core.execution.scoping.transform_predicates import Transform, value_type
+from icepack_core.execution.verification.entries_cache import EntriesCache
 from icepack_core.execution.verification.file_fingerprint import (
     ListedFile,
     PartitionFiles,
@@ -94,6 +95,9 @@ class _Live:
     formats: dict[str, str]  # file path -> file format
     # file path -> the snapshot that added the file (inherited from the manifest when null)
     added_by: dict[str, int | None] = field(default_factory=dict)
+
+
+LIVE_ENTRIES: EntriesCache[_Live] = EntriesCache(lambda live: len(live.identities) + 1)
 
 
 @dataclass(frozen=True)
@@ -162,12 +166,20 @@ def _sequence(written: int | None, status: int, manifest: ManifestFile) -> int:
 
 
 def read_live_entries(io: FileIO, manifest: ManifestFile, partitioned: bool) -> _Live:
-    """The live entries of one manifest, read with its own writer schema.
+    """The live entries of one manifest, read with its own writer schema, or as read before
+    by this process (``entries_cache``; a manifest never changes). Callers must not change
+    what they get.
 
     Raises:
         MetadataDiffUnsupported: a required field is missing or a value is not what it must be.
         Exception: the file system's or the Avro reader's error.
     """
+    key = (manifest.manifest_path, int(manifest.manifest_length), partitioned)
+    return LIVE_ENTRIES.get_or_read(key, lambda: _decode_live(io, manifest, partitioned))
+
+
+def _decode_live(io: FileIO, manifest: ManifestFile, partitioned: bool) -> _Live:
+    """``read_live_entries``, decoded from the file."""
     identities: list[Identity] = []
     values: dict[tuple[int, tuple[Any, ...]], dict[int, Any]] = {}
     formats: dict[str, str] = {}
