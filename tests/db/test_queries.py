@@ -30,6 +30,7 @@ def test_every_query_has_a_statement_and_noun_first_name() -> None:
             "deletion",
             "webhook",
             "deferral",
+            "fingerprint",
         }, name
 
 
@@ -60,6 +61,7 @@ FILE_PREFIXES = {
     "catalog_hints": ("catalog_hint_",),
     "catalog_status": ("catalog_status_", "catalog_listing_"),
     "consumer_offsets": ("consumer_", "webhook_consumer_"),
+    "data_file_fingerprints": ("fingerprint_",),
     "deletions": ("deletion_",),
     "events": ("event_",),
     "health": ("health_",),

@@ -160,7 +160,7 @@ async def test_the_prefetch_runs_at_the_lowest_priority_in_a_thread_of_its_own(
 ) -> None:
     seen: list[tuple[int, int]] = []
 
-    def record(_table: Any, _scoped: Any, *, checksum: bool, stop: threading.Event) -> None:
+    def record(_table: Any, _scoped: Any, *, checksum: bool, stop: Any, stored: Any) -> None:
         me = threading.get_native_id()
         seen.append((me, os.getpriority(os.PRIO_PROCESS, me)))
 

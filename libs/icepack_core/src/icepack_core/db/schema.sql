@@ -410,6 +410,49 @@ CREATE TABLE icepack.consumer_offsets (
 
 
 --
+-- Name: data_file_fingerprints; Type: TABLE; Schema: icepack; Owner: -
+--
+
+CREATE TABLE icepack.data_file_fingerprints (
+    table_id bigint NOT NULL,
+    path text NOT NULL,
+    file_size bigint NOT NULL,
+    records bigint NOT NULL,
+    schema_key text NOT NULL,
+    constant_ids integer[] NOT NULL,
+    checksummed boolean NOT NULL,
+    rows_read bigint NOT NULL,
+    checksum numeric(40,0) NOT NULL,
+    taken_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT data_file_fingerprints_check CHECK ((rows_read = records)),
+    CONSTRAINT data_file_fingerprints_file_size_check CHECK ((file_size >= 0)),
+    CONSTRAINT data_file_fingerprints_records_check CHECK ((records >= 0)),
+    CONSTRAINT data_file_fingerprints_schema_key_check CHECK ((schema_key ~ '^[0-9a-f]{64}$'::text))
+);
+
+
+--
+-- Name: TABLE data_file_fingerprints; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON TABLE icepack.data_file_fingerprints IS 'small data files fingerprinted at first sight; a compaction verification reads these instead of the files';
+
+
+--
+-- Name: COLUMN data_file_fingerprints.schema_key; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.data_file_fingerprints.schema_key IS 'sha256 of the columns (field id, type, position) the rows were read with';
+
+
+--
+-- Name: COLUMN data_file_fingerprints.checksum; Type: COMMENT; Schema: icepack; Owner: -
+--
+
+COMMENT ON COLUMN icepack.data_file_fingerprints.checksum IS 'sum of the 64-bit row hashes (0 when not checksummed)';
+
+
+--
 -- Name: deletions; Type: TABLE; Schema: icepack; Owner: -
 --
 
@@ -1484,6 +1527,14 @@ ALTER TABLE ONLY icepack.consumer_offsets
 
 
 --
+-- Name: data_file_fingerprints data_file_fingerprints_pkey; Type: CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.data_file_fingerprints
+    ADD CONSTRAINT data_file_fingerprints_pkey PRIMARY KEY (table_id, path);
+
+
+--
 -- Name: deletions deletions_once_per_job; Type: CONSTRAINT; Schema: icepack; Owner: -
 --
 
@@ -1712,6 +1763,13 @@ CREATE INDEX catalog_hints_due ON icepack.catalog_hints USING btree (not_before)
 
 
 --
+-- Name: data_file_fingerprints_age; Type: INDEX; Schema: icepack; Owner: -
+--
+
+CREATE INDEX data_file_fingerprints_age ON icepack.data_file_fingerprints USING btree (table_id, taken_at);
+
+
+--
 -- Name: deletions_job_page; Type: INDEX; Schema: icepack; Owner: -
 --
 
@@ -1913,6 +1971,14 @@ CREATE TRIGGER manifest_stats_truncate_forgets_totals AFTER TRUNCATE ON icepack.
 
 ALTER TABLE ONLY icepack.budget_charges
     ADD CONSTRAINT budget_charges_job_id_fkey FOREIGN KEY (job_id) REFERENCES icepack.jobs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: data_file_fingerprints data_file_fingerprints_table_id_fkey; Type: FK CONSTRAINT; Schema: icepack; Owner: -
+--
+
+ALTER TABLE ONLY icepack.data_file_fingerprints
+    ADD CONSTRAINT data_file_fingerprints_table_id_fkey FOREIGN KEY (table_id) REFERENCES icepack.tables(id) ON DELETE CASCADE;
 
 
 --

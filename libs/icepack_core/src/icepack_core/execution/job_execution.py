@@ -28,6 +28,7 @@ from typing import NoReturn, TypedDict
 
 import asyncpg
 import structlog
+from pyiceberg.schema import Schema
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.tables import TableRow
@@ -66,6 +67,11 @@ from icepack_core.execution.outcome import (
     measured_action,
     predicted_benefits,
     read_probe,
+)
+from icepack_core.execution.verification import stored_fingerprints
+from icepack_core.execution.verification.stored_fingerprints import (
+    StoredFingerprint,
+    StoredLoader,
 )
 from icepack_core.execution.verification.verifier import Guard
 from icepack_core.inspection.inspector import Inspector
@@ -355,7 +361,16 @@ class JobExecution:
             # through the executor's own catalog, from the run's one load per table state.
             metadata=metadata.table,
             on_commit=metadata.changed,
+            stored_fingerprints=self._stored_fingerprints(table_id),
         )
+
+    def _stored_fingerprints(self, table_id: int) -> StoredLoader:
+        """The loader of table ``table_id``'s fingerprints taken at first sight."""
+
+        async def load(schema: Schema, checksum: bool) -> Mapping[str, StoredFingerprint]:
+            return await stored_fingerprints.load(self.pool, table_id, schema, checksum)
+
+        return load
 
     def _expiry(
         self, job: Job, table_id: int, ref: TableRef, admission: Admission | None

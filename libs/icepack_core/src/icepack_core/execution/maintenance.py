@@ -41,6 +41,10 @@ from icepack_core.execution.table_confs import table_confs
 from icepack_core.execution.verification.file_fingerprint import FileFingerprints
 from icepack_core.execution.verification.fingerprint import Fingerprint
 from icepack_core.execution.verification.replaced_files import Prefetch
+from icepack_core.execution.verification.stored_fingerprints import (
+    StoredLoader,
+    blocking_source,
+)
 from icepack_core.execution.verification.verifier import Guard, RewriteVerifier, TableLoader
 from icepack_core.intents import (
     LEDGER_INTENTS,
@@ -131,6 +135,7 @@ class TableMaintenance:
         metadata: TableLoader | None = None,
         on_commit: Callable[[], None] | None = None,
         in_process_reader: bool = True,
+        stored_fingerprints: StoredLoader | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
@@ -147,6 +152,8 @@ class TableMaintenance:
         self.guard = guard
         self.metadata = metadata
         self.on_commit = on_commit  # before a commit: ``job_context.TableMetadata`` reloads
+        # Fingerprints of small files taken at first sight (with a job: its table's rows).
+        self.stored_fingerprints = stored_fingerprints
         self.verifier = RewriteVerifier(
             engine, ref.catalog, ref, verify_checksum=verify_checksum, metadata=metadata,
             in_process=in_process_reader,
@@ -372,10 +379,16 @@ class TableMaintenance:
 
     def _prefetch(self, loaded: Table | None) -> Prefetch | None:
         """The files a binpack (``scoped``) will most likely replace, fingerprinted beside its
-        CALL when its verification reads in process; None when there is nothing to do."""
+        CALL when its verification reads in process (those fingerprinted at first sight taken
+        from ``stored_fingerprints``, fetched by the prefetch's thread through this event
+        loop); None when there is nothing to do."""
         if loaded is None or self.scoped is None or not self.verifier.in_process:
             return None
-        return Prefetch(loaded, self.scoped, checksum=self.verify_checksum)
+        source = None
+        if self.stored_fingerprints is not None:
+            schema = loaded.metadata.schema()
+            source = blocking_source(self.stored_fingerprints, schema, self.verify_checksum)
+        return Prefetch(loaded, self.scoped, checksum=self.verify_checksum, stored=source)
 
     def _committing(self) -> None:
         if self.on_commit is not None:

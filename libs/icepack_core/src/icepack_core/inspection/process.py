@@ -13,10 +13,12 @@ from typing import cast
 
 import asyncpg
 import structlog
+from pyiceberg.table import Table
 
 from icepack_core.db.queries import load_query
 from icepack_core.db.text import storable, unstorable_properties
 from icepack_core.errors import InspectionFailed, PolicyError, brief
+from icepack_core.execution.verification.first_sight import FirstSight
 from icepack_core.inspection.clustering import Clustering
 from icepack_core.inspection.health import (
     Assessment,
@@ -66,6 +68,7 @@ class TableInspections:
         self.pool = pool
         self.thresholds = thresholds or Thresholds()
         self.inspector = Inspector(settings, cache=ManifestStatsStore(pool))
+        self.first_sight = FirstSight(pool)
 
     async def inspect_and_record(
         self, table_id: int, reason: str = "", now: datetime | None = None
@@ -78,11 +81,12 @@ class TableInspections:
         ref = TableRef(row["catalog"], row["namespace"], row["name"])
         status: TableStatus | None = None
         policy: EffectivePolicy | None = None
+        loaded: LoadedTable | None = None
         try:
             if reason == REFRESH_REASON:
                 status, policy = await self._refresh(ref, row)
             else:
-                status, policy = await self._inspect(ref, row)
+                status, policy, loaded = await self._inspect(ref, row)
         except InspectionFailed as exc:
             # The cause's text (a REST catalog's error body, go-inspector's stderr, a driver's
             # message) may carry a secret, and the health API is open by default: redacted as
@@ -109,7 +113,24 @@ class TableInspections:
             manifests_read=status.manifests_read if status else None,
             manifests_cached=status.manifests_cached if status else None,
         )
+        if loaded is not None and loaded.table is not None and status is not None:
+            await self.sight(table_id, ref, loaded.table, status)
         return Outcome(table_id, status, assessment, recorded)
+
+    async def sight(self, table_id: int, ref: TableRef, table: Table, status: TableStatus) -> None:
+        """Fingerprint the table's small data files not seen yet (``first_sight``), after its
+        status is recorded; a table without small files is not listed (nothing there to
+        compact). An error is logged, never the inspection's."""
+        try:
+            if status.small_file_count == 0:
+                await self.first_sight.forget(table_id, "the table has no small files")
+                return
+            sighting = await self.first_sight.take(table_id, table)
+        except Exception as exc:  # the job reads the files itself
+            log.warning("inspector.first_sight_failed", table=str(ref), error=brief(exc))
+            return
+        if sighting.taken:
+            log.info("inspector.first_sight", table=str(ref), taken=sighting.taken)
 
     async def _refresh(
         self, ref: TableRef, row: asyncpg.Record
@@ -123,7 +144,7 @@ class TableInspections:
 
     async def _inspect(
         self, ref: TableRef, row: asyncpg.Record
-    ) -> tuple[TableStatus, EffectivePolicy | None]:
+    ) -> tuple[TableStatus, EffectivePolicy | None, LoadedTable]:
         """A full inspection of the loaded table; the row's properties and location follow
         what the metadata says.
 
@@ -146,7 +167,7 @@ class TableInspections:
         # Orphan removal refuses overlapping table locations (safety.admission).
         if table.location() != row["location"]:
             await self.pool.execute(load_query("table_set_location"), row["id"], table.location())
-        return status, policy
+        return status, policy, table
 
     async def _policy(self, ref: TableRef, properties: dict[str, str]) -> EffectivePolicy | None:
         """The table's effective policy (Icepack's attachments and Polaris', then its
