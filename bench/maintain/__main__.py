@@ -54,8 +54,10 @@ from icepack_core.db.migrate import migrate
 from icepack_core.db.queries import load_query
 from icepack_core.execution.job_execution import ActionRecord, JobExecution
 from icepack_core.execution.maintenance import TableMaintenance
+from icepack_core.execution.verification import stored_fingerprints
 from icepack_core.execution.verification.comparison import Comparison
 from icepack_core.execution.verification.fingerprint import checksum_expression, table_columns
+from icepack_core.execution.verification.first_sight import FirstSight
 from icepack_core.execution.verification.scope import TableLayout, snapshot_view
 from icepack_core.execution.verification.verifier import RewriteVerifier
 from icepack_core.inspection.inspector import Inspector, LoadedTable
@@ -445,6 +447,20 @@ async def planned_rewrite(
     return intent
 
 
+async def first_sight(
+    pool: asyncpg.Pool, inspector: TimedInspector, ref: TableRef, table_id: int
+) -> tuple[int, float]:
+    """The inspector's first-sight pass over the table (``first_sight``): files it
+    fingerprinted, and its seconds (spent at the inspection, before any job)."""
+    loaded = (await inspector.load(ref)).table
+    assert loaded is not None
+    started = time.monotonic()
+    sighting = await FirstSight(pool).take(table_id, loaded)
+    seconds = time.monotonic() - started
+    print(f"first sight: {sighting.taken} small files fingerprinted in {seconds:.2f} s", flush=True)
+    return sighting.taken, seconds
+
+
 async def job_direct_pairs(
     pairs: int,
     then_rollback: Callable[[Callable[[], Awaitable[Rewrite]]], Awaitable[Rewrite]],
@@ -487,6 +503,7 @@ async def measure(
     execution = JobExecution(pool, engine, inspector)
 
     intent = await planned_rewrite(inspector, bench.ref, properties)
+    sight = await first_sight(pool, inspector, ref, table_id)
     snapshot = await bench.maintenance.current_snapshot_id()
     assert snapshot is not None
     before = bench.files()
@@ -516,9 +533,13 @@ async def measure(
     )
     ab = await bench.verification_ab(snapshot, jobs[0].snapshot) if with_ab else {}
 
-    async def timed_job() -> Timed:
+    async def timed_job(stored: bool) -> Timed:
+        if not stored:
+            await stored_fingerprints.drop_table(pool, table_id)
         run = await bench.job(execution, inspector, table_id, intent)
         bench.rollback(snapshot, before)
+        if not stored:  # as the inspection left them, for the other sides
+            await first_sight(pool, inspector, ref, table_id)
         return run.seconds, call_seconds(engine.log)
 
     async def timed_direct() -> Timed:
@@ -541,6 +562,7 @@ async def measure(
         load_before,
         ab,
         sides,
+        sight,
     )
 
 

@@ -82,6 +82,7 @@ class Measured:
     load_before: str
     verification_ab: dict[str, list[float]]  # comparison kind -> seconds per repeat
     prefetch: dict[str, Side] | None = None  # ``--prefetch-ab``: side -> its runs
+    first_sight: tuple[int, float] = (0, 0.0)  # files fingerprinted at inspection, seconds
 
 
 def file_diffs(snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -175,6 +176,11 @@ def _report_times(m: Measured, job: Rewrite, direct: Rewrite) -> None:
         f"{', '.join(f'{r.seconds:.1f}' for r in m.directs)})"
     )
     print(f"  baseline whole-table rewrite : {m.base.seconds:6.1f} s")
+    taken, seconds = m.first_sight
+    print(
+        f"  first sight (the inspection) : {seconds:6.2f} s to fingerprint {taken} small files, "
+        "before any job (not in the job's time)"
+    )
 
 
 def _report_own_time(m: Measured, direct: Rewrite) -> None:
@@ -232,7 +238,8 @@ def _report_verification(job: Rewrite) -> float:
         if snap.get("reader_files_read") is not None:
             reason += (
                 f" ({snap['reader_files_read']} files read, "
-                f"{snap.get('reader_files_prefetched') or 0} fingerprinted during the CALL)"
+                f"{snap.get('reader_files_prefetched') or 0} known already: stored at first "
+                "sight or read during the CALL)"
             )
         if snap.get("reader_fallback"):
             reason += f" (in-process reader: {snap['reader_fallback']})"
