@@ -20,7 +20,7 @@ import pytest
 
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.execution.verification import replaced_files, stored_fingerprints
-from icepack_core.execution.verification.first_sight import FirstSight
+from icepack_core.execution.verification.first_sight import PASS_INTERVAL_SECONDS, FirstSight
 from icepack_core.inspection.process import TableInspections
 from icepack_core.intents import parse_intent
 from icepack_core.settings import Settings
@@ -145,7 +145,7 @@ async def test_a_planned_job_after_the_inspection_reads_no_input_and_keeps_every
     assert content(spark, table) == before
     assert missing_referenced_files(spark, table) == []
     # The next inspection's full pass drops the fingerprints of the files that left.
-    sight = FirstSight(db, full_pass_seconds=0)
+    sight = FirstSight(db, full_pass_seconds=0, pass_interval_seconds=0)
     loaded = await metadata_loader(runner_settings, NS, name)()
     await sight.take(table_id, loaded)
     live = {r[0] for r in spark.sql(f"SELECT file_path FROM {table}.data_files").collect()}
@@ -203,20 +203,30 @@ async def test_a_pass_reads_only_files_added_since_the_last_and_forgets_unreadab
     name = unique_name("incremental")
     table = make_partitioned_table(spark, NS, name)
     table_id = await register(db, spark, table, name)
-    sight = FirstSight(db)
+    clock = [0.0]
+    sight = FirstSight(db, clock=lambda: clock[0])
     load = metadata_loader(runner_settings, NS, name)
     first = await sight.take(table_id, await load())
     assert (first.taken, first.known, first.full) == (SMALL_FILES, 0, True)
+    spark.sql(f"INSERT INTO {table} VALUES (9000, 'p0', 'w', TIMESTAMP'2024-01-01 00:00:00')")
+    soon = await sight.take(table_id, await load())  # within the interval: batched later
+    assert soon.taken == 0 and soon.skipped == "the table's last pass was moments ago"
+    clock[0] += PASS_INTERVAL_SECONDS
+    batched = await sight.take(table_id, await load())
+    assert (batched.taken, batched.full) == (1, False)
+    clock[0] += PASS_INTERVAL_SECONDS
     again = await sight.take(table_id, await load())
     assert again.taken == 0 and again.skipped == "no snapshot since the last pass"
     spark.sql(f"INSERT INTO {table} VALUES (9001, 'p0', 'x', TIMESTAMP'2024-01-01 00:00:00')")
     spark.sql(f"INSERT INTO {table} VALUES (9002, 'p4', 'y', TIMESTAMP'2024-01-05 00:00:00')")
+    clock[0] += PASS_INTERVAL_SECONDS
     second = await sight.take(table_id, await load())
     assert (second.taken, second.known, second.full) == (2, 0, False)
-    assert len(await stored_paths(db, table_id)) == SMALL_FILES + 2
+    assert len(await stored_paths(db, table_id)) == SMALL_FILES + 3
     # A delete file makes the rows more than the files': nothing of this table is kept.
     spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
     spark.sql(f"DELETE FROM {table} WHERE id = 0")  # one of a file's three rows
+    clock[0] += PASS_INTERVAL_SECONDS
     gone = await sight.take(table_id, await load())
     assert gone.skipped == "the table holds live delete files"
     assert await stored_paths(db, table_id) == set()

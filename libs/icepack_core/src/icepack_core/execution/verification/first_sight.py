@@ -11,11 +11,12 @@ with the ``CALL``, into the minutes before it; every file is still read once.
 
 The inspector passes over a table only when its status counts small files (a table without
 them has nothing to compact, and is not listed). A pass reads only what the in-process reader
-would read in a job (a table on the local file
-system, without live delete files, whose columns and properties ``reader_blocker`` accepts),
-only files under the binpack threshold (75 % of the table's target file size), and only the
-manifests added since the table's last pass in this process (``FirstSight`` remembers the
-snapshot), at most ``MAX_FILES_PER_PASS`` files, in chunks, by one DuckDB thread at nice 19.
+would read in a job (a table on the local file system, without live delete files, whose
+columns and properties ``reader_blocker`` accepts), only files under the binpack threshold
+(75 % of the table's target file size), and only the manifests added since the table's last
+pass in this process (``FirstSight`` remembers the snapshot), at most ``MAX_FILES_PER_PASS``
+files, in chunks, by one DuckDB thread at nice 19. A table gets at most one pass every
+``PASS_INTERVAL_SECONDS``: one committing every second is read in batches, not file by file.
 Every ``FULL_PASS_SECONDS`` (and on a process's first pass of a table) it lists every manifest
 and drops the fingerprints of files that left the table. A table it cannot read loses its
 fingerprints. Nothing here ever fails an inspection: an error is logged and the job reads the
@@ -57,6 +58,9 @@ from icepack_core.inspection.status import (
 from icepack_core.safety.locations import object_store_scheme
 
 FULL_PASS_SECONDS = 600.0
+# A streaming table is inspected at each commit; its small files wait minutes for their
+# compaction, so one pass per table per this many seconds takes them in batches.
+PASS_INTERVAL_SECONDS = 30.0
 MAX_FILES_PER_PASS = 5_000
 MAX_TABLES = 10_000  # tables whose last pass one process remembers
 BINPACK_SMALL = 0.75  # Iceberg's binpack rewrites files under 75 % of the target size
@@ -78,6 +82,7 @@ class Sighting:
 class _Pass:
     snapshot_id: int
     full_at: float
+    at: float
 
 
 class FirstSight:
@@ -91,11 +96,13 @@ class FirstSight:
         checksum: bool = True,
         clock: Callable[[], float] = time.monotonic,
         full_pass_seconds: float = FULL_PASS_SECONDS,
+        pass_interval_seconds: float = PASS_INTERVAL_SECONDS,
     ) -> None:
         self.pool = pool
         self.checksum = checksum  # the executor's verification setting (its default: on)
         self.clock = clock
         self.full_pass_seconds = full_pass_seconds
+        self.pass_interval_seconds = pass_interval_seconds
         self._passes: OrderedDict[int, _Pass] = OrderedDict()
 
     async def take(self, table_id: int, table: Table) -> Sighting:
@@ -110,6 +117,9 @@ class FirstSight:
         if skipped is not None or snapshot is None:
             return await self.forget(table_id, skipped or "the table has no snapshot")
         now = self.clock()
+        previous = self._passes.get(table_id)
+        if previous is not None and now - previous.at < self.pass_interval_seconds:
+            return Sighting(0, 0, False, "the table's last pass was moments ago")
         added_in, full = self._new_snapshots(table_id, table, now)
         if added_in is not None and not added_in:
             return Sighting(0, 0, False, "no snapshot since the last pass")
@@ -132,12 +142,11 @@ class FirstSight:
         await stored_fingerprints.store(self.pool, table_id, schema, self.checksum, taken)
         if full and len(small) < MAX_FILES:  # a listing at the cap may have left files out
             await stored_fingerprints.keep_only(self.pool, table_id, paths)
-        previous = self._passes.get(table_id)
         if len(unknown) > len(wanted):  # the rest next time: a full pass lists them again
             self._passes.pop(table_id, None)
         else:
             full_at = now if full or previous is None else previous.full_at
-            self._remember(table_id, _Pass(snapshot.snapshot_id, full_at))
+            self._remember(table_id, _Pass(snapshot.snapshot_id, full_at, now))
         return Sighting(len(taken), len(known), full)
 
     def _new_snapshots(
