@@ -127,7 +127,8 @@ class TableInspections:
                 return
             sighting = await self.first_sight.take(table_id, table)
         except Exception as exc:  # the job reads the files itself
-            log.warning("inspector.first_sight_failed", table=str(ref), error=brief(exc))
+            error = redact_text(brief(exc))  # a driver's error text may hold a secret
+            log.warning("inspector.first_sight_failed", table=str(ref), error=error)
             return
         if sighting.taken:
             log.info("inspector.first_sight", table=str(ref), taken=sighting.taken)
