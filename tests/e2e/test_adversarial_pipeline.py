@@ -21,6 +21,7 @@ import pytest
 
 from bench.upserts import logical_rows
 from icepack_core.discovery.catalogs import load_catalog
+from icepack_core.queue.deferrals import DEFER_BASE
 from icepack_core.settings import Settings
 from icepack_core.types import REWRITES as VERIFIED_REWRITES
 from icepack_discovery.service import DiscoveryService
@@ -127,7 +128,12 @@ def stream_problems(spark: Any, writer: StreamWriter, table: ZooTable, held: boo
     return problems
 
 
-@pytest.mark.timeout(1800)
+# A rewrite that lost DEFER_AFTER commits in a row to a writer (the copy-on-write stream's
+# deletes) is deferred for DEFER_BASE, as designed: each wait below allows for one deferral.
+DEFERRAL_S = DEFER_BASE.total_seconds()
+
+
+@pytest.mark.timeout(1800 + 2 * DEFERRAL_S)
 async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
     spark: Any,
     spark_catalog_settings: Settings,
@@ -161,7 +167,7 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
         try:
             await eventually(
                 lambda: rewritten_while_written(db, writer),
-                timeout=900 + START_DEADLINE_S,
+                timeout=900 + START_DEADLINE_S + DEFERRAL_S,
                 interval=2,
                 what="a rewrite of every continuously written table while its writer writes",
             )
@@ -170,7 +176,7 @@ async def test_the_whole_pipeline_keeps_every_promise_on_the_zoo(
             writer.kill()
         await eventually(
             lambda: settled(db, tables),
-            timeout=900,
+            timeout=900 + DEFERRAL_S,
             interval=2,
             what="every zoo table maintained and re-planned",
         )
