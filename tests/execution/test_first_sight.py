@@ -61,7 +61,8 @@ async def inspected(db: asyncpg.Pool, settings: Settings, spark: Any, name: str)
     """A new partitioned table, registered and inspected as the inspector service does."""
     table = make_partitioned_table(spark, NS, name)
     table_id = await register(db, spark, table, name)
-    outcome = await TableInspections(settings, db).inspect_and_record(table_id)
+    inspections = TableInspections(settings, db, first_sight=FirstSight(db))
+    outcome = await inspections.inspect_and_record(table_id)
     assert outcome.status is not None
     return table_id
 

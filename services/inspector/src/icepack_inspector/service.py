@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from icepack_core.db.resilience import loop_every
+from icepack_core.execution.verification.first_sight import FirstSight
 from icepack_core.inspection.health import Thresholds
 from icepack_core.inspection.process import TableInspections
 from icepack_core.runtime.consumers import run_event_service, service_queue
@@ -26,7 +27,9 @@ class InspectorService(Service):
         self.thresholds = thresholds
 
     async def run(self, ctx: ServiceContext) -> int:
-        inspections = TableInspections(ctx.settings, ctx.pool, self.thresholds)
+        # Each full inspection ends with a first-sight pass over the table's new small files.
+        sight = FirstSight(ctx.pool)
+        inspections = TableInspections(ctx.settings, ctx.pool, self.thresholds, first_sight=sight)
         queue = service_queue(ctx)
         max_age = ctx.settings.inspector_refresh_seconds
         # Check for aged tables a few times per refresh window, at least every 5 minutes.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import Protocol, cast
 
 import asyncpg
 import structlog
@@ -18,7 +18,6 @@ from pyiceberg.table import Table
 from icepack_core.db.queries import load_query
 from icepack_core.db.text import storable, unstorable_properties
 from icepack_core.errors import InspectionFailed, PolicyError, brief
-from icepack_core.execution.verification.first_sight import FirstSight
 from icepack_core.inspection.clustering import Clustering
 from icepack_core.inspection.health import (
     Assessment,
@@ -49,6 +48,23 @@ REFRESH_BATCH = 500
 log = structlog.get_logger("icepack.inspector")
 
 
+class Sighting(Protocol):
+    """What a first-sight pass did (``execution.verification.first_sight.Sighting``)."""
+
+    @property
+    def taken(self) -> int: ...
+
+
+class SmallFileSight(Protocol):
+    """Fingerprints a table's small data files after its inspection
+    (``execution.verification.first_sight.FirstSight``; the inspector service wires it in:
+    inspection sits below execution)."""
+
+    async def take(self, table_id: int, table: Table) -> Sighting: ...
+
+    async def forget(self, table_id: int, reason: str) -> object: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What one ``inspect_and_record`` did; ``recorded`` is None for a skipped table."""
@@ -63,12 +79,17 @@ class TableInspections:
     """Inspect tables by id and persist status + health + ``status.updated``."""
 
     def __init__(
-        self, settings: Settings, pool: asyncpg.Pool, thresholds: Thresholds | None = None
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        thresholds: Thresholds | None = None,
+        *,
+        first_sight: SmallFileSight | None = None,
     ) -> None:
         self.pool = pool
         self.thresholds = thresholds or Thresholds()
         self.inspector = Inspector(settings, cache=ManifestStatsStore(pool))
-        self.first_sight = FirstSight(pool)
+        self.first_sight = first_sight  # after each full inspection; None: no pass
 
     async def inspect_and_record(
         self, table_id: int, reason: str = "", now: datetime | None = None
@@ -121,6 +142,8 @@ class TableInspections:
         """Fingerprint the table's small data files not seen yet (``first_sight``), after its
         status is recorded; a table without small files is not listed (nothing there to
         compact). An error is logged, never the inspection's."""
+        if self.first_sight is None:
+            return
         try:
             if status.small_file_count == 0:
                 await self.first_sight.forget(table_id, "the table has no small files")
