@@ -125,9 +125,15 @@ def likely_replaced(table: Table, scoped: ScopedRun) -> TouchedFiles | None:
     Raises:
         MetadataDiffUnsupported | Exception: a manifest read's error.
     """
+    listing = _listing(table, scoped)
+    return None if listing is None else listing[1]
+
+
+def _listing(table: Table, scoped: ScopedRun) -> tuple[list[SmallFile], TouchedFiles] | None:
+    """``scoped``'s small files, and as ``likely_replaced`` groups them; None as there."""
     wanted = None if scoped.keys is None else frozenset(scoped.keys)
     small = small_files(table, scoped.undersized_bytes, wanted=wanted)
-    return None if small is None else grouped(table, small, _min_files(scoped))
+    return None if small is None else (small, grouped(table, small, _min_files(scoped)))
 
 
 def grouped(table: Table, small: Sequence[SmallFile], min_files: int = 1) -> TouchedFiles:
@@ -185,11 +191,10 @@ def prefetch(
     """
     if object_store_scheme(table.metadata.location) is not None:
         return None
-    wanted = None if scoped.keys is None else frozenset(scoped.keys)
-    small = small_files(table, scoped.undersized_bytes, wanted=wanted)
-    files = None if small is None else grouped(table, small, _min_files(scoped))
-    if small is None or files is None or not files.partitions:
+    listing = _listing(table, scoped)
+    if listing is None or not listing[1].partitions:
         return None
+    small, files = listing
     schema = table.metadata.schema()
     if reader_blocker(schema, table.metadata.properties, files) is not None:
         return None
