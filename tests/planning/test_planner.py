@@ -11,6 +11,7 @@ import pytest
 from icepack_core.errors import PolicyError
 from icepack_core.inspection.status import TableStatus
 from icepack_core.planning.planner import Planner
+from icepack_core.planning.pressure import QueueAhead
 from icepack_core.planning.simulation import simulate
 from icepack_core.policy import PolicyAttachment
 from icepack_core.queue.jobs import JobQueue
@@ -358,3 +359,83 @@ async def test_an_operator_s_cancel_is_not_undone_by_the_next_plan(
     assert any("cancelled by an operator" in s.reason for s in again.recommendation.skipped)
     later = await planner.plan(table_id, now=datetime.now(UTC) + timedelta(hours=25))
     assert later.job_id is not None and later.job_id != first.job_id
+
+
+async def add_growing_table(db: asyncpg.Pool, name: str, at: datetime) -> int:
+    """A streaming table's two statuses a minute apart, as the inspector records them: its
+    fullest of 3 open partitions grew from 10 to 40 small files (0.5 a second); every small
+    file is in it."""
+
+    def grown(fullest: int, inspected: datetime) -> TableStatus:
+        return status(
+            data_file_count=fullest,
+            data_file_bytes=fullest * MIB,
+            small_file_count=fullest,
+            small_file_bytes=fullest * MIB,
+            partition_count=3,
+            max_files_in_partition=fullest,
+            inspected_at=inspected.isoformat(),
+            oldest_snapshot_at=(at - timedelta(minutes=10)).isoformat(),
+            current_snapshot_at=inspected.isoformat(),
+        )
+
+    table_id = await add_table(db, name, grown(10, at - timedelta(seconds=60)))
+    await db.execute(
+        "UPDATE icepack.status_snapshots SET inspected_at = $2 WHERE table_id = $1",
+        table_id,
+        at - timedelta(seconds=60),
+    )
+    await db.execute(
+        "INSERT INTO icepack.status_snapshots (table_id, inspected_at, inspector, status) "
+        "VALUES ($1, $2, 'pyiceberg', $3::jsonb)",
+        table_id,
+        at,
+        grown(40, at).model_dump(mode="json"),
+    )
+    return table_id
+
+
+async def test_a_run_waiting_behind_other_tables_jobs_is_planned_earlier(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
+    """The open-partition projection's lead counts the queue (``job_wait_ahead``): another
+    table's job running on one executor and a third table's job queued behind it delay a run
+    planned now as much as its own rewrite does. The growing table's fullest partition (40
+    files, 0.5 a second) is below its level alone (75 - 0.5 * 60 = 45) and threatened behind
+    the queue."""
+    queue = planner.queue
+    now = datetime.now(UTC)
+    growing = await add_growing_table(db, "growing", now)
+    alone = await planner.plan(growing, now=now)
+    assert alone.recommendation is not None and not alone.job_created, alone.recommendation
+    (held,) = [s for s in alone.recommendation.skipped if s.action == "rewrite_data_files"]
+    assert "compacted from 45" in held.reason, held.reason
+    assert await planner.queue_ahead(growing, now) == QueueAhead(0.0, 0)
+
+    # Table "busy" ran a job of about 40 s before; its next one is queued. Table "running"
+    # (no history: 60 s expected) has run 10 s of its job, on a second executor.
+    busy = await add_table(db, "busy", status())
+    running = await add_table(db, "running", status())
+    due = now - timedelta(minutes=1)  # due before the claims' pinned clocks
+    await queue.enqueue(busy, [], dedupe_key="busy", not_before=due)
+    first = await queue.claim("ex-1", 600, now=datetime.now(UTC) - timedelta(seconds=40))
+    assert first is not None and first.table_id == busy
+    await queue.complete(first)
+    await queue.enqueue(running, [], dedupe_key="running", not_before=due)
+    current = await queue.claim("ex-2", 600, now=now - timedelta(seconds=10))
+    assert current is not None and current.table_id == running
+    await queue.enqueue(busy, [], dedupe_key="busy", not_before=due)
+
+    ahead = await planner.queue_ahead(growing, now)
+    assert ahead.executors == 2
+    assert 40 + 50 <= ahead.seconds <= 40 + 50 + 10, ahead  # (40 s + the test's own pace) + 50 s
+    # A table's own jobs are not ahead of it: for "busy", only the running one is.
+    mine = await planner.queue_ahead(busy, now)
+    assert mine.seconds == pytest.approx(50.0, abs=0.01) and mine.executors == 2
+
+    behind = await planner.plan(growing, now=now)
+    assert behind.job_created, behind.recommendation
+    assert behind.recommendation is not None
+    (action,) = [a for a in behind.recommendation.actions if a.action == "rewrite_data_files"]
+    assert "due: open-partition pressure" in action.reason, action.reason
+    assert "s of it behind other tables' jobs" in action.reason, action.reason

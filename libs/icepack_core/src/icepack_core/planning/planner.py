@@ -36,7 +36,13 @@ from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
 from icepack_core.planning.due import DueRule
 from icepack_core.planning.prediction import JobPredictionJSON, PredictedActionJSON
-from icepack_core.planning.pressure import Growth, fullest_small
+from icepack_core.planning.pressure import (
+    DEFAULT_LEAD,
+    EXECUTOR_WINDOW,
+    Growth,
+    QueueAhead,
+    fullest_small,
+)
 from icepack_core.planning.recommendation import (
     FailureStreak,
     Proposed,
@@ -178,6 +184,7 @@ class Planner:
         except PolicyError as exc:
             return Recommendation(skipped=[Skip("*", f"invalid policy: {exc}")])
         history = await self.history(table.id) if has_jobs and table.id is not None else History()
+        growth = await self.growth(table, status_id, status, history.last_runs.get(COMPACTION))
         rec = recommend(
             status,
             policy,
@@ -190,8 +197,9 @@ class Planner:
             snapshots_after=history.snapshots_after,
             open_skipped=history.open_skipped,
             selected=history.selected,
-            growth=await self.growth(table, status_id, status, history.last_runs.get(COMPACTION)),
+            growth=growth,
             compaction_seconds=history.durations.get(COMPACTION),
+            queue_ahead=None if growth is None else await self.queue_ahead(table.id, now),
             due_rule=self._due_rule(policy),
             expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
@@ -320,6 +328,19 @@ class Planner:
             table_small_before=before.small_file_count,
             table_small_now=status.small_file_count,
         )
+
+    async def queue_ahead(self, table_id: int | None, now: datetime) -> QueueAhead:
+        """The other tables' jobs a run of ``table_id`` planned at ``now`` waits behind
+        (``job_wait_ahead``), for the open-partition projection's lead."""
+        row = await self.pool.fetchrow(
+            load_query("job_wait_ahead"),
+            table_id,
+            now,
+            DEFAULT_LEAD.total_seconds(),
+            EXECUTOR_WINDOW.total_seconds(),
+        )
+        assert row is not None  # an aggregate: always one row
+        return QueueAhead(float(row["seconds"]), int(row["executors"]))
 
     async def failure_streaks(self, table_id: int) -> dict[str, FailureStreak]:
         """Per action, its consecutive permanent failures on the table and when it may run

@@ -12,8 +12,11 @@ The facts are two statuses of the table, both inspected after its last compactio
 and now (``TableStatus.max_files_in_partition``, capped by ``small_file_count``; a partition
 of a streaming table holds small files only), at least
 ``ICEPACK_MAINTENANCE_GROWTH_SPAN_SECONDS`` (30) apart. Their difference over the time between
-them is the *rate*. The *lead* is how long a run planned now takes to commit (the last
-compaction's run time plus the planning and claim delay). The rule:
+them is the *rate*. The *lead* is how long a run planned now takes to commit: the last
+compaction's run time, plus the planning and claim delay, plus its wait in the queue (the
+expected remaining time of the other tables' running and due jobs, shared by the executors
+that claimed jobs lately: ``QueueAhead``; one executor busy with another table's rewrite is
+as much a delay as the rewrite itself). The rule:
 
 - ``level = clamp(floor(HEADROOM · bound - rate · lead), min_files, bound)``: a partition at
   the level, planned now, reaches at most ``HEADROOM · bound`` by the time the run commits;
@@ -52,6 +55,29 @@ DEFAULT_LEAD = timedelta(seconds=60)
 PLANNING_DELAY = timedelta(seconds=15)
 MAX_LEAD = timedelta(minutes=30)
 MAX_WAIT = timedelta(days=30)
+# How far back the executors that share the queue are counted (jobs they claimed).
+EXECUTOR_WINDOW = timedelta(minutes=15)
+
+
+@dataclass(frozen=True)
+class QueueAhead:
+    """What stands before a job planned now (``job_wait_ahead``): the expected remaining
+    seconds of the other tables' running and due queued jobs, and how many executors claimed a
+    job within ``EXECUTOR_WINDOW`` (0: none lately; the wait is then counted as for one, the
+    one KEDA starts)."""
+
+    seconds: float
+    executors: int
+
+    def wait(self) -> timedelta:
+        """The expected wait before an executor is free for the job, at most ``MAX_LEAD``.
+        Every job ahead is counted, though the claim order may put the new one before some:
+        a lead too long compacts a partition earlier, one too short lets it pass the bound."""
+        seconds = self.seconds
+        if not math.isfinite(seconds) or seconds <= 0:
+            return timedelta(0)
+        shared = min(seconds / max(1, self.executors), MAX_LEAD.total_seconds())
+        return timedelta(seconds=shared)
 
 
 @dataclass(frozen=True)
@@ -103,11 +129,12 @@ class Growth:
 @dataclass(frozen=True)
 class OpenBound:
     """The policy's bound on an open partition's small files, its ``min_input_files``, and
-    the lead (time from planning to the run's commit)."""
+    the lead (time from planning to the run's commit; ``queued`` of it in the queue)."""
 
     bound: int
     min_files: int
     lead: timedelta = DEFAULT_LEAD
+    queued: timedelta = timedelta(0)
 
 
 @dataclass(frozen=True)
@@ -120,6 +147,8 @@ class Pressure:
     bound: int
     lead: timedelta
     threat_at: datetime | None  # None: threatened now
+    # The share of the lead spent waiting for the jobs ahead in the queue.
+    queued: timedelta = timedelta(0)
 
     @property
     def threatened(self) -> bool:
@@ -127,24 +156,29 @@ class Pressure:
 
     def reason(self) -> str:
         """The words in the recommendation: the rate, the level and the bound."""
+        waits = ""
+        if self.queued > timedelta(0):
+            waits = f" ({self.queued.total_seconds():.0f} s of it behind other tables' jobs)"
         head = (
             f"the fullest open partition holds {self.small_now} small files, gaining "
             f"{self.rate_per_second * 60:.1f}/min; a run takes about "
-            f"{self.lead.total_seconds():.0f} s, so it is compacted from {self.level} to stay "
-            f"under the bound of {self.bound}"
+            f"{self.lead.total_seconds():.0f} s{waits}, so it is compacted from {self.level} "
+            f"to stay under the bound of {self.bound}"
         )
         if self.threat_at is None:
             return head
         return f"{head}; it reaches {self.level} at {self.threat_at:%Y-%m-%d %H:%M:%S}"
 
 
-def lead_of(last_run_seconds: float | None) -> timedelta:
+def lead_of(last_run_seconds: float | None, ahead: QueueAhead | None = None) -> timedelta:
     """How long a run planned now takes to commit: the last run's time plus the planning
-    delay (``DEFAULT_LEAD`` without a run), at most ``MAX_LEAD``."""
+    delay (``DEFAULT_LEAD`` without a run), plus the wait behind ``ahead``, at most
+    ``MAX_LEAD``."""
+    waited = timedelta(0) if ahead is None else ahead.wait()
     if last_run_seconds is None or last_run_seconds < 0 or math.isnan(last_run_seconds):
-        return DEFAULT_LEAD
+        return min(MAX_LEAD, DEFAULT_LEAD + waited)
     seconds = min(MAX_LEAD.total_seconds(), last_run_seconds)  # any float, no overflow
-    return min(MAX_LEAD, timedelta(seconds=seconds) + PLANNING_DELAY)
+    return min(MAX_LEAD, timedelta(seconds=seconds) + PLANNING_DELAY + waited)
 
 
 def project(growth: Growth | None, bound: OpenBound) -> Pressure | None:
@@ -157,11 +191,13 @@ def project(growth: Growth | None, bound: OpenBound) -> Pressure | None:
     lead = min(bound.lead, MAX_LEAD)
     aim = math.floor(HEADROOM * bound.bound - rate * lead.total_seconds())
     level = max(bound.min_files, min(bound.bound, aim))
+    queued = min(bound.queued, lead)
     if growth.small_now >= level:
-        return Pressure(rate, growth.small_now, level, bound.bound, lead, None)
+        return Pressure(rate, growth.small_now, level, bound.bound, lead, None, queued)
     # At most MAX_WAIT out: a slow rate over a long span must not overflow a datetime.
     wait = timedelta(seconds=min((level - growth.small_now) / rate, MAX_WAIT.total_seconds()))
-    return Pressure(rate, growth.small_now, level, bound.bound, lead, growth.at_now + wait)
+    at = growth.at_now + wait
+    return Pressure(rate, growth.small_now, level, bound.bound, lead, at, queued)
 
 
 def fullest_small(max_files_in_partition: int, small_file_count: int) -> int:
@@ -175,16 +211,21 @@ def table_pressure(
     policy: EffectivePolicy,
     growth: Growth | None,
     compaction_seconds: float | None,
+    ahead: QueueAhead | None = None,
 ) -> Pressure | None:
     """The projection for a table's compaction (open partitions on, compaction enabled),
     None otherwise or without growth. An unpartitioned table (or one with a single partition
     so far, an ``hour(ts)`` table in its first hour) is its one open partition: its small
     files are that partition's (``fullest_small``), and its compaction is due by the same
-    projection, though it rewrites the whole table."""
+    projection, though it rewrites the whole table. ``ahead``: the jobs a run planned now
+    waits behind (None: not known, no wait counted)."""
     cfg = policy.data_compaction
     if cfg is None or cfg.open_partition_quiet_minutes <= 0:
         return None
     bound = OpenBound(
-        cfg.open_partition_max_small_files, cfg.min_input_files, lead_of(compaction_seconds)
+        cfg.open_partition_max_small_files,
+        cfg.min_input_files,
+        lead_of(compaction_seconds, ahead),
+        timedelta(0) if ahead is None else ahead.wait(),
     )
     return project(growth, bound)

@@ -52,7 +52,7 @@ from icepack_core.planning.prediction import (
     predict_rewrite_manifests,
     predict_rewrite_position_deletes,
 )
-from icepack_core.planning.pressure import Growth, Pressure, table_pressure
+from icepack_core.planning.pressure import Growth, Pressure, QueueAhead, table_pressure
 from icepack_core.planning.retention import retention_advice
 from icepack_core.planning.statistics import Proposal, statistics_candidates, statistics_gate
 from icepack_core.planning.throttle import Throttle
@@ -226,6 +226,7 @@ def recommend(
     selected: Mapping[str, int | None] | None = None,
     growth: Growth | None = None,
     compaction_seconds: float | None = None,
+    queue_ahead: QueueAhead | None = None,
 ) -> Recommendation:
     """Ordered action intents for one table.
 
@@ -257,6 +258,8 @@ def recommend(
         growth: the fullest partition's small files at two inspections since the last
             compaction (``planning.pressure``); None: no projection.
         compaction_seconds: how long the last compaction ran (the projection's lead).
+        queue_ahead: the other tables' jobs a run planned now waits behind (the lead's
+            queue share); None: not known.
     """
     result = Recommendation(sources=dict(policy.sources))
     if not policy.maintenance_enabled:
@@ -280,7 +283,7 @@ def recommend(
         open_skipped or {},
         selected or {},
     )
-    pressure = table_pressure(status, policy, growth, compaction_seconds)
+    pressure = table_pressure(status, policy, growth, compaction_seconds, queue_ahead)
     candidates = [
         _rewrite_data_files(status, policy, target_file_size_bytes, partitions, pressure),
         _rewrite_position_deletes(status, policy),

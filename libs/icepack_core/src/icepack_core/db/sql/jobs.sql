@@ -355,3 +355,35 @@ SELECT action, finished_at, predicted_benefit, ratio
   FROM ranked
  WHERE n <= $2
  ORDER BY action, n;
+
+-- name: job_wait_ahead
+-- What stands before a job planned now for table $1 (planning.pressure.QueueAhead): the
+-- expected remaining seconds of every other table's running job and due queued job (each
+-- expected to take as long as its table's newest succeeded job ran, $3 seconds when none
+-- did; a running job less what it already ran), and how many executors claimed a job in the
+-- last $4 seconds. $2 is the clock.
+WITH active AS (  -- each state through its own partial index (jobs_claimable, jobs_lease)
+    SELECT table_id, state, started_at FROM icepack.jobs
+     WHERE state = 'queued' AND not_before <= $2::timestamptz
+    UNION ALL
+    SELECT table_id, state, started_at FROM icepack.jobs WHERE state = 'running'),
+ahead AS (
+    SELECT a.state, a.started_at,
+           coalesce((SELECT extract(epoch FROM p.finished_at - p.started_at)::float8
+                       FROM icepack.jobs p
+                      WHERE p.table_id = a.table_id AND p.state = 'succeeded'
+                        AND p.started_at IS NOT NULL
+                      ORDER BY p.id DESC LIMIT 1), $3::float8) AS expected
+      FROM active a
+     WHERE a.table_id IS DISTINCT FROM $1::bigint)
+SELECT coalesce(sum(CASE WHEN state = 'running'
+                         THEN greatest(expected
+                                       - extract(epoch FROM $2::timestamptz - started_at), 0)
+                         ELSE expected END), 0)::float8 AS seconds,
+       (SELECT count(DISTINCT lease_owner) FROM icepack.jobs
+         WHERE lease_owner IS NOT NULL
+           AND started_at > $2::timestamptz - make_interval(secs => $4::float8)
+           AND (state = 'running'
+                OR finished_at > $2::timestamptz - make_interval(secs => $4::float8)))
+         AS executors
+  FROM ahead;
