@@ -10,6 +10,7 @@ import pytest
 
 from icepack_core.errors import PolicyError
 from icepack_core.inspection.status import TableStatus
+from icepack_core.intents import RewriteDataFiles, RewriteDataFilesParams, RewriteManifests
 from icepack_core.planning.planner import Planner
 from icepack_core.planning.pressure import QueueAhead
 from icepack_core.planning.simulation import simulate
@@ -439,3 +440,28 @@ async def test_a_run_waiting_behind_other_tables_jobs_is_planned_earlier(
     (action,) = [a for a in behind.recommendation.actions if a.action == "rewrite_data_files"]
     assert "due: open-partition pressure" in action.reason, action.reason
     assert "s of it behind other tables' jobs" in action.reason, action.reason
+
+
+async def test_the_history_reads_the_open_partition_bound_each_run_was_planned_with(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
+    """``job_last_action_runs`` reads the newest run's ``open_max_small_files`` from its job's
+    intent (what tells a run the pressure planned from one planned with the plain bound)."""
+    queue = planner.queue
+    table_id = await add_table(db, "bounded", status())
+    for bound in (100, 14):
+        intent = RewriteDataFiles(params=RewriteDataFilesParams(open_max_small_files=bound))
+        await queue.enqueue(table_id, [intent, RewriteManifests()], dedupe_key="bounded")
+        job = await queue.claim("ex-1", 600)
+        assert job is not None
+        now = datetime.now(UTC)
+        for action in ("rewrite_data_files", "rewrite_manifests"):
+            await queue.record_action(
+                job, action=action, state="succeeded", started_at=now, finished_at=now
+            )
+        await queue.complete(job)
+        history = await planner.history(table_id)
+        assert history.open_max_small_files == {
+            "rewrite_data_files": bound,
+            "rewrite_manifests": None,
+        }

@@ -412,3 +412,61 @@ def test_the_table_gain_counts_only_when_the_fullest_partition_stands_still(
         assert rate == table_gain / span
     else:
         assert rate is None
+
+
+@given(
+    by_pressure=st.booleans(),
+    found_nothing=st.booleans(),
+    other_run_after=st.booleans(),
+    ago=st.integers(1, 59),
+)
+def test_a_run_that_did_nothing_under_the_plain_bound_does_not_start_the_pressure_interval(
+    by_pressure: bool, found_nothing: bool, other_run_after: bool, ago: int
+) -> None:
+    """``bench.stream``: a bucket table's first run (planned from one status, no rate: the
+    plain bound of 100) skipped its 16 open partitions, and the pressure interval then held the
+    next run a minute while they grew by 60 files each. Threatened, such a run does not hold
+    the next; a run the pressure planned that found nothing does (a table cannot loop), and
+    so does any later run of another action."""
+    threatened = project(growth(0, 30, seconds=30), BOUND)
+    assert threatened is not None and threatened.threatened
+    finished = NOW - timedelta(seconds=ago)
+    closes = finished + timedelta(minutes=10)
+    last = LastRun(finished, "7", closes, found_nothing, by_pressure)
+    newest = finished + timedelta(seconds=ago / 2) if other_run_after else finished
+    verdict = judge(
+        Need(REWRITE, 5, 0), last, TableState("9", NOW, newest), NOW, DueRule(), threatened
+    )
+    waived = found_nothing and not by_pressure and not other_run_after
+    assert verdict.due == waived, verdict
+    if not waived:
+        assert verdict.reason.startswith("min interval 1 min"), verdict.reason
+        assert verdict.replan_at == newest + timedelta(minutes=1)
+
+
+def test_the_recommendation_tells_a_pressure_run_from_its_intent() -> None:
+    """``open_max_small_files`` below the policy's bound (100) marks the run as planned by the
+    pressure (``job_last_action_runs`` reads it from the job's intent)."""
+    policy = resolve([], "db", "t")
+    finished = NOW - timedelta(seconds=20)
+    table = streaming_status(30, 480, partitions=16)
+
+    def after_a_run_planned_with(bound: int) -> Recommendation:
+        return recommend(
+            table,
+            policy,
+            {REWRITE: finished},
+            NOW,
+            snapshots_after={REWRITE: "1"},
+            open_skipped={REWRITE: 16},
+            selected={REWRITE: 0},
+            open_max_small_files={REWRITE: bound},
+            growth=growth(0, 30, seconds=30),
+        )
+
+    plain = after_a_run_planned_with(100)
+    assert rewrite(plain) is not None, plain.skipped
+    pressed = after_a_run_planned_with(14)
+    assert rewrite(pressed) is None
+    (skip,) = [s for s in pressed.skipped if s.action == REWRITE]
+    assert skip.reason.startswith("min interval 1 min"), skip.reason

@@ -31,7 +31,9 @@ delete build-up, ``max_manifests``, ``max_snapshots``), in this order:
 the fullest open partition reaches its compaction level (it would cross the policy's bound
 before a later run could commit), the compaction is due after the inspection-first check
 whatever rules 2 and 3 say, and the interval of rule 4 shrinks to ``pressure_interval`` (a
-floor: the table still cannot loop). Not yet threatened, a held verdict's ``replan_at`` is at
+floor: the table still cannot loop), or is waived after a run that did nothing only because it
+was planned with the policy's plain bound before growth was measured
+(``LastRun.wasted_by_plain_bound``). Not yet threatened, a held verdict's ``replan_at`` is at
 the latest when it will be.
 
 Pure: the planner reads the history (``job_last_action_runs``) and passes it in.
@@ -86,6 +88,15 @@ class LastRun:
     # That run selected no partition: every candidate was open and below its bound (it
     # skipped them), so a run before they close would find the same (unless the pressure).
     found_only_open: bool = False
+    # That run was planned by the open-partition pressure (its open partitions' bound was
+    # the projection's level, not the policy's).
+    planned_by_pressure: bool = False
+
+    def wasted_by_plain_bound(self) -> bool:
+        """It selected nothing because it was planned before a growth was measured (the plain
+        bound): the pressure interval need not wait for a run that did no work. A run the
+        pressure planned that still found nothing does not count, so a table cannot loop."""
+        return self.found_only_open and not self.planned_by_pressure
 
 
 @dataclass(frozen=True)
@@ -141,7 +152,11 @@ def judge(
             return Verdict(False, pending.reason, replan_at=at)
         return pending
     newest = table.newest_run_at
-    if newest is not None and now - newest < interval:
+    if (
+        newest is not None
+        and now - newest < interval
+        and not _interval_waived(last, newest, pressure)
+    ):
         at = newest + interval
         return Verdict(
             False,
@@ -150,6 +165,21 @@ def judge(
             replan_at=at,
         )
     return pending
+
+
+def _interval_waived(last: LastRun | None, newest: datetime, pressure: Pressure | None) -> bool:
+    """Threatened, and the table's newest run is this action's run that did nothing because
+    it was planned with the plain bound (``LastRun.wasted_by_plain_bound``): the next run is
+    not held for the pressure interval (``bench.stream``: a bucket table's first run, planned
+    from its first status, skipped its 16 open partitions and held the next a minute while
+    they grew by 60 files each)."""
+    return (
+        pressure is not None
+        and pressure.threatened
+        and last is not None
+        and last.finished_at >= newest
+        and last.wasted_by_plain_bound()
+    )
 
 
 def _under_pressure(last: LastRun | None, table: TableState, pressure: Pressure) -> Verdict:

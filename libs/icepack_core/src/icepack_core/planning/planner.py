@@ -88,6 +88,7 @@ class History:
     snapshots_after: dict[str, str | None] = field(default_factory=dict)
     open_skipped: dict[str, int] = field(default_factory=dict)
     selected: dict[str, int | None] = field(default_factory=dict)
+    open_max_small_files: dict[str, int | None] = field(default_factory=dict)
     durations: dict[str, float | None] = field(default_factory=dict)
     cancelled: dict[str, datetime] = field(default_factory=dict)
     failures: dict[str, FailureStreak] = field(default_factory=dict)
@@ -197,6 +198,7 @@ class Planner:
             snapshots_after=history.snapshots_after,
             open_skipped=history.open_skipped,
             selected=history.selected,
+            open_max_small_files=history.open_max_small_files,
             growth=growth,
             compaction_seconds=history.durations.get(COMPACTION),
             queue_ahead=None if growth is None else await self.queue_ahead(table.id, now),
@@ -240,6 +242,7 @@ class Planner:
             snapshots_after={r["action"]: r["snapshot_after"] for r in runs},
             open_skipped={r["action"]: int(r["open_skipped"]) for r in runs},
             selected={r["action"]: r["selected"] for r in runs},
+            open_max_small_files={r["action"]: r["open_max_small_files"] for r in runs},
             durations={
                 r["action"]: None if r["duration_ms"] is None else r["duration_ms"] / 1000
                 for r in runs

@@ -224,6 +224,7 @@ def recommend(
     expiry_floor_hours: float = 1.0,
     open_skipped: Mapping[str, int] | None = None,
     selected: Mapping[str, int | None] | None = None,
+    open_max_small_files: Mapping[str, int | None] | None = None,
     growth: Growth | None = None,
     compaction_seconds: float | None = None,
     queue_ahead: QueueAhead | None = None,
@@ -255,6 +256,8 @@ def recommend(
         selected: per action in ``last_runs``, how many partitions that run's scoped
             compaction selected (None: not scoped); 0 with open partitions skipped means it
             found only open ones, and the due rule waits for them to close.
+        open_max_small_files: per action in ``last_runs``, the small files that run's intent
+            let an open partition hold (below the policy's bound: planned by the pressure).
         growth: the fullest partition's small files at two inspections since the last
             compaction (``planning.pressure``); None: no projection.
         compaction_seconds: how long the last compaction ran (the projection's lead).
@@ -282,6 +285,7 @@ def recommend(
         snapshots_after or {},
         open_skipped or {},
         selected or {},
+        open_max_small_files or {},
     )
     pressure = table_pressure(status, policy, growth, compaction_seconds, queue_ahead)
     candidates = [
@@ -321,6 +325,7 @@ class _Gate:
     snapshots_after: Mapping[str, str | None]
     open_skipped: Mapping[str, int]
     selected: Mapping[str, int | None]
+    open_max_small_files: Mapping[str, int | None]
 
     def judge(self, candidate: Proposed, replan: list[datetime]) -> Proposed | Skip:
         """``candidate`` as proposed (its reason extended by the due rule's), or why it
@@ -356,7 +361,9 @@ class _Gate:
         only_open = skipped_open > 0 and self.selected.get(candidate.action) == 0
         verdict = judge(
             Need(candidate.action, _need_benefit(candidate), _rewrite_bytes(candidate)),
-            None if last is None else LastRun(last, after, reopens, only_open),
+            None
+            if last is None
+            else LastRun(last, after, reopens, only_open, self._by_pressure(candidate.action)),
             self.state,
             self.now,
             self.rule,
@@ -366,6 +373,13 @@ class _Gate:
             return candidate.with_reason(f"{candidate.reason}; {verdict.reason}")
         replan.extend([verdict.replan_at] if verdict.replan_at else [])
         return Skip(candidate.action, f"{verdict.reason} (would be: {candidate.reason})")
+
+    def _by_pressure(self, action: str) -> bool:
+        """The action's last run was planned by the open-partition pressure: its intent let
+        open partitions hold fewer small files than the policy's bound."""
+        held = self.open_max_small_files.get(action)
+        cfg = self.policy.data_compaction
+        return held is not None and cfg is not None and held < cfg.open_partition_max_small_files
 
 
 def _statistics(proposal: Proposal) -> Proposed | Skip:

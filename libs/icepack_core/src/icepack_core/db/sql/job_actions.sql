@@ -30,8 +30,15 @@ RETURNING id;
 -- table's current snapshot when that run's job ended: `snapshot_after` of the job's newest
 -- action that recorded one, as text (snapshot ids of any size); NULL when none did; and how
 -- many open partitions that run skipped (execution.scoping.metadata_scope), 0 when it recorded none,
--- and how many partitions it selected (NULL: not a scoped compaction).
+-- how many partitions it selected (NULL: not a scoped compaction), and the small files its
+-- intent let an open partition hold (`open_max_small_files`; NULL: none, or not a number).
 SELECT DISTINCT ON (a.action) a.action, a.finished_at, a.duration_ms,
+       (SELECT (e->'params'->>'open_max_small_files')::numeric::bigint
+          FROM jsonb_array_elements(CASE WHEN jsonb_typeof(j.actions) = 'array'
+                                         THEN j.actions ELSE '[]'::jsonb END) e
+         WHERE jsonb_typeof(e) = 'object' AND e->>'action' = a.action
+           AND jsonb_typeof(e->'params'->'open_max_small_files') = 'number'
+         LIMIT 1) AS open_max_small_files,
        CASE WHEN jsonb_typeof(a.output->'open_partitions_skipped_count') = 'number'
             THEN (a.output->>'open_partitions_skipped_count')::numeric::bigint
             ELSE 0 END AS open_skipped,
