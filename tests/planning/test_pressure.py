@@ -117,7 +117,7 @@ def test_the_wait_in_the_queue_lengthens_the_lead_within_its_bound(
     if ahead == ahead and 0 < ahead < 1e9:  # finite, positive: shared by the executors
         shared = ahead / max(1, executors)
         assert abs(wait.total_seconds() - min(shared, MAX_LEAD.total_seconds())) < 1e-5
-    lead = lead_of(run, queue)
+    lead = lead_of(run, wait)
     assert lead_of(run) <= lead <= MAX_LEAD
     assert lead == min(MAX_LEAD, lead_of(run) + wait)
 

@@ -170,11 +170,10 @@ class Pressure:
         return f"{head}; it reaches {self.level} at {self.threat_at:%Y-%m-%d %H:%M:%S}"
 
 
-def lead_of(last_run_seconds: float | None, ahead: QueueAhead | None = None) -> timedelta:
+def lead_of(last_run_seconds: float | None, waited: timedelta = timedelta(0)) -> timedelta:
     """How long a run planned now takes to commit: the last run's time plus the planning
-    delay (``DEFAULT_LEAD`` without a run), plus the wait behind ``ahead``, at most
-    ``MAX_LEAD``."""
-    waited = timedelta(0) if ahead is None else ahead.wait()
+    delay (``DEFAULT_LEAD`` without a run), plus ``waited`` in the queue
+    (``QueueAhead.wait``), at most ``MAX_LEAD``."""
     if last_run_seconds is None or last_run_seconds < 0 or math.isnan(last_run_seconds):
         return min(MAX_LEAD, DEFAULT_LEAD + waited)
     seconds = min(MAX_LEAD.total_seconds(), last_run_seconds)  # any float, no overflow
@@ -222,10 +221,11 @@ def table_pressure(
     cfg = policy.data_compaction
     if cfg is None or cfg.open_partition_quiet_minutes <= 0:
         return None
+    waited = timedelta(0) if ahead is None else ahead.wait()
     bound = OpenBound(
         cfg.open_partition_max_small_files,
         cfg.min_input_files,
-        lead_of(compaction_seconds, ahead),
-        timedelta(0) if ahead is None else ahead.wait(),
+        lead_of(compaction_seconds, waited),
+        waited,
     )
     return project(growth, bound)
