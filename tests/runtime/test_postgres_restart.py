@@ -4,6 +4,7 @@ reconnect with backoff, and the flow goes on (events planned, jobs run) once it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import shutil
@@ -17,12 +18,17 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from icepack_core.db import pool as dbmod
 from icepack_core.db.migrate import migrate
 from icepack_core.db.pool import _init_connection
 from icepack_core.local.postgres import LocalPostgres
 from icepack_core.queue import events
+from icepack_core.queue.events import Listener
 from icepack_core.queue.jobs import JobQueue
+from icepack_core.runtime.service import ServiceContext
+from icepack_core.settings import load_settings
 from icepack_core.types import SERVICE_NAMES, Topic
+from icepack_discovery.service import DiscoveryService
 from tests.e2e.test_local_stack import free_port_block
 from tests.support import statuses
 from tests.support.waiting import eventually
@@ -191,3 +197,63 @@ async def test_services_survive_a_postgres_restart(
     assert codes == dict.fromkeys(SERVICE_NAMES, 0), {
         n: logs[n].read_text()[-3000:] for n, c in codes.items() if c != 0
     }
+
+
+class RecordingLog:
+    """A service context's logger that keeps the name of every event it is given."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def _record(self, event: str, *_args: object, **_fields: object) -> None:
+        self.events.append(event)
+
+    debug = info = warning = error = exception = _record
+
+
+async def test_discovery_starting_while_postgres_is_down_waits_for_it(
+    server: LocalPostgres, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    """Discovery's first statement (marking every catalog's listing as started) met the outage
+    in a clean CI run: the service exited 1 instead of waiting for the database like its loops."""
+    settings = load_settings(database_url=server.dsn, data_dir=tmp_path, poll_interval_seconds=0.3)
+    service_pool = await dbmod.create_pool(settings, "discovery")
+    stop = asyncio.Event()
+    log = RecordingLog()
+    listener = Listener(lambda: dbmod.connect(settings, "discovery-listen"))
+    ctx = ServiceContext("discovery", settings, service_pool, listener, stop, "d@test", log)
+    pool.terminate()
+    await asyncio.to_thread(server.stop)
+    run = asyncio.create_task(DiscoveryService().run(ctx))
+    try:
+
+        async def waiting() -> bool:
+            assert not run.done(), run.exception()
+            return "discovery.start.db_unavailable" in log.events
+
+        await eventually(waiting, timeout=60, interval=0.1, what="discovery to wait for Postgres")
+        await asyncio.to_thread(server.start)
+        fresh = await asyncpg.create_pool(server.dsn, min_size=0, max_size=2)
+        try:
+
+            async def listing_started() -> bool:
+                assert not run.done(), run.exception()
+                return bool(
+                    await fresh.fetchval(
+                        "SELECT count(*) FROM icepack.catalog_status "
+                        "WHERE catalog = 'icepack' AND listing_since IS NOT NULL"
+                    )
+                )
+
+            await eventually(listing_started, timeout=60, what="the listing marked as started")
+        finally:
+            await fresh.close()
+        stop.set()
+        assert await asyncio.wait_for(run, timeout=60) == 0
+    finally:
+        stop.set()
+        if not run.done():
+            run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
+        service_pool.terminate()

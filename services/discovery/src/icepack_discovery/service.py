@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from icepack_core.db.resilience import loop_every
+from icepack_core.db.resilience import loop_every, retry_db
 from icepack_core.discovery.hints import HintConsumer
 from icepack_core.discovery.push import CatalogWatcher
 from icepack_core.discovery.refresh import Discovery, DiscoveryResult
@@ -25,7 +25,8 @@ class DiscoveryService(Service):
 
     async def run(self, ctx: ServiceContext) -> int:
         discovery = Discovery(ctx.settings, ctx.pool)
-        await discovery.mark_listing_started()
+        # Postgres may go away while the service starts (a restart, a failover): wait it out.
+        await retry_db(discovery.mark_listing_started, ctx.stop, ctx.log, "discovery.start")
         watchers: list[CatalogWatcher | SqsWatcher] = [
             CatalogWatcher(ctx.pool, discovery.catalogs, cfg)
             for cfg in discovery.configs
