@@ -362,13 +362,22 @@ async def test_an_operator_s_cancel_is_not_undone_by_the_next_plan(
     assert later.job_id is not None and later.job_id != first.job_id
 
 
-async def add_growing_table(db: asyncpg.Pool, name: str, at: datetime) -> int:
+async def add_growing_table(
+    db: asyncpg.Pool,
+    name: str,
+    at: datetime,
+    *,
+    grew_to: int = 40,
+    properties: dict[str, str] | None = None,
+    **over: Any,
+) -> int:
     """A streaming table's two statuses a minute apart, as the inspector records them: its
-    fullest of 3 open partitions grew from 10 to 40 small files (0.5 a second); every small
-    file is in it."""
+    fullest of 3 open partitions grew from 10 to ``grew_to`` small files (0.5 a second by
+    default); every small file is in it. ``over`` sets other fields of both statuses."""
 
     def grown(fullest: int, inspected: datetime) -> TableStatus:
         return status(
+            **over,
             data_file_count=fullest,
             data_file_bytes=fullest * MIB,
             small_file_count=fullest,
@@ -380,7 +389,7 @@ async def add_growing_table(db: asyncpg.Pool, name: str, at: datetime) -> int:
             current_snapshot_at=inspected.isoformat(),
         )
 
-    table_id = await add_table(db, name, grown(10, at - timedelta(seconds=60)))
+    table_id = await add_table(db, name, grown(10, at - timedelta(seconds=60)), properties)
     await db.execute(
         "UPDATE icepack.status_snapshots SET inspected_at = $2 WHERE table_id = $1",
         table_id,
@@ -391,7 +400,7 @@ async def add_growing_table(db: asyncpg.Pool, name: str, at: datetime) -> int:
         "VALUES ($1, $2, 'pyiceberg', $3::jsonb)",
         table_id,
         at,
-        grown(40, at).model_dump(mode="json"),
+        grown(grew_to, at).model_dump(mode="json"),
     )
     return table_id
 
@@ -465,3 +474,51 @@ async def test_the_history_reads_the_open_partition_bound_each_run_was_planned_w
             "rewrite_data_files": bound,
             "rewrite_manifests": None,
         }
+
+
+async def run_job(queue: JobQueue, table_id: int) -> list[str]:
+    """Claim the table's planned job, record each action succeeded, complete it; its actions."""
+    job = await queue.claim("ex-1", 600)
+    assert job is not None and job.table_id == table_id
+    actions = [intent.kind.value for intent in job.actions]
+    now = datetime.now(UTC)
+    for action in actions:
+        await queue.record_action(
+            job, action=action, state="succeeded", started_at=now, finished_at=now
+        )
+    await queue.complete(job)
+    return actions
+
+
+async def test_manifests_that_each_commit_would_merge_are_rewritten_before_the_compaction(
+    db: asyncpg.Pool, planner: Planner
+) -> None:
+    """A growing table of 120 small manifests (``planning.manifest_merge``): its compaction,
+    due by the pressure, waits for a manifest rewrite; once that ran, the next plan (the
+    job's ``job.finished``, on the same statuses) compacts whatever the count. A table whose
+    commits do not merge manifests is compacted at once."""
+    now = datetime.now(UTC)
+    manifests: dict[str, Any] = {"manifest_count": 120, "manifest_bytes": 120 * 6_000}
+    merging = await add_growing_table(db, "merging", now, grew_to=70, **manifests)
+    first = await planner.plan(merging, now=now)
+    assert first.job_created and first.recommendation is not None, first.recommendation
+    (skip,) = [s for s in first.recommendation.skipped if s.action == "rewrite_data_files"]
+    assert skip.reason.startswith("manifests first: 120 manifests"), skip.reason
+    assert await run_job(planner.queue, merging) == ["rewrite_manifests"]
+
+    later = datetime.now(UTC) + timedelta(seconds=61)  # past the 1-minute pressure interval
+    second = await planner.plan(merging, now=later)
+    assert second.job_created, second.recommendation
+    assert await run_job(planner.queue, merging) == ["rewrite_data_files"]
+
+    unmerged = await add_growing_table(
+        db,
+        "unmerged",
+        now,
+        grew_to=70,
+        properties={"commit.manifest-merge.enabled": "false"},
+        **manifests,
+    )
+    direct = await planner.plan(unmerged, now=now)
+    assert direct.job_created, direct.recommendation
+    assert await run_job(planner.queue, unmerged) == ["rewrite_data_files", "rewrite_manifests"]

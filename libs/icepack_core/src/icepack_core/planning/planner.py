@@ -22,7 +22,7 @@ the claim order within it is benefit per byte rewritten, then health score.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -35,6 +35,7 @@ from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
 from icepack_core.planning.due import DueRule
+from icepack_core.planning.manifest_merge import ManifestHistory, ManifestMerge, manifests_first
 from icepack_core.planning.prediction import JobPredictionJSON, PredictedActionJSON
 from icepack_core.planning.pressure import (
     DEFAULT_LEAD,
@@ -121,6 +122,26 @@ def without_deferred(rec: Recommendation, deferred: dict[str, Deferral]) -> Reco
     )
 
 
+def _manifests_first(
+    rec: Recommendation,
+    table: TableRow,
+    status: TableStatus,
+    policy: EffectivePolicy,
+    history: History,
+    deferred: Mapping[str, Deferral],
+    now: datetime,
+) -> Recommendation:
+    """``planning.manifest_merge.manifests_first`` with the table's properties and history."""
+    known = ManifestHistory(
+        history.last_runs,
+        history.failures,
+        history.throttles,
+        history.cancelled,
+        frozenset(deferred),
+    )
+    return manifests_first(rec, status, policy, ManifestMerge.of(table.properties), known, now)
+
+
 def job_prediction(actions: Sequence[Proposed]) -> JobPrediction:
     """``predicted`` is ``{"actions": [{"action", "before", "after", "rewrite_bytes",
     "benefit"}, ...], "rewrite_bytes", "benefit"}`` in the job's action order (``before`` and
@@ -205,8 +226,12 @@ class Planner:
             due_rule=self._due_rule(policy),
             expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
+        deferred = {}
         if has_jobs and table.id is not None:
-            rec = without_deferred(rec, await active_deferrals(self.pool, table.id, now))
+            deferred = await active_deferrals(self.pool, table.id, now)
+        rec = without_deferred(
+            _manifests_first(rec, table, status, policy, history, deferred, now), deferred
+        )
         return await self._admissible(table, rec, now, policy)
 
     async def _policy(

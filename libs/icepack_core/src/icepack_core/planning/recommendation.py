@@ -332,7 +332,7 @@ class _Gate:
         waits; a due-by-need action held back only by time adds when to plan again to
         ``replan``."""
         policy, now = self.policy, self.now
-        held = _held_back(candidate, policy, now, self.failures, self.throttles, self.cancelled)
+        held = held_back(candidate, policy, now, self.failures, self.throttles, self.cancelled)
         if held is not None:
             return held
         last = self.last_runs.get(candidate.action)
@@ -418,7 +418,7 @@ def due_rule_of(
     )
 
 
-def _held_back(
+def held_back(
     candidate: Proposed,
     policy: EffectivePolicy,
     now: datetime,
@@ -693,11 +693,25 @@ def _rewrite_manifests(status: TableStatus, policy: EffectivePolicy) -> Proposed
     cfg = policy.metadata_compaction
     if cfg is None:
         return Skip(action, "system.metadata-compaction is disabled")
-    count, size = status.manifest_count, status.manifest_bytes
+    count = status.manifest_count
     if count <= cfg.max_manifests:
         return Skip(action, f"{count} manifests <= max_manifests {cfg.max_manifests}")
+    return rewrite_manifests_proposal(
+        status, policy, f"{count} manifests > max_manifests {cfg.max_manifests}"
+    )
+
+
+def rewrite_manifests_proposal(
+    status: TableStatus, policy: EffectivePolicy, reason: str
+) -> Proposed | Skip:
+    """A manifest rewrite of the whole table for ``reason`` (its own rule above, or a
+    compaction's ``planning.manifest_merge``); a Skip when the policy disables it."""
+    action = Action.REWRITE_MANIFESTS
+    cfg = policy.metadata_compaction
+    if cfg is None:
+        return Skip(action, "system.metadata-compaction is disabled")
+    count, size = status.manifest_count, status.manifest_bytes
     after = max(1, math.ceil(size / cfg.target_manifest_size_bytes))
-    reason = f"{count} manifests > max_manifests {cfg.max_manifests}"
     return _propose(
         action,
         lambda: RewriteManifests(params=RewriteManifestsParams(use_caching=True), reason=reason),
