@@ -498,8 +498,9 @@ async def test_manifests_that_each_commit_would_merge_are_rewritten_before_the_c
     job's ``job.finished``, on the same statuses) compacts whatever the count. A table whose
     commits do not merge manifests is compacted at once."""
     now = datetime.now(UTC)
-    manifests: dict[str, Any] = {"manifest_count": 120, "manifest_bytes": 120 * 6_000}
-    merging = await add_growing_table(db, "merging", now, grew_to=70, **manifests)
+    merging = await add_growing_table(
+        db, "merging", now, grew_to=70, manifest_count=120, manifest_bytes=120 * 6_000
+    )
     first = await planner.plan(merging, now=now)
     assert first.job_created and first.recommendation is not None, first.recommendation
     (skip,) = [s for s in first.recommendation.skipped if s.action == "rewrite_data_files"]
@@ -517,7 +518,8 @@ async def test_manifests_that_each_commit_would_merge_are_rewritten_before_the_c
         now,
         grew_to=70,
         properties={"commit.manifest-merge.enabled": "false"},
-        **manifests,
+        manifest_count=120,
+        manifest_bytes=120 * 6_000,
     )
     direct = await planner.plan(unmerged, now=now)
     assert direct.job_created, direct.recommendation

@@ -226,7 +226,7 @@ class Planner:
             due_rule=self._due_rule(policy),
             expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
-        deferred = {}
+        deferred: dict[str, Deferral] = {}
         if has_jobs and table.id is not None:
             deferred = await active_deferrals(self.pool, table.id, now)
         rec = without_deferred(
