@@ -3,6 +3,7 @@ whose commits would merge its manifests is replaced by a manifest rewrite, once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -17,6 +18,7 @@ from icepack_core.planning.manifest_merge import (
     ManifestHistory,
     ManifestMerge,
     manifests_first,
+    writer_manifests_before_commit,
 )
 from icepack_core.planning.recommendation import FailureStreak, Recommendation, recommend
 from icepack_core.policy import EffectivePolicy, resolve
@@ -73,7 +75,7 @@ def test_a_pressure_compaction_on_mergeable_manifests_becomes_a_manifest_rewrite
     first = manifests_first(rec, table, policy, ManifestMerge(), history(), NOW)
     assert kinds(first) == [a for a in kinds(rec) if a is not COMPACTION]
     (skip,) = [s for s in first.skipped if s.action == COMPACTION]
-    assert skip.reason.startswith("manifests first: 120 manifests (about 6144 B each) >= ")
+    assert skip.reason.startswith("manifests first: 120 manifests (about 6144 B each), about 45 ")
     assert "(would be: " in skip.reason and "open-partition pressure" in skip.reason
 
     # Below the manifest action's own bound it is proposed for the compaction's sake alone.
@@ -189,3 +191,37 @@ def test_manifests_merge_when_enough_of_them_fit_one_bin(
     table = merging(manifests=count, each=each)
     expected = enabled and count >= max(min_count, 2) and each * min_count <= target
     assert merge.merges(table) is expected
+
+
+def test_the_manifests_a_writer_adds_before_the_commit_count() -> None:
+    """A compaction queued below the merge count commits above it: the writer adds about one
+    manifest a commit over the projection's lead (0.75 a second over 75 s here)."""
+    policy = resolve([], "db", "t")
+    table = merging(manifests=60)
+    rec = planned(table, policy)
+    compaction = next(a for a in rec.actions if a.action is COMPACTION)
+    assert compaction.pressure is not None
+    added = writer_manifests_before_commit(compaction.pressure)
+    assert 40 <= added < 100, added
+    first = manifests_first(rec, table, policy, ManifestMerge(), history(), NOW)
+    (skip,) = [s for s in first.skipped if s.action == COMPACTION]
+    assert f"60 manifests (about 6144 B each), about {added:.0f} more before it commits" in (
+        skip.reason
+    )
+    few = merging(manifests=100 - math.ceil(added) - 1)
+    few_rec = planned(few, policy)
+    assert manifests_first(few_rec, few, policy, ManifestMerge(), history(), NOW) is few_rec
+
+
+@given(
+    count=st.integers(0, 500),
+    added=st.floats(-10, 1_000, allow_nan=False),
+    min_count=st.integers(1, 300),
+)
+def test_manifests_merge_once_the_count_with_those_to_come_reaches_the_merge_count(
+    count: int, added: float, min_count: int
+) -> None:
+    merge = ManifestMerge(min_count=min_count)
+    table = merging(manifests=count, each=KIB)  # small: any min_count of them share a bin
+    expected = count > 0 and count + max(0.0, added) >= max(min_count, 2)
+    assert merge.merges(table, added) is expected

@@ -17,7 +17,9 @@ and the compaction 69 s; after ``rewrite_manifests`` (120 manifests to 1) its fi
 one attempt and 0.2 s, the compaction 41 s.
 
 So when the pressure plans a compaction (the table is being written) and its manifests would
-merge on commit, the planner runs ``rewrite_manifests`` in its place; the job's
+merge by the time it commits (the count now, plus about one a writer commit over the
+projection's lead: a job queued below the count and run above it lost every commit in
+``bench.stream``), the planner runs ``rewrite_manifests`` in its place; the job's
 ``job.finished`` plans the compaction again at once. Never twice in a row: once a manifest
 rewrite ran after the table's last compaction, the compaction goes ahead whatever the count (a
 writer fast enough to refill the bin before the compaction starts cannot starve it).
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from icepack_core.inspection.status import TableStatus
+from icepack_core.planning.pressure import Pressure
 from icepack_core.planning.recommendation import (
     FailureStreak,
     Proposed,
@@ -67,22 +70,24 @@ class ManifestMerge:
             target_bytes=_positive(properties.get(TARGET_SIZE_PROPERTY), default.target_bytes),
         )
 
-    def merges(self, status: TableStatus) -> bool:
-        """Whether a commit would merge the table's manifests: at least ``min_count`` of them,
-        small enough that ``min_count`` fit in one bin (from their average size: the status
-        counts them, it does not list their sizes)."""
+    def merges(self, status: TableStatus, added: float = 0.0) -> bool:
+        """Whether a commit would merge the table's manifests once ``added`` more have come:
+        at least ``min_count`` of them, small enough that ``min_count`` fit in one bin (from
+        their average size: the status counts them, it does not list their sizes)."""
         count = status.manifest_count
-        if not self.enabled or count < max(self.min_count, 2):
+        expected = count + max(0.0, added)
+        if not self.enabled or count == 0 or expected < max(self.min_count, 2):
             return False
         return status.manifest_bytes * self.min_count <= self.target_bytes * count
 
-    def reason(self, status: TableStatus) -> str:
+    def reason(self, status: TableStatus, added: float = 0.0) -> str:
         average = math.ceil(status.manifest_bytes / max(status.manifest_count, 1))
+        coming = f", about {added:.0f} more before it commits" if added >= 1 else ""
         return (
-            f"manifests first: {status.manifest_count} manifests (about {average} B each) >= "
-            f"{MIN_COUNT_PROPERTY} {self.min_count}, so each commit of the compaction would "
-            "merge them all again after every writer commit it loses; rewrite_manifests runs "
-            "now and the compaction is planned when it ends"
+            f"manifests first: {status.manifest_count} manifests (about {average} B each)"
+            f"{coming} >= {MIN_COUNT_PROPERTY} {self.min_count}, so each commit of the "
+            "compaction would merge them all again after every writer commit it loses; "
+            "rewrite_manifests runs now and the compaction is planned when it ends"
         )
 
 
@@ -118,7 +123,10 @@ def manifests_first(
     a manifest rewrite already ran since the last compaction, or the manifest rewrite may not
     run now (disabled by the policy, failing, throttled, cancelled or deferred)."""
     compaction = _planned(rec, Action.REWRITE_DATA_FILES)
-    if compaction is None or compaction.pressure is None or not merge.merges(status):
+    if compaction is None or compaction.pressure is None:
+        return rec
+    added = writer_manifests_before_commit(compaction.pressure)
+    if not merge.merges(status, added):
         return rec
     since = history.last_runs.get(Action.REWRITE_MANIFESTS)
     last_compaction = history.last_runs.get(Action.REWRITE_DATA_FILES)
@@ -126,7 +134,7 @@ def manifests_first(
         return rec
     if Action.REWRITE_MANIFESTS in history.deferred:
         return rec
-    why = merge.reason(status)
+    why = merge.reason(status, added)
     manifests = _planned(rec, Action.REWRITE_MANIFESTS)
     if manifests is None:
         proposed = rewrite_manifests_proposal(status, policy, why)
@@ -151,6 +159,15 @@ def manifests_first(
 
 
 _REPLACED = frozenset({Action.REWRITE_DATA_FILES, Action.REWRITE_MANIFESTS})
+
+
+def writer_manifests_before_commit(pressure: Pressure) -> float:
+    """The manifests a writer adds between the plan and the compaction's commit: about one a
+    commit (a fast append writes one), over the projection's lead (the queue ahead and the
+    run). The commits are counted by the fullest partition's small files a second: a sink
+    writes a file to each partition it touches per commit, so that partition gains about
+    one a commit (more files per commit overcount, which only runs the rewrite earlier)."""
+    return pressure.rate_per_second * pressure.lead.total_seconds()
 
 
 def _planned(rec: Recommendation, action: Action) -> Proposed | None:
