@@ -23,7 +23,7 @@ the claim order within it is benefit per byte rewritten, then health score.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -35,6 +35,7 @@ from icepack_core.db.tables import TableRow
 from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
 from icepack_core.planning.due import DueRule
+from icepack_core.planning.history import History
 from icepack_core.planning.manifest_merge import ManifestHistory, ManifestMerge, manifests_first
 from icepack_core.planning.prediction import JobPredictionJSON, PredictedActionJSON
 from icepack_core.planning.pressure import (
@@ -78,22 +79,6 @@ class PlanOutcome:
 COMPACTION = "rewrite_data_files"
 # Every planned job has this priority; operators' jobs keep theirs (lower runs first).
 PLANNER_PRIORITY = 100
-
-
-@dataclass(frozen=True)
-class History:
-    """Per action, what a table's job history says (``Planner.history``); empty for a table
-    no job ever ran on."""
-
-    last_runs: dict[str, datetime] = field(default_factory=dict)
-    snapshots_after: dict[str, str | None] = field(default_factory=dict)
-    open_skipped: dict[str, int] = field(default_factory=dict)
-    selected: dict[str, int | None] = field(default_factory=dict)
-    open_max_small_files: dict[str, int | None] = field(default_factory=dict)
-    durations: dict[str, float | None] = field(default_factory=dict)
-    cancelled: dict[str, datetime] = field(default_factory=dict)
-    failures: dict[str, FailureStreak] = field(default_factory=dict)
-    throttles: dict[str, Throttle] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
