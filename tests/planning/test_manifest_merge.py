@@ -11,11 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icepack_core.inspection.status import TableStatus
+from icepack_core.planning.history import History
 from icepack_core.planning.manifest_merge import (
     MERGE_ENABLED_PROPERTY,
     MIN_COUNT_PROPERTY,
     TARGET_SIZE_PROPERTY,
-    ManifestHistory,
     ManifestMerge,
     manifests_first,
     writer_manifests_before_commit,
@@ -52,15 +52,8 @@ def planned(
     )
 
 
-def history(**over: object) -> ManifestHistory:
-    fields: dict[str, object] = {
-        "last_runs": {},
-        "failures": {},
-        "throttles": {},
-        "cancelled": {},
-        "deferred": frozenset(),
-    }
-    return ManifestHistory(**(fields | over))  # type: ignore[arg-type]
+def history(**over: object) -> History:
+    return History(**over)  # type: ignore[arg-type]
 
 
 def kinds(rec: Recommendation) -> list[Action]:
@@ -72,7 +65,7 @@ def test_a_pressure_compaction_on_mergeable_manifests_becomes_a_manifest_rewrite
     table = merging()
     rec = planned(table, policy)
     assert COMPACTION in kinds(rec) and MANIFESTS in kinds(rec), rec.skipped  # 120 > 100
-    first = manifests_first(rec, table, policy, ManifestMerge(), history(), NOW)
+    first = manifests_first(rec, table, policy, ManifestMerge(), history(), (), NOW)
     assert kinds(first) == [a for a in kinds(rec) if a is not COMPACTION]
     (skip,) = [s for s in first.skipped if s.action == COMPACTION]
     assert skip.reason.startswith("manifests first: 120 manifests (about 6144 B each), about 45 ")
@@ -82,7 +75,7 @@ def test_a_pressure_compaction_on_mergeable_manifests_becomes_a_manifest_rewrite
     table = merging(manifests=100)
     rec = planned(table, policy)
     assert MANIFESTS not in kinds(rec)
-    first = manifests_first(rec, table, policy, ManifestMerge(), history(), NOW)
+    first = manifests_first(rec, table, policy, ManifestMerge(), history(), (), NOW)
     (manifests,) = [a for a in first.actions if a.action is MANIFESTS]
     assert manifests.reason.startswith("manifests first: 100 manifests")
     assert not [s for s in first.skipped if s.action == MANIFESTS]  # not both done and skipped
@@ -100,6 +93,7 @@ def test_it_goes_first_once_then_the_compaction_goes_ahead_whatever_the_count() 
         policy,
         ManifestMerge(),
         history(last_runs={COMPACTION: compacted, MANIFESTS: rewrote}),
+        (),
         NOW,
     )
     assert after is rec
@@ -107,7 +101,7 @@ def test_it_goes_first_once_then_the_compaction_goes_ahead_whatever_the_count() 
     runs: dict[str, datetime] = {COMPACTION: rewrote, MANIFESTS: compacted}
     rec = planned(table, policy, runs)
     assert COMPACTION in kinds(rec), rec.skipped
-    again = manifests_first(rec, table, policy, ManifestMerge(), history(last_runs=runs), NOW)
+    again = manifests_first(rec, table, policy, ManifestMerge(), history(last_runs=runs), (), NOW)
     assert COMPACTION not in kinds(again) and MANIFESTS in kinds(again)
 
 
@@ -119,17 +113,21 @@ def test_a_manifest_rewrite_that_may_not_run_leaves_the_compaction_as_planned() 
     fresh = merging(manifests=100)
     fresh_rec = planned(fresh, policy)
     assert (
-        manifests_first(fresh_rec, fresh, policy, ManifestMerge(), history(failures=resting), NOW)
+        manifests_first(
+            fresh_rec, fresh, policy, ManifestMerge(), history(failures=resting), (), NOW
+        )
         is fresh_rec
     )
-    deferred = history(deferred=frozenset({MANIFESTS}))
-    assert manifests_first(rec, table, policy, ManifestMerge(), deferred, NOW) is rec
+    deferred = {MANIFESTS}
+    assert manifests_first(rec, table, policy, ManifestMerge(), history(), deferred, NOW) is rec
     cancelled = history(cancelled={MANIFESTS: NOW - timedelta(minutes=1)})
-    assert manifests_first(fresh_rec, fresh, policy, ManifestMerge(), cancelled, NOW) is fresh_rec
+    assert (
+        manifests_first(fresh_rec, fresh, policy, ManifestMerge(), cancelled, (), NOW) is fresh_rec
+    )
     off = resolve([], "db", "t", {"icepack.manifests.enabled": "false"})
     off_rec = planned(fresh, off)
     assert COMPACTION in kinds(off_rec), off_rec.skipped
-    assert manifests_first(off_rec, fresh, off, ManifestMerge(), history(), NOW) is off_rec
+    assert manifests_first(off_rec, fresh, off, ManifestMerge(), history(), (), NOW) is off_rec
 
 
 def test_without_the_pressure_or_a_merge_nothing_changes() -> None:
@@ -137,13 +135,13 @@ def test_without_the_pressure_or_a_merge_nothing_changes() -> None:
     table = merging()
     batch = recommend(table, policy, {}, NOW)  # no growth measured: a batch table
     assert COMPACTION in kinds(batch), batch.skipped
-    assert manifests_first(batch, table, policy, ManifestMerge(), history(), NOW) is batch
+    assert manifests_first(batch, table, policy, ManifestMerge(), history(), (), NOW) is batch
     rec = planned(table, policy)
     no_merge = ManifestMerge.of({MERGE_ENABLED_PROPERTY: "false"})
-    assert manifests_first(rec, table, policy, no_merge, history(), NOW) is rec
+    assert manifests_first(rec, table, policy, no_merge, history(), (), NOW) is rec
     big = merging(manifests=120, each=200 * KIB)  # 100 of them do not fit one 8 MiB bin
     big_rec = planned(big, policy)
-    assert manifests_first(big_rec, big, policy, ManifestMerge(), history(), NOW) is big_rec
+    assert manifests_first(big_rec, big, policy, ManifestMerge(), history(), (), NOW) is big_rec
 
 
 @given(
@@ -203,14 +201,14 @@ def test_the_manifests_a_writer_adds_before_the_commit_count() -> None:
     assert compaction.pressure is not None
     added = writer_manifests_before_commit(compaction.pressure)
     assert 40 <= added < 100, added
-    first = manifests_first(rec, table, policy, ManifestMerge(), history(), NOW)
+    first = manifests_first(rec, table, policy, ManifestMerge(), history(), (), NOW)
     (skip,) = [s for s in first.skipped if s.action == COMPACTION]
     assert f"60 manifests (about 6144 B each), about {added:.0f} more before it commits" in (
         skip.reason
     )
     few = merging(manifests=100 - math.ceil(added) - 1)
     few_rec = planned(few, policy)
-    assert manifests_first(few_rec, few, policy, ManifestMerge(), history(), NOW) is few_rec
+    assert manifests_first(few_rec, few, policy, ManifestMerge(), history(), (), NOW) is few_rec
 
 
 @given(

@@ -28,21 +28,20 @@ writer fast enough to refill the bin before the compaction starts cannot starve 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from icepack_core.inspection.status import TableStatus
+from icepack_core.planning.history import History
 from icepack_core.planning.pressure import Pressure
 from icepack_core.planning.recommendation import (
-    FailureStreak,
     Proposed,
     Recommendation,
     Skip,
     held_back,
     rewrite_manifests_proposal,
 )
-from icepack_core.planning.throttle import Throttle
 from icepack_core.policy import EffectivePolicy
 from icepack_core.types import Action
 
@@ -99,29 +98,20 @@ def _positive(raw: str | None, default: int) -> int:
     return value if value > 0 else default
 
 
-@dataclass(frozen=True)
-class ManifestHistory:
-    """What ``manifests_first`` needs of the table's job history."""
-
-    last_runs: Mapping[str, datetime]
-    failures: Mapping[str, FailureStreak]
-    throttles: Mapping[str, Throttle]
-    cancelled: Mapping[str, datetime]
-    deferred: frozenset[str] = frozenset()
-
-
 def manifests_first(
     rec: Recommendation,
     status: TableStatus,
     policy: EffectivePolicy,
     merge: ManifestMerge,
-    history: ManifestHistory,
+    history: History,
+    deferred: Collection[str],
     now: datetime,
 ) -> Recommendation:
     """``rec`` with its compaction replaced by a manifest rewrite (module doc), or ``rec``
     itself when the compaction is not planned by the pressure, the manifests would not merge,
     a manifest rewrite already ran since the last compaction, or the manifest rewrite may not
-    run now (disabled by the policy, failing, throttled, cancelled or deferred)."""
+    run now (disabled by the policy, failing, throttled, cancelled, or among the table's
+    ``deferred`` actions)."""
     compaction = _planned(rec, Action.REWRITE_DATA_FILES)
     if compaction is None or compaction.pressure is None:
         return rec
@@ -132,7 +122,7 @@ def manifests_first(
     last_compaction = history.last_runs.get(Action.REWRITE_DATA_FILES)
     if since is not None and (last_compaction is None or since >= last_compaction):
         return rec
-    if Action.REWRITE_MANIFESTS in history.deferred:
+    if Action.REWRITE_MANIFESTS in deferred:
         return rec
     why = merge.reason(status, added)
     manifests = _planned(rec, Action.REWRITE_MANIFESTS)

@@ -36,7 +36,7 @@ from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
 from icepack_core.planning.due import DueRule
 from icepack_core.planning.history import History
-from icepack_core.planning.manifest_merge import ManifestHistory, ManifestMerge, manifests_first
+from icepack_core.planning.manifest_merge import ManifestMerge, manifests_first
 from icepack_core.planning.prediction import JobPredictionJSON, PredictedActionJSON
 from icepack_core.planning.pressure import (
     DEFAULT_LEAD,
@@ -117,14 +117,8 @@ def _manifests_first(
     now: datetime,
 ) -> Recommendation:
     """``planning.manifest_merge.manifests_first`` with the table's properties and history."""
-    known = ManifestHistory(
-        history.last_runs,
-        history.failures,
-        history.throttles,
-        history.cancelled,
-        frozenset(deferred),
-    )
-    return manifests_first(rec, status, policy, ManifestMerge.of(table.properties), known, now)
+    merge = ManifestMerge.of(table.properties)
+    return manifests_first(rec, status, policy, merge, history, frozenset(deferred), now)
 
 
 def job_prediction(actions: Sequence[Proposed]) -> JobPrediction:
