@@ -4,14 +4,16 @@ The table row, its reference, the job's validated intents, what the safety choke
 established (``Admission``), the table's metadata (``TableMetadata``) and the
 ``TableMaintenance`` bound to them, plus the job (its fence), the caller's lock guard and the
 caller's ``record``. Built by ``JobExecution`` before any Spark call; the pipeline's steps take
-it instead of re-reading the row, re-admitting or reloading the table.
+it instead of re-reading the row, re-admitting or reloading the table. ``with_manifests_first``
+reorders its intents once the table's status before the first action is known.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import structlog
 from pyiceberg.table import Table
 
 from icepack_core.db.tables import TableRow
@@ -19,12 +21,15 @@ from icepack_core.execution.failures import ActionRecord
 from icepack_core.execution.maintenance import TableMaintenance
 from icepack_core.execution.verification.verifier import Guard
 from icepack_core.inspection.inspector import Inspector, LoadedTable
+from icepack_core.inspection.status import TableStatus
 from icepack_core.intents import Intent
+from icepack_core.planning.manifest_merge import ManifestMerge, manifests_first_at_run
 from icepack_core.queue.jobs import Job
 from icepack_core.safety.admission import Admission
-from icepack_core.types import TableRef
+from icepack_core.types import Action, TableRef
 
 Record = Callable[[ActionRecord], Awaitable[None]]
+log = structlog.get_logger("icepack.maintenance")
 
 
 class TableMetadata:
@@ -78,3 +83,29 @@ class JobContext:
     guard: Guard | None = None
     intents: list[Intent] = field(default_factory=list)
     admission: Admission | None = None
+    # Per action name, why the executor runs it other than as planned (``with_manifests_first``);
+    # kept in the action's recorded output as ``run_reason``.
+    run_reasons: dict[str, str] = field(default_factory=dict)
+
+
+def with_manifests_first(ctx: JobContext, status: TableStatus | None) -> JobContext:
+    """``ctx`` whose intents run a manifest rewrite before the compaction when a writer
+    committed since the job was planned and the manifests would merge
+    (``planning.manifest_merge.manifests_first_at_run``)."""
+    if ctx.job is None or ctx.admission is None or status is None:
+        return ctx
+    merge = ManifestMerge.of(ctx.row.properties)
+    planned_at = ctx.job.created_at
+    intents = manifests_first_at_run(ctx.intents, status, merge, ctx.admission.policy, planned_at)
+    if [i.kind for i in intents] == [i.kind for i in ctx.intents]:
+        return ctx
+    log.info(
+        "maintenance.manifests_first",
+        table=str(ctx.ref),
+        job_id=ctx.job.id,
+        manifests=status.manifest_count,
+        actions=[i.kind.value for i in intents],
+    )
+    moved = next(i for i in intents if i.kind is Action.REWRITE_MANIFESTS)
+    reasons = ctx.run_reasons | {moved.kind.value: moved.reason}
+    return replace(ctx, intents=intents, run_reasons=reasons)

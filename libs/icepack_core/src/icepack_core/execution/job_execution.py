@@ -49,7 +49,12 @@ from icepack_core.execution.failures import (
     classify,
     failure_of,
 )
-from icepack_core.execution.job_context import JobContext, Record, TableMetadata
+from icepack_core.execution.job_context import (
+    JobContext,
+    Record,
+    TableMetadata,
+    with_manifests_first,
+)
 from icepack_core.execution.ledger.actions import LedgerActions
 from icepack_core.execution.ledger.expiry_ledger import ExpiryLedger
 from icepack_core.execution.maintenance import (
@@ -216,6 +221,7 @@ class JobExecution:
         if job is not None:
             await self._settle(ctx)
         status = await self._status(ctx)
+        ctx = with_manifests_first(ctx, status)
         measuring = await self._start_measuring(ctx)
         results: list[dict[str, object]] = []
         for index, intent in enumerate(ctx.intents):
@@ -421,7 +427,7 @@ class JobExecution:
                 finished,
                 procedure=outcome.procedure,
                 sql_text=redact_text(";\n".join(outcome.sql)),
-                output=_output(outcome),
+                output=_output(outcome, ctx.run_reasons.get(name)),
                 impact=dict(_impact(before, after) or {}),
             )
         )
@@ -581,9 +587,12 @@ class JobExecution:
         log.error("maintenance.table_held", table_id=table_id, reason=reason)
 
 
-def _output(outcome: ActionOutcome) -> dict[str, object]:
-    """A succeeded action's stored output: the procedure's, with its verification evidence."""
+def _output(outcome: ActionOutcome, run_reason: str | None = None) -> dict[str, object]:
+    """A succeeded action's stored output: the procedure's, with its verification evidence and
+    ``run_reason`` (why the executor ran it other than as planned) when there is one."""
     output: dict[str, object] = dict(outcome.output)
+    if run_reason:
+        output["run_reason"] = run_reason
     if outcome.verification is not None:
         output["verification"] = outcome.verification.to_json()
     return output
