@@ -1,10 +1,9 @@
-"""Manifests first (``planning.manifest_merge``): a compaction the pressure plans on a table
-whose commits would merge its manifests is replaced by a manifest rewrite, once."""
+"""Manifests first (``planning.manifest_merge``): when a job starts on a table a writer
+committed to since the plan, and the compaction's commits would merge the table's manifests, its
+manifest rewrite runs before its compaction."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from hypothesis import given
@@ -19,20 +18,16 @@ from icepack_core.intents import (
     RewriteManifests,
     RewriteManifestsParams,
 )
-from icepack_core.planning.history import History
 from icepack_core.planning.manifest_merge import (
     MERGE_ENABLED_PROPERTY,
     MIN_COUNT_PROPERTY,
     TARGET_SIZE_PROPERTY,
     ManifestMerge,
-    manifests_first,
     manifests_first_at_run,
-    writer_manifests_before_commit,
 )
-from icepack_core.planning.recommendation import FailureStreak, Recommendation, recommend
 from icepack_core.policy import EffectivePolicy, resolve
 from icepack_core.types import Action
-from tests.planning.test_pressure import growth, streaming_status
+from tests.planning.test_pressure import streaming_status
 from tests.planning.test_recommendation import NOW
 
 COMPACTION, MANIFESTS = Action.REWRITE_DATA_FILES, Action.REWRITE_MANIFESTS
@@ -40,117 +35,10 @@ KIB = 1024
 
 
 def merging(manifests: int = 120, each: int = 6 * KIB) -> TableStatus:
-    """A streaming table (fullest open partition 60 small files) of ``manifests`` manifests."""
+    """A table of ``manifests`` manifests of ``each`` bytes."""
     return streaming_status(60, 80).model_copy(
         update={"manifest_count": manifests, "manifest_bytes": manifests * each}
     )
-
-
-def planned(
-    table: TableStatus, policy: EffectivePolicy, last_runs: Mapping[str, datetime] | None = None
-) -> Recommendation:
-    """What ``recommend`` plans for ``table`` growing 0.75 small files a second."""
-    runs = dict(last_runs or {})
-    return recommend(
-        table,
-        policy,
-        runs,
-        NOW,
-        snapshots_after=dict.fromkeys(runs, "1"),
-        growth=growth(15, 60, seconds=60),
-    )
-
-
-def history(**over: object) -> History:
-    return History(**over)  # type: ignore[arg-type]
-
-
-def kinds(rec: Recommendation) -> list[Action]:
-    return [a.action for a in rec.actions]
-
-
-def test_a_pressure_compaction_on_mergeable_manifests_becomes_a_manifest_rewrite() -> None:
-    policy = resolve([], "db", "t")
-    table = merging()
-    rec = planned(table, policy)
-    assert COMPACTION in kinds(rec) and MANIFESTS in kinds(rec), rec.skipped  # 120 > 100
-    first = manifests_first(rec, table, policy, ManifestMerge(), history(), (), NOW)
-    assert kinds(first) == [a for a in kinds(rec) if a is not COMPACTION]
-    (skip,) = [s for s in first.skipped if s.action == COMPACTION]
-    assert skip.reason.startswith("manifests first: 120 manifests (about 6144 B each), about 45 ")
-    assert "(would be: " in skip.reason and "open-partition pressure" in skip.reason
-
-    # Below the manifest action's own bound it is proposed for the compaction's sake alone.
-    table = merging(manifests=100)
-    rec = planned(table, policy)
-    assert MANIFESTS not in kinds(rec)
-    first = manifests_first(rec, table, policy, ManifestMerge(), history(), (), NOW)
-    (manifests,) = [a for a in first.actions if a.action is MANIFESTS]
-    assert manifests.reason.startswith("manifests first: 100 manifests")
-    assert not [s for s in first.skipped if s.action == MANIFESTS]  # not both done and skipped
-
-
-def test_it_goes_first_once_then_the_compaction_goes_ahead_whatever_the_count() -> None:
-    policy = resolve([], "db", "t")
-    table = merging()
-    compacted, rewrote = NOW - timedelta(minutes=3), NOW - timedelta(seconds=90)
-    rec = planned(table, policy, {COMPACTION: compacted, MANIFESTS: rewrote})
-    assert COMPACTION in kinds(rec), rec.skipped
-    after = manifests_first(
-        rec,
-        table,
-        policy,
-        ManifestMerge(),
-        history(last_runs={COMPACTION: compacted, MANIFESTS: rewrote}),
-        (),
-        NOW,
-    )
-    assert after is rec
-    # A manifest rewrite older than the last compaction does not count.
-    runs: dict[str, datetime] = {COMPACTION: rewrote, MANIFESTS: compacted}
-    rec = planned(table, policy, runs)
-    assert COMPACTION in kinds(rec), rec.skipped
-    again = manifests_first(rec, table, policy, ManifestMerge(), history(last_runs=runs), (), NOW)
-    assert COMPACTION not in kinds(again) and MANIFESTS in kinds(again)
-
-
-def test_a_manifest_rewrite_that_may_not_run_leaves_the_compaction_as_planned() -> None:
-    table = merging()
-    policy = resolve([], "db", "t")
-    rec = planned(table, policy)
-    resting = {MANIFESTS: FailureStreak(2, "boom", NOW + timedelta(minutes=5))}
-    fresh = merging(manifests=100)
-    fresh_rec = planned(fresh, policy)
-    assert (
-        manifests_first(
-            fresh_rec, fresh, policy, ManifestMerge(), history(failures=resting), (), NOW
-        )
-        is fresh_rec
-    )
-    deferred = {MANIFESTS}
-    assert manifests_first(rec, table, policy, ManifestMerge(), history(), deferred, NOW) is rec
-    cancelled = history(cancelled={MANIFESTS: NOW - timedelta(minutes=1)})
-    assert (
-        manifests_first(fresh_rec, fresh, policy, ManifestMerge(), cancelled, (), NOW) is fresh_rec
-    )
-    off = resolve([], "db", "t", {"icepack.manifests.enabled": "false"})
-    off_rec = planned(fresh, off)
-    assert COMPACTION in kinds(off_rec), off_rec.skipped
-    assert manifests_first(off_rec, fresh, off, ManifestMerge(), history(), (), NOW) is off_rec
-
-
-def test_without_the_pressure_or_a_merge_nothing_changes() -> None:
-    policy = resolve([], "db", "t")
-    table = merging()
-    batch = recommend(table, policy, {}, NOW)  # no growth measured: a batch table
-    assert COMPACTION in kinds(batch), batch.skipped
-    assert manifests_first(batch, table, policy, ManifestMerge(), history(), (), NOW) is batch
-    rec = planned(table, policy)
-    no_merge = ManifestMerge.of({MERGE_ENABLED_PROPERTY: "false"})
-    assert manifests_first(rec, table, policy, no_merge, history(), (), NOW) is rec
-    big = merging(manifests=120, each=200 * KIB)  # 100 of them do not fit one 8 MiB bin
-    big_rec = planned(big, policy)
-    assert manifests_first(big_rec, big, policy, ManifestMerge(), history(), (), NOW) is big_rec
 
 
 @given(
@@ -198,40 +86,6 @@ def test_manifests_merge_when_enough_of_them_fit_one_bin(
     table = merging(manifests=count, each=each)
     expected = enabled and count >= max(min_count, 2) and each * min_count <= target
     assert merge.merges(table) is expected
-
-
-def test_the_manifests_a_writer_adds_before_the_commit_count() -> None:
-    """A compaction queued below the merge count commits above it: the writer adds about one
-    manifest a commit over the projection's lead (0.75 a second over 75 s here)."""
-    policy = resolve([], "db", "t")
-    table = merging(manifests=60)
-    rec = planned(table, policy)
-    compaction = next(a for a in rec.actions if a.action is COMPACTION)
-    assert compaction.pressure is not None
-    added = writer_manifests_before_commit(compaction.pressure)
-    assert 40 <= added < 100, added
-    first = manifests_first(rec, table, policy, ManifestMerge(), history(), (), NOW)
-    (skip,) = [s for s in first.skipped if s.action == COMPACTION]
-    assert f"60 manifests (about 6144 B each), about {added:.0f} more before it commits" in (
-        skip.reason
-    )
-    few = merging(manifests=100 - math.ceil(added) - 1)
-    few_rec = planned(few, policy)
-    assert manifests_first(few_rec, few, policy, ManifestMerge(), history(), (), NOW) is few_rec
-
-
-@given(
-    count=st.integers(0, 500),
-    added=st.floats(-10, 1_000, allow_nan=False),
-    min_count=st.integers(1, 300),
-)
-def test_manifests_merge_once_the_count_with_those_to_come_reaches_the_merge_count(
-    count: int, added: float, min_count: int
-) -> None:
-    merge = ManifestMerge(min_count=min_count)
-    table = merging(manifests=count, each=KIB)  # small: any min_count of them share a bin
-    expected = count > 0 and count + max(0.0, added) >= max(min_count, 2)
-    assert merge.merges(table, added) is expected
 
 
 # Manifests first at run time (``manifests_first_at_run``): what the executor runs when a job

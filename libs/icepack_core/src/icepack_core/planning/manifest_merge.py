@@ -1,5 +1,5 @@
-"""Manifests first: a compaction beside writers waits for a manifest rewrite when each of its
-commits would merge the table's manifests.
+"""Manifests first: a compaction beside writers runs after a manifest rewrite when each of
+its commits would merge the table's manifests.
 
 Each commit of a compaction (Iceberg's ``RewriteFiles``, one per partial-progress batch)
 filters every manifest that holds a file it replaces and, with ``commit.manifest-merge.enabled``
@@ -16,41 +16,26 @@ second (Iceberg 1.10, local Spark): the compaction's first commit took 5 attempt
 and the compaction 69 s; after ``rewrite_manifests`` (120 manifests to 1) its first commit took
 one attempt and 0.2 s, the compaction 41 s.
 
-So when the pressure plans a compaction (the table is being written) and its manifests would
-merge by the time it commits (the count now, plus about one a writer commit over the
-projection's lead: a job queued below the count and run above it lost every commit in
-``bench.stream``), the planner runs ``rewrite_manifests`` in its place; the job's
-``job.finished`` plans the compaction again at once. Never twice in a row: once a manifest
-rewrite ran after the table's last compaction, the compaction goes ahead whatever the count (a
-writer fast enough to refill the bin before the compaction starts cannot starve it).
-
-A plan can be minutes old when its job runs, and a job a writer beat is run again with the same
-actions, so the executor applies the rule once more when the job starts
-(``manifests_first_at_run``): when a writer committed after the job was planned and the
-manifests would merge now, the job's manifest rewrite runs before its compaction (added when
-the job has none). ``bench.stream`` showed both: a compaction planned at first sight with a few
-manifests ran two minutes later with about 130 and lost every commit to the writer, three times,
-until it was deferred.
+The rule is applied when the job starts, not when it is planned (``manifests_first_at_run``,
+called by the executor): when a writer committed after the job was planned and the manifests
+would merge now, the job's manifest rewrite runs before its compaction (added when the job has
+none). A plan cannot see the manifests a writer adds before its job runs, and a job a writer
+beat runs again with the same actions: ``bench.stream`` saw a compaction planned at a table's
+first sight with a few manifests run two minutes later with about 130 and lose every commit,
+three times, until it was deferred. Deciding at plan time (a manifest-rewrite job in the
+compaction's place) was tried first and dropped: the manifest rewrite counted as the table's
+last run, so the compaction waited out the table's minimum interval after it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from icepack_core.inspection.status import TableStatus, parse_ts
 from icepack_core.intents import Intent, RewriteManifests, RewriteManifestsParams
-from icepack_core.planning.history import History
-from icepack_core.planning.pressure import Pressure
-from icepack_core.planning.recommendation import (
-    Proposed,
-    Recommendation,
-    Skip,
-    held_back,
-    rewrite_manifests_proposal,
-)
 from icepack_core.policy import EffectivePolicy
 from icepack_core.types import Action
 
@@ -78,25 +63,14 @@ class ManifestMerge:
             target_bytes=_positive(properties.get(TARGET_SIZE_PROPERTY), default.target_bytes),
         )
 
-    def merges(self, status: TableStatus, added: float = 0.0) -> bool:
-        """Whether a commit would merge the table's manifests once ``added`` more have come:
-        at least ``min_count`` of them, small enough that ``min_count`` fit in one bin (from
-        their average size: the status counts them, it does not list their sizes)."""
+    def merges(self, status: TableStatus) -> bool:
+        """Whether a commit would merge the table's manifests: at least ``min_count`` of them,
+        small enough that ``min_count`` fit in one bin (from their average size: the status
+        counts them, it does not list their sizes)."""
         count = status.manifest_count
-        expected = count + max(0.0, added)
-        if not self.enabled or count == 0 or expected < max(self.min_count, 2):
+        if not self.enabled or count < max(self.min_count, 2):
             return False
         return status.manifest_bytes * self.min_count <= self.target_bytes * count
-
-    def reason(self, status: TableStatus, added: float = 0.0) -> str:
-        average = math.ceil(status.manifest_bytes / max(status.manifest_count, 1))
-        coming = f", about {added:.0f} more before it commits" if added >= 1 else ""
-        return (
-            f"manifests first: {status.manifest_count} manifests (about {average} B each)"
-            f"{coming} >= {MIN_COUNT_PROPERTY} {self.min_count}, so each commit of the "
-            "compaction would merge them all again after every writer commit it loses; "
-            "rewrite_manifests runs now and the compaction is planned when it ends"
-        )
 
 
 def _positive(raw: str | None, default: int) -> int:
@@ -105,72 +79,6 @@ def _positive(raw: str | None, default: int) -> int:
     except ValueError:
         return default
     return value if value > 0 else default
-
-
-def manifests_first(
-    rec: Recommendation,
-    status: TableStatus,
-    policy: EffectivePolicy,
-    merge: ManifestMerge,
-    history: History,
-    deferred: Collection[str],
-    now: datetime,
-) -> Recommendation:
-    """``rec`` with its compaction replaced by a manifest rewrite (module doc), or ``rec``
-    itself when the compaction is not planned by the pressure, the manifests would not merge,
-    a manifest rewrite already ran since the last compaction, or the manifest rewrite may not
-    run now (disabled by the policy, failing, throttled, cancelled, or among the table's
-    ``deferred`` actions)."""
-    compaction = _planned(rec, Action.REWRITE_DATA_FILES)
-    if compaction is None or compaction.pressure is None:
-        return rec
-    added = writer_manifests_before_commit(compaction.pressure)
-    if not merge.merges(status, added):
-        return rec
-    since = history.last_runs.get(Action.REWRITE_MANIFESTS)
-    last_compaction = history.last_runs.get(Action.REWRITE_DATA_FILES)
-    if since is not None and (last_compaction is None or since >= last_compaction):
-        return rec
-    if Action.REWRITE_MANIFESTS in deferred:
-        return rec
-    why = merge.reason(status, added)
-    manifests = _planned(rec, Action.REWRITE_MANIFESTS)
-    if manifests is None:
-        proposed = rewrite_manifests_proposal(status, policy, why)
-        if isinstance(proposed, Skip):
-            return rec
-        resting = held_back(
-            proposed, policy, now, history.failures, history.throttles, history.cancelled
-        )
-        if resting is not None:
-            return rec
-        manifests = proposed
-    actions = [a for a in rec.actions if a.action not in _REPLACED] + [manifests]
-    actions.sort(key=lambda a: a.action.rank)
-    skipped = [s for s in rec.skipped if s.action != Action.REWRITE_MANIFESTS]
-    skipped.append(Skip(Action.REWRITE_DATA_FILES, f"{why} (would be: {compaction.reason})"))
-    return Recommendation(
-        actions=actions,
-        skipped=skipped,
-        replan_at=rec.replan_at,
-        sources=rec.sources,
-    )
-
-
-_REPLACED = frozenset({Action.REWRITE_DATA_FILES, Action.REWRITE_MANIFESTS})
-
-
-def writer_manifests_before_commit(pressure: Pressure) -> float:
-    """The manifests a writer adds between the plan and the compaction's commit: about one a
-    commit (a fast append writes one), over the projection's lead (the queue ahead and the
-    run). The commits are counted by the fullest partition's small files a second: a sink
-    writes a file to each partition it touches per commit, so that partition gains about
-    one a commit (more files per commit overcount, which only runs the rewrite earlier)."""
-    return pressure.rate_per_second * pressure.lead.total_seconds()
-
-
-def _planned(rec: Recommendation, action: Action) -> Proposed | None:
-    return next((a for a in rec.actions if a.action is action), None)
 
 
 def manifests_first_at_run(

@@ -22,7 +22,7 @@ the claim order within it is benefit per byte rewritten, then health score.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -36,7 +36,6 @@ from icepack_core.errors import ActionRefused, PolicyError
 from icepack_core.inspection.status import TableStatus, parse_ts, target_file_size
 from icepack_core.planning.due import DueRule
 from icepack_core.planning.history import History
-from icepack_core.planning.manifest_merge import ManifestMerge, manifests_first
 from icepack_core.planning.prediction import JobPredictionJSON, PredictedActionJSON
 from icepack_core.planning.pressure import (
     DEFAULT_LEAD,
@@ -105,20 +104,6 @@ def without_deferred(rec: Recommendation, deferred: dict[str, Deferral]) -> Reco
     return Recommendation(
         actions=kept, skipped=skipped, replan_at=rec.replan_at, sources=rec.sources
     )
-
-
-def _manifests_first(
-    rec: Recommendation,
-    table: TableRow,
-    status: TableStatus,
-    policy: EffectivePolicy,
-    history: History,
-    deferred: Mapping[str, Deferral],
-    now: datetime,
-) -> Recommendation:
-    """``planning.manifest_merge.manifests_first`` with the table's properties and history."""
-    merge = ManifestMerge.of(table.properties)
-    return manifests_first(rec, status, policy, merge, history, frozenset(deferred), now)
 
 
 def job_prediction(actions: Sequence[Proposed]) -> JobPrediction:
@@ -205,12 +190,8 @@ class Planner:
             due_rule=self._due_rule(policy),
             expiry_floor_hours=self.settings.expiry_min_age_hours,
         )
-        deferred: dict[str, Deferral] = {}
         if has_jobs and table.id is not None:
-            deferred = await active_deferrals(self.pool, table.id, now)
-        rec = without_deferred(
-            _manifests_first(rec, table, status, policy, history, deferred, now), deferred
-        )
+            rec = without_deferred(rec, await active_deferrals(self.pool, table.id, now))
         return await self._admissible(table, rec, now, policy)
 
     async def _policy(
