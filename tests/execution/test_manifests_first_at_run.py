@@ -12,7 +12,6 @@ file any snapshot references is gone.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -34,19 +33,10 @@ from tests.execution.spark_tables import (
     unique_name,
 )
 from tests.execution.test_need_scheduling import all_partitions_closed
-from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 NS = "manifests_first_run"
 APPENDS = 6
-
-
-@pytest.fixture
-def run_settings(database_url: str, spark_catalog_settings: Settings, tmp_path: Path) -> Settings:
-    # A small threshold so a table of a few dozen small files is due (the default is 50).
-    return service_settings(
-        database_url, spark_catalog_settings, tmp_path, maintenance_min_benefit=3
-    )
 
 
 def append(settings: Settings, name: str, first: int, rows: int) -> None:
@@ -87,7 +77,7 @@ async def planned_job(db: Any, settings: Settings, spark: Any, name: str) -> tup
     return table, table_id, planned.job_id
 
 
-async def ran_actions(db: Any, job_id: int) -> list[tuple[str, dict[str, Any]]]:
+async def ran_actions(db: Any, job_id: int) -> list[tuple[str, dict[str, object]]]:
     rows = await db.fetch(
         "SELECT action, output FROM icepack.job_actions WHERE job_id = $1 AND state = "
         "'succeeded' ORDER BY id",
@@ -97,19 +87,19 @@ async def ran_actions(db: Any, job_id: int) -> list[tuple[str, dict[str, Any]]]:
 
 
 async def test_a_compaction_a_writer_overtook_rewrites_the_manifests_first(
-    db: asyncpg.Pool, spark: Any, run_settings: Settings
+    db: asyncpg.Pool, spark: Any, need_settings: Settings
 ) -> None:
     await all_partitions_closed(db)
     name = unique_name("overtaken")
-    table, _, job_id = await planned_job(db, run_settings, spark, name)
+    table, _, job_id = await planned_job(db, need_settings, spark, name)
     # The writer commits after the plan: three more small files, one more manifest.
-    append(run_settings, name, 1000, 3)
+    append(need_settings, name, 1000, 3)
     spark.sql(f"REFRESH TABLE {table}")
     manifests_before = spark.sql(f"SELECT count(*) AS n FROM {table}.manifests").first()["n"]
     assert manifests_before >= 4
     before = fingerprint(spark, table)
 
-    await run_claimed(job_runner(db, run_settings, spark), job_id)
+    await run_claimed(job_runner(db, need_settings, spark), job_id)
 
     ran = await ran_actions(db, job_id)
     assert [action for action, _ in ran] == ["rewrite_manifests", "rewrite_data_files"], ran
@@ -126,13 +116,13 @@ async def test_a_compaction_a_writer_overtook_rewrites_the_manifests_first(
 
 
 async def test_a_compaction_nobody_committed_after_runs_as_planned(
-    db: asyncpg.Pool, spark: Any, run_settings: Settings
+    db: asyncpg.Pool, spark: Any, need_settings: Settings
 ) -> None:
     await all_partitions_closed(db)
-    table, _, job_id = await planned_job(db, run_settings, spark, unique_name("quiet"))
+    table, _, job_id = await planned_job(db, need_settings, spark, unique_name("quiet"))
     before = fingerprint(spark, table)
 
-    await run_claimed(job_runner(db, run_settings, spark), job_id)
+    await run_claimed(job_runner(db, need_settings, spark), job_id)
 
     assert [action for action, _ in await ran_actions(db, job_id)] == ["rewrite_data_files"]
     assert fingerprint(spark, table) == before

@@ -41,14 +41,6 @@ REWRITE = "rewrite_data_files"
 PARTS = 6
 
 
-@pytest.fixture
-def need_settings(database_url: str, spark_catalog_settings: Settings, tmp_path: Path) -> Settings:
-    # A small threshold so a 6-partition test table crosses it (the default is 50 objects).
-    return service_settings(
-        database_url, spark_catalog_settings, tmp_path, maintenance_min_benefit=3
-    )
-
-
 async def all_partitions_closed(db: Any) -> None:
     """An operator's compaction policy with no quiet period: every partition counts as closed
     (``execution.scoping.metadata_scope``), so these tests, which write and compact within seconds,

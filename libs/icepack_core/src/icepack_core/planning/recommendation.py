@@ -332,7 +332,7 @@ class _Gate:
         waits; a due-by-need action held back only by time adds when to plan again to
         ``replan``."""
         policy, now = self.policy, self.now
-        held = held_back(candidate, policy, now, self.failures, self.throttles, self.cancelled)
+        held = _held_back(candidate, policy, now, self.failures, self.throttles, self.cancelled)
         if held is not None:
             return held
         last = self.last_runs.get(candidate.action)
@@ -418,7 +418,7 @@ def due_rule_of(
     )
 
 
-def held_back(
+def _held_back(
     candidate: Proposed,
     policy: EffectivePolicy,
     now: datetime,
@@ -696,16 +696,16 @@ def _rewrite_manifests(status: TableStatus, policy: EffectivePolicy) -> Proposed
     count = status.manifest_count
     if count <= cfg.max_manifests:
         return Skip(action, f"{count} manifests <= max_manifests {cfg.max_manifests}")
-    return rewrite_manifests_proposal(
+    return _rewrite_manifests_proposal(
         status, policy, f"{count} manifests > max_manifests {cfg.max_manifests}"
     )
 
 
-def rewrite_manifests_proposal(
+def _rewrite_manifests_proposal(
     status: TableStatus, policy: EffectivePolicy, reason: str
 ) -> Proposed | Skip:
-    """A manifest rewrite of the whole table for ``reason`` (its own rule above, or a
-    compaction's ``planning.manifest_merge``); a Skip when the policy disables it."""
+    """A manifest rewrite of the whole table for ``reason``; a Skip when the policy disables
+    it."""
     action = Action.REWRITE_MANIFESTS
     cfg = policy.metadata_compaction
     if cfg is None:
